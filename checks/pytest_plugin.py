@@ -1,0 +1,1 @@
+"""pytest plugin (entry point ``railab``): fixtures for testing a lab from a user's own repo."""

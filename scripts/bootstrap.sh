@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Install what railab needs on a Debian machine, as root. Idempotent: skips what is present.
+#   scripts/bootstrap.sh          runtime needs (FRR, iproute2, graphviz, the railab package)
+#   scripts/bootstrap.sh --test   also what the test suite uses (OpenSSH server, Docker, Chromium)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ "$(id -u)" -ne 0 ]; then
+  echo "railab bootstrap: run as root (network namespaces and FRR need it): sudo $0 $*" >&2
+  exit 1
+fi
+pkgs=(frr iproute2 graphviz procps)
+if [ "${1:-}" = "--test" ]; then
+  pkgs+=(openssh-server docker.io chromium)
+fi
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  echo "railab bootstrap: apt-get install ${missing[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+extra=""
+[ "${1:-}" = "--test" ] && extra="[test]"
+python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore -e ".${extra}"
