@@ -24,5 +24,28 @@ for _mod in (_plan, _generate, _lab, _traffic, _check, _demo):
 
 
 def main() -> None:
-    """Console-script entry point."""
-    app()
+    """Console-script entry point.
+
+    A ``RailabError`` (or a model ``ValueError`` such as a planner or intent error) that escapes a
+    command is printed as one ``error: ...`` line on stderr, exit code 1; no traceback.
+    """
+    import sys
+
+    from testbed.runtime.base import RailabError
+
+    try:
+        app(standalone_mode=False)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except (RailabError, ValueError, FileNotFoundError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        sys.exit(130)
+    except __import__("click").exceptions.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except __import__("click").exceptions.Abort:
+        print("error: aborted", file=sys.stderr)
+        sys.exit(130)
