@@ -34,7 +34,9 @@ def main() -> None:
     from testbed.runtime.base import RailabError
 
     try:
-        app(standalone_mode=False)
+        rc = app(standalone_mode=False)
+        if isinstance(rc, int) and rc:
+            sys.exit(rc)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except (RailabError, ValueError, FileNotFoundError) as exc:
