@@ -1,0 +1,711 @@
+"""Fabric sizing planner: "N GPUs on these switches" -> a complete, checked fabric plan.
+
+Rules are the seed design guide's (``shared/seed/gpu-backend-fabric-design-guide.txt``):
+
+Rail-only (single leaf tier, no spines; seed "Max Capacity per Model (Rail-only)"):
+  * rails = GPUs per server; every GPU's NIC n goes to the leaf carrying rail n.
+  * leaves = ceil(GPUs / leaf ports), rounded up to a divisor of the rail count so each leaf
+    carries whole rails (seed: 512 GPUs on CX864E-N -> 4 leaves, two rails each).
+  * limit: one leaf per rail -> max servers = leaf ports, max GPUs = rails x leaf ports.
+
+Rail-optimized (2-tier Clos; seed "Node Requirements Summary" / "Maximum Scalability Limits"):
+  * leaves per group = GPUs per server (one leaf per rail per group).
+  * oversubscription d:u splits leaf ports: downlinks = floor(ports x d / (d+u)), uplinks = the
+    rest (half and half at 1:1); servers per group = downlinks.
+  * groups = ceil(servers / servers per group); leaves = leaves per group x groups.
+  * spines = ceil(leaves x leaf uplinks / spine ports); links per leaf-spine pair = leaf
+    uplinks / spines (warned about when uneven).
+  * limits: max groups = floor(spine ports / leaves per group); max servers = max groups x
+    servers per group; max GPUs = max servers x GPUs per server.
+
+``auto`` picks Rail-only while the GPU count fits the leaf model's Rail-only limit, else
+Rail-optimized. Every bad input raises :class:`PlanError` (a ``ValueError``) whose message says
+what to change. Names follow ``docs/architecture.md``: Rail-optimized leaves
+``g<group>-leaf<rail>``, Rail-only leaves ``leaf<i>``, spines ``spine<i>``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from topologies.catalog import CatalogError, SwitchModel, get_model, load_catalog
+
+__all__ = [
+    "Design",
+    "Plan",
+    "PlanError",
+    "LeafPlan",
+    "TierPorts",
+    "Limits",
+    "plan",
+    "compare",
+    "node_table",
+    "parse_oversubscription",
+    "PATH_CLASSES",
+    "DEFAULT_TABLE_GPUS",
+]
+
+Architecture = Literal["rail-only", "rail-optimized"]
+PATH_CLASSES = ("intra-server", "intra-rail", "inter-rail", "inter-rail-pxn", "cross-group")
+DEFAULT_TABLE_GPUS = (256, 512, 1024, 2048, 4096, 8192)
+
+
+class PlanError(ValueError):
+    """A design the planner cannot build; the message says what to change."""
+
+
+class Design(BaseModel):
+    """What the user asks for.
+
+    * ``architecture`` -- ``rail-only``, ``rail-optimized`` or ``auto`` (default).
+    * ``gpus`` [GPUs] -- total GPU count; must be whole servers.
+    * ``gpus_per_server`` [GPUs] -- also the number of rails (default 8, DGX H100).
+    * ``leaf`` / ``spine`` -- catalog model names; ``spine`` defaults to the leaf model.
+    * ``port_speed_gbps`` [Gb/s] -- speed of every fabric port (default 400).
+    * ``oversubscription`` -- leaf downlink:uplink bandwidth ratio ``d:u`` (default ``1:1``).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    architecture: Literal["rail-only", "rail-optimized", "auto"] = "auto"
+    gpus: int
+    gpus_per_server: int = 8
+    leaf: str
+    spine: str | None = None
+    port_speed_gbps: int = 400
+    oversubscription: str = "1:1"
+
+
+class LeafPlan(BaseModel):
+    """One leaf: ``name``, ``group`` (1-based), the ``rails`` it carries (1-based), the servers
+    attached and its used ports [ports]."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    group: int
+    rails: list[int]
+    servers: int
+    downlinks_used: int
+    uplinks_used: int
+
+
+class TierPorts(BaseModel):
+    """Ports of one switch tier [ports at the plan's port speed]."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    switches: int
+    ports_per_switch: int
+    total: int
+    used: int
+    free: int
+
+
+class Limits(BaseModel):
+    """Scaling limits of the chosen architecture with these switch models."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_gpus: int
+    max_servers: int
+    max_groups: int
+    max_leaves: int
+
+
+class Plan(BaseModel):
+    """A complete fabric plan. Its JSON (``model_dump(mode='json')``) is the stable,
+    documented output of ``railab plan --json`` (see ``docs/planner.md``).
+
+    Counts are switches, links or ports; bandwidths are Gb/s; latencies ns.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    architecture: Architecture
+    selected_by: Literal["user", "auto"]
+    gpus: int
+    gpus_per_server: int
+    servers: int
+    rails: int
+    groups: int
+    servers_per_group: int
+    partial_last_group: int | None = Field(
+        description="servers in the last group when it is not full, else null"
+    )
+    rails_per_leaf: int
+    leaf_model: str
+    spine_model: str | None
+    port_speed_gbps: int
+    oversubscription: str = Field(description="requested downlink:uplink ratio")
+    oversubscription_actual: str | None = Field(
+        description="downlink:uplink ports per leaf as planned (null for Rail-only)"
+    )
+    leaf_ports: int
+    spine_ports: int | None
+    leaf_switches: int
+    spine_switches: int
+    total_switches: int
+    leaves_per_group: int
+    leaf_downlinks: int = Field(description="ports per leaf reserved for servers")
+    leaf_uplinks: int = Field(description="ports per leaf towards the spines")
+    leaf_downlink_gbps: int
+    leaf_uplink_gbps: int
+    links_per_leaf_spine_pair: int = Field(
+        description="parallel links between every leaf and every spine (the smaller count "
+        "when uplinks do not split evenly)"
+    )
+    links_per_leaf_spine_pair_max: int
+    server_leaf_links: int
+    leaf_spine_links: int
+    total_links: int
+    optics: int = Field(description="transceivers: two per link")
+    ports: dict[str, TierPorts]
+    limits: Limits
+    leaves: list[LeafPlan]
+    spines: list[str]
+    hops: dict[str, int | None] = Field(
+        description="path class -> routed switch hops NIC to NIC; null means unreachable"
+    )
+    hop_notes: dict[str, str]
+    latency_ns: dict[str, int | None] = Field(
+        description="path class -> sum of switch port-to-port latencies on the path"
+    )
+    leaf_latency_ns: int | None
+    spine_latency_ns: int | None
+    warnings: list[str]
+
+
+# ---------------------------------------------------------------------------------------------
+# helpers
+
+
+def parse_oversubscription(text: str) -> tuple[int, int]:
+    """Parse ``d:u`` (e.g. ``1:1``, ``2:1``, ``3:1``) into positive integers ``(d, u)``.
+
+    Raises PlanError if malformed, or if either side is zero (``d:0`` leaves no uplinks).
+    """
+    m = re.fullmatch(r"\s*(\d+)\s*:\s*(\d+)\s*", str(text))
+    if not m:
+        raise PlanError(
+            f"oversubscription {text!r} is malformed: write downlink:uplink as whole numbers, "
+            "e.g. 1:1 (non-blocking), 2:1 or 3:1"
+        )
+    d, u = int(m.group(1)), int(m.group(2))
+    if u == 0:
+        raise PlanError(
+            f"oversubscription {text} leaves no uplinks to the spines: use a ratio with a "
+            "non-zero uplink side, e.g. 1:1, 2:1 or 3:1"
+        )
+    if d == 0:
+        raise PlanError(
+            f"oversubscription {text} leaves no ports for servers: use e.g. 1:1, 2:1 or 3:1"
+        )
+    return d, u
+
+
+def _ratio(d: int, u: int) -> str:
+    g = math.gcd(d, u) or 1
+    return f"{d // g}:{u // g}"
+
+
+def _lookup(catalog: dict[str, SwitchModel], name: str) -> SwitchModel:
+    try:
+        return get_model(catalog, name)
+    except CatalogError as exc:
+        raise PlanError(str(exc)) from None
+
+
+def _ports(model: SwitchModel, speed: int, role: str) -> int:
+    try:
+        return model.ports_at(speed)
+    except CatalogError as exc:
+        raise PlanError(f"{role} {exc}") from None
+
+
+def _check_common(design: Design) -> int:
+    """Validate the counts shared by both architectures; return the server count."""
+    r = design.gpus_per_server
+    if r <= 0:
+        raise PlanError(
+            f"gpus_per_server must be at least 1 (got {r}); it is also the rail count, e.g. 8"
+        )
+    if design.gpus <= 0:
+        raise PlanError(f"GPU count must be positive (got {design.gpus}); e.g. --gpus 1024")
+    if design.port_speed_gbps <= 0:
+        raise PlanError(f"port speed must be positive (got {design.port_speed_gbps}G); e.g. 400G")
+    if design.gpus % r:
+        lo = design.gpus // r * r
+        hi = lo + r
+        near = f"{lo} or {hi}" if lo else f"{hi}"
+        raise PlanError(
+            f"{design.gpus} GPUs is not a whole number of {r}-GPU servers: use {near} GPUs "
+            f"(a multiple of {r}), or change --gpus-per-server"
+        )
+    return design.gpus // r
+
+
+def _hops(arch: Architecture, rails_per_leaf: int, rails: int, groups: int) -> tuple[dict, dict]:
+    notes: dict[str, str] = {
+        "intra-server": "NVLink/NVSwitch inside the server; never reaches the fabric",
+        "intra-rail": "same leaf",
+        "inter-rail-pxn": "PXN: NVLink to the peer GPU on the destination rail, then its NIC",
+    }
+    if arch == "rail-optimized":
+        hops = {
+            "intra-server": 0,
+            "intra-rail": 1,
+            "inter-rail": 3,
+            "inter-rail-pxn": 1,
+            "cross-group": 3,
+        }
+        notes["inter-rail"] = "leaf, spine, leaf"
+        notes["cross-group"] = "leaf, spine, leaf"
+    else:
+        shared = rails_per_leaf >= rails
+        hops = {
+            "intra-server": 0,
+            "intra-rail": 1,
+            "inter-rail": 1 if shared else None,
+            "inter-rail-pxn": 1,
+            "cross-group": None,
+        }
+        if shared:
+            notes["inter-rail"] = "one leaf carries every rail"
+        elif rails_per_leaf > 1:
+            notes["inter-rail"] = (
+                f"1 hop between rails on the same leaf ({rails_per_leaf} rails per leaf), "
+                "unreachable otherwise (no spine tier): use PXN"
+            )
+        else:
+            notes["inter-rail"] = "unreachable: no spine tier (use PXN)"
+        notes["cross-group"] = "n/a: Rail-only is a single group"
+    return hops, notes
+
+
+def _latency(hops: dict, leaf: SwitchModel, spine: SwitchModel | None) -> dict[str, int | None]:
+    out: dict[str, int | None] = {}
+    for cls, h in hops.items():
+        if h is None:
+            out[cls] = None
+        elif h == 0:
+            out[cls] = 0
+        elif leaf.latency_ns is None:
+            out[cls] = None
+        elif h == 1:
+            out[cls] = leaf.latency_ns
+        elif spine is None or spine.latency_ns is None:
+            out[cls] = None
+        else:  # leaf, spine, leaf
+            out[cls] = 2 * leaf.latency_ns + spine.latency_ns
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# the two architectures
+
+
+def _rail_only_limit(leaf_ports: int, rails: int) -> int:
+    return leaf_ports * rails
+
+
+def _plan_rail_only(design: Design, leaf: SwitchModel, selected_by: str) -> Plan:
+    servers = _check_common(design)
+    rails = design.gpus_per_server
+    speed = design.port_speed_gbps
+    p = _ports(leaf, speed, "leaf")
+    warnings: list[str] = []
+    max_gpus = _rail_only_limit(p, rails)
+    if design.gpus > max_gpus:
+        raise PlanError(
+            f"{design.gpus} GPUs is past the Rail-only limit of {leaf.name} leaves: one leaf per "
+            f"rail gives at most {p} servers / {max_gpus} GPUs ({rails} x {p}-port leaves): "
+            "use rail-optimized (--arch rail-optimized), or fewer GPUs"
+        )
+    need = math.ceil(design.gpus / p)
+    n = next(k for k in range(need, rails + 1) if rails % k == 0)
+    per_leaf = rails // n
+    if n != need:
+        warnings.append(
+            f"{need} leaves would hold the GPUs, but each leaf carries whole rails: rounded up "
+            f"to {n} leaves ({per_leaf} rail(s) each)"
+        )
+    if design.spine:
+        warnings.append(f"rail-only has no spine tier: spine model {design.spine} is not used")
+    if design.oversubscription.replace(" ", "") != "1:1":
+        warnings.append(
+            f"oversubscription {design.oversubscription} does not apply: Rail-only leaves have "
+            "no uplinks"
+        )
+    leaves = [
+        LeafPlan(
+            name=f"leaf{i}",
+            group=1,
+            rails=list(range((i - 1) * per_leaf + 1, i * per_leaf + 1)),
+            servers=servers,
+            downlinks_used=servers * per_leaf,
+            uplinks_used=0,
+        )
+        for i in range(1, n + 1)
+    ]
+    used = design.gpus
+    hops, notes = _hops("rail-only", per_leaf, rails, 1)
+    return Plan(
+        architecture="rail-only",
+        selected_by=selected_by,
+        gpus=design.gpus,
+        gpus_per_server=rails,
+        servers=servers,
+        rails=rails,
+        groups=1,
+        servers_per_group=servers,
+        partial_last_group=None,
+        rails_per_leaf=per_leaf,
+        leaf_model=leaf.name,
+        spine_model=None,
+        port_speed_gbps=speed,
+        oversubscription=design.oversubscription,
+        oversubscription_actual=None,
+        leaf_ports=p,
+        spine_ports=None,
+        leaf_switches=n,
+        spine_switches=0,
+        total_switches=n,
+        leaves_per_group=n,
+        leaf_downlinks=p,
+        leaf_uplinks=0,
+        leaf_downlink_gbps=p * speed,
+        leaf_uplink_gbps=0,
+        links_per_leaf_spine_pair=0,
+        links_per_leaf_spine_pair_max=0,
+        server_leaf_links=design.gpus,
+        leaf_spine_links=0,
+        total_links=design.gpus,
+        optics=2 * design.gpus,
+        ports={
+            "leaf": TierPorts(
+                switches=n, ports_per_switch=p, total=n * p, used=used, free=n * p - used
+            ),
+            "spine": TierPorts(switches=0, ports_per_switch=0, total=0, used=0, free=0),
+        },
+        limits=Limits(max_gpus=max_gpus, max_servers=p, max_groups=1, max_leaves=rails),
+        leaves=leaves,
+        spines=[],
+        hops=hops,
+        hop_notes=notes,
+        latency_ns=_latency(hops, leaf, None),
+        leaf_latency_ns=leaf.latency_ns,
+        spine_latency_ns=None,
+        warnings=warnings,
+    )
+
+
+def _bigger_spines(catalog: dict[str, SwitchModel], speed: int, need_ports: int) -> list[str]:
+    out = []
+    for m in sorted(catalog.values(), key=lambda m: m.name):
+        try:
+            ports = m.ports_at(speed)
+        except CatalogError:
+            continue
+        if ports >= need_ports:
+            out.append(f"{m.name} ({ports} x {speed}G)")
+    return out
+
+
+def _plan_rail_optimized(
+    design: Design,
+    leaf: SwitchModel,
+    spine: SwitchModel,
+    catalog: dict[str, SwitchModel],
+    selected_by: str,
+) -> Plan:
+    servers = _check_common(design)
+    rails = design.gpus_per_server
+    speed = design.port_speed_gbps
+    d, u = parse_oversubscription(design.oversubscription)
+    pl = _ports(leaf, speed, "leaf")
+    ps = _ports(spine, speed, "spine")
+    warnings: list[str] = []
+
+    down = pl * d // (d + u)
+    up = pl - down
+    if down == 0:
+        raise PlanError(
+            f"oversubscription {design.oversubscription} leaves no server ports on a {pl}-port "
+            f"{leaf.name} leaf: use a larger downlink side, e.g. 1:1"
+        )
+    if up == 0:
+        raise PlanError(
+            f"oversubscription {design.oversubscription} leaves no uplinks on a {pl}-port "
+            f"{leaf.name} leaf: use a smaller ratio, e.g. 1:1, 2:1 or 3:1"
+        )
+    actual = _ratio(down, up)
+    if down * u != up * d:
+        warnings.append(
+            f"{pl} leaf ports do not split exactly {design.oversubscription}: planned {down} "
+            f"downlinks : {up} uplinks ({down / up:.2f}:1)"
+        )
+    if d > u:
+        warnings.append(
+            f"oversubscription {actual} is blocking: leaf uplinks carry {up * speed} Gb/s for "
+            f"{down * speed} Gb/s of servers (the seed recommends 1:1 for AI backends)"
+        )
+
+    lpg = rails
+    if ps < lpg:
+        bigger = _bigger_spines(catalog, speed, lpg)
+        alt = f" e.g. {', '.join(bigger)}" if bigger else ""
+        raise PlanError(
+            f"spine {spine.name} has {ps} x {speed}G ports, fewer than the {lpg} leaves of one "
+            f"group (every spine must reach every leaf): choose a spine with at least {lpg} "
+            f"ports{alt}, or fewer GPUs per server"
+        )
+    spg = down
+    groups = math.ceil(servers / spg)
+    max_groups = ps // lpg
+    max_servers = max_groups * spg
+    max_gpus = max_servers * rails
+    if groups > max_groups:
+        bigger = _bigger_spines(catalog, speed, groups * lpg)
+        alt = (
+            f" or a spine with at least {groups * lpg} x {speed}G ports (e.g. {', '.join(bigger)})"
+            if bigger
+            else f" or a spine model with at least {groups * lpg} x {speed}G ports "
+            "(add one with --catalog)"
+        )
+        raise PlanError(
+            f"{design.gpus} GPUs needs {groups} groups, past the spine radix: {ps}-port "
+            f"{spine.name} spines reach at most {max_groups} groups of {lpg} leaves = "
+            f"{max_servers} servers / {max_gpus} GPUs. Use at most {max_gpus} GPUs{alt}"
+        )
+
+    partial = servers - (groups - 1) * spg
+    partial_last = partial if partial != spg else None
+    n_leaves = lpg * groups
+    links = n_leaves * up
+    n_spines = math.ceil(links / ps)
+    lo, rem = divmod(up, n_spines)
+    hi = lo + (1 if rem else 0)
+    if rem:
+        even = next(k for k in range(n_spines, up + 1) if up % k == 0)
+        warnings.append(
+            f"{up} leaf uplinks do not split evenly over {n_spines} spines: each leaf-spine pair "
+            f"gets {lo} or {hi} links (uneven ECMP); {even} spines would give {up // even} "
+            "links per pair"
+        )
+    if partial_last is not None:
+        warnings.append(
+            f"last group (group {groups}) is partial: {partial_last} of {spg} servers; its "
+            "leaves keep full uplinks so the group can grow"
+        )
+    leaves: list[LeafPlan] = []
+    for g in range(1, groups + 1):
+        in_group = spg if g < groups else partial
+        for r in range(1, rails + 1):
+            leaves.append(
+                LeafPlan(
+                    name=f"g{g}-leaf{r}",
+                    group=g,
+                    rails=[r],
+                    servers=in_group,
+                    downlinks_used=in_group,
+                    uplinks_used=up,
+                )
+            )
+    leaf_used = design.gpus + links
+    hops, notes = _hops("rail-optimized", 1, rails, groups)
+    return Plan(
+        architecture="rail-optimized",
+        selected_by=selected_by,
+        gpus=design.gpus,
+        gpus_per_server=rails,
+        servers=servers,
+        rails=rails,
+        groups=groups,
+        servers_per_group=spg,
+        partial_last_group=partial_last,
+        rails_per_leaf=1,
+        leaf_model=leaf.name,
+        spine_model=spine.name,
+        port_speed_gbps=speed,
+        oversubscription=design.oversubscription,
+        oversubscription_actual=actual,
+        leaf_ports=pl,
+        spine_ports=ps,
+        leaf_switches=n_leaves,
+        spine_switches=n_spines,
+        total_switches=n_leaves + n_spines,
+        leaves_per_group=lpg,
+        leaf_downlinks=down,
+        leaf_uplinks=up,
+        leaf_downlink_gbps=down * speed,
+        leaf_uplink_gbps=up * speed,
+        links_per_leaf_spine_pair=lo,
+        links_per_leaf_spine_pair_max=hi,
+        server_leaf_links=design.gpus,
+        leaf_spine_links=links,
+        total_links=design.gpus + links,
+        optics=2 * (design.gpus + links),
+        ports={
+            "leaf": TierPorts(
+                switches=n_leaves,
+                ports_per_switch=pl,
+                total=n_leaves * pl,
+                used=leaf_used,
+                free=n_leaves * pl - leaf_used,
+            ),
+            "spine": TierPorts(
+                switches=n_spines,
+                ports_per_switch=ps,
+                total=n_spines * ps,
+                used=links,
+                free=n_spines * ps - links,
+            ),
+        },
+        limits=Limits(
+            max_gpus=max_gpus,
+            max_servers=max_servers,
+            max_groups=max_groups,
+            max_leaves=max_groups * lpg,
+        ),
+        leaves=leaves,
+        spines=[f"spine{i}" for i in range(1, n_spines + 1)],
+        hops=hops,
+        hop_notes=notes,
+        latency_ns=_latency(hops, leaf, spine),
+        leaf_latency_ns=leaf.latency_ns,
+        spine_latency_ns=spine.latency_ns,
+        warnings=warnings,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# public entry points
+
+
+def plan(design: Design, catalog: dict[str, SwitchModel] | None = None) -> Plan:
+    """Size the fabric for ``design`` with switch models from ``catalog``.
+
+    ``catalog`` defaults to the shipped catalog (:func:`topologies.catalog.load_catalog`).
+    Returns a :class:`Plan`. Raises PlanError (one message, saying what to change) for: a GPU
+    count that is not whole servers, a design past its scaling limit, an unknown switch model,
+    an unsupported port speed, a spine radix smaller than a group, or a malformed
+    oversubscription / one that leaves no uplinks.
+    """
+    if catalog is None:
+        catalog = load_catalog()
+    leaf = _lookup(catalog, design.leaf)
+    _check_common(design)
+    arch = design.architecture
+    selected_by = "user"
+    if arch == "auto":
+        selected_by = "auto"
+        limit = _rail_only_limit(_ports(leaf, design.port_speed_gbps, "leaf"), design.gpus_per_server)
+        arch = "rail-only" if design.gpus <= limit else "rail-optimized"
+    if arch == "rail-only":
+        if design.spine:
+            _lookup(catalog, design.spine)
+        return _plan_rail_only(design, leaf, selected_by)
+    spine = _lookup(catalog, design.spine) if design.spine else leaf
+    return _plan_rail_optimized(design, leaf, spine, catalog, selected_by)
+
+
+def compare(design: Design, catalog: dict[str, SwitchModel] | None = None) -> dict:
+    """Plan ``design`` as both architectures, side by side.
+
+    Returns ``{"rail-only": {"plan": <Plan JSON> | None, "error": str | None},
+    "rail-optimized": {...}}``. Raises PlanError only when neither architecture can be built
+    (e.g. the GPU count is not whole servers), with the Rail-optimized message.
+    """
+    if catalog is None:
+        catalog = load_catalog()
+    out: dict[str, dict] = {}
+    errors: list[PlanError] = []
+    for arch in ("rail-only", "rail-optimized"):
+        d = design.model_copy(update={"architecture": arch})
+        if arch == "rail-only":
+            d = d.model_copy(update={"spine": None, "oversubscription": "1:1"})
+        try:
+            out[arch] = {"plan": plan(d, catalog).model_dump(mode="json"), "error": None}
+        except PlanError as exc:
+            errors.append(exc)
+            out[arch] = {"plan": None, "error": str(exc)}
+    if len(errors) == 2:
+        raise errors[-1]
+    return out
+
+
+def node_table(
+    leaf_model: str,
+    gpus_per_server: int = 8,
+    gpu_counts: tuple[int, ...] | list[int] = DEFAULT_TABLE_GPUS,
+    *,
+    spine: str | None = None,
+    port_speed_gbps: int = 400,
+    oversubscription: str = "1:1",
+    catalog: dict[str, SwitchModel] | None = None,
+) -> list[dict]:
+    """Rail-optimized node requirements per cluster size (the seed's Tables 4 and 5, generated
+    from its rules since the guide's text does not print them).
+
+    One dict per GPU count: ``gpus, servers, groups, partial_last_group, leaves, spines,
+    switches, links_per_leaf_spine_pair, server_leaf_links, leaf_spine_links, optics, error``
+    (``error`` is the PlanError message for sizes past the limit, the counts then None).
+    Raises PlanError for an unknown model or bad parameters common to every row.
+    """
+    if catalog is None:
+        catalog = load_catalog()
+    _lookup(catalog, leaf_model)
+    if spine:
+        _lookup(catalog, spine)
+    rows = []
+    keys = (
+        "servers",
+        "groups",
+        "partial_last_group",
+        "leaves",
+        "spines",
+        "switches",
+        "links_per_leaf_spine_pair",
+        "server_leaf_links",
+        "leaf_spine_links",
+        "optics",
+    )
+    for n in gpu_counts:
+        design = Design(
+            architecture="rail-optimized",
+            gpus=n,
+            gpus_per_server=gpus_per_server,
+            leaf=leaf_model,
+            spine=spine,
+            port_speed_gbps=port_speed_gbps,
+            oversubscription=oversubscription,
+        )
+        try:
+            p = plan(design, catalog)
+        except PlanError as exc:
+            if "past the spine radix" not in str(exc):
+                raise
+            rows.append({"gpus": n, **{k: None for k in keys}, "error": str(exc)})
+            continue
+        rows.append(
+            {
+                "gpus": n,
+                "servers": p.servers,
+                "groups": p.groups,
+                "partial_last_group": p.partial_last_group,
+                "leaves": p.leaf_switches,
+                "spines": p.spine_switches,
+                "switches": p.total_switches,
+                "links_per_leaf_spine_pair": p.links_per_leaf_spine_pair,
+                "server_leaf_links": p.server_leaf_links,
+                "leaf_spine_links": p.leaf_spine_links,
+                "optics": p.optics,
+                "error": None,
+            }
+        )
+    return rows
