@@ -251,9 +251,9 @@ def _check_common(design: Design) -> int:
 
 def _hops(arch: Architecture, rails_per_leaf: int, rails: int, groups: int) -> tuple[dict, dict]:
     notes: dict[str, str] = {
-        "intra-server": "NVLink/NVSwitch inside the server; never reaches the fabric",
+        "intra-server": "NVLink/NVSwitch inside the server",
         "intra-rail": "same leaf",
-        "inter-rail-pxn": "PXN: NVLink to the peer GPU on the destination rail, then its NIC",
+        "inter-rail-pxn": "NVLink to the peer GPU on the other rail, then its NIC",
     }
     if arch == "rail-optimized":
         hops = {
@@ -278,12 +278,12 @@ def _hops(arch: Architecture, rails_per_leaf: int, rails: int, groups: int) -> t
             notes["inter-rail"] = "one leaf carries every rail"
         elif rails_per_leaf > 1:
             notes["inter-rail"] = (
-                f"1 hop between rails on the same leaf ({rails_per_leaf} rails per leaf), "
-                "unreachable otherwise (no spine tier): use PXN"
+                f"1 hop only between rails on one leaf ({rails_per_leaf} per leaf); "
+                "no spine tier otherwise: use PXN"
             )
         else:
-            notes["inter-rail"] = "unreachable: no spine tier (use PXN)"
-        notes["cross-group"] = "n/a: Rail-only is a single group"
+            notes["inter-rail"] = "no spine tier: use PXN"
+        notes["cross-group"] = "n/a: a single group"
     return hops, notes
 
 
