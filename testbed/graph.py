@@ -1,0 +1,304 @@
+"""A graphviz diagram of a lab's fabric, drawn from ``lab.json`` alone.
+
+Layout (top to bottom): spines on the top rank, then each group as a cluster holding its leaves
+above its servers. Every rail has one colour everywhere (a leaf's fill, a server NIC cell and the
+server-leaf link), so "NIC N to Leaf N" (seed guide, Rail-optimized design principles) is visible
+at a glance. Traced paths (traceroute or traffic-engine hop lists) are drawn on top as bold
+coloured edges, one colour per path, with their label in the legend.
+
+Public API:
+
+* ``RAIL_COLOURS`` / ``rail_colour(rail)``: the rail palette shared with the HTML report.
+* ``TracedPath``: a path to overlay (list of ``node`` or ``node:ethN`` hops).
+* ``fabric_graph(spec, paths=()) -> graphviz.Graph``: the diagram (DOT source via ``.source``).
+* ``render_svg(spec, paths=()) -> str``: the SVG text (needs Graphviz's ``dot``).
+* ``write_diagram(spec, out, paths=()) -> Path``: ``.svg``, ``.png``, ``.pdf`` or ``.dot``.
+"""
+
+from __future__ import annotations
+
+import html
+import shutil
+from pathlib import Path
+from typing import Iterable
+
+import graphviz
+from pydantic import BaseModel, Field
+
+from topologies.labspec import LabSpec
+
+# Colour-blind-friendly qualitative palette (Okabe-Ito, then Tol's bright set); rail n uses
+# RAIL_COLOURS[(n - 1) % len]. Consistent across the diagram and the HTML report.
+RAIL_COLOURS: tuple[str, ...] = (
+    "#0072B2",  # rail 1 blue
+    "#E69F00",  # rail 2 orange
+    "#009E73",  # rail 3 green
+    "#CC79A7",  # rail 4 pink
+    "#56B4E9",  # rail 5 sky
+    "#D55E00",  # rail 6 vermillion
+    "#7B3294",  # rail 7 purple
+    "#8C6D1F",  # rail 8 brown
+    "#228833",
+    "#AA3377",
+    "#4477AA",
+    "#BBBBBB",
+)
+
+# Colours of traced paths (distinct from the rail palette: dark, saturated).
+PATH_COLOURS: tuple[str, ...] = ("#D00000", "#111111", "#1B9E77", "#6A3D9A", "#E7298A", "#00838F")
+
+SPINE_FILL = "#3B3B3B"
+FABRIC_EDGE = "#9A9A9A"
+
+
+def rail_colour(rail: int) -> str:
+    """The ``#rrggbb`` colour of rail ``rail`` (1-based), shared by diagram and report."""
+    if rail < 1:
+        raise ValueError(f"rail numbers are 1-based, got {rail}")
+    return RAIL_COLOURS[(rail - 1) % len(RAIL_COLOURS)]
+
+
+class TracedPath(BaseModel):
+    """One path to draw over the fabric.
+
+    ``hops`` lists the nodes in order, source NIC first, e.g.
+    ``["srv1:eth1", "g1-leaf1", "spine2", "g1-leaf2", "srv2:eth2"]``. A server hop may name its
+    interface (``srvN:ethK``); two consecutive hops on the same server (``srv1:eth1``,
+    ``srv1:eth2``) are the NVLink hop of PXN and are drawn dashed inside the server.
+    """
+
+    label: str = Field(description="legend text, e.g. 'inter-rail srv1:gpu0 -> srv2:gpu1'")
+    hops: list[str]
+    colour: str | None = Field(None, description="#rrggbb; default: next PATH_COLOURS entry")
+
+
+def _node_id(hop: str) -> tuple[str, str | None]:
+    node, _, port = hop.partition(":")
+    return node, (port or None)
+
+
+def _dot_id(name: str) -> str:
+    # Node names are [a-z0-9-]: quote them so graphviz accepts the dash.
+    return name
+
+
+def _server_label(spec: LabSpec, server: str) -> str:
+    nics = sorted((n for n in spec.nics if n.server == server), key=lambda n: n.nic)
+    cells = "".join(
+        f'<TD PORT="{n.interface}" BGCOLOR="{rail_colour(n.rail)}" WIDTH="22" HEIGHT="18">'
+        f'<FONT COLOR="white" POINT-SIZE="9">{n.nic}</FONT></TD>'
+        for n in nics
+    )
+    span = max(1, len(nics))
+    return (
+        '<<TABLE BORDER="1" CELLBORDER="0" CELLSPACING="1" CELLPADDING="1" BGCOLOR="#F4F4F4">'
+        f"<TR>{cells}</TR>"
+        f'<TR><TD COLSPAN="{span}"><B>{html.escape(server)}</B></TD></TR></TABLE>>'
+    )
+
+
+def _leaf_attrs(spec: LabSpec, leaf) -> dict[str, str]:
+    rails = leaf.rails or []
+    if len(rails) == 1:
+        fill = rail_colour(rails[0])
+        label = f"{leaf.name}\nrail {rails[0]}"
+    elif rails:
+        # Rail-only leaf carrying several rails: striped fill, one band per rail.
+        fill = ":".join(rail_colour(r) for r in rails)
+        label = f"{leaf.name}\nrails {','.join(str(r) for r in rails)}"
+    else:
+        fill = "#DDDDDD"
+        label = leaf.name
+    attrs = {
+        "label": label,
+        "shape": "box",
+        "style": "filled,rounded" if len(rails) <= 1 else "striped",
+        "fillcolor": fill,
+        "fontcolor": "white" if rails else "black",
+        "fontsize": "11",
+        "fontname": "Helvetica-Bold",
+        "penwidth": "1.2",
+    }
+    return attrs
+
+
+def fabric_graph(spec: LabSpec, paths: Iterable[TracedPath] = ()) -> graphviz.Graph:
+    """Build the fabric diagram of ``spec`` with ``paths`` drawn on it.
+
+    Raises ValueError naming the hop if a traced path names a node that is not in the lab.
+    """
+    g = graphviz.Graph(name=spec.name, engine="dot")
+    g.attr(
+        rankdir="TB",
+        newrank="true",
+        nodesep="0.18",
+        ranksep="1.1",
+        fontname="Helvetica",
+        fontsize="12",
+        splines="true",
+        outputorder="edgesfirst",
+    )
+    g.attr("node", fontname="Helvetica", fontsize="11")
+    g.attr("edge", color=FABRIC_EDGE, penwidth="0.8")
+
+    names = {n.name for n in spec.nodes}
+    spines = spec.by_role("spine")
+    leaves = spec.by_role("leaf")
+    servers = spec.by_role("server")
+
+    if spines:
+        with g.subgraph(name="spines") as s:
+            s.attr(rank="min")
+            for sp in spines:
+                s.node(
+                    _dot_id(sp.name),
+                    label=sp.name,
+                    shape="box",
+                    style="filled,rounded",
+                    fillcolor=SPINE_FILL,
+                    fontcolor="white",
+                    fontname="Helvetica-Bold",
+                )
+
+    groups = sorted({n.group for n in leaves + servers if n.group is not None})
+    for grp in groups:
+        with g.subgraph(name=f"cluster_group{grp}") as c:
+            c.attr(
+                label=f"group {grp}",
+                style="rounded,dashed",
+                color="#777777",
+                fontname="Helvetica-Bold",
+                fontsize="13",
+                margin="14",
+            )
+            with c.subgraph(name=f"leaves_g{grp}") as lr:
+                lr.attr(rank="same")
+                for lf in sorted((n for n in leaves if n.group == grp), key=lambda n: n.rails or [0]):
+                    lr.node(_dot_id(lf.name), **_leaf_attrs(spec, lf))
+            with c.subgraph(name=f"servers_g{grp}") as sr:
+                sr.attr(rank="same")
+                for sv in (n for n in servers if n.group == grp):
+                    sr.node(
+                        _dot_id(sv.name), label=_server_label(spec, sv.name), shape="plain"
+                    )
+
+    # Leaves / servers without a group (should not happen, but never drop a node silently).
+    for n in leaves + servers:
+        if n.group is None:
+            if n.role == "leaf":
+                g.node(_dot_id(n.name), **_leaf_attrs(spec, n))
+            else:
+                g.node(_dot_id(n.name), label=_server_label(spec, n.name), shape="plain")
+
+    rail_of = {(n.server, n.interface): n.rail for n in spec.nics}
+    for link in spec.links:
+        if link.role == "leaf-spine":
+            # a is the leaf (lower tier); spine written first so it ranks above.
+            g.edge(_dot_id(link.b.node), _dot_id(link.a.node))
+        else:
+            rail = rail_of.get((link.a.node, link.a.interface))
+            colour = rail_colour(rail) if rail else FABRIC_EDGE
+            g.edge(
+                _dot_id(link.b.node),
+                f"{_dot_id(link.a.node)}:{link.a.interface}:n",
+                color=colour,
+                penwidth="1.6",
+            )
+
+    legend_rows: list[tuple[str, str, str]] = []
+    for i, path in enumerate(paths):
+        colour = path.colour or PATH_COLOURS[i % len(PATH_COLOURS)]
+        legend_rows.append((colour, path.label, "solid"))
+        hops = [_node_id(h) for h in path.hops]
+        for node, _ in hops:
+            if node not in names:
+                raise ValueError(
+                    f"traced path {path.label!r} names {node!r}, which is not a node of lab "
+                    f"{spec.name!r}"
+                )
+        for (n1, p1), (n2, p2) in zip(hops, hops[1:]):
+            if n1 == n2:
+                if p1 and p2 and p1 != p2:  # NVLink hop inside a server (PXN)
+                    g.edge(
+                        f"{n1}:{p1}:s",
+                        f"{n2}:{p2}:s",
+                        color=colour,
+                        penwidth="3",
+                        style="dashed",
+                        constraint="false",
+                        tooltip="NVLink (PXN)",
+                    )
+                continue
+            a = f"{n1}:{p1}:n" if p1 else n1
+            b = f"{n2}:{p2}:n" if p2 else n2
+            g.edge(a, b, color=colour, penwidth="3.4", constraint="false")
+
+    # Title, rail colours and traced paths as the graph label under the fabric.
+    g.attr(label=_legend_label(spec, legend_rows), labelloc="b", labeljust="c")
+    return g
+
+
+def _legend_label(spec: LabSpec, paths: list[tuple[str, str, str]]) -> str:
+    rails = sorted({n.rail for n in spec.nics}) or list(range(1, spec.rails + 1))
+    cells = "".join(
+        f'<TD BGCOLOR="{rail_colour(r)}" WIDTH="56"><FONT COLOR="white"><B>rail {r}</B></FONT></TD>'
+        for r in rails
+    )
+    span = len(rails)
+    title = (
+        f"{spec.name}: {spec.architecture}, {spec.groups} group(s) x {spec.rails} rail(s), "
+        f"{len(spec.by_role('spine'))} spine(s), {len(spec.by_role('server'))} server(s), "
+        f"{spec.port_speed_gbps}G links"
+    )
+    rows = [
+        f'<TR><TD COLSPAN="{span + 1}"><B>{html.escape(title)}</B></TD></TR>',
+        f'<TR><TD ALIGN="LEFT"><B>rails</B></TD>{cells}</TR>',
+    ]
+    for colour, label, _ in paths:
+        rows.append(
+            f'<TR><TD ALIGN="LEFT"><FONT COLOR="{colour}"><B>━━ path</B></FONT></TD>'
+            f'<TD COLSPAN="{span}" ALIGN="LEFT">{html.escape(label)}</TD></TR>'
+        )
+    return (
+        '<<TABLE BORDER="1" CELLBORDER="0" CELLSPACING="3" CELLPADDING="3" COLOR="#999999">'
+        + "".join(rows)
+        + "</TABLE>>"
+    )
+
+
+def _require_dot() -> None:
+    if shutil.which("dot") is None:
+        from testbed.runtime.base import RailabError
+
+        raise RailabError(
+            "Graphviz's `dot` is not installed: run `apt-get install graphviz` "
+            "(scripts/bootstrap.sh does it)"
+        )
+
+
+def render_svg(spec: LabSpec, paths: Iterable[TracedPath] = ()) -> str:
+    """Render the diagram to SVG text (UTF-8). Raises RailabError if ``dot`` is missing."""
+    _require_dot()
+    svg = fabric_graph(spec, paths).pipe(format="svg").decode("utf-8")
+    # Drop the XML prolog and DOCTYPE so the SVG can be inlined in HTML.
+    start = svg.find("<svg")
+    return svg[start:] if start >= 0 else svg
+
+
+def write_diagram(spec: LabSpec, out: str | Path, paths: Iterable[TracedPath] = ()) -> Path:
+    """Write the diagram to ``out``; the format follows the suffix (.svg, .png, .pdf, .dot).
+
+    Raises ValueError for another suffix, RailabError if ``dot`` is missing.
+    """
+    out = Path(out)
+    fmt = out.suffix.lstrip(".").lower()
+    if fmt not in {"svg", "png", "pdf", "dot", "gv"}:
+        raise ValueError(f"{out}: unsupported diagram format {fmt!r}; use .svg, .png, .pdf or .dot")
+    graph = fabric_graph(spec, list(paths))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if fmt in {"dot", "gv"}:
+        out.write_text(graph.source)
+        return out
+    _require_dot()
+    out.write_bytes(graph.pipe(format=fmt))
+    return out

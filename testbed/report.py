@@ -1,0 +1,532 @@
+"""The lab report: one JSON document with every measurement and check, a JUnit XML for CI, and
+an HTML page a person reads (plan, checks table, path-class x hop-count matrix, ECMP spread per
+spine as an inline-SVG bar chart, fabric diagram with the traced paths).
+
+The data model (``Report``) holds only plain results, so the report, the JUnit file and the page
+can be rebuilt from ``lab.json`` plus ``report.json`` alone (``railab report LAB`` on a lab that is
+down), and unit-tested without root.
+
+Files written by ``write_report(report, spec, outdir)``::
+
+    outdir/report.json   Report (pydantic) as JSON, sorted keys
+    outdir/report.xml    JUnit XML: suite "paths" (one case per flow), "ecmp", "checks"
+    outdir/report.html   self-contained page (no JavaScript, no network fetches)
+    outdir/fabric.svg    the fabric diagram with traced paths (also inlined in the page)
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import xml.etree.ElementTree as ET
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Literal
+
+import jinja2
+from markupsafe import Markup, escape
+from pydantic import BaseModel, Field
+
+from testbed.graph import RAIL_COLOURS, TracedPath, rail_colour, render_svg
+from topologies.labspec import LabSpec
+
+REPORT_SCHEMA_VERSION = 1
+
+CheckStatus = Literal["pass", "fail", "skip", "error"]
+
+# Display order and wording of the path classes (docs/architecture.md, "Expected hops").
+PATH_CLASS_ORDER = ("intra-server", "intra-rail", "inter-rail", "inter-rail-pxn", "cross-group",
+                    "cross-group-pxn")
+PATH_CLASS_TEXT = {
+    "intra-server": "intra-server (NVLink, never leaves the server)",
+    "intra-rail": "intra-rail (same rail, one leaf)",
+    "inter-rail": "inter-rail, no PXN",
+    "inter-rail-pxn": "inter-rail with PXN (NVLink to the peer GPU, then its NIC)",
+    "cross-group": "cross-group",
+    "cross-group-pxn": "cross-group with PXN",
+}
+
+
+# ---- data model --------------------------------------------------------------------------------
+class PathResult(BaseModel):
+    """One measured flow of a path class: RoCEv2 packets from ``src`` to ``dst`` (``srvN:gpuK``).
+
+    ``expected_hops`` / ``observed_hops`` count routed switch hops NIC to NIC; ``None`` means
+    unreachable (expected: by design, e.g. inter-rail without PXN on Rail-only).
+    """
+
+    path_class: str
+    pxn: bool = False
+    src: str
+    dst: str
+    expected_hops: int | None
+    observed_hops: int | None
+    sent: int = 0
+    received: int = 0
+    ok: bool
+    detail: str = ""
+    path: list[str] = Field(default_factory=list, description="hops, source NIC first")
+
+    @property
+    def label(self) -> str:
+        return f"{self.path_class}: {self.src} -> {self.dst}"
+
+
+class EcmpSpread(BaseModel):
+    """How ``flows`` RoCEv2 flows (distinct UDP source ports) from ``src`` to ``dst`` spread over
+    the spines. ``per_spine`` maps spine name -> flows seen through it."""
+
+    src: str
+    dst: str
+    flows: int
+    per_spine: dict[str, int]
+    ok: bool
+    detail: str = ""
+
+    @property
+    def spines_used(self) -> int:
+        return sum(1 for v in self.per_spine.values() if v > 0)
+
+
+class TraceHop(BaseModel):
+    """One traceroute reply: TTL, the replying address and its node (``None`` if silent)."""
+
+    ttl: int
+    address: str | None = None
+    node: str | None = None
+    rtt_ms: float | None = None
+
+
+class Trace(BaseModel):
+    """A traceroute between two GPU NICs; ``path`` is the node list drawn on the diagram."""
+
+    path_class: str
+    src: str
+    dst: str
+    hops: list[TraceHop] = Field(default_factory=list)
+    path: list[str] = Field(default_factory=list, description="e.g. srv1:eth1, g1-leaf1, ...")
+
+    @property
+    def label(self) -> str:
+        return f"{self.path_class}: {self.src} -> {self.dst}"
+
+
+class CheckItem(BaseModel):
+    """One check outcome (checks.runner CheckResult, flattened)."""
+
+    module: str
+    name: str
+    status: CheckStatus
+    message: str = ""
+    node: str | None = None
+    duration_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.status in ("pass", "skip")
+
+
+class StepTiming(BaseModel):
+    """Wall-clock duration of one pipeline step, in seconds."""
+
+    step: str
+    seconds: float
+    ok: bool = True
+    detail: str = ""
+
+
+class LabSummary(BaseModel):
+    """Headline figures of the lab (from ``lab.json``)."""
+
+    name: str
+    architecture: str
+    kind: str
+    groups: int
+    rails: int
+    gpus_per_server: int
+    servers_per_group: int
+    servers: int
+    leaves: int
+    spines: int
+    links: int
+    nics: int
+    bgp_sessions: int
+    links_per_leaf_spine_pair: int
+    port_speed_gbps: int
+    oversubscription: str
+    mtu: int
+    expected_hops: dict[str, int | None]
+
+    @classmethod
+    def from_spec(cls, spec: LabSpec) -> "LabSummary":
+        return cls(
+            name=spec.name,
+            architecture=spec.architecture,
+            kind=spec.kind,
+            groups=spec.groups,
+            rails=spec.rails,
+            gpus_per_server=spec.gpus_per_server,
+            servers_per_group=spec.servers_per_group,
+            servers=len(spec.by_role("server")),
+            leaves=len(spec.by_role("leaf")),
+            spines=len(spec.by_role("spine")),
+            links=len(spec.links),
+            nics=len(spec.nics),
+            bgp_sessions=len(spec.bgp_sessions),
+            links_per_leaf_spine_pair=spec.links_per_leaf_spine_pair,
+            port_speed_gbps=spec.port_speed_gbps,
+            oversubscription=spec.oversubscription,
+            mtu=spec.mtu,
+            expected_hops=dict(spec.expected_hops),
+        )
+
+
+class Report(BaseModel):
+    """Everything one demo / report run measured on a lab."""
+
+    schema_version: int = REPORT_SCHEMA_VERSION
+    railab_version: str = Field(default_factory=lambda: _version())
+    created: str = Field(
+        default_factory=lambda: _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    )
+    intent: str | None = None
+    runtime: str = "netns"
+    lab: LabSummary
+    design: dict[str, Any] = Field(default_factory=dict, description="lab.json design section")
+    plan: dict[str, Any] | None = Field(None, description="production Plan (topologies.planner)")
+    paths: list[PathResult] = Field(default_factory=list)
+    ecmp: list[EcmpSpread] = Field(default_factory=list)
+    traces: list[Trace] = Field(default_factory=list)
+    checks: list[CheckItem] = Field(default_factory=list)
+    timings: list[StepTiming] = Field(default_factory=list)
+    errors: list[str] = Field(default_factory=list, description="steps that raised, with message")
+
+    @property
+    def passed(self) -> bool:
+        """True when every flow, spread and check passed and no step raised."""
+        return (
+            not self.errors
+            and all(p.ok for p in self.paths)
+            and all(e.ok for e in self.ecmp)
+            and all(c.ok for c in self.checks)
+        )
+
+    def failures(self) -> list[str]:
+        """One line per failed item, for the console summary."""
+        out = [f"step error: {e}" for e in self.errors]
+        out += [f"path {p.label}: {p.detail or 'failed'}" for p in self.paths if not p.ok]
+        out += [f"ecmp {e.src} -> {e.dst}: {e.detail or 'failed'}" for e in self.ecmp if not e.ok]
+        out += [f"check {c.module}/{c.name}: {c.message}" for c in self.checks if not c.ok]
+        return out
+
+    def dump(self) -> str:
+        """JSON text (sorted keys, 2-space indent, trailing newline)."""
+        return json.dumps(self.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Report":
+        """Read ``report.json`` (a file or a directory holding one); FileNotFoundError if absent."""
+        p = Path(path)
+        if p.is_dir():
+            p = p / "report.json"
+        if not p.exists():
+            raise FileNotFoundError(f"{p} not found: run `railab demo` or `railab report LAB` first")
+        return cls.model_validate(json.loads(p.read_text()))
+
+
+def _version() -> str:
+    try:
+        return metadata.version("railab")
+    except metadata.PackageNotFoundError:  # pragma: no cover - source checkout without install
+        return "0+unknown"
+
+
+# ---- derived views -----------------------------------------------------------------------------
+def _class_key(path_class: str) -> tuple[int, str]:
+    try:
+        return (PATH_CLASS_ORDER.index(path_class), path_class)
+    except ValueError:
+        return (len(PATH_CLASS_ORDER), path_class)
+
+
+def hop_matrix(report: Report) -> dict[str, Any]:
+    """The path class x hop-count matrix.
+
+    Returns ``{"columns": [0, 1, 2, 3, None], "rows": [{"path_class", "text", "expected",
+    "cells": {col: count}, "ok"}]}``; column ``None`` is "unreachable". Rows follow
+    PATH_CLASS_ORDER; classes with no flow still show their expected hop count from lab.json.
+    """
+    classes = {p.path_class for p in report.paths} | set(report.lab.expected_hops)
+    max_hops = max(
+        [3]
+        + [p.observed_hops for p in report.paths if p.observed_hops is not None]
+        + [h for h in report.lab.expected_hops.values() if h is not None]
+    )
+    columns: list[int | None] = list(range(0, max_hops + 1)) + [None]
+    rows = []
+    for cls in sorted(classes, key=_class_key):
+        flows = [p for p in report.paths if p.path_class == cls]
+        cells: dict[int | None, int] = {c: 0 for c in columns}
+        for p in flows:
+            cells[p.observed_hops] = cells.get(p.observed_hops, 0) + 1
+        expected = report.lab.expected_hops.get(cls, flows[0].expected_hops if flows else None)
+        rows.append(
+            {
+                "path_class": cls,
+                "text": PATH_CLASS_TEXT.get(cls, cls),
+                "expected": expected,
+                "cells": cells,
+                "flows": len(flows),
+                "ok": all(p.ok for p in flows) if flows else None,
+            }
+        )
+    return {"columns": columns, "rows": rows}
+
+
+def ecmp_bar_chart(spread: EcmpSpread, *, width: int = 520, bar_h: int = 22) -> Markup:
+    """An inline SVG horizontal bar chart of ``spread.per_spine`` (flows per spine).
+
+    A dashed line marks the even share (flows / spines). Self-contained: no script, no fonts
+    fetched.
+    """
+    items = sorted(spread.per_spine.items(), key=lambda kv: _natural(kv[0]))
+    n = max(1, len(items))
+    label_w, pad, right = 70, 6, 60
+    plot_w = width - label_w - right
+    top = 8
+    height = top + n * (bar_h + pad) + 24
+    vmax = max([v for _, v in items] + [1])
+    even = spread.flows / n if n else 0
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="bars" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" role="img" '
+        f'aria-label="ECMP spread {escape(spread.src)} to {escape(spread.dst)}">'
+    ]
+    for i, (spine, v) in enumerate(items):
+        y = top + i * (bar_h + pad)
+        w = plot_w * v / vmax
+        parts.append(
+            f'<text x="{label_w - 6}" y="{y + bar_h * 0.7:.1f}" text-anchor="end" '
+            f'class="bl">{escape(spine)}</text>'
+            f'<rect x="{label_w}" y="{y}" width="{w:.1f}" height="{bar_h}" rx="3" '
+            f'fill="{"#4a7ab5" if v else "#d33"}"><title>{escape(spine)}: {v} flows</title></rect>'
+            f'<text x="{label_w + w + 5:.1f}" y="{y + bar_h * 0.7:.1f}" class="bv">{v}</text>'
+        )
+    if even and vmax:
+        x = label_w + plot_w * even / vmax
+        y2 = top + n * (bar_h + pad)
+        parts.append(
+            f'<line x1="{x:.1f}" y1="{top - 4}" x2="{x:.1f}" y2="{y2}" stroke="#333" '
+            f'stroke-dasharray="4 3"/>'
+            f'<text x="{x:.1f}" y="{y2 + 14}" text-anchor="middle" class="bl">'
+            f"even share {even:.1f}</text>"
+        )
+    parts.append("</svg>")
+    return Markup("".join(parts))
+
+
+def _natural(name: str) -> tuple:
+    import re
+
+    return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name))
+
+
+def traced_paths(report: Report) -> list[TracedPath]:
+    """The paths to draw on the diagram: every trace with a node list, else one flow per class."""
+    out = [TracedPath(label=t.label, hops=t.path) for t in report.traces if len(t.path) >= 2]
+    if not out:
+        seen: set[str] = set()
+        for p in report.paths:
+            if p.path_class not in seen and len(p.path) >= 2:
+                seen.add(p.path_class)
+                out.append(TracedPath(label=p.label, hops=p.path))
+    return out
+
+
+# ---- renderers ---------------------------------------------------------------------------------
+def _env() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("testbed", "templates"),
+        autoescape=jinja2.select_autoescape(["html", "j2"]),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["hops"] = lambda h: "unreachable" if h is None else str(h)
+    env.filters["rail_colour"] = rail_colour
+    return env
+
+
+def render_html(report: Report, spec: LabSpec, *, diagram_svg: str | None = None) -> str:
+    """The report page (UTF-8 HTML, self-contained). ``diagram_svg`` defaults to
+    ``render_svg(spec, traced_paths(report))``."""
+    if diagram_svg is None:
+        diagram_svg = render_svg(spec, traced_paths(report))
+    plan_rows = _plan_rows(report.plan) if report.plan else []
+    template = _env().get_template("report.html.j2")
+    return template.render(
+        r=report,
+        spec=spec,
+        summary=report.lab,
+        matrix=hop_matrix(report),
+        charts=[(e, ecmp_bar_chart(e)) for e in report.ecmp],
+        diagram=Markup(diagram_svg),
+        plan_rows=plan_rows,
+        scale=_scale_rows(report),
+        rails=[(r, rail_colour(r)) for r in range(1, spec.rails + 1)],
+        palette=RAIL_COLOURS,
+        checks=sorted(report.checks, key=lambda c: (c.ok, c.module, c.name, c.node or "")),
+        n_fail=sum(1 for c in report.checks if not c.ok),
+        paths=sorted(report.paths, key=lambda p: (_class_key(p.path_class), p.src, p.dst)),
+    )
+
+
+def _plan_rows(plan: dict[str, Any]) -> list[tuple[str, str]]:
+    """Flatten the production plan for a key/value table (one nesting level, lists joined)."""
+    rows: list[tuple[str, str]] = []
+
+    def fmt(v: Any) -> str:
+        if isinstance(v, float):
+            return f"{v:g}"
+        if isinstance(v, (list, tuple)):
+            if all(not isinstance(x, (dict, list)) for x in v):
+                return ", ".join(fmt(x) for x in v)
+            return f"{len(v)} item(s)"
+        if isinstance(v, dict):
+            return ", ".join(f"{k}={fmt(x)}" for k, x in v.items())
+        return "—" if v is None else str(v)
+
+    for k, v in plan.items():
+        if isinstance(v, dict) and v and all(not isinstance(x, (dict, list)) for x in v.values()):
+            for k2, v2 in v.items():
+                rows.append((f"{k}.{k2}", fmt(v2)))
+        else:
+            rows.append((k, fmt(v)))
+    return rows
+
+
+def _scale_rows(report: Report) -> list[tuple[str, str, str]]:
+    """Production vs lab for the headline counts (production from the plan or design)."""
+    src: dict[str, Any] = {}
+    for d in (report.design, report.plan or {}):
+        src.update({k: v for k, v in d.items() if not isinstance(v, (dict, list))})
+    lab = report.lab
+
+    def prod(*keys: str) -> str:
+        for k in keys:
+            if k in src and src[k] is not None:
+                return str(src[k])
+        return "—"
+
+    return [
+        ("architecture", prod("architecture"), lab.architecture),
+        ("GPUs", prod("gpus", "total_gpus"), str(lab.servers * lab.gpus_per_server)),
+        ("servers", prod("servers"), str(lab.servers)),
+        ("groups", prod("groups"), str(lab.groups)),
+        ("rails", prod("rails"), str(lab.rails)),
+        ("leaf switches", prod("leaf_switches", "leaves"), str(lab.leaves)),
+        ("spine switches", prod("spine_switches", "spines"), str(lab.spines)),
+        ("links per leaf-spine pair", prod("links_per_leaf_spine_pair"),
+         str(lab.links_per_leaf_spine_pair)),
+        ("oversubscription", prod("oversubscription"), lab.oversubscription),
+    ]
+
+
+def render_junit(report: Report) -> str:
+    """JUnit XML (the de-facto Ant/Jenkins schema) with three suites: ``paths`` (one case per
+    flow), ``ecmp`` (one per spread) and ``checks`` (one per check result)."""
+    root = ET.Element("testsuites", name=f"railab {report.lab.name}")
+    suites: list[tuple[str, list[tuple[str, str, bool, bool, str, float]]]] = [
+        (
+            "paths",
+            [
+                (p.path_class, f"{p.src} -> {p.dst}", p.ok, False,
+                 f"expected {_h(p.expected_hops)} hop(s), observed {_h(p.observed_hops)}; "
+                 f"{p.received}/{p.sent} packets; {p.detail}".rstrip("; "), 0.0)
+                for p in report.paths
+            ],
+        ),
+        (
+            "ecmp",
+            [
+                ("ecmp", f"{e.src} -> {e.dst}", e.ok, False,
+                 f"{e.flows} flows over {e.spines_used}/{len(e.per_spine)} spines: "
+                 + ", ".join(f"{k}={v}" for k, v in sorted(e.per_spine.items(),
+                                                          key=lambda kv: _natural(kv[0])))
+                 + (f"; {e.detail}" if e.detail else ""), 0.0)
+                for e in report.ecmp
+            ],
+        ),
+        (
+            "checks",
+            [
+                (c.module, c.name + (f" [{c.node}]" if c.node else ""), c.ok, c.status == "skip",
+                 c.message, c.duration_s)
+                for c in report.checks
+            ],
+        ),
+    ]
+    for suite_name, cases in suites:
+        s = ET.SubElement(
+            root,
+            "testsuite",
+            name=f"railab.{suite_name}",
+            tests=str(len(cases)),
+            failures=str(sum(1 for c in cases if not c[2])),
+            skipped=str(sum(1 for c in cases if c[3])),
+            errors="0",
+            time=f"{sum(c[5] for c in cases):.3f}",
+        )
+        for classname, name, ok, skipped, message, secs in cases:
+            tc = ET.SubElement(s, "testcase", classname=f"{suite_name}.{classname}", name=name,
+                               time=f"{secs:.3f}")
+            if skipped:
+                ET.SubElement(tc, "skipped", message=message)
+            elif not ok:
+                f = ET.SubElement(tc, "failure", message=message.splitlines()[0] if message else "failed")
+                f.text = message
+            elif message:
+                ET.SubElement(tc, "system-out").text = message
+    if report.errors:
+        s = ET.SubElement(root, "testsuite", name="railab.pipeline", tests=str(len(report.errors)),
+                          failures="0", errors=str(len(report.errors)), skipped="0")
+        for e in report.errors:
+            tc = ET.SubElement(s, "testcase", classname="pipeline", name=e.split(":", 1)[0])
+            ET.SubElement(tc, "error", message=e).text = e
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def _h(h: int | None) -> str:
+    return "unreachable" if h is None else str(h)
+
+
+class ReportFiles(BaseModel):
+    """Paths of the files ``write_report`` wrote."""
+
+    json_path: Path
+    junit: Path
+    html: Path
+    diagram: Path
+
+
+def write_report(report: Report, spec: LabSpec, outdir: str | Path) -> ReportFiles:
+    """Write report.json, report.xml, fabric.svg and report.html into ``outdir`` (created).
+
+    Raises ValueError if a traced path names a node not in ``spec``; RailabError if Graphviz's
+    ``dot`` is missing.
+    """
+    out = Path(outdir)
+    out.mkdir(parents=True, exist_ok=True)
+    svg = render_svg(spec, traced_paths(report))
+    files = ReportFiles(
+        json_path=out / "report.json",
+        junit=out / "report.xml",
+        html=out / "report.html",
+        diagram=out / "fabric.svg",
+    )
+    files.json_path.write_text(report.dump())
+    files.junit.write_text(render_junit(report))
+    files.diagram.write_text(svg)
+    files.html.write_text(render_html(report, spec, diagram_svg=svg))
+    return files
