@@ -37,6 +37,8 @@ CheckStatus = Literal["pass", "fail", "skip", "error"]
 # Display order and wording of the path classes (docs/architecture.md, "Expected hops").
 PATH_CLASS_ORDER = ("intra-server", "intra-rail", "inter-rail", "inter-rail-pxn", "cross-group",
                     "cross-group-pxn")
+# Check families in run order (checks.base.CHECKS); failures are listed first, then this order.
+CHECK_ORDER = {c: i for i, c in enumerate(("cabling", "bgp", "routes", "oversub", "hops"))}
 PATH_CLASS_TEXT = {
     "intra-server": "intra-server (NVLink, never leaves the server)",
     "intra-rail": "intra-rail (same rail, one leaf)",
@@ -112,18 +114,42 @@ class Trace(BaseModel):
 
 
 class CheckItem(BaseModel):
-    """One check outcome (checks.runner CheckResult, flattened)."""
+    """One check outcome; the fields of ``checks.base.CheckResult`` (family ``check``, ``name``,
+    ``status``, ``node``, ``subject``, ``expected``, ``observed``, ``reason``) plus its time."""
 
-    module: str
+    check: str
     name: str
     status: CheckStatus
-    message: str = ""
     node: str | None = None
+    subject: str | None = None
+    expected: str | None = None
+    observed: str | None = None
+    reason: str | None = None
     duration_s: float = 0.0
 
     @property
     def ok(self) -> bool:
+        """True unless failed or errored (a skip is not a failure)."""
         return self.status in ("pass", "skip")
+
+    @property
+    def message(self) -> str:
+        """``expected X, observed Y -- reason`` (what a person needs to find the fault)."""
+        parts = []
+        if self.expected is not None or self.observed is not None:
+            parts.append(f"expected {self.expected}, observed {self.observed}")
+        if self.reason:
+            parts.append(self.reason)
+        return " -- ".join(parts)
+
+    @classmethod
+    def from_result(cls, result: Any, duration_s: float = 0.0) -> "CheckItem":
+        """Convert a ``checks.base.CheckResult`` (or any object with its fields)."""
+        return cls(
+            **{k: getattr(result, k, None) for k in
+               ("check", "name", "status", "node", "subject", "expected", "observed", "reason")},
+            duration_s=duration_s,
+        )
 
 
 class StepTiming(BaseModel):
@@ -216,7 +242,7 @@ class Report(BaseModel):
         out = [f"step error: {e}" for e in self.errors]
         out += [f"path {p.label}: {p.detail or 'failed'}" for p in self.paths if not p.ok]
         out += [f"ecmp {e.src} -> {e.dst}: {e.detail or 'failed'}" for e in self.ecmp if not e.ok]
-        out += [f"check {c.module}/{c.name}: {c.message}" for c in self.checks if not c.ok]
+        out += [f"check {c.check} {c.name}: {c.message}" for c in self.checks if not c.ok]
         return out
 
     def dump(self) -> str:
@@ -281,6 +307,25 @@ def hop_matrix(report: Report) -> dict[str, Any]:
             }
         )
     return {"columns": columns, "rows": rows}
+
+
+CHECK_TEXT = {
+    "cabling": "every link of lab.json is up and joins the recorded ports (veth peers via netlink)",
+    "bgp": "every unnumbered eBGP session is Established with the expected ASNs",
+    "routes": "every expected prefix is in each switch FIB with the expected ECMP width",
+    "oversub": "leaf downlink:uplink capacity matches the design's oversubscription",
+    "hops": "each path class takes the expected number of routed hops",
+}
+
+
+def check_families(report: Report) -> list[dict[str, Any]]:
+    """Per check family: counts of pass / fail / skip and what the family compares."""
+    fams: dict[str, dict[str, Any]] = {}
+    for c in report.checks:
+        f = fams.setdefault(c.check, {"check": c.check, "pass": 0, "fail": 0, "skip": 0,
+                                      "text": CHECK_TEXT.get(c.check, "")})
+        f["fail" if not c.ok else c.status] += 1
+    return sorted(fams.values(), key=lambda f: CHECK_ORDER.get(f["check"], 99))
 
 
 def ecmp_bar_chart(spread: EcmpSpread, *, width: int = 520, bar_h: int = 22) -> Markup:
@@ -375,8 +420,9 @@ def render_html(report: Report, spec: LabSpec, *, diagram_svg: str | None = None
         scale=_scale_rows(report),
         rails=[(r, rail_colour(r)) for r in range(1, spec.rails + 1)],
         palette=RAIL_COLOURS,
-        checks=sorted(report.checks, key=lambda c: (c.ok, c.module, c.name, c.node or "")),
+        checks=sorted(report.checks, key=lambda c: (c.ok, CHECK_ORDER.get(c.check, 99))),
         n_fail=sum(1 for c in report.checks if not c.ok),
+        families=check_families(report),
         paths=sorted(report.paths, key=lambda p: (_class_key(p.path_class), p.src, p.dst)),
     )
 
@@ -460,7 +506,7 @@ def render_junit(report: Report) -> str:
         (
             "checks",
             [
-                (c.module, c.name + (f" [{c.node}]" if c.node else ""), c.ok, c.status == "skip",
+                (c.check, c.name, c.ok, c.status == "skip",
                  c.message, c.duration_s)
                 for c in report.checks
             ],
