@@ -1,0 +1,169 @@
+"""BGP check: every planned eBGP session Established on both ends, none unexpected, ASNs as planned.
+
+Expected state: ``lab.json`` ``bgp_sessions`` (one per leaf-spine link, unnumbered over the
+interface, RFC 5549/8950) and each switch's ``asn``/``router_id`` (RFC 7938 ASN plan, private
+4-byte ASNs of RFC 6996). Observed: FRR ``show bgp vrf default ipv4 unicast summary json`` on every
+switch, ``show bgp neighbors IF json`` for failing sessions (last NOTIFICATION), and the
+interface's netlink operstate to tell a dead link from a BGP problem.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from checks.base import CheckResult, ObservationError, Observer, failed, passed, skipped
+
+CHECK = "bgp"
+
+
+def _end_state(obs: Observer, node: str, iface: str) -> tuple[dict | None, str | None]:
+    """(peer dict from the summary or None, error text when the node cannot be read)."""
+    try:
+        peers = obs.bgp_summary(node).get("peers", {}) or {}
+    except ObservationError as exc:
+        return None, str(exc)
+    return peers.get(iface), None
+
+
+def _link_down(obs: Observer, node: str, iface: str) -> bool | None:
+    try:
+        link = obs.links(node).get(iface)
+    except (ObservationError, OSError):
+        return None
+    if link is None:
+        return True
+    return not link.up
+
+
+def _cause(obs: Observer, sess, ends: list[tuple[str, str, dict | None, str | None]]) -> str:
+    """Likely cause of a session that is not Established, most specific first."""
+    for node, iface, peer, err in ends:
+        if err:
+            return f"cannot read BGP on {node} ({err}); is bgpd running?"
+    for node, iface, peer, _ in ends:
+        if peer is None:
+            return (f"{node} has no BGP neighbor {iface}: add `neighbor {iface} interface "
+                    f"remote-as ...` to {node}'s frr.conf")
+    for node, iface, peer, _ in ends:
+        if peer.get("peerState") == "Admin" or "Admin" in str(peer.get("state", "")):
+            return (f"session administratively shut on {node} (`neighbor {iface} shutdown`); "
+                    f"`no neighbor {iface} shutdown` restores it")
+    for node, iface, _, _ in ends:
+        if _link_down(obs, node, iface):
+            return f"link {node}:{iface} is down (netlink operstate); check the cable/veth"
+    for node, iface, _, _ in ends:
+        try:
+            nb = obs.bgp_neighbor(node, iface)
+        except ObservationError:
+            continue
+        reason = nb.get("lastNotificationReason") or ""
+        if "Bad Peer AS" in reason:
+            return (f"{node} got NOTIFICATION '{reason}' on {iface}: the peer's `router bgp` ASN "
+                    f"or this end's `remote-as` disagrees with the plan")
+        if reason:
+            return f"{node} last NOTIFICATION on {iface}: {reason}"
+    return "not Established: check bgpd logs on both ends (timers, IPv6 link-local, remote-as)"
+
+
+def check_bgp(obs: Observer) -> list[CheckResult]:
+    """Return one result per switch ASN/router-id, per planned session and per unexpected peer.
+
+    Node ASN: ``as`` of the summary == ``Node.asn`` (a wrong ASN in frr.conf shows here) and
+    ``routerId`` == ``Node.router_id``. Session: both ends list the peer interface, state
+    ``Established``, and the remote AS each end sees equals the other end's planned ASN.
+    """
+    spec = obs.spec
+    results: list[CheckResult] = []
+    switches = [n for n in spec.nodes if n.role in ("leaf", "spine")]
+    expected_ifs: dict[str, set[str]] = defaultdict(set)
+    for s in spec.bgp_sessions:
+        expected_ifs[s.node].add(s.interface)
+        expected_ifs[s.peer].add(s.peer_interface)
+
+    for node in switches:
+        if node.asn is None or not expected_ifs.get(node.name):
+            continue  # a switch without BGP in the plan (e.g. a Rail-only leaf)
+        name = f"{node.name} ASN"
+        try:
+            summ = obs.bgp_summary(node.name)
+        except ObservationError as exc:
+            results.append(failed(CHECK, name, node=node.name, subject="router bgp",
+                                  expected=f"AS {node.asn}", observed="no answer",
+                                  reason=f"{exc}; is bgpd running?"))
+            continue
+        local_as = summ.get("as")
+        rid = summ.get("routerId")
+        if local_as != node.asn:
+            results.append(failed(
+                CHECK, name, node=node.name, subject="router bgp",
+                expected=f"AS {node.asn}", observed=f"AS {local_as}" if local_as else "no BGP instance",
+                reason=(f"{node.name}'s frr.conf has `router bgp {local_as}`; the plan says "
+                        f"{node.asn}: fix the ASN (sessions to it fail with Bad Peer AS)")
+                if local_as else f"no `router bgp` running on {node.name}"))
+        elif node.router_id and rid != node.router_id:
+            results.append(failed(
+                CHECK, name, node=node.name, subject="router-id",
+                expected=f"AS {node.asn}, router-id {node.router_id}",
+                observed=f"AS {local_as}, router-id {rid}",
+                reason=f"set `bgp router-id {node.router_id}` (the loopback) on {node.name}"))
+        else:
+            results.append(passed(CHECK, name, node=node.name, subject="router bgp",
+                                  expected=f"AS {node.asn}", observed=f"AS {local_as}"))
+
+    for s in spec.bgp_sessions:
+        name = f"{s.node}:{s.interface} <-> {s.peer}:{s.peer_interface}"
+        ends = []
+        for node, iface in ((s.node, s.interface), (s.peer, s.peer_interface)):
+            peer, err = _end_state(obs, node, iface)
+            ends.append((node, iface, peer, err))
+        planned_remote = {s.node: s.remote_asn, s.peer: s.local_asn}
+        expected = f"Established both ends, AS {s.local_asn} <-> AS {s.remote_asn}"
+        observed_parts = []
+        bad_state = []
+        bad_as = []
+        for node, iface, peer, err in ends:
+            if err or peer is None:
+                observed_parts.append(f"{node}:{iface} {'unreadable' if err else 'not configured'}")
+                bad_state.append(node)
+                continue
+            state = peer.get("state", "?")
+            ras = peer.get("remoteAs")
+            observed_parts.append(f"{node}:{iface} {state} remote AS {ras}")
+            if state != "Established":
+                bad_state.append(node)
+            elif ras != planned_remote[node]:
+                bad_as.append((node, iface, ras))
+        observed = "; ".join(observed_parts)
+        if bad_state:
+            results.append(failed(CHECK, name, node=bad_state[0], subject=f"session {name}",
+                                  expected=expected, observed=observed,
+                                  reason=_cause(obs, s, ends)))
+        elif bad_as:
+            node, iface, ras = bad_as[0]
+            other = s.peer if node == s.node else s.node
+            results.append(failed(
+                CHECK, name, node=node, subject=f"session {name}", expected=expected,
+                observed=observed,
+                reason=(f"{node} sees AS {ras} on {iface}, plan says {other} is AS "
+                        f"{planned_remote[node]}: {other}'s `router bgp` ASN is wrong")))
+        else:
+            results.append(passed(CHECK, name, node=s.node, subject=f"session {name}",
+                                  expected=expected, observed=observed))
+
+    for node in switches:
+        try:
+            peers = obs.bgp_summary(node.name).get("peers", {}) or {}
+        except ObservationError:
+            continue
+        for iface, peer in sorted(peers.items()):
+            if iface in expected_ifs.get(node.name, set()):
+                continue
+            results.append(failed(
+                CHECK, f"{node.name}:{iface} unexpected", node=node.name,
+                subject=f"neighbor {iface}", expected="no session",
+                observed=f"{peer.get('state')} remote AS {peer.get('remoteAs')}",
+                reason=f"{node.name}'s frr.conf has a neighbor {iface} the plan does not; "
+                       f"remove it or regenerate the lab"))
+    if not results:
+        results.append(skipped(CHECK, "sessions", "the plan has no BGP sessions"))
+    return results
