@@ -146,9 +146,9 @@ def _show_plan(con: Console, p: Plan) -> None:
     con.print(lv)
     if p.spines:
         names = p.spines[0] if len(p.spines) == 1 else f"{p.spines[0]} .. {p.spines[-1]}"
-        con.print(f"Spines: {names}")
+        con.print(f"Spines: {names}", soft_wrap=True)
     for w in p.warnings:
-        con.print(f"[yellow]warning:[/yellow] {w}", highlight=False)
+        con.print(f"[yellow]warning:[/yellow] {w}", highlight=False, soft_wrap=True)
 
 
 def _show_compare(con: Console, result: dict, gpus: int) -> None:
@@ -175,10 +175,10 @@ def _show_compare(con: Console, result: dict, gpus: int) -> None:
     con.print(t)
     for a in archs:
         if result[a]["error"]:
-            con.print(f"[yellow]{a}:[/yellow] {result[a]['error']}", highlight=False)
+            con.print(f"[yellow]{a}:[/yellow] {result[a]['error']}", highlight=False, soft_wrap=True)
         elif plans[a]["warnings"]:
             for w in plans[a]["warnings"]:
-                con.print(f"[yellow]{a} warning:[/yellow] {w}", highlight=False)
+                con.print(f"[yellow]{a} warning:[/yellow] {w}", highlight=False, soft_wrap=True)
 
 
 def _show_table(con: Console, rows: list[dict], model: str, spine: str, rails: int) -> None:
@@ -207,7 +207,7 @@ def _show_table(con: Console, rows: list[dict], model: str, spine: str, rails: i
         t.add_row(*cells)
     con.print(t)
     if notes:
-        con.print(f"past limit: {notes[0]}", highlight=False)
+        con.print(f"past limit: {notes[0]}", highlight=False, soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:

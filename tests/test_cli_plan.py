@@ -1,0 +1,115 @@
+"""`railab plan` through Typer's CliRunner: JSON contract, human tables, error lines."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from testbed.cli.plan import register
+
+
+@pytest.fixture(scope="module")
+def run():
+    app = typer.Typer(pretty_exceptions_enable=False)
+
+    @app.callback()
+    def _root() -> None:  # keep `plan` a sub-command even if it is the only one
+        pass
+
+    register(app)
+    runner = CliRunner()
+
+    def invoke(*args: str):
+        return runner.invoke(app, ["plan", *args])
+
+    return invoke
+
+
+def test_json_seed_1024(run):
+    r = run("--gpus", "1024", "--arch", "rail-optimized", "--leaf", "CX864E-N", "--json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)  # stdout is the JSON document only
+    assert doc["architecture"] == "rail-optimized"
+    assert (doc["groups"], doc["leaf_switches"], doc["spine_switches"]) == (2, 16, 8)
+    assert doc["links_per_leaf_spine_pair"] == 8
+    assert doc["limits"] == {"max_gpus": 8192, "max_servers": 1024, "max_groups": 16, "max_leaves": 128}
+    assert doc["leaves"][8]["name"] == "g2-leaf1" and doc["leaves"][8]["rails"] == [1]
+
+
+def test_human_output(run):
+    r = run("--gpus", "4096", "--arch", "rail-optimized")
+    assert r.exit_code == 0, r.output
+    out = r.stdout
+    assert "Rail-optimized fabric: 4,096 GPUs = 512 servers x 8 GPUs" in out
+    assert "g8-leaf1 .. g8-leaf8" in out and "spine1 .. spine32" in out
+    assert "8,192" in out  # max GPUs
+    assert "1,680" in out  # inter-rail switch latency
+
+
+def test_rail_only_human_lists_rails_per_leaf(run):
+    r = run("--gpus", "512", "--arch", "rail-only")
+    assert r.exit_code == 0, r.output
+    assert "leaf4" in r.stdout and "7,8" in r.stdout
+
+
+def test_auto_and_options(run, tmp_path: Path):
+    f = tmp_path / "sw.yml"
+    f.write_text("switches:\n  LAB-64:\n    native_ports: 64\n    latency_ns: 900\n")
+    r = run("--gpus", "1024", "--leaf", "LAB-64", "--catalog", str(f), "--gpus-per-server", "4",
+            "--oversubscription", "3:1", "--json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    # Rail-only limit 4 x 64 = 256 GPUs, so auto goes Rail-optimized: 48 servers per group
+    assert doc["architecture"] == "rail-optimized" and doc["selected_by"] == "auto"
+    assert (doc["servers_per_group"], doc["leaf_uplinks"], doc["groups"]) == (48, 16, 6)
+    r = run("--gpus", "1024", "--port-speed", "800G", "--arch", "rail-optimized", "--json")
+    assert json.loads(r.stdout)["leaf_ports"] == 64
+
+
+def test_compare(run):
+    r = run("--gpus", "512", "--compare", "--json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["rail-only"]["plan"]["leaf_switches"] == 4
+    assert doc["rail-optimized"]["plan"]["total_switches"] == 12
+    r = run("--gpus", "2048", "--compare")
+    assert r.exit_code == 0, r.output
+    assert "rail-only" in r.stdout and "use rail-optimized" in r.stdout
+    assert "hops inter-rail" in r.stdout
+
+
+def test_table(run):
+    r = run("--table", "CX864E-N", "--json")
+    assert r.exit_code == 0, r.output
+    rows = json.loads(r.stdout)
+    assert [(x["gpus"], x["spines"]) for x in rows] == [
+        (256, 4), (512, 4), (1024, 8), (2048, 16), (4096, 32), (8192, 64)]
+    r = run("--table", "CX732Q-N")
+    assert r.exit_code == 0, r.output
+    assert "past limit" in r.stdout and "Rail-optimized node requirements: CX732Q-N" in r.stdout
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--gpus", "1001"], "use 1000 or 1008 GPUs"),
+        (["--gpus", "2048", "--arch", "rail-only"], "use rail-optimized"),
+        (["--gpus", "16384", "--arch", "rail-optimized"], "Use at most 8192 GPUs"),
+        (["--gpus", "1024", "--leaf", "NOPE"], "known models: CX732Q-N, CX864E-N"),
+        (["--gpus", "1024", "--arch", "rail-optimized", "-o", "1:0"], "no uplinks"),
+        (["--gpus", "1024", "--port-speed", "fast"], "e.g. 400G"),
+        (["--gpus", "1024", "--catalog", "/nonexistent/x.yml"], "cannot read switch catalog"),
+        (["--arch", "rail-only"], "--gpus N"),
+        (["--table", "NOPE"], "unknown switch model 'NOPE'"),
+    ],
+)
+def test_errors_exit_2_on_stderr(run, args: list[str], needle: str):
+    r = run(*args)
+    assert r.exit_code == 2
+    assert r.stdout == ""
+    assert r.stderr.startswith("error: ") and needle in r.stderr
+    assert "Traceback" not in r.output and r.stderr.count("\n") == 1
