@@ -1,0 +1,195 @@
+"""Read a containerlab topology (``<lab>.clab.yml``) into what the netns runtime deploys.
+
+Only the parts a runtime needs are read: the lab ``name``, nodes (kind, image, binds, sysctls,
+labels, merged from ``topology.defaults`` < ``topology.kinds[<kind>]`` < the node, as containerlab
+merges them), and links (``endpoints: ["a:eth1", "b:eth3"]`` plus an optional ``mtu``).
+Bind sources are resolved relative to the clab file's directory, as containerlab does.
+
+A node runs FRR when it binds a file onto ``/etc/frr/frr.conf`` (``frr`` and ``sonic-vs`` nodes
+in railab's layout, see docs/architecture.md); its ``/etc/frr/daemons`` bind, if any, says which
+daemons to start.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from testbed.runtime.base import RailabError
+
+FRR_CONF_TARGET = "/etc/frr/frr.conf"
+FRR_DAEMONS_TARGET = "/etc/frr/daemons"
+#: Daemons the netns runtime can run, in start order (zebra first: the others connect to it).
+FRR_DAEMONS = ("zebra", "staticd", "bgpd", "bfdd")
+DEFAULT_MTU = 1500
+_IFNAME = re.compile(r"^[A-Za-z0-9_.-]{1,15}$")
+
+
+@dataclass(frozen=True)
+class ClabNode:
+    """One node: ``binds`` maps the container path to the host file (absolute)."""
+
+    name: str
+    kind: str
+    image: str | None = None
+    binds: dict[str, Path] = field(default_factory=dict)
+    sysctls: dict[str, str] = field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def frr_conf(self) -> Path | None:
+        """Host path of the integrated FRR config this node binds, or None (not a router)."""
+        return self.binds.get(FRR_CONF_TARGET)
+
+    @property
+    def daemons(self) -> tuple[str, ...]:
+        """FRR daemons to run (subset of FRR_DAEMONS, start order); empty for non-FRR nodes.
+
+        Read from the bound FRR ``daemons`` file (``bgpd=yes`` lines); zebra always runs.
+        Without a daemons file: all of FRR_DAEMONS.
+        """
+        if self.frr_conf is None:
+            return ()
+        path = self.binds.get(FRR_DAEMONS_TARGET)
+        if path is None or not path.exists():
+            return FRR_DAEMONS
+        enabled = {"zebra"}
+        for line in path.read_text().splitlines():
+            m = re.match(r"^\s*([a-z0-9]+)\s*=\s*(yes|no)\b", line)
+            if m and m.group(2) == "yes":
+                enabled.add(m.group(1))
+        return tuple(d for d in FRR_DAEMONS if d in enabled)
+
+
+@dataclass(frozen=True)
+class ClabLink:
+    """A point-to-point link between ``a`` and ``b`` (node, interface) with its MTU (bytes)."""
+
+    a: tuple[str, str]
+    b: tuple[str, str]
+    mtu: int = DEFAULT_MTU
+
+
+@dataclass(frozen=True)
+class ClabFile:
+    """A parsed ``<lab>.clab.yml``: ``nodes`` in file order, ``links`` in file order."""
+
+    path: Path
+    name: str
+    nodes: dict[str, ClabNode]
+    links: list[ClabLink]
+
+    @property
+    def directory(self) -> Path:
+        return self.path.parent
+
+    @property
+    def routers(self) -> list[ClabNode]:
+        """Nodes that run FRR (bind an frr.conf)."""
+        return [n for n in self.nodes.values() if n.frr_conf is not None]
+
+
+def find_clab_file(path: str | Path) -> Path:
+    """Return the ``*.clab.yml`` of a lab directory (or ``path`` itself if it is one).
+
+    Raises RailabError when the directory holds none or several.
+    """
+    p = Path(path)
+    if p.is_file():
+        return p
+    if not p.is_dir():
+        raise RailabError(f"{p}: no such lab directory or .clab.yml file")
+    found = sorted(p.glob("*.clab.yml")) + sorted(p.glob("*.clab.yaml"))
+    if len(found) != 1:
+        what = "no *.clab.yml" if not found else f"several *.clab.yml ({', '.join(f.name for f in found)})"
+        raise RailabError(f"{p} holds {what}: pass the .clab.yml file itself")
+    return found[0]
+
+
+def _str_map(value: Any, where: str) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise RailabError(f"{where} must be a mapping, got {type(value).__name__}")
+    return {str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in value.items()}
+
+
+def _binds(value: Any, base: Path, where: str) -> dict[str, Path]:
+    out: dict[str, Path] = {}
+    for item in value or []:
+        parts = str(item).split(":")
+        if len(parts) < 2:
+            raise RailabError(f"{where}: bind {item!r} is not 'host-path:container-path[:ro]'")
+        src = Path(parts[0])
+        out[parts[1]] = src if src.is_absolute() else (base / src)
+    return out
+
+
+def _endpoint(text: Any, where: str, nodes: dict[str, ClabNode]) -> tuple[str, str]:
+    node, sep, ifname = str(text).partition(":")
+    if not sep or not node or not ifname:
+        raise RailabError(f"{where}: endpoint {text!r} is not 'node:interface'")
+    if node not in nodes:
+        raise RailabError(f"{where}: endpoint {text!r} names unknown node {node!r}")
+    if not _IFNAME.match(ifname):
+        raise RailabError(f"{where}: interface name {ifname!r} is not a Linux name (1-15 chars)")
+    return node, ifname
+
+
+def load_clab(path: str | Path) -> ClabFile:
+    """Parse a clab file (or the one in a lab directory).
+
+    Raises RailabError for unreadable YAML, a missing ``name``/``topology.nodes``, a bad endpoint,
+    an endpoint used twice, or a bound frr.conf that does not exist.
+    """
+    p = find_clab_file(path).resolve()
+    try:
+        doc = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as exc:
+        raise RailabError(f"{p}: not valid YAML: {exc}") from None
+    if not isinstance(doc, dict) or "name" not in doc:
+        raise RailabError(f"{p}: missing top-level 'name'")
+    topo = doc.get("topology") or {}
+    raw_nodes = topo.get("nodes") or {}
+    if not raw_nodes:
+        raise RailabError(f"{p}: no topology.nodes")
+    defaults = topo.get("defaults") or {}
+    kinds = topo.get("kinds") or {}
+    base = p.parent
+    nodes: dict[str, ClabNode] = {}
+    for name, spec in raw_nodes.items():
+        spec = spec or {}
+        kind = spec.get("kind", defaults.get("kind", "linux"))
+        layers = [defaults, kinds.get(kind) or {}, spec]
+        binds: dict[str, Path] = {}
+        sysctls: dict[str, str] = {}
+        labels: dict[str, str] = {}
+        image = None
+        for layer in layers:
+            where = f"{p.name}: node {name}"
+            binds.update(_binds(layer.get("binds"), base, where))
+            sysctls.update(_str_map(layer.get("sysctls"), f"{where} sysctls"))
+            labels.update(_str_map(layer.get("labels"), f"{where} labels"))
+            image = layer.get("image", image)
+        node = ClabNode(str(name), str(kind), image, binds, sysctls, labels)
+        if node.frr_conf is not None and not node.frr_conf.exists():
+            raise RailabError(f"{p.name}: node {name} binds {node.frr_conf}, which does not exist")
+        nodes[str(name)] = node
+    links: list[ClabLink] = []
+    used: set[tuple[str, str]] = set()
+    for i, link in enumerate(topo.get("links") or []):
+        where = f"{p.name}: links[{i}]"
+        eps = link.get("endpoints") or []
+        if len(eps) != 2:
+            raise RailabError(f"{where}: needs exactly two endpoints, got {eps!r}")
+        a, b = (_endpoint(e, where, nodes) for e in eps)
+        for ep in (a, b):
+            if ep in used:
+                raise RailabError(f"{where}: endpoint {ep[0]}:{ep[1]} is used by another link")
+            used.add(ep)
+        links.append(ClabLink(a, b, int(link.get("mtu") or DEFAULT_MTU)))
+    return ClabFile(p, str(doc["name"]), nodes, links)

@@ -1,0 +1,549 @@
+"""The embedded runtime: a lab on Linux network namespaces with Debian's FRR, no Docker.
+
+Every node of ``<lab>.clab.yml`` becomes a namespace ``clab-<lab>-<node>`` (containerlab's scheme,
+so the traffic engine and checks run unchanged on either runtime); every link a veth pair whose
+two ends are created directly inside the two namespaces with the endpoint names (no root-ns
+names, so the 15-character limit applies only to the endpoint names themselves). Per-node
+sysctls come from the clab file, server NIC addressing and policy routing (``from <addr> lookup
+100+n`` plus a per-table default route) from ``lab.json``. Every node that binds an
+``frr.conf`` runs zebra, staticd, bgpd and bfdd (as its FRR ``daemons`` file enables) inside its
+namespace, with pid files, vty sockets, zserv socket, bfdd control socket and logs under
+``/run/railab/<lab>/<node>/`` (never FRR's shared ``/var/run/frr``), and the integrated config
+applied the way FRR's own init script does it (daemons start bare, then ``vtysh -f frr.conf``
+pushes each daemon its part).
+
+Netlink work uses pyroute2 from this process: the main thread enters each new namespace only long
+enough to create it and open one rtnetlink socket there (sockets keep their namespace), so no
+process is forked per namespace. Daemons of all nodes start in parallel, one wave per daemon.
+
+Ownership: see testbed.state; ``up`` records everything before creating it, and rolls back on
+any failure, Ctrl-C (SIGINT), SIGTERM or SIGHUP.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+from testbed import state as st
+from testbed.clabfile import ClabFile, load_clab
+from testbed.executor import ExecResult, Executor
+from testbed.runtime.base import RailabError, Runtime, netns_name
+
+FRR_BIN = Path(os.environ.get("RAILAB_FRR_BIN", "/usr/lib/frr"))
+NETNS_RUN_DIR = Path("/run/netns")
+LAB_NAME = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
+#: File descriptors per FRR daemon. FRR sizes per-fd tables from the limit (the host's may be
+#: 1M), so an explicit limit keeps each daemon's RSS small; 4096 covers 256+ BGP peers.
+FRR_FD_LIMIT = 4096
+#: Debian's FRR is built with --enable-vty-group=frrvty: the daemons must run as a member of that
+#: group (the packaged ``frr`` user; it keeps the capabilities it needs). Node run directories
+#: are chowned to it.
+FRR_USER = os.environ.get("RAILAB_FRR_USER", "frr")
+
+
+class Interrupted(KeyboardInterrupt):
+    """Raised by the signal handlers ``up`` installs (SIGTERM, SIGHUP) so rollback runs."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"interrupted by {signal.Signals(signum).name}")
+        self.signum = signum
+
+
+# ---- namespace helpers ----------------------------------------------------------------------
+def _ns_path(ns: str) -> Path:
+    return NETNS_RUN_DIR / ns
+
+
+def _enter_ns(ns: str):
+    """A preexec_fn that moves the child into network namespace ``ns``."""
+    path = str(_ns_path(ns))
+
+    def _enter() -> None:
+        from pyroute2 import netns as pnetns
+
+        pnetns.setns(path, flags=0)
+
+    return _enter
+
+
+def _ns_inode(ns: str) -> tuple[int, int] | None:
+    try:
+        s = os.stat(_ns_path(ns))
+    except OSError:
+        return None
+    return (s.st_dev, s.st_ino)
+
+
+def _pids_in_namespaces(inodes: set[tuple[int, int]]) -> list[int]:
+    """PIDs of live processes whose network namespace is one of ``inodes``."""
+    out = []
+    if not inodes:
+        return out
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            s = os.stat(f"/proc/{entry.name}/ns/net")
+        except OSError:
+            continue
+        if (s.st_dev, s.st_ino) in inodes:
+            out.append(int(entry.name))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    """True when ``pid`` exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _write_sysctl(key: str, value: str) -> bool:
+    """Write ``key`` (dotted) in the current thread's namespace; False when it does not exist."""
+    path = "/proc/sys/" + key.replace(".", "/")
+    try:
+        with open(path, "w") as f:
+            f.write(str(value))
+    except FileNotFoundError:
+        return False
+    return True
+
+
+@contextmanager
+def _signals_raise() -> Iterator[None]:
+    """Make SIGTERM/SIGHUP raise Interrupted (SIGINT raises KeyboardInterrupt) in the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, _frame):
+        raise Interrupted(signum)
+
+    old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
+    old[signal.SIGINT] = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+@contextmanager
+def _signals_ignored() -> Iterator[None]:
+    """Ignore SIGINT/SIGTERM/SIGHUP while rolling back, so a second Ctrl-C cannot cut it short."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def check_prerequisites() -> None:
+    """Raise RailabError unless we are root and Debian's frr (daemons + vtysh) is installed."""
+    if os.geteuid() != 0:
+        raise RailabError("the netns runtime needs root (network namespaces, FRR): run with sudo")
+    missing = [d for d in ("zebra", "bgpd", "staticd", "bfdd") if not (FRR_BIN / d).exists()]
+    if missing or shutil.which("vtysh") is None:
+        what = ", ".join(str(FRR_BIN / d) for d in missing) or "vtysh"
+        raise RailabError(f"FRR is not installed ({what} missing): apt-get install frr")
+
+
+# ---- executor --------------------------------------------------------------------------------
+class NetnsExecutor(Executor):
+    """Run commands on the nodes of a running netns lab.
+
+    ``run(node, argv)`` executes argv inside ``clab-<lab>-<node>``; an argv starting with
+    ``vtysh`` is pointed at that node's vty sockets (``--vty_socket /run/railab/<lab>/<node>``).
+    Raises RailabError if the lab is not up, TimeoutError after ``timeout`` seconds.
+    """
+
+    def __init__(self, lab: str) -> None:
+        self.lab = lab
+        if st.load(lab) is None:
+            raise RailabError(f"lab {lab!r} is not up (no {st.state_path(lab)}): railab up first")
+
+    def argv_for(self, node: str, argv: list[str]) -> list[str]:
+        """``argv`` with ``vtysh`` pointed at the node's sockets."""
+        if argv and os.path.basename(argv[0]) == "vtysh":
+            return [argv[0], "--vty_socket", str(st.node_dir(self.lab, node)), *argv[1:]]
+        return list(argv)
+
+    def run(self, node: str, argv: list[str], *, timeout: float = 30.0) -> ExecResult:
+        ns = netns_name(self.lab, node)
+        if not _ns_path(ns).exists():
+            raise RailabError(f"lab {self.lab!r} has no node {node!r} (no namespace {ns})")
+        argv = self.argv_for(node, argv)
+        # vtysh talks to the daemons over unix sockets: no need to enter the namespace.
+        pre = None if argv and os.path.basename(argv[0]) == "vtysh" else _enter_ns(ns)
+        try:
+            p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, preexec_fn=pre)
+        except subprocess.TimeoutExpired:
+            raise TimeoutError(f"{node}: {' '.join(argv)} did not finish within {timeout:g} s") from None
+        except FileNotFoundError:
+            return ExecResult(127, "", f"{argv[0]}: command not found")
+        return ExecResult(p.returncode, p.stdout, p.stderr)
+
+    def vtysh(self, node: str, command: str, *, timeout: float = 30.0) -> ExecResult:
+        return self.run(node, ["vtysh", "-c", command], timeout=timeout)
+
+
+# ---- runtime ---------------------------------------------------------------------------------
+class NetnsRuntime(Runtime):
+    """Network namespaces + Debian FRR (see the module docstring)."""
+
+    name = "netns"
+
+    def netns_name(self, lab: str, node: str) -> str:
+        return netns_name(lab, node)
+
+    def executor(self, lab: str) -> NetnsExecutor:
+        return NetnsExecutor(lab)
+
+    # -- up ------------------------------------------------------------------------------------
+    def up(self, labdir: Path, *, timeout: float | None = None, progress: bool = True) -> dict[str, Any]:
+        """Deploy the lab in ``labdir`` (a directory or its ``.clab.yml``) and wait until converged.
+
+        ``timeout`` (s) bounds the convergence wait; None scales it with the lab (see
+        testbed.converge.default_timeout). Returns the recorded state (testbed.state).
+        Raises RailabError for non-root, missing FRR, a lab name clash, a config FRR rejects, a
+        failed step or a convergence timeout, after removing everything made so far;
+        KeyboardInterrupt (Ctrl-C, SIGTERM, SIGHUP) likewise after rolling back.
+        """
+        from topologies.labspec import LabSpec
+
+        check_prerequisites()
+        clab = load_clab(labdir)
+        lab = clab.name
+        if not LAB_NAME.match(lab):
+            raise RailabError(f"lab name {lab!r} must match {LAB_NAME.pattern}")
+        try:
+            spec = LabSpec.load(clab.directory)
+        except FileNotFoundError as exc:
+            raise RailabError(str(exc)) from None
+        if spec.name != lab:
+            raise RailabError(f"{clab.path.name} names lab {lab!r} but lab.json names {spec.name!r}")
+        clash = [ns for ns in (netns_name(lab, n) for n in clab.nodes) if _ns_path(ns).exists()]
+        if st.lab_dir(lab).exists() or clash:
+            raise RailabError(f"lab {lab} is already up: railab down {lab}")
+        self._dry_run(clab)
+
+        record: dict[str, Any] = {
+            "version": st.STATE_VERSION,
+            "lab": lab,
+            "runtime": self.name,
+            "phase": "creating",
+            "labdir": str(clab.directory),
+            "clab_file": str(clab.path),
+            "created": time.time(),
+            "namespaces": {n: netns_name(lab, n) for n in clab.nodes},
+            "links": [[f"{l.a[0]}:{l.a[1]}", f"{l.b[0]}:{l.b[1]}", l.mtu] for l in clab.links],
+            "routers": {
+                n.name: {"dir": str(st.node_dir(lab, n.name)), "config": str(n.frr_conf), "daemons": list(n.daemons), "pids": {}}
+                for n in clab.routers
+            },
+            "timings": {},
+        }
+        try:
+            with _signals_raise():
+                try:
+                    st.save(record)
+                    st.ledger_add(list(record["namespaces"].values()), lab)
+                    self._build(clab, spec, record, progress)
+                    from testbed.converge import default_timeout, wait_converged
+
+                    t0 = time.monotonic()
+                    record["phase"] = "converging"
+                    st.save(record)
+                    wait_converged(
+                        spec,
+                        NetnsExecutor(lab),
+                        timeout=timeout if timeout is not None else default_timeout(spec),
+                        progress=progress,
+                    )
+                    record["timings"]["converge_s"] = round(time.monotonic() - t0, 3)
+                    record["phase"] = "running"
+                    st.save(record)
+                    return record
+                except BaseException:
+                    with _signals_ignored():
+                        self.down(lab)
+                    raise
+        except RailabError:
+            raise
+        except KeyboardInterrupt:
+            raise
+        except OSError as exc:
+            raise RailabError(f"lab {lab}: up failed ({exc}); everything it made was removed") from exc
+
+    def _dry_run(self, clab: ClabFile) -> None:
+        """Check every node's frr.conf with ``vtysh -C`` (parallel); RailabError names the node."""
+        procs = {
+            n.name: subprocess.Popen(
+                ["vtysh", "-C", "-f", str(n.frr_conf)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+            )
+            for n in clab.routers
+        }
+        bad = []
+        for name, p in procs.items():
+            out, _ = p.communicate()
+            if p.returncode != 0:
+                lines = [l.strip() for l in out.splitlines() if l.strip()]
+                bad.append(f"{name} ({clab.nodes[name].frr_conf}): " + "; ".join(lines[:5]))
+        if bad:
+            raise RailabError("FRR rejected the config of " + " | ".join(bad))
+
+    def _build(self, clab: ClabFile, spec, record: dict[str, Any], progress: bool) -> None:
+        from pyroute2 import IPRoute
+        from pyroute2 import netns as pnetns
+
+        timings = record["timings"]
+        lab = clab.name
+        socks: dict[str, Any] = {}
+        fds: dict[str, int] = {}
+        deferred: dict[str, dict[str, str]] = {}
+        t0 = time.monotonic()
+        try:
+            # 1. namespaces, loopback up, namespace-wide sysctls (accept_dad before any link).
+            for node in clab.nodes.values():
+                ns = record["namespaces"][node.name]
+                pnetns.pushns()
+                try:
+                    pnetns._create(ns)
+                    ipr = IPRoute()
+                    socks[node.name] = ipr
+                    ipr.link("set", index=1, state="up")
+                    later = {}
+                    for key, value in node.sysctls.items():
+                        if not _write_sysctl(key, value):
+                            later[key] = value
+                    deferred[node.name] = later
+                finally:
+                    pnetns.popns()
+                fds[node.name] = os.open(_ns_path(ns), os.O_RDONLY)
+            timings["namespaces_s"] = round(time.monotonic() - t0, 3)
+
+            # 2. veth pairs, both ends made in place, MTU set, up.
+            t1 = time.monotonic()
+            for link in clab.links:
+                (na, ia), (nb, ib) = link.a, link.b
+                socks[na].link(
+                    "add", ifname=ia, kind="veth", mtu=link.mtu, state="up",
+                    peer={"ifname": ib, "net_ns_fd": fds[nb], "mtu": link.mtu},
+                )
+                socks[nb].link("set", ifname=ib, state="up")
+            timings["links_s"] = round(time.monotonic() - t1, 3)
+
+            # 3. per-interface sysctls, now that interfaces exist.
+            for name, later in deferred.items():
+                if not later:
+                    continue
+                pnetns.pushns(record["namespaces"][name])
+                try:
+                    for key, value in later.items():
+                        if not _write_sysctl(key, value):
+                            raise RailabError(f"{clab.path.name}: node {name}: sysctl {key} does not exist")
+                finally:
+                    pnetns.popns()
+
+            # 4. server NICs: address, table 100+n default route, source rule (lab.json).
+            t2 = time.monotonic()
+            for nic in spec.nics:
+                ipr = socks.get(nic.server)
+                if ipr is None:
+                    raise RailabError(f"lab.json NIC {nic.server}:{nic.interface} names a node absent from {clab.path.name}")
+                idx = ipr.link_lookup(ifname=nic.interface)
+                if not idx:
+                    raise RailabError(f"lab.json NIC {nic.server}:{nic.interface} has no link in {clab.path.name}")
+                addr, plen = nic.address.split("/")
+                ipr.addr("add", index=idx[0], address=addr, prefixlen=int(plen))
+                ipr.route("add", dst="0.0.0.0/0", gateway=nic.gateway, oif=idx[0], table=nic.table)
+                ipr.rule("add", src=addr, src_len=32, table=nic.table, priority=nic.table)
+            timings["servers_s"] = round(time.monotonic() - t2, 3)
+        finally:
+            for s in socks.values():
+                s.close()
+            for fd in fds.values():
+                os.close(fd)
+
+        # 5. FRR: each daemon wave in parallel across nodes, then push the configs.
+        t3 = time.monotonic()
+        self._start_frr(clab, record)
+        timings["frr_s"] = round(time.monotonic() - t3, 3)
+        timings["build_s"] = round(time.monotonic() - t0, 3)
+        record["phase"] = "started"
+        st.save(record)
+
+    def _daemon_argv(self, lab: str, node: str, daemon: str) -> list[str]:
+        d = st.node_dir(lab, node)
+        argv = [
+            str(FRR_BIN / daemon), "-d", "-u", FRR_USER, "-g", FRR_USER,
+            "-f", "/dev/null",  # config comes from vtysh; never read the host's /etc/frr
+            "-i", str(d / f"{daemon}.pid"),
+            "--vty_socket", str(d),
+            "-P", "0",  # no TCP vty
+            "-z", str(d / "zserv.api"),
+            "--log", f"file:{d / (daemon + '.log')}",
+            "--limit-fds", str(FRR_FD_LIMIT),
+        ]
+        if daemon == "bfdd":
+            argv += ["--bfdctl", str(d / "bfdd.sock")]
+        return argv
+
+    def _start_frr(self, clab: ClabFile, record: dict[str, Any]) -> None:
+        lab = clab.name
+        routers = clab.routers
+        import pwd
+
+        try:
+            pw = pwd.getpwnam(FRR_USER)
+        except KeyError:
+            raise RailabError(f"user {FRR_USER!r} missing (Debian's frr package creates it): apt-get install frr") from None
+        for n in routers:
+            d = st.node_dir(lab, n.name)
+            d.mkdir(parents=True, exist_ok=True)
+            os.chown(d, pw.pw_uid, pw.pw_gid)
+        waves = ["zebra"] + [d for d in ("staticd", "bgpd", "bfdd")]
+        for wave in waves:
+            procs = {}
+            for n in routers:
+                if wave not in n.daemons:
+                    continue
+                procs[n.name] = subprocess.Popen(
+                    self._daemon_argv(lab, n.name, wave),
+                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                    preexec_fn=_enter_ns(record["namespaces"][n.name]),
+                )
+            self._reap(procs, wave, lab)
+            if wave == "zebra":
+                self._wait_files([st.node_dir(lab, n) / "zserv.api" for n in procs], "zebra's zserv socket")
+            for name in procs:
+                pidfile = st.node_dir(lab, name) / f"{wave}.pid"
+                record["routers"][name]["pids"][wave] = int(pidfile.read_text().split()[0])
+            st.save(record)
+        # The integrated config, applied as FRR's init script does (vtysh pushes each daemon its part).
+        procs = {
+            n.name: subprocess.Popen(
+                ["vtysh", "--vty_socket", str(st.node_dir(lab, n.name)), "-f", str(n.frr_conf)],
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            )
+            for n in routers
+        }
+        self._reap(procs, "vtysh -f frr.conf", lab)
+
+    def _reap(self, procs: dict[str, subprocess.Popen], what: str, lab: str) -> None:
+        bad = []
+        for name, p in procs.items():
+            out, _ = p.communicate(timeout=60)
+            if p.returncode != 0:
+                text = (out or b"").decode(errors="replace").strip().splitlines()
+                bad.append(f"{name}: {'; '.join(text[-3:]) or f'exit {p.returncode}'}")
+        if bad:
+            raise RailabError(f"lab {lab}: {what} failed on " + " | ".join(bad))
+
+    @staticmethod
+    def _wait_files(paths: list[Path], what: str, timeout: float = 10.0) -> None:
+        end = time.monotonic() + timeout
+        pending = list(paths)
+        while pending:
+            pending = [p for p in pending if not p.exists()]
+            if pending and time.monotonic() > end:
+                raise RailabError(f"{what} did not appear within {timeout:g} s: {', '.join(map(str, pending[:5]))}")
+            if pending:
+                time.sleep(0.01)
+
+    # -- down ----------------------------------------------------------------------------------
+    def down(self, lab: str) -> None:
+        """Remove everything recorded for ``lab``: FRR processes (recorded PIDs and any process
+        inside the lab's namespaces), namespaces (their veths go with them), the ledger entries
+        and ``/run/railab/<lab>``. Idempotent; works from a partial record after a crash."""
+        from pyroute2 import netns as pnetns
+
+        record = st.load(lab) or {}
+        namespaces = set((record.get("namespaces") or {}).values())
+        namespaces |= {ns for ns, owner in st.ledger().items() if owner == lab}
+        inodes = {i for i in (_ns_inode(ns) for ns in namespaces) if i}
+        run_dir = str(st.lab_dir(lab))
+        victims = set(_pids_in_namespaces(inodes))
+        for info in (record.get("routers") or {}).values():
+            for pid in (info.get("pids") or {}).values():
+                if _alive(pid) and run_dir in _cmdline(pid):  # guard against PID reuse
+                    victims.add(pid)
+        for pid in victims:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        end = time.monotonic() + 10
+        while victims and time.monotonic() < end:
+            victims = {p for p in victims if _alive(p)}
+            if victims:
+                time.sleep(0.01)
+        for ns in sorted(namespaces):
+            if _ns_path(ns).exists():
+                try:
+                    pnetns.remove(ns)
+                except OSError as exc:
+                    raise RailabError(f"could not delete namespace {ns}: {exc}") from None
+            st.ledger_remove(ns)
+        st.remove_lab_dir(lab)
+
+    def down_all(self) -> list[str]:
+        """Down every lab under /run/railab and every ledger namespace (orphans); return lab names."""
+        labs = set(st.labs()) | set(st.ledger().values())
+        for lab in sorted(labs):
+            self.down(lab)
+        return sorted(labs)
+
+    # -- status / inspect ----------------------------------------------------------------------
+    def inspect(self, lab: str) -> dict[str, Any]:
+        """The recorded state (testbed.state); RailabError when the lab is not up."""
+        record = st.load(lab)
+        if record is None:
+            raise RailabError(f"lab {lab!r} is not up (no {st.state_path(lab)})")
+        return record
+
+    def status(self, lab: str) -> dict[str, Any]:
+        """``{lab, phase, nodes: {node: {namespace, present, daemons: {d: alive}}}, sessions:
+        {up, expected, down: [...]}}``; sessions from FRR's ``show bgp summary json``."""
+        from testbed.converge import observe_sessions
+        from topologies.labspec import LabSpec
+
+        record = self.inspect(lab)
+        nodes = {}
+        for name, ns in record["namespaces"].items():
+            info = {"namespace": ns, "present": _ns_path(ns).exists(), "daemons": {}}
+            r = record["routers"].get(name)
+            if r:
+                info["daemons"] = {d: (_alive(p) and str(st.lab_dir(lab)) in _cmdline(p)) for d, p in r["pids"].items()}
+            nodes[name] = info
+        out: dict[str, Any] = {"lab": lab, "runtime": self.name, "phase": record.get("phase"), "nodes": nodes}
+        try:
+            spec = LabSpec.load(record["labdir"])
+            up, down = observe_sessions(spec, NetnsExecutor(lab))
+            out["sessions"] = {"up": len(up), "expected": len(up) + len(down), "down": sorted(down)}
+        except (FileNotFoundError, RuntimeError, TimeoutError) as exc:
+            out["sessions"] = {"error": str(exc)}
+        return out

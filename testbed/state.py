@@ -1,0 +1,100 @@
+"""On-disk records of running labs: ``/run/railab/<lab>/state.json`` and the namespace ledger.
+
+Ownership rule (see docs/runtime.md): railab removes only what it recorded.
+
+* ``/run/railab/<lab>/state.json`` is written *before* anything is created and rewritten after
+  each step, so a crash at any point leaves a record that ``railab down <lab>`` can act on.
+* ``/run/railab/netns.d/<namespace>`` (the ledger) holds the lab name of every network namespace
+  railab created; a namespace gets its ledger file before it exists and loses it only after it
+  is deleted. ``railab down --all`` sweeps ledger namespaces, never other ``clab-*`` namespaces
+  (containerlab's own labs use the same prefix).
+
+``RAILAB_RUN_DIR`` overrides ``/run/railab`` (tests only).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+STATE_VERSION = 1
+
+
+def run_root() -> Path:
+    """Root of railab's runtime records (``/run/railab``, or ``$RAILAB_RUN_DIR``)."""
+    return Path(os.environ.get("RAILAB_RUN_DIR", "/run/railab"))
+
+
+def lab_dir(lab: str) -> Path:
+    """``/run/railab/<lab>``: the lab's state file and per-node FRR run directories."""
+    return run_root() / lab
+
+
+def node_dir(lab: str, node: str) -> Path:
+    """``/run/railab/<lab>/<node>``: pid files, vty sockets, zserv socket, logs of one node."""
+    return lab_dir(lab) / node
+
+
+def state_path(lab: str) -> Path:
+    return lab_dir(lab) / "state.json"
+
+
+def ledger_dir() -> Path:
+    return run_root() / "netns.d"
+
+
+def load(lab: str) -> dict[str, Any] | None:
+    """The recorded state of ``lab``, or None when there is none (or it is unreadable)."""
+    try:
+        return json.loads(state_path(lab).read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
+def save(state: dict[str, Any]) -> None:
+    """Atomically write ``state`` (must hold ``lab``) to its state.json."""
+    path = state_path(state["lab"])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(state, indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+
+
+def labs() -> list[str]:
+    """Names of every lab with a run directory under the run root (sorted)."""
+    root = run_root()
+    if not root.is_dir():
+        return []
+    return sorted(p.name for p in root.iterdir() if p.is_dir() and p.name != ledger_dir().name)
+
+
+def ledger_add(namespaces: list[str], lab: str) -> None:
+    """Record that railab (lab ``lab``) owns ``namespaces``; call before creating them."""
+    d = ledger_dir()
+    d.mkdir(parents=True, exist_ok=True)
+    for ns in namespaces:
+        (d / ns).write_text(lab + "\n")
+
+
+def ledger_remove(ns: str) -> None:
+    """Forget ``ns`` (after it was deleted)."""
+    try:
+        (ledger_dir() / ns).unlink()
+    except FileNotFoundError:
+        pass
+
+
+def ledger() -> dict[str, str]:
+    """Namespace -> owning lab name, for every namespace railab created and not yet removed."""
+    d = ledger_dir()
+    if not d.is_dir():
+        return {}
+    return {p.name: p.read_text().strip() for p in sorted(d.iterdir())}
+
+
+def remove_lab_dir(lab: str) -> None:
+    """Delete ``/run/railab/<lab>`` (idempotent)."""
+    shutil.rmtree(lab_dir(lab), ignore_errors=True)
