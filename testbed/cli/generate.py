@@ -1,9 +1,81 @@
-"""`railab` sub-commands for this area (registered by testbed.cli)."""
+"""``railab generate INTENT [-o DIR] [--name NAME]``: emit a lab directory (topologies.generator).
+
+Writes ``<lab>.clab.yml``, ``lab.json`` and ``configs/<switch>/...`` (docs/architecture.md,
+docs/generator.md). ``--list`` shows the shipped intents. A bad intent prints one
+``error: <key>: ...`` line on stderr and exits 2; other failures exit 1.
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Optional
+
 import typer
+from rich.console import Console
+from rich.table import Table
 
 
 def register(app: typer.Typer) -> None:
-    """Attach this module's commands to `app`."""
+    """Attach ``generate`` to ``app``."""
+
+    @app.command("generate")
+    def generate_cmd(
+        intent: Optional[str] = typer.Argument(
+            None, help="shipped intent name (e.g. mini, rail-only-512) or an intent YAML path"
+        ),
+        outdir: Optional[Path] = typer.Option(
+            None, "-o", "--outdir", help="lab directory to write (default: ./labs/<lab name>)"
+        ),
+        name: Optional[str] = typer.Option(None, "--name", help="override the lab name"),
+        list_: bool = typer.Option(False, "--list", help="list the shipped intents and exit"),
+        frr_check: bool = typer.Option(
+            False, "--check", help="also run FRR's dry-run parser on every frr.conf"
+        ),
+    ) -> None:
+        """Generate a lab (containerlab topology, FRR/SONiC configs, lab.json) from an intent."""
+        from topologies.generator import generate
+        from topologies.intent import IntentError, load_intent, resolve_lab, shipped_intents
+        from topologies.labspec import LabSpec
+
+        con = Console()
+        if list_:
+            t = Table("intent", "architecture", "design", "lab")
+            for n in shipped_intents():
+                it = load_intent(n)
+                s = resolve_lab(it)
+                t.add_row(
+                    n, it.design.architecture, f"{it.design.gpus} GPUs, {it.design.leaf}",
+                    f"{s.scale}: {s.groups}g x {s.rails}r, {s.spines} spines, "
+                    f"{s.servers} servers, {s.kind}",
+                )
+            con.print(t)
+            return
+        if intent is None:
+            typer.echo("error: give an INTENT (or --list)", err=True)
+            raise typer.Exit(2)
+        try:
+            it = load_intent(intent)
+            out = outdir if outdir is not None else Path("labs") / (name or it.name)
+            labdir = generate(it, out, name=name)
+        except IntentError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(2)
+        spec = LabSpec.load(labdir)
+        roles = {r: len(spec.by_role(r)) for r in ("spine", "leaf", "server")}
+        con.print(
+            f"[bold]{spec.name}[/]: {spec.architecture}, {roles['spine']} spines, "
+            f"{roles['leaf']} leaves, {roles['server']} servers x {spec.rails} NICs, "
+            f"{len(spec.links)} links, {len(spec.bgp_sessions)} BGP sessions -> {labdir}"
+        )
+        if frr_check:
+            from topologies.frr import dry_run
+
+            bad = []
+            for conf in sorted(labdir.glob("configs/*/frr.conf")):
+                ok, outp = dry_run(conf)
+                if not ok:
+                    bad.append(f"{conf}: {outp}")
+            if bad:
+                typer.echo("error: FRR rejects: " + "; ".join(bad), err=True)
+                raise typer.Exit(1)
+            con.print(f"FRR dry-run: {len(list(labdir.glob('configs/*/frr.conf')))} configs OK")

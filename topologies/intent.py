@@ -1,0 +1,502 @@
+"""Intent files: a production design (the planner's inputs) plus a ``lab:`` scale-down.
+
+An intent is a YAML document::
+
+    name: mini                      # lab name, ^[a-z][a-z0-9-]{0,31}$ (docs/architecture.md)
+    description: free text
+    design:                         # the production fabric (planner inputs, seed guide tables 1-5)
+      architecture: rail-optimized  # or rail-only
+      gpus: 1024
+      gpus_per_server: 8            # = rails (seed: "Leaf nodes per Group = GPUs per server")
+      leaf: CX864E-N
+      spine: CX864E-N               # rail-optimized only
+      port_speed_gbps: 400
+      oversubscription: "1:1"       # downlink:uplink bandwidth on a leaf (seed: 1:1 recommended)
+    lab:                            # the scaled-down copy that runs here, or the string `full`
+      groups: 2
+      servers_per_group: 2
+      rails: 4                      # NICs per lab server (NIC N = ethN = rail N)
+      rails_per_leaf: 1             # rail-only may put several rails on one leaf (seed: 512 GPUs)
+      spines: 2
+      links_per_pair: 1             # parallel links per leaf-spine pair
+      kind: frr                     # or sonic-vs
+      mtu: 9100
+      rail_pool: 10.0.0.0/16        # rail subnets per (group, rail)
+      rail_prefixlen: 24
+      loopback_pool: 10.255.0.0/24  # switch loopbacks / router-ids
+
+``lab: full`` (or ``lab: {scale: full, kind: ..., rail_pool: ...}``) builds the lab at the
+planner's full size (``topologies.planner.plan``).
+
+Every model forbids unknown keys; every error names the key (``lab.spines: ...``) and is raised as
+:class:`IntentError` (a ``ValueError``), which the CLI prints as one ``error: ...`` line.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+INTENTS_DIR = Path(__file__).resolve().parent / "intents"
+LAB_NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
+RATIO_RE = re.compile(r"^([1-9][0-9]*):([1-9][0-9]*)$")
+
+#: FRR's ECMP cap: Debian's frr 8.4 is built with ``--enable-multipath=256`` (``vtysh -h`` shows
+#: the configure line), so ``maximum-paths`` accepts 1..256 and zebra installs at most 256 paths.
+FRR_MAX_ECMP = 256
+#: Data ports of a sonic-vs node: the default vs HwSKU (Force10-S6000) defines 32 ports,
+#: Ethernet0..Ethernet124, mapped from eth1..eth32.
+SONIC_VS_MAX_PORTS = 32
+
+DEFAULT_IMAGES = {
+    "frr": "quay.io/frrouting/frr:8.4.4",
+    "sonic-vs": "docker-sonic-vs:202305",
+    "server": "railab/gpu-server:latest",
+}
+
+
+class IntentError(ValueError):
+    """An intent that cannot be built; the message names the key and says what to change."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _ratio(value: str, key: str) -> Fraction:
+    m = RATIO_RE.match(value)
+    if not m:
+        raise ValueError(f"{key} must look like '1:1' (downlink:uplink), got {value!r}")
+    return Fraction(int(m.group(1)), int(m.group(2)))
+
+
+class DesignIntent(_Strict):
+    """The production design; fields mirror ``topologies.planner.Design``."""
+
+    architecture: Literal["rail-only", "rail-optimized"]
+    gpus: int = Field(gt=0, description="GPUs in the production cluster")
+    gpus_per_server: int = Field(8, ge=1, le=64, description="GPUs (= NICs = rails) per server")
+    leaf: str = Field(min_length=1, description="leaf switch model, e.g. CX864E-N")
+    spine: str | None = Field(None, description="spine model (rail-optimized); None = same as leaf")
+    port_speed_gbps: int = Field(400, gt=0, description="server-facing port speed, Gb/s")
+    oversubscription: str = Field("1:1", description="leaf downlink:uplink bandwidth ratio")
+
+    @field_validator("oversubscription")
+    @classmethod
+    def _check_ratio(cls, v: str) -> str:
+        _ratio(v, "oversubscription")
+        return v
+
+
+class Images(_Strict):
+    """Container images for containerlab (pinned tags)."""
+
+    frr: str = DEFAULT_IMAGES["frr"]
+    sonic_vs: str = Field(DEFAULT_IMAGES["sonic-vs"], alias="sonic-vs")
+    server: str = DEFAULT_IMAGES["server"]
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class LabIntent(_Strict):
+    """The lab scale-down. Size fields must be omitted when ``scale`` is ``full``."""
+
+    scale: Literal["lab", "full"] = "lab"
+    groups: int | None = Field(None, ge=1, le=64)
+    servers_per_group: int | None = Field(None, ge=1, le=1024)
+    rails: int | None = Field(None, ge=1, le=64)
+    rails_per_leaf: int | None = Field(None, ge=1, le=64)
+    spines: int | None = Field(None, ge=0, le=256)
+    links_per_pair: int | None = Field(None, ge=1, le=64)
+    kind: Literal["frr", "sonic-vs"] = "frr"
+    mtu: int = Field(9100, ge=1280, le=9216, description="link MTU, bytes (IPv6 minimum 1280)")
+    oversubscription: str | None = Field(None, description="lab ratio; default: the design's")
+    rail_pool: ipaddress.IPv4Network = ipaddress.IPv4Network("10.0.0.0/16")
+    rail_prefixlen: int = Field(24, ge=8, le=31)
+    loopback_pool: ipaddress.IPv4Network = ipaddress.IPv4Network("10.255.0.0/24")
+    images: Images = Field(default_factory=Images)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _full_shorthand(cls, data: Any) -> Any:
+        if data == "full":
+            return {"scale": "full"}
+        if isinstance(data, str):
+            raise ValueError(f"must be a mapping or the string 'full', got {data!r}")
+        return data
+
+    @field_validator("oversubscription")
+    @classmethod
+    def _check_ratio(cls, v: str | None) -> str | None:
+        if v is not None:
+            _ratio(v, "oversubscription")
+        return v
+
+
+class Intent(_Strict):
+    """A whole intent file. Use :func:`load_intent` to read one with clear errors."""
+
+    name: str = Field(description="lab name, ^[a-z][a-z0-9-]{0,31}$")
+    description: str = ""
+    design: DesignIntent
+    lab: LabIntent
+
+    @field_validator("name")
+    @classmethod
+    def _check_name(cls, v: str) -> str:
+        if not LAB_NAME_RE.match(v):
+            raise ValueError(
+                f"{v!r} is not a valid lab name: use 1-32 characters, lowercase letters, digits "
+                "and '-', starting with a letter (^[a-z][a-z0-9-]{0,31}$)"
+            )
+        return v
+
+
+@dataclass(frozen=True)
+class LabShape:
+    """The resolved lab size (after ``lab: full`` is expanded through the planner).
+
+    ``leaves_per_group`` = rails / rails_per_leaf. Oversubscription is the leaf's
+    downlink:uplink port ratio (all ports run at ``port_speed_gbps``).
+    """
+
+    architecture: str
+    groups: int
+    servers_per_group: int
+    rails: int
+    rails_per_leaf: int
+    spines: int
+    links_per_pair: int
+    kind: str
+    mtu: int
+    oversubscription: str
+    port_speed_gbps: int
+    rail_pool: ipaddress.IPv4Network
+    rail_prefixlen: int
+    loopback_pool: ipaddress.IPv4Network
+    images: Images
+    scale: str
+    plan: dict = field(default_factory=dict)
+
+    @property
+    def leaves_per_group(self) -> int:
+        return self.rails // self.rails_per_leaf
+
+    @property
+    def leaves(self) -> int:
+        return self.groups * self.leaves_per_group
+
+    @property
+    def servers(self) -> int:
+        return self.groups * self.servers_per_group
+
+    @property
+    def leaf_downlinks(self) -> int:
+        return self.servers_per_group * self.rails_per_leaf
+
+    @property
+    def leaf_uplinks(self) -> int:
+        return self.spines * self.links_per_pair
+
+    @property
+    def spine_ports(self) -> int:
+        return self.leaves * self.links_per_pair
+
+
+# ---- loading ------------------------------------------------------------------------------------
+
+
+def shipped_intents() -> list[str]:
+    """Names of the intents shipped in ``topologies/intents/`` (sorted)."""
+    return sorted(p.stem for p in INTENTS_DIR.glob("*.yml"))
+
+
+def _fmt_loc(loc: tuple) -> str:
+    return ".".join(str(p) for p in loc if not str(p).startswith("function-")) or "(top level)"
+
+
+def _format_validation(err: ValidationError, model: type[BaseModel], source: str) -> str:
+    lines = []
+    for e in err.errors():
+        loc = tuple(p for p in e["loc"] if p not in ("function-before[_full_shorthand()]",))
+        key = _fmt_loc(loc)
+        msg = e["msg"]
+        if e["type"] == "extra_forbidden":
+            parent: Any = model
+            for part in loc[:-1]:
+                ann = parent.model_fields.get(str(part)) if hasattr(parent, "model_fields") else None
+                parent = _model_of(ann.annotation) if ann else None
+                if parent is None:
+                    break
+            allowed = sorted(
+                (f.alias or n) for n, f in parent.model_fields.items()
+            ) if parent is not None and hasattr(parent, "model_fields") else []
+            msg = "unknown key" + (f"; allowed keys: {', '.join(allowed)}" if allowed else "")
+        elif e["type"] == "missing":
+            msg = "required key is missing"
+        elif msg.startswith("Value error, "):
+            msg = msg[len("Value error, "):]
+        lines.append(f"{key}: {msg}")
+    return f"intent {source}: " + "; ".join(lines)
+
+
+def _model_of(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()) or ():
+        m = _model_of(arg)
+        if m is not None:
+            return m
+    return None
+
+
+def parse_intent(data: Any, source: str = "<data>") -> Intent:
+    """Validate a mapping as an :class:`Intent`; raises :class:`IntentError` naming the key."""
+    if not isinstance(data, dict):
+        raise IntentError(f"intent {source}: expected a YAML mapping at the top level")
+    try:
+        intent = Intent.model_validate(data)
+    except ValidationError as exc:
+        raise IntentError(_format_validation(exc, Intent, source)) from None
+    resolve_lab(intent, source=source)  # cross-field checks, raise IntentError
+    return intent
+
+
+def load_intent(name_or_path: str | Path) -> Intent:
+    """Load a shipped intent by name (``"mini"``) or an intent YAML file by path.
+
+    Raises :class:`IntentError` when the file is missing (listing the shipped intents), is not
+    YAML, or does not validate (the message names the offending key).
+    """
+    p = Path(name_or_path)
+    if not p.exists():
+        cand = INTENTS_DIR / f"{name_or_path}.yml"
+        if cand.exists() and "/" not in str(name_or_path):
+            p = cand
+        else:
+            raise IntentError(
+                f"intent {str(name_or_path)!r} not found: give a YAML path or one of the shipped "
+                f"intents: {', '.join(shipped_intents())}"
+            )
+    if p.is_dir():
+        raise IntentError(f"intent {p} is a directory: give an intent YAML file")
+    try:
+        data = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as exc:
+        raise IntentError(f"intent {p}: not valid YAML: {exc}") from None
+    return parse_intent(data, source=str(p))
+
+
+# ---- cross-field rules --------------------------------------------------------------------------
+
+
+def _plan_for(design: DesignIntent) -> Any:
+    """Run the planner on the design (``topologies.planner``); raises IntentError naming design."""
+    try:
+        from topologies import planner
+    except ImportError as exc:  # pragma: no cover - the planner ships with railab
+        raise IntentError(f"lab: full needs topologies.planner, which is unavailable: {exc}")
+    kwargs = dict(
+        architecture=design.architecture,
+        gpus=design.gpus,
+        gpus_per_server=design.gpus_per_server,
+        leaf=design.leaf,
+        spine=design.spine,
+        port_speed_gbps=design.port_speed_gbps,
+        oversubscription=design.oversubscription,
+    )
+    try:
+        return planner.plan(planner.Design(**kwargs))
+    except ValidationError as exc:
+        raise IntentError(_format_validation(exc, DesignIntent, "design").replace(
+            "intent design: ", "design.")) from None
+    except ValueError as exc:
+        raise IntentError(f"design: {exc}") from None
+
+
+def _plan_summary(p: Any) -> dict:
+    if p is None:
+        return {}
+    dump = p.model_dump(mode="json") if hasattr(p, "model_dump") else dict(p)
+    keep = ("servers", "rails", "groups", "servers_per_group", "leaf_switches", "spine_switches",
+            "links_per_leaf_spine_pair")
+    return {k: dump[k] for k in keep if k in dump}
+
+
+def resolve_lab(intent: Intent, source: str = "intent") -> LabShape:
+    """Expand ``lab`` into a :class:`LabShape` and check every cross-field rule.
+
+    Rules (each error names the key):
+
+    * rail-only: no spines, one group (seed: single-tier, "8 independent rails");
+      ``rails`` divisible by ``rails_per_leaf`` (seed's 512-GPU example puts 2 rails per leaf).
+    * rail-optimized: one rail per leaf ("NIC N to Leaf N", leaves per group = rails), at least one
+      spine, and the leaf downlink:uplink port ratio equal to the lab's oversubscription
+      (default: the design's, the seed recommends 1:1).
+    * ``rails`` <= ``design.gpus_per_server``.
+    * ``kind: sonic-vs``: at most 32 data ports per node; FRR: ECMP width <= 256.
+    * pools: big enough, and ``rail_pool`` / ``loopback_pool`` must not overlap.
+
+    ``lab: full`` calls the planner (``topologies.planner.plan``).
+    """
+    d, lab = intent.design, intent.lab
+    arch = d.architecture
+    plan_summary: dict = {}
+    if lab.scale == "full":
+        for key in ("groups", "servers_per_group", "rails", "rails_per_leaf", "spines",
+                    "links_per_pair", "oversubscription"):
+            if getattr(lab, key) is not None:
+                raise IntentError(
+                    f"lab.{key}: not allowed with `scale: full` (the planner sizes the lab); "
+                    f"remove it or use `scale: lab`"
+                )
+        p = _plan_for(d)
+        plan_summary = _plan_summary(p)
+        if getattr(p, "partial_last_group", None):
+            raise IntentError(
+                f"lab: full: the plan's last group is partial ({p.partial_last_group} of "
+                f"{p.servers_per_group} servers), which a full-size lab does not model; use a "
+                f"GPU count that fills whole groups ({p.servers_per_group * p.gpus_per_server} "
+                "GPUs per group) or a scaled lab"
+            )
+        shape = dict(
+            groups=int(p.groups),
+            servers_per_group=int(p.servers_per_group),
+            rails=int(p.rails),
+            rails_per_leaf=int(p.rails_per_leaf),
+            spines=int(p.spine_switches or 0),
+            links_per_pair=int(p.links_per_leaf_spine_pair or 1),
+            oversubscription=d.oversubscription,
+        )
+    else:
+        plan_summary = _plan_summary(_plan_for(d))  # the production design must be plannable
+        if lab.servers_per_group is None:
+            raise IntentError("lab.servers_per_group: required key is missing (servers per group)")
+        rails = lab.rails if lab.rails is not None else d.gpus_per_server
+        shape = dict(
+            groups=lab.groups if lab.groups is not None else 1,
+            servers_per_group=lab.servers_per_group,
+            rails=rails,
+            rails_per_leaf=lab.rails_per_leaf if lab.rails_per_leaf is not None else 1,
+            spines=lab.spines if lab.spines is not None else 0,
+            links_per_pair=lab.links_per_pair if lab.links_per_pair is not None else 1,
+            oversubscription=lab.oversubscription or d.oversubscription,
+        )
+        if rails > d.gpus_per_server:
+            raise IntentError(
+                f"lab.rails: {rails} rails exceed design.gpus_per_server ({d.gpus_per_server}); "
+                "a lab server has at most one NIC per GPU"
+            )
+        if arch == "rail-only":
+            if shape["spines"]:
+                raise IntentError(
+                    f"lab.spines: a rail-only fabric has no spine layer (seed: single-tier), got "
+                    f"{shape['spines']}; remove lab.spines or use architecture rail-optimized"
+                )
+            if shape["groups"] != 1:
+                raise IntentError(
+                    f"lab.groups: a rail-only fabric is one group, got {shape['groups']}; "
+                    "use architecture rail-optimized to stack groups"
+                )
+            if lab.links_per_pair is not None:
+                raise IntentError("lab.links_per_pair: a rail-only fabric has no leaf-spine links")
+            if rails % shape["rails_per_leaf"]:
+                raise IntentError(
+                    f"lab.rails_per_leaf: {rails} rails cannot be split evenly over leaves "
+                    f"carrying {shape['rails_per_leaf']} rails each"
+                )
+        else:
+            if shape["rails_per_leaf"] != 1:
+                raise IntentError(
+                    "lab.rails_per_leaf: rail-optimized leaves carry exactly one rail "
+                    "(seed: leaf nodes per group = GPUs per server); remove it"
+                )
+            if lab.spines is None:
+                raise IntentError("lab.spines: required key is missing (spines in the lab)")
+            if shape["spines"] < 1:
+                raise IntentError("lab.spines: a rail-optimized fabric needs at least 1 spine")
+    s = LabShape(
+        architecture=arch,
+        kind=lab.kind,
+        mtu=lab.mtu,
+        port_speed_gbps=d.port_speed_gbps,
+        rail_pool=lab.rail_pool,
+        rail_prefixlen=lab.rail_prefixlen,
+        loopback_pool=lab.loopback_pool,
+        images=lab.images,
+        scale=lab.scale,
+        plan=plan_summary,
+        **shape,
+    )
+    _check_shape(s)
+    return s
+
+
+def _check_shape(s: LabShape) -> None:
+    over_key = "lab.oversubscription" if s.scale == "lab" else "design.oversubscription"
+    if s.architecture == "rail-optimized" and s.scale == "lab":
+        want = _ratio(s.oversubscription, over_key)
+        have = Fraction(s.leaf_downlinks, s.leaf_uplinks)
+        if have != want:
+            raise IntentError(
+                f"lab.spines: leaf downlinks:uplinks is {s.leaf_downlinks}:{s.leaf_uplinks} "
+                f"(servers_per_group x rails_per_leaf : spines x links_per_pair) but the "
+                f"oversubscription is {s.oversubscription}; for 1:1 make spines x links_per_pair "
+                f"= {s.leaf_downlinks}, or set lab.oversubscription"
+            )
+    # ports per node
+    worst = [("leaf", s.leaf_downlinks + s.leaf_uplinks)]
+    if s.spines:
+        worst.append(("spine", s.spine_ports))
+    if s.kind == "sonic-vs":
+        for role, ports in worst:
+            if ports > SONIC_VS_MAX_PORTS:
+                raise IntentError(
+                    f"lab.kind: a sonic-vs {role} would need {ports} data ports but sonic-vs has "
+                    f"{SONIC_VS_MAX_PORTS} (eth1..eth32 -> Ethernet0..Ethernet124); use kind: frr "
+                    "or fewer servers/spines/links"
+                )
+    widest = max(s.leaf_uplinks, s.links_per_pair if s.spines else 1)
+    if widest > FRR_MAX_ECMP:
+        raise IntentError(
+            f"lab.spines: a leaf would need {widest}-way ECMP but FRR (Debian 8.4, "
+            f"--enable-multipath={FRR_MAX_ECMP}) installs at most {FRR_MAX_ECMP} paths"
+        )
+    # pools
+    if s.rail_pool.overlaps(s.loopback_pool):
+        raise IntentError(
+            f"lab.loopback_pool: {s.loopback_pool} overlaps lab.rail_pool {s.rail_pool}; "
+            "pick disjoint pools"
+        )
+    if s.rail_prefixlen < s.rail_pool.prefixlen:
+        raise IntentError(
+            f"lab.rail_prefixlen: /{s.rail_prefixlen} is shorter than lab.rail_pool "
+            f"{s.rail_pool}; use a prefix length >= {s.rail_pool.prefixlen}"
+        )
+    subnets = s.groups * s.rails
+    avail = 2 ** (s.rail_prefixlen - s.rail_pool.prefixlen)
+    if subnets > avail:
+        raise IntentError(
+            f"lab.rail_pool: {s.rail_pool} holds {avail} /{s.rail_prefixlen} rail subnets but the "
+            f"lab needs {subnets} (groups x rails); use a larger pool or a longer rail_prefixlen"
+        )
+    per_rail = 2 * s.servers_per_group
+    size = 2 ** (32 - s.rail_prefixlen)
+    if per_rail > size:
+        raise IntentError(
+            f"lab.rail_prefixlen: a /{s.rail_prefixlen} rail subnet holds {size // 2} server /31s "
+            f"but a rail has {s.servers_per_group} servers; use a shorter prefix length"
+        )
+    switches = s.leaves + s.spines
+    if switches > s.loopback_pool.num_addresses - 2:
+        raise IntentError(
+            f"lab.loopback_pool: {s.loopback_pool} has {max(0, s.loopback_pool.num_addresses - 2)} "
+            f"usable addresses but the lab has {switches} switches; use a larger pool"
+        )
