@@ -7,6 +7,8 @@ prints one ``error: ...`` line on stderr and exits 2.
 from __future__ import annotations
 
 import json
+import os
+import sys
 from enum import Enum
 from pathlib import Path
 from typing import Optional
@@ -195,19 +197,26 @@ def _show_table(con: Console, rows: list[dict], model: str, spine: str, rails: i
     ]
     for label, _ in cols:
         t.add_column(label, justify="right")
-    notes = []
+    notes: list[str] = []
+    past: list[str] = []
     for r in rows:
         if r["error"]:
             t.add_row(_fmt(r["gpus"]), "past limit", *[""] * (len(cols) - 2))
-            notes.append(r["error"])
+            past.append(r["error"])
             continue
         cells = [_fmt(r[k]) for _, k in cols]
         if r["partial_last_group"]:
-            cells[2] += f" ({r['partial_last_group']} srv last)"
+            cells[2] += "*"
+            notes.append(
+                f"* {r['gpus']:,} GPUs: the last group is partial ({r['partial_last_group']} "
+                "servers)"
+            )
         t.add_row(*cells)
     con.print(t)
-    if notes:
-        con.print(f"past limit: {notes[0]}", highlight=False, soft_wrap=True)
+    for note in notes:
+        con.print(note, highlight=False, soft_wrap=True)
+    if past:
+        con.print(f"past limit: {past[0]}", highlight=False, soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:
@@ -239,7 +248,9 @@ def register(app: typer.Typer) -> None:
         ),
     ) -> None:
         """Size a Rail-only or Rail-optimized GPU backend fabric (seed design guide rules)."""
-        con = Console(highlight=False, soft_wrap=False)
+        # a pipe or a test runner has no width: give the tables room instead of rich's 80
+        wide = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 120
+        con = Console(highlight=False, width=wide)
         try:
             cat = load_catalog(catalog)
             speed = parse_speed(port_speed)
