@@ -265,7 +265,10 @@ def parse_intent(data: Any, source: str = "<data>") -> Intent:
         intent = Intent.model_validate(data)
     except ValidationError as exc:
         raise IntentError(_format_validation(exc, Intent, source)) from None
-    resolve_lab(intent, source=source)  # cross-field checks, raise IntentError
+    try:
+        resolve_lab(intent, source=source)  # cross-field checks
+    except IntentError as exc:
+        raise IntentError(f"intent {source}: {exc}") from None
     return intent
 
 
@@ -303,6 +306,16 @@ def _plan_for(design: DesignIntent) -> Any:
         from topologies import planner
     except ImportError as exc:  # pragma: no cover - the planner ships with railab
         raise IntentError(f"lab: full needs topologies.planner, which is unavailable: {exc}")
+    from topologies.catalog import get_model, load_catalog
+
+    catalog = load_catalog()
+    for key in ("leaf", "spine"):
+        model = getattr(design, key)
+        if model is not None:
+            try:
+                get_model(catalog, model)
+            except ValueError as exc:
+                raise IntentError(f"design.{key}: {exc}") from None
     kwargs = dict(
         architecture=design.architecture,
         gpus=design.gpus,
@@ -445,11 +458,13 @@ def _check_shape(s: LabShape) -> None:
         want = _ratio(s.oversubscription, over_key)
         have = Fraction(s.leaf_downlinks, s.leaf_uplinks)
         if have != want:
+            need = Fraction(s.leaf_downlinks) / want
+            fix = (f"make spines x links_per_pair = {need}" if need.denominator == 1
+                   else "change servers_per_group or spines")
             raise IntentError(
                 f"lab.spines: leaf downlinks:uplinks is {s.leaf_downlinks}:{s.leaf_uplinks} "
                 f"(servers_per_group x rails_per_leaf : spines x links_per_pair) but the "
-                f"oversubscription is {s.oversubscription}; for 1:1 make spines x links_per_pair "
-                f"= {s.leaf_downlinks}, or set lab.oversubscription"
+                f"oversubscription is {s.oversubscription}; {fix}, or set lab.oversubscription"
             )
     # ports per node
     worst = [("leaf", s.leaf_downlinks + s.leaf_uplinks)]
