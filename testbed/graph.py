@@ -103,16 +103,27 @@ def _leaf_attrs(spec: LabSpec, leaf) -> dict[str, str]:
         fill = rail_colour(rails[0])
         label = f"{leaf.name}\nrail {rails[0]}"
     elif rails:
-        # Rail-only leaf carrying several rails: striped fill, one band per rail.
-        fill = ":".join(rail_colour(r) for r in rails)
-        label = f"{leaf.name}\nrails {','.join(str(r) for r in rails)}"
+        # Rail-only leaf carrying several rails: name on top, one coloured cell per rail.
+        cells = "".join(
+            f'<TD BGCOLOR="{rail_colour(r)}"><FONT COLOR="white" POINT-SIZE="10"><B>rail {r}</B>'
+            "</FONT></TD>"
+            for r in rails
+        )
+        return {
+            "shape": "plain",
+            "label": (
+                '<<TABLE BORDER="1" CELLBORDER="0" CELLSPACING="0" CELLPADDING="4" COLOR="black">'
+                f'<TR><TD COLSPAN="{len(rails)}" BGCOLOR="#3B3B3B"><FONT COLOR="white">'
+                f"<B>{html.escape(leaf.name)}</B></FONT></TD></TR><TR>{cells}</TR></TABLE>>"
+            ),
+        }
     else:
         fill = "#DDDDDD"
         label = leaf.name
     attrs = {
         "label": label,
         "shape": "box",
-        "style": "filled,rounded" if len(rails) <= 1 else "striped",
+        "style": "filled,rounded",
         "fillcolor": fill,
         "fontcolor": "white" if rails else "black",
         "fontsize": "11",

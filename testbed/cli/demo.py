@@ -1,9 +1,123 @@
-"""`railab` sub-commands for this area (registered by testbed.cli)."""
+"""`railab demo`, `railab report` and `railab graph` (registered by testbed.cli)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Optional
+
 import typer
+from rich.console import Console
+
+from testbed.runtime.base import RailabError
+
+
+def _resolve_lab(lab: str) -> tuple[Path, str, bool]:
+    """``LAB`` (a lab directory / lab.json path, or the name of a running lab) ->
+    (lab directory, lab name, running?). Raises RailabError saying what to pass."""
+    from testbed import state as st
+    from topologies.labspec import LabSpec
+
+    p = Path(lab)
+    if p.exists():
+        spec = LabSpec.load(p)
+        labdir = p if p.is_dir() else p.parent
+        rec = st.load(spec.name)
+        running = bool(rec) and rec.get("phase") == "running"
+        return labdir.absolute(), spec.name, running
+    rec = st.load(lab)
+    if rec and rec.get("labdir"):
+        return Path(rec["labdir"]), lab, rec.get("phase") == "running"
+    running = ", ".join(st.labs()) or "none"
+    raise RailabError(
+        f"{lab!r} is neither a lab directory (with lab.json) nor a running lab (running: "
+        f"{running}); pass the directory `railab generate` wrote or a running lab's name"
+    )
 
 
 def register(app: typer.Typer) -> None:
-    """Attach this module's commands to `app`."""
+    """Attach ``demo``, ``report`` and ``graph`` to ``app``."""
+
+    @app.command("demo")
+    def demo_cmd(
+        intent: str = typer.Argument(
+            "rail-optimized-1024",
+            help="shipped intent name (mini, rail-only-512, rail-optimized-1024, ...) or a YAML path",
+        ),
+        keep: bool = typer.Option(False, "--keep", help="leave the lab running after the report"),
+        out: Optional[Path] = typer.Option(
+            None, "--out", "-o", help="directory for lab/ and report/ (default ./railab-<lab>)"
+        ),
+        name: Optional[str] = typer.Option(None, "--name", help="lab name (default: the intent's)"),
+    ) -> None:
+        """Plan -> generate -> up -> traffic -> checks -> report -> down, on a real netns lab.
+
+        Exits 1 if any flow, ECMP spread or check fails; writes report.html, report.json,
+        report.xml (JUnit) and fabric.svg under OUT/report.
+        """
+        from testbed.demo import run_demo
+
+        result = run_demo(intent, out=out, keep=keep, name=name)
+        raise typer.Exit(result.exit_code)
+
+    @app.command("report")
+    def report_cmd(
+        lab: str = typer.Argument(..., help="running lab name, or a lab directory"),
+        out: Optional[Path] = typer.Option(
+            None, "--out", "-o", help="report directory (default: <labdir>/../report)"
+        ),
+    ) -> None:
+        """Measure a running lab (traffic + checks) and write the report; on a lab that is down,
+        re-render the page from an existing report.json in OUT. Exits 1 if anything failed."""
+        from testbed.demo import _Steps, measure
+        from testbed.report import Report, write_report
+        from testbed.runtime import get_runtime
+        from topologies.labspec import LabSpec
+
+        con = Console()
+        labdir, name, running = _resolve_lab(lab)
+        spec = LabSpec.load(labdir)
+        outdir = out or labdir.parent / "report"
+        if running:
+            from testbed import state as st
+
+            rt_name = (st.load(name) or {}).get("runtime", "netns")
+            rt = get_runtime(rt_name)
+            steps = _Steps(con)
+            rep = measure(spec, rt.executor(name), con, steps, runtime=rt_name,
+                          intent=spec.design.get("intent"))
+            rep.timings = list(steps.timings)
+        elif (outdir / "report.json").exists():
+            rep = Report.load(outdir)
+            con.print(f"lab {name} is not running: re-rendering {outdir / 'report.json'}",
+                      highlight=False)
+        else:
+            raise RailabError(
+                f"lab {name} is not running and {outdir / 'report.json'} does not exist: "
+                f"`railab up {labdir}` first, or pass -o to the directory of an earlier report"
+            )
+        files = write_report(rep, spec, outdir)
+        for line in rep.failures():
+            con.print(f"  [red]FAIL[/] {line}", highlight=False)
+        con.print(f"{'[green]PASS[/]' if rep.passed else '[red]FAIL[/]'} report: {files.html}",
+                  highlight=False)
+        raise typer.Exit(0 if rep.passed else 1)
+
+    @app.command("graph")
+    def graph_cmd(
+        lab: str = typer.Argument(..., help="lab directory (or a running lab's name)"),
+        out: Path = typer.Option(Path("fabric.svg"), "--out", "-o",
+                                 help="output file: .svg, .png, .pdf or .dot"),
+        trace: Optional[Path] = typer.Option(
+            None, "--report", help="report.json whose traced paths to draw"
+        ),
+    ) -> None:
+        """Draw the fabric from lab.json: groups as clusters, rails coloured, spines on top."""
+        from testbed.graph import write_diagram
+        from testbed.report import Report, traced_paths
+        from topologies.labspec import LabSpec
+
+        labdir, _, _ = _resolve_lab(lab)
+        spec = LabSpec.load(labdir)
+        paths = traced_paths(Report.load(trace)) if trace else []
+        written = write_diagram(spec, out, paths)
+        typer.echo(f"wrote {written}")

@@ -1,0 +1,219 @@
+"""Report and fabric diagram, root-free: a generated lab directory plus synthetic results.
+
+The page is loaded in headless Chromium (Debian's ``chromium``; ``scripts/bootstrap.sh --test``
+installs it) to prove it renders: the checks table, the hop matrix and the diagram are in the DOM.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import tempfile
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from testbed.cli import app
+from testbed.graph import TracedPath, fabric_graph, rail_colour, write_diagram
+from testbed.report import (
+    CheckItem,
+    EcmpSpread,
+    LabSummary,
+    PathResult,
+    Report,
+    StepTiming,
+    Trace,
+    TraceHop,
+    ecmp_bar_chart,
+    hop_matrix,
+    render_junit,
+    write_report,
+)
+from topologies.generator import generate
+from topologies.labspec import LabSpec
+
+needs_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz `dot` not installed")
+
+
+@pytest.fixture(scope="module")
+def mini(tmp_path_factory) -> tuple[Path, LabSpec]:
+    labdir = generate("mini", tmp_path_factory.mktemp("report") / "lab", name="rep-mini")
+    return labdir, LabSpec.load(labdir)
+
+
+def _synthetic(spec: LabSpec, *, broken: bool = False) -> Report:
+    """Results shaped like a demo run on the mini lab; ``broken`` makes inter-rail take 1 hop
+    and one route lose an ECMP member (what a swapped / cut cable looks like)."""
+    inter_obs = 1 if broken else 3
+    paths = [
+        PathResult(path_class="intra-server", src="srv1:gpu0", dst="srv1:gpu1", expected_hops=0,
+                   observed_hops=0, sent=4, received=4, ok=True),
+        PathResult(path_class="intra-rail", src="srv1:gpu0", dst="srv2:gpu0", expected_hops=1,
+                   observed_hops=1, sent=4, received=4, ok=True,
+                   path=["srv1:eth1", "g1-leaf1", "srv2:eth1"]),
+        PathResult(path_class="inter-rail", src="srv1:gpu0", dst="srv2:gpu1", expected_hops=3,
+                   observed_hops=inter_obs, sent=4, received=4, ok=not broken,
+                   path=["srv1:eth1", "g1-leaf1", "spine1", "g1-leaf2", "srv2:eth2"]),
+        PathResult(path_class="inter-rail-pxn", pxn=True, src="srv1:gpu0", dst="srv2:gpu1",
+                   expected_hops=1, observed_hops=1, sent=4, received=4, ok=True,
+                   path=["srv1:eth1", "srv1:eth2", "g1-leaf2", "srv2:eth2"]),
+        PathResult(path_class="cross-group", src="srv1:gpu0", dst="srv3:gpu0", expected_hops=3,
+                   observed_hops=3, sent=4, received=4, ok=True),
+    ]
+    checks = [CheckItem(check="bgp", name=f"{s.node}:{s.interface} <-> {s.peer}:{s.peer_interface}",
+                        node=s.node, status="pass") for s in spec.bgp_sessions]
+    checks.append(CheckItem(
+        check="routes", name="g1-leaf1 10.0.5.0/24", node="g1-leaf1",
+        status="fail" if broken else "pass", expected="2 next hops", observed="1 next hop",
+        reason="g1-leaf1:eth4 <-> spine2:eth1 is down"))
+    checks.append(CheckItem(check="oversub", name="g1-leaf1", status="skip", reason="not measured"))
+    return Report(
+        intent="mini",
+        lab=LabSummary.from_spec(spec),
+        design=spec.design,
+        plan={"architecture": "rail-optimized", "gpus": 1024, "servers": 128, "groups": 2,
+              "leaf_switches": 16, "spine_switches": 8, "limits": {"max_gpus": 8192}},
+        paths=paths,
+        ecmp=[EcmpSpread(src="srv1:gpu0", dst="srv3:gpu0", flows=32,
+                         per_spine={"spine1": 14, "spine2": 18}, ok=True)],
+        traces=[Trace(path_class="inter-rail", src="srv1:gpu0", dst="srv2:gpu1",
+                      hops=[TraceHop(ttl=1, address="10.0.1.0", node="g1-leaf1", rtt_ms=0.1),
+                            TraceHop(ttl=2, address="10.255.0.1", node="spine1"),
+                            TraceHop(ttl=3, address=None)],
+                      path=["srv1:eth1", "g1-leaf1", "spine1", "g1-leaf2", "srv2:eth2"])],
+        checks=checks,
+        timings=[StepTiming(step="up", seconds=9.5)],
+    )
+
+
+def test_verdict_and_failures(mini):
+    _, spec = mini
+    assert _synthetic(spec).passed
+    bad = _synthetic(spec, broken=True)
+    assert not bad.passed
+    lines = bad.failures()
+    assert any("inter-rail" in ln for ln in lines)
+    assert any("routes g1-leaf1 10.0.5.0/24" in ln and "spine2" in ln for ln in lines)
+    # A skipped check is not a failure.
+    assert not any("oversub" in ln for ln in lines)
+
+
+def test_hop_matrix_places_each_flow(mini):
+    _, spec = mini
+    m = hop_matrix(_synthetic(spec, broken=True))
+    assert m["columns"][-1] is None and m["columns"][:4] == [0, 1, 2, 3]
+    rows = {r["path_class"]: r for r in m["rows"]}
+    assert rows["inter-rail"]["expected"] == 3
+    assert rows["inter-rail"]["cells"][1] == 1 and rows["inter-rail"]["cells"][3] == 0
+    assert rows["inter-rail"]["ok"] is False
+    assert rows["cross-group"]["cells"][3] == 1 and rows["cross-group"]["ok"] is True
+    # Class order follows the architecture table.
+    order = [r["path_class"] for r in m["rows"]]
+    assert order.index("intra-server") < order.index("inter-rail") < order.index("cross-group")
+
+
+def test_ecmp_chart_bars_scale_with_counts():
+    svg = str(ecmp_bar_chart(EcmpSpread(src="a", dst="b", flows=30,
+                                        per_spine={"spine2": 10, "spine1": 20}, ok=True)))
+    widths = [float(w) for w in re.findall(r'<rect [^>]*width="([0-9.]+)"', svg)]
+    assert len(widths) == 2
+    assert widths[0] == pytest.approx(2 * widths[1])  # spine1 (20) sorted first, twice spine2
+    assert "even share 15.0" in svg and "<script" not in svg
+
+
+def test_junit_counts_every_case(mini):
+    _, spec = mini
+    rep = _synthetic(spec, broken=True)
+    root = ET.fromstring(render_junit(rep))
+    suites = {s.get("name"): s for s in root.iter("testsuite")}
+    assert int(suites["railab.paths"].get("tests")) == len(rep.paths)
+    assert int(suites["railab.paths"].get("failures")) == 1
+    assert int(suites["railab.checks"].get("tests")) == len(rep.checks)
+    assert int(suites["railab.checks"].get("failures")) == 1
+    assert int(suites["railab.checks"].get("skipped")) == 1
+    failure = root.find(".//testcase[@classname='checks.routes']/failure")
+    assert failure is not None and "spine2" in failure.get("message")
+
+
+def test_diagram_structure(mini):
+    _, spec = mini
+    path = TracedPath(label="inter-rail", hops=["srv1:eth1", "g1-leaf1", "spine1", "g1-leaf2",
+                                                "srv2:eth2"])
+    src = fabric_graph(spec, [path]).source
+    # Groups are clusters, spines on the top rank, each leaf filled with its rail colour.
+    assert "subgraph cluster_group1" in src and "subgraph cluster_group2" in src
+    assert re.search(r"subgraph spines \{\s*rank=min", src)
+    leaf = spec.node("g2-leaf3")
+    assert re.search(rf'"?g2-leaf3"? \[[^\]]*fillcolor="{rail_colour(leaf.rails[0])}"', src)
+    # Every server-leaf link is drawn in its rail's colour.
+    for nic in spec.nics[:6]:
+        assert re.search(rf'{nic.leaf}"? -- "?{nic.server}"?:{nic.interface}:n \[color="'
+                         rf'{rail_colour(nic.rail)}"', src), nic
+    assert src.count('penwidth=3.4') == 4  # the traced path: 4 bold edges
+    with pytest.raises(ValueError, match="spine9"):
+        fabric_graph(spec, [TracedPath(label="x", hops=["srv1:eth1", "spine9"])])
+
+
+@needs_dot
+def test_write_report_roundtrip(mini, tmp_path):
+    _, spec = mini
+    rep = _synthetic(spec)
+    files = write_report(rep, spec, tmp_path / "out")
+    for p in (files.json_path, files.junit, files.html, files.diagram):
+        assert p.stat().st_size > 0
+    assert Report.load(tmp_path / "out") == rep
+    html = files.html.read_text()
+    assert 'id="checks-table"' in html and "<svg" in html and "<script" not in html
+    assert "http://" not in html.replace("http://www.w3.org/", "")  # nothing fetched
+
+
+@needs_dot
+def test_cli_graph_and_report_rerender(mini, tmp_path):
+    labdir, spec = mini
+    runner = CliRunner()
+    out = tmp_path / "fabric.svg"
+    res = runner.invoke(app, ["graph", str(labdir), "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    assert out.read_text().lstrip().startswith("<?xml") or "<svg" in out.read_text()
+    # `railab report` on a lab that is not running re-renders an existing report.json.
+    rdir = tmp_path / "rep"
+    write_report(_synthetic(spec, broken=True), spec, rdir)
+    (rdir / "report.html").unlink()
+    res = runner.invoke(app, ["report", str(labdir), "-o", str(rdir)])
+    assert res.exit_code == 1, res.output  # the stored report has failures
+    assert (rdir / "report.html").exists()
+
+
+def _chromium() -> str | None:
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@needs_dot
+@pytest.mark.skipif(_chromium() is None,
+                    reason="chromium not installed (scripts/bootstrap.sh --test installs it)")
+def test_html_renders_in_headless_chromium(mini, tmp_path):
+    _, spec = mini
+    files = write_report(_synthetic(spec, broken=True), spec, tmp_path)
+    profile = tempfile.mkdtemp(prefix="railab-chromium-")
+    try:
+        dom = subprocess.run(
+            [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+             "--no-first-run", "--disable-background-networking", "--disable-component-update",
+             "--disable-sync", f"--user-data-dir={profile}", "--dump-dom",
+             files.html.as_uri()],
+            capture_output=True, text=True, timeout=120, check=True,
+        ).stdout
+    finally:
+        shutil.rmtree(profile, ignore_errors=True)
+    assert '<table id="checks-table">' in dom
+    assert 'id="hop-matrix"' in dom
+    # The diagram is parsed as inline SVG holding every switch as a graphviz node.
+    diagram = dom[dom.index('id="fabric-diagram"'):]
+    assert "<svg" in diagram
+    for node in spec.by_role("spine") + spec.by_role("leaf"):
+        assert f"<title>{node.name}</title>" in diagram
+    assert dom.count('class="ecmp-chart"') == 1
+    assert 'id="verdict">FAIL' in dom.replace("\n", "")
