@@ -460,3 +460,13 @@ def test_property_auto_follows_rail_only_limit(servers: int, leaf: str):
         assert servers * 8 > limit
         return
     assert p.architecture == ("rail-only" if servers * 8 <= limit else "rail-optimized")
+
+
+def test_node_table_row_errors_and_common_errors():
+    rows = node_table("CX864E-N", gpus_per_server=6, gpu_counts=(252, 256), catalog=CAT)
+    assert rows[0]["error"] is None and rows[0]["servers"] == 42
+    assert "use 252 or 258 GPUs" in rows[1]["error"] and rows[1]["groups"] is None
+    with pytest.raises(PlanError, match="unknown switch model"):
+        node_table("NOPE", catalog=CAT)
+    with pytest.raises(PlanError, match="fewer than the 64 leaves"):
+        node_table("CX732Q-N", gpus_per_server=64, catalog=CAT)

@@ -144,7 +144,9 @@ def parse_speed(text: str | int) -> int:
             else:
                 value = int(float(s.removesuffix("G")))
         except ValueError:
-            raise CatalogError(f"port speed {text!r} is not a speed; write e.g. 400G or 800G") from None
+            raise CatalogError(
+                f"port speed {text!r} is not a speed; write e.g. 400G or 800G"
+            ) from None
     if value <= 0:
         raise CatalogError(f"port speed {text!r} must be positive; write e.g. 400G")
     return value
@@ -165,7 +167,9 @@ def _load_file(path: Path, label: str) -> dict[str, SwitchModel]:
     models: dict[str, SwitchModel] = {}
     for name, fields in doc["switches"].items():
         if not isinstance(fields, dict):
-            raise CatalogError(f"switch catalog {label}: model {name!r} must be a mapping of fields")
+            raise CatalogError(
+                f"switch catalog {label}: model {name!r} must be a mapping of fields"
+            )
         try:
             models[str(name)] = SwitchModel(name=str(name), **fields)
         except ValidationError as exc:

@@ -604,7 +604,8 @@ def plan(design: Design, catalog: dict[str, SwitchModel] | None = None) -> Plan:
     selected_by = "user"
     if arch == "auto":
         selected_by = "auto"
-        limit = _rail_only_limit(_ports(leaf, design.port_speed_gbps, "leaf"), design.gpus_per_server)
+        leaf_ports = _ports(leaf, design.port_speed_gbps, "leaf")
+        limit = _rail_only_limit(leaf_ports, design.gpus_per_server)
         arch = "rail-only" if design.gpus <= limit else "rail-optimized"
     if arch == "rail-only":
         if design.spine:
@@ -654,14 +655,22 @@ def node_table(
 
     One dict per GPU count: ``gpus, servers, groups, partial_last_group, leaves, spines,
     switches, links_per_leaf_spine_pair, server_leaf_links, leaf_spine_links, optics, error``
-    (``error`` is the PlanError message for sizes past the limit, the counts then None).
-    Raises PlanError for an unknown model or bad parameters common to every row.
+    (``error`` is the PlanError message for a size past the limit or not whole servers; the
+    counts are then None). Raises PlanError for problems common to every row: unknown model,
+    unsupported port speed, bad oversubscription, spine radix smaller than a group.
     """
     if catalog is None:
         catalog = load_catalog()
-    _lookup(catalog, leaf_model)
-    if spine:
-        _lookup(catalog, spine)
+    base = Design(
+        architecture="rail-optimized",
+        gpus=max(gpus_per_server, 1),
+        gpus_per_server=gpus_per_server,
+        leaf=leaf_model,
+        spine=spine,
+        port_speed_gbps=port_speed_gbps,
+        oversubscription=oversubscription,
+    )
+    plan(base, catalog)  # one server: errors here (model, speed, ratio, radix) hold for every row
     rows = []
     keys = (
         "servers",
@@ -676,20 +685,9 @@ def node_table(
         "optics",
     )
     for n in gpu_counts:
-        design = Design(
-            architecture="rail-optimized",
-            gpus=n,
-            gpus_per_server=gpus_per_server,
-            leaf=leaf_model,
-            spine=spine,
-            port_speed_gbps=port_speed_gbps,
-            oversubscription=oversubscription,
-        )
         try:
-            p = plan(design, catalog)
-        except PlanError as exc:
-            if "past the spine radix" not in str(exc):
-                raise
+            p = plan(base.model_copy(update={"gpus": n}), catalog)
+        except PlanError as exc:  # past the limit, or not whole servers
             rows.append({"gpus": n, **{k: None for k in keys}, "error": str(exc)})
             continue
         rows.append(

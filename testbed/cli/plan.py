@@ -172,12 +172,14 @@ def _show_compare(con: Console, result: dict, gpus: int) -> None:
     row("leaf-spine links", lambda p: _fmt(p["leaf_spine_links"]))
     row("optics", lambda p: _fmt(p["optics"]))
     for cls in PATH_CLASSES:
-        row(f"hops {cls}", lambda p, c=cls: "unreachable" if p["hops"][c] is None else str(p["hops"][c]))
+        row(f"hops {cls}", lambda p, c=cls: "unreachable" if p["hops"][c] is None
+            else str(p["hops"][c]))
     row("max GPUs", lambda p: _fmt(p["limits"]["max_gpus"]))
     con.print(t)
     for a in archs:
         if result[a]["error"]:
-            con.print(f"[yellow]{a}:[/yellow] {result[a]['error']}", highlight=False, soft_wrap=True)
+            con.print(f"[yellow]{a}:[/yellow] {result[a]['error']}", highlight=False,
+                      soft_wrap=True)
         elif plans[a]["warnings"]:
             for w in plans[a]["warnings"]:
                 con.print(f"[yellow]{a} warning:[/yellow] {w}", highlight=False, soft_wrap=True)
@@ -201,7 +203,8 @@ def _show_table(con: Console, rows: list[dict], model: str, spine: str, rails: i
     past: list[str] = []
     for r in rows:
         if r["error"]:
-            t.add_row(_fmt(r["gpus"]), "past limit", *[""] * (len(cols) - 2))
+            label = "not whole servers" if "whole number" in r["error"] else "past limit"
+            t.add_row(_fmt(r["gpus"]), label, *[""] * (len(cols) - 2))
             past.append(r["error"])
             continue
         cells = [_fmt(r[k]) for _, k in cols]
@@ -215,8 +218,8 @@ def _show_table(con: Console, rows: list[dict], model: str, spine: str, rails: i
     con.print(t)
     for note in notes:
         con.print(note, highlight=False, soft_wrap=True)
-    if past:
-        con.print(f"past limit: {past[0]}", highlight=False, soft_wrap=True)
+    for note in past:
+        con.print(note, highlight=False, soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:
@@ -231,7 +234,9 @@ def register(app: typer.Typer) -> None:
         gpus_per_server: int = typer.Option(
             8, "--gpus-per-server", help="GPUs (= NICs = rails) per server."
         ),
-        port_speed: str = typer.Option("400G", "--port-speed", help="Fabric port speed, e.g. 400G."),
+        port_speed: str = typer.Option(
+            "400G", "--port-speed", help="Fabric port speed, e.g. 400G."
+        ),
         oversubscription: str = typer.Option(
             "1:1", "--oversubscription", "-o", help="Leaf downlink:uplink ratio, e.g. 1:1, 3:1."
         ),
@@ -240,7 +245,8 @@ def register(app: typer.Typer) -> None:
             False, "--compare", help="Plan both architectures side by side."
         ),
         catalog: Optional[Path] = typer.Option(
-            None, "--catalog", help="Extra switch-model YAML (same layout as topologies/catalog.yml)."
+            None, "--catalog",
+            help="Extra switch-model YAML (same layout as topologies/catalog.yml).",
         ),
         table: Optional[str] = typer.Option(
             None, "--table", metavar="MODEL",
