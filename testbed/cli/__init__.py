@@ -23,6 +23,12 @@ for _mod in (_plan, _generate, _lab, _traffic, _check, _demo):
     _mod.register(app)
 
 
+# Typer >= 0.24 vendors click as typer._click: its usage errors are not click's classes
+_TYPER_CLICK_EXCEPTION = next(
+    c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException"
+)
+
+
 def main() -> None:
     """Console-script entry point.
 
@@ -45,7 +51,7 @@ def main() -> None:
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         sys.exit(130)
-    except __import__("click").exceptions.ClickException as exc:
+    except (__import__("click").exceptions.ClickException, _TYPER_CLICK_EXCEPTION) as exc:
         exc.show()
         sys.exit(exc.exit_code)
     except __import__("click").exceptions.Abort:
