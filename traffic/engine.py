@@ -1,0 +1,697 @@
+"""One-process RoCEv2 injector and receiver for every NIC of every server of a running lab.
+
+``Engine(spec, netns_of)`` enters each server's network namespace once (``setns`` on the calling
+thread, then back) to open its sockets, which keep their namespace afterwards:
+
+* one ``AF_PACKET`` socket per server NIC ``eth<n>`` (bound, send only) and one on ``lo`` for
+  intra-server (NVLink) flows, which never leave the server;
+* one ``AF_PACKET`` receive socket per server with a classic BPF filter
+  (``ip and (icmp or udp dst port 4791)``, unfragmented), outgoing copies ignored;
+* one UDP socket bound to port 4791 per server, drained, so the kernel never answers RoCE
+  packets with ICMP port-unreachable;
+* one pyroute2 ``IPRoute`` netlink socket per switch namespace, for port counters
+  (``IFLA_STATS64``), MAC addresses and link state.
+
+Frames go to the leaf port's MAC (the peer link address, read from the leaf's namespace). Per
+flow, one frame template per opcode is built with scapy and only PSN/ack-request/ICRC are patched
+in bytes per packet (:class:`traffic.roce.FrameTemplate`); ``select.epoll`` multiplexes every
+receive socket.
+
+The receiver checks per flow: PSN order (out-of-order count), loss, duplicates, ICRC, received
+TTL (hops = 64 - TTL, every switch hop is routed). With ``measure=True`` flows run one at a time
+and every switch's port counters are read before and after; the switches whose counters moved by
+at least half the flow's packets, and the walk of moved egress ports from the source leaf, give
+the hop count and the exact path (leaf uplink, spine, parallel link). ACKs are suppressed while
+measuring so the reverse path does not blur the attribution.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import random
+import select
+import socket
+import struct
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Callable, Iterator
+
+from pyroute2 import IPRoute
+from pyroute2 import netns as _pr_netns
+
+from testbed.runtime.base import RailabError, netns_name
+from topologies.labspec import LabSpec
+from traffic import roce
+from traffic.patterns import Flow, SpreadStats
+
+ETH_P_IP = 0x0800
+SOL_PACKET = 263
+PACKET_STATISTICS = 6
+PACKET_IGNORE_OUTGOING = 23
+PACKET_OUTGOING = 4
+SO_ATTACH_FILTER = 26
+SO_RCVBUFFORCE = 33
+RCVBUF = 32 << 20
+MASK24 = 0xFFFFFF
+
+# Classic BPF, the equivalent of
+#   tcpdump -dd 'ip and (icmp or (udp dst port 4791 and ip[6:2] & 0x1fff = 0))'
+# (libpcap is not a dependency, so the 12 instructions are spelled out; offsets are Ethernet).
+_BPF = [
+    (0x28, 0, 0, 12),  # 0 ldh [12]                ethertype
+    (0x15, 0, 9, 0x0800),  # 1 jeq IPv4 ? 2 : drop
+    (0x30, 0, 0, 23),  # 2 ldb [23]                IP protocol
+    (0x15, 6, 0, 1),  # 3 jeq ICMP -> accept
+    (0x15, 0, 6, 17),  # 4 jeq UDP ? 5 : drop
+    (0x28, 0, 0, 20),  # 5 ldh [20]                flags + fragment offset
+    (0x45, 4, 0, 0x1FFF),  # 6 jset frag -> drop
+    (0xB1, 0, 0, 14),  # 7 ldxb 4*([14]&0xf)      IP header length
+    (0x48, 0, 0, 16),  # 8 ldh [x+16]              UDP destination port
+    (0x15, 0, 1, roce.ROCEV2_UDP_PORT),  # 9 jeq 4791 ? accept : drop
+    (0x06, 0, 0, 0x40000),  # 10 accept
+    (0x06, 0, 0, 0),  # 11 drop
+]
+
+
+def _attach_bpf(sock: socket.socket) -> None:
+    prog = b"".join(struct.pack("HBBI", *ins) for ins in _BPF)
+    buf = ctypes.create_string_buffer(prog)
+    fprog = struct.pack("HL", len(_BPF), ctypes.addressof(buf))
+    sock.setsockopt(socket.SOL_SOCKET, SO_ATTACH_FILTER, fprog)
+
+
+@contextmanager
+def in_netns(ns: str) -> Iterator[None]:
+    """Run the body with the calling thread in network namespace ``ns`` (``/run/netns/<ns>`` or
+    a path), then return to the original namespace. Sockets created inside keep ``ns``.
+
+    Raises RailabError when the namespace does not exist (the lab is not up).
+    """
+    path = ns if ns.startswith("/") else f"/run/netns/{ns}"
+    try:
+        target = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        raise RailabError(f"network namespace {ns!r} not found: is the lab up? "
+                          "(`railab up LABDIR`, then `railab status`)") from None
+    home = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+    try:
+        _pr_netns.setns(target, flags=0)
+        try:
+            yield
+        finally:
+            _pr_netns.setns(home, flags=0)
+    finally:
+        os.close(target)
+        os.close(home)
+
+
+@dataclass
+class Hop:
+    """One traceroute hop: TTL sent, replying address, lab node name, RTT (ms), kind
+    (``time-exceeded``, ``destination``, ``unreachable`` or ``timeout``)."""
+
+    ttl: int
+    address: str | None
+    node: str | None
+    rtt_ms: float | None
+    kind: str
+
+
+@dataclass
+class FlowResult:
+    """What happened to one flow.
+
+    ``sent``/``delivered``/``lost``/``duplicates``/``out_of_order``/``icrc_errors``: packets.
+    ``ttl``: lowest received TTL; ``hops_ttl``: 64 - ttl. ``hops_counters``: switches whose port
+    counters moved (None unless measured). ``path``: ``node:egress-port`` from the source leaf
+    to the last switch (measured only). ``uplinks``: leaf->spine links crossed
+    (``leaf:ethX>spine:ethY``). ``unreachable_at``: node that sent ICMP unreachable.
+    ``receiver_drops``: packets the receive sockets dropped (host overload, not fabric loss).
+    """
+
+    flow: Flow
+    sent: int = 0
+    delivered: int = 0
+    lost: int = 0
+    duplicates: int = 0
+    out_of_order: int = 0
+    icrc_errors: int = 0
+    ttl: int | None = None
+    acks: int = 0
+    hops_counters: int | None = None
+    switches: list[str] = field(default_factory=list)
+    path: list[str] = field(default_factory=list)
+    uplinks: list[str] = field(default_factory=list)
+    spines: list[str] = field(default_factory=list)
+    unreachable_at: str | None = None
+    receiver_drops: int = 0
+    seconds: float = 0.0
+
+    @property
+    def hops_ttl(self) -> int | None:
+        return None if self.ttl is None else roce.DEFAULT_TTL - self.ttl
+
+    @property
+    def observed_hops(self) -> int | None:
+        """Hops by TTL, or None when nothing arrived."""
+        return self.hops_ttl
+
+    @property
+    def ok(self) -> bool:
+        """True when the flow behaved as the design says: unreachable-by-design flows deliver
+        nothing; every other flow delivers everything, intact, with the expected hop count by
+        TTL and (when measured) by port counters."""
+        exp = self.flow.expected_hops
+        if exp is None:
+            return self.delivered == 0
+        if self.lost or self.icrc_errors or self.duplicates or self.delivered != self.sent:
+            return False
+        if self.hops_ttl != exp:
+            return False
+        return self.hops_counters is None or self.hops_counters == exp
+
+    @property
+    def verdict(self) -> str:
+        exp = self.flow.expected_hops
+        if exp is None:
+            return "unreachable (expected)" if self.delivered == 0 else "delivered but expected unreachable"
+        if self.ok:
+            return "ok"
+        why = []
+        if self.lost:
+            why.append(f"lost {self.lost}")
+        if self.icrc_errors:
+            why.append(f"ICRC errors {self.icrc_errors}")
+        if self.duplicates:
+            why.append(f"duplicates {self.duplicates}")
+        if self.delivered and self.hops_ttl != exp:
+            why.append(f"hops {self.hops_ttl} != {exp}")
+        if self.hops_counters is not None and self.hops_counters != exp:
+            why.append(f"counter hops {self.hops_counters} != {exp}")
+        return ", ".join(why) or "failed"
+
+    def to_dict(self) -> dict:
+        f = self.flow
+        return {
+            "flow": f.name, "class": f.path_class, "src": f"{f.src[0]}:gpu{f.src[1]}",
+            "dst": f"{f.dst[0]}:gpu{f.dst[1]}", "src_nic": f.src_nic, "dst_nic": f.dst_nic,
+            "nvlink": f.nvlink, "pxn": f.pxn, "qp": f.qp, "sent": self.sent,
+            "delivered": self.delivered, "lost": self.lost, "duplicates": self.duplicates,
+            "out_of_order": self.out_of_order, "icrc_errors": self.icrc_errors,
+            "acks": self.acks, "ttl": self.ttl, "hops_expected": f.expected_hops,
+            "hops_ttl": self.hops_ttl, "hops_counters": self.hops_counters,
+            "switches": self.switches, "path": self.path, "uplinks": self.uplinks,
+            "spines": self.spines, "unreachable_at": self.unreachable_at,
+            "receiver_drops": self.receiver_drops, "ok": self.ok, "verdict": self.verdict,
+        }
+
+
+class _FlowState:
+    __slots__ = ("flow", "res", "seq", "tx", "start_psn", "sent", "got", "next_psn", "dqpn",
+                 "sqpn", "ack_tpl", "ack_tx", "src_addr", "dst_addr", "last_rx", "t0")
+
+
+class Engine:
+    """Drives every server NIC of a running lab from this process.
+
+    ``spec``: the lab's ``LabSpec``; ``netns_of(node) -> namespace`` defaults to
+    ``clab-<lab>-<node>`` (both runtimes). Use as a context manager; ``run(flows)`` returns one
+    :class:`FlowResult` per flow. Raises RailabError when a namespace or interface is missing.
+    """
+
+    def __init__(self, spec: LabSpec, netns_of: Callable[[str], str] | None = None, *,
+                 ttl: int = roce.DEFAULT_TTL) -> None:
+        self.spec = spec
+        self.netns_of = netns_of or (lambda node: netns_name(spec.name, node))
+        self.ttl = ttl
+        self._tx: dict[tuple[str, int], socket.socket] = {}
+        self._lo: dict[str, socket.socket] = {}
+        self._rx: dict[int, tuple[str, socket.socket]] = {}
+        self._sinks: list[socket.socket] = []
+        self._ipr: dict[str, IPRoute] = {}
+        self._src_mac: dict[tuple[str, int], str] = {}
+        self._gw_mac: dict[tuple[str, int], str] = {}
+        self._ep: select.epoll | None = None
+        self._by_qpn: dict[int, tuple[_FlowState, bool]] = {}
+        self._probes: dict[tuple[int, int], dict] = {}
+        self._qpn_next = random.randrange(0x10000, 0x800000) & ~1
+        self._buf = bytearray(16384)
+        self._peer = {}
+        for ln in spec.links:
+            self._peer[(ln.a.node, ln.a.interface)] = (ln.b.node, ln.b.interface)
+            self._peer[(ln.b.node, ln.b.interface)] = (ln.a.node, ln.a.interface)
+        self._roles = {n.name: n.role for n in spec.nodes}
+        self._addr_node: dict[str, str] = {}
+        for n in spec.nodes:
+            if n.loopback:
+                self._addr_node[n.loopback.split("/")[0]] = n.name
+        for nic in spec.nics:
+            self._addr_node[nic.gateway] = nic.leaf
+            self._addr_node[nic.address.split("/")[0]] = f"{nic.server}:{nic.interface}"
+
+    # ---- lifecycle -------------------------------------------------------------------------
+    def __enter__(self) -> "Engine":
+        try:
+            self.open()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def open(self) -> None:
+        """Open every socket (server NICs, lo, receivers, UDP sinks, switch netlink)."""
+        self._ep = select.epoll()
+        for node in self.spec.nodes:
+            if node.role != "server":
+                with in_netns(self.netns_of(node.name)):
+                    self._ipr[node.name] = IPRoute()
+        for srv in self.spec.by_role("server"):
+            with in_netns(self.netns_of(srv.name)):
+                rx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_IP))
+                _attach_bpf(rx)
+                try:
+                    rx.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
+                except OSError:
+                    pass
+                rx.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RCVBUF)
+                rx.setblocking(False)
+                self._rx[rx.fileno()] = (srv.name, rx)
+                self._ep.register(rx.fileno(), select.EPOLLIN)
+                sink = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+                sink.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                sink.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+                sink.bind(("0.0.0.0", roce.ROCEV2_UDP_PORT))
+                sink.setblocking(False)
+                self._sinks.append(sink)
+                lo = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
+                lo.bind(("lo", 0))
+                self._lo[srv.name] = lo
+                for nic in [n for n in self.spec.nics if n.server == srv.name]:
+                    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
+                    try:
+                        s.bind((nic.interface, 0))
+                    except OSError as e:
+                        s.close()
+                        raise RailabError(f"{srv.name}: cannot open {nic.interface} ({e}); "
+                                          "is the lab fully up?") from None
+                    s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
+                    self._tx[(srv.name, nic.nic)] = s
+                    self._src_mac[(srv.name, nic.nic)] = s.getsockname()[4].hex(":")
+        for nic in self.spec.nics:
+            self._gw_mac[(nic.server, nic.nic)] = self._link_mac(nic.leaf, nic.leaf_port)
+
+    def close(self) -> None:
+        """Close every socket; idempotent."""
+        for s in list(self._tx.values()) + list(self._lo.values()) + self._sinks:
+            s.close()
+        for _, s in self._rx.values():
+            s.close()
+        for ipr in self._ipr.values():
+            ipr.close()
+        if self._ep is not None:
+            self._ep.close()
+        self._tx, self._lo, self._rx, self._sinks, self._ipr, self._ep = {}, {}, {}, [], {}, None
+
+    # ---- switch state ----------------------------------------------------------------------
+    def _link_mac(self, node: str, ifname: str) -> str:
+        links = self._ipr[node].get_links(ifname=ifname)
+        if not links:
+            raise RailabError(f"{node} has no interface {ifname}: is the lab fully up?")
+        return links[0].get("address")
+
+    def counters(self) -> dict[tuple[str, str], tuple[int, int]]:
+        """``(switch, ifname) -> (rx_packets, tx_packets)`` for every switch port."""
+        out = {}
+        for node, ipr in self._ipr.items():
+            for ln in ipr.get_links():
+                st = ln.get("stats64") or ln.get("stats")
+                name = ln.get("ifname")
+                if st is None or name == "lo":
+                    continue
+                out[(node, name)] = (st["rx_packets"], st["tx_packets"])
+        return out
+
+    def set_link(self, node: str, ifname: str, up: bool) -> None:
+        """Set a switch port administratively up or down (pyroute2, in the switch's namespace)."""
+        ipr = self._ipr.get(node)
+        if ipr is None:
+            raise RailabError(f"{node!r} is not a switch of lab {self.spec.name!r}")
+        idx = ipr.link_lookup(ifname=ifname)
+        if not idx:
+            raise RailabError(f"{node} has no interface {ifname}")
+        ipr.link("set", index=idx[0], state="up" if up else "down")
+
+    def node_of(self, address: str) -> str | None:
+        """Lab node owning an IPv4 address (switch loopback, leaf side of a NIC /31, server NIC)."""
+        return self._addr_node.get(address)
+
+    # ---- flows -----------------------------------------------------------------------------
+    def _prepare(self, flow: Flow, acks: bool) -> _FlowState:
+        if not flow.path_class:
+            raise RailabError(f"flow {flow.name} is not routed: build it with "
+                              "traffic.patterns.route() or flows_for()")
+        if not 256 <= flow.mtu <= 4096 or flow.size < 1 or flow.messages < 1:
+            raise RailabError(f"flow {flow.name}: mtu must be 256-4096, size and messages >= 1")
+        st = _FlowState()
+        st.flow = flow
+        st.res = FlowResult(flow=flow)
+        st.dqpn = self._qpn_next
+        st.sqpn = self._qpn_next + 1
+        self._qpn_next = (self._qpn_next + 2) & MASK24 or 0x10000
+        src = self.spec.nic(flow.src[0], flow.src_nic)
+        dst = self.spec.nic(flow.dst[0], flow.dst_nic)
+        intra = flow.path_class == "intra-server"
+        st.src_addr = src.address.split("/")[0]
+        st.dst_addr = dst.address.split("/")[0]
+        if intra:
+            st.tx = self._lo[flow.src[0]]
+            smac = dmac = "00:00:00:00:00:00"
+            st.ack_tx = st.tx
+        else:
+            st.tx = self._tx[(flow.src[0], flow.src_nic)]
+            smac = self._src_mac[(flow.src[0], flow.src_nic)]
+            dmac = self._gw_mac[(flow.src[0], flow.src_nic)]
+            st.ack_tx = self._tx[(flow.dst[0], flow.dst_nic)]
+        common = dict(src_mac=smac, dst_mac=dmac, src_ip=st.src_addr, dst_ip=st.dst_addr,
+                      dst_qpn=st.dqpn, src_qpn=st.sqpn, psn=0, ttl=self.ttl)
+        st.start_psn = (st.dqpn * 2654435761) & MASK24
+        payload = bytes((i * 31 + flow.qp) & 0xFF for i in range(flow.mtu))
+        tpl: dict[tuple[int, int], roce.FrameTemplate] = {}
+
+        def t(op: int, n: int) -> roce.FrameTemplate:
+            if (op, n) not in tpl:
+                tpl[(op, n)] = roce.FrameTemplate(roce.roce_packet(
+                    opcode=op, payload=payload[:n], dmalen=flow.size, va=0x7F0000000000,
+                    rkey=st.dqpn, **common))
+            return tpl[(op, n)]
+
+        ppm = flow.packets_per_message
+        last_len = flow.size - (ppm - 1) * flow.mtu
+        seq = []
+        for m in range(flow.messages):
+            write = flow.op == "write" or (flow.op == "mixed" and m % 2 == 0)
+            if ppm == 1:
+                seq.append(t(roce.RC_RDMA_WRITE_ONLY if write else roce.RC_SEND_ONLY, last_len))
+                continue
+            first, mid, last = ((roce.RC_RDMA_WRITE_FIRST, roce.RC_RDMA_WRITE_MIDDLE,
+                                 roce.RC_RDMA_WRITE_LAST) if write else
+                                (roce.RC_SEND_FIRST, roce.RC_SEND_MIDDLE, roce.RC_SEND_LAST))
+            seq.append(t(first, flow.mtu))
+            seq.extend(t(mid, flow.mtu) for _ in range(ppm - 2))
+            seq.append(t(last, last_len))
+        st.seq = seq
+        st.got = bytearray(len(seq))
+        st.sent = 0
+        st.next_psn = 0
+        st.last_rx = 0.0
+        st.ack_tpl = None
+        if acks:
+            back = dict(src_mac=smac if intra else self._src_mac[(flow.dst[0], flow.dst_nic)],
+                        dst_mac=dmac if intra else self._gw_mac[(flow.dst[0], flow.dst_nic)],
+                        src_ip=st.dst_addr, dst_ip=st.src_addr, dst_qpn=st.sqpn,
+                        src_qpn=st.dqpn, psn=0, ttl=self.ttl)
+            st.ack_tpl = roce.FrameTemplate(roce.roce_packet(
+                opcode=roce.RC_ACKNOWLEDGE, syndrome=0x1F, msn=0, **back))
+        self._by_qpn[st.dqpn] = (st, False)
+        self._by_qpn[st.sqpn] = (st, True)
+        return st
+
+    def _send_some(self, st: _FlowState, budget: int) -> int:
+        n = min(budget, len(st.seq) - st.sent)
+        ppm = st.flow.packets_per_message
+        send = st.tx.send
+        for _ in range(n):
+            i = st.sent
+            frame = st.seq[i].frame((st.start_psn + i) & MASK24, (i + 1) % ppm == 0)
+            try:
+                send(frame)
+            except BlockingIOError:
+                break
+            except OSError as e:
+                if e.errno in (errno.ENOBUFS, errno.EAGAIN):
+                    break
+                raise
+            st.sent += 1
+        return n
+
+    def _handle(self, buf: bytearray, n: int, now: float) -> None:
+        if n < 42 or buf[12] != 0x08 or buf[13] != 0x00:
+            return
+        ihl = (buf[14] & 0x0F) * 4
+        proto = buf[23]
+        if proto == 17:
+            o = 14 + ihl + 8
+            if n < o + 16:
+                return
+            dqpn = (buf[o + 5] << 16) | (buf[o + 6] << 8) | buf[o + 7]
+            psn = (buf[o + 9] << 16) | (buf[o + 10] << 8) | buf[o + 11]
+            hit = self._by_qpn.get(dqpn)
+            if hit is None:
+                probe = self._probes.get((dqpn, psn))
+                if probe is not None and probe.get("kind") is None:
+                    probe.update(kind="destination", addr=socket.inet_ntoa(buf[30:34]), t=now)
+                return
+            st, is_ack = hit
+            res = st.res
+            ip_len = (buf[16] << 8) | buf[17]
+            if is_ack:
+                if roce.check_icrc(memoryview(buf)[:14 + ip_len]):
+                    res.acks += 1
+                return
+            if not roce.check_icrc(memoryview(buf)[:14 + ip_len]):
+                res.icrc_errors += 1
+                return
+            idx = (psn - st.start_psn) & MASK24
+            if idx >= len(st.got):
+                res.duplicates += 1  # not a PSN of this flow: count as stray
+                return
+            if st.got[idx]:
+                res.duplicates += 1
+                return
+            st.got[idx] = 1
+            res.delivered += 1
+            if idx != st.next_psn:
+                res.out_of_order += 1
+            st.next_psn = idx + 1
+            ttl = buf[22]
+            if res.ttl is None or ttl < res.ttl:
+                res.ttl = ttl
+            st.last_rx = now
+            if st.ack_tpl is not None and buf[o + 8] & 0x80:
+                try:
+                    st.ack_tx.send(st.ack_tpl.frame(psn))
+                except OSError:
+                    pass
+        elif proto == 1:
+            ic = 14 + ihl
+            typ = buf[ic]
+            if typ not in (3, 11) or n < ic + 8 + 20 + 8 + 12:
+                return
+            inner = ic + 8
+            if buf[inner + 9] != 17:
+                return
+            o = inner + (buf[inner] & 0x0F) * 4 + 8
+            dqpn = (buf[o + 5] << 16) | (buf[o + 6] << 8) | buf[o + 7]
+            psn = (buf[o + 9] << 16) | (buf[o + 10] << 8) | buf[o + 11]
+            src = socket.inet_ntoa(buf[26:30])
+            probe = self._probes.get((dqpn, psn))
+            if probe is not None and probe.get("kind") is None:
+                probe.update(kind="time-exceeded" if typ == 11 else "unreachable", addr=src, t=now)
+                return
+            hit = self._by_qpn.get(dqpn)
+            if hit is not None and typ == 3 and hit[0].res.unreachable_at is None:
+                hit[0].res.unreachable_at = self.node_of(src) or src
+
+    def poll(self, timeout: float = 0.0) -> int:
+        """Receive and account every pending packet; wait up to ``timeout`` s for the first."""
+        assert self._ep is not None
+        got = 0
+        buf = self._buf
+        for fd, _ in self._ep.poll(timeout):
+            sock = self._rx[fd][1]
+            while True:
+                try:
+                    n, addr = sock.recvfrom_into(buf)
+                except BlockingIOError:
+                    break
+                if addr[2] == PACKET_OUTGOING:
+                    continue
+                self._handle(buf, n, time.monotonic())
+                got += 1
+        return got
+
+    def _drain_sinks(self) -> None:
+        for s in self._sinks:
+            try:
+                while True:
+                    s.recv(65536)
+            except (BlockingIOError, OSError):
+                pass
+
+    def _rx_drops(self) -> int:
+        total = 0
+        for _, s in self._rx.values():
+            raw = s.getsockopt(SOL_PACKET, PACKET_STATISTICS, 8)
+            total += struct.unpack("II", raw)[1]
+        return total
+
+    def _run_batch(self, states: list[_FlowState], timeout: float, batch: int) -> None:
+        t0 = time.monotonic()
+        for st in states:
+            st.t0 = t0
+        active = list(states)
+        while active:
+            now = time.monotonic()
+            for st in active:
+                rate = st.flow.rate
+                budget = batch if rate <= 0 else min(batch, int(rate * (now - t0)) + 1 - st.sent)
+                if budget > 0:
+                    self._send_some(st, budget)
+            active = [st for st in active if st.sent < len(st.seq)]
+            self.poll(0)
+            if active and all(st.flow.rate > 0 for st in active):
+                time.sleep(0.0005)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            pending = [st for st in states if st.res.delivered < st.sent or
+                       (st.ack_tpl is not None and st.res.acks < st.flow.messages)]
+            if not pending:
+                break
+            self.poll(min(0.02, max(0.0, deadline - time.monotonic())))
+        self.poll(0)
+        self._drain_sinks()
+        end = time.monotonic()
+        for st in states:
+            st.res.sent = st.sent
+            st.res.lost = st.sent - st.res.delivered
+            st.res.seconds = end - st.t0
+
+    def run(self, flows: list[Flow], *, measure: bool = False, acks: bool = True,
+            timeout: float = 0.5, batch: int = 64) -> list[FlowResult]:
+        """Send every flow and account what arrived. Returns results in flow order.
+
+        ``measure``: run flows one at a time with switch port counters read before/after
+        (hop count by counters, path, uplink, spine); ACKs are then suppressed. Otherwise all
+        flows run interleaved (``batch`` packets per flow per round) with an ACK per message.
+        ``timeout``: seconds to wait after the last packet for stragglers (unreachable flows
+        always cost this long).
+        """
+        drops0 = self._rx_drops()
+        self.poll(0)
+        results = []
+        try:
+            if measure:
+                for f in flows:
+                    st = self._prepare(f, acks=False)
+                    before = self.counters()
+                    self._run_batch([st], timeout, batch)
+                    after = self.counters()
+                    self._attribute(st, before, after)
+                    results.append(st.res)
+                    self._forget(st)
+            else:
+                states = [self._prepare(f, acks=acks) for f in flows]
+                self._run_batch(states, timeout, batch)
+                results = [st.res for st in states]
+                for st in states:
+                    self._forget(st)
+        finally:
+            drops = self._rx_drops() - drops0
+        if drops:
+            for r in results:
+                r.receiver_drops = drops
+        return results
+
+    def _forget(self, st: _FlowState) -> None:
+        self._by_qpn.pop(st.dqpn, None)
+        self._by_qpn.pop(st.sqpn, None)
+
+    def _attribute(self, st: _FlowState, before: dict, after: dict) -> None:
+        res = st.res
+        thr = max(3, st.sent // 2)
+        delta = {k: (after[k][0] - before.get(k, (0, 0))[0], after[k][1] - before.get(k, (0, 0))[1])
+                 for k in after}
+        moved = sorted({node for (node, _), (rx, _tx) in delta.items() if rx >= thr})
+        res.hops_counters = len(moved)
+        res.switches = moved
+        if st.flow.path_class == "intra-server":
+            return
+        src = self.spec.nic(st.flow.src[0], st.flow.src_nic)
+        node, ingress = src.leaf, src.leaf_port
+        path: list[str] = []
+        for _ in range(len(self._ipr) + 1):
+            outs = [ifn for (n, ifn), (_rx, tx) in delta.items()
+                    if n == node and ifn != ingress and tx >= thr]
+            if len(outs) != 1:
+                path.append(node if not outs else f"{node}:{'|'.join(sorted(outs))}")
+                break
+            path.append(f"{node}:{outs[0]}")
+            peer = self._peer.get((node, outs[0]))
+            if peer is None:
+                break
+            if self._roles.get(peer[0]) == "spine":
+                res.uplinks.append(f"{node}:{outs[0]}>{peer[0]}:{peer[1]}")
+                res.spines.append(peer[0])
+            if self._roles.get(peer[0]) == "server":
+                break
+            node, ingress = peer
+        res.path = path
+
+    # ---- traceroute primitive --------------------------------------------------------------
+    def probe(self, flow: Flow, ttl: int, timeout: float = 0.3) -> Hop:
+        """Send one TTL-limited copy of ``flow``'s first packet (same addresses and UDP ports,
+        so ECMP hashes it like the flow) and return who answered: ICMP time-exceeded or
+        unreachable from a switch, or arrival at the destination NIC."""
+        from scapy.layers.inet import IP
+        from scapy.layers.l2 import Ether
+
+        st = self._prepare(flow, acks=False)
+        self._forget(st)  # probes are matched on (probe QP, PSN), not counted as flow data
+        pkt = Ether(bytes(st.seq[0].frame(ttl & MASK24)))
+        pkt[IP].ttl = ttl
+        del pkt[IP].chksum
+        frame = bytes(Ether(bytes(pkt)))
+        key = (st.dqpn, ttl & MASK24)
+        rec: dict = {"kind": None}
+        self._probes[key] = rec
+        t0 = time.monotonic()
+        st.tx.send(frame)
+        deadline = t0 + timeout
+        while rec["kind"] is None and time.monotonic() < deadline:
+            self.poll(min(0.02, max(0.0, deadline - time.monotonic())))
+        self._probes.pop(key, None)
+        self._drain_sinks()
+        if rec["kind"] is None:
+            return Hop(ttl, None, None, None, "timeout")
+        addr = rec["addr"]
+        node = self.node_of(addr)
+        if rec["kind"] == "destination":
+            node = f"{flow.dst[0]}:eth{flow.dst_nic}"
+        return Hop(ttl, addr, node, round((rec["t"] - t0) * 1000, 3), rec["kind"])
+
+
+def spread(spec: LabSpec, results: list[FlowResult]) -> SpreadStats:
+    """Per-uplink and per-spine flow counts of measured results, zeros included for every spine
+    and every uplink of the source leaves involved; see SpreadStats.imbalance (max/mean)."""
+    stats = SpreadStats()
+    spines = [n.name for n in spec.by_role("spine")]
+    leaves = set()
+    for r in results:
+        leaves.update(u.split(":")[0] for u in r.uplinks[:1])
+    for ln in spec.links:
+        if ln.role == "leaf-spine" and ln.a.node in leaves:
+            stats.per_link[f"{ln.a.node}:{ln.a.interface}>{ln.b.node}:{ln.b.interface}"] = 0
+    if any(r.uplinks for r in results):
+        stats.per_spine = {s: 0 for s in spines}
+    for r in results:
+        if r.uplinks:
+            first = r.uplinks[0]
+            stats.per_link[first] = stats.per_link.get(first, 0) + 1
+            stats.per_spine[r.spines[0]] = stats.per_spine.get(r.spines[0], 0) + 1
+    return stats

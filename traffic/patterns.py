@@ -1,0 +1,239 @@
+"""Flows, NCCL path selection, expected hop counts and named traffic patterns.
+
+A :class:`Flow` is (source GPU, destination GPU, QP, message size, message count, rate, opcode
+mix). Which NICs carry it follows NCCL (seed guide, "Inter-rail (with PXN) Communication"):
+
+* same server: NVLink only, never leaves the server (0 switch hops);
+* without PXN, GPU i on server A -> GPU j on server B leaves from NIC i+1 (rail i+1) towards the
+  destination NIC j+1;
+* with PXN (PCIe x NVLink), GPU i first hands the data over NVLink to GPU j on server A (recorded
+  as an intra-server hop, ``Flow.nvlink``) which sends it from its own NIC j+1: the packet stays
+  on rail j+1.
+
+Expected hop counts come from ``lab.json`` ``expected_hops`` (class -> switch hops, None =
+unreachable by design), except that two NICs attached to the same leaf are always 1 hop apart
+(Rail-only leaves carrying several rails).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+from topologies.labspec import LabSpec, Nic
+
+PATTERNS = ("intra-server", "intra-rail", "inter-rail", "cross-group", "all-to-all", "ring")
+OpMix = Literal["write", "send", "mixed"]
+
+_EP = re.compile(r"^(?P<srv>[a-z][a-z0-9-]*):(?P<kind>gpu|nic)(?P<idx>\d+)$")
+
+
+class PatternError(ValueError):
+    """A pattern, endpoint or flow parameter this lab cannot honour (message says what to change)."""
+
+
+@dataclass(frozen=True)
+class Flow:
+    """One RoCEv2 flow between two GPUs.
+
+    ``src``/``dst``: ``(server, gpu)`` with 0-based GPU numbers. ``qp``: flow index used to derive
+    distinct QP numbers (and so UDP source ports, i.e. ECMP entropy). ``size``: bytes per message;
+    ``messages``: messages per flow; ``mtu``: RoCE path MTU (payload bytes per packet, 256-4096);
+    ``rate``: packets/s, 0 = as fast as the engine goes; ``op``: ``write`` (RDMA WRITE
+    FIRST/MIDDLE/LAST or ONLY), ``send`` (SEND_ONLY per packet-sized message... split like WRITE
+    for larger sizes) or ``mixed`` (alternating messages). Fields below are filled by
+    :func:`route`.
+    """
+
+    src: tuple[str, int]
+    dst: tuple[str, int]
+    qp: int = 0
+    size: int = 4096
+    messages: int = 4
+    mtu: int = 1024
+    rate: float = 0.0
+    op: OpMix = "write"
+    pxn: bool = False
+    # derived by route()
+    src_nic: int = 0
+    dst_nic: int = 0
+    nvlink: bool = False
+    path_class: str = ""
+    expected_hops: int | None = None
+    label: str = ""
+
+    @property
+    def name(self) -> str:
+        s = f"{self.src[0]}:gpu{self.src[1]}->{self.dst[0]}:gpu{self.dst[1]}"
+        return f"{s}#{self.qp}" if self.qp else s
+
+    @property
+    def packets_per_message(self) -> int:
+        return max(1, -(-self.size // self.mtu))
+
+    @property
+    def packets(self) -> int:
+        return self.packets_per_message * self.messages
+
+
+def parse_endpoint(spec: LabSpec, text: str) -> tuple[str, int]:
+    """``srv3:gpu2`` or ``srv3:nic3`` -> ``("srv3", 2)`` (server, 0-based GPU).
+
+    Raises PatternError naming the lab's servers / GPU range when the endpoint does not exist.
+    """
+    m = _EP.match(text.strip())
+    if not m:
+        raise PatternError(f"endpoint {text!r}: write SERVER:gpuN (0-based) or SERVER:nicN (1-based)")
+    srv, kind, idx = m["srv"], m["kind"], int(m["idx"])
+    gpu = idx if kind == "gpu" else idx - 1
+    servers = [n.name for n in spec.by_role("server")]
+    if srv not in servers:
+        raise PatternError(f"endpoint {text!r}: lab {spec.name!r} has servers {servers[0]}..{servers[-1]}")
+    if not 0 <= gpu < spec.gpus_per_server:
+        raise PatternError(f"endpoint {text!r}: GPUs are gpu0..gpu{spec.gpus_per_server - 1}"
+                           f" (nic1..nic{spec.gpus_per_server})")
+    return srv, gpu
+
+
+def _nic(spec: LabSpec, server: str, gpu: int) -> Nic:
+    return spec.nic(server, gpu + 1)
+
+
+def classify(spec: LabSpec, src: tuple[str, int], dst: tuple[str, int], pxn: bool = False) -> str:
+    """Path class of a GPU pair: intra-server, intra-rail, inter-rail, inter-rail-pxn, cross-group."""
+    if src[0] == dst[0]:
+        return "intra-server"
+    a, b = _nic(spec, *src), _nic(spec, *dst)
+    if a.group != b.group:
+        return "cross-group"
+    if src[1] == dst[1]:
+        return "intra-rail"
+    return "inter-rail-pxn" if pxn else "inter-rail"
+
+
+def route(spec: LabSpec, flow: Flow) -> Flow:
+    """Fill the NCCL path selection (source/destination NIC, NVLink hop) and expected hops."""
+    cls = classify(spec, flow.src, flow.dst, flow.pxn)
+    if cls == "intra-server":
+        src_nic, dst_nic, nvlink = flow.src[1] + 1, flow.dst[1] + 1, True
+        expected = spec.expected_hops.get("intra-server", 0)
+    else:
+        nvlink = flow.pxn and flow.src[1] != flow.dst[1]
+        src_nic = (flow.dst[1] if nvlink else flow.src[1]) + 1
+        dst_nic = flow.dst[1] + 1
+        a, b = spec.nic(flow.src[0], src_nic), spec.nic(flow.dst[0], dst_nic)
+        if a.leaf == b.leaf:
+            expected = 1
+        elif cls == "inter-rail-pxn" and a.group != b.group:
+            expected = spec.expected_hops.get("cross-group")
+        else:
+            expected = spec.expected_hops.get(cls)
+    return replace(flow, src_nic=src_nic, dst_nic=dst_nic, nvlink=nvlink, path_class=cls,
+                   expected_hops=expected, label=flow.label or cls)
+
+
+def hops(spec: LabSpec, src: str, dst: str, pxn: bool = False) -> int | None:
+    """Expected switch hops between two GPUs, e.g. ``hops(spec, "srv1:gpu3", "srv9:gpu3")``.
+
+    Returns None when the design makes the pair unreachable (Rail-only, different leaves,
+    no PXN). Raises PatternError for an unknown endpoint.
+    """
+    f = route(spec, Flow(parse_endpoint(spec, src), parse_endpoint(spec, dst), pxn=pxn))
+    return f.expected_hops
+
+
+def _servers_by_group(spec: LabSpec) -> dict[int, list[str]]:
+    out: dict[int, list[str]] = {}
+    for n in spec.by_role("server"):
+        out.setdefault(n.group or 1, []).append(n.name)
+    return out
+
+
+def _expand(base: list[tuple[tuple[str, int], tuple[str, int]]], n: int | None,
+            **kw) -> list[Flow]:
+    if not base:
+        return []
+    count = n if n else len(base)
+    return [Flow(base[i % len(base)][0], base[i % len(base)][1], qp=i, **kw) for i in range(count)]
+
+
+def flows_for(spec: LabSpec, pattern: str, pxn: bool = False, n: int | None = None,
+              sample: int = 4, **flow_kw) -> list[Flow]:
+    """The flows of a named pattern, routed (NICs and expected hops filled).
+
+    Patterns: ``intra-server`` (srv1 GPU i -> GPU i+1), ``intra-rail`` (first two servers of
+    group 1, every rail), ``inter-rail`` (same servers, GPU i -> GPU i+1), ``cross-group``
+    (group 1 server -> first server of group 2, every rail), ``all-to-all`` (every GPU to every
+    GPU of ``sample`` servers spread over the groups), ``ring`` (all-reduce ring over all GPUs,
+    rail-aware order, below). ``n`` repeats the base pairs with new QPs (new UDP source ports)
+    up to ``n`` flows, e.g. to measure ECMP spread; ``flow_kw`` sets Flow fields (size, messages,
+    mtu, rate, op).
+
+    Ring (NCCL rail-aware ordering): servers in order; inside a server the ring visits GPUs
+    0..G-1 over NVLink (intra-server flows); the edge between servers goes from GPU G-1 of
+    server k to GPU 0 of server k+1. With PXN, GPU G-1 hands over to GPU 0 by NVLink and the
+    inter-server hop stays on rail 1 (NCCL's PXN rail alignment); without PXN it is inter-rail.
+
+    Raises PatternError for an unknown pattern or one the lab cannot hold (e.g. cross-group on a
+    one-group lab).
+    """
+    groups = _servers_by_group(spec)
+    g1 = groups[min(groups)]
+    G = spec.gpus_per_server
+    kw = dict(pxn=pxn, **flow_kw)
+    if pattern not in PATTERNS:
+        raise PatternError(f"unknown pattern {pattern!r}: use one of {', '.join(PATTERNS)}")
+    base: list[tuple[tuple[str, int], tuple[str, int]]] = []
+    if pattern == "intra-server":
+        if G < 2:
+            raise PatternError("intra-server needs 2+ GPUs per server")
+        base = [((g1[0], i), (g1[0], (i + 1) % G)) for i in range(G)]
+    elif pattern in ("intra-rail", "inter-rail"):
+        if len(g1) < 2:
+            raise PatternError(f"{pattern} needs 2+ servers in group 1; the lab has {len(g1)}")
+        shift = 0 if pattern == "intra-rail" else 1
+        if shift and G < 2:
+            raise PatternError("inter-rail needs 2+ GPUs per server")
+        base = [((g1[0], i), (g1[1], (i + shift) % G)) for i in range(G)]
+    elif pattern == "cross-group":
+        if len(groups) < 2:
+            raise PatternError(f"cross-group needs 2+ groups; lab {spec.name!r} has one "
+                               f"({spec.architecture})")
+        g2 = groups[sorted(groups)[1]]
+        base = [((g1[0], i), (g2[0], i)) for i in range(G)]
+    elif pattern == "all-to-all":
+        servers: list[str] = []
+        order = [groups[g] for g in sorted(groups)]
+        k = 0
+        while len(servers) < min(sample, sum(map(len, order))):
+            for srvs in order:
+                if k < len(srvs) and len(servers) < sample:
+                    servers.append(srvs[k])
+            k += 1
+        gpus = [(s, i) for s in servers for i in range(G)]
+        base = [(a, b) for a in gpus for b in gpus if a != b]
+    elif pattern == "ring":
+        servers = [s for g in sorted(groups) for s in groups[g]]
+        for k, s in enumerate(servers):
+            for i in range(G - 1):
+                base.append(((s, i), (s, i + 1)))
+            nxt = servers[(k + 1) % len(servers)]
+            if nxt != s:
+                base.append(((s, G - 1), (nxt, 0)))
+    return [route(spec, f) for f in _expand(base, n, **kw)]
+
+
+@dataclass
+class SpreadStats:
+    """How many flows crossed each uplink / spine, and the imbalance (max / mean, 1.0 = even)."""
+
+    per_link: dict[str, int] = field(default_factory=dict)
+    per_spine: dict[str, int] = field(default_factory=dict)
+
+    @staticmethod
+    def imbalance(counts: dict[str, int]) -> float:
+        if not counts:
+            return 0.0
+        mean = sum(counts.values()) / len(counts)
+        return max(counts.values()) / mean if mean else 0.0
