@@ -113,3 +113,17 @@ def test_errors_exit_2_on_stderr(run, args: list[str], needle: str):
     assert r.stdout == ""
     assert r.stderr.startswith("error: ") and needle in r.stderr
     assert "Traceback" not in r.output and r.stderr.count("\n") == 1
+
+
+def test_console_entry_point_errors():
+    """The real `railab` entry point (testbed.cli:main): error line, exit 2, no traceback."""
+    import subprocess
+    import sys
+
+    code = "import sys; from testbed.cli import main; sys.argv[0] = 'railab'; main()"
+    for args, needle in ((["plan", "--gpus", "1001"], "error: 1001 GPUs"),
+                         (["plan", "--bogus"], "No such option: --bogus")):
+        r = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
+                           timeout=60)
+        assert r.returncode == 2, r.stderr
+        assert needle in r.stderr and "Traceback" not in r.stderr

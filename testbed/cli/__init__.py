@@ -23,7 +23,7 @@ for _mod in (_plan, _generate, _lab, _traffic, _check, _demo):
     _mod.register(app)
 
 
-# Typer >= 0.24 vendors click as typer._click: its usage errors are not click's classes
+# newer Typer vendors click as typer._click: its usage errors are not click's classes
 _TYPER_CLICK_EXCEPTION = next(
     c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException"
 )
