@@ -124,8 +124,16 @@ def _show_plan(con: Console, p: Plan) -> None:
     hops.add_column("via")
     for cls in PATH_CLASSES:
         h = p.hops.get(cls)
-        hops.add_row(cls, "unreachable" if h is None else str(h), _fmt(p.latency_ns.get(cls)),
-                     p.hop_notes.get(cls, ""))
+        note = p.hop_notes.get(cls, "")
+        if h is not None:
+            shown = str(h)
+        elif note.startswith("n/a"):
+            shown = "n/a"
+        elif cls == "inter-rail" and p.rails_per_leaf > 1:
+            shown = "1 or none"
+        else:
+            shown = "unreachable"
+        hops.add_row(cls, shown, _fmt(p.latency_ns.get(cls)), note)
     con.print(hops)
 
     lv = Table(title="Leaves", title_justify="left")
