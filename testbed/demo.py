@@ -135,15 +135,169 @@ def show_scale_down(console: Console, plan: Any, spec: LabSpec) -> None:
 
 
 # ---- traffic + checks --------------------------------------------------------------------------
+def _gpu(ep: tuple[str, int]) -> str:
+    return f"{ep[0]}:gpu{ep[1]}"
+
+
+def _report_class(spec: LabSpec, flow: Any) -> str:
+    """Path class for the report: Rail-only inter-rail flows whose two rails share a leaf are
+    shown as ``inter-rail-same-leaf`` (lab.json lists that class), the rest keep theirs."""
+    if (flow.path_class == "inter-rail" and "inter-rail-same-leaf" in spec.expected_hops
+            and flow.expected_hops != spec.expected_hops.get("inter-rail")):
+        return "inter-rail-same-leaf"
+    return flow.path_class
+
+
+def _drawn_path(flow: Any, nodes: list[str]) -> list[str]:
+    """Source GPU's NIC, the NVLink hop to the sending NIC for PXN, switches, destination NIC."""
+    src, dst = flow.src[0], flow.dst[0]
+    out = [f"{src}:eth{flow.src[1] + 1}"]
+    if flow.nvlink and flow.src_nic != flow.src[1] + 1:
+        out.append(f"{src}:eth{flow.src_nic}")
+    if flow.path_class == "intra-server":
+        out.append(f"{dst}:eth{flow.dst[1] + 1}") if out[-1] != f"{dst}:eth{flow.dst[1] + 1}" else None
+        return out
+    out += [n.split(":")[0] for n in nodes]
+    if nodes or flow.expected_hops is not None:
+        out.append(f"{dst}:eth{flow.dst_nic}")
+    return out
+
+
+def _path_result(spec: LabSpec, r: Any) -> PathResult:
+    f = r.flow
+    detail = "" if r.ok and f.expected_hops is not None else r.verdict
+    if r.ok and f.expected_hops is None:
+        detail = "unreachable, as designed" + (f" ({r.unreachable_at} has no route)"
+                                               if r.unreachable_at else "")
+    return PathResult(
+        path_class=_report_class(spec, f),
+        pxn=f.pxn,
+        src=_gpu(f.src),
+        dst=_gpu(f.dst),
+        expected_hops=f.expected_hops,
+        observed_hops=r.observed_hops,
+        sent=r.sent,
+        received=r.delivered,
+        ok=r.ok,
+        detail=detail,
+        path=_drawn_path(f, r.path) if r.delivered else [],
+    )
+
+
+def traffic_flows(spec: LabSpec) -> list[Any]:
+    """Flows of every path class the lab holds, without and with PXN (traffic.patterns).
+
+    intra-server, intra-rail, inter-rail (no PXN) and inter-rail with PXN over the first two
+    servers of group 1, one flow per GPU; cross-group (first server of groups 1 and 2) when the
+    lab has two groups. PXN changes nothing for intra-server, intra-rail or cross-group flows
+    between same-numbered GPUs, so those run once.
+    """
+    from traffic.patterns import flows_for
+
+    flows = []
+    flows += flows_for(spec, "intra-server")
+    flows += flows_for(spec, "intra-rail")
+    flows += flows_for(spec, "inter-rail", pxn=False)
+    flows += flows_for(spec, "inter-rail", pxn=True)
+    if spec.groups > 1:
+        flows += flows_for(spec, "cross-group")
+    return flows
+
+
+def ecmp_flows(spec: LabSpec) -> list[tuple[str, list[Any]]]:
+    """For each spine-crossing class (inter-rail no PXN, cross-group): ``n`` flows between one
+    GPU pair that differ only in QP, hence UDP source port (RoCEv2 entropy, IBTA Annex A17),
+    ``n = max(32, 16 x spines)`` so an even hash leaves no spine empty by chance
+    (P < 1e-6 for 8 spines)."""
+    from traffic.patterns import Flow, route
+
+    spines = len(spec.by_role("spine"))
+    if not spines:
+        return []
+    n = max(32, 16 * spines)
+    servers = [s.name for s in spec.by_role("server")]
+    g1 = [s.name for s in spec.by_role("server") if s.group == 1]
+    pairs = []
+    if len(g1) >= 2 and spec.gpus_per_server >= 2:
+        pairs.append(("inter-rail", (g1[0], 0), (g1[1], 1)))
+    g2 = [s for s in spec.by_role("server") if s.group == 2]
+    if g2:
+        pairs.append(("cross-group", (servers[0], 0), (g2[0].name, 0)))
+    return [(cls, [route(spec, Flow(src, dst, qp=q, messages=1)) for q in range(n)])
+            for cls, src, dst in pairs]
+
+
+def trace_flows(spec: LabSpec) -> list[Any]:
+    """Flows to traceroute: inter-rail without and with PXN, and cross-group if present."""
+    from traffic.patterns import Flow, route
+
+    g1 = [s.name for s in spec.by_role("server") if s.group == 1]
+    g2 = [s.name for s in spec.by_role("server") if s.group == 2]
+    out = []
+    if len(g1) >= 2 and spec.gpus_per_server >= 2:
+        last = spec.gpus_per_server - 1  # on Rail-only this pair sits on different leaves
+        out.append(route(spec, Flow((g1[0], 0), (g1[1], last))))
+        out.append(route(spec, Flow((g1[0], 0), (g1[1], last), pxn=True)))
+    if g2:
+        out.append(route(spec, Flow((g1[0], 0), (g2[0], 0))))
+    return out
+
+
+def traceroute(engine: Any, spec: LabSpec, flow: Any, max_ttl: int = 8) -> Trace:
+    """TTL-limited copies of ``flow``'s first packet (engine.probe) until the destination NIC
+    or an ICMP unreachable answers; the hop list and the drawn node path."""
+    hops: list[TraceHop] = []
+    for ttl in range(1, max_ttl + 1):
+        h = engine.probe(flow, ttl)
+        hops.append(TraceHop(ttl=ttl, address=h.address, node=h.node, rtt_ms=h.rtt_ms))
+        if h.kind in ("destination", "unreachable"):
+            break
+    switches = [h.node for h in hops if h.node and ":" not in h.node]
+    reached = any(h.node and h.node.startswith(f"{flow.dst[0]}:") for h in hops)
+    path = _drawn_path(flow, switches) if reached else []
+    if flow.path_class == "intra-server":
+        path = _drawn_path(flow, [])
+    return Trace(path_class=_report_class(spec, flow), src=_gpu(flow.src), dst=_gpu(flow.dst),
+                 hops=hops, path=path)
+
+
 def measure_traffic(spec: LabSpec, executor: Executor, console: Console
                     ) -> tuple[list[PathResult], list[EcmpSpread], list[Trace]]:
-    """Run every path class (with and without PXN), the ECMP spread and traceroutes.
+    """Run every path class (with and without PXN), the ECMP spread and traceroutes on a
+    running lab through the traffic engine (traffic.engine.Engine, docs/traffic.md).
 
-    Calls the traffic engine (traffic.engine, traffic.traceroute); see docs/traffic.md.
+    Path-class flows run with ``measure=True``: one at a time with switch port counters, so the
+    hop count is checked twice (received TTL and counters) and the exact path is known.
+    Raises RailabError when a namespace or NIC is missing (lab not fully up).
     """
-    from traffic import engine  # noqa: F401  (raises ImportError until the engine lands)
+    from traffic.engine import Engine, spread
 
-    raise NotImplementedError("traffic engine adapter pending")
+    flows = traffic_flows(spec)
+    ecmp_sets = ecmp_flows(spec)
+    traces_for = trace_flows(spec)
+    paths: list[PathResult] = []
+    spreads: list[EcmpSpread] = []
+    traces: list[Trace] = []
+    with Engine(spec) as eng:
+        with console.status(f"{len(flows)} RoCEv2 flows, one at a time with port counters ..."):
+            paths = [_path_result(spec, r) for r in eng.run(flows, measure=True, timeout=0.3)]
+        for cls, fl in ecmp_sets:
+            with console.status(f"ECMP: {len(fl)} flows {_gpu(fl[0].src)} -> {_gpu(fl[0].dst)}"):
+                res = eng.run(fl, measure=True, timeout=0.3)
+            st = spread(spec, res)
+            per = dict(sorted(st.per_spine.items()))
+            empty = [k for k, v in per.items() if v == 0]
+            bad = [r for r in res if not r.ok]
+            detail = f"max/mean {st.imbalance(per):.2f}"
+            if empty:
+                detail += f"; no flow on {', '.join(empty)}"
+            if bad:
+                detail += f"; {len(bad)} flows failed ({bad[0].verdict})"
+            spreads.append(EcmpSpread(src=_gpu(fl[0].src), dst=_gpu(fl[0].dst), flows=len(fl),
+                                      per_spine=per, ok=not empty and not bad, detail=detail))
+        with console.status("traceroute ..."):
+            traces = [traceroute(eng, spec, f) for f in traces_for]
+    return paths, spreads, traces
 
 
 def run_all_checks(spec: LabSpec, executor: Executor, console: Console) -> list[CheckItem]:

@@ -1,0 +1,84 @@
+"""`railab demo mini` end to end on the netns runtime with real FRR (root, Debian frr).
+
+One demo run (module-scoped) as a user runs it: a subprocess of the CLI, its own lab name, its
+own output directory. Asserts the exit code, the report files, every path class with
+expected == observed hops, and that the lab left no namespace, state or process behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("no_leaks")]
+
+LAB = f"e2e{os.getpid()}"
+
+
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("demo")
+    proc = subprocess.run(
+        [sys.executable, "-c", "from testbed.cli import main; main()",
+         "demo", "mini", "--name", LAB, "--out", str(out)],
+        capture_output=True, text=True, timeout=540,
+        env={**os.environ, "COLUMNS": "120"},
+    )
+    return proc, out
+
+
+def test_demo_exits_zero_and_writes_every_report_file(demo_run):
+    proc, out = demo_run
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    for name in ("report.json", "report.xml", "report.html", "fabric.svg"):
+        assert (out / "report" / name).stat().st_size > 0, name
+    for step in ("plan", "generate", "up", "traffic", "checks", "report", "down"):
+        assert f"] {step}:" in proc.stdout, step
+    assert "PASS" in proc.stdout
+
+
+def test_every_path_class_takes_its_expected_hops(demo_run):
+    _, out = demo_run
+    rep = json.loads((out / "report" / "report.json").read_text())
+    expected = rep["lab"]["expected_hops"]
+    seen = {p["path_class"] for p in rep["paths"]}
+    for cls in ("intra-server", "intra-rail", "inter-rail", "inter-rail-pxn", "cross-group"):
+        assert cls in seen, f"no flow of class {cls}"
+        assert cls in expected
+    for p in rep["paths"]:
+        assert p["observed_hops"] == p["expected_hops"], p
+        assert p["ok"], p
+    # ECMP: the mini lab has 2 spines; flows differing in UDP source port must use both.
+    assert rep["ecmp"], "no ECMP spread measured"
+    for e in rep["ecmp"]:
+        assert sum(1 for v in e["per_spine"].values() if v > 0) == 2, e
+    assert rep["traces"], "no traceroute"
+    assert rep["checks"] and all(c["status"] != "fail" for c in rep["checks"])
+    assert {c["check"] for c in rep["checks"]} >= {"bgp", "routes", "cabling"}
+
+
+def test_junit_and_html_agree(demo_run):
+    _, out = demo_run
+    root = ET.parse(out / "report" / "report.xml").getroot()
+    assert sum(int(s.get("failures")) + int(s.get("errors")) for s in root.iter("testsuite")) == 0
+    assert sum(int(s.get("tests")) for s in root.iter("testsuite")) > 10
+    html = (out / "report" / "report.html").read_text()
+    assert 'id="verdict">PASS' in html and 'id="checks-table"' in html and "<svg" in html
+
+
+def test_demo_leaves_nothing_behind(demo_run):
+    _, out = demo_run
+    from testbed import state as st
+
+    assert not [n for n in os.listdir("/run/netns") if n.startswith(f"clab-{LAB}-")] \
+        if os.path.isdir("/run/netns") else True
+    assert st.load(LAB) is None and not st.lab_dir(LAB).exists()
+    # No FRR daemon of this lab still runs (their command lines carry the lab's run directory).
+    leftovers = subprocess.run(["pgrep", "-f", f"/{LAB}/"], capture_output=True, text=True).stdout
+    assert leftovers.strip() == ""
