@@ -24,7 +24,7 @@ from typing import Any, Callable, Literal
 from pydantic import BaseModel, ConfigDict
 
 from testbed.executor import Executor
-from testbed.runtime.base import netns_name
+from testbed.runtime.base import RailabError, netns_name
 from topologies.labspec import LabSpec
 
 Status = Literal["pass", "fail", "skip"]
@@ -168,7 +168,7 @@ class Observer:
                 raise ObservationError(f"{node}: no executor to run vtysh")
             try:
                 self._frr[key] = self.executor.vtysh_json(node, command)
-            except (RuntimeError, ValueError, TimeoutError, OSError) as exc:
+            except (RailabError, RuntimeError, ValueError, TimeoutError, OSError) as exc:
                 self._frr[key] = ObservationError(f"{node}: `{command}`: {exc}")
         val = self._frr[key]
         if isinstance(val, ObservationError):

@@ -1,0 +1,110 @@
+"""Cabling audit: every link of ``lab.json`` joins the recorded ports and is up, read from the LIVE lab.
+
+The wiring is read from netlink, never from the lab files: for the ``a`` end of every link the
+veth's peer ifindex (IFLA_LINK) and peer namespace id (IFLA_LINK_NETNSID) are resolved to the lab
+node whose namespace has that id and to the interface with that index there
+(:meth:`checks.base.Observer.peer`). A server NIC must land on the Rail-N leaf of its group
+(seed guide: NIC N of every server connects to the Rail-N leaf); a swapped cable is reported as
+``srv3 NIC 3 is on g1-leaf5:eth2 (rail 5), expected g1-leaf3:eth2 (rail 3)``.
+"""
+
+from __future__ import annotations
+
+from checks.base import CheckResult, ObservationError, Observer, failed, passed, skipped
+
+CHECK = "cabling"
+
+
+def _rail_of(obs: Observer, leaf: str, port: str | None) -> int | None:
+    """Rail of ``leaf:port`` per the plan (the NIC planned there), else the leaf's only rail."""
+    for nic in obs.spec.nics:
+        if nic.leaf == leaf and nic.leaf_port == port:
+            return nic.rail
+    try:
+        rails = obs.spec.node(leaf).rails
+    except KeyError:
+        return None
+    return rails[0] if len(rails) == 1 else None
+
+
+def _where(obs: Observer, node: str, iface: str | None) -> str:
+    try:
+        n = obs.spec.node(node)
+    except KeyError:
+        return f"{node}:{iface}"
+    if n.role == "leaf":
+        rail = _rail_of(obs, node, iface)
+        return f"{node}:{iface}" + (f" (rail {rail})" if rail is not None else "")
+    return f"{node}:{iface}"
+
+
+def check_cabling(obs: Observer) -> list[CheckResult]:
+    """One result per ``lab.json`` link: wired to the planned peer port, and up on both ends.
+
+    Results are ``skip`` for links whose namespaces cannot be read (real devices over SSH).
+    """
+    spec = obs.spec
+    results: list[CheckResult] = []
+    nic_by_port = {(n.server, n.interface): n for n in spec.nics}
+    for link in spec.links:
+        a, b = link.a, link.b
+        nic = nic_by_port.get((a.node, a.interface)) if link.role == "server-leaf" else None
+        if nic is not None:
+            name = f"{a.node} NIC {nic.nic}"
+            subject = f"{a.node}:{a.interface} rail {nic.rail}"
+        else:
+            name = f"{a.node}:{a.interface} <-> {b.node}:{b.interface}"
+            subject = f"{link.role} link"
+        expected = _where(obs, b.node, b.interface)
+        try:
+            peer = obs.peer(a.node, a.interface)
+            a_link = obs.links(a.node).get(a.interface)
+        except (ObservationError, OSError) as exc:
+            results.append(skipped(CHECK, name, f"cannot read netlink: {exc}", node=a.node,
+                                   subject=subject, expected=expected))
+            continue
+        if a_link is None:
+            results.append(failed(CHECK, name, node=a.node, subject=subject, expected=expected,
+                                  observed=f"{a.node} has no interface {a.interface}",
+                                  reason=f"the runtime did not create {a.node}:{a.interface}; "
+                                         f"redeploy the lab"))
+            continue
+        if peer is None:
+            results.append(failed(CHECK, name, node=a.node, subject=subject, expected=expected,
+                                  observed=f"{a.interface} leads to no lab node",
+                                  reason="the veth peer is missing or in a namespace outside the "
+                                         "lab (cable unplugged or moved)"))
+            continue
+        if peer != (b.node, b.interface):
+            where = _where(obs, *peer)
+            if nic is not None:
+                msg = f"{a.node} NIC {nic.nic} is on {where}, expected {expected}"
+                if peer[0] != b.node:
+                    reason = msg + ": swap the cable back (NIC N belongs on the rail-N leaf)"
+                else:
+                    reason = msg + ": wrong leaf port (addressing on that port will not match)"
+            else:
+                reason = (f"{a.node}:{a.interface} is wired to {where}, expected {expected}: "
+                          f"re-cable per lab.json")
+            results.append(failed(CHECK, name, node=a.node, subject=subject, expected=expected,
+                                  observed=where, reason=reason))
+            continue
+        try:
+            b_link = obs.links(b.node).get(b.interface)
+        except (ObservationError, OSError):
+            b_link = None
+        down = [f"{n}:{i} {st.operstate}" for n, i, st in
+                ((a.node, a.interface, a_link), (b.node, b.interface, b_link))
+                if st is not None and not st.up]
+        if down:
+            results.append(failed(
+                CHECK, name, node=a.node, subject=subject, expected=f"{expected}, up",
+                observed=f"{expected}, " + ", ".join(down),
+                reason=f"link down ({', '.join(down)}): bring it up "
+                       f"(admin down or carrier lost on the far end)"))
+            continue
+        results.append(passed(CHECK, name, node=a.node, subject=subject,
+                              expected=f"{expected}, up", observed=f"{expected}, up"))
+    if not results:
+        results.append(skipped(CHECK, "links", "lab.json lists no links"))
+    return results

@@ -1,0 +1,117 @@
+"""Hop-count check: one real RoCEv2 flow per path class, observed hops vs ``lab.json`` expected_hops.
+
+Expected (``lab.json`` ``expected_hops``, docs/architecture.md "Expected hops", seed guide
+"Intra-rail / Inter-rail (with PXN) Communication"): intra-server 0, intra-rail 1, inter-rail
+3 without PXN on Rail-optimized (unreachable on Rail-only across leaves), inter-rail with PXN 1,
+cross-group 3. Observed with the traffic engine (:class:`traffic.engine.Engine`, ``measure=True``):
+hops by received TTL (64 - TTL; every switch hop routes) and by switch port counters, plus the
+path walked.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from checks.base import CheckResult, Observer, failed, passed, skipped
+from testbed.runtime.base import RailabError
+
+CHECK = "hops"
+
+#: (class, pxn) in report order
+CLASSES = ("intra-server", "intra-rail", "inter-rail", "inter-rail-pxn", "cross-group")
+
+
+def representative_flows(spec) -> list:
+    """One routed :class:`traffic.patterns.Flow` per path class this lab has (small, 4 packets).
+
+    Pairs: srvA gpu0 -> srvA gpu1 (intra-server), srvA gpu0 -> srvB gpu0 (intra-rail),
+    srvA gpu0 -> srvB gpu1 (inter-rail, without and with PXN), srvA gpu0 -> first server of
+    group 2 gpu0 (cross-group); srvA/srvB are the first two servers of group 1.
+    """
+    from traffic.patterns import Flow, route
+
+    groups: dict[int, list[str]] = {}
+    for n in spec.by_role("server"):
+        groups.setdefault(n.group or 1, []).append(n.name)
+    g = sorted(groups)
+    if not g:
+        return []
+    first = groups[g[0]]
+    a = first[0]
+    b = first[1] if len(first) > 1 else None
+    other_gpu = 1 if spec.gpus_per_server > 1 else None
+    pairs: list[tuple[tuple[str, int], tuple[str, int], bool]] = []
+    if other_gpu is not None:
+        pairs.append(((a, 0), (a, other_gpu), False))
+    if b:
+        pairs.append(((a, 0), (b, 0), False))
+        if other_gpu is not None:
+            pairs.append(((a, 0), (b, other_gpu), False))
+            pairs.append(((a, 0), (b, other_gpu), True))
+    if len(g) > 1:
+        pairs.append(((a, 0), (groups[g[1]][0], 0), False))
+    return [route(spec, Flow(src, dst, qp=i, size=1024, messages=4, mtu=1024, pxn=pxn))
+            for i, (src, dst, pxn) in enumerate(pairs)]
+
+
+def measure_flows(spec, flows, netns_of: Callable[[str], str] | None = None) -> list:
+    """Run ``flows`` through a fresh traffic engine, one at a time with port counters."""
+    from traffic.engine import Engine
+
+    with Engine(spec, netns_of) as eng:
+        return eng.run(flows, measure=True, timeout=0.3)
+
+
+def check_hops(obs: Observer, runner=None) -> list[CheckResult]:
+    """One result per path class: observed (TTL and counter) hops == expected, delivery intact.
+
+    ``runner(spec, flows, netns_of) -> list[FlowResult]`` replaces :func:`measure_flows`
+    (tests, or a runtime where this process cannot open the server namespaces).
+    """
+    spec = obs.spec
+    try:
+        flows = representative_flows(spec)
+    except (ImportError, KeyError, ValueError) as exc:
+        return [skipped(CHECK, "path classes", f"cannot build flows: {exc}")]
+    if not flows:
+        return [skipped(CHECK, "path classes", "the lab has no servers")]
+    runner = runner or measure_flows
+    try:
+        results = runner(spec, flows, obs.netns_of)
+    except (RailabError, OSError) as exc:
+        return [failed(CHECK, "path classes", expected="traffic engine runs",
+                       observed="engine failed", reason=f"{exc}")]
+    out: list[CheckResult] = []
+    for res in results:
+        f = res.flow
+        name = f"{f.path_class} {f.src[0]}:gpu{f.src[1]} -> {f.dst[0]}:gpu{f.dst[1]}"
+        exp = f.expected_hops
+        expected = "unreachable" if exp is None else f"{exp} hops, all delivered"
+        src_node = f"{f.src[0]}:eth{f.src_nic}"
+        if exp is None:
+            observed = ("nothing delivered" if res.delivered == 0
+                        else f"{res.delivered}/{res.sent} delivered in {res.hops_ttl} hops")
+        else:
+            observed = (f"{res.hops_ttl if res.hops_ttl is not None else '-'} hops by TTL"
+                        + (f", {res.hops_counters} by counters" if res.hops_counters is not None
+                           else "")
+                        + f", {res.delivered}/{res.sent} delivered"
+                        + (f", path {' > '.join(res.path)}" if res.path else ""))
+        if res.ok:
+            out.append(passed(CHECK, name, node=src_node, subject=f.path_class,
+                              expected=expected, observed=observed))
+            continue
+        if exp is not None and res.delivered == 0:
+            reason = ("nothing arrived" + (f": {res.unreachable_at} answered unreachable"
+                                           if res.unreachable_at else "")
+                      + "; see the routes and bgp checks for the prefixes on this path")
+        elif exp is None:
+            reason = "the design isolates these rails but packets got through: a route or link bridges them"
+        elif res.hops_ttl is not None and res.hops_ttl != exp:
+            reason = (f"{res.verdict}: the flow took a different path "
+                      f"({' > '.join(res.path) or 'path unknown'}); check cabling and routes")
+        else:
+            reason = res.verdict
+        out.append(failed(CHECK, name, node=src_node, subject=f.path_class,
+                          expected=expected, observed=observed, reason=reason))
+    return out

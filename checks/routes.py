@@ -1,0 +1,262 @@
+"""Route propagation check: expected prefixes in the RIB and kernel FIB with the planned ECMP width.
+
+Expected state (``lab.json``):
+
+* ``expected_routes[node]``: prefix, ECMP width (= spines x parallel links for a leaf's remote
+  prefixes) and next-hop interfaces;
+* spines carry every rail subnet;
+* every rail subnet is announced by its leaf (``rail_subnets[].leaf``: static blackhole +
+  ``network``), so it is locally originated in that leaf's BGP table;
+* Rail-only leaves have no route to a rail subnet of a rail they do not carry.
+
+Observed: FRR ``show ip route json`` (selected entry, its *active* next hops), FRR
+``show bgp vrf default ipv4 unicast json`` (local origination) and the kernel main table over
+netlink (RTA_MULTIPATH path count and output interfaces).
+"""
+
+from __future__ import annotations
+
+from checks.base import CheckResult, ObservationError, Observer, failed, passed, skipped
+from topologies.labspec import ExpectedRoute
+
+CHECK = "routes"
+
+
+def _selected(entries: list[dict]) -> dict | None:
+    for e in entries or []:
+        if e.get("selected"):
+            return e
+    return None
+
+
+def _active_ifs(entry: dict) -> list[str]:
+    return sorted(nh.get("interfaceName", "?") for nh in entry.get("nexthops", [])
+                  if nh.get("active") and not nh.get("blackhole"))
+
+
+def _origin(obs: Observer, prefix: str) -> str | None:
+    for rs in obs.spec.rail_subnets:
+        if rs.prefix == prefix:
+            return rs.leaf
+    for n in obs.spec.nodes:
+        if n.loopback and n.loopback.split("/")[0] == prefix.split("/")[0] and prefix.endswith("/32"):
+            return n.name
+    return None
+
+
+def _announces(obs: Observer, node: str, prefix: str) -> bool | None:
+    """True when ``node`` originates ``prefix`` in BGP (local path: empty AS path, peer unspec)."""
+    try:
+        paths = obs.bgp_table(node).get(prefix)
+    except ObservationError:
+        return None
+    return any(p.get("path", None) == "" and p.get("peerId") == "(unspec)" for p in paths or [])
+
+
+def _bgp_planned(obs: Observer, node: str) -> bool:
+    return any(s.node == node or s.peer == node for s in obs.spec.bgp_sessions)
+
+
+def _why_missing_ifs(obs: Observer, node: str, prefix: str, missing: list[str]) -> str:
+    """Name the cause for next hops missing via ``missing`` interfaces of ``node``."""
+    causes = []
+    try:
+        peers = obs.bgp_summary(node).get("peers", {}) or {}
+    except ObservationError:
+        peers = {}
+    for iface in missing:
+        try:
+            link = obs.links(node).get(iface)
+        except (ObservationError, OSError):
+            link = None
+        peer = peers.get(iface)
+        if link is not None and not link.up:
+            causes.append(f"{iface} link down")
+        elif peer is not None and peer.get("state") != "Established":
+            causes.append(f"BGP on {iface} is {peer.get('state')}")
+        elif (nbr := _neighbor_on(obs, node, iface)) and not _has_route(obs, nbr, prefix):
+            causes.append(f"{nbr} (behind {iface}) has no route to {prefix} itself: see {nbr}'s rows")
+        else:
+            causes.append(f"no path learned via {iface}")
+    return "; ".join(causes)
+
+
+def _neighbor_on(obs: Observer, node: str, iface: str) -> str | None:
+    """The planned BGP neighbor of ``node`` on ``iface`` (from lab.json bgp_sessions)."""
+    for s in obs.spec.bgp_sessions:
+        if s.node == node and s.interface == iface:
+            return s.peer
+        if s.peer == node and s.peer_interface == iface:
+            return s.node
+    return None
+
+
+def _has_route(obs: Observer, node: str, prefix: str) -> bool:
+    try:
+        return _selected(obs.rib(node).get(prefix, [])) is not None
+    except ObservationError:
+        return True  # unknown: do not blame it
+
+
+def _session_states(obs: Observer, a: str, b: str) -> list[str]:
+    """Non-Established planned sessions between ``a`` and ``b``, as text."""
+    out = []
+    for s in obs.spec.bgp_sessions:
+        if {s.node, s.peer} != {a, b}:
+            continue
+        try:
+            peer = (obs.bgp_summary(s.node).get("peers") or {}).get(s.interface) or {}
+        except ObservationError:
+            continue
+        state = peer.get("state", "not configured")
+        if state != "Established":
+            out.append(f"BGP session {s.node}:{s.interface} <-> {s.peer}:{s.peer_interface} is {state}")
+    return out
+
+
+def _why_missing(obs: Observer, node: str, prefix: str) -> str:
+    origin = _origin(obs, prefix)
+    if origin and origin != node and _bgp_planned(obs, origin):
+        ann = _announces(obs, origin, prefix)
+        if ann is False:
+            return (f"{origin} does not announce {prefix} (not in its BGP table): add "
+                    f"`network {prefix}` under `address-family ipv4 unicast` on {origin}")
+    try:
+        peers = obs.bgp_summary(node).get("peers", {}) or {}
+        up = [i for i, p in peers.items() if p.get("state") == "Established"]
+        if _bgp_planned(obs, node) and not up:
+            return f"{node} has no Established BGP session"
+    except ObservationError as exc:
+        return str(exc)
+    if origin:
+        direct = _session_states(obs, node, origin)
+        if direct:
+            return "; ".join(direct)
+        return f"{prefix} originates at {origin} but did not propagate to {node}; run the bgp check"
+    return f"nothing on {node} installs {prefix}"
+
+
+def _check_one(obs: Observer, node: str, exp: ExpectedRoute, fib_err: list[str]) -> CheckResult:
+    prefix = exp.prefix
+    name = f"{node} {prefix}"
+    want_ifs = sorted(exp.interfaces)
+    expected = f"{exp.ecmp_width}-way ECMP" + (f" via {','.join(want_ifs)}" if want_ifs else "")
+    try:
+        entry = _selected(obs.rib(node).get(prefix, []))
+    except ObservationError as exc:
+        return failed(CHECK, name, node=node, subject=prefix, expected=expected,
+                      observed="no answer", reason=f"{exc}; is zebra running?")
+    if entry is None:
+        return failed(CHECK, name, node=node, subject=prefix, expected=expected,
+                      observed="missing from RIB", reason=_why_missing(obs, node, prefix))
+    if entry.get("protocol") != "bgp":
+        # locally attached (the node's own rail subnet blackhole or loopback): presence only
+        return passed(CHECK, name, node=node, subject=prefix, expected="present",
+                      observed=f"{entry.get('protocol')} route")
+    ifs = _active_ifs(entry)
+    observed = f"RIB {len(ifs)}-way via {','.join(ifs) or '-'}"
+    missing = [i for i in want_ifs if i not in ifs]
+    extra = [i for i in ifs if want_ifs and i not in want_ifs]
+    if len(ifs) != exp.ecmp_width or missing or extra:
+        if missing:
+            reason = f"next hops missing via {','.join(missing)}: " + _why_missing_ifs(obs, node, prefix, missing)
+        elif extra:
+            reason = f"unexpected next hops via {','.join(extra)}: check the cabling audit"
+        else:
+            reason = ("ECMP width differs: check `maximum-paths` and `bgp bestpath as-path "
+                      "multipath-relax` on " + node)
+        return failed(CHECK, name, node=node, subject=prefix, expected=expected,
+                      observed=observed, reason=reason)
+    # kernel FIB
+    if fib_err:
+        return passed(CHECK, name, node=node, subject=prefix, expected=expected,
+                      observed=observed + " (FIB not read)")
+    try:
+        route = obs.fib(node).get(prefix)
+    except (ObservationError, OSError) as exc:
+        fib_err.append(str(exc))
+        return passed(CHECK, name, node=node, subject=prefix, expected=expected,
+                      observed=observed + " (FIB not read)")
+    if route is None:
+        return failed(CHECK, name, node=node, subject=prefix, expected=expected,
+                      observed=observed + "; kernel FIB: missing",
+                      reason="zebra selected the route but the kernel has none: check zebra's log "
+                             "(netlink errors) and `show ip route json` installed flags")
+    fib_ifs = sorted(route.oifs)
+    observed += f"; FIB {route.width}-way via {','.join(fib_ifs) or '-'}"
+    if route.width != exp.ecmp_width or (want_ifs and fib_ifs != want_ifs):
+        return failed(CHECK, name, node=node, subject=prefix, expected=expected,
+                      observed=observed,
+                      reason="kernel FIB disagrees with zebra's RIB: check "
+                             "fib_multipath settings and zebra's nexthop-group install")
+    return passed(CHECK, name, node=node, subject=prefix, expected=expected, observed=observed)
+
+
+def check_routes(obs: Observer) -> list[CheckResult]:
+    """One result per (node, expected prefix), per rail-subnet announcement and per forbidden route.
+
+    See the module docstring for what is compared. A node whose namespace cannot be read gets
+    RIB-only results plus one ``skip`` row naming why the FIB was not read.
+    """
+    spec = obs.spec
+    results: list[CheckResult] = []
+    expected: dict[str, list[ExpectedRoute]] = {k: list(v) for k, v in spec.expected_routes.items()}
+    # spines carry every rail subnet (at least one path) even if lab.json lists none for them
+    for sp in spec.by_role("spine"):
+        have = {e.prefix for e in expected.get(sp.name, [])}
+        for rs in spec.rail_subnets:
+            if rs.prefix not in have:
+                expected.setdefault(sp.name, []).append(
+                    ExpectedRoute(prefix=rs.prefix, ecmp_width=1, interfaces=[]))
+
+    # announcements: each rail subnet originated by its leaf (only where BGP is planned)
+    for rs in spec.rail_subnets:
+        if not _bgp_planned(obs, rs.leaf):
+            continue
+        name = f"{rs.leaf} announces {rs.prefix}"
+        ann = _announces(obs, rs.leaf, rs.prefix)
+        if ann is None:
+            results.append(failed(CHECK, name, node=rs.leaf, subject=rs.prefix,
+                                  expected="locally originated in BGP", observed="no answer",
+                                  reason=f"cannot read {rs.leaf}'s BGP table; is bgpd running?"))
+        elif not ann:
+            results.append(failed(
+                CHECK, name, node=rs.leaf, subject=rs.prefix, expected="locally originated in BGP",
+                observed="not in its BGP table as a local route",
+                reason=(f"add `network {rs.prefix}` under `address-family ipv4 unicast` (and the "
+                        f"static blackhole `ip route {rs.prefix} blackhole`) on {rs.leaf}")))
+        else:
+            results.append(passed(CHECK, name, node=rs.leaf, subject=rs.prefix,
+                                  expected="locally originated in BGP", observed="announced"))
+
+    for node in sorted(expected, key=lambda n: (spec.node(n).role if n in {x.name for x in spec.nodes} else "", n)):
+        fib_err: list[str] = []
+        for exp in sorted(expected[node], key=lambda e: e.prefix):
+            results.append(_check_one(obs, node, exp, fib_err))
+        if fib_err:
+            results.append(skipped(CHECK, f"{node} kernel FIB", fib_err[0], node=node))
+
+    if spec.architecture == "rail-only":
+        for leaf in spec.by_role("leaf"):
+            allowed = {e.prefix for e in expected.get(leaf.name, [])}
+            try:
+                rib = obs.rib(leaf.name)
+            except ObservationError:
+                continue  # already reported above
+            for rs in spec.rail_subnets:
+                if rs.rail in leaf.rails or rs.prefix in allowed:
+                    continue
+                name = f"{leaf.name} no route to rail {rs.rail}"
+                if _selected(rib.get(rs.prefix, [])) is not None:
+                    results.append(failed(
+                        CHECK, name, node=leaf.name, subject=rs.prefix, expected="no route",
+                        observed=f"route to {rs.prefix} (rail {rs.rail})",
+                        reason=(f"Rail-only leaf {leaf.name} carries rails {leaf.rails} only; a route "
+                                f"to rail {rs.rail} means rails are bridged (extra link or "
+                                f"session, or a static route)")))
+                else:
+                    results.append(passed(CHECK, name, node=leaf.name, subject=rs.prefix,
+                                          expected="no route", observed="no route"))
+    if not results:
+        results.append(skipped(CHECK, "routes", "lab.json lists no expected routes"))
+    return results
