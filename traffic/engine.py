@@ -35,6 +35,7 @@ import select
 import socket
 import struct
 import time
+import zlib
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
@@ -209,6 +210,14 @@ class FlowResult:
         }
 
 
+def flow_qpns(flow: Flow) -> tuple[int, int]:
+    """The flow's logical (source QP, destination QP): a deterministic function of its endpoints
+    and ``qp`` index, so its UDP source port -- hence its ECMP path -- is the same in every run
+    and for its traceroute probes. (The QPNs carried in BTH are per-run dispatch keys.)"""
+    h = zlib.crc32(f"{flow.src[0]}:{flow.src[1]}>{flow.dst[0]}:{flow.dst[1]}#{flow.qp}".encode())
+    return 0x100 + (h & 0xFFFF), 0x100 + (h >> 16)
+
+
 class _FlowState:
     __slots__ = ("flow", "res", "seq", "tx", "start_psn", "sent", "got", "next_psn", "dqpn",
                  "sqpn", "ack_tpl", "ack_tx", "src_addr", "dst_addr", "last_rx", "t0")
@@ -378,8 +387,9 @@ class Engine:
             smac = self._src_mac[(flow.src[0], flow.src_nic)]
             dmac = self._gw_mac[(flow.src[0], flow.src_nic)]
             st.ack_tx = self._tx[(flow.dst[0], flow.dst_nic)]
+        lsq, ldq = flow_qpns(flow)
         common = dict(src_mac=smac, dst_mac=dmac, src_ip=st.src_addr, dst_ip=st.dst_addr,
-                      dst_qpn=st.dqpn, src_qpn=st.sqpn, psn=0, ttl=self.ttl)
+                      dst_qpn=st.dqpn, sport=roce.udp_sport(lsq, ldq), psn=0, ttl=self.ttl)
         st.start_psn = (st.dqpn * 2654435761) & MASK24
         payload = bytes((i * 31 + flow.qp) & 0xFF for i in range(flow.mtu))
         tpl: dict[tuple[int, int], roce.FrameTemplate] = {}
@@ -415,7 +425,7 @@ class Engine:
             back = dict(src_mac=smac if intra else self._src_mac[(flow.dst[0], flow.dst_nic)],
                         dst_mac=dmac if intra else self._gw_mac[(flow.dst[0], flow.dst_nic)],
                         src_ip=st.dst_addr, dst_ip=st.src_addr, dst_qpn=st.sqpn,
-                        src_qpn=st.dqpn, psn=0, ttl=self.ttl)
+                        sport=roce.udp_sport(ldq, lsq), psn=0, ttl=self.ttl)
             st.ack_tpl = roce.FrameTemplate(roce.roce_packet(
                 opcode=roce.RC_ACKNOWLEDGE, syndrome=0x1F, msn=0, **back))
         self._by_qpn[st.dqpn] = (st, False)
@@ -642,6 +652,8 @@ class Engine:
                 break
             node, ingress = peer
         res.path = path
+        on_path = [p.split(":")[0] for p in path]
+        res.switches = [n for n in on_path if n in moved] + [n for n in moved if n not in on_path]
 
     # ---- traceroute primitive --------------------------------------------------------------
     def probe(self, flow: Flow, ttl: int, timeout: float = 0.3) -> Hop:
@@ -695,3 +707,34 @@ def spread(spec: LabSpec, results: list[FlowResult]) -> SpreadStats:
             stats.per_link[first] = stats.per_link.get(first, 0) + 1
             stats.per_spine[r.spines[0]] = stats.per_spine.get(r.spines[0], 0) + 1
     return stats
+
+
+def resolve_lab(target: str) -> tuple[LabSpec, Callable[[str], str]]:
+    """A running lab's ``(LabSpec, netns_of)`` from its name or its lab directory.
+
+    The lab name is looked up in the runtime state (``/run/railab/<lab>/state.json``, see
+    testbed/state.py), which gives the lab directory and each node's namespace; a lab directory
+    (or ``lab.json``) is read directly and its namespaces taken from that lab's state when
+    recorded, else ``clab-<lab>-<node>``. Raises RailabError when neither resolves.
+    """
+    from pathlib import Path
+
+    from testbed import state as _state
+
+    p = Path(target)
+    if p.is_dir() or p.name == "lab.json" and p.is_file():
+        spec = LabSpec.load(p)
+        record = _state.load(spec.name) or {}
+    else:
+        record = _state.load(target)
+        if not record or "labdir" not in record:
+            raise RailabError(f"{target!r} is neither a running lab (none recorded under "
+                              f"{_state.run_root()}) nor a lab directory: `railab up LABDIR` "
+                              "first, or pass the lab directory")
+        spec = LabSpec.load(record["labdir"])
+    namespaces = dict(record.get("namespaces") or {})
+
+    def netns_of(node: str) -> str:
+        return namespaces.get(node) or netns_name(spec.name, node)
+
+    return spec, netns_of

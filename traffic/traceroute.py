@@ -1,0 +1,55 @@
+"""RoCE traceroute: TTL-limited copies of a flow's own packets name the path it takes.
+
+Each probe is the flow's first RoCEv2 packet with the same IP addresses and UDP ports (so an
+L4 ECMP hash, ``fib_multipath_hash_policy=1``, sends it where the flow goes) and TTL 1, 2, ...;
+the switch where the TTL runs out answers ICMP time-exceeded (RFC 792), whose source address
+names the hop. Linux picks that address by routing back to the sender
+(``icmp_errors_use_inbound_ifaddr=0``): a leaf answers from its /31 towards the source NIC when
+it is the first hop, and from its loopback otherwise (leaf-spine links are unnumbered, RFC 5549,
+and carry no IPv4); a spine always answers from its loopback. Addresses are mapped back to node
+names with ``lab.json`` (loopbacks, NIC gateways). The last hop is the destination NIC itself,
+recognised by the receiver. Switches need ``icmp_ratelimit=0`` (set by both runtimes).
+"""
+
+from __future__ import annotations
+
+from traffic.engine import Engine, Hop
+from traffic.patterns import Flow
+
+
+def trace(engine: Engine, flow: Flow, max_ttl: int = 8, timeout: float = 0.3) -> list[Hop]:
+    """Probe ``flow`` with TTL 1..``max_ttl``; stop at the destination, an ICMP unreachable, or
+    two silent hops in a row. Returns one :class:`Hop` per TTL sent.
+
+    Intra-server flows never reach a switch: the list is the single destination hop.
+    """
+    hops: list[Hop] = []
+    silent = 0
+    for ttl in range(1, max_ttl + 1):
+        hop = engine.probe(flow, ttl, timeout=timeout)
+        hops.append(hop)
+        if hop.kind in ("destination", "unreachable"):
+            break
+        silent = silent + 1 if hop.kind == "timeout" else 0
+        if silent >= 2:
+            break
+    return hops
+
+
+def switch_path(hops: list[Hop]) -> list[str]:
+    """The switch names of a trace, in order (``["g1-leaf1", "spine2", "g2-leaf1"]``)."""
+    return [h.node or h.address or "?" for h in hops if h.kind == "time-exceeded"]
+
+
+def format_path(hops: list[Hop]) -> str:
+    """``g1-leaf1 -> spine2 -> g2-leaf1 -> srv3:eth1`` (``*`` for a silent hop, ``!`` marks
+    an unreachable answer)."""
+    parts = []
+    for h in hops:
+        if h.kind == "timeout":
+            parts.append("*")
+        elif h.kind == "unreachable":
+            parts.append(f"!{h.node or h.address}")
+        else:
+            parts.append(h.node or h.address or "?")
+    return " -> ".join(parts)
