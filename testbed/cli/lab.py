@@ -1,9 +1,152 @@
-"""`railab` sub-commands for this area (registered by testbed.cli)."""
+"""``railab up | down | status | exec | inspect``: run a lab on the embedded netns runtime.
+
+``LAB`` is a lab name (for down/status/exec/inspect), a lab directory, a ``.clab.yml``, or (for
+``up``) an intent (shipped name such as ``mini``, or an intent YAML) generated first into
+``./labs/<name>`` or ``--out DIR``. Errors print one ``error: ...`` line (testbed.cli.main).
+"""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import time
+from pathlib import Path
+from typing import List, Optional
+
 import typer
+from rich.console import Console
+from rich.table import Table
+
+from testbed.runtime.base import RailabError
+
+
+def _runtime():
+    from testbed.runtime.netns import NetnsRuntime
+
+    return NetnsRuntime()
+
+
+def _resolve_up_target(lab: str, out: Optional[Path]) -> Path:
+    """A lab directory or .clab.yml as is; an intent (name or YAML) generated first."""
+    p = Path(lab)
+    if p.is_dir() or (p.is_file() and p.name.endswith((".clab.yml", ".clab.yaml"))):
+        return p
+    is_yaml = p.is_file() and p.suffix in (".yml", ".yaml")
+    shipped = Path(__file__).resolve().parents[2] / "topologies" / "intents" / f"{lab}.yml"
+    if not is_yaml and not shipped.exists():
+        raise RailabError(f"{lab!r} is neither a lab directory, a .clab.yml, an intent YAML nor a shipped intent name")
+    from topologies.generator import generate
+
+    name = p.stem if is_yaml else lab
+    target = out if out is not None else Path("labs") / name
+    return generate(p if is_yaml else shipped, target)
+
+
+def _lab_name(lab: str) -> str:
+    """A lab name, or the name inside a lab directory / .clab.yml."""
+    p = Path(lab)
+    if p.exists():
+        from testbed.clabfile import load_clab
+
+        return load_clab(p).name
+    return lab
 
 
 def register(app: typer.Typer) -> None:
-    """Attach this module's commands to `app`."""
+    """Attach ``up``, ``down``, ``status``, ``exec``, ``inspect`` to ``app``."""
+
+    @app.command()
+    def up(
+        lab: str = typer.Argument(..., help="lab directory, .clab.yml, intent name or intent YAML"),
+        out: Optional[Path] = typer.Option(None, "--out", "-o", help="where to generate an intent (default ./labs/<name>)"),
+        timeout: Optional[float] = typer.Option(None, help="convergence budget in s (default scales with the lab)"),
+        progress: bool = typer.Option(True, "--progress/--no-progress", help="show the convergence display"),
+    ) -> None:
+        """Bring a lab up on network namespaces with FRR and wait until it has converged."""
+        target = _resolve_up_target(lab, out)
+        t0 = time.monotonic()
+        try:
+            rec = _runtime().up(target, timeout=timeout, progress=progress)
+        except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP: up has rolled back already
+            typer.echo(f"error: interrupted ({exc or 'SIGINT'}): everything up made was removed", err=True)
+            raise typer.Exit(130) from None
+        typer.echo(
+            f"lab {rec['lab']} is up and converged in {time.monotonic() - t0:.1f} s "
+            f"({len(rec['namespaces'])} nodes, {len(rec['links'])} links); railab down {rec['lab']} removes it"
+        )
+
+    @app.command()
+    def down(
+        lab: Optional[str] = typer.Argument(None, help="lab name, directory or .clab.yml"),
+        all_: bool = typer.Option(False, "--all", help="remove every railab lab and orphaned railab namespace"),
+    ) -> None:
+        """Remove everything ``up`` made (idempotent; works after a crash)."""
+        rt = _runtime()
+        if all_:
+            gone = rt.down_all()
+            typer.echo(f"removed {len(gone)} lab(s)" + (f": {', '.join(gone)}" if gone else ""))
+            return
+        if not lab:
+            raise RailabError("name a lab (railab down LAB) or pass --all")
+        name = _lab_name(lab)
+        rt.down(name)
+        typer.echo(f"lab {name} is down")
+
+    @app.command()
+    def status(
+        lab: str = typer.Argument(..., help="lab name, directory or .clab.yml"),
+        as_json: bool = typer.Option(False, "--json", help="print JSON"),
+    ) -> None:
+        """Nodes, FRR daemons alive, BGP sessions up/expected."""
+        s = _runtime().status(_lab_name(lab))
+        if as_json:
+            typer.echo(json.dumps(s, indent=2, sort_keys=True))
+            return
+        con = Console()
+        t = Table(title=f"lab {s['lab']} ({s['phase']})")
+        for col in ("node", "namespace", "present", "daemons"):
+            t.add_column(col)
+        for name, n in s["nodes"].items():
+            ds = " ".join(f"{d}{'' if ok else '(dead)'}" for d, ok in n["daemons"].items()) or "-"
+            t.add_row(name, n["namespace"], "yes" if n["present"] else "NO", ds)
+        con.print(t)
+        ses = s["sessions"]
+        if "error" in ses:
+            con.print(f"sessions: unavailable ({ses['error']})")
+        else:
+            con.print(f"BGP sessions Established: {ses['up']}/{ses['expected']}")
+            for d in ses["down"][:20]:
+                con.print(f"  down: {d}")
+
+    @app.command(name="exec", context_settings={"allow_interspersed_args": False})
+    def exec_(
+        lab: str = typer.Argument(..., help="lab name"),
+        node: str = typer.Argument(..., help="node name, e.g. g1-leaf1 or srv1"),
+        cmd: List[str] = typer.Argument(..., help="command (after --); vtysh is pointed at the node's daemons"),
+    ) -> None:
+        """Run CMD inside NODE's namespace (e.g. ``railab exec mini g1-leaf1 -- vtysh -c 'show bgp summary'``)."""
+        from testbed.runtime.netns import NetnsExecutor, _enter_ns, _ns_path
+
+        cmd = list(cmd)
+        if cmd and cmd[0] == "--":
+            cmd = cmd[1:]
+        if not cmd:
+            raise RailabError("give a command after --, e.g. railab exec LAB NODE -- vtysh -c 'show bgp summary'")
+        name = _lab_name(lab)
+        ex = NetnsExecutor(name)
+        ns = _runtime().netns_name(name, node)
+        if not _ns_path(ns).exists():
+            raise RailabError(f"lab {name!r} has no node {node!r} (no namespace {ns})")
+        try:
+            rc = subprocess.run(ex.argv_for(node, list(cmd)), preexec_fn=_enter_ns(ns)).returncode
+        except FileNotFoundError:
+            raise RailabError(f"{cmd[0]}: command not found") from None
+        raise typer.Exit(rc)
+
+    @app.command()
+    def inspect(
+        lab: str = typer.Argument(..., help="lab name, directory or .clab.yml"),
+        as_json: bool = typer.Option(True, "--json/--no-json", help="print the recorded state as JSON"),
+    ) -> None:
+        """The recorded state of a lab (namespaces, links, PIDs, paths)."""
+        typer.echo(json.dumps(_runtime().inspect(_lab_name(lab)), indent=2, sort_keys=True))

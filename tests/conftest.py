@@ -1,0 +1,116 @@
+"""Shared fixtures: live labs on the netns runtime (root + Debian frr), and a leak check.
+
+Live labs are session-scoped and named with this pytest process's PID (``m<pid>``, ``ro<pid>``),
+so parallel runs and other people's labs never clash; they are always brought down at the end.
+Integration modules opt into the leak check with ``pytestmark = [pytest.mark.integration,
+pytest.mark.usefixtures("no_leaks")]``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+PID = str(os.getpid())
+
+
+def integration_skip_reason() -> str | None:
+    """Why integration tests cannot run here, or None."""
+    if os.geteuid() != 0:
+        return "integration tests need root (network namespaces, FRR)"
+    if not Path("/usr/lib/frr/zebra").exists() or shutil.which("vtysh") is None:
+        return "integration tests need Debian's frr: apt-get install frr"
+    return None
+
+
+def pytest_collection_modifyitems(config, items):
+    reason = integration_skip_reason()
+    if reason is None:
+        return
+    skip = pytest.mark.skip(reason=reason)
+    for item in items:
+        if "integration" in item.keywords:
+            item.add_marker(skip)
+
+
+@dataclass
+class LiveLab:
+    """A running lab: ``spec`` (LabSpec), ``name``, ``dir`` (lab directory), ``executor``."""
+
+    name: str
+    dir: Path
+    spec: object
+    executor: object
+    record: dict
+
+
+def our_namespaces() -> set[str]:
+    """Namespaces of labs made by this pytest process (their names carry its PID)."""
+    try:
+        return {n for n in os.listdir("/run/netns") if n.startswith("clab-") and PID in n}
+    except FileNotFoundError:
+        return set()
+
+
+_LIVE: dict[str, LiveLab] = {}
+
+
+def _live_namespaces() -> set[str]:
+    return {ns for lab in _LIVE.values() for ns in lab.record["namespaces"].values()}
+
+
+@pytest.fixture(scope="module")
+def no_leaks():
+    """Fail the module if it leaves namespaces of this process behind (live session labs aside)."""
+    before = our_namespaces() - _live_namespaces()
+    yield
+    after = our_namespaces() - _live_namespaces()
+    leaked = sorted(after - before)
+    assert not leaked, f"namespaces leaked by this module: {leaked}"
+
+
+def _bring_up(intent: str, name: str, tmp_path_factory) -> LiveLab:
+    reason = integration_skip_reason()
+    if reason:
+        pytest.skip(reason)
+    from testbed.runtime.netns import NetnsExecutor, NetnsRuntime
+    from topologies.generator import generate
+    from topologies.labspec import LabSpec
+
+    root = Path(__file__).resolve().parents[1]
+    labdir = generate(root / "topologies" / "intents" / f"{intent}.yml", tmp_path_factory.mktemp(name) / name, name=name)
+    record = NetnsRuntime().up(labdir, progress=False)
+    lab = LiveLab(name, labdir, LabSpec.load(labdir), NetnsExecutor(name), record)
+    _LIVE[name] = lab
+    return lab
+
+
+def _bring_down(name: str) -> None:
+    from testbed.runtime.netns import NetnsRuntime
+
+    _LIVE.pop(name, None)
+    NetnsRuntime().down(name)
+
+
+@pytest.fixture(scope="session")
+def mini_lab(tmp_path_factory):
+    """The ``mini`` intent (Rail-optimized, 2 groups x 4 rails, 2 spines), up and converged."""
+    name = f"m{PID}"
+    try:
+        yield _bring_up("mini", name, tmp_path_factory)
+    finally:
+        _bring_down(name)
+
+
+@pytest.fixture(scope="session")
+def railonly_lab(tmp_path_factory):
+    """The ``rail-only-512`` intent (Rail-only, one group, no spines), up and converged."""
+    name = f"ro{PID}"
+    try:
+        yield _bring_up("rail-only-512", name, tmp_path_factory)
+    finally:
+        _bring_down(name)

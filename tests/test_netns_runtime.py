@@ -1,0 +1,202 @@
+"""Integration tests of the netns runtime on real FRR (root + Debian frr; skipped otherwise)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from testbed import state as st
+from testbed.runtime.base import RailabError
+from testbed.runtime.netns import NetnsRuntime, _alive, _cmdline
+from tests.conftest import PID, our_namespaces
+
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("no_leaks")]
+ROOT = Path(__file__).resolve().parents[1]
+CLI = [sys.executable, "-c", "from testbed.cli import main; main()"]
+
+
+def _gen(intent: str, name: str, tmp_path: Path) -> Path:
+    from topologies.generator import generate
+
+    return generate(ROOT / "topologies" / "intents" / f"{intent}.yml", tmp_path / name, name=name)
+
+
+def _lab_processes(lab: str) -> list[int]:
+    run = str(st.lab_dir(lab)) + "/"
+    return [int(p) for p in os.listdir("/proc") if p.isdigit() and _alive(int(p)) and run in _cmdline(int(p))]
+
+
+def _assert_gone(lab: str) -> None:
+    assert not [ns for ns in our_namespaces() if ns.startswith(f"clab-{lab}-")]
+    assert not st.lab_dir(lab).exists()
+    assert not [ns for ns, owner in st.ledger().items() if owner == lab]
+    assert _lab_processes(lab) == []
+
+
+def _check_converged(lab) -> None:
+    """Sessions Established and ECMP widths, read straight from FRR's JSON."""
+    routers = [n.name for n in lab.spec.nodes if n.role != "server"]
+    assert routers
+    for node in routers:
+        expected_sessions = [s for s in lab.spec.bgp_sessions if s.node == node]
+        if expected_sessions:
+            peers = lab.executor.vtysh_json(node, "show bgp summary json")["ipv4Unicast"]["peers"]
+            for s in expected_sessions:
+                assert peers[s.interface]["state"] == "Established", (node, s.interface)
+        table = lab.executor.vtysh_json(node, "show ip route json")
+        for r in lab.spec.expected_routes.get(node, []):
+            entry = next(e for e in table[r.prefix] if e.get("selected"))
+            fib = [nh["interfaceName"] for nh in entry["nexthops"] if nh.get("fib")]
+            assert len(fib) == r.ecmp_width, (node, r.prefix, fib)
+            if r.interfaces:
+                assert sorted(fib) == sorted(r.interfaces)
+
+
+def test_mini_converges(mini_lab):
+    assert len(mini_lab.spec.bgp_sessions) > 0
+    assert any(r.ecmp_width > 1 for rs in mini_lab.spec.expected_routes.values() for r in rs)
+    _check_converged(mini_lab)
+
+
+def test_railonly_converges(railonly_lab):
+    assert railonly_lab.spec.architecture == "rail-only"
+    _check_converged(railonly_lab)
+    # Server addressing and policy routing from lab.json, read back over netlink in the ns.
+    nic = railonly_lab.spec.nics[0]
+    probe = (
+        "from pyroute2 import IPRoute; i = IPRoute();"
+        f"print(sorted(r.get('table') for r in i.rule('dump') if r.get('src') == '{nic.address.split('/')[0]}'),"
+        f" [r.get('gateway') for r in i.route('dump', table={nic.table})])"
+    )
+    res = railonly_lab.executor.run(nic.server, [sys.executable, "-c", probe])
+    assert res.ok, res.stderr
+    assert res.stdout.strip() == f"[{nic.table}] ['{nic.gateway}']"
+
+
+_RECV = """
+import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(socket.IPPROTO_IP, getattr(socket, "IP_RECVTTL", 12), 1)  # linux/in.h
+s.bind((sys.argv[1], 4791)); s.settimeout(10)
+print("ready", flush=True)
+data, anc, _, src = s.recvmsg(64, 64)
+ttl = [int.from_bytes(d, sys.byteorder) for lvl, typ, d in anc if typ == socket.IP_TTL][0]
+print(data.decode(), src[0], ttl, flush=True)
+"""
+_SEND = """
+import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind((sys.argv[1], 0)); s.sendto(b"railab", (sys.argv[2], 4791))
+"""
+
+
+def test_packet_crosses_fabric(mini_lab):
+    """A UDP datagram (RoCEv2 port) from srv1 NIC1 to a group-2 server's NIC4, sourced from
+    NIC1's address, arrives with TTL 64 - 3 (leaf, spine, leaf: cross-group)."""
+    spec = mini_lab.spec
+    src = spec.nic("srv1", 1)
+    dst = next(n for n in spec.nics if n.group != src.group and n.nic == 4)
+    saddr, daddr = src.address.split("/")[0], dst.address.split("/")[0]
+    from testbed.runtime.netns import _enter_ns
+
+    recv = subprocess.Popen([sys.executable, "-c", _RECV, daddr], stdout=subprocess.PIPE, text=True,
+                            preexec_fn=_enter_ns(f"clab-{mini_lab.name}-{dst.server}"))
+    try:
+        assert recv.stdout.readline().strip() == "ready"
+        res = mini_lab.executor.run(src.server, [sys.executable, "-c", _SEND, saddr, daddr])
+        assert res.ok, res.stderr
+        out, _ = recv.communicate(timeout=15)
+    finally:
+        recv.kill()
+    data, peer, ttl = out.split()
+    assert (data, peer) == ("railab", saddr)
+    assert 64 - int(ttl) == spec.expected_hops["cross-group"] == 3
+
+
+def test_two_labs_at_once(mini_lab, railonly_lab):
+    rt = NetnsRuntime()
+    a, b = rt.status(mini_lab.name), rt.status(railonly_lab.name)
+    for s in (a, b):
+        assert all(n["present"] for n in s["nodes"].values())
+        assert all(all(d.values()) for d in (n["daemons"] for n in s["nodes"].values()))
+    assert a["sessions"]["up"] == a["sessions"]["expected"] == len(mini_lab.spec.bgp_sessions)
+    assert a["nodes"]["srv1"]["namespace"] != b["nodes"]["srv1"]["namespace"]
+
+
+def test_clash_is_refused_and_harmless(mini_lab):
+    with pytest.raises(RailabError, match=f"lab {mini_lab.name} is already up: railab down {mini_lab.name}"):
+        NetnsRuntime().up(mini_lab.dir, progress=False)
+    assert NetnsRuntime().status(mini_lab.name)["sessions"]["up"] == len(mini_lab.spec.bgp_sessions)
+
+
+def test_bad_config_is_rejected(tmp_path):
+    name = f"bad{PID}"
+    labdir = _gen("rail-only-512", name, tmp_path)
+    conf = sorted(labdir.glob("configs/*/frr.conf"))[0]
+    conf.write_text(conf.read_text() + "interface eth1\n ip addresss 10.9.9.9/31\nexit\n")
+    with pytest.raises(RailabError, match=rf"FRR rejected the config of {conf.parent.name} .*Unknown command"):
+        NetnsRuntime().up(labdir, progress=False)
+    _assert_gone(name)
+
+
+def test_down_removes_everything_and_is_idempotent(tmp_path):
+    name = f"dn{PID}"
+    labdir = _gen("rail-only-512", name, tmp_path)
+    rt = NetnsRuntime()
+    rec = rt.up(labdir, progress=False)
+    pids = [p for r in rec["routers"].values() for p in r["pids"].values()]
+    assert pids and all(_alive(p) for p in pids)
+    assert set(our_namespaces()) >= set(rec["namespaces"].values())
+    rt.down(name)
+    _assert_gone(name)
+    assert not any(_alive(p) for p in pids)
+    rt.down(name)  # idempotent
+
+
+def _up_subprocess(labdir: Path) -> subprocess.Popen:
+    return subprocess.Popen([*CLI, "up", str(labdir), "--no-progress"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+
+
+def _wait_for_namespaces(lab: str, proc: subprocess.Popen, timeout: float = 30) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if any(ns.startswith(f"clab-{lab}-") for ns in our_namespaces()):
+            return
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.005)
+    raise AssertionError("namespaces never appeared")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_interrupted_up_rolls_back(tmp_path, sig):
+    name = f"i{sig.value}x{PID}"
+    labdir = _gen("mini", name, tmp_path)
+    proc = _up_subprocess(labdir)
+    _wait_for_namespaces(name, proc)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "interrupted" in err
+    _assert_gone(name)
+
+
+def test_down_after_crash(tmp_path):
+    """SIGKILL during up (no rollback possible), then `railab down` removes what was recorded."""
+    name = f"cr{PID}"
+    labdir = _gen("mini", name, tmp_path)
+    proc = _up_subprocess(labdir)
+    _wait_for_namespaces(name, proc)
+    time.sleep(0.3)  # let FRR start in some nodes
+    proc.kill()
+    proc.wait()
+    assert st.load(name) is not None
+    res = subprocess.run([*CLI, "down", name], capture_output=True, text=True, cwd=ROOT)
+    assert res.returncode == 0, res.stderr
+    _assert_gone(name)
