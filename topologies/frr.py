@@ -24,6 +24,8 @@ What each part implements:
 * ``maximum-paths``: at least the node's fabric links (ECMP across every uplink; seed: 1:1
   non-blocking), capped by :data:`topologies.intent.FRR_MAX_ECMP` (Debian build: 256).
 * ``bgp route-map delay-timer 0``: removes the 5 s route-map delay timer (peer NOTES.md).
+* Loading: the file is an integrated config; apply it with ``vtysh -f``/``vtysh -b`` to running
+  daemons. Per-daemon ``-f frr.conf`` loses the static blackhole (staticd 8.4 rejects it there).
 * BFD (bfdd) on every fabric session: 300 ms x 5 (detects a dead link in 1.5 s while tolerating a
   busy 2-core host).
 """
