@@ -84,6 +84,7 @@ def engine():
         try:
             client = docker.from_env(timeout=10)
             client.ping()
+            client.railab_url = None  # the environment's engine
             yield client
             client.close()
             return
@@ -103,6 +104,7 @@ def engine():
             try:
                 client = docker.DockerClient(base_url=url, timeout=10)
                 client.ping()
+                client.railab_url = url
                 break
             except docker.errors.DockerException:
                 if time.monotonic() > deadline:
@@ -210,3 +212,19 @@ def test_stopped_container_is_reported(engine, node):
             DockerExecutor(lab, client=engine).run("srv1", ["true"])
     finally:
         ctr.remove(force=True)
+
+
+def test_preflight_names_images_missing_locally(engine, node):
+    """ContainerlabRuntime's prerequisite check against the real engine: the imported test image
+    is found, a railab image that was never built is named with how to build it."""
+    from testbed.runtime.containerlab import missing_images, preflight
+
+    present = node[1].image.tags[0]
+    assert missing_images([present, "railab/gpu-server:never-built"], engine) == ["railab/gpu-server:never-built"]
+    with pytest.raises(RailabError) as err:
+        preflight([present, "railab/gpu-server:never-built"], binary="sh", docker_url=engine.railab_url)
+    msg = str(err.value)
+    assert "image(s) not present locally: railab/gpu-server:never-built" in msg
+    assert "docker build -t railab/gpu-server:never-built images/gpu-server" in msg
+    assert "containerlab binary" not in msg and "--runtime netns" in msg
+    assert preflight([present], binary="sh", docker_url=engine.railab_url) is not None
