@@ -148,17 +148,17 @@ def _report_class(spec: LabSpec, flow: Any) -> str:
     return flow.path_class
 
 
-def _drawn_path(flow: Any, nodes: list[str]) -> list[str]:
-    """Source GPU's NIC, the NVLink hop to the sending NIC for PXN, switches, destination NIC."""
+def _drawn_path(flow: Any, switches: list[str], reached: bool = True) -> list[str]:
+    """Hops to draw: the source GPU's NIC, for PXN the NVLink hop to the NIC that sends, the
+    switches (``node`` or ``node:port``), and the destination NIC when ``reached``."""
     src, dst = flow.src[0], flow.dst[0]
     out = [f"{src}:eth{flow.src[1] + 1}"]
+    if flow.path_class == "intra-server":
+        return out + [f"{dst}:eth{flow.dst[1] + 1}"]
     if flow.nvlink and flow.src_nic != flow.src[1] + 1:
         out.append(f"{src}:eth{flow.src_nic}")
-    if flow.path_class == "intra-server":
-        out.append(f"{dst}:eth{flow.dst[1] + 1}") if out[-1] != f"{dst}:eth{flow.dst[1] + 1}" else None
-        return out
-    out += [n.split(":")[0] for n in nodes]
-    if nodes or flow.expected_hops is not None:
+    out += [n.split(":")[0] for n in switches]
+    if reached:
         out.append(f"{dst}:eth{flow.dst_nic}")
     return out
 
@@ -254,11 +254,21 @@ def traceroute(engine: Any, spec: LabSpec, flow: Any, max_ttl: int = 8) -> Trace
             break
     switches = [h.node for h in hops if h.node and ":" not in h.node]
     reached = any(h.node and h.node.startswith(f"{flow.dst[0]}:") for h in hops)
-    path = _drawn_path(flow, switches) if reached else []
-    if flow.path_class == "intra-server":
-        path = _drawn_path(flow, [])
+    outcome = ""
+    path = _drawn_path(flow, switches, reached or flow.path_class == "intra-server")
+    if not (reached or flow.path_class == "intra-server"):
+        # Drawn as far as it went: source NIC (and NVLink hop), the switches that answered.
+        if not switches:
+            path = []
+        last = hops[-1] if hops else None
+        if last is not None and last.node and hops[-1].rtt_ms is not None:
+            outcome = f"unreachable at {last.node}"
+        else:
+            outcome = "no answer"
+        if flow.expected_hops is None:
+            outcome += ", as designed"
     return Trace(path_class=_report_class(spec, flow), src=_gpu(flow.src), dst=_gpu(flow.dst),
-                 hops=hops, path=path)
+                 hops=hops, path=path, outcome=outcome)
 
 
 def measure_traffic(spec: LabSpec, executor: Executor, console: Console
@@ -336,8 +346,8 @@ def measure(spec: LabSpec, executor: Executor, console: Console, steps: _Steps |
     try:
         with steps.step("checks", "cabling, BGP, routes, oversubscription, hops") as t:
             rep.checks = run_all_checks(spec, executor, console)
-            bad = [c for c in rep.checks if not c.ok]
-            t.detail = f"{len(rep.checks) - len(bad)}/{len(rep.checks)} passed"
+            n = {k: sum(1 for c in rep.checks if c.status == k) for k in ("pass", "fail", "skip")}
+            t.detail = f"{n['pass']} passed, {n['fail']} failed, {n['skip']} skipped"
             _show_checks(console, rep)
     except (RailabError, RuntimeError, OSError, ValueError, ImportError) as exc:
         rep.errors.append(f"checks: {exc}")

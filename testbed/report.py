@@ -35,13 +35,14 @@ REPORT_SCHEMA_VERSION = 1
 CheckStatus = Literal["pass", "fail", "skip", "error"]
 
 # Display order and wording of the path classes (docs/architecture.md, "Expected hops").
-PATH_CLASS_ORDER = ("intra-server", "intra-rail", "inter-rail", "inter-rail-pxn", "cross-group",
-                    "cross-group-pxn")
+PATH_CLASS_ORDER = ("intra-server", "intra-rail", "inter-rail-same-leaf", "inter-rail",
+                    "inter-rail-pxn", "cross-group", "cross-group-pxn")
 # Check families in run order (checks.base.CHECKS); failures are listed first, then this order.
 CHECK_ORDER = {c: i for i, c in enumerate(("cabling", "bgp", "routes", "oversub", "hops"))}
 PATH_CLASS_TEXT = {
     "intra-server": "intra-server (NVLink, never leaves the server)",
     "intra-rail": "intra-rail (same rail, one leaf)",
+    "inter-rail-same-leaf": "inter-rail, no PXN, both rails on one leaf (Rail-only)",
     "inter-rail": "inter-rail, no PXN",
     "inter-rail-pxn": "inter-rail with PXN (NVLink to the peer GPU, then its NIC)",
     "cross-group": "cross-group",
@@ -107,10 +108,13 @@ class Trace(BaseModel):
     dst: str
     hops: list[TraceHop] = Field(default_factory=list)
     path: list[str] = Field(default_factory=list, description="e.g. srv1:eth1, g1-leaf1, ...")
+    outcome: str = Field("", description="'' when the destination answered, else e.g. "
+                                         "'unreachable at leaf1'")
 
     @property
     def label(self) -> str:
-        return f"{self.path_class}: {self.src} -> {self.dst}"
+        text = f"{self.path_class}: {self.src} -> {self.dst}"
+        return f"{text} ({self.outcome})" if self.outcome else text
 
 
 class CheckItem(BaseModel):
