@@ -10,7 +10,7 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 pkgs=(frr iproute2 graphviz procps)
 if [ "${1:-}" = "--test" ]; then
-  pkgs+=(openssh-server docker.io chromium)
+  pkgs+=(openssh-server docker.io chromium busybox-static)
 fi
 missing=()
 for p in "${pkgs[@]}"; do
