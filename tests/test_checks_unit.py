@@ -1,0 +1,232 @@
+"""Unit tests of the checks over FRR 8.4 JSON captured from a healthy ``mini`` lab
+(tests/data/frr/mini_snapshot.json, trimmed to the fields the checks read) and edited copies of it;
+plus the netlink cabling reader against this test's own small namespaces (root only)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from checks.base import Observer
+from checks.bgp import check_bgp
+from checks.junit import to_junit
+from checks.oversub import parse_ratio
+from checks.routes import check_routes
+from checks.runner import parse_only, run_checks, summary
+from testbed.executor import ExecResult, Executor
+from topologies.generator import generate
+from topologies.labspec import LabSpec
+
+DATA = Path(__file__).parent / "data" / "frr"
+
+
+class RecordedExecutor(Executor):
+    """Answers vtysh with recorded FRR JSON ({node: {command: doc}}); other commands fail."""
+
+    def __init__(self, snapshot: dict) -> None:
+        self.snap = snapshot
+
+    def run(self, node, argv, *, timeout=30.0):
+        if argv[:2] != ["vtysh", "-c"]:
+            return ExecResult(127, "", "not recorded")
+        cmd = argv[2]
+        if cmd.startswith("show bgp neighbors"):
+            return ExecResult(0, json.dumps(self.snap.get(node, {}).get(cmd, {})), "")
+        if node not in self.snap:
+            return ExecResult(1, "", f"{node}: vtysh: failed to connect to any daemons")
+        return ExecResult(0, json.dumps(self.snap[node][cmd]), "")
+
+
+SUMMARY = "show bgp vrf default ipv4 unicast summary json"
+RIB = "show ip route json"
+BGP = "show bgp vrf default ipv4 unicast json"
+
+
+@pytest.fixture(scope="module")
+def spec(tmp_path_factory) -> LabSpec:
+    return LabSpec.load(generate("mini", tmp_path_factory.mktemp("g") / "lab", name="ck-mini"))
+
+
+@pytest.fixture
+def snap() -> dict:
+    return json.loads((DATA / "mini_snapshot.json").read_text())
+
+
+def _run(spec, snap, only):
+    # netns_of -> None: no netlink (FIB, cabling) in unit tests
+    return run_checks(spec, RecordedExecutor(snap), only=only, netns_of=lambda n: None)
+
+
+def _fails(results):
+    return [r for r in results if r.status == "fail"]
+
+
+def test_healthy_snapshot_passes_bgp_and_routes(spec, snap):
+    res = _run(spec, snap, "bgp,routes")
+    assert not _fails(res), [r.message() for r in _fails(res)]
+    s = summary(res)
+    # 16 sessions + 10 switch ASNs; 8 announcements
+    assert s["bgp"]["pass"] == 16 + 10
+    assert sum(r.name.endswith("kernel FIB") for r in res if r.status == "skip") == 10
+
+
+def test_admin_shutdown_names_node_session_and_fix(spec, snap):
+    peer = snap["g1-leaf2"][SUMMARY]["peers"]["eth3"]
+    peer.update(state="Idle (Admin)", peerState="Admin")
+    snap["spine1"][SUMMARY]["peers"]["eth2"].update(state="Idle", peerState="OK")
+    (bad,) = _fails(check_bgp(Observer(spec, RecordedExecutor(snap), lambda n: None)))
+    assert bad.node == "g1-leaf2" and bad.name == "g1-leaf2:eth3 <-> spine1:eth2"
+    assert "Idle (Admin)" in bad.observed and "Established" in bad.expected
+    assert "neighbor eth3 shutdown" in bad.reason
+
+
+def test_wrong_local_asn_and_remote_view(spec, snap):
+    snap["g2-leaf4"][SUMMARY]["as"] = 4200000099
+    for sp in ("spine1", "spine2"):
+        for p in snap[sp][SUMMARY]["peers"].values():
+            if p["remoteAs"] == 4200000008:
+                p["remoteAs"] = 4200000099
+    bad = _fails(check_bgp(Observer(spec, RecordedExecutor(snap), lambda n: None)))
+    asn = [r for r in bad if r.name == "g2-leaf4 ASN"]
+    assert asn and asn[0].expected == "AS 4200000008" and asn[0].observed == "AS 4200000099"
+    assert "router bgp 4200000099" in asn[0].reason
+    sess = [r for r in bad if "<->" in r.name]
+    assert len(sess) == 2 and all(r.node.startswith("spine") for r in sess)
+    assert all("sees AS 4200000099" in r.reason for r in sess)
+
+
+def test_bad_peer_as_notification_is_the_cause(spec, snap):
+    snap["g1-leaf1"][SUMMARY]["peers"]["eth3"].update(state="Active")
+    snap["spine1"][SUMMARY]["peers"]["eth1"].update(state="Idle")
+    nb = json.loads((DATA / "bgp_neighbors_peer_asn_mismatch.json").read_text())
+    snap["g1-leaf1"]["show bgp neighbors eth3 json"] = {"eth3": nb["eth2"]}
+    (bad,) = _fails(check_bgp(Observer(spec, RecordedExecutor(snap), lambda n: None)))
+    assert "Bad Peer AS" in bad.reason
+
+
+def test_missing_and_unexpected_neighbors(spec, snap):
+    del snap["g1-leaf1"][SUMMARY]["peers"]["eth4"]
+    snap["spine2"][SUMMARY]["peers"]["eth9"] = {"state": "Active", "remoteAs": 0}
+    bad = _fails(check_bgp(Observer(spec, RecordedExecutor(snap), lambda n: None)))
+    assert {r.name for r in bad} == {"g1-leaf1:eth4 <-> spine2:eth1", "spine2:eth9 unexpected"}
+    assert "no BGP neighbor eth4" in [r for r in bad if "eth4" in r.name][0].reason
+
+
+def test_unreachable_bgpd_is_a_failure_not_a_crash(spec, snap):
+    del snap["spine2"]
+    bad = _fails(_run(spec, snap, "bgp"))
+    assert any(r.name == "spine2 ASN" and "bgpd" in r.reason for r in bad)
+
+
+def test_missing_announcement_is_traced_to_the_origin(spec, snap):
+    prefix = "10.0.2.0/24"  # g1-leaf3's rail subnet
+    assert [rs.leaf for rs in spec.rail_subnets if rs.prefix == prefix] == ["g1-leaf3"]
+    del snap["g1-leaf3"][BGP]["routes"][prefix]
+    for node, doc in snap.items():
+        if node != "g1-leaf3":
+            doc[RIB].pop(prefix, None)
+    bad = _fails(check_routes(Observer(spec, RecordedExecutor(snap), lambda n: None)))
+    ann = [r for r in bad if r.name == f"g1-leaf3 announces {prefix}"]
+    assert ann and f"network {prefix}" in ann[0].reason
+    remote = [r for r in bad if r.subject == prefix and r is not ann[0]]
+    assert len(remote) == 7 + 2  # every other leaf and both spines
+    assert all(r.observed == "missing from RIB" for r in remote)
+    assert all("g1-leaf3 does not announce" in r.reason for r in remote if r.node.startswith("g"))
+
+
+def test_ecmp_shortfall_names_the_missing_interface(spec, snap):
+    entry = snap["g2-leaf2"][RIB]["10.0.0.0/24"][0]
+    entry["nexthops"] = [h for h in entry["nexthops"] if h["interfaceName"] != "eth4"]
+    snap["g2-leaf2"][SUMMARY]["peers"]["eth4"]["state"] = "Connect"
+    (bad,) = _fails(check_routes(Observer(spec, RecordedExecutor(snap), lambda n: None)))
+    assert bad.node == "g2-leaf2" and bad.subject == "10.0.0.0/24"
+    assert bad.expected == "2-way ECMP via eth3,eth4" and bad.observed == "RIB 1-way via eth3"
+    assert "eth4" in bad.reason and "Connect" in bad.reason
+
+
+def test_captured_fault_shapes_parse(spec):
+    """Shapes captured from real FRR 8.4 (2-leaf experiment): Admin shutdown and link down."""
+    shut = json.loads((DATA / "bgp_summary_shutdown.json").read_text())["ipv4Unicast"]["peers"]["eth2"]
+    assert (shut["state"], shut["peerState"]) == ("Idle (Admin)", "Admin")
+    down = json.loads((DATA / "ip_route_linkdown.json").read_text())["10.9.0.0/24"][0]
+    from checks.routes import _active_ifs
+
+    assert _active_ifs(down) == ["eth2"]
+    healthy = json.loads((DATA / "ip_route_healthy.json").read_text())["10.9.0.0/24"][0]
+    assert _active_ifs(healthy) == ["eth1", "eth2"]
+
+
+def test_parse_ratio_and_only():
+    assert parse_ratio("1:1") == 1 and parse_ratio("3:1") == 3 and float(parse_ratio("1.5:1")) == 1.5
+    with pytest.raises(ValueError, match="DOWN:UP"):
+        parse_ratio("fast")
+    assert parse_only("routes,bgp") == ["bgp", "routes"]
+    assert parse_only(None) == ["cabling", "bgp", "routes", "oversub", "hops"]
+    with pytest.raises(ValueError, match="unknown check ospf"):
+        parse_only("bgp,ospf")
+
+
+def test_junit_is_valid_and_counts(spec, snap):
+    snap["g1-leaf2"][SUMMARY]["peers"]["eth3"].update(state="Idle (Admin)", peerState="Admin")
+    res = _run(spec, snap, "bgp,routes")
+    root = ET.fromstring(to_junit(res, "ck-mini"))
+    assert root.tag == "testsuites"
+    suites = {s.get("name"): s for s in root.findall("testsuite")}
+    assert set(suites) == {"railab.bgp", "railab.routes"}
+    fails = root.findall(".//testcase/failure")
+    assert len(fails) == int(root.get("failures")) == len(_fails(res)) >= 1
+    assert int(suites["railab.bgp"].get("tests")) == len(suites["railab.bgp"].findall("testcase"))
+    assert all(tc.get("classname").startswith("railab.ck-mini.") for tc in root.iter("testcase"))
+
+
+def test_cli_usage_errors():
+    from testbed.cli import app
+
+    r = CliRunner().invoke(app, ["check", "whatever", "--only", "ospf"])
+    assert r.exit_code == 2 and "unknown check ospf" in r.output
+
+
+# ---- netlink cabling reader on this test's own namespaces ---------------------------------------
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces")
+def test_cabling_reads_live_veth_peers_and_reports_a_swap(spec):
+    from pyroute2 import IPRoute, netns
+
+    from checks.cabling import check_cabling
+
+    tag = f"ckc{os.getpid()}"
+    nodes = {"srv1": f"{tag}-srv1", "g1-leaf1": f"{tag}-l1", "g1-leaf2": f"{tag}-l2"}
+    made = []
+    try:
+        for ns in nodes.values():
+            netns.create(ns)
+            made.append(ns)
+        # srv1 NIC1 -> g1-leaf2:eth1 (wrong: rail 2), srv1 NIC2 -> g1-leaf1:eth1 (wrong: rail 1)
+        with IPRoute() as ipr:
+            for i, (srv_if, leaf, leaf_if) in enumerate(
+                    (("eth1", "g1-leaf2", "eth1"), ("eth2", "g1-leaf1", "eth1"))):
+                tmp_a, tmp_b = f"{tag}a{i}", f"{tag}b{i}"
+                ipr.link("add", ifname=tmp_a, kind="veth", peer={"ifname": tmp_b, "net_ns_fd": nodes[leaf]})
+                ipr.link("set", index=ipr.link_lookup(ifname=tmp_a)[0], net_ns_fd=nodes["srv1"])
+                for node, old, new in (("srv1", tmp_a, srv_if), (leaf, tmp_b, leaf_if)):
+                    with IPRoute(netns=nodes[node], flags=0) as n:
+                        n.link("set", index=n.link_lookup(ifname=old)[0], ifname=new, state="up")
+        obs = Observer(spec, None, lambda n: nodes.get(n))
+        assert obs.peer("srv1", "eth1") == ("g1-leaf2", "eth1")
+        assert obs.peer("g1-leaf1", "eth1") == ("srv1", "eth2")
+        res = {r.name: r for r in check_cabling(obs)}
+        nic1, nic2 = res["srv1 NIC 1"], res["srv1 NIC 2"]
+        assert nic1.status == nic2.status == "fail"
+        assert "srv1 NIC 1 is on g1-leaf2:eth1 (rail 2), expected g1-leaf1:eth1 (rail 1)" in nic1.reason
+        assert "srv1 NIC 2 is on g1-leaf1:eth1 (rail 1), expected g1-leaf2:eth1 (rail 2)" in nic2.reason
+        # nodes without a namespace are skipped, not failed
+        assert res["srv2 NIC 1"].status == "skip"
+    finally:
+        for ns in made:
+            netns.remove(ns)
+    assert not [n for n in os.listdir("/run/netns") if n.startswith(tag)]
