@@ -124,7 +124,8 @@ def route(spec: LabSpec, flow: Flow) -> Flow:
         dst_nic = flow.dst[1] + 1
         a, b = spec.nic(flow.src[0], src_nic), spec.nic(flow.dst[0], dst_nic)
         if a.leaf == b.leaf:
-            expected = 1
+            expected = 1 if cls == "intra-rail" else spec.expected_hops.get(
+                "inter-rail-same-leaf", spec.expected_hops.get("intra-rail", 1))
         elif cls == "inter-rail-pxn" and a.group != b.group:
             expected = spec.expected_hops.get("cross-group")
         else:
@@ -155,7 +156,8 @@ def _expand(base: list[tuple[tuple[str, int], tuple[str, int]]], n: int | None,
     if not base:
         return []
     count = n if n else len(base)
-    return [Flow(base[i % len(base)][0], base[i % len(base)][1], qp=i, **kw) for i in range(count)]
+    return [Flow(base[i % len(base)][0], base[i % len(base)][1], qp=i // len(base), **kw)
+            for i in range(count)]
 
 
 def flows_for(spec: LabSpec, pattern: str, pxn: bool = False, n: int | None = None,

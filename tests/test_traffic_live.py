@@ -1,0 +1,198 @@
+"""RoCEv2 traffic on live labs (mini: Rail-optimized 2 groups x 4 rails, 2 spines; rail-only-512).
+
+Hop counts are asserted as literal numbers from the seed guide (not read back from lab.json),
+measured two ways (received TTL and switch port counters) that must agree.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from traffic.engine import Engine, spread
+from traffic.patterns import Flow, PatternError, flows_for, hops, parse_endpoint, route
+from traffic.traceroute import format_path, switch_path, trace
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+# ---- root-free: NCCL path selection and expected hops from lab.json -------------------------
+@pytest.fixture(scope="module")
+def mini_spec(tmp_path_factory):
+    from topologies.generator import generate
+    from topologies.labspec import LabSpec
+
+    d = generate(ROOT / "topologies" / "intents" / "mini.yml", tmp_path_factory.mktemp("t") / "tm", name="tm")
+    return LabSpec.load(d)
+
+
+def test_expected_hops_and_nccl_nic_choice(mini_spec):
+    assert hops(mini_spec, "srv1:gpu0", "srv1:gpu3") == 0
+    assert hops(mini_spec, "srv1:gpu2", "srv2:gpu2") == 1
+    assert hops(mini_spec, "srv1:gpu0", "srv2:gpu3") == 3
+    assert hops(mini_spec, "srv1:gpu0", "srv2:gpu3", pxn=True) == 1
+    assert hops(mini_spec, "srv1:gpu1", "srv3:gpu1") == 3  # cross-group (srv3 is group 2)
+    f = route(mini_spec, Flow(("srv1", 0), ("srv2", 3)))
+    assert (f.src_nic, f.dst_nic, f.nvlink) == (1, 4, False)
+    f = route(mini_spec, Flow(("srv1", 0), ("srv2", 3), pxn=True))
+    assert (f.src_nic, f.dst_nic, f.nvlink) == (4, 4, True)  # NVLink to GPU3, then NIC 4
+    with pytest.raises(PatternError, match="gpu0..gpu3"):
+        parse_endpoint(mini_spec, "srv1:gpu9")
+    with pytest.raises(PatternError, match="unknown pattern"):
+        flows_for(mini_spec, "bogus")
+
+
+def test_patterns_shapes(mini_spec):
+    ring = flows_for(mini_spec, "ring", pxn=True)
+    assert len(ring) == 4 * 4  # 4 servers x 4 GPUs: one edge per GPU
+    inter = [f for f in ring if f.src[0] != f.dst[0]]
+    assert len(inter) == 4 and all(f.src_nic == f.dst_nic == 1 for f in inter)  # rail-aligned
+    a2a = flows_for(mini_spec, "all-to-all", sample=2)
+    assert len(a2a) == 8 * 7 and {f.src[0] for f in a2a} == {"srv1", "srv3"}  # both groups
+    assert len(flows_for(mini_spec, "cross-group", n=10)) == 10
+
+
+# ---- live ------------------------------------------------------------------------------------
+
+
+def _engine(lab) -> Engine:
+    ns = lab.record["namespaces"]
+    return Engine(lab.spec, lambda node: ns[node])
+
+
+@pytest.fixture(scope="module")
+def mini_engine(mini_lab):
+    with _engine(mini_lab) as eng:
+        yield eng
+
+
+@pytest.mark.integration
+@pytest.mark.usefixtures("no_leaks")
+@pytest.mark.parametrize("pattern,pxn,want", [
+    ("intra-server", False, 0),
+    ("intra-rail", False, 1),
+    ("inter-rail", False, 3),
+    ("inter-rail", True, 1),
+    ("cross-group", False, 3),
+])
+def test_mini_hops(mini_engine, mini_lab, pattern, pxn, want):
+    spec = mini_lab.spec
+    results = mini_engine.run(flows_for(spec, pattern, pxn=pxn), measure=True)
+    assert results
+    for r in results:
+        assert r.delivered == r.sent > 0 and r.lost == 0, r.to_dict()
+        assert r.icrc_errors == 0 and r.duplicates == 0 and r.out_of_order == 0
+        assert r.hops_ttl == want and r.hops_counters == want, r.to_dict()
+        assert r.ok, r.verdict
+        src = spec.nic(r.flow.src[0], r.flow.src_nic)
+        dst = spec.nic(r.flow.dst[0], r.flow.dst_nic)
+        if want == 0:
+            assert r.switches == [] and r.flow.nvlink
+        elif want == 1:
+            assert r.switches == [src.leaf] == [dst.leaf]
+        else:
+            assert [p.split(":")[0] for p in r.path] == [src.leaf, r.spines[0], dst.leaf]
+            assert r.spines[0].startswith("spine")
+        if pxn:
+            assert r.flow.nvlink and r.flow.src_nic == r.flow.dst_nic
+
+
+@pytest.mark.integration
+@pytest.mark.usefixtures("no_leaks")
+def test_mini_acks_and_throughput_mode(mini_engine, mini_lab):
+    flows = flows_for(mini_lab.spec, "all-to-all", sample=2, messages=2)
+    results = mini_engine.run(flows)
+    assert all(r.ok for r in results), [r.verdict for r in results if not r.ok]
+    assert all(r.acks == r.flow.messages for r in results)  # one ACK (AETH) per message back
+
+
+@pytest.mark.integration
+@pytest.mark.usefixtures("no_leaks")
+def test_mini_spread_uses_every_spine(mini_engine, mini_lab):
+    spec = mini_lab.spec
+    results = mini_engine.run(flows_for(spec, "cross-group", n=24), measure=True)
+    assert all(r.ok for r in results), [r.to_dict() for r in results if not r.ok]
+    sp = spread(spec, results)
+    assert set(sp.per_spine) == {n.name for n in spec.by_role("spine")}
+    assert all(v > 0 for v in sp.per_spine.values()), sp.per_spine
+    assert sum(sp.per_spine.values()) == 24
+    assert 1.0 <= sp.imbalance(sp.per_spine) < 2.0
+
+
+@pytest.mark.integration
+@pytest.mark.usefixtures("no_leaks")
+def test_mini_traceroute_names_the_flow_path(mini_engine, mini_lab):
+    spec = mini_lab.spec
+    flows = flows_for(spec, "cross-group", n=8, messages=1)
+    measured = mini_engine.run(flows, measure=True)
+    seen_spines = set()
+    for f, r in zip(flows, measured):
+        hops_ = trace(mini_engine, f)
+        names = switch_path(hops_)
+        src = spec.nic(f.src[0], f.src_nic)
+        dst = spec.nic(f.dst[0], f.dst_nic)
+        assert names == [src.leaf, r.spines[0], dst.leaf], format_path(hops_)
+        assert hops_[-1].kind == "destination" and hops_[-1].node == f"{f.dst[0]}:eth{f.dst_nic}"
+        seen_spines.add(names[1])
+    assert len(seen_spines) >= 2  # the probes follow each flow's own ECMP choice
+
+
+@pytest.mark.integration
+@pytest.mark.usefixtures("no_leaks")
+def test_mini_cut_link_is_never_silent(mini_engine, mini_lab):
+    spec = mini_lab.spec
+    flow = flows_for(spec, "cross-group", messages=8)[0]
+    before = mini_engine.run([flow], measure=True)[0]
+    assert before.ok
+    leaf, port = before.path[0].split(":")
+    spine = before.spines[0]
+    mini_engine.set_link(leaf, port, up=False)
+    try:
+        cut = mini_engine.run([flow], measure=True)[0]
+        assert cut.lost > 0 or cut.spines != [spine], cut.to_dict()
+        assert not (cut.ok and cut.path == before.path)
+    finally:
+        mini_engine.set_link(leaf, port, up=True)
+    deadline = time.monotonic() + 90
+    while True:  # BGP re-establishes; the flow's hash brings it back to the same spine
+        again = mini_engine.run([flow], measure=True)[0]
+        if (again.ok and again.spines == [spine]) or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    assert again.ok and again.spines == [spine], again.to_dict()
+
+
+@pytest.mark.integration
+@pytest.mark.usefixtures("no_leaks")
+def test_railonly_inter_rail(railonly_lab):
+    spec = railonly_lab.spec
+    with _engine(railonly_lab) as eng:
+        no_pxn = eng.run(flows_for(spec, "inter-rail", messages=2), measure=True, timeout=0.3)
+        with_pxn = eng.run(flows_for(spec, "inter-rail", pxn=True, messages=2), measure=True)
+    unreachable = [r for r in no_pxn if spec.nic(r.flow.src[0], r.flow.src_nic).leaf
+                   != spec.nic(r.flow.dst[0], r.flow.dst_nic).leaf]
+    assert unreachable, "rail-only-512 has rails on different leaves"
+    for r in unreachable:
+        assert r.flow.expected_hops is None
+        assert r.delivered == 0 and r.lost == r.sent > 0, r.to_dict()
+        assert r.ok and r.verdict == "unreachable (expected)"
+    for r in no_pxn:
+        if r not in unreachable:
+            assert r.delivered == r.sent and r.hops_ttl == r.hops_counters == 1
+    for r in with_pxn:
+        assert r.ok and r.hops_ttl == r.hops_counters == 1 and r.flow.nvlink, r.to_dict()
+
+
+@pytest.mark.integration
+@pytest.mark.usefixtures("no_leaks")
+def test_cli_traffic_json(mini_lab, capsys):
+    from testbed.cli import app
+
+    rc = app(["traffic", str(mini_lab.dir), "--pattern", "intra-rail", "--json"],
+             standalone_mode=False)
+    out = json.loads(capsys.readouterr().out)
+    assert not rc and out["failed"] == 0
+    assert [f["hops_ttl"] for f in out["flows"]] == [1] * mini_lab.spec.gpus_per_server
