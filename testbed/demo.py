@@ -223,7 +223,7 @@ def ecmp_flows(spec: LabSpec) -> list[tuple[str, list[Any]]]:
     g2 = [s for s in spec.by_role("server") if s.group == 2]
     if g2:
         pairs.append(("cross-group", (servers[0], 0), (g2[0].name, 0)))
-    return [(cls, [route(spec, Flow(src, dst, qp=q, messages=1)) for q in range(n)])
+    return [(cls, [route(spec, Flow(src, dst, qp=q)) for q in range(n)])
             for cls, src, dst in pairs]
 
 
@@ -243,30 +243,29 @@ def trace_flows(spec: LabSpec) -> list[Any]:
     return out
 
 
-def traceroute(engine: Any, spec: LabSpec, flow: Any, max_ttl: int = 8) -> Trace:
-    """TTL-limited copies of ``flow``'s first packet (engine.probe) until the destination NIC
-    or an ICMP unreachable answers; the hop list and the drawn node path."""
-    hops: list[TraceHop] = []
-    for ttl in range(1, max_ttl + 1):
-        h = engine.probe(flow, ttl)
-        hops.append(TraceHop(ttl=ttl, address=h.address, node=h.node, rtt_ms=h.rtt_ms))
-        if h.kind in ("destination", "unreachable"):
-            break
-    switches = [h.node for h in hops if h.node and ":" not in h.node]
-    reached = any(h.node and h.node.startswith(f"{flow.dst[0]}:") for h in hops)
+def traceroute(engine: Any, spec: LabSpec, flow: Any) -> Trace:
+    """RoCE traceroute of ``flow`` (traffic.traceroute.trace): the hop list, and the node path
+    to draw (as far as it went when the destination did not answer)."""
+    from traffic.traceroute import switch_path, trace
+
+    raw = trace(engine, flow)
+    hops = [TraceHop(ttl=h.ttl, address=h.address, node=h.node, rtt_ms=h.rtt_ms, kind=h.kind)
+            for h in raw]
+    switches = switch_path(raw)
+    last = raw[-1] if raw else None
     outcome = ""
-    path = _drawn_path(flow, switches, reached or flow.path_class == "intra-server")
-    if not (reached or flow.path_class == "intra-server"):
-        # Drawn as far as it went: source NIC (and NVLink hop), the switches that answered.
-        if not switches:
-            path = []
-        last = hops[-1] if hops else None
-        if last is not None and last.node and hops[-1].rtt_ms is not None:
+    if flow.path_class == "intra-server" or (last is not None and last.kind == "destination"):
+        path = _drawn_path(flow, switches, reached=True)
+    else:
+        if last is not None and last.kind == "unreachable" and last.node:
+            switches.append(last.node)
             outcome = f"unreachable at {last.node}"
         else:
             outcome = "no answer"
         if flow.expected_hops is None:
             outcome += ", as designed"
+        # Drawn as far as it went: source NIC (and NVLink hop), the switches that answered.
+        path = _drawn_path(flow, switches, reached=False) if switches else []
     return Trace(path_class=_report_class(spec, flow), src=_gpu(flow.src), dst=_gpu(flow.dst),
                  hops=hops, path=path, outcome=outcome)
 
@@ -373,8 +372,10 @@ def _show_paths(console: Console, rep: Report) -> None:
         console.print(f"  ECMP {e.src} -> {e.dst}: {e.flows} flows over "
                       f"{e.spines_used}/{len(e.per_spine)} spines ({spread})", highlight=False)
     for tr in rep.traces:
-        hops = " -> ".join(h.node or h.address or "*" for h in tr.hops)
-        console.print(f"  traceroute {tr.src} -> {tr.dst} ({tr.path_class}): {hops}",
+        hops = " -> ".join(("!" if h.kind == "unreachable" else "") + (h.node or h.address or "*")
+                           for h in tr.hops)
+        note = f" [{tr.outcome}]" if tr.outcome else ""
+        console.print(f"  traceroute {tr.src} -> {tr.dst} ({tr.path_class}): {hops}{note}",
                       highlight=False)
 
 

@@ -98,6 +98,7 @@ class TraceHop(BaseModel):
     address: str | None = None
     node: str | None = None
     rtt_ms: float | None = None
+    kind: str = Field("", description="time-exceeded, destination, unreachable or timeout")
 
 
 class Trace(BaseModel):

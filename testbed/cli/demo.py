@@ -66,8 +66,11 @@ def register(app: typer.Typer) -> None:
             None, "--out", "-o", help="report directory (default: <labdir>/../report)"
         ),
     ) -> None:
-        """Measure a running lab (traffic + checks) and write the report; on a lab that is down,
-        re-render the page from an existing report.json in OUT. Exits 1 if anything failed."""
+        """Write the HTML/JSON/JUnit report of a lab (measures it if it is running).
+
+        On a running lab: traffic (every path class, ECMP, traceroute) and every check. On a lab
+        that is down: re-render the page from the report.json in OUT. Exits 1 if anything failed.
+        """
         from testbed.demo import _Steps, measure
         from testbed.report import Report, write_report
         from testbed.runtime import get_runtime
