@@ -34,6 +34,10 @@ CHECKS = ("cabling", "bgp", "routes", "oversub", "hops")
 
 NETNS_DIR = "/var/run/netns"
 
+CMD_SUMMARY = "show bgp vrf default ipv4 unicast summary json"
+CMD_RIB = "show ip route json"
+CMD_BGP_TABLE = "show bgp vrf default ipv4 unicast json"
+
 
 class CheckResult(BaseModel):
     """One pass/fail answer.
@@ -153,8 +157,9 @@ class Observer:
         self._frr: dict[tuple[str, str], Any] = {}
         self._links: dict[str, dict[str, LinkState]] = {}
         self._fib: dict[str, dict[str, FibRoute]] = {}
-        self._nsids: dict[str, dict[int, str]] = {}
+        self._nsids: dict[str, dict[int, str | None]] = {}
         self._ifnames: dict[str, dict[int, str]] = {}
+        self._sockets: dict[str, Any] = {}
 
     # ---- FRR ---------------------------------------------------------------------------------
     def frr(self, node: str, command: str) -> Any:
@@ -175,9 +180,27 @@ class Observer:
             raise val
         return val
 
+    def prefetch(self, nodes: list[str], commands: list[str], workers: int = 8) -> None:
+        """Run ``commands`` on ``nodes`` in parallel threads (vtysh is a subprocess) so the
+        checks then read the cache; failures are cached as ObservationError like in frr()."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        jobs = [(n, c) for n in nodes for c in commands if (n, c) not in self._frr]
+        if not jobs or self.executor is None:
+            return
+
+        def one(job):
+            try:
+                self.frr(*job)
+            except ObservationError:
+                pass
+
+        with ThreadPoolExecutor(max_workers=min(workers, len(jobs))) as pool:
+            list(pool.map(one, jobs))
+
     def bgp_summary(self, node: str) -> dict:
         """The IPv4 unicast BGP summary: ``{"as", "routerId", "peers": {ifname: {...}}}``."""
-        return _unwrap_summary(self.frr(node, "show bgp vrf default ipv4 unicast summary json"))
+        return _unwrap_summary(self.frr(node, CMD_SUMMARY))
 
     def bgp_neighbor(self, node: str, interface: str) -> dict:
         """``show bgp neighbors IF json`` for one unnumbered neighbor ({} when unknown)."""
@@ -186,12 +209,12 @@ class Observer:
 
     def rib(self, node: str) -> dict[str, list[dict]]:
         """zebra's IPv4 RIB: ``show ip route json`` (prefix -> list of route entries)."""
-        data = self.frr(node, "show ip route json")
+        data = self.frr(node, CMD_RIB)
         return data if isinstance(data, dict) else {}
 
     def bgp_table(self, node: str) -> dict[str, list[dict]]:
         """The IPv4 unicast BGP table: prefix -> paths (``show bgp vrf default ipv4 unicast json``)."""
-        data = self.frr(node, "show bgp vrf default ipv4 unicast json")
+        data = self.frr(node, CMD_BGP_TABLE)
         return (data or {}).get("routes", {}) if isinstance(data, dict) else {}
 
     # ---- netlink -----------------------------------------------------------------------------
@@ -205,36 +228,56 @@ class Observer:
         return ns
 
     def _ipr(self, node: str):
+        """A netlink socket in ``node``'s namespace, opened once per Observer (see close())."""
+        if node in self._sockets:
+            return self._sockets[node]
         from pyroute2 import IPRoute
 
         ns = self.namespace(node)
         try:
             # flags=0: never create a missing namespace (pyroute2's default is O_CREAT)
-            return IPRoute(netns=ns, flags=0)
+            ipr = IPRoute(netns=ns, flags=0)
         except OSError as exc:
             raise ObservationError(f"{node}: cannot open namespace {ns}: {exc}") from exc
+        self._sockets[node] = ipr
+        return ipr
+
+    def close(self) -> None:
+        """Close the netlink sockets this observer opened (idempotent)."""
+        for ipr in self._sockets.values():
+            try:
+                ipr.close()
+            except OSError:
+                pass
+        self._sockets.clear()
+
+    def __enter__(self) -> "Observer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     def links(self, node: str) -> dict[str, LinkState]:
         """Interfaces of ``node`` by name (netlink RTM_GETLINK dump in its namespace, cached)."""
         if node not in self._links:
-            with self._ipr(node) as ipr:
-                out: dict[str, LinkState] = {}
-                for msg in ipr.get_links():
-                    name = msg.get("ifname")
-                    info = msg.get("linkinfo")
-                    kind = info.get("kind") if info is not None else None
-                    nsid = msg.get("link_netnsid")
-                    out[name] = LinkState(
-                        ifname=name,
-                        index=msg["index"],
-                        up=msg.get("operstate") == "UP" or (
-                            name == "lo" and bool(msg["flags"] & 1)
-                        ),
-                        operstate=msg.get("operstate") or "UNKNOWN",
-                        kind=kind,
-                        peer_ifindex=msg.get("link"),
-                        peer_nsid=nsid,
-                    )
+            ipr = self._ipr(node)
+            out: dict[str, LinkState] = {}
+            for msg in ipr.get_links():
+                name = msg.get("ifname")
+                info = msg.get("linkinfo")
+                kind = info.get("kind") if info is not None else None
+                nsid = msg.get("link_netnsid")
+                out[name] = LinkState(
+                    ifname=name,
+                    index=msg["index"],
+                    up=msg.get("operstate") == "UP" or (
+                        name == "lo" and bool(msg["flags"] & 1)
+                    ),
+                    operstate=msg.get("operstate") or "UNKNOWN",
+                    kind=kind,
+                    peer_ifindex=msg.get("link"),
+                    peer_nsid=nsid,
+                )
             self._links[node] = out
             self._ifnames[node] = {v.index: k for k, v in out.items()}
         return self._links[node]
@@ -255,18 +298,18 @@ class Observer:
             names = {v.index: k for k, v in links.items()}
             kinds = {1: "unicast", 2: "local", 6: "blackhole", 7: "unreachable", 8: "prohibit"}
             out: dict[str, FibRoute] = {}
-            with self._ipr(node) as ipr:
-                for msg in ipr.get_routes(family=2, table=254):
-                    dst = msg.get("dst") or "0.0.0.0"
-                    prefix = str(ip_network(f"{dst}/{msg['dst_len']}", strict=False))
-                    paths = msg.get("multipath")
-                    if paths:
-                        oifs = tuple(names.get(p["oif"], f"if{p['oif']}") for p in paths)
-                    elif msg.get("oif") is not None:
-                        oifs = (names.get(msg.get("oif"), f"if{msg.get('oif')}"),)
-                    else:
-                        oifs = ()
-                    out[prefix] = FibRoute(prefix, kinds.get(msg["type"], str(msg["type"])), oifs)
+            ipr = self._ipr(node)
+            for msg in ipr.get_routes(family=2, table=254):
+                dst = msg.get("dst") or "0.0.0.0"
+                prefix = str(ip_network(f"{dst}/{msg['dst_len']}", strict=False))
+                paths = msg.get("multipath")
+                if paths:
+                    oifs = tuple(names.get(p["oif"], f"if{p['oif']}") for p in paths)
+                elif msg.get("oif") is not None:
+                    oifs = (names.get(msg.get("oif"), f"if{msg.get('oif')}"),)
+                else:
+                    oifs = ()
+                out[prefix] = FibRoute(prefix, kinds.get(msg["type"], str(msg["type"])), oifs)
             self._fib[node] = out
         return self._fib[node]
 
@@ -276,26 +319,31 @@ class Observer:
         missing = set(wanted) - set(known)
         if not missing:
             return known
+        # resolve every peer namespace of this node in one pass
+        missing |= {l.peer_nsid for l in self.links(node).values() if l.peer_nsid is not None}
+        missing -= set(known)
         candidates = [n.name for n in self.spec.nodes if n.name != node]
         # leaves first: a server's peers are leaves, a spine's are leaves
         candidates.sort(key=lambda n: (self.spec.node(n).role != "leaf", n))
-        with self._ipr(node) as ipr:
-            for cand in candidates:
-                if not missing:
-                    break
-                ns = self.netns_of(cand)
-                path = os.path.join(NETNS_DIR, ns) if ns else None
-                if not path or not os.path.exists(path):
-                    continue
-                fd = os.open(path, os.O_RDONLY)
-                try:
-                    res = ipr.get_netnsid(fd=fd) or {}
-                finally:
-                    os.close(fd)
-                nsid = res.get("nsid")
-                if nsid is not None and nsid in missing:
-                    known[nsid] = cand
-                    missing.discard(nsid)
+        ipr = self._ipr(node)
+        for cand in candidates:
+            if not missing:
+                break
+            ns = self.netns_of(cand)
+            path = os.path.join(NETNS_DIR, ns) if ns else None
+            if not path or not os.path.exists(path):
+                continue
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                res = ipr.get_netnsid(fd=fd) or {}
+            finally:
+                os.close(fd)
+            nsid = res.get("nsid")
+            if nsid is not None and nsid in missing:
+                known[nsid] = cand
+                missing.discard(nsid)
+        for nsid in missing:  # not a lab namespace: remember, do not rescan
+            known[nsid] = None
         return known
 
     def peer(self, node: str, ifname: str) -> tuple[str, str] | None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Callable, Iterable
 
-from checks.base import CHECKS, CheckResult, Observer
+from checks.base import CHECKS, CMD_BGP_TABLE, CMD_RIB, CMD_SUMMARY, CheckResult, Observer
 from testbed.executor import Executor
 from topologies.labspec import LabSpec
 
@@ -45,6 +45,18 @@ def run_checks(
     """
     names = parse_only(only)
     obs = Observer(spec, executor, netns_of)
+    cmds = ([CMD_SUMMARY] if {"bgp", "routes"} & set(names) else []) + (
+        [CMD_RIB, CMD_BGP_TABLE] if "routes" in names else [])
+    obs.prefetch(obs.switches, cmds)
+    out: list[CheckResult] = []
+    try:
+        out = _run(obs, names, hops_runner)
+    finally:
+        obs.close()
+    return out
+
+
+def _run(obs: Observer, names: list[str], hops_runner) -> list[CheckResult]:
     out: list[CheckResult] = []
     for name in names:
         if name == "bgp":
