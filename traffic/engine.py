@@ -636,11 +636,13 @@ class Engine:
         node, ingress = src.leaf, src.leaf_port
         path: list[str] = []
         for _ in range(len(self._ipr) + 1):
-            outs = [ifn for (n, ifn), (_rx, tx) in delta.items()
-                    if n == node and ifn != ingress and tx >= thr]
-            if len(outs) != 1:
-                path.append(node if not outs else f"{node}:{'|'.join(sorted(outs))}")
+            outs = sorted(((tx, ifn) for (n, ifn), (_rx, tx) in delta.items()
+                           if n == node and ifn != ingress and tx >= thr), reverse=True)
+            if not outs or (len(outs) > 1 and outs[0][0] == outs[1][0]):
+                # dropped here, or an exact tie between egress ports (ambiguous)
+                path.append(node if not outs else f"{node}:{'|'.join(sorted(i for _, i in outs))}")
                 break
+            outs = [outs[0][1]]  # background (BGP, ND) never outweighs the flow on its port
             path.append(f"{node}:{outs[0]}")
             peer = self._peer.get((node, outs[0]))
             if peer is None:
