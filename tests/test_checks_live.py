@@ -106,7 +106,10 @@ def test_faults_in_sequence(fault_lab):
     af = ["vtysh", "-c", "conf t", "-c", f"router bgp {spec.node('g1-leaf3').asn}",
           "-c", "address-family ipv4 unicast"]
     assert lab.exec("g1-leaf3", af + ["-c", f"no network {rs.prefix}"]).ok
-    res = _wait(lab, "routes", lambda r: len(_fails(r, subject=rs.prefix)) >= 10)
+    withdrawn = lambda r: (len(_fails(r, subject=rs.prefix)) == 10 and all(
+        x.observed in ("missing from RIB", "not in its BGP table as a local route")
+        for x in _fails(r, subject=rs.prefix)))
+    res = _wait(lab, "routes", withdrawn, timeout=45)
     ann = _fails(res, name=f"g1-leaf3 announces {rs.prefix}")
     assert ann and f"network {rs.prefix}" in ann[0].reason
     remote = [r for r in _fails(res, subject=rs.prefix) if r is not ann[0]]
