@@ -279,10 +279,13 @@ def load_intent(name_or_path: str | Path) -> Intent:
     YAML, or does not validate (the message names the offending key).
     """
     p = Path(name_or_path)
-    if not p.exists():
+    if not p.is_file():
+        # A shipped name wins over a same-named directory (e.g. ./mini made by `railab up mini`).
         cand = INTENTS_DIR / f"{name_or_path}.yml"
         if cand.exists() and "/" not in str(name_or_path):
             p = cand
+        elif p.is_dir():
+            raise IntentError(f"intent {p} is a directory: give an intent YAML file")
         else:
             raise IntentError(
                 f"intent {str(name_or_path)!r} not found: give a YAML path or one of the shipped "

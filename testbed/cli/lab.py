@@ -20,10 +20,18 @@ from rich.table import Table
 from testbed.runtime.base import RailabError
 
 
-def _runtime():
-    from testbed.runtime.netns import NetnsRuntime
+def _runtime(name: str = "netns"):
+    from testbed.runtime import get_runtime
 
-    return NetnsRuntime()
+    return get_runtime(name)
+
+
+def _runtime_of(lab: str):
+    """The runtime that recorded ``lab`` (``/run/railab/<lab>/state.json``), netns by default."""
+    from testbed import state
+
+    record = state.load(lab) or {}
+    return _runtime(record.get("runtime", "netns"))
 
 
 def _resolve_up_target(lab: str, out: Optional[Path]) -> Path:
@@ -61,12 +69,16 @@ def register(app: typer.Typer) -> None:
         out: Optional[Path] = typer.Option(None, "--out", "-o", help="where to generate an intent (default ./labs/<name>)"),
         timeout: Optional[float] = typer.Option(None, help="convergence budget in s (default scales with the lab)"),
         progress: bool = typer.Option(True, "--progress/--no-progress", help="show the convergence display"),
+        runtime: str = typer.Option("netns", "--runtime", "-r", help="netns (embedded, default) or containerlab"),
+        reconfigure: bool = typer.Option(False, "--reconfigure", help="containerlab: redeploy over a running lab"),
     ) -> None:
-        """Bring a lab up on network namespaces with FRR and wait until it has converged."""
+        """Bring a lab up (network namespaces + FRR, or containerlab) and wait until it has converged."""
+        rt = _runtime(runtime)
         target = _resolve_up_target(lab, out)
         t0 = time.monotonic()
+        kwargs = {"reconfigure": True} if reconfigure and runtime == "containerlab" else {}
         try:
-            rec = _runtime().up(target, timeout=timeout, progress=progress)
+            rec = rt.up(target, timeout=timeout, progress=progress, **kwargs)
         except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP: up has rolled back already
             typer.echo(f"error: interrupted ({exc or 'SIGINT'}): everything up made was removed", err=True)
             raise typer.Exit(130) from None
@@ -81,15 +93,21 @@ def register(app: typer.Typer) -> None:
         all_: bool = typer.Option(False, "--all", help="remove every railab lab and orphaned railab namespace"),
     ) -> None:
         """Remove everything ``up`` made (idempotent; works after a crash)."""
-        rt = _runtime()
         if all_:
-            gone = rt.down_all()
+            from testbed import state
+
+            # containerlab labs go to containerlab; the netns sweep handles the rest
+            for rec_dir in sorted(state.run_root().glob("*/state.json")):
+                name = rec_dir.parent.name
+                if (state.load(name) or {}).get("runtime") == "containerlab":
+                    _runtime("containerlab").down(name)
+            gone = _runtime("netns").down_all()
             typer.echo(f"removed {len(gone)} lab(s)" + (f": {', '.join(gone)}" if gone else ""))
             return
         if not lab:
             raise RailabError("name a lab (railab down LAB) or pass --all")
         name = _lab_name(lab)
-        rt.down(name)
+        _runtime_of(name).down(name)
         typer.echo(f"lab {name} is down")
 
     @app.command()
@@ -98,7 +116,8 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="print JSON"),
     ) -> None:
         """Nodes, FRR daemons alive, BGP sessions up/expected."""
-        s = _runtime().status(_lab_name(lab))
+        name = _lab_name(lab)
+        s = _runtime_of(name).status(name)
         if as_json:
             typer.echo(json.dumps(s, indent=2, sort_keys=True))
             return
@@ -133,8 +152,14 @@ def register(app: typer.Typer) -> None:
         if not cmd:
             raise RailabError("give a command after --, e.g. railab exec LAB NODE -- vtysh -c 'show bgp summary'")
         name = _lab_name(lab)
+        rt = _runtime_of(name)
+        if rt.name != "netns":  # containerlab: docker exec through the runtime's executor
+            res = rt.executor(name).run(node, cmd, timeout=300.0)
+            typer.echo(res.stdout, nl=False)
+            typer.echo(res.stderr, nl=False, err=True)
+            raise typer.Exit(res.rc)
         ex = NetnsExecutor(name)
-        ns = _runtime().netns_name(name, node)
+        ns = rt.netns_name(name, node)
         if not _ns_path(ns).exists():
             raise RailabError(f"lab {name!r} has no node {node!r} (no namespace {ns})")
         try:
@@ -149,4 +174,5 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(True, "--json/--no-json", help="print the recorded state as JSON"),
     ) -> None:
         """The recorded state of a lab (namespaces, links, PIDs, paths)."""
-        typer.echo(json.dumps(_runtime().inspect(_lab_name(lab)), indent=2, sort_keys=True))
+        name = _lab_name(lab)
+        typer.echo(json.dumps(_runtime_of(name).inspect(name), indent=2, sort_keys=True))
