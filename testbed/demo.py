@@ -85,22 +85,30 @@ class _Steps:
 
 
 # ---- plan --------------------------------------------------------------------------------------
+DESIGN_KEYS = ("architecture", "gpus", "gpus_per_server", "leaf", "spine", "port_speed_gbps",
+               "oversubscription")
+
+
 def production_plan(intent: Any) -> Any:
     """The planner's ``Plan`` for ``intent.design`` (topologies.planner); raises PlanError."""
     from topologies import planner
 
     d = intent.design
-    return planner.plan(
-        planner.Design(
-            architecture=d.architecture,
-            gpus=d.gpus,
-            gpus_per_server=d.gpus_per_server,
-            leaf=d.leaf,
-            spine=d.spine,
-            port_speed_gbps=d.port_speed_gbps,
-            oversubscription=d.oversubscription,
-        )
-    )
+    return planner.plan(planner.Design(**{k: getattr(d, k) for k in DESIGN_KEYS}))
+
+
+def plan_from_spec(spec: LabSpec) -> Any:
+    """The production ``Plan`` from the ``design`` section of lab.json, or None when the
+    section lacks the planner inputs or the planner rejects them (a hand-written lab.json)."""
+    from topologies import planner
+
+    d = spec.design
+    if not all(k in d for k in ("architecture", "gpus", "leaf")):
+        return None
+    try:
+        return planner.plan(planner.Design(**{k: d[k] for k in DESIGN_KEYS if k in d}))
+    except ValueError:
+        return None
 
 
 def show_scale_down(console: Console, plan: Any, spec: LabSpec) -> None:
@@ -476,10 +484,20 @@ def run_demo(
                       exit_code=0 if report.passed else 1, timings=report.timings)
 
 
+def print_failures(con: Console, report: Report, limit: int = 12) -> None:
+    """The first ``limit`` failures (root causes first: cabling and BGP run before routes), then
+    how many more the report lists."""
+    lines = report.failures()
+    for line in lines[:limit]:
+        con.print(f"  [red]FAIL[/] {line}", highlight=False)
+    if len(lines) > limit:
+        con.print(f"  ... and {len(lines) - limit} more failures (all in the report)",
+                  highlight=False)
+
+
 def _summary(con: Console, report: Report, files: ReportFiles, total: float) -> None:
     con.rule("[bold]summary[/]", align="left")
-    for line in report.failures():
-        con.print(f"  [red]FAIL[/] {line}", highlight=False)
+    print_failures(con, report)
     verdict = "[bold green]PASS[/]" if report.passed else "[bold red]FAIL[/]"
     ok_checks = sum(1 for c in report.checks if c.ok)
     ok_paths = sum(1 for p in report.paths if p.ok)

@@ -71,7 +71,7 @@ def register(app: typer.Typer) -> None:
         On a running lab: traffic (every path class, ECMP, traceroute) and every check. On a lab
         that is down: re-render the page from the report.json in OUT. Exits 1 if anything failed.
         """
-        from testbed.demo import _Steps, measure
+        from testbed.demo import _Steps, measure, plan_from_spec, print_failures
         from testbed.report import Report, write_report
         from testbed.runtime import get_runtime
         from topologies.labspec import LabSpec
@@ -87,7 +87,7 @@ def register(app: typer.Typer) -> None:
             rt = get_runtime(rt_name)
             steps = _Steps(con)
             rep = measure(spec, rt.executor(name), con, steps, runtime=rt_name,
-                          intent=spec.design.get("intent"))
+                          intent=spec.design.get("intent"), plan=plan_from_spec(spec))
             rep.timings = list(steps.timings)
         elif (outdir / "report.json").exists():
             rep = Report.load(outdir)
@@ -99,8 +99,7 @@ def register(app: typer.Typer) -> None:
                 f"`railab up {labdir}` first, or pass -o to the directory of an earlier report"
             )
         files = write_report(rep, spec, outdir)
-        for line in rep.failures():
-            con.print(f"  [red]FAIL[/] {line}", highlight=False)
+        print_failures(con, rep)
         con.print(f"{'[green]PASS[/]' if rep.passed else '[red]FAIL[/]'} report: {files.html}",
                   highlight=False)
         raise typer.Exit(0 if rep.passed else 1)
