@@ -415,6 +415,7 @@ def run_demo(
     keep: bool = False,
     name: str | None = None,
     runtime: str = "netns",
+    timeout: float | None = None,
     console: Console | None = None,
 ) -> DemoResult:
     """Run the whole pipeline on ``intent_name`` (a shipped intent or a YAML path).
@@ -422,7 +423,8 @@ def run_demo(
     ``out``: directory for the lab (``<out>/lab``) and the report (``<out>/report``); default
     ``./railab-<lab name>``. ``name`` overrides the lab name (tests use unique names). ``keep``
     leaves the lab running after the report (it is still removed when a step fails before the
-    report or on Ctrl-C). Returns a DemoResult with exit code 0 only when every flow, spread and
+    report or on Ctrl-C). ``timeout``: convergence budget of ``up`` in seconds (None: the
+    runtime's default, which scales with the lab). Returns a DemoResult with exit code 0 only when every flow, spread and
     check passed. Raises RailabError / IntentError / PlanError for bad input (nothing is left
     running); KeyboardInterrupt after taking the lab down.
     """
@@ -457,7 +459,7 @@ def run_demo(
     completed = False
     try:
         with steps.step("up", f"{runtime} runtime, FRR, convergence") as t:
-            rt.up(labdir, progress=True)
+            rt.up(labdir, progress=True, timeout=timeout)
             up_done = True
             t.detail = f"lab {lab_name} converged"
         report = measure(spec, rt.executor(lab_name), con, steps, intent=intent.name, plan=plan,

@@ -48,6 +48,9 @@ def register(app: typer.Typer) -> None:
             None, "--out", "-o", help="directory for lab/ and report/ (default ./railab-<lab>)"
         ),
         name: Optional[str] = typer.Option(None, "--name", help="lab name (default: the intent's)"),
+        timeout: Optional[float] = typer.Option(
+            None, "--timeout", help="convergence budget in s (default scales with the lab)"
+        ),
     ) -> None:
         """Plan -> generate -> up -> traffic -> checks -> report -> down, on a real netns lab.
 
@@ -56,7 +59,7 @@ def register(app: typer.Typer) -> None:
         """
         from testbed.demo import run_demo
 
-        result = run_demo(intent, out=out, keep=keep, name=name)
+        result = run_demo(intent, out=out, keep=keep, name=name, timeout=timeout)
         raise typer.Exit(result.exit_code)
 
     @app.command("report")
