@@ -48,6 +48,16 @@ FRR_FD_LIMIT = 4096
 #: group (the packaged ``frr`` user; it keeps the capabilities it needs). Node run directories
 #: are chowned to it.
 FRR_USER = os.environ.get("RAILAB_FRR_USER", "frr")
+#: zebra's netlink receive buffer (``-s``, bytes): Debian's ``/etc/frr/daemons`` value. A switch
+#: with 128 ports gets bursts of link, address and route notifications at bring-up; the default
+#: socket buffer (``net.core.rmem_default``) can overrun and force a full resync.
+ZEBRA_NL_BUFSIZE = 90_000_000
+#: Neighbour entries a link endpoint may hold at once in the kernel's IPv6 ND / IPv4 ARP tables:
+#: the peer's link-local (unnumbered BGP, BFD, RFC 5549 next hop), ff02::1 (RAs), ff02::2,
+#: ff02::16 (MLDv2 reports), the peer's solicited-node group, plus slack.
+NEIGH_PER_ENDPOINT = 8
+#: Headroom kept above the entries already in the tables when a lab raises the limits.
+NEIGH_HEADROOM = 1024
 
 
 class Interrupted(KeyboardInterrupt):
@@ -126,6 +136,63 @@ def _write_sysctl(key: str, value: str) -> bool:
     except FileNotFoundError:
         return False
     return True
+
+
+def _neigh_entries(table: str) -> int:
+    """Entries now in the kernel neighbour table ``table`` (``ndisc_cache`` or ``arp_cache``).
+
+    ``/proc/net/stat/<table>``: a header line, then one line per CPU whose first column is the
+    table-wide entry count (hex)."""
+    try:
+        with open(f"/proc/net/stat/{table}") as f:
+            f.readline()
+            return int(f.readline().split()[0], 16)
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def raise_neighbour_tables(endpoints: int) -> dict[str, tuple[int, int]]:
+    """Make room for ``endpoints`` more link endpoints in the kernel's neighbour tables.
+
+    The IPv6 ND and IPv4 ARP tables are shared by *every* network namespace, and their limits
+    ``net.ipv{4,6}.neigh.default.gc_thresh{2,3}`` exist only in the initial namespace (not
+    per-netns, unlike most of ``net.*``). The defaults are 512/1024 entries for the whole host.
+    Each unnumbered fabric port needs several ND entries (peer link-local, ff02::1 for RAs,
+    ff02::2, ff02::16, ...). Past ``gc_thresh3`` the kernel logs ``neighbour: ndisc_cache:
+    neighbor table overflow!`` and every send that needs a new entry fails with EINVAL
+    (``ip6_finish_output2``): zebra's ``Tx RA failed ... error 22``, BFD and BGP connects fail,
+    and sessions flap forever. The 1024-GPU full fabric (2048 veth pairs) needs ~5000 ND entries.
+
+    Sets ``gc_thresh3`` to at least entries-now + ``NEIGH_PER_ENDPOINT`` x ``endpoints`` +
+    ``NEIGH_HEADROOM`` and ``gc_thresh2`` to at least half of that, for IPv6 and IPv4. Only ever
+    raises (other labs share the tables), never lowers, and is not undone by ``down``: a larger
+    limit costs nothing until entries exist. Must run in the initial network namespace.
+    Returns ``{sysctl: (old, new)}`` for the values changed. Raises RailabError when a needed
+    value cannot be written (e.g. read-only ``/proc/sys`` in a container), saying what to run.
+    """
+    changed: dict[str, tuple[int, int]] = {}
+    for af, table in (("ipv6", "ndisc_cache"), ("ipv4", "arp_cache")):
+        need3 = _neigh_entries(table) + NEIGH_PER_ENDPOINT * endpoints + NEIGH_HEADROOM
+        for n, need in ((3, need3), (2, need3 // 2)):
+            key = f"net.{af}.neigh.default.gc_thresh{n}"
+            path = "/proc/sys/" + key.replace(".", "/")
+            try:
+                with open(path) as f:
+                    old = int(f.read().split()[0])
+            except (OSError, ValueError, IndexError):
+                continue  # no such table (IPv6 disabled): nothing to size
+            if old >= need:
+                continue
+            try:
+                with open(path, "w") as f:
+                    f.write(str(need))
+            except OSError as exc:
+                raise RailabError(
+                    f"{key} is {old} but this lab needs {need} neighbour entries ({exc}): "
+                    f"run `sysctl -w {key}={need}` as root in the host namespace"
+                ) from None
+            changed[key] = (old, need)
+    return changed
 
 
 @contextmanager
@@ -325,6 +392,10 @@ class NetnsRuntime(Runtime):
         fds: dict[str, int] = {}
         deferred: dict[str, dict[str, str]] = {}
         t0 = time.monotonic()
+        # 0. host-wide neighbour tables (shared by all namespaces) sized for this lab's links.
+        raised = raise_neighbour_tables(2 * len(clab.links))
+        if raised:
+            record["host_sysctls"] = {k: list(v) for k, v in raised.items()}
         try:
             # 1. namespaces, loopback up, namespace-wide sysctls (accept_dad before any link).
             for node in clab.nodes.values():
@@ -410,6 +481,8 @@ class NetnsRuntime(Runtime):
         ]
         if daemon == "bfdd":
             argv += ["--bfdctl", str(d / "bfdd.sock")]
+        if daemon == "zebra":
+            argv += ["-s", str(ZEBRA_NL_BUFSIZE)]
         return argv
 
     def _start_frr(self, clab: ClabFile, record: dict[str, Any]) -> None:
