@@ -88,7 +88,7 @@ def register(app: typer.Typer) -> None:
 
             rt_name = (st.load(name) or {}).get("runtime", "netns")
             rt = get_runtime(rt_name)
-            steps = _Steps(con)
+            steps = _Steps(con, ("traffic", "checks"))
             rep = measure(spec, rt.executor(name), con, steps, runtime=rt_name,
                           intent=spec.design.get("intent"), plan=plan_from_spec(spec))
             rep.timings = list(steps.timings)
