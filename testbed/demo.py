@@ -81,7 +81,8 @@ class _Steps:
             t.seconds = round(time.monotonic() - t0, 3)
             self.timings.append(t)
             mark = "[green]done[/]" if t.ok else "[red]failed[/]"
-            extra = f" ({t.detail})" if t.detail else ""
+            # A failure's message is printed once, by the caller (CLI `error:` line or summary).
+            extra = f" ({t.detail})" if t.detail and t.ok else ""
             self.console.print(f"  {mark} {name} in {t.seconds:.1f} s{extra}", highlight=False)
 
 
