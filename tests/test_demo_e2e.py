@@ -21,16 +21,19 @@ pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("no_leaks")]
 LAB = f"e2e{os.getpid()}"
 
 
-@pytest.fixture(scope="module")
-def demo_run(tmp_path_factory):
-    out = tmp_path_factory.mktemp("demo")
-    proc = subprocess.run(
+def _demo(intent: str, lab: str, out: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
         [sys.executable, "-c", "from testbed.cli import main; main()",
-         "demo", "mini", "--name", LAB, "--out", str(out)],
+         "demo", intent, "--name", lab, "--out", str(out)],
         capture_output=True, text=True, timeout=540,
         env={**os.environ, "COLUMNS": "120"},
     )
-    return proc, out
+
+
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("demo")
+    return _demo("mini", LAB, out), out
 
 
 def test_demo_exits_zero_and_writes_every_report_file(demo_run):
@@ -82,3 +85,23 @@ def test_demo_leaves_nothing_behind(demo_run):
     # No FRR daemon of this lab still runs (their command lines carry the lab's run directory).
     leftovers = subprocess.run(["pgrep", "-f", f"/{LAB}/"], capture_output=True, text=True).stdout
     assert leftovers.strip() == ""
+
+
+def test_rail_only_demo_reports_inter_rail_unreachable_as_designed(tmp_path):
+    """Rail-only 512 (two rails per leaf, no spines): inter-rail without PXN is unreachable unless
+    both rails share a leaf, and that is a pass, not a failure."""
+    lab = f"e2ero{os.getpid()}"
+    proc = _demo("rail-only-512", lab, tmp_path)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    rep = json.loads((tmp_path / "report" / "report.json").read_text())
+    inter = [p for p in rep["paths"] if p["path_class"] == "inter-rail"]
+    assert inter and all(p["expected_hops"] is None and p["observed_hops"] is None
+                         and p["received"] == 0 and p["ok"] for p in inter)
+    assert all("unreachable, as designed" in p["detail"] for p in inter)
+    same_leaf = [p for p in rep["paths"] if p["path_class"] == "inter-rail-same-leaf"]
+    assert same_leaf and all(p["observed_hops"] == 1 for p in same_leaf)
+    pxn = [p for p in rep["paths"] if p["path_class"] == "inter-rail-pxn"]
+    assert pxn and all(p["observed_hops"] == 1 and p["ok"] for p in pxn)
+    assert rep["ecmp"] == []  # no spine layer
+    assert "unreachable, as designed" in proc.stdout
+    assert not [n for n in os.listdir("/run/netns") if n.startswith(f"clab-{lab}-")]

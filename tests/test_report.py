@@ -217,3 +217,24 @@ def test_html_renders_in_headless_chromium(mini, tmp_path):
         assert f"<title>{node.name}</title>" in diagram
     assert dom.count('class="ecmp-chart"') == 1
     assert 'id="verdict">FAIL' in dom.replace("\n", "")
+
+
+def test_demo_flows_cover_every_path_class(mini):
+    """The demo's flow list (traffic.patterns) holds every path class of lab.json, with and
+    without PXN, and the ECMP sets vary only the QP (UDP source port)."""
+    from testbed.demo import _drawn_path, ecmp_flows, trace_flows, traffic_flows
+
+    _, spec = mini
+    flows = traffic_flows(spec)
+    assert {f.path_class for f in flows} == set(spec.expected_hops)
+    assert any(f.pxn and f.nvlink for f in flows)
+    for f in flows:
+        assert f.expected_hops == spec.expected_hops[f.path_class], f
+    sets = dict(ecmp_flows(spec))
+    assert set(sets) == {"inter-rail", "cross-group"}
+    for fl in sets.values():
+        assert len({(f.src, f.dst) for f in fl}) == 1 and len({f.qp for f in fl}) == len(fl) >= 32
+    pxn = next(f for f in trace_flows(spec) if f.pxn)
+    # PXN: GPU 0's NIC, NVLink to the peer GPU's NIC, its rail leaf, the destination NIC.
+    assert _drawn_path(pxn, ["g1-leaf4:eth3"]) == ["srv1:eth1", "srv1:eth4", "g1-leaf4",
+                                                   "srv2:eth4"]
