@@ -66,7 +66,8 @@ def register(app: typer.Typer) -> None:
     def report_cmd(
         lab: str = typer.Argument(..., help="running lab name, or a lab directory"),
         out: Optional[Path] = typer.Option(
-            None, "--out", "-o", help="report directory (default: <labdir>/../report)"
+            None, "--out", "-o",
+            help="report directory (default: <labdir>/report, or <out>/report for a demo's lab)"
         ),
     ) -> None:
         """Write the HTML/JSON/JUnit report of a lab (measures it if it is running).
@@ -82,7 +83,9 @@ def register(app: typer.Typer) -> None:
         con = Console()
         labdir, name, running = _resolve_lab(lab)
         spec = LabSpec.load(labdir)
-        outdir = out or labdir.parent / "report"
+        # Default: next to the lab in the demo's layout (<out>/lab, <out>/report), else inside
+        # the lab directory.
+        outdir = out or (labdir.parent / "report" if labdir.name == "lab" else labdir / "report")
         if running:
             from testbed import state as st
 
