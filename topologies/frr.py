@@ -28,6 +28,11 @@ What each part implements:
   daemons. Per-daemon ``-f frr.conf`` loses the static blackhole (staticd 8.4 rejects it there).
 * BFD (bfdd) on every fabric session: 300 ms x 5 (detects a dead link in 1.5 s while tolerating a
   busy 2-core host).
+* ``no zebra nexthop kernel enable``: zebra installs routes with their next hops inline
+  (RFC 5549 routes as ``via 169.254.0.1 onlink`` plus a permanent neighbour entry, FRR's classic
+  scheme) instead of kernel nexthop objects. With nexthop objects, FRR 8.4.4 on Linux 6.x leaves
+  a nexthop group short of a member after a fabric link goes down and up while its RIB shows the
+  full ECMP set installed (docs/checks.md; regression test ``tests/test_frr_regressions.py``).
 """
 
 from __future__ import annotations
