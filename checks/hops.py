@@ -22,7 +22,10 @@ CLASSES = ("intra-server", "intra-rail", "inter-rail", "inter-rail-pxn", "cross-
 
 
 def representative_flows(spec) -> list:
-    """One routed :class:`traffic.patterns.Flow` per path class this lab has (small, 4 packets).
+    """One routed :class:`traffic.patterns.Flow` per path class this lab has (64 packets each).
+
+    64 packets keep the counter attribution (a switch is on the path when a port moved at least
+    half the flow's packets) well above the lab's own background (BFD every 300 ms, keepalives).
 
     Pairs: srvA gpu0 -> srvA gpu1 (intra-server), srvA gpu0 -> srvB gpu0 (intra-rail),
     srvA gpu0 -> srvB gpu1 (inter-rail, without and with PXN), srvA gpu0 -> first server of
@@ -50,7 +53,7 @@ def representative_flows(spec) -> list:
             pairs.append(((a, 0), (b, other_gpu), True))
     if len(g) > 1:
         pairs.append(((a, 0), (groups[g[1]][0], 0), False))
-    return [route(spec, Flow(src, dst, qp=i, size=1024, messages=4, mtu=1024, pxn=pxn))
+    return [route(spec, Flow(src, dst, qp=i, size=1024, messages=64, mtu=1024, pxn=pxn))
             for i, (src, dst, pxn) in enumerate(pairs)]
 
 
