@@ -62,6 +62,7 @@ def bench(intent: str, workdir: Path) -> dict:
             stop.wait(0.25)
 
     th = threading.Thread(target=sampler, daemon=True)
+    load_before = os.getloadavg()[0]
     th.start()
     t0 = time.monotonic()
     error = None
@@ -69,10 +70,11 @@ def bench(intent: str, workdir: Path) -> dict:
     try:
         try:
             rec = rt.up(labdir, progress=sys.stderr.isatty())
-            time.sleep(2)
+            t_up = time.monotonic() - t0
+            time.sleep(2)  # keep sampling RSS on the converged lab
         except RailabError as exc:  # e.g. convergence timeout: still report time and memory
+            t_up = time.monotonic() - t0
             error = str(exc).splitlines()[0] + " " + " ".join(l.strip()[:160] for l in str(exc).splitlines()[1:])
-        t_up = time.monotonic() - t0
     finally:
         stop.set()
         th.join()
@@ -90,6 +92,8 @@ def bench(intent: str, workdir: Path) -> dict:
         "peak_rss_mib": round(peak[0] / 2**20, 1),
         "processes": peak[1],
         "timings": rec["timings"],
+        "load1_before": round(load_before, 2),  # the 2-core host is shared: say what else ran
+        "load1_after": round(os.getloadavg()[0], 2),
         "converged": error is None,
         "error": error,
     }
@@ -104,11 +108,16 @@ def main() -> None:
             row = bench(intent, Path(tmp))
             print(json.dumps(row), flush=True)
             rows.append(row)
-    print(f"\n| lab | nodes | links | sessions | up->converged | down | peak RSS (procs) |")
-    print("|---|---|---|---|---|---|---|")
+    print("\n| lab | nodes | links | sessions | up->converged | down | peak RSS (procs) | load1 |")
+    print("|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['intent']} | {r['nodes']} | {r['links']} | {r['bgp_sessions']} | {r['up_s']} s | "
-              f"{r['down_s']} s | {r['peak_rss_mib']} MiB ({r['processes']}) |")
+        t = r["timings"]
+        up = f"{r['up_s']} s (build {t.get('build_s', '?')} s, converge {t.get('converge_s', '?')} s)"
+        if not r["converged"]:
+            up = f"did not converge ({r['up_s']} s)"
+        print(f"| {r['intent']} | {r['nodes']} | {r['links']} | {r['bgp_sessions']} | {up} | "
+              f"{r['down_s']} s | {r['peak_rss_mib']} MiB ({r['processes']}) | "
+              f"{r['load1_before']} -> {r['load1_after']} |")
 
 
 if __name__ == "__main__":

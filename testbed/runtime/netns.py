@@ -499,7 +499,9 @@ class NetnsRuntime(Runtime):
             d.mkdir(parents=True, exist_ok=True)
             os.chown(d, pw.pw_uid, pw.pw_gid)
         waves = ["zebra"] + [d for d in ("staticd", "bgpd", "bfdd")]
+        timings = record["timings"]
         for wave in waves:
+            t_wave = time.monotonic()
             procs = {}
             for n in routers:
                 if wave not in n.daemons:
@@ -515,7 +517,9 @@ class NetnsRuntime(Runtime):
             for name in procs:
                 pidfile = st.node_dir(lab, name) / f"{wave}.pid"
                 record["routers"][name]["pids"][wave] = int(pidfile.read_text().split()[0])
+            timings[f"frr_{wave}_s"] = round(time.monotonic() - t_wave, 3)
             st.save(record)
+        t_conf = time.monotonic()
         # The integrated config, applied as FRR's init script does (vtysh pushes each daemon its part).
         procs = {
             n.name: subprocess.Popen(
@@ -525,6 +529,7 @@ class NetnsRuntime(Runtime):
             for n in routers
         }
         self._reap(procs, "vtysh -f frr.conf", lab)
+        timings["frr_config_s"] = round(time.monotonic() - t_conf, 3)
 
     def _reap(self, procs: dict[str, subprocess.Popen], what: str, lab: str) -> None:
         bad = []
