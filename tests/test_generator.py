@@ -294,7 +294,7 @@ def test_servers_exec_matches_labjson(labs):
         assert any(ln.startswith(f"ip rule add from {ip} lookup {nic.table}") for ln in lines)
         assert f"ip route add default via {nic.gateway} dev {nic.interface} table {nic.table}" in lines
     node = topo["topology"]["nodes"]["spine1"]
-    assert node["kind"] == "linux" and node["image"].startswith("quay.io/frrouting/frr:")
+    assert node["kind"] == "linux" and node["image"] == "railab/frr:8.4.4"
     assert "configs/spine1/frr.conf:/etc/frr/frr.conf" in node["binds"]
 
 

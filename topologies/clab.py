@@ -7,7 +7,7 @@ but its link ``endpoints`` use ``prefixItems``, a 2020-12 keyword that draft-07 
 
 Node mapping (docs/architecture.md):
 
-* FRR switches: kind ``linux``, image ``quay.io/frrouting/frr:8.4.4`` (pinned), binds
+* FRR switches: kind ``linux``, image ``railab/frr:8.4.4`` (pinned; built from images/frr), binds
   ``configs/<n>/frr.conf -> /etc/frr/frr.conf`` and ``configs/<n>/daemons -> /etc/frr/daemons``.
 * sonic-vs switches: kind ``sonic-vs``, binds ``config_db.json -> /etc/sonic/config_db.json`` (the
   kind ignores ``startup-config``) and the integrated ``frr.conf`` (see :mod:`topologies.sonic`).

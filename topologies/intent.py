@@ -56,7 +56,7 @@ FRR_MAX_ECMP = 256
 SONIC_VS_MAX_PORTS = 32
 
 DEFAULT_IMAGES = {
-    "frr": "quay.io/frrouting/frr:8.4.4",
+    "frr": "railab/frr:8.4.4",
     "sonic-vs": "docker-sonic-vs:202305",
     "server": "railab/gpu-server:latest",
 }
