@@ -143,7 +143,7 @@ def test_mini_traceroute_names_the_flow_path(mini_engine, mini_lab):
 @pytest.fixture(scope="module")
 def cut_lab(tmp_path_factory):
     """A dedicated mini lab for the link-cut test, so the shared session lab is never degraded
-    (after a flap, FRR 8.4's zebra can leave a kernel nexthop group short of a member)."""
+    while the cut lasts (the session lab's other users expect full ECMP)."""
     from conftest import integration_skip_reason
 
     reason = integration_skip_reason()
