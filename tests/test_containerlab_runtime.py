@@ -152,3 +152,16 @@ def test_cli_up_runtime_containerlab(mini_lab, tmp_path, monkeypatch):
     assert res.returncode != 0
     assert res.stderr.startswith("error: the containerlab runtime cannot run here")
     assert "--runtime netns" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_netns_runtime_leaves_containerlab_labs_alone(tmp_path, monkeypatch):
+    """`down --all` on the netns runtime never tears down a lab containerlab recorded."""
+    from testbed import state as st
+    from testbed.runtime.netns import NetnsRuntime
+
+    monkeypatch.setenv("RAILAB_RUN_DIR", str(tmp_path / "run"))
+    st.save({"lab": "clabonly", "runtime": "containerlab", "namespaces": {"n1": "clab-clabonly-n1"}})
+    with pytest.raises(RailabError, match="containerlab runtime"):
+        NetnsRuntime().down("clabonly")
+    assert "clabonly" not in NetnsRuntime().down_all()
+    assert st.load("clabonly") is not None

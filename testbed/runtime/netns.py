@@ -564,6 +564,11 @@ class NetnsRuntime(Runtime):
         from pyroute2 import netns as pnetns
 
         record = st.load(lab) or {}
+        if record.get("runtime", self.name) != self.name:
+            raise RailabError(
+                f"lab {lab!r} runs on the {record['runtime']} runtime: "
+                f"`railab down {lab}` hands it to that runtime"
+            )
         namespaces = set((record.get("namespaces") or {}).values())
         namespaces |= {ns for ns, owner in st.ledger().items() if owner == lab}
         inodes = {i for i in (_ns_inode(ns) for ns in namespaces) if i}
@@ -595,6 +600,8 @@ class NetnsRuntime(Runtime):
     def down_all(self) -> list[str]:
         """Down every lab under /run/railab and every ledger namespace (orphans); return lab names."""
         labs = set(st.labs()) | set(st.ledger().values())
+        # labs recorded by another runtime (containerlab) are not ours to tear down
+        labs = {lab for lab in labs if (st.load(lab) or {}).get("runtime", self.name) == self.name}
         for lab in sorted(labs):
             self.down(lab)
         return sorted(labs)
