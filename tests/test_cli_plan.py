@@ -101,6 +101,9 @@ def test_table(run):
         (["--gpus", "16384", "--arch", "rail-optimized"], "Use at most 8192 GPUs"),
         (["--gpus", "1024", "--leaf", "NOPE"], "known models: CX732Q-N, CX864E-N"),
         (["--gpus", "1024", "--arch", "rail-optimized", "-o", "1:0"], "no uplinks"),
+        # malformed ratios are errors whatever --arch picks (auto -> rail-only here)
+        (["--gpus", "512", "-o", "abc"], "oversubscription 'abc' is malformed"),
+        (["--gpus", "512", "--arch", "rail-only", "-o", "1:0"], "no uplinks"),
         (["--gpus", "1024", "--port-speed", "fast"], "e.g. 400G"),
         (["--gpus", "1024", "--catalog", "/nonexistent/x.yml"], "cannot read switch catalog"),
         (["--arch", "rail-only"], "--gpus N"),
@@ -127,3 +130,16 @@ def test_console_entry_point_errors():
                            timeout=60)
         assert r.returncode == 2, r.stderr
         assert needle in r.stderr and "Traceback" not in r.stderr
+
+
+def test_spine_defaults_to_leaf_model_is_said(run, tmp_path: Path):
+    f = tmp_path / "sw.yml"
+    f.write_text("switches:\n  TINY-4:\n    native_ports: 4\n    latency_ns: 500\n")
+    r = run("--gpus", "64", "--leaf", "TINY-4", "--catalog", str(f))
+    assert r.exit_code == 2
+    assert "spine model defaults to the leaf model TINY-4" in r.stderr
+    assert "pass --spine MODEL with at least 8 ports" in r.stderr
+    r = run("--gpus", "64", "--leaf", "TINY-4", "--spine", "TINY-4", "--catalog", str(f))
+    assert r.exit_code == 2 and r.stderr.startswith("error: spine TINY-4 has 4 x 400G ports")
+    r = run("--gpus", "512", "-o", "3:1")  # well-formed, but Rail-only has no uplinks: a warning
+    assert r.exit_code == 0 and "oversubscription 3:1 does not apply" in r.stdout

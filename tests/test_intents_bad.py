@@ -43,6 +43,11 @@ CORPUS = [
     ("bad-kind", _set(MINI, "lab.kind", "ceos"), ["lab.kind:", "frr", "sonic-vs"]),
     ("tiny-mtu", _set(MINI, "lab.mtu", 576), ["lab.mtu:", "1280"]),
     ("bad-ratio", _set(MINI, "design.oversubscription", "one-to-one"), ["design.oversubscription:", "1:1"]),
+    # same explanation as `railab plan -o 1:0` (topologies.planner.parse_oversubscription)
+    ("ratio-no-uplinks", _set(MINI, "design.oversubscription", "1:0"),
+     ["design.oversubscription:", "leaves no uplinks to the spines"]),
+    ("lab-ratio-no-servers", _set(MINI, "lab.oversubscription", "0:1"),
+     ["lab.oversubscription:", "leaves no ports for servers"]),
     ("bad-pool", _set(MINI, "lab.rail_pool", "10.0.0.0/33"), ["lab.rail_pool:", "IPv4 network"]),
     ("lab-string", _set(MINI, "lab", "half"), ["lab: must be a mapping or the string 'full'"]),
     ("lab-name-upper", _set(MINI, "name", "Mini_Lab"), ["name: 'Mini_Lab' is not a valid lab name"]),
@@ -126,3 +131,20 @@ def test_cli_bad_intent_exit_2(tmp_path):
     assert r.exit_code == 2
     assert "error: " in r.output and "lab.spinez: unknown key" in r.output
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("key", ["design", "lab"])
+def test_unquoted_ratio_is_yaml_base60(tmp_path, key):
+    """YAML 1.1 reads `oversubscription: 3:1` as the integer 181; the error says to quote it."""
+    text = yaml.safe_dump(MINI, sort_keys=False)
+    body = yaml.safe_load(text)
+    body[key]["oversubscription"] = "@@"
+    p = tmp_path / "x.yml"
+    p.write_text(yaml.safe_dump(body, sort_keys=False).replace("'@@'", "3:1"))
+    assert yaml.safe_load(p.read_text())[key]["oversubscription"] == 181
+    with pytest.raises(IntentError) as ei:
+        load_intent(p)
+    msg = str(ei.value)
+    assert f"{key}.oversubscription: got the number 181" in msg
+    assert 'quote it, e.g. oversubscription: "3:1"' in msg
+    assert "valid string" not in msg

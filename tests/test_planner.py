@@ -306,8 +306,13 @@ def test_plan_json_contract():
         (dict(gpus=1024, leaf="CX999"), r"unknown switch model 'CX999'.*CX732Q-N, CX864E-N"),
         (dict(gpus=1024, architecture="rail-optimized", spine="QFX"), r"unknown switch model 'QFX'"),
         (dict(gpus=640, gpus_per_server=64, architecture="rail-optimized", leaf="CX732Q-N"),
-         r"spine CX732Q-N has 32 x 400G ports, fewer than the 64 leaves of one group.*"
-         r"at least 64 ports.*CX864E-N"),
+         r"spine model defaults to the leaf model CX732Q-N, which has 32 x 400G ports, fewer "
+         r"than the 64 leaves of one group.*--spine MODEL with at least 64 ports.*CX864E-N"),
+        (dict(gpus=640, gpus_per_server=64, architecture="rail-optimized", leaf="CX732Q-N",
+              spine="CX732Q-N"),
+         r"^spine CX732Q-N has 32 x 400G ports, fewer than the 64 leaves of one group"),
+        # malformed ratios fail whatever the architecture (auto picks rail-only for 512 GPUs)
+        (dict(gpus=512, oversubscription="abc"), r"malformed"),
         (dict(gpus=1024, architecture="rail-optimized", oversubscription="1:0"), r"no uplinks"),
         (dict(gpus=1024, architecture="rail-optimized", oversubscription="0:1"), r"no ports for servers"),
         (dict(gpus=1024, architecture="rail-optimized", oversubscription="2to1"), r"malformed.*e.g. 1:1"),

@@ -71,10 +71,30 @@ class _Strict(BaseModel):
 
 
 def _ratio(value: str, key: str) -> Fraction:
-    m = RATIO_RE.match(value)
-    if not m:
-        raise ValueError(f"{key} must look like '1:1' (downlink:uplink), got {value!r}")
-    return Fraction(int(m.group(1)), int(m.group(2)))
+    """``"d:u"`` -> Fraction(d, u). Raises ValueError with the planner's explanation
+    (``topologies.planner.parse_oversubscription``: malformed, no uplinks, no server ports)."""
+    from topologies.planner import parse_oversubscription
+
+    try:
+        d, u = parse_oversubscription(value)
+    except ValueError as exc:
+        msg = str(exc)
+        if msg.startswith("oversubscription ") and key != "oversubscription":
+            msg = f"{key}{msg[len('oversubscription'):]}"
+        raise ValueError(msg) from None
+    return Fraction(d, u)
+
+
+def _ratio_text(v: Any) -> Any:
+    """Before-validator for ratio keys: YAML 1.1 reads an unquoted ``3:1`` as the base-60 integer
+    181 (``3 x 60 + 1``); say so and show the quoted form instead of pydantic's "valid string"."""
+    if isinstance(v, int) and not isinstance(v, bool):
+        hint = f'"{v // 60}:{v % 60}"' if v >= 60 else '"1:1"'
+        raise ValueError(
+            f"got the number {v}: YAML reads an unquoted ratio such as 3:1 as a base-60 number; "
+            f"quote it, e.g. oversubscription: {hint}"
+        )
+    return v
 
 
 class DesignIntent(_Strict):
@@ -87,6 +107,11 @@ class DesignIntent(_Strict):
     spine: str | None = Field(None, description="spine model (rail-optimized); None = same as leaf")
     port_speed_gbps: int = Field(400, gt=0, description="server-facing port speed, Gb/s")
     oversubscription: str = Field("1:1", description="leaf downlink:uplink bandwidth ratio")
+
+    @field_validator("oversubscription", mode="before")
+    @classmethod
+    def _ratio_is_text(cls, v: Any) -> Any:
+        return _ratio_text(v)
 
     @field_validator("oversubscription")
     @classmethod
@@ -131,6 +156,11 @@ class LabIntent(_Strict):
         if isinstance(data, str):
             raise ValueError(f"must be a mapping or the string 'full', got {data!r}")
         return data
+
+    @field_validator("oversubscription", mode="before")
+    @classmethod
+    def _ratio_is_text(cls, v: Any) -> Any:
+        return _ratio_text(v)
 
     @field_validator("oversubscription")
     @classmethod

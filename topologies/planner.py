@@ -458,11 +458,17 @@ def _plan_rail_optimized(
     lpg = rails
     if ps < lpg:
         bigger = _bigger_spines(catalog, speed, lpg)
-        alt = f" e.g. {', '.join(bigger)}" if bigger else ""
+        alt = f" (e.g. {', '.join(bigger)})" if bigger else ""
+        if design.spine:
+            raise PlanError(
+                f"spine {spine.name} has {ps} x {speed}G ports, fewer than the {lpg} leaves of "
+                f"one group (every spine must reach every leaf): choose a spine with at least "
+                f"{lpg} ports{alt}, or fewer GPUs per server"
+            )
         raise PlanError(
-            f"spine {spine.name} has {ps} x {speed}G ports, fewer than the {lpg} leaves of one "
-            f"group (every spine must reach every leaf): choose a spine with at least {lpg} "
-            f"ports{alt}, or fewer GPUs per server"
+            f"spine model defaults to the leaf model {spine.name}, which has {ps} x {speed}G "
+            f"ports, fewer than the {lpg} leaves of one group (every spine must reach every "
+            f"leaf): pass --spine MODEL with at least {lpg} ports{alt}, or fewer GPUs per server"
         )
     spg = down
     groups = math.ceil(servers / spg)
@@ -477,9 +483,10 @@ def _plan_rail_optimized(
             else f" or a spine model with at least {groups * lpg} x {speed}G ports "
             "(add one with --catalog)"
         )
+        dflt = "" if design.spine else " (the spine model defaults to the leaf model; pass --spine)"
         raise PlanError(
             f"{design.gpus} GPUs needs {groups} groups, past the spine radix: {ps}-port "
-            f"{spine.name} spines reach at most {max_groups} groups of {lpg} leaves = "
+            f"{spine.name} spines{dflt} reach at most {max_groups} groups of {lpg} leaves = "
             f"{max_servers} servers / {max_gpus} GPUs. Use at most {max_gpus} GPUs{alt}"
         )
 
@@ -600,6 +607,9 @@ def plan(design: Design, catalog: dict[str, SwitchModel] | None = None) -> Plan:
         catalog = load_catalog()
     leaf = _lookup(catalog, design.leaf)
     _check_common(design)
+    # a malformed ratio is an error whatever the architecture (Rail-only only warns about a
+    # well-formed ratio it cannot apply)
+    parse_oversubscription(design.oversubscription)
     arch = design.architecture
     selected_by = "user"
     if arch == "auto":
