@@ -187,6 +187,25 @@ def test_interrupted_up_rolls_back(tmp_path, sig):
     _assert_gone(name)
 
 
+@pytest.mark.parametrize("wave", ["zebra", "bgpd"])
+def test_interrupt_while_frr_daemons_start(tmp_path, wave):
+    """Ctrl-C while FRR daemons are being spawned and daemonize: none may survive the rollback
+    (a daemon forked after the sweep would live on in a deleted namespace)."""
+    name = f"if{wave[0]}{PID}"
+    labdir = _gen("mini", name, tmp_path)
+    proc = _up_subprocess(labdir)
+    end = time.monotonic() + 60
+    while not [p for p in _lab_processes(name) if wave in _cmdline(p)]:
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < end, f"no {wave} ever started"
+        time.sleep(0.002)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    time.sleep(0.5)  # a leaked daemon would have finished daemonizing by now
+    _assert_gone(name)
+
+
 def test_down_after_crash(tmp_path):
     """SIGKILL during up (no rollback possible), then `railab down` removes what was recorded."""
     name = f"cr{PID}"

@@ -85,6 +85,24 @@ def _enter_ns(ns: str):
     return _enter
 
 
+def _enter_node(ns: str, hostname: str):
+    """A preexec_fn for FRR daemons: namespace ``ns`` plus a private UTS namespace whose
+    hostname is the node's, so BGP's hostname capability and ``show bgp summary`` name the
+    peer switch (``spine1``) rather than the host machine."""
+    enter = _enter_ns(ns)
+
+    def _enter() -> None:
+        import ctypes
+        import socket
+
+        enter()
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.unshare(0x04000000) == 0:  # CLONE_NEWUTS
+            socket.sethostname(hostname)
+
+    return _enter
+
+
 def _ns_inode(ns: str) -> tuple[int, int] | None:
     try:
         s = os.stat(_ns_path(ns))
@@ -125,6 +143,38 @@ def _cmdline(pid: int) -> str:
             return f.read().replace(b"\0", b" ").decode(errors="replace")
     except OSError:
         return ""
+
+
+def _pids_naming(path: str) -> list[int]:
+    """PIDs of live processes whose command line names ``path`` (a lab's run directory).
+
+    FRR daemons carry their lab's ``/run/railab/<lab>/<node>`` paths in argv, so this finds a
+    daemon even after its namespace is gone (a daemon that forked while ``up`` was interrupted).
+    """
+    out = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit() and entry.name != str(os.getpid()):
+            pid = int(entry.name)
+            if path in _cmdline(pid) and _alive(pid):
+                out.append(pid)
+    return out
+
+
+_HELD_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+
+
+@contextmanager
+def _signals_blocked() -> Iterator[None]:
+    """Hold SIGINT/SIGTERM/SIGHUP while children are spawned (delivered on exit).
+
+    A signal that lands inside ``subprocess.Popen`` (after fork, before the Popen object exists)
+    would leave a child railab never recorded; blocking makes every spawn atomic.
+    """
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def _write_sysctl(key: str, value: str) -> bool:
@@ -306,6 +356,7 @@ class NetnsRuntime(Runtime):
         from topologies.labspec import LabSpec
 
         check_prerequisites()
+        self._children: list[subprocess.Popen] = []
         clab = load_clab(labdir)
         lab = clab.name
         if not LAB_NAME.match(lab):
@@ -316,9 +367,16 @@ class NetnsRuntime(Runtime):
             raise RailabError(str(exc)) from None
         if spec.name != lab:
             raise RailabError(f"{clab.path.name} names lab {lab!r} but lab.json names {spec.name!r}")
-        clash = [ns for ns in (netns_name(lab, n) for n in clab.nodes) if _ns_path(ns).exists()]
-        if st.lab_dir(lab).exists() or clash:
+        if st.lab_dir(lab).exists():
             raise RailabError(f"lab {lab} is already up: railab down {lab}")
+        clash = [ns for ns in (netns_name(lab, n) for n in clab.nodes) if _ns_path(ns).exists()]
+        if clash:
+            owner = st.ledger().get(clash[0])
+            whose = f"it belongs to lab {owner}" if owner else "railab did not make it"
+            raise RailabError(
+                f"namespace {clash[0]} already exists ({whose}): give this lab another name "
+                f"(railab up INTENT --name NEW, or railab generate INTENT --name NEW)"
+            )
         self._dry_run(clab)
 
         record: dict[str, Any] = {
@@ -360,6 +418,7 @@ class NetnsRuntime(Runtime):
                     return record
                 except BaseException:
                     with _signals_ignored():
+                        self._kill_children()
                         self.down(lab)
                     raise
         except RailabError:
@@ -471,6 +530,40 @@ class NetnsRuntime(Runtime):
         record["phase"] = "started"
         st.save(record)
 
+    def _spawn(self, argv: list[str], **kwargs: Any) -> subprocess.Popen:
+        """Popen with signals held, remembered so a rollback can kill it (see _kill_children).
+
+        The child unblocks the signals again before exec (a signal mask survives exec).
+        """
+        pre = kwargs.pop("preexec_fn", None)
+
+        def child() -> None:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, _HELD_SIGNALS)
+            if pre is not None:
+                pre()
+
+        with _signals_blocked():
+            p = subprocess.Popen(argv, preexec_fn=child, **kwargs)
+            self._children.append(p)
+        return p
+
+    def _kill_children(self) -> None:
+        """Kill and reap every process this ``up`` spawned that is still running.
+
+        Runs before ``down`` sweeps the lab, so no child can fork a daemon after the sweep.
+        """
+        for p in getattr(self, "_children", []):
+            if p.poll() is None:
+                try:
+                    p.kill()
+                except ProcessLookupError:
+                    pass
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+        self._children = []
+
     def _daemon_argv(self, lab: str, node: str, daemon: str) -> list[str]:
         d = st.node_dir(lab, node)
         argv = [
@@ -510,10 +603,10 @@ class NetnsRuntime(Runtime):
             for n in routers:
                 if wave not in n.daemons:
                     continue
-                procs[n.name] = subprocess.Popen(
+                procs[n.name] = self._spawn(
                     self._daemon_argv(lab, n.name, wave),
                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                    preexec_fn=_enter_ns(record["namespaces"][n.name]),
+                    preexec_fn=_enter_node(record["namespaces"][n.name], n.name),
                 )
             self._reap(procs, wave, lab)
             if wave == "zebra":
@@ -526,7 +619,7 @@ class NetnsRuntime(Runtime):
         t_conf = time.monotonic()
         # The integrated config, applied as FRR's init script does (vtysh pushes each daemon its part).
         procs = {
-            n.name: subprocess.Popen(
+            n.name: self._spawn(
                 ["vtysh", "--vty_socket", str(st.node_dir(lab, n.name)), "-f", str(n.frr_conf)],
                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             )
@@ -572,22 +665,24 @@ class NetnsRuntime(Runtime):
         namespaces = set((record.get("namespaces") or {}).values())
         namespaces |= {ns for ns, owner in st.ledger().items() if owner == lab}
         inodes = {i for i in (_ns_inode(ns) for ns in namespaces) if i}
-        run_dir = str(st.lab_dir(lab))
-        victims = set(_pids_in_namespaces(inodes))
-        for info in (record.get("routers") or {}).values():
-            for pid in (info.get("pids") or {}).values():
-                if _alive(pid) and run_dir in _cmdline(pid):  # guard against PID reuse
-                    victims.add(pid)
-        for pid in victims:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        run_dir = str(st.lab_dir(lab)) + "/"
+        # Sweep until a pass finds nothing: processes in the lab's namespaces, and any process
+        # naming the lab's run directory (a daemon that double-forked late, or whose namespace
+        # was already deleted). Recorded PIDs are covered by both.
         end = time.monotonic() + 10
-        while victims and time.monotonic() < end:
-            victims = {p for p in victims if _alive(p)}
-            if victims:
-                time.sleep(0.01)
+        while time.monotonic() < end:
+            victims = set(_pids_in_namespaces(inodes)) | set(_pids_naming(run_dir))
+            if not victims:
+                break
+            for pid in victims:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            while victims and time.monotonic() < end:
+                victims = {p for p in victims if _alive(p)}
+                if victims:
+                    time.sleep(0.01)
         for ns in sorted(namespaces):
             if _ns_path(ns).exists():
                 try:
