@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from topologies import clab as clab_mod
 from topologies.frr import dry_run, vtysh_path
-from topologies.generator import build_lab, generate
+from topologies.generator import OutputError, build_lab, generate
 from topologies.intent import IntentError, load_intent, parse_intent, shipped_intents
 from topologies.labspec import LabSpec
 from topologies.planner import Design, plan
@@ -346,3 +346,32 @@ def test_cli(tmp_path):
     assert LabSpec.load(tmp_path / "m").name == f"cli{PID}"
     r = CliRunner().invoke(app, ["generate", "no-such-intent"])
     assert r.exit_code == 2 and "rail-only-512" in r.output
+
+
+def test_cli_list_never_cuts_intent_names():
+    from testbed.cli import app
+    from topologies.intent import shipped_intents
+
+    for cols in ("80", "60"):
+        r = CliRunner().invoke(app, ["generate", "--list"], env={"COLUMNS": cols})
+        assert r.exit_code == 0, r.output
+        assert "…" not in r.output.split("┃")[0]
+        cells = {c.strip() for line in r.output.splitlines() for c in line.split("│")[1:2]}
+        for name in shipped_intents():
+            assert name in cells, f"{name!r} cut at {cols} columns: {r.output}"
+
+
+def test_cli_unwritable_outdir(tmp_path):
+    from testbed.cli import app
+
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    for out, why in (("/proc/foo", "No such file or directory"), (str(blocker / "lab"), "not a directory")):
+        r = CliRunner().invoke(app, ["generate", "mini", "-o", out])
+        assert r.exit_code == 2, r.output
+        parent = str(Path(out).parent)
+        assert f"error: output directory {parent} " in r.output and why in r.output, r.output
+        assert "Errno" not in r.output and ".tmp-" not in r.output
+    with pytest.raises(OutputError, match="cannot be written"):
+        generate("mini", "/proc/foo/lab")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]

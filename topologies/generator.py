@@ -313,6 +313,10 @@ def _render_configs(spec: LabSpec, s: LabShape) -> dict[str, str]:
     return files
 
 
+class OutputError(ValueError):
+    """The output directory cannot be created or written (the message names it and says why)."""
+
+
 def generate(intent: Intent | str | Path, outdir: str | Path, *, name: str | None = None) -> Path:
     """Generate the lab for ``intent`` into ``outdir`` and return the lab directory.
 
@@ -322,7 +326,8 @@ def generate(intent: Intent | str | Path, outdir: str | Path, *, name: str | Non
     non-empty directory of something else. ``name`` overrides the lab name.
 
     The lab is written to a temporary sibling directory and renamed into place, so a failure
-    leaves nothing half-written. Raises IntentError (a ValueError) for bad intents.
+    leaves nothing half-written. Raises IntentError (a ValueError) for bad intents and
+    OutputError (a ValueError) when ``outdir``'s parent cannot be created or written.
     """
     if not isinstance(intent, Intent):
         intent = load_intent(intent)
@@ -336,13 +341,27 @@ def generate(intent: Intent | str | Path, outdir: str | Path, *, name: str | Non
                 f"output {out} is a non-empty directory without a lab.json; refusing to replace "
                 "it: pick an empty or new directory"
             )
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    if out.parent.exists() and not out.parent.is_dir():
+        raise OutputError(f"output directory {out.parent} is not a directory: pick another -o")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    except OSError as exc:
+        raise OutputError(
+            f"output directory {out.parent} cannot be written ({exc.strerror or exc}): "
+            "pick another -o (a writable directory)"
+        ) from None
     try:
         for rel, text in sorted(built.files.items()):
             p = tmp / rel
-            p.parent.mkdir(parents=True, exist_ok=True)
-            p.write_text(text)
+            try:
+                p.parent.mkdir(parents=True, exist_ok=True)
+                p.write_text(text)
+            except OSError as exc:
+                raise OutputError(
+                    f"cannot write the lab under {out.parent} ({exc.strerror or exc}): "
+                    "free space or pick another -o"
+                ) from None
         os.chmod(tmp, 0o755)
         if out.exists():
             old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))

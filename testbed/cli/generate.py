@@ -2,7 +2,8 @@
 
 Writes ``<lab>.clab.yml``, ``lab.json`` and ``configs/<switch>/...`` (docs/architecture.md,
 docs/generator.md). ``--list`` shows the shipped intents. A bad intent prints one
-``error: <key>: ...`` line on stderr and exits 2; other failures exit 1.
+``error: <key>: ...`` line on stderr and exits 2, as does an output directory that cannot be
+written; other failures exit 1.
 """
 
 from __future__ import annotations
@@ -33,14 +34,20 @@ def register(app: typer.Typer) -> None:
         ),
     ) -> None:
         """Generate a lab (containerlab topology, FRR/SONiC configs, lab.json) from an intent."""
-        from topologies.generator import generate
+        from topologies.generator import OutputError, generate
         from topologies.intent import IntentError, load_intent, resolve_lab, shipped_intents
         from topologies.labspec import LabSpec
 
         con = Console()
         if list_:
-            t = Table("intent", "architecture", "design", "lab")
-            for n in shipped_intents():
+            names = shipped_intents()
+            t = Table()
+            # names are what the user types next: never cut them (the other columns wrap)
+            t.add_column("intent", no_wrap=True, min_width=max(map(len, names), default=6))
+            t.add_column("architecture", overflow="fold")
+            t.add_column("design", overflow="fold")
+            t.add_column("lab", overflow="fold")
+            for n in names:
                 it = load_intent(n)
                 s = resolve_lab(it)
                 t.add_row(
@@ -57,7 +64,7 @@ def register(app: typer.Typer) -> None:
             it = load_intent(intent)
             out = outdir if outdir is not None else Path("labs") / (name or it.name)
             labdir = generate(it, out, name=name)
-        except IntentError as exc:
+        except (IntentError, OutputError) as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(2)
         spec = LabSpec.load(labdir)
