@@ -34,30 +34,75 @@ def _runtime_of(lab: str):
     return _runtime(record.get("runtime", "netns"))
 
 
-def _resolve_up_target(lab: str, out: Optional[Path]) -> Path:
-    """A lab directory or .clab.yml as is; an intent (name or YAML) generated first."""
+def _resolve_up_target(lab: str, out: Optional[Path], name: Optional[str]) -> Path:
+    """A lab directory or .clab.yml as is; an intent (name or YAML) generated first.
+
+    Refuses, before writing anything, an intent whose lab is already up or whose output
+    directory holds a running lab (regenerating it would change what checks compare against).
+    """
+    from testbed import state
+
     p = Path(lab)
     if p.is_dir() or (p.is_file() and p.name.endswith((".clab.yml", ".clab.yaml"))):
+        if name:
+            raise RailabError(
+                f"--name applies to intents; {lab} is a generated lab: regenerate it under a new name "
+                f"(railab generate INTENT --name {name})"
+            )
         return p
-    is_yaml = p.is_file() and p.suffix in (".yml", ".yaml")
-    shipped = Path(__file__).resolve().parents[2] / "topologies" / "intents" / f"{lab}.yml"
-    if not is_yaml and not shipped.exists():
-        raise RailabError(f"{lab!r} is neither a lab directory, a .clab.yml, an intent YAML nor a shipped intent name")
     from topologies.generator import generate
+    from topologies.intent import load_intent
 
-    name = p.stem if is_yaml else lab
-    target = out if out is not None else Path("labs") / name
-    return generate(p if is_yaml else shipped, target)
+    intent = load_intent(lab)
+    lab_name = name or intent.name
+    if state.load(lab_name) is not None:
+        raise RailabError(f"lab {lab_name} is already up: railab down {lab_name} (or --name NEW for a second lab)")
+    target = out if out is not None else Path("labs") / lab_name
+    holder = _running_lab_in(target)
+    if holder:
+        raise RailabError(f"{target} holds running lab {holder}: railab down {holder} first, or pick another --out")
+    return generate(intent, target, name=name)
+
+
+def _running_lab_in(directory: Path) -> Optional[str]:
+    """The running lab whose lab directory is ``directory``, if any."""
+    from testbed import state
+
+    want = directory.resolve()
+    for lab in state.labs():
+        record = state.load(lab) or {}
+        if record.get("labdir") and Path(record["labdir"]).resolve() == want:
+            return lab
+    return None
+
+
+def _exit_code(exc: BaseException) -> int:
+    """128 + the signal number (130 for Ctrl-C, 143 for SIGTERM, 129 for SIGHUP)."""
+    return 128 + int(getattr(exc, "signum", 2))
 
 
 def _lab_name(lab: str) -> str:
-    """A lab name, or the name inside a lab directory / .clab.yml."""
+    """A lab name, or the name inside a lab directory / .clab.yml.
+
+    Raises RailabError when ``lab`` is neither an existing path nor a valid lab name.
+    """
+    from testbed.runtime.netns import LAB_NAME
+
     p = Path(lab)
     if p.exists():
         from testbed.clabfile import load_clab
 
         return load_clab(p).name
+    if not LAB_NAME.match(lab):
+        raise RailabError(f"{lab!r} is neither a lab directory nor a lab name; {_running_labs()}")
     return lab
+
+
+def _running_labs() -> str:
+    from testbed import state
+
+    labs = state.labs()
+    return f"labs up here: {', '.join(labs)}" if labs else "no lab is up here"
 
 
 def register(app: typer.Typer) -> None:
@@ -71,17 +116,18 @@ def register(app: typer.Typer) -> None:
         progress: bool = typer.Option(True, "--progress/--no-progress", help="show the convergence display"),
         runtime: str = typer.Option("netns", "--runtime", "-r", help="netns (embedded, default) or containerlab"),
         reconfigure: bool = typer.Option(False, "--reconfigure", help="containerlab: redeploy over a running lab"),
+        name: Optional[str] = typer.Option(None, "--name", help="lab name for an intent (default: the intent's name)"),
     ) -> None:
         """Bring a lab up (network namespaces + FRR, or containerlab) and wait until it has converged."""
         rt = _runtime(runtime)
-        target = _resolve_up_target(lab, out)
+        target = _resolve_up_target(lab, out, name)
         t0 = time.monotonic()
         kwargs = {"reconfigure": True} if reconfigure and runtime == "containerlab" else {}
         try:
             rec = rt.up(target, timeout=timeout, progress=progress, **kwargs)
         except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP: up has rolled back already
-            typer.echo(f"error: interrupted ({exc or 'SIGINT'}): everything up made was removed", err=True)
-            raise typer.Exit(130) from None
+            typer.echo(f"error: {str(exc) or 'interrupted by SIGINT'}: everything up made was removed", err=True)
+            raise typer.Exit(_exit_code(exc)) from None
         typer.echo(
             f"lab {rec['lab']} is up and converged in {time.monotonic() - t0:.1f} s "
             f"({len(rec['namespaces'])} nodes, {len(rec['links'])} links); railab down {rec['lab']} removes it"
@@ -93,6 +139,8 @@ def register(app: typer.Typer) -> None:
         all_: bool = typer.Option(False, "--all", help="remove every railab lab and orphaned railab namespace"),
     ) -> None:
         """Remove everything ``up`` made (idempotent; works after a crash)."""
+        if all_ and lab:
+            raise typer.BadParameter(f"give a lab or --all, not both (got {lab!r} and --all)")
         if all_:
             from testbed import state
 
@@ -107,6 +155,11 @@ def register(app: typer.Typer) -> None:
         if not lab:
             raise RailabError("name a lab (railab down LAB) or pass --all")
         name = _lab_name(lab)
+        from testbed import state
+
+        if state.load(name) is None and name not in state.ledger().values():
+            typer.echo(f"lab {name} is not up: nothing to remove ({_running_labs()})")
+            return
         _runtime_of(name).down(name)
         typer.echo(f"lab {name} is down")
 
@@ -171,8 +224,28 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def inspect(
         lab: str = typer.Argument(..., help="lab name, directory or .clab.yml"),
-        as_json: bool = typer.Option(True, "--json/--no-json", help="print the recorded state as JSON"),
+        as_json: bool = typer.Option(False, "--json", help="print the whole recorded state as JSON"),
     ) -> None:
-        """The recorded state of a lab (namespaces, links, PIDs, paths)."""
+        """The recorded state of a lab (namespaces, links, PIDs, paths, timings)."""
         name = _lab_name(lab)
-        typer.echo(json.dumps(_runtime_of(name).inspect(name), indent=2, sort_keys=True))
+        record = _runtime_of(name).inspect(name)
+        if as_json:
+            typer.echo(json.dumps(record, indent=2, sort_keys=True))
+            return
+        con = Console()
+        con.print(
+            f"lab {record['lab']} ({record.get('runtime', 'netns')} runtime, phase {record.get('phase')}), "
+            f"lab directory {record.get('labdir')}"
+        )
+        t = Table()
+        for col in ("node", "namespace", "FRR daemons (PID)"):
+            t.add_column(col)
+        routers = record.get("routers") or {}
+        for node, ns in sorted(record.get("namespaces", {}).items()):
+            pids = (routers.get(node) or {}).get("pids") or {}
+            t.add_row(node, ns, " ".join(f"{d}({pid})" for d, pid in pids.items()) or "-")
+        con.print(t)
+        timings = record.get("timings") or {}
+        if timings:
+            con.print("timings (s): " + ", ".join(f"{k.removesuffix('_s')} {v}" for k, v in timings.items()))
+        con.print(f"{len(record.get('links', []))} links; railab inspect {name} --json for everything")

@@ -728,6 +728,6 @@ class NetnsRuntime(Runtime):
             spec = LabSpec.load(record["labdir"])
             up, down = observe_sessions(spec, NetnsExecutor(lab))
             out["sessions"] = {"up": len(up), "expected": len(up) + len(down), "down": sorted(down)}
-        except (FileNotFoundError, RuntimeError, TimeoutError) as exc:
+        except (FileNotFoundError, RuntimeError, TimeoutError, RailabError) as exc:
             out["sessions"] = {"error": str(exc)}
         return out

@@ -1,0 +1,70 @@
+"""`railab up/down/inspect` guard rails on a live lab: nothing is written over a running lab,
+`down` says what it did, usage errors exit 2 (integration: root + Debian frr)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import PID
+
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("no_leaks")]
+CLI = [sys.executable, "-c", "from testbed.cli import main; main()"]
+
+
+def _railab(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, cwd=cwd, timeout=120)
+
+
+def test_up_of_a_running_lab_name_writes_nothing(mini_lab, tmp_path):
+    res = _railab("up", "mini", "--name", mini_lab.name, "--no-progress", cwd=tmp_path)
+    assert res.returncode == 1
+    assert res.stderr.startswith(f"error: lab {mini_lab.name} is already up")
+    assert not (tmp_path / "labs").exists()
+
+
+def test_up_into_a_running_labs_directory_is_refused_before_generating(mini_lab, tmp_path):
+    before = (mini_lab.dir / "lab.json").read_bytes()
+    res = _railab("up", "rail-only-512", "--name", f"other{PID}", "--out", str(mini_lab.dir), "--no-progress",
+                  cwd=tmp_path)
+    assert res.returncode == 1
+    assert f"holds running lab {mini_lab.name}" in res.stderr
+    assert (mini_lab.dir / "lab.json").read_bytes() == before
+
+
+def test_name_only_applies_to_intents(mini_lab, tmp_path):
+    res = _railab("up", str(mini_lab.dir), "--name", "x", cwd=tmp_path)
+    assert res.returncode == 1 and "--name applies to intents" in res.stderr
+
+
+def test_down_says_when_there_is_nothing_to_remove(mini_lab, tmp_path):
+    res = _railab("down", f"nope{PID}", cwd=tmp_path)
+    assert res.returncode == 0
+    assert f"lab nope{PID} is not up: nothing to remove" in res.stdout
+    assert mini_lab.name in res.stdout  # lists the labs that are up
+    res = _railab("down", "labs/not-here", cwd=tmp_path)
+    assert res.returncode == 1 and "neither a lab directory nor a lab name" in res.stderr
+
+
+def test_down_with_a_lab_and_all_is_a_usage_error(mini_lab, tmp_path):
+    res = _railab("down", mini_lab.name, "--all", cwd=tmp_path)
+    assert res.returncode == 2 and "not both" in res.stderr
+    assert _railab("status", mini_lab.name, "--json", cwd=tmp_path).returncode == 0  # untouched
+
+
+def test_inspect_human_and_json(mini_lab, tmp_path):
+    human = _railab("inspect", mini_lab.name, cwd=tmp_path)
+    assert human.returncode == 0 and "g1-leaf1" in human.stdout and "bgpd(" in human.stdout
+    data = json.loads(_railab("inspect", mini_lab.name, "--json", cwd=tmp_path).stdout)
+    assert data["lab"] == mini_lab.name and data["runtime"] == "netns"
+    assert set(data["namespaces"]) == {n.name for n in mini_lab.spec.nodes}
+
+
+def test_bgp_peers_are_named_after_their_switch(mini_lab):
+    """Each FRR daemon runs with its node's hostname, so BGP's hostname capability names peers."""
+    peers = mini_lab.executor.vtysh_json("g1-leaf1", "show bgp neighbors json")
+    assert {p["hostname"] for p in peers.values()} == {n.name for n in mini_lab.spec.by_role("spine")}
