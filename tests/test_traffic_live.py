@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -218,3 +219,114 @@ def test_cli_traffic_json(mini_lab, capsys):
     out = json.loads(capsys.readouterr().out)
     assert not rc and out["failed"] == 0
     assert [f["hops_ttl"] for f in out["flows"]] == [1] * mini_lab.spec.gpus_per_server
+
+
+def _swap_eth1_eth3(netns: str) -> None:
+    """The tutorial's rename-based cable swap on one server (addresses move with the names)."""
+    from pyroute2 import IPRoute
+
+    from traffic.engine import in_netns
+
+    with in_netns(netns), IPRoute() as ipr:
+        a, b = ipr.link_lookup(ifname="eth1")[0], ipr.link_lookup(ifname="eth3")[0]
+        for i in (a, b):
+            ipr.link("set", index=i, state="down")
+        ipr.link("set", index=a, ifname="swaptmp")
+        ipr.link("set", index=b, ifname="eth1")
+        ipr.link("set", index=a, ifname="eth3")
+        for i in (a, b):
+            ipr.link("set", index=i, state="up")
+
+
+def _run_until(eng, flows, ok: bool, tries: int = 20):
+    """Links just came back up: wait (at most ~4 s) until every flow's ok is ``ok``."""
+    import time
+
+    for _ in range(tries):
+        res = eng.run(flows, measure=True, timeout=0.3)
+        if all(r.ok == ok for r in res):
+            return res
+        time.sleep(0.2)
+    return res
+
+
+@pytest.mark.integration
+@pytest.mark.usefixtures("no_leaks")
+def test_swapped_server_cables_fail_with_a_cabling_verdict(cut_lab):
+    from traffic.engine import resolve_lab
+
+    spec, _ = cut_lab
+    _, netns_of = resolve_lab(spec.name)
+    into = flows_for(spec, "intra-rail")  # srv1 -> srv2, every rail
+    out_of = [route(spec, Flow(("srv2", 0), ("srv1", 0)))]
+    _swap_eth1_eth3(netns_of("srv2"))
+    try:
+        with Engine(spec, netns_of) as eng:  # a fresh engine, like `railab traffic`
+            res = {r.flow.dst[1]: r for r in _run_until(eng, into[:1], ok=False) + eng.run(into, measure=True)}
+            back = eng.run(out_of, measure=True, timeout=0.3)[0]
+    finally:
+        _swap_eth1_eth3(netns_of("srv2"))
+    assert res[0].verdict == "arrived on srv2:eth3, expected eth1 (NIC 1): check cabling", res[0].to_dict()
+    assert res[2].verdict == "arrived on srv2:eth1, expected eth3 (NIC 3): check cabling", res[2].to_dict()
+    assert res[1].ok and res[3].ok and not res[0].ok and not res[2].ok
+    assert res[0].delivered == res[0].sent  # the packets did arrive: only the wiring is wrong
+    assert not back.ok and back.egress == "srv2:eth1"
+    leaf1 = spec.nic("srv2", 1)
+    assert back.expected_egress_to == f"{leaf1.leaf}:{leaf1.leaf_port}"
+    assert back.egress_to == f"{spec.nic('srv2', 3).leaf}:{spec.nic('srv2', 3).leaf_port}", back.to_dict()
+    assert "check cabling" in back.verdict
+    with Engine(spec, netns_of) as eng:  # swapped back: all good again
+        assert all(r.ok for r in _run_until(eng, into, ok=True)), "swap not restored"
+
+
+@pytest.mark.integration
+@pytest.mark.usefixtures("no_leaks")
+def test_cli_warns_when_a_leaf_loses_an_uplink(cut_lab, capsys):
+    """Traffic reroutes around a cut leaf-spine link (exit 0) but the output says so."""
+    from testbed.cli import app
+
+    spec, eng = cut_lab
+    up = next(ln for ln in spec.links if ln.role == "leaf-spine" and ln.a.node == "g1-leaf1")
+    eng.set_link(up.a.node, up.a.interface, up=False)
+    try:
+        for _ in range(10):  # the cut may still be converging: the rerouted run is all ok
+            rc = app(["traffic", spec.name, "-p", "cross-group", "--flows", "16"],
+                     standalone_mode=False)
+            out = capsys.readouterr().out
+            if not rc:
+                break
+            time.sleep(0.3)
+    finally:
+        eng.set_link(up.a.node, up.a.interface, up=True)
+    assert not rc, out
+    assert "16/16 flows as expected" in out
+    assert (f"warning: g1-leaf1 sent on 1 of 2 uplinks, 1 of 2 spines "
+            f"(g1-leaf1:{up.a.interface} is down): run railab check") in out, out
+    _run_until(eng, flows_for(spec, "cross-group"), ok=True)  # leave the lab converged
+
+
+@pytest.mark.integration
+@pytest.mark.usefixtures("no_leaks")
+def test_cli_traffic_interrupted(mini_lab, capsys):
+    """Ctrl-C during `railab traffic`: `error: interrupted`, exit 130, every socket closed."""
+    import signal
+    import threading
+
+    from testbed.cli import app
+
+    def fds() -> set[str]:
+        return set(os.listdir("/proc/self/fd"))
+
+    before = fds()
+    timer = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        rc = app(["traffic", mini_lab.name, "-p", "all-to-all", "--flows", "2000"],
+                 standalone_mode=False)
+    finally:
+        timer.cancel()
+    err = capsys.readouterr().err
+    assert rc == 130 and "error: interrupted" in err, (rc, err)
+    leaked = {fd: os.readlink(f"/proc/self/fd/{fd}") for fd in fds() - before
+              if os.path.exists(f"/proc/self/fd/{fd}")}
+    assert not {fd: t for fd, t in leaked.items() if "socket" in t}, leaked

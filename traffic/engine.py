@@ -33,7 +33,9 @@ import os
 import random
 import select
 import socket
+import signal
 import struct
+import threading
 import time
 import zlib
 from contextlib import contextmanager
@@ -82,6 +84,19 @@ def _attach_bpf(sock: socket.socket) -> None:
     buf = ctypes.create_string_buffer(prog)
     fprog = struct.pack("HL", len(_BPF), ctypes.addressof(buf))
     sock.setsockopt(socket.SOL_SOCKET, SO_ATTACH_FILTER, fprog)
+
+
+@contextmanager
+def sigint_event() -> Iterator[threading.Event]:
+    """While the body runs, SIGINT (Ctrl-C) only sets the yielded Event (pass it to
+    ``Engine(stop=...)``, which raises KeyboardInterrupt at a safe point); the previous handler
+    is restored afterwards. Must be entered from the main thread."""
+    ev = threading.Event()
+    prev = signal.signal(signal.SIGINT, lambda *_: ev.set())
+    try:
+        yield ev
+    finally:
+        signal.signal(signal.SIGINT, prev)
 
 
 @contextmanager
@@ -150,6 +165,36 @@ class FlowResult:
     unreachable_at: str | None = None
     receiver_drops: int = 0
     seconds: float = 0.0
+    egress: str | None = None
+    ingress: str | None = None
+    expected_ingress: str | None = None
+    wrong_ingress: int = 0
+    arrived_from: str | None = None
+    expected_from: str | None = None
+    egress_to: str | None = None
+    expected_egress_to: str | None = None
+
+    @property
+    def miswired(self) -> str | None:
+        """Why the flow's packets did not use the NICs/leaf ports ``lab.json`` assigns it (a
+        crossed or swapped cable, a renamed interface), or None. Checked on the sender (the
+        interface its socket actually sent on; with ``measure``, the leaf port whose counters
+        took the packets) and on the receiver (ingress interface, and the leaf port MAC the
+        frames came from)."""
+        f = self.flow
+        why = []
+        want_tx = f"{f.src[0]}:eth{f.src_nic}" if f.path_class != "intra-server" else None
+        if want_tx and self.egress and self.egress != want_tx:
+            why.append(f"sent on {self.egress}, expected eth{f.src_nic} (NIC {f.src_nic})")
+        if self.egress_to and self.expected_egress_to and self.egress_to != self.expected_egress_to:
+            why.append(f"left {f.src[0]}:eth{f.src_nic} towards {self.egress_to}, expected "
+                       f"{self.expected_egress_to}")
+        if self.wrong_ingress and self.expected_ingress:
+            exp_if = self.expected_ingress.split(":", 1)[1]
+            why.append(f"arrived on {self.ingress}, expected {exp_if} (NIC {f.dst_nic})")
+        if self.arrived_from and self.expected_from and self.arrived_from != self.expected_from:
+            why.append(f"arrived from {self.arrived_from}, expected {self.expected_from}")
+        return ": ".join(["; ".join(why), "check cabling"]) if why else None
 
     @property
     def hops_ttl(self) -> int | None:
@@ -168,6 +213,8 @@ class FlowResult:
         exp = self.flow.expected_hops
         if exp is None:
             return self.delivered == 0
+        if self.miswired:
+            return False
         if self.lost or self.icrc_errors or self.duplicates or self.delivered != self.sent:
             return False
         if self.hops_ttl != exp:
@@ -182,6 +229,8 @@ class FlowResult:
         if self.ok:
             return "ok"
         why = []
+        if self.miswired:
+            why.append(self.miswired)
         if self.lost:
             why.append(f"lost {self.lost}")
         if self.icrc_errors:
@@ -206,7 +255,10 @@ class FlowResult:
             "hops_ttl": self.hops_ttl, "hops_counters": self.hops_counters,
             "switches": self.switches, "path": self.path, "uplinks": self.uplinks,
             "spines": self.spines, "unreachable_at": self.unreachable_at,
-            "receiver_drops": self.receiver_drops, "ok": self.ok, "verdict": self.verdict,
+            "receiver_drops": self.receiver_drops, "egress": self.egress,
+            "egress_to": self.egress_to, "ingress": self.ingress,
+            "arrived_from": self.arrived_from, "miswired": self.miswired,
+            "ok": self.ok, "verdict": self.verdict,
         }
 
 
@@ -220,7 +272,8 @@ def flow_qpns(flow: Flow) -> tuple[int, int]:
 
 class _FlowState:
     __slots__ = ("flow", "res", "seq", "tx", "start_psn", "sent", "got", "next_psn", "dqpn",
-                 "sqpn", "ack_tpl", "ack_tx", "src_addr", "dst_addr", "last_rx", "t0")
+                 "sqpn", "ack_tpl", "ack_tx", "src_addr", "dst_addr", "last_rx", "t0",
+                 "want_if", "want_mac")
 
 
 class Engine:
@@ -229,11 +282,16 @@ class Engine:
     ``spec``: the lab's ``LabSpec``; ``netns_of(node) -> namespace`` defaults to
     ``clab-<lab>-<node>`` (both runtimes). Use as a context manager; ``run(flows)`` returns one
     :class:`FlowResult` per flow. Raises RailabError when a namespace or interface is missing.
+
+    ``stop``: an Event a SIGINT handler sets (see :func:`sigint_event`); the engine raises
+    KeyboardInterrupt at its next safe point (every receive poll, every namespace opened), so a
+    Ctrl-C never lands inside pyroute2 or a garbage-collector callback, where it can be lost.
     """
 
     def __init__(self, spec: LabSpec, netns_of: Callable[[str], str] | None = None, *,
-                 ttl: int = roce.DEFAULT_TTL) -> None:
+                 ttl: int = roce.DEFAULT_TTL, stop: threading.Event | None = None) -> None:
         self.spec = spec
+        self._stop = stop
         self.netns_of = netns_of or (lambda node: netns_name(spec.name, node))
         self.ttl = ttl
         self._tx: dict[tuple[str, int], socket.socket] = {}
@@ -243,6 +301,7 @@ class Engine:
         self._ipr: dict[str, IPRoute] = {}
         self._src_mac: dict[tuple[str, int], str] = {}
         self._gw_mac: dict[tuple[str, int], str] = {}
+        self._mac_port: dict[bytes, str] = {}  # leaf server-port MAC -> "leaf:port"
         self._ep: select.epoll | None = None
         self._by_qpn: dict[int, tuple[_FlowState, bool]] = {}
         self._probes: dict[tuple[int, int], dict] = {}
@@ -273,10 +332,15 @@ class Engine:
     def __exit__(self, *exc) -> None:
         self.close()
 
+    def _check_stop(self) -> None:
+        if self._stop is not None and self._stop.is_set():
+            raise KeyboardInterrupt
+
     def open(self) -> None:
         """Open every socket (server NICs, lo, receivers, UDP sinks, switch netlink)."""
         self._ep = select.epoll()
         for node in self.spec.nodes:
+            self._check_stop()
             if node.role != "server":
                 with in_netns(self.netns_of(node.name)):
                     self._ipr[node.name] = IPRoute()
@@ -313,7 +377,9 @@ class Engine:
                     self._tx[(srv.name, nic.nic)] = s
                     self._src_mac[(srv.name, nic.nic)] = s.getsockname()[4].hex(":")
         for nic in self.spec.nics:
-            self._gw_mac[(nic.server, nic.nic)] = self._link_mac(nic.leaf, nic.leaf_port)
+            mac = self._link_mac(nic.leaf, nic.leaf_port)
+            self._gw_mac[(nic.server, nic.nic)] = mac
+            self._mac_port[bytes.fromhex(mac.replace(":", ""))] = f"{nic.leaf}:{nic.leaf_port}"
 
     def close(self) -> None:
         """Close every socket; idempotent."""
@@ -356,6 +422,15 @@ class Engine:
             raise RailabError(f"{node} has no interface {ifname}")
         ipr.link("set", index=idx[0], state="up" if up else "down")
 
+    def link_up(self, node: str, ifname: str) -> bool | None:
+        """Operational state of a switch port: True (UP), False (down, no carrier or
+        lower layer down), None when the switch or port is unknown."""
+        ipr = self._ipr.get(node)
+        links = ipr.get_links(ifname=ifname) if ipr is not None else []
+        if not links:
+            return None
+        return links[0].get("state") == "up" and links[0].get("IFLA_OPERSTATE") in ("UP", "UNKNOWN")
+
     def node_of(self, address: str) -> str | None:
         """Lab node owning an IPv4 address (switch loopback, leaf side of a NIC /31, server NIC)."""
         return self._addr_node.get(address)
@@ -365,8 +440,12 @@ class Engine:
         if not flow.path_class:
             raise RailabError(f"flow {flow.name} is not routed: build it with "
                               "traffic.patterns.route() or flows_for()")
-        if not 256 <= flow.mtu <= 4096 or flow.size < 1 or flow.messages < 1:
-            raise RailabError(f"flow {flow.name}: mtu must be 256-4096, size and messages >= 1")
+        if not 256 <= flow.mtu <= 4096:
+            raise RailabError(f"flow {flow.name}: mtu must be 256-4096 (got {flow.mtu})")
+        if flow.size < 1:
+            raise RailabError(f"flow {flow.name}: size must be at least 1 byte (got {flow.size})")
+        if flow.messages < 1:
+            raise RailabError(f"flow {flow.name}: messages must be at least 1 (got {flow.messages})")
         st = _FlowState()
         st.flow = flow
         st.res = FlowResult(flow=flow)
@@ -382,11 +461,20 @@ class Engine:
             st.tx = self._lo[flow.src[0]]
             smac = dmac = "00:00:00:00:00:00"
             st.ack_tx = st.tx
+            st.want_if = st.want_mac = None
         else:
             st.tx = self._tx[(flow.src[0], flow.src_nic)]
             smac = self._src_mac[(flow.src[0], flow.src_nic)]
             dmac = self._gw_mac[(flow.src[0], flow.src_nic)]
             st.ack_tx = self._tx[(flow.dst[0], flow.dst_nic)]
+            # lab.json: NIC n is eth<n>, cabled to nic.leaf:nic.leaf_port. The socket's current
+            # interface name (renames show) is what the packets really leave from.
+            st.res.egress = f"{flow.src[0]}:{st.tx.getsockname()[0]}"
+            st.want_if = dst.interface
+            st.want_mac = bytes.fromhex(self._gw_mac[(flow.dst[0], flow.dst_nic)].replace(":", ""))
+            st.res.expected_ingress = f"{flow.dst[0]}:{dst.interface}"
+            st.res.expected_from = f"{dst.leaf}:{dst.leaf_port}"
+            st.res.expected_egress_to = f"{src.leaf}:{src.leaf_port}"
         lsq, ldq = flow_qpns(flow)
         common = dict(src_mac=smac, dst_mac=dmac, src_ip=st.src_addr, dst_ip=st.dst_addr,
                       dst_qpn=st.dqpn, sport=roce.udp_sport(lsq, ldq), psn=0, ttl=self.ttl)
@@ -450,7 +538,7 @@ class Engine:
             st.sent += 1
         return n
 
-    def _handle(self, buf: bytearray, n: int, now: float) -> None:
+    def _handle(self, buf: bytearray, n: int, now: float, ifname: str = "") -> None:
         if n < 42 or buf[12] != 0x08 or buf[13] != 0x00:
             return
         ihl = (buf[14] & 0x0F) * 4
@@ -486,6 +574,14 @@ class Engine:
                 return
             st.got[idx] = 1
             res.delivered += 1
+            if st.want_if is not None:
+                if ifname != st.want_if:
+                    res.wrong_ingress += 1
+                    res.ingress = f"{st.flow.dst[0]}:{ifname}"
+                elif res.ingress is None:
+                    res.ingress = f"{st.flow.dst[0]}:{ifname}"
+                if buf[6:12] != st.want_mac and res.arrived_from is None:
+                    res.arrived_from = self._mac_port.get(bytes(buf[6:12]), bytes(buf[6:12]).hex(":"))
             if idx != st.next_psn:
                 res.out_of_order += 1
             st.next_psn = idx + 1
@@ -521,6 +617,7 @@ class Engine:
     def poll(self, timeout: float = 0.0) -> int:
         """Receive and account every pending packet; wait up to ``timeout`` s for the first."""
         assert self._ep is not None
+        self._check_stop()
         got = 0
         buf = self._buf
         for fd, _ in self._ep.poll(timeout):
@@ -532,7 +629,7 @@ class Engine:
                     break
                 if addr[2] == PACKET_OUTGOING:
                     continue
-                self._handle(buf, n, time.monotonic())
+                self._handle(buf, n, time.monotonic(), addr[0])
                 got += 1
         return got
 
@@ -634,6 +731,13 @@ class Engine:
             return
         src = self.spec.nic(st.flow.src[0], st.flow.src_nic)
         node, ingress = src.leaf, src.leaf_port
+        if delta.get((node, ingress), (0, 0))[0] < thr:
+            # the packets did not enter the leaf port lab.json cables this NIC to: find the
+            # server-facing port of this server that took them (a crossed cable)
+            took = sorted((rx, f"{n}:{ifn}") for (n, ifn), (rx, _tx) in delta.items()
+                          if rx >= thr and self._peer.get((n, ifn), ("",))[0] == src.server)
+            if took:
+                res.egress_to = took[-1][1]
         path: list[str] = []
         for _ in range(len(self._ipr) + 1):
             outs = sorted(((tx, ifn) for (n, ifn), (_rx, tx) in delta.items()
@@ -709,6 +813,56 @@ def spread(spec: LabSpec, results: list[FlowResult]) -> SpreadStats:
             stats.per_link[first] = stats.per_link.get(first, 0) + 1
             stats.per_spine[r.spines[0]] = stats.per_spine.get(r.spines[0], 0) + 1
     return stats
+
+
+def spread_warnings(spec: LabSpec, results: list[FlowResult],
+                    link_up: Callable[[str, str], bool | None] | None = None,
+                    chance: float = 0.01) -> list[str]:
+    """Warnings for source leaves whose measured flows used fewer uplinks or spines than
+    ``lab.json`` plans for them (a cut link, a dead BGP session, a shrunk ECMP group), e.g.
+    ``"g1-leaf1 sent on 1 of 2 uplinks, 1 of 2 spines (g1-leaf1:eth6 is down): run railab
+    check"``. The flows may all still arrive (traffic reroutes), so these are warnings, not
+    failures.
+
+    ``link_up(node, ifname)`` (e.g. :meth:`Engine.link_up`) names unused uplinks that are down.
+    When every unused uplink is up, a leaf is only reported if ECMP hashing would miss one of
+    its ``k`` uplinks with ``n`` flows less often than ``chance`` (``k x (1 - 1/k)^n``), so a
+    few flows on a healthy fabric do not cry wolf. Needs measured results (``uplinks``).
+    """
+    planned: dict[str, list[str]] = {}
+    spines_of: dict[str, set[str]] = {}
+    for ln in spec.links:
+        if ln.role == "leaf-spine":
+            planned.setdefault(ln.a.node, []).append(f"{ln.a.node}:{ln.a.interface}>{ln.b.node}:{ln.b.interface}")
+            spines_of.setdefault(ln.a.node, set()).add(ln.b.node)
+    used: dict[str, set[str]] = {}
+    used_spines: dict[str, set[str]] = {}
+    flows: dict[str, int] = {}
+    for r in results:
+        if not r.uplinks:
+            continue
+        leaf = r.uplinks[0].split(":")[0]
+        used.setdefault(leaf, set()).add(r.uplinks[0])
+        used_spines.setdefault(leaf, set()).add(r.spines[0])
+        flows[leaf] = flows.get(leaf, 0) + 1
+    out = []
+    for leaf in sorted(used):
+        k, u = len(planned.get(leaf, [])), len(used[leaf])
+        ks, us = len(spines_of.get(leaf, ())), len(used_spines[leaf])
+        if u >= k and us >= ks:
+            continue
+        idle = [x.split(">")[0] for x in planned[leaf] if x not in used[leaf]]
+        down = [x for x in idle if link_up is not None and link_up(*x.split(":", 1)) is False]
+        n = flows[leaf]
+        if not down and k * (1 - 1 / k) ** n >= chance:
+            continue  # too few flows to tell a missing uplink from hashing luck
+        what = f"{leaf} sent on {u} of {k} uplinks"
+        if us < ks:
+            what += f", {us} of {ks} spines"
+        why = (f" ({', '.join(down)} {'is' if len(down) == 1 else 'are'} down)" if down
+               else f" with {n} flows although its uplinks are up")
+        out.append(f"{what}{why}: run railab check")
+    return out
 
 
 def resolve_lab(target: str) -> tuple[LabSpec, Callable[[str], str]]:

@@ -28,6 +28,31 @@ def _hops(v) -> str:
     return "unreachable" if v is None else str(v)
 
 
+def _usage(msg: str) -> None:
+    """One ``error: ...`` line on stderr, exit 2 (usage error)."""
+    typer.echo(f"error: {msg}", err=True)
+    raise typer.Exit(2)
+
+
+def check_options(*, flows: int | None, size: int, messages: int, mtu: int) -> None:
+    """Validate ``railab traffic`` numbers one by one; raise typer.Exit(2) after printing
+    ``error: --OPTION ...`` for the first bad one. ``--mtu`` is the RoCE path MTU (IBTA: 256,
+    512, 1024, 2048 or 4096 payload bytes; any value in between is accepted here)."""
+    if flows is not None and flows < 1:
+        _usage(f"--flows must be at least 1 (got {flows})")
+    if size < 1:
+        _usage(f"--size must be at least 1 byte per message (got {size})")
+    if messages < 1:
+        _usage(f"--messages must be at least 1 per flow (got {messages})")
+    if not 256 <= mtu <= 4096:
+        _usage(f"--mtu must be 256-4096 (RoCE path MTU, payload bytes per packet; got {mtu})")
+
+
+def _interrupted() -> None:
+    typer.echo("error: interrupted", err=True)
+    raise typer.Exit(130)
+
+
 def register(app: typer.Typer) -> None:
     """Attach ``traffic`` and ``traceroute`` to ``app``."""
 
@@ -36,28 +61,37 @@ def register(app: typer.Typer) -> None:
         lab: str = typer.Argument(..., help="running lab name or lab directory"),
         pattern: str = typer.Option(..., "--pattern", "-p", help=f"one of {', '.join(PATTERNS)}"),
         pxn: bool = typer.Option(False, "--pxn", help="NCCL PXN: cross NVLink first, stay on the rail"),
-        flows: Optional[int] = typer.Option(None, "--flows", "-n", min=1,
+        flows: Optional[int] = typer.Option(None, "--flows", "-n",
                                             help="number of flows (repeats pairs with new QPs)"),
-        size: int = typer.Option(4096, help="bytes per message"),
-        messages: int = typer.Option(4, help="messages per flow"),
-        mtu: int = typer.Option(1024, help="RoCE path MTU (payload bytes per packet)"),
+        size: int = typer.Option(4096, help="bytes per message (>= 1)"),
+        messages: int = typer.Option(4, help="messages per flow (>= 1)"),
+        mtu: int = typer.Option(1024, help="RoCE path MTU, payload bytes per packet (256-4096)"),
         op: str = typer.Option("write", help="write | send | mixed"),
         measure: bool = typer.Option(True, "--measure/--no-measure",
                                      help="one flow at a time with switch counters (paths)"),
         as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
     ) -> None:
         """Send a RoCEv2 traffic pattern and check hops, loss and paths."""
-        from traffic.engine import Engine, resolve_lab, spread
+        from traffic.engine import Engine, resolve_lab, sigint_event, spread, spread_warnings
         from traffic.patterns import flows_for
 
         if pattern not in PATTERNS:
-            raise typer.BadParameter(f"use one of {', '.join(PATTERNS)}", param_hint="--pattern")
+            _usage(f"--pattern must be one of {', '.join(PATTERNS)} (got {pattern!r})")
         if op not in ("write", "send", "mixed"):
-            raise typer.BadParameter("use write, send or mixed", param_hint="--op")
-        spec, netns_of = resolve_lab(lab)
-        fl = flows_for(spec, pattern, pxn=pxn, n=flows, size=size, messages=messages, mtu=mtu, op=op)
-        with Engine(spec, netns_of) as eng:
-            results = eng.run(fl, measure=measure)
+            _usage(f"--op must be write, send or mixed (got {op!r})")
+        check_options(flows=flows, size=size, messages=messages, mtu=mtu)
+        try:
+            spec, netns_of = resolve_lab(lab)
+            fl = flows_for(spec, pattern, pxn=pxn, n=flows, size=size, messages=messages,
+                           mtu=mtu, op=op)
+            with sigint_event() as stop:
+                with Engine(spec, netns_of, stop=stop) as eng:  # closes every socket, Ctrl-C too
+                    results = eng.run(fl, measure=measure)
+                    warnings = spread_warnings(spec, results, eng.link_up)
+                if stop.is_set():
+                    raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            _interrupted()
         sp = spread(spec, results)
         bad = [r for r in results if not r.ok]
         if as_json:
@@ -67,7 +101,7 @@ def register(app: typer.Typer) -> None:
                 "spread": {"per_spine": sp.per_spine, "per_link": sp.per_link,
                            "spine_imbalance": round(sp.imbalance(sp.per_spine), 3),
                            "link_imbalance": round(sp.imbalance(sp.per_link), 3)},
-                "failed": len(bad),
+                "failed": len(bad), "warnings": warnings,
             }, indent=2, sort_keys=True))
         else:
             con = _console()
@@ -93,6 +127,8 @@ def register(app: typer.Typer) -> None:
                           + f"  imbalance(max/mean)={sp.imbalance(sp.per_spine):.2f}")
                 con.print("uplinks: " + ", ".join(f"{k}={v}" for k, v in sp.per_link.items())
                           + f"  imbalance={sp.imbalance(sp.per_link):.2f}")
+            for w in warnings:  # traffic rerouted around a fault: say so, exit code unchanged
+                con.print(f"[yellow]warning:[/yellow] {w}", highlight=False, soft_wrap=True)
             con.print(f"{len(results) - len(bad)}/{len(results)} flows as expected")
         if bad:
             raise typer.Exit(1)
@@ -102,19 +138,27 @@ def register(app: typer.Typer) -> None:
         lab: str = typer.Argument(..., help="running lab name or lab directory"),
         src: str = typer.Argument(..., help="source GPU, e.g. srv1:gpu0 (or srv1:nic1)"),
         dst: str = typer.Argument(..., help="destination GPU, e.g. srv3:gpu0"),
-        pxn: bool = typer.Option(False, "--pxn"),
+        pxn: bool = typer.Option(False, "--pxn",
+                                 help="NCCL PXN: cross NVLink to the destination's rail first"),
         qp: int = typer.Option(0, help="flow index (changes the UDP source port, so the ECMP path)"),
-        as_json: bool = typer.Option(False, "--json"),
+        as_json: bool = typer.Option(False, "--json", help="machine-readable output (hops as JSON)"),
     ) -> None:
         """RoCE traceroute: TTL-limited copies of the flow's packets, leaf -> spine -> leaf."""
-        from traffic.engine import Engine, resolve_lab
+        from traffic.engine import Engine, resolve_lab, sigint_event
         from traffic.patterns import Flow, parse_endpoint, route
         from traffic.traceroute import format_path, trace
 
-        spec, netns_of = resolve_lab(lab)
-        flow = route(spec, Flow(parse_endpoint(spec, src), parse_endpoint(spec, dst), qp=qp, pxn=pxn))
-        with Engine(spec, netns_of) as eng:
-            hops = trace(eng, flow)
+        try:
+            spec, netns_of = resolve_lab(lab)
+            flow = route(spec, Flow(parse_endpoint(spec, src), parse_endpoint(spec, dst), qp=qp,
+                                    pxn=pxn))
+            with sigint_event() as stop:
+                with Engine(spec, netns_of, stop=stop) as eng:
+                    hops = trace(eng, flow)
+                if stop.is_set():
+                    raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            _interrupted()
         if as_json:
             print(json.dumps({"flow": flow.name, "src_nic": flow.src_nic, "dst_nic": flow.dst_nic,
                               "nvlink": flow.nvlink, "hops": [h.__dict__ for h in hops]}, indent=2))

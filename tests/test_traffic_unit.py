@@ -1,0 +1,119 @@
+"""Root-free checks of traffic verdicts, spread warnings and `railab traffic` option errors.
+
+FlowResults here are plain data (what the engine records), so the verdict and warning rules are
+tested without a lab; the live behaviour is in test_traffic_live.py.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from traffic.engine import FlowResult, spread_warnings
+from traffic.patterns import flows_for
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def spec(tmp_path_factory):
+    from topologies.generator import generate
+    from topologies.labspec import LabSpec
+
+    d = generate(ROOT / "topologies" / "intents" / "mini.yml", tmp_path_factory.mktemp("u") / "tu",
+                 name="tu")
+    return LabSpec.load(d)
+
+
+def _delivered(flow, **kw) -> FlowResult:
+    r = FlowResult(flow=flow, sent=16, delivered=16, ttl=63, hops_counters=1, **kw)
+    return r
+
+
+def test_crossed_cable_fails_the_flow_with_a_cabling_verdict(spec):
+    f = flows_for(spec, "intra-rail")[0]  # srv1:gpu0 -> srv2:gpu0, NIC 1 -> NIC 1
+    good = _delivered(f, egress="srv1:eth1", ingress="srv2:eth1",
+                      expected_ingress="srv2:eth1", expected_from="g1-leaf1:eth2")
+    assert good.ok and good.miswired is None and good.verdict == "ok"
+    swapped = _delivered(f, egress="srv1:eth1", ingress="srv2:eth3", wrong_ingress=16,
+                         expected_ingress="srv2:eth1")
+    assert not swapped.ok
+    assert swapped.verdict == "arrived on srv2:eth3, expected eth1 (NIC 1): check cabling"
+    assert swapped.to_dict()["miswired"] == swapped.verdict and not swapped.to_dict()["ok"]
+    wrong_leaf = _delivered(f, egress="srv1:eth1", arrived_from="g1-leaf3:eth2",
+                            expected_from="g1-leaf1:eth2")
+    assert "arrived from g1-leaf3:eth2, expected g1-leaf1:eth2: check cabling" == wrong_leaf.verdict
+    sender = FlowResult(flow=f, sent=16, lost=16, egress="srv1:eth1", egress_to="g1-leaf3:eth2",
+                        expected_egress_to="g1-leaf1:eth2")
+    assert sender.verdict.startswith("left srv1:eth1 towards g1-leaf3:eth2, expected "
+                                     "g1-leaf1:eth2: check cabling")
+    renamed = _delivered(f, egress="srv1:eth3")
+    assert "sent on srv1:eth3, expected eth1 (NIC 1)" in renamed.verdict and not renamed.ok
+
+
+def _via(flow, uplink: str) -> FlowResult:
+    r = FlowResult(flow=flow, sent=4, delivered=4, ttl=61, hops_counters=3)
+    r.uplinks = [uplink]
+    r.spines = [uplink.split(">")[1].split(":")[0]]
+    return r
+
+
+def test_spread_warning_names_the_idle_uplink(spec):
+    flows = flows_for(spec, "cross-group", n=16)
+    ups = {}
+    for ln in spec.links:
+        if ln.role == "leaf-spine":
+            ups.setdefault(ln.a.node, []).append(f"{ln.a.node}:{ln.a.interface}>{ln.b.node}:{ln.b.interface}")
+    results = []
+    for i, f in enumerate(flows):
+        leaf = spec.nic(f.src[0], f.src_nic).leaf
+        choices = ups[leaf]
+        # g1-leaf1 loses its second uplink; every other leaf spreads over both
+        results.append(_via(f, choices[0] if leaf == "g1-leaf1" else choices[i % len(choices)]))
+    cut = ups["g1-leaf1"][1].split(">")[0]
+    state = lambda node, ifn: f"{node}:{ifn}" != cut  # noqa: E731
+    w = spread_warnings(spec, results, state)
+    assert w == [f"g1-leaf1 sent on 1 of 2 uplinks, 1 of 2 spines ({cut} is down): run railab check"]
+    # all links up and only 4 flows per leaf: a single uplink is hashing luck, not a fault
+    assert spread_warnings(spec, results, lambda n, i: True) == []
+    # ... but 16 flows from one leaf on one of its 2 uplinks is not luck (2 x 2^-16)
+    many = [_via(f, ups["g1-leaf1"][0]) for f in flows_for(spec, "cross-group", n=64)
+            if spec.nic(f.src[0], f.src_nic).leaf == "g1-leaf1"]
+    assert len(many) == 16
+    w = spread_warnings(spec, many, lambda n, i: True)
+    assert w == ["g1-leaf1 sent on 1 of 2 uplinks, 1 of 2 spines with 16 flows although its "
+                 "uplinks are up: run railab check"]
+    assert spread_warnings(spec, results[:0]) == []
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--size", "0"], "--size must be at least 1"),
+    (["--messages", "0"], "--messages must be at least 1"),
+    (["--mtu", "0"], "--mtu must be 256-4096"),
+    (["--mtu", "9000"], "--mtu must be 256-4096"),
+    (["--flows", "0"], "--flows must be at least 1"),
+    (["--op", "read"], "--op must be write, send or mixed"),
+    (["-p", "bogus"], "--pattern must be one of intra-server"),
+])
+def test_traffic_option_errors_name_the_option(args, needle):
+    """Checked before the lab is looked up, so no lab is needed; usage errors exit 2."""
+    from testbed.cli import app
+
+    base = ["traffic", "no-such-lab"] + ([] if "-p" in args else ["-p", "intra-rail"])
+    r = CliRunner().invoke(app, base + args)
+    assert r.exit_code == 2, r.output
+    assert r.output.startswith("error: ") and needle in r.output, r.output
+    assert r.output.count("\n") == 1
+
+
+def test_traceroute_help_describes_every_option():
+    from testbed.cli import app
+
+    r = CliRunner().invoke(app, ["traceroute", "--help"], env={"COLUMNS": "200"})
+    assert r.exit_code == 0
+    lines = {ln.split()[1]: ln for ln in r.output.splitlines() if ln.strip().startswith("│ --")}
+    for opt in ("--pxn", "--json", "--qp"):
+        assert opt in lines, r.output
+        assert len(lines[opt].split()) > 4, f"{opt} has no description: {lines[opt]!r}"
