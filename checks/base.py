@@ -16,6 +16,7 @@ of one run share one ``show bgp summary`` per node.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from functools import cached_property
 from ipaddress import ip_network
@@ -96,6 +97,29 @@ class ObservationError(RuntimeError):
     """A node could not be observed (FRR not answering, namespace missing); the message says which."""
 
 
+_NOT_RUNNING = re.compile(r"\b(zebra|bgpd|staticd|bfdd|ospfd|watchfrr)\b is not running")
+_COMMAND = re.compile(r"`([^`]+)`")
+
+
+def frr_unreadable(node: str, err: Exception | str, daemon: str) -> str:
+    """One clean sentence for an FRR daemon that did not answer ``vtysh`` on ``node``.
+
+    ``"bgpd is not running on g1-leaf2 (`show bgp ... summary json` failed): restart the lab
+    (railab down, then railab up)"`` when vtysh says so, else ``"cannot read <daemon> on
+    <node>: <error>; is <daemon> running?"`` (the error without a repeated node prefix).
+    """
+    msg = str(err)
+    m = _NOT_RUNNING.search(msg)
+    cmd = _COMMAND.search(msg)
+    if m:
+        what = f" (`{cmd.group(1)}` failed)" if cmd else ""
+        return (f"{m.group(1)} is not running on {node}{what}: restart the lab "
+                "(railab down, then railab up)")
+    if msg.startswith(f"{node}: "):
+        msg = msg[len(node) + 2:]
+    return f"cannot read {daemon} on {node}: {msg}; is {daemon} running?"
+
+
 @dataclass(frozen=True)
 class LinkState:
     """One interface as netlink reports it inside a node's namespace.
@@ -174,7 +198,9 @@ class Observer:
             try:
                 self._frr[key] = self.executor.vtysh_json(node, command)
             except (RailabError, RuntimeError, ValueError, TimeoutError, OSError) as exc:
-                self._frr[key] = ObservationError(f"{node}: `{command}`: {exc}")
+                msg = str(exc)  # executors already say "NODE: `COMMAND` failed ...": no repeat
+                self._frr[key] = ObservationError(
+                    msg if msg.startswith(f"{node}: ") else f"{node}: `{command}`: {msg}")
         val = self._frr[key]
         if isinstance(val, ObservationError):
             raise val

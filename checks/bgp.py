@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from checks.base import CheckResult, ObservationError, Observer, failed, passed, skipped
+from checks.base import (CheckResult, ObservationError, Observer, failed, frr_unreadable, passed,
+                         skipped)
 
 CHECK = "bgp"
 
@@ -39,7 +40,7 @@ def _cause(obs: Observer, sess, ends: list[tuple[str, str, dict | None, str | No
     """Likely cause of a session that is not Established, most specific first."""
     for node, iface, peer, err in ends:
         if err:
-            return f"cannot read BGP on {node} ({err}); is bgpd running?"
+            return frr_unreadable(node, err, "bgpd")
     for node, iface, peer, _ in ends:
         if peer is None:
             return (f"{node} has no BGP neighbor {iface}: add `neighbor {iface} interface "
@@ -89,7 +90,7 @@ def check_bgp(obs: Observer) -> list[CheckResult]:
         except ObservationError as exc:
             results.append(failed(CHECK, name, node=node.name, subject="router bgp",
                                   expected=f"AS {node.asn}", observed="no answer",
-                                  reason=f"{exc}; is bgpd running?"))
+                                  reason=frr_unreadable(node.name, exc, "bgpd")))
             continue
         local_as = summ.get("as")
         rid = summ.get("routerId")

@@ -16,7 +16,8 @@ netlink (RTA_MULTIPATH path count and output interfaces).
 
 from __future__ import annotations
 
-from checks.base import CheckResult, ObservationError, Observer, failed, passed, skipped
+from checks.base import (CheckResult, ObservationError, Observer, failed, frr_unreadable, passed,
+                         skipped)
 from topologies.labspec import ExpectedRoute
 
 CHECK = "routes"
@@ -51,6 +52,15 @@ def _announces(obs: Observer, node: str, prefix: str) -> bool | None:
     except ObservationError:
         return None
     return any(p.get("path", None) == "" and p.get("peerId") == "(unspec)" for p in paths or [])
+
+
+def _bgp_table_error(obs: Observer, node: str) -> str:
+    """Why ``node``'s BGP table could not be read, as one sentence (see frr_unreadable)."""
+    try:
+        obs.bgp_table(node)
+    except ObservationError as exc:
+        return frr_unreadable(node, exc, "bgpd")
+    return f"cannot read {node}'s BGP table; is bgpd running?"
 
 
 def _bgp_planned(obs: Observer, node: str) -> bool:
@@ -127,7 +137,7 @@ def _why_missing(obs: Observer, node: str, prefix: str) -> str:
         if _bgp_planned(obs, node) and not up:
             return f"{node} has no Established BGP session"
     except ObservationError as exc:
-        return str(exc)
+        return frr_unreadable(node, exc, "bgpd")
     if origin:
         direct = _session_states(obs, node, origin)
         if direct:
@@ -145,7 +155,7 @@ def _check_one(obs: Observer, node: str, exp: ExpectedRoute, fib_err: list[str])
         entry = _selected(obs.rib(node).get(prefix, []))
     except ObservationError as exc:
         return failed(CHECK, name, node=node, subject=prefix, expected=expected,
-                      observed="no answer", reason=f"{exc}; is zebra running?")
+                      observed="no answer", reason=frr_unreadable(node, exc, "zebra"))
     if entry is None:
         return failed(CHECK, name, node=node, subject=prefix, expected=expected,
                       observed="missing from RIB", reason=_why_missing(obs, node, prefix))
@@ -218,7 +228,7 @@ def check_routes(obs: Observer) -> list[CheckResult]:
         if ann is None:
             results.append(failed(CHECK, name, node=rs.leaf, subject=rs.prefix,
                                   expected="locally originated in BGP", observed="no answer",
-                                  reason=f"cannot read {rs.leaf}'s BGP table; is bgpd running?"))
+                                  reason=_bgp_table_error(obs, rs.leaf)))
         elif not ann:
             results.append(failed(
                 CHECK, name, node=rs.leaf, subject=rs.prefix, expected="locally originated in BGP",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Callable, Iterable
 
 from checks.base import CHECKS, CMD_BGP_TABLE, CMD_RIB, CMD_SUMMARY, CheckResult, Observer
@@ -88,3 +89,91 @@ def summary(results: list[CheckResult]) -> dict[str, dict[str, int]]:
     for r in results:
         out.setdefault(r.check, {"pass": 0, "fail": 0, "skip": 0})[r.status] += 1
     return {k: out[k] for k in sorted(out, key=lambda c: CHECKS.index(c) if c in CHECKS else 99)}
+
+
+def _word(token: str) -> re.Pattern:
+    return re.compile(rf"(?<![\w-]){re.escape(token)}(?!\w)")
+
+
+def group_failures(results: list[CheckResult]) -> list[tuple[CheckResult, list[CheckResult]]]:
+    """Group failing results under their root cause: ``[(root, [consequences...]), ...]`` in run
+    order (cabling and BGP run before routes, so causes come first). Every failure appears once.
+
+    A failure follows from an earlier root when its name, observed state or reason names:
+
+    * the root's link (``A:x <-> B:y``) or one of its ends (``A:x``), or, on node ``A``, the
+      interface ``x`` (``next hops missing via x``);
+    * the node of a node-wide root: for a daemon that is not running, any row about the node
+      or naming it; for a wrong ``NODE ASN``, rows whose observation or cause names the node
+      (link matches win over node-wide ones);
+    * a node whose rows for the same subject already follow from the root (``see spine2's
+      rows``).
+
+    Anything else is a root of its own. Used by ``railab check`` to print root causes and
+    "N more failures follow from ..." (``--all`` lists every row).
+    """
+    fails = [r for r in results if r.status == "fail"]
+    root_of: dict[int, int] = {}  # failure index -> index of its root failure
+    roots: list[int] = []
+    matchers: dict[int, tuple[list, list]] = {}
+    deferred: list[tuple[int, list[str]]] = []
+    for i, r in enumerate(fails):
+        text = " ".join(x for x in (r.name, r.observed or "", r.reason or "") if x)
+        # a root's specific matchers (its link) win over any root's node-wide ones
+        hit = next((j for j in roots if any(m(r, text) for m in matchers[j][0])), None)
+        if hit is None:
+            hit = next((j for j in roots if any(m(r, text) for m in matchers[j][1])), None)
+        if hit is not None:
+            root_of[i] = hit
+            continue
+        refs = re.findall(r"see ([\w-]+)'s rows", text)
+        if refs:
+            deferred.append((i, refs))  # decided once the referenced node's rows are
+            continue
+        roots.append(i)
+        root_of[i] = i
+        matchers[i] = _root_matchers(r)
+    changed = True
+    while changed and deferred:
+        changed = False
+        for item in list(deferred):
+            i, refs = item
+            r = fails[i]
+            same = [root_of[j] for j, o in enumerate(fails) if j in root_of and o.node in refs
+                    and o.subject == r.subject]
+            if same:
+                root_of[i] = same[0]
+                deferred.remove(item)
+                changed = True
+    for i, _ in deferred:  # nothing explains them: roots of their own
+        roots.append(i)
+        root_of[i] = i
+    roots.sort()
+    out = {j: (fails[j], []) for j in roots}
+    for i, j in sorted(root_of.items()):
+        if i != j:
+            out[j][1].append(fails[i])
+    return [out[j] for j in roots]
+
+
+def _root_matchers(root: CheckResult) -> tuple[list, list]:
+    """(specific, node-wide) predicates ``(row, text) -> bool`` for rows following ``root``."""
+    out: list[Callable[[CheckResult, str], bool]] = []
+    wide: list[Callable[[CheckResult, str], bool]] = []
+    if "<->" in root.name:
+        out.append(lambda r, text, p=_word(root.name.strip()): bool(p.search(text)))
+        for end in (e.strip() for e in root.name.split("<->")):
+            if ":" not in end:
+                continue
+            node, iface = end.split(":", 1)
+            out.append(lambda r, text, p=_word(end): bool(p.search(text)))
+            out.append(lambda r, text, n=node, p=_word(iface): r.node == n and bool(p.search(text)))
+    node = root.node
+    if node and re.search(rf"is not running on {re.escape(node)}(?!\w)", root.reason or ""):
+        # a dead daemon: nothing about the node can be read, and its peers lose it
+        wide.append(lambda r, text, n=node, p=_word(node): r.node == n or bool(p.search(text)))
+    elif node and root.name == f"{node} ASN":
+        # a wrong ASN / router-id: rows whose observation or cause names the node
+        wide.append(lambda r, text, p=_word(node): bool(
+            p.search(" ".join(x for x in (r.observed, r.reason) if x))))
+    return out, wide

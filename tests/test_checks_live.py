@@ -165,5 +165,21 @@ def test_faults_in_sequence(fault_lab):
     leaf_routes = _fails(res, check="routes", node="g1-leaf1")
     assert leaf_routes and all(f"{up.a.interface} link down" in r.reason or "is Idle" in r.reason
                                for r in leaf_routes)
+    # grouping: every failure the cut causes follows from the cabling row (root cause first)
+    from typer.testing import CliRunner
+
+    from checks.runner import group_failures
+    from testbed.cli import app
+
+    groups = {root.name: follow for root, follow in group_failures(res)}
+    caused = {r.name for r in _fails(res) if r.name not in baseline} - {link_name}
+    assert caused and caused <= {r.name for r in groups[link_name]}, groups.keys()
+    cli = CliRunner().invoke(app, ["check", spec.name, "--only", "cabling,bgp,routes,oversub"],
+                             env={"COLUMNS": "250"})
+    assert cli.exit_code == 1
+    assert f"more failures follow from {link_name}" in cli.output, cli.output
+    every = CliRunner().invoke(app, ["check", spec.name, "--only", "cabling,bgp,routes,oversub",
+                                     "--all"], env={"COLUMNS": "250"})
+    assert "follow from" not in every.output and every.output.count("│ routes ") > len(caused)
     with IPRoute(netns=lab.netns_of("g1-leaf1"), flags=0) as ipr:
         ipr.link("set", index=ipr.link_lookup(ifname=up.a.interface)[0], state="up")

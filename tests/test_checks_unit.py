@@ -230,3 +230,63 @@ def test_cabling_reads_live_veth_peers_and_reports_a_swap(spec):
         for ns in made:
             netns.remove(ns)
     assert not [n for n in os.listdir("/run/netns") if n.startswith(tag)]
+
+
+class DeadBgpdExecutor(RecordedExecutor):
+    """The recorded snapshot, except that vtysh on ``dead`` answers like FRR 8.4 when bgpd has
+    been killed: exit 1, "bgpd is not running" (zebra still answers)."""
+
+    def __init__(self, snapshot: dict, dead: str) -> None:
+        super().__init__(snapshot)
+        self.dead = dead
+
+    def run(self, node, argv, *, timeout=30.0):
+        if node == self.dead and argv[:2] == ["vtysh", "-c"] and "bgp" in argv[2]:
+            return ExecResult(1, "", "bgpd is not running")
+        return super().run(node, argv, timeout=timeout)
+
+
+def test_dead_bgpd_is_one_clean_sentence_and_groups_its_consequences(spec, snap):
+    from checks.runner import group_failures
+
+    res = run_checks(spec, DeadBgpdExecutor(snap, "g1-leaf2"), only="bgp,routes",
+                     netns_of=lambda n: None)
+    (asn,) = _fails([r for r in res if r.name == "g1-leaf2 ASN"])
+    assert asn.reason == ("bgpd is not running on g1-leaf2 (`show bgp vrf default ipv4 unicast "
+                          "summary json` failed): restart the lab (railab down, then railab up)")
+    for r in _fails(res):
+        text = r.reason or ""
+        assert text.count("not running") <= 1 and "; is bgpd running?" not in text.replace(
+            "cannot read", ""), text
+        assert text.count("g1-leaf2: `") == 0, text  # no repeated "NODE: `cmd`:" prefixes
+    groups = group_failures(res)
+    assert groups[0][0].name == "g1-leaf2 ASN"
+    follow = groups[0][1]
+    assert {r.name for r in follow} >= {f"g1-leaf2:{s.interface} <-> {s.peer}:{s.peer_interface}"
+                                        for s in spec.bgp_sessions if s.node == "g1-leaf2"}
+    assert any(r.check == "routes" and r.node == "g1-leaf2" for r in follow)
+    assert len(groups) == 1, [g[0].message() for g in groups[1:]]
+    assert sum(1 + len(c) for _, c in groups) == len(_fails(res))  # every failure kept once
+
+
+
+def test_cut_link_failures_group_under_the_link():
+    """34 failing rows captured from a live mini lab with one leaf-spine link down: the cabling
+    row is the root cause and the other 33 (BGP session, routes on every leaf and spine2,
+    oversubscription) follow from it."""
+    from checks.base import CheckResult
+    from checks.runner import group_failures
+
+    rows = json.loads((Path(__file__).parent / "data" / "checks" / "cut_leaf_spine_link.json")
+                      .read_text())["results"]
+    res = [CheckResult(**r) for r in rows]
+    assert len(res) == 34
+    ((root, follow),) = group_failures(res)
+    assert (root.check, root.name) == ("cabling", "g1-leaf1:eth4 <-> spine2:eth1")
+    assert len(follow) == 33
+    assert {r.check for r in follow} == {"bgp", "routes", "oversub"}
+    # an unrelated failure stays a root of its own, after the link
+    other = CheckResult(check="routes", name="g2-leaf3 10.9.9.0/24", status="fail",
+                        node="g2-leaf3", subject="10.9.9.0/24", reason="nothing on g2-leaf3 installs it")
+    groups = group_failures(res + [other])
+    assert [g[0].name for g in groups] == ["g1-leaf1:eth4 <-> spine2:eth1", "g2-leaf3 10.9.9.0/24"]

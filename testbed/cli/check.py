@@ -1,8 +1,10 @@
 """``railab check LAB [--only bgp,routes,hops,cabling,oversub] [--json] [--junit FILE] [--all]``.
 
 Runs the check families (checks.runner) against a running lab and prints a rich table: one
-summary row per family, then every failure (and skip) with node, expected, observed and the
-likely cause. Exit code 0 when nothing failed, 1 when any check failed, 2 for bad usage.
+summary row per family, then each root-cause failure (and skip) with node, expected, observed
+and the likely cause, followed by how many failures follow from it
+(:func:`checks.runner.group_failures`); ``--all`` / ``--verbose`` lists every row. ``--json``
+and ``--junit`` always carry every row. Exit code 0 when nothing failed, 1 when any check failed, 2 for bad usage.
 """
 
 from __future__ import annotations
@@ -33,11 +35,13 @@ def register(app: typer.Typer) -> None:
             None, "--only", help="comma-separated subset of cabling,bgp,routes,oversub,hops"),
         as_json: bool = typer.Option(False, "--json", help="print every result as JSON"),
         junit: Optional[Path] = typer.Option(None, "--junit", help="also write JUnit XML here"),
-        show_all: bool = typer.Option(False, "--all", help="list passing checks too"),
+        show_all: bool = typer.Option(
+            False, "--all", "--verbose", "-v",
+            help="list every row: passing checks, and failures that follow from a root cause"),
     ) -> None:
         """Check a running lab against its lab.json: BGP, routes/ECMP, hops, cabling, oversubscription."""
         from checks.lab import LiveLab
-        from checks.runner import parse_only, run_checks, summary
+        from checks.runner import group_failures, parse_only, run_checks, summary
 
         try:
             names = parse_only(only)
@@ -64,16 +68,43 @@ def register(app: typer.Typer) -> None:
                 tab.add_row(fam, str(c["pass"]), f"[bold red]{c['fail']}[/]" if c["fail"] else "0",
                             str(c["skip"]))
             con.print(tab)
-            rows = [r for r in results if show_all or r.status != "pass"]
-            if rows:
-                det = Table(title="details" if show_all else "failures and skips", show_lines=True)
-                for col in ("check", "name", "status", "node", "expected", "observed", "likely cause"):
-                    det.add_column(col, overflow="fold")
-                for r in rows:
-                    det.add_row(r.check, r.name, f"[{STYLE[r.status]}]{r.status}[/]", r.node or "",
-                                r.expected or "", r.observed or "", r.reason or "")
+            groups = group_failures(results)
+            follow = sum(len(c) for _, c in groups)
+            det = Table(title="details" if show_all else "failures and skips", show_lines=True)
+            for col in ("check", "name", "status", "node", "expected", "observed", "likely cause"):
+                det.add_column(col, overflow="fold")
+
+            def row(r) -> None:
+                det.add_row(r.check, r.name, f"[{STYLE[r.status]}]{r.status}[/]", r.node or "",
+                            r.expected or "", r.observed or "", r.reason or "")
+
+            if show_all:  # every row, in run order (JSON and JUnit always carry every row)
+                for r in results:
+                    row(r)
+            else:  # root causes, each followed by how many failures it explains
+                for root, cons in groups:
+                    row(root)
+                    if cons:
+                        fams = {}
+                        for c in cons:
+                            fams[c.check] = fams.get(c.check, 0) + 1
+                        det.add_row("", f"+{len(cons)} more", "", "", "", "",
+                                    f"{len(cons)} more failure{'s' if len(cons) > 1 else ''} "
+                                    f"follow from {root.name} ("
+                                    + ", ".join(f"{k} {v}" for k, v in fams.items())
+                                    + "): --all lists them", style="dim")
+                for r in results:
+                    if r.status == "skip":
+                        row(r)
+            if det.row_count:
                 con.print(det)
-            con.print(f"[bold red]{n_fail} failed[/]" if n_fail else
-                      f"[green]all {len(results)} checks passed[/]")
+            if not n_fail:
+                con.print(f"[green]all {len(results)} checks passed[/]")
+            elif follow and not show_all:
+                con.print(f"[bold red]{n_fail} failed[/]: {len(groups)} root cause"
+                          f"{'s' if len(groups) > 1 else ''} shown, {follow} more follow from "
+                          "them (railab check --all lists every row)", highlight=False)
+            else:
+                con.print(f"[bold red]{n_fail} failed[/]")
         if n_fail:
             raise typer.Exit(1)
