@@ -71,8 +71,14 @@ class _Steps:
         self.console.rule(f"[bold cyan][{i}/{len(self.steps)}] {name}[/]: {what}", align="left")
         t = StepTiming(step=name, seconds=0.0)
         t0 = time.monotonic()
+        interrupted = False
         try:
             yield t
+        except KeyboardInterrupt:  # Ctrl-C (and SIGTERM/SIGHUP, which the runtime maps to it)
+            interrupted = True
+            t.ok = False
+            t.detail = "interrupted"
+            raise
         except BaseException as exc:
             t.ok = False
             t.detail = t.detail or (str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
@@ -80,7 +86,8 @@ class _Steps:
         finally:
             t.seconds = round(time.monotonic() - t0, 3)
             self.timings.append(t)
-            mark = "[green]done[/]" if t.ok else "[red]failed[/]"
+            mark = ("[yellow]interrupted[/]" if interrupted else
+                    "[green]done[/]" if t.ok else "[red]failed[/]")
             # A failure's message is printed once, by the caller (CLI `error:` line or summary).
             extra = f" ({t.detail})" if t.detail and t.ok else ""
             self.console.print(f"  {mark} {name} in {t.seconds:.1f} s{extra}", highlight=False)

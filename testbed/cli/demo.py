@@ -59,7 +59,11 @@ def register(app: typer.Typer) -> None:
         """
         from testbed.demo import run_demo
 
-        result = run_demo(intent, out=out, keep=keep, name=name, timeout=timeout)
+        try:
+            result = run_demo(intent, out=out, keep=keep, name=name, timeout=timeout)
+        except KeyboardInterrupt:  # the lab is already down (run_demo's finally / up's rollback)
+            typer.echo("error: interrupted", err=True)
+            raise typer.Exit(130)
         raise typer.Exit(result.exit_code)
 
     @app.command("report")
