@@ -98,3 +98,17 @@ def ledger() -> dict[str, str]:
 def remove_lab_dir(lab: str) -> None:
     """Delete ``/run/railab/<lab>`` (idempotent)."""
     shutil.rmtree(lab_dir(lab), ignore_errors=True)
+
+
+def running_lab_in(directory: str | Path) -> str | None:
+    """The name of the running lab whose lab directory is ``directory``, or None.
+
+    ``railab generate`` and ``railab up INTENT`` refuse to write into such a directory: the
+    checks and traffic read the running lab's lab.json from there.
+    """
+    want = Path(directory).resolve()
+    for lab in labs():
+        record = load(lab) or {}
+        if record.get("labdir") and Path(record["labdir"]).resolve() == want:
+            return lab
+    return None

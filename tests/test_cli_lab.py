@@ -68,3 +68,10 @@ def test_bgp_peers_are_named_after_their_switch(mini_lab):
     """Each FRR daemon runs with its node's hostname, so BGP's hostname capability names peers."""
     peers = mini_lab.executor.vtysh_json("g1-leaf1", "show bgp neighbors json")
     assert {p["hostname"] for p in peers.values()} == {n.name for n in mini_lab.spec.by_role("spine")}
+
+
+def test_generate_over_a_running_labs_directory_is_refused(mini_lab, tmp_path):
+    before = (mini_lab.dir / "lab.json").read_bytes()
+    res = _railab("generate", "rail-only-512", "-o", str(mini_lab.dir), "--name", mini_lab.name, cwd=tmp_path)
+    assert res.returncode == 2 and f"holds running lab {mini_lab.name}" in res.stderr
+    assert (mini_lab.dir / "lab.json").read_bytes() == before

@@ -63,6 +63,13 @@ def register(app: typer.Typer) -> None:
         try:
             it = load_intent(intent)
             out = outdir if outdir is not None else Path("labs") / (name or it.name)
+            from testbed.state import running_lab_in
+
+            holder = running_lab_in(out)
+            if holder:
+                typer.echo(f"error: {out} holds running lab {holder}: railab down {holder} first, "
+                           f"or generate into another -o", err=True)
+                raise typer.Exit(2)
             labdir = generate(it, out, name=name)
         except (IntentError, OutputError) as exc:
             typer.echo(f"error: {exc}", err=True)

@@ -58,22 +58,10 @@ def _resolve_up_target(lab: str, out: Optional[Path], name: Optional[str]) -> Pa
     if state.load(lab_name) is not None:
         raise RailabError(f"lab {lab_name} is already up: railab down {lab_name} (or --name NEW for a second lab)")
     target = out if out is not None else Path("labs") / lab_name
-    holder = _running_lab_in(target)
+    holder = state.running_lab_in(target)
     if holder:
         raise RailabError(f"{target} holds running lab {holder}: railab down {holder} first, or pick another --out")
     return generate(intent, target, name=name)
-
-
-def _running_lab_in(directory: Path) -> Optional[str]:
-    """The running lab whose lab directory is ``directory``, if any."""
-    from testbed import state
-
-    want = directory.resolve()
-    for lab in state.labs():
-        record = state.load(lab) or {}
-        if record.get("labdir") and Path(record["labdir"]).resolve() == want:
-            return lab
-    return None
 
 
 def _exit_code(exc: BaseException) -> int:
