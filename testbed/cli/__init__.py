@@ -23,7 +23,8 @@ for _mod in (_plan, _generate, _lab, _traffic, _check, _demo):
     _mod.register(app)
 
 
-# newer Typer vendors click as typer._click: its usage errors are not click's classes
+# Newer Typer vendors click as typer._click (and no longer installs click): take the usage-error
+# base class from Typer's own BadParameter, which works with either layout.
 _TYPER_CLICK_EXCEPTION = next(
     c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException"
 )
@@ -51,9 +52,9 @@ def main() -> None:
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         sys.exit(130)
-    except (__import__("click").exceptions.ClickException, _TYPER_CLICK_EXCEPTION) as exc:
+    except _TYPER_CLICK_EXCEPTION as exc:
         exc.show()
         sys.exit(exc.exit_code)
-    except __import__("click").exceptions.Abort:
+    except typer.Abort:
         print("error: aborted", file=sys.stderr)
         sys.exit(130)
