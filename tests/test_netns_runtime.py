@@ -219,3 +219,23 @@ def test_down_after_crash(tmp_path):
     res = subprocess.run([*CLI, "down", name], capture_output=True, text=True, cwd=ROOT)
     assert res.returncode == 0, res.stderr
     _assert_gone(name)
+
+
+def test_sonic_vs_lab_is_refused_at_once(tmp_path):
+    """A sonic-vs lab needs containerlab and the SONiC-VS image: one clear error, nothing made."""
+    import yaml
+
+    from topologies.generator import generate
+    from topologies.intent import INTENTS_DIR
+
+    intent = yaml.safe_load((INTENTS_DIR / "mini.yml").read_text())
+    intent["lab"]["kind"] = "sonic-vs"
+    path = tmp_path / "sonic.yml"
+    path.write_text(yaml.safe_dump(intent))
+    name = f"sv{PID}"
+    labdir = generate(path, tmp_path / name, name=name)
+    t0 = time.monotonic()
+    with pytest.raises(RailabError, match="kind sonic-vs .* --runtime containerlab"):
+        NetnsRuntime().up(labdir, progress=False)
+    assert time.monotonic() - t0 < 5
+    _assert_gone(name)

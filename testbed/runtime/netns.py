@@ -359,6 +359,14 @@ class NetnsRuntime(Runtime):
         self._children: list[subprocess.Popen] = []
         clab = load_clab(labdir)
         lab = clab.name
+        foreign = sorted(n.name for n in clab.nodes.values() if n.kind != "linux")
+        if foreign:
+            kinds = sorted({clab.nodes[n].kind for n in foreign})
+            raise RailabError(
+                f"lab {lab}: {len(foreign)} node(s) of kind {', '.join(kinds)} ({', '.join(foreign[:4])}"
+                f"{', ...' if len(foreign) > 4 else ''}) need their own images: the netns runtime runs "
+                f"FRR on `linux` nodes only. Use --runtime containerlab, or set `kind: frr` in the intent's lab:"
+            )
         if not LAB_NAME.match(lab):
             raise RailabError(f"lab name {lab!r} must match {LAB_NAME.pattern}")
         try:
