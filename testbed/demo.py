@@ -518,11 +518,10 @@ def _summary(con: Console, report: Report, files: ReportFiles, total: float) -> 
     con.rule("[bold]summary[/]", align="left")
     print_failures(con, report)
     verdict = "[bold green]PASS[/]" if report.passed else "[bold red]FAIL[/]"
-    ok_checks = sum(1 for c in report.checks if c.ok)
     ok_paths = sum(1 for p in report.paths if p.ok)
     con.print(
         f"{verdict} {report.lab.name}: {ok_paths}/{len(report.paths)} flows as designed, "
-        f"{ok_checks}/{len(report.checks)} checks passed, {total:.1f} s total",
+        f"checks {report.checks_text()} (of {len(report.checks)}), {total:.1f} s total",
         highlight=False,
     )
     con.print(f"  report: {files.html}\n  JSON:   {files.json_path}\n  JUnit:  {files.junit}\n"

@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 import jinja2
 from markupsafe import Markup, escape
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, computed_field
 
 from testbed.graph import RAIL_COLOURS, TracedPath, rail_colour, render_svg
 from topologies.labspec import LabSpec
@@ -241,6 +241,28 @@ class Report(BaseModel):
             and all(e.ok for e in self.ecmp)
             and all(c.ok for c in self.checks)
         )
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def check_counts(self) -> dict[str, int]:
+        """Checks by outcome: ``{"passed", "failed", "skipped", "total"}`` (an ``error`` status
+        counts as failed; a skip is neither passed nor failed). Written to report.json."""
+        skipped = sum(1 for c in self.checks if c.status == "skip")
+        passed = sum(1 for c in self.checks if c.status == "pass")
+        total = len(self.checks)
+        return {"passed": passed, "failed": total - passed - skipped, "skipped": skipped,
+                "total": total}
+
+    def checks_text(self) -> str:
+        """The check outcome in words, e.g. ``"52 passed, 5 skipped"`` or
+        ``"50 passed, 2 failed, 5 skipped"`` (zero failed / skipped are left out)."""
+        n = self.check_counts
+        parts = [f"{n['passed']} passed"]
+        if n["failed"]:
+            parts.append(f"{n['failed']} failed")
+        if n["skipped"]:
+            parts.append(f"{n['skipped']} skipped")
+        return ", ".join(parts)
 
     def failures(self) -> list[str]:
         """One line per failed item, for the console summary."""

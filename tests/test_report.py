@@ -101,6 +101,27 @@ def test_verdict_and_failures(mini):
     assert not any("oversub" in ln for ln in lines)
 
 
+def test_skipped_checks_are_not_counted_as_passed(mini, tmp_path):
+    """A skip is neither passed nor failed: console text, JSON summary and the page say so."""
+    _, spec = mini
+    rep = _synthetic(spec)
+    n_bgp = len(spec.bgp_sessions)
+    assert rep.passed  # a skip does not fail the run
+    assert rep.check_counts == {"passed": n_bgp + 1, "failed": 0, "skipped": 1,
+                                "total": n_bgp + 2}
+    assert rep.checks_text() == f"{n_bgp + 1} passed, 1 skipped"
+    assert _synthetic(spec, broken=True).checks_text() == f"{n_bgp} passed, 1 failed, 1 skipped"
+    files = write_report(rep, spec, tmp_path / "out")
+    import json as _json
+    assert _json.loads(files.json_path.read_text())["check_counts"]["skipped"] == 1
+    html = files.html.read_text()
+    card = re.search(r'id="checks-card"><b>([^<]*)</b><span>([^<]*)</span>', html)
+    assert card and card.group(1) == f"{n_bgp + 1}/{n_bgp + 2}"
+    assert "1 skipped" in card.group(2)
+    heading = re.search(r'id="checks-heading">(.*?)</h2>', html, re.S).group(1)
+    assert "all passed" not in heading and f"{n_bgp + 1} passed, 1 skipped" in heading
+
+
 def test_hop_matrix_places_each_flow(mini):
     _, spec = mini
     m = hop_matrix(_synthetic(spec, broken=True))

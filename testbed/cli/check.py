@@ -98,7 +98,11 @@ def register(app: typer.Typer) -> None:
                         row(r)
             if det.row_count:
                 con.print(det)
-            if not n_fail:
+            n_skip = sum(1 for r in results if r.status == "skip")
+            if not n_fail and n_skip:
+                con.print(f"[green]{len(results) - n_skip} passed, {n_skip} skipped[/]",
+                          highlight=False)
+            elif not n_fail:
                 con.print(f"[green]all {len(results)} checks passed[/]")
             elif follow and not show_all:
                 con.print(f"[bold red]{n_fail} failed[/]: {len(groups)} root cause"
