@@ -82,6 +82,22 @@ def test_compare(run):
     assert "hops inter-rail" in r.stdout
 
 
+def test_compare_hops_read_like_the_single_plan(run):
+    """--compare and --arch rail-only show the same hop text (planner.hop_text)."""
+    def hop_cells(out: str, label: str) -> list[str]:
+        line = next(ln for ln in out.splitlines() if label in ln)
+        return [c.strip() for c in line.split("│") if c.strip()]
+
+    single = run("--gpus", "512", "--arch", "rail-only")
+    both = run("--gpus", "512", "--compare")
+    assert single.exit_code == 0 and both.exit_code == 0, both.output
+    # single plan: "│ inter-rail │ 1 or none │ ..." ; compare: "│ hops inter-rail │ <ro> │ <opt> │"
+    assert hop_cells(single.stdout, "│ inter-rail ")[1] == "1 or none"
+    assert hop_cells(both.stdout, "hops inter-rail ")[1:] == ["1 or none", "3"]
+    assert hop_cells(single.stdout, "│ cross-group")[1] == "n/a"
+    assert hop_cells(both.stdout, "hops cross-group")[1:] == ["n/a", "3"]
+
+
 def test_table(run):
     r = run("--table", "CX864E-N", "--json")
     assert r.exit_code == 0, r.output

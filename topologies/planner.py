@@ -44,6 +44,7 @@ __all__ = [
     "plan",
     "compare",
     "node_table",
+    "hop_text",
     "parse_oversubscription",
     "PATH_CLASSES",
     "DEFAULT_TABLE_GPUS",
@@ -285,6 +286,29 @@ def _hops(arch: Architecture, rails_per_leaf: int, rails: int, groups: int) -> t
             notes["inter-rail"] = "no spine tier: use PXN"
         notes["cross-group"] = "n/a: a single group"
     return hops, notes
+
+
+def hop_text(p: "Plan | dict", path_class: str) -> str:
+    """How a path class's hop count reads in a table: the count, ``"n/a"`` (the class cannot
+    occur, e.g. cross-group with a single group), ``"1 or none"`` (Rail-only inter-rail when a
+    leaf carries 2+ rails but not all: 1 hop between rails of one leaf, unreachable otherwise;
+    use PXN), else ``"unreachable"``.
+
+    ``p`` is a Plan or its JSON dict (``compare()`` output); the plan and ``--compare`` views
+    both use this so they never disagree. KeyError if ``path_class`` is not in PATH_CLASSES.
+    """
+    d = p.model_dump(include={"hops", "hop_notes", "rails_per_leaf"}) if isinstance(p, Plan) else p
+    if path_class not in PATH_CLASSES:
+        raise KeyError(f"unknown path class {path_class!r}; one of {', '.join(PATH_CLASSES)}")
+    h = d["hops"].get(path_class)
+    note = d["hop_notes"].get(path_class, "")
+    if h is not None:
+        return str(h)
+    if note.startswith("n/a"):
+        return "n/a"
+    if path_class == "inter-rail" and d.get("rails_per_leaf", 1) > 1:
+        return "1 or none"
+    return "unreachable"
 
 
 def _latency(hops: dict, leaf: SwitchModel, spine: SwitchModel | None) -> dict[str, int | None]:

@@ -24,6 +24,7 @@ from topologies.planner import (
     Design,
     Plan,
     compare,
+    hop_text,
     node_table,
     plan,
 )
@@ -123,17 +124,8 @@ def _show_plan(con: Console, p: Plan) -> None:
     hops.add_column("switch latency ns", justify="right")
     hops.add_column("via")
     for cls in PATH_CLASSES:
-        h = p.hops.get(cls)
-        note = p.hop_notes.get(cls, "")
-        if h is not None:
-            shown = str(h)
-        elif note.startswith("n/a"):
-            shown = "n/a"
-        elif cls == "inter-rail" and p.rails_per_leaf > 1:
-            shown = "1 or none"
-        else:
-            shown = "unreachable"
-        hops.add_row(cls, shown, _fmt(p.latency_ns.get(cls)), note)
+        hops.add_row(cls, hop_text(p, cls), _fmt(p.latency_ns.get(cls)),
+                     p.hop_notes.get(cls, ""))
     con.print(hops)
 
     lv = Table(title="Leaves", title_justify="left")
@@ -180,8 +172,7 @@ def _show_compare(con: Console, result: dict, gpus: int) -> None:
     row("leaf-spine links", lambda p: _fmt(p["leaf_spine_links"]))
     row("optics", lambda p: _fmt(p["optics"]))
     for cls in PATH_CLASSES:
-        row(f"hops {cls}", lambda p, c=cls: "unreachable" if p["hops"][c] is None
-            else str(p["hops"][c]))
+        row(f"hops {cls}", lambda p, c=cls: hop_text(p, c))
     row("max GPUs", lambda p: _fmt(p["limits"]["max_gpus"]))
     con.print(t)
     for a in archs:
