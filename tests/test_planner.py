@@ -214,6 +214,18 @@ def test_uneven_uplink_split_warns():
     assert any("do not split evenly over 12 spines" in w and "16 spines" in w for w in p.warnings)
 
 
+def test_uneven_split_with_prime_uplinks_suggests_a_usable_fix():
+    """43 uplinks (2:1 on a 128-port leaf) over 6 spines: no spine count near 6 divides 43, so
+    the fix is 42 uplinks per leaf (7 per pair), not 43 spines with "1 links" per pair."""
+    p = P("rail-optimized", 1024, oversubscription="2:1")
+    assert (p.leaf_uplinks, p.spine_switches) == (43, 6)
+    (w,) = [w for w in p.warnings if "do not split evenly" in w]
+    assert "43 spines" not in w and "1 links" not in w
+    assert "1 of the 6 spines gets 8 links per leaf, the others 7" in w
+    assert "14% more" in w
+    assert "cable 42 uplinks per leaf over the 6 spines (7 links per pair, 1 port per leaf" in w
+
+
 @pytest.mark.parametrize("ratio, down, up", [("2:1", 85, 43), ("3:1", 96, 32), ("1:1", 64, 64)])
 def test_oversubscription_split(ratio: str, down: int, up: int):
     p = P("rail-optimized", 1024, oversubscription=ratio)

@@ -428,6 +428,41 @@ def _plan_rail_only(design: Design, leaf: SwitchModel, selected_by: str) -> Plan
     )
 
 
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def _uneven_split_warning(up: int, down: int, n_spines: int) -> str:
+    """The warning for ``up`` leaf uplinks over ``n_spines`` spines when ``up % n_spines != 0``.
+
+    Says how uneven the split is (the spines with one more link carry that much more of each
+    leaf's ECMP traffic; ECMP hashes per link) and suggests a usable fix: a spine count up to
+    twice the plan that divides ``up`` with 2+ links per pair, if any, and the uplink count per
+    leaf that splits evenly over the planned spines (the extra ports left unused). Requires
+    ``n_spines <= up`` (the planner sizes spines from the uplinks, so it always holds).
+    """
+    lo, rem = divmod(up, n_spines)
+    hi = lo + 1
+    more = round(100 * (hi - lo) / lo)
+    get, each = ("gets", "it carries") if rem == 1 else ("get", "each carries")
+    msg = (
+        f"{up} leaf uplinks do not split evenly over {n_spines} spines: {rem} of the "
+        f"{n_spines} spines {get} {_plural(hi, 'link')} per leaf, the others {lo} (uneven ECMP: "
+        f"{each} {more}% more of a leaf's traffic)"
+    )
+    fixes = []
+    even = [k for k in range(n_spines + 1, min(2 * n_spines, up // 2) + 1) if up % k == 0]
+    if even:
+        fixes.append(f"use {even[0]} spines ({_plural(up // even[0], 'link')} per pair)")
+    up_even = lo * n_spines
+    fixes.append(
+        f"cable {up_even} uplinks per leaf over the {n_spines} spines "
+        f"({_plural(lo, 'link')} per pair, {_plural(up - up_even, 'port')} per leaf left unused, "
+        f"{down / up_even:.2f}:1 oversubscription)"
+    )
+    return msg + "; for an even split: " + ", or ".join(fixes)
+
+
 def _bigger_spines(catalog: dict[str, SwitchModel], speed: int, need_ports: int) -> list[str]:
     out = []
     for m in sorted(catalog.values(), key=lambda m: m.name):
@@ -522,12 +557,7 @@ def _plan_rail_optimized(
     lo, rem = divmod(up, n_spines)
     hi = lo + (1 if rem else 0)
     if rem:
-        even = next(k for k in range(n_spines, up + 1) if up % k == 0)
-        warnings.append(
-            f"{up} leaf uplinks do not split evenly over {n_spines} spines: each leaf-spine pair "
-            f"gets {lo} or {hi} links (uneven ECMP); {even} spines would give {up // even} "
-            "links per pair"
-        )
+        warnings.append(_uneven_split_warning(up, down, n_spines))
     if partial_last is not None:
         warnings.append(
             f"last group (group {groups}) is partial: {partial_last} of {spg} servers; its "
