@@ -274,7 +274,8 @@ def traceroute(engine: Any, spec: LabSpec, flow: Any) -> Trace:
     from traffic.traceroute import switch_path, trace
 
     raw = trace(engine, flow)
-    hops = [TraceHop(ttl=h.ttl, address=h.address, node=h.node, rtt_ms=h.rtt_ms, kind=h.kind)
+    hops = [TraceHop(ttl=h.ttl, address=h.address, node=h.node, rtt_ms=h.rtt_ms, kind=h.kind,
+                     code=h.code)
             for h in raw]
     switches = switch_path(raw)
     last = raw[-1] if raw else None
@@ -396,10 +397,16 @@ def _show_paths(console: Console, rep: Report) -> None:
         spread = ", ".join(f"{k} {v}" for k, v in sorted(e.per_spine.items()))
         console.print(f"  ECMP {e.src} -> {e.dst}: {e.flows} flows over "
                       f"{e.spines_used}/{len(e.per_spine)} spines ({spread})", highlight=False)
+    from traffic.traceroute import unreachable_text
+
     for tr in rep.traces:
-        hops = " -> ".join(("!" if h.kind == "unreachable" else "") + (h.node or h.address or "*")
+        hops = " -> ".join(unreachable_text(h.node or h.address, h.code)
+                           if h.kind == "unreachable" else (h.node or h.address or "*")
                            for h in tr.hops)
-        note = f" [{tr.outcome}]" if tr.outcome else ""
+        outcome = tr.outcome
+        if tr.hops and tr.hops[-1].kind == "unreachable":  # the hop text already says where
+            outcome = "as designed" if outcome.endswith("as designed") else ""
+        note = f" ({outcome})" if outcome else ""
         console.print(f"  traceroute {tr.src} -> {tr.dst} ({tr.path_class}): {hops}{note}",
                       highlight=False)
 

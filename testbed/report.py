@@ -99,6 +99,8 @@ class TraceHop(BaseModel):
     node: str | None = None
     rtt_ms: float | None = None
     kind: str = Field("", description="time-exceeded, destination, unreachable or timeout")
+    code: int | None = Field(None, description="ICMP unreachable code (RFC 792) for kind "
+                             "unreachable")
 
 
 class Trace(BaseModel):

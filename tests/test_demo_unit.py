@@ -79,3 +79,23 @@ def test_demo_interrupted_during_up(tmp_path, capsys):
     assert "error: interrupted" in cap.err
     assert "interrupted" in cap.out and " failed " not in cap.out, cap.out[-2000:]
     assert not [n for n in our_namespaces() if name in n]
+
+
+def test_unreachable_trace_line_reads_in_words():
+    """The demo's traceroute line says where and why a trace stopped, not `!leaf1`."""
+    from testbed.demo import _show_paths
+    from testbed.report import LabSummary, Report, Trace, TraceHop
+
+    lab = LabSummary(name="pol-tr", architecture="rail-only", kind="frr", rails=8, groups=1,
+                     gpus_per_server=8, servers_per_group=2, servers=2, leaves=4, spines=0,
+                     links=16, nics=16, bgp_sessions=0, links_per_leaf_spine_pair=0,
+                     port_speed_gbps=400, oversubscription="1:1", mtu=9100, expected_hops={})
+    tr = Trace(path_class="inter-rail", src="srv1:gpu0", dst="srv2:gpu7",
+               hops=[TraceHop(ttl=1, address="10.0.1.0", node="leaf1", kind="unreachable", code=0)],
+               outcome="unreachable at leaf1, as designed")
+    buf = io.StringIO()
+    _show_paths(Console(file=buf, width=200), Report(lab=lab, traces=[tr]))
+    out = buf.getvalue()
+    assert ("traceroute srv1:gpu0 -> srv2:gpu7 (inter-rail): unreachable at leaf1 "
+            "(ICMP net unreachable) (as designed)") in out, out
+    assert "!leaf1" not in out

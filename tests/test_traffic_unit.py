@@ -117,3 +117,33 @@ def test_traceroute_help_describes_every_option():
     for opt in ("--pxn", "--json", "--qp"):
         assert opt in lines, r.output
         assert len(lines[opt].split()) > 4, f"{opt} has no description: {lines[opt]!r}"
+
+
+def test_spread_figure_only_with_enough_flows():
+    """8 flows over 16 uplinks leave half idle by design: no imbalance figure, say why."""
+    from traffic.patterns import SpreadStats
+
+    few = {f"g1-leaf1:eth{i}>spine{i % 2 + 1}:eth1": (1 if i < 8 else 0) for i in range(16)}
+    text = SpreadStats.spread_text(few, "uplinks", "imbalance")
+    assert "imbalance" not in text and "2.00" not in text
+    assert text == ("too few flows for a spread figure (8 flows over 16 uplinks; "
+                    "use --flows 32 or more)")
+    assert SpreadStats.spread_text({"spine1": 5, "spine2": 3}, "spines") == \
+        "imbalance(max/mean)=1.25"
+    assert SpreadStats.spread_text({"spine1": 1, "spine2": 2}, "spines").startswith("too few")
+
+
+def test_unreachable_hop_reads_in_words():
+    """`!leaf1` was cryptic: a switch's ICMP unreachable names the switch and the ICMP code."""
+    from traffic.engine import Hop
+    from traffic.traceroute import format_path, unreachable_text
+
+    hops = [Hop(1, "10.0.0.1", "leaf1", 0.1, "unreachable", 0)]
+    assert format_path(hops) == "unreachable at leaf1 (ICMP net unreachable)"
+    assert "!" not in format_path(hops)
+    assert unreachable_text("g1-leaf2", 1) == "unreachable at g1-leaf2 (ICMP host unreachable)"
+    assert unreachable_text("g1-leaf2", None) == \
+        "unreachable at g1-leaf2 (ICMP destination unreachable)"
+    path = [Hop(1, "10.0.0.1", "g1-leaf1", 0.1, "time-exceeded"), Hop(2, None, None, None, "timeout"),
+            Hop(3, "10.0.1.3", "srv3:eth1", 0.2, "destination")]
+    assert format_path(path) == "g1-leaf1 -> * -> srv3:eth1"

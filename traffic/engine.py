@@ -127,13 +127,16 @@ def in_netns(ns: str) -> Iterator[None]:
 @dataclass
 class Hop:
     """One traceroute hop: TTL sent, replying address, lab node name, RTT (ms), kind
-    (``time-exceeded``, ``destination``, ``unreachable`` or ``timeout``)."""
+    (``time-exceeded``, ``destination``, ``unreachable`` or ``timeout``) and, for
+    ``unreachable``, the ICMP destination-unreachable code (RFC 792: 0 net, 1 host, 3 port;
+    RFC 1812: 13 administratively prohibited)."""
 
     ttl: int
     address: str | None
     node: str | None
     rtt_ms: float | None
     kind: str
+    code: int | None = None
 
 
 @dataclass
@@ -608,7 +611,8 @@ class Engine:
             src = socket.inet_ntoa(buf[26:30])
             probe = self._probes.get((dqpn, psn))
             if probe is not None and probe.get("kind") is None:
-                probe.update(kind="time-exceeded" if typ == 11 else "unreachable", addr=src, t=now)
+                probe.update(kind="time-exceeded" if typ == 11 else "unreachable", addr=src, t=now,
+                             code=buf[ic + 1] if typ == 3 else None)
                 return
             hit = self._by_qpn.get(dqpn)
             if hit is not None and typ == 3 and hit[0].res.unreachable_at is None:
@@ -791,7 +795,8 @@ class Engine:
         node = self.node_of(addr)
         if rec["kind"] == "destination":
             node = f"{flow.dst[0]}:eth{flow.dst_nic}"
-        return Hop(ttl, addr, node, round((rec["t"] - t0) * 1000, 3), rec["kind"])
+        return Hop(ttl, addr, node, round((rec["t"] - t0) * 1000, 3), rec["kind"],
+                   rec.get("code"))
 
 
 def spread(spec: LabSpec, results: list[FlowResult]) -> SpreadStats:

@@ -235,7 +235,21 @@ class SpreadStats:
 
     @staticmethod
     def imbalance(counts: dict[str, int]) -> float:
+        """max / mean of ``counts`` (1.0 = even); 0.0 for no counts or no flows."""
         if not counts:
             return 0.0
         mean = sum(counts.values()) / len(counts)
         return max(counts.values()) / mean if mean else 0.0
+
+    @staticmethod
+    def spread_text(counts: dict[str, int], members: str = "uplinks",
+                    label: str = "imbalance(max/mean)") -> str:
+        """``imbalance(max/mean)=1.25`` when the flows in ``counts`` are at least twice the
+        members measured (fewer flows than that leave some member empty by design, so max/mean
+        says nothing about the hash); otherwise ``too few flows for a spread figure (8 flows
+        over 16 uplinks; use --flows 32 or more)``."""
+        n, k = sum(counts.values()), len(counts)
+        if k and n >= 2 * k:
+            return f"{label}={SpreadStats.imbalance(counts):.2f}"
+        return (f"too few flows for a spread figure ({n} flow{'' if n == 1 else 's'} over {k} "
+                f"{members}; use --flows {2 * k} or more)")

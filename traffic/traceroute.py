@@ -41,15 +41,35 @@ def switch_path(hops: list[Hop]) -> list[str]:
     return [h.node or h.address or "?" for h in hops if h.kind == "time-exceeded"]
 
 
+#: ICMP destination-unreachable codes (RFC 792; 13 from RFC 1812) in words.
+ICMP_UNREACHABLE = {
+    0: "net unreachable",
+    1: "host unreachable",
+    2: "protocol unreachable",
+    3: "port unreachable",
+    4: "fragmentation needed",
+    13: "administratively prohibited",
+}
+
+
+def unreachable_text(node: str | None, code: int | None = None) -> str:
+    """``unreachable at leaf1 (ICMP net unreachable)``: a switch answered the probe with ICMP
+    destination unreachable (type 3) instead of forwarding it, typically no route (a Rail-only
+    inter-rail flow without PXN). ``code`` is the ICMP code; None or unknown says only ICMP."""
+    what = ICMP_UNREACHABLE.get(code, f"unreachable, code {code}") if code is not None \
+        else "destination unreachable"
+    return f"unreachable at {node or '?'} (ICMP {what})"
+
+
 def format_path(hops: list[Hop]) -> str:
-    """``g1-leaf1 -> spine2 -> g2-leaf1 -> srv3:eth1`` (``*`` for a silent hop, ``!`` marks
-    an unreachable answer)."""
+    """``g1-leaf1 -> spine2 -> g2-leaf1 -> srv3:eth1`` (``*`` for a silent hop); a switch that
+    answered ICMP unreachable ends it with ``unreachable at leaf1 (ICMP net unreachable)``."""
     parts = []
     for h in hops:
         if h.kind == "timeout":
             parts.append("*")
         elif h.kind == "unreachable":
-            parts.append(f"!{h.node or h.address}")
+            parts.append(unreachable_text(h.node or h.address, h.code))
         else:
             parts.append(h.node or h.address or "?")
     return " -> ".join(parts)

@@ -124,9 +124,10 @@ def register(app: typer.Typer) -> None:
             con.print(t)
             if sp.per_spine:
                 con.print("spines: " + ", ".join(f"{k}={v}" for k, v in sp.per_spine.items())
-                          + f"  imbalance(max/mean)={sp.imbalance(sp.per_spine):.2f}")
+                          + "  " + sp.spread_text(sp.per_spine, "spines"), highlight=False)
                 con.print("uplinks: " + ", ".join(f"{k}={v}" for k, v in sp.per_link.items())
-                          + f"  imbalance={sp.imbalance(sp.per_link):.2f}")
+                          + "  " + sp.spread_text(sp.per_link, "uplinks", "imbalance"),
+                          highlight=False)
             for w in warnings:  # traffic rerouted around a fault: say so, exit code unchanged
                 con.print(f"[yellow]warning:[/yellow] {w}", highlight=False, soft_wrap=True)
             con.print(f"{len(results) - len(bad)}/{len(results)} flows as expected")
