@@ -453,12 +453,34 @@ class NetnsRuntime(Runtime):
         if bad:
             raise RailabError("FRR rejected the config of " + " | ".join(bad))
 
-    def _build(self, clab: ClabFile, spec, record: dict[str, Any], progress: bool) -> None:
+    @staticmethod
+    def _make_node_ns(node, ns: str, socks: dict[str, Any], deferred: dict[str, dict[str, str]],
+                      fds: dict[str, int]) -> None:
+        """Create namespace ``ns``, bring its loopback up, open its netlink socket (into
+        ``socks``), apply the namespace-wide sysctls (interface ones go to ``deferred``) and
+        keep an fd on it (``fds``) for placing veth peers."""
         from pyroute2 import IPRoute
         from pyroute2 import netns as pnetns
 
+        pnetns.pushns()
+        try:
+            pnetns._create(ns)
+            ipr = IPRoute()
+            socks[node.name] = ipr
+            ipr.link("set", index=1, state="up")
+            later = {}
+            for key, value in node.sysctls.items():
+                if not _write_sysctl(key, value):
+                    later[key] = value
+            deferred[node.name] = later
+        finally:
+            pnetns.popns()
+        fds[node.name] = os.open(_ns_path(ns), os.O_RDONLY)
+
+    def _build(self, clab: ClabFile, spec, record: dict[str, Any], progress: bool) -> None:
+        from pyroute2 import netns as pnetns
+
         timings = record["timings"]
-        lab = clab.name
         socks: dict[str, Any] = {}
         fds: dict[str, int] = {}
         deferred: dict[str, dict[str, str]] = {}
@@ -471,20 +493,10 @@ class NetnsRuntime(Runtime):
             # 1. namespaces, loopback up, namespace-wide sysctls (accept_dad before any link).
             for node in clab.nodes.values():
                 ns = record["namespaces"][node.name]
-                pnetns.pushns()
-                try:
-                    pnetns._create(ns)
-                    ipr = IPRoute()
-                    socks[node.name] = ipr
-                    ipr.link("set", index=1, state="up")
-                    later = {}
-                    for key, value in node.sysctls.items():
-                        if not _write_sysctl(key, value):
-                            later[key] = value
-                    deferred[node.name] = later
-                finally:
-                    pnetns.popns()
-                fds[node.name] = os.open(_ns_path(ns), os.O_RDONLY)
+                # signals held per node: a Ctrl-C inside pyroute2's socket constructor would leave
+                # a half-built asyncio loop that complains on stderr when collected
+                with _signals_blocked():
+                    self._make_node_ns(node, ns, socks, deferred, fds)
             timings["namespaces_s"] = round(time.monotonic() - t0, 3)
 
             # 2. veth pairs, both ends made in place, MTU set, up.
