@@ -4,7 +4,6 @@ plus the netlink cabling reader against this test's own small namespaces (root o
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import xml.etree.ElementTree as ET

@@ -17,7 +17,7 @@ import pytest
 from typer.testing import CliRunner
 
 from testbed.cli import app
-from testbed.graph import TracedPath, fabric_graph, rail_colour, write_diagram
+from testbed.graph import TracedPath, fabric_graph, rail_colour
 from testbed.report import (
     CheckItem,
     EcmpSpread,
