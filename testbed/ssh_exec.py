@@ -33,7 +33,8 @@ from testbed.runtime.base import RailabError
 class SshTarget(BaseModel):
     """Where and how to reach one node: ``host`` (name or address), ``port`` (TCP), ``user``,
     ``key_file`` (private key; None = ssh-agent and ~/.ssh/id_*), ``sudo`` (prefix ``sudo -n``,
-    e.g. vtysh on SONiC needs it), ``connect_timeout`` (s)."""
+    e.g. vtysh on SONiC needs it), ``connect_timeout`` (s), ``vtysh`` (argv that replaces a
+    leading ``vtysh``: where FRR's shell lives on that node)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -43,6 +44,12 @@ class SshTarget(BaseModel):
     key_file: Path | None = None
     sudo: bool = False
     connect_timeout: float = Field(10.0, gt=0)
+    vtysh: list[str] = Field(
+        default_factory=lambda: ["vtysh"],
+        description="how FRR's shell is reached on this node; replaces a leading `vtysh`, e.g. "
+        "['docker', 'exec', 'bgp', 'vtysh'] on SONiC, or "
+        "['vtysh', '--vty_socket', '/run/railab/<lab>/<node>'] for a railab netns node",
+    )
 
 
 def load_inventory(path: str | Path) -> dict[str, SshTarget]:
@@ -181,6 +188,8 @@ class SshExecutor(Executor):
         if not argv:
             raise ValueError("argv must not be empty")
         words = [str(a) for a in argv]
+        if words[0] == "vtysh":
+            words = [*self.target(node).vtysh, *words[1:]]
         if self.target(node).sudo:
             words = ["sudo", "-n", "--", *words]
         return shlex.join(words)
