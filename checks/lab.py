@@ -14,7 +14,7 @@ from typing import Iterable
 
 from checks.base import CheckResult
 from testbed.executor import ExecResult, Executor
-from testbed.runtime.base import RailabError, netns_name
+from testbed.runtime.base import netns_name
 from topologies.labspec import LabSpec
 
 
@@ -42,25 +42,10 @@ class LiveLab:
         from testbed import state as st
         from testbed.runtime import get_runtime
 
-        p = Path(ref)
-        if p.is_dir():
-            try:
-                name = LabSpec.load(p).name
-            except FileNotFoundError as exc:
-                raise RailabError(str(exc)) from None
-        else:
-            name = str(ref)
-        record = st.load(name)
-        if record is None:
-            raise RailabError(f"lab {name!r} is not up (no {st.state_path(name)}): "
-                              f"`railab up` it first, or pass a running lab's name")
-        labdir = Path(record.get("labdir") or (p if p.is_dir() else ""))
-        try:
-            spec = LabSpec.load(labdir)
-        except FileNotFoundError as exc:
-            raise RailabError(f"lab {name}: {exc}") from None
+        lab = st.resolve(ref)
+        record = lab.require_up()
         runtime = record.get("runtime", "netns")
-        return cls(spec, labdir, runtime, get_runtime(runtime).executor(name))
+        return cls(lab.spec(), lab.labdir, runtime, get_runtime(runtime).executor(lab.name))
 
     @classmethod
     def bring_up(cls, intent: str | Path, name: str | None = None, *,

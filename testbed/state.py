@@ -16,11 +16,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 from typing import Any
 
 STATE_VERSION = 1
+
+#: lab names (containerlab's namespace prefix ``clab-<lab>-`` follows from it)
+LAB_NAME = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
 
 
 def run_root() -> Path:
@@ -112,3 +116,75 @@ def running_lab_in(directory: str | Path) -> str | None:
         if record.get("labdir") and Path(record["labdir"]).resolve() == want:
             return lab
     return None
+
+
+class LabRef:
+    """What a user's ``LAB`` argument names: a lab directory, its ``lab.json`` or
+    ``<lab>.clab.yml``, or the name of a recorded (running) lab.
+
+    ``name``: the lab name; ``labdir``: the lab directory (None when only a name was given and
+    nothing is recorded); ``record``: the runtime state (None when the lab is not up).
+    """
+
+    def __init__(self, name: str, labdir: Path | None, record: dict[str, Any] | None) -> None:
+        self.name, self.labdir, self.record = name, labdir, record
+
+    @property
+    def running(self) -> bool:
+        return bool(self.record) and self.record.get("phase") == "running"
+
+    def spec(self):
+        """The lab's LabSpec; RailabError when there is no lab directory or no lab.json."""
+        from testbed.runtime.base import RailabError
+        from topologies.labspec import LabSpec
+
+        if self.labdir is None:
+            raise RailabError(f"lab {self.name!r} is not up and no lab directory was given ({running_labs()})")
+        try:
+            return LabSpec.load(self.labdir)
+        except FileNotFoundError as exc:
+            raise RailabError(f"lab {self.name}: {exc}") from None
+
+    def require_up(self) -> dict[str, Any]:
+        """The runtime record; RailabError naming the running labs when the lab is not up."""
+        from testbed.runtime.base import RailabError
+
+        if self.record is None:
+            raise RailabError(f"lab {self.name!r} is not up (no {state_path(self.name)}): "
+                              f"`railab up` it first ({running_labs()})")
+        return self.record
+
+    def netns_of(self, node: str) -> str:
+        """The node's recorded namespace, else the shared ``clab-<lab>-<node>`` name."""
+        from testbed.runtime.base import netns_name
+
+        return ((self.record or {}).get("namespaces") or {}).get(node) or netns_name(self.name, node)
+
+
+def running_labs() -> str:
+    """``labs up here: a, b`` or ``no lab is up here`` (for error messages)."""
+    names = labs()
+    return f"labs up here: {', '.join(names)}" if names else "no lab is up here"
+
+
+def resolve(ref: str | Path) -> LabRef:
+    """Resolve a ``LAB`` argument (see LabRef). Raises RailabError when ``ref`` is neither an
+    existing lab path nor a valid lab name (``^[a-z][a-z0-9-]{0,31}$``)."""
+    from testbed.runtime.base import RailabError
+
+    p = Path(ref)
+    if p.exists():
+        labdir = p if p.is_dir() else p.parent
+        if (labdir / "lab.json").is_file():
+            name = json.loads((labdir / "lab.json").read_text())["name"]
+        else:
+            from testbed.clabfile import load_clab
+
+            name = load_clab(p).name
+        return LabRef(name, labdir.absolute(), load(name))
+    name = str(ref)
+    if not LAB_NAME.match(name):
+        raise RailabError(f"{name!r} is neither a lab directory nor a lab name; {running_labs()}")
+    record = load(name)
+    labdir = Path(record["labdir"]) if record and record.get("labdir") else None
+    return LabRef(name, labdir, record)

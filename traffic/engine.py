@@ -871,31 +871,10 @@ def spread_warnings(spec: LabSpec, results: list[FlowResult],
 
 
 def resolve_lab(target: str) -> tuple[LabSpec, Callable[[str], str]]:
-    """A running lab's ``(LabSpec, netns_of)`` from its name or its lab directory.
-
-    The lab name is looked up in the runtime state (``/run/railab/<lab>/state.json``, see
-    testbed/state.py), which gives the lab directory and each node's namespace; a lab directory
-    (or ``lab.json``) is read directly and its namespaces taken from that lab's state when
-    recorded, else ``clab-<lab>-<node>``. Raises RailabError when neither resolves.
-    """
-    from pathlib import Path
-
+    """A lab's ``(LabSpec, netns_of)`` from its name or its lab directory (testbed.state.resolve):
+    namespaces come from the lab's runtime record, else ``clab-<lab>-<node>``. Raises
+    RailabError when the name is not a running lab and no lab directory was given."""
     from testbed import state as _state
 
-    p = Path(target)
-    if p.is_dir() or p.name == "lab.json" and p.is_file():
-        spec = LabSpec.load(p)
-        record = _state.load(spec.name) or {}
-    else:
-        record = _state.load(target)
-        if not record or "labdir" not in record:
-            raise RailabError(f"{target!r} is neither a running lab (none recorded under "
-                              f"{_state.run_root()}) nor a lab directory: `railab up LABDIR` "
-                              "first, or pass the lab directory")
-        spec = LabSpec.load(record["labdir"])
-    namespaces = dict(record.get("namespaces") or {})
-
-    def netns_of(node: str) -> str:
-        return namespaces.get(node) or netns_name(spec.name, node)
-
-    return spec, netns_of
+    ref = _state.resolve(target)
+    return ref.spec(), ref.netns_of

@@ -12,26 +12,13 @@ from testbed.runtime.base import RailabError
 
 
 def _resolve_lab(lab: str) -> tuple[Path, str, bool]:
-    """``LAB`` (a lab directory / lab.json path, or the name of a running lab) ->
-    (lab directory, lab name, running?). Raises RailabError saying what to pass."""
+    """``LAB`` (a lab directory / lab.json path, or a running lab's name) -> (lab directory, lab
+    name, running?) via testbed.state.resolve. Raises RailabError saying what to pass."""
     from testbed import state as st
-    from topologies.labspec import LabSpec
 
-    p = Path(lab)
-    if p.exists():
-        spec = LabSpec.load(p)
-        labdir = p if p.is_dir() else p.parent
-        rec = st.load(spec.name)
-        running = bool(rec) and rec.get("phase") == "running"
-        return labdir.absolute(), spec.name, running
-    rec = st.load(lab)
-    if rec and rec.get("labdir"):
-        return Path(rec["labdir"]), lab, rec.get("phase") == "running"
-    running = ", ".join(st.labs()) or "none"
-    raise RailabError(
-        f"{lab!r} is neither a lab directory (with lab.json) nor a running lab (running: "
-        f"{running}); pass the directory `railab generate` wrote or a running lab's name"
-    )
+    ref = st.resolve(lab)
+    ref.spec()  # RailabError when there is no lab directory / lab.json
+    return ref.labdir, ref.name, ref.running
 
 
 def register(app: typer.Typer) -> None:

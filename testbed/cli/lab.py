@@ -70,27 +70,10 @@ def _exit_code(exc: BaseException) -> int:
 
 
 def _lab_name(lab: str) -> str:
-    """A lab name, or the name inside a lab directory / .clab.yml.
-
-    Raises RailabError when ``lab`` is neither an existing path nor a valid lab name.
-    """
-    from testbed.runtime.netns import LAB_NAME
-
-    p = Path(lab)
-    if p.exists():
-        from testbed.clabfile import load_clab
-
-        return load_clab(p).name
-    if not LAB_NAME.match(lab):
-        raise RailabError(f"{lab!r} is neither a lab directory nor a lab name; {_running_labs()}")
-    return lab
-
-
-def _running_labs() -> str:
+    """A lab name, or the name inside a lab directory / .clab.yml (testbed.state.resolve)."""
     from testbed import state
 
-    labs = state.labs()
-    return f"labs up here: {', '.join(labs)}" if labs else "no lab is up here"
+    return state.resolve(lab).name
 
 
 def register(app: typer.Typer) -> None:
@@ -146,7 +129,7 @@ def register(app: typer.Typer) -> None:
         from testbed import state
 
         if state.load(name) is None and name not in state.ledger().values():
-            typer.echo(f"lab {name} is not up: nothing to remove ({_running_labs()})")
+            typer.echo(f"lab {name} is not up: nothing to remove ({state.running_labs()})")
             return
         _runtime_of(name).down(name)
         typer.echo(f"lab {name} is down")

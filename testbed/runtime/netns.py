@@ -23,7 +23,6 @@ any failure, Ctrl-C (SIGINT), SIGTERM or SIGHUP.
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -40,7 +39,7 @@ from testbed.runtime.base import RailabError, Runtime, netns_name
 
 FRR_BIN = Path(os.environ.get("RAILAB_FRR_BIN", "/usr/lib/frr"))
 NETNS_RUN_DIR = Path("/run/netns")
-LAB_NAME = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
+LAB_NAME = st.LAB_NAME
 #: File descriptors per FRR daemon. FRR sizes per-fd tables from the limit (the host's may be
 #: 1M), so an explicit limit keeps each daemon's RSS small; 4096 covers 256+ BGP peers.
 FRR_FD_LIMIT = 4096
