@@ -114,3 +114,19 @@ def railonly_lab(tmp_path_factory):
         yield _bring_up("rail-only-512", name, tmp_path_factory)
     finally:
         _bring_down(name)
+
+
+def swap_server_cables(netns: str, a: str = "eth1", b: str = "eth3") -> None:
+    """Cross two of a server's cables, as the tutorial does: swap the names of NICs ``a`` and
+    ``b`` inside ``netns`` (their addresses move with the names). Calling it again undoes it."""
+    from pyroute2 import IPRoute
+
+    with IPRoute(netns=netns, flags=0) as ipr:
+        ia, ib = ipr.link_lookup(ifname=a)[0], ipr.link_lookup(ifname=b)[0]
+        for i in (ia, ib):
+            ipr.link("set", index=i, state="down")
+        ipr.link("set", index=ia, ifname="swaptmp")
+        ipr.link("set", index=ib, ifname=a)
+        ipr.link("set", index=ia, ifname=b)
+        for i in (ia, ib):
+            ipr.link("set", index=i, state="up")

@@ -12,6 +12,7 @@ import pytest
 
 from checks.lab import LiveLab
 from checks.runner import run_checks
+from tests.conftest import swap_server_cables
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("no_leaks")]
 
@@ -138,19 +139,8 @@ def test_faults_in_sequence(fault_lab):
     # 4. two server cables swapped: srv2's NIC 1 and NIC 3 trade places (renamed in its netns)
     from pyroute2 import IPRoute
 
-    def swap(ns):
-        with IPRoute(netns=ns, flags=0) as ipr:
-            a, b = ipr.link_lookup(ifname="eth1")[0], ipr.link_lookup(ifname="eth3")[0]
-            for i in (a, b):
-                ipr.link("set", index=i, state="down")
-            ipr.link("set", index=a, ifname="ckswap")
-            ipr.link("set", index=b, ifname="eth1")
-            ipr.link("set", index=a, ifname="eth3")
-            for i in (a, b):
-                ipr.link("set", index=i, state="up")
-
     ns = lab.netns_of("srv2")
-    swap(ns)
+    swap_server_cables(ns)
     try:
         res = lab.check(only="cabling")
         bad = {r.name: r for r in _fails(res)}
@@ -158,7 +148,7 @@ def test_faults_in_sequence(fault_lab):
         assert "srv2 NIC 1 is on g1-leaf3:eth2 (rail 3), expected g1-leaf1:eth2 (rail 1)" in bad["srv2 NIC 1"].reason
         assert "srv2 NIC 3 is on g1-leaf1:eth2 (rail 1), expected g1-leaf3:eth2 (rail 3)" in bad["srv2 NIC 3"].reason
     finally:
-        swap(ns)
+        swap_server_cables(ns)
     res = _wait(lab, "cabling", lambda r: not _fails(r))
     assert not _fails(res)
 

@@ -16,6 +16,7 @@ import pytest
 from traffic.engine import Engine, spread
 from traffic.patterns import Flow, PatternError, flows_for, hops, parse_endpoint, route
 from traffic.traceroute import format_path, switch_path, trace
+from tests.conftest import swap_server_cables
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -221,23 +222,6 @@ def test_cli_traffic_json(mini_lab, capsys):
     assert [f["hops_ttl"] for f in out["flows"]] == [1] * mini_lab.spec.gpus_per_server
 
 
-def _swap_eth1_eth3(netns: str) -> None:
-    """The tutorial's rename-based cable swap on one server (addresses move with the names)."""
-    from pyroute2 import IPRoute
-
-    from traffic.engine import in_netns
-
-    with in_netns(netns), IPRoute() as ipr:
-        a, b = ipr.link_lookup(ifname="eth1")[0], ipr.link_lookup(ifname="eth3")[0]
-        for i in (a, b):
-            ipr.link("set", index=i, state="down")
-        ipr.link("set", index=a, ifname="swaptmp")
-        ipr.link("set", index=b, ifname="eth1")
-        ipr.link("set", index=a, ifname="eth3")
-        for i in (a, b):
-            ipr.link("set", index=i, state="up")
-
-
 def _run_until(eng, flows, ok: bool, tries: int = 20):
     """Links just came back up: wait (at most ~4 s) until every flow's ok is ``ok``."""
     import time
@@ -259,13 +243,13 @@ def test_swapped_server_cables_fail_with_a_cabling_verdict(cut_lab):
     _, netns_of = resolve_lab(spec.name)
     into = flows_for(spec, "intra-rail")  # srv1 -> srv2, every rail
     out_of = [route(spec, Flow(("srv2", 0), ("srv1", 0)))]
-    _swap_eth1_eth3(netns_of("srv2"))
+    swap_server_cables(netns_of("srv2"))
     try:
         with Engine(spec, netns_of) as eng:  # a fresh engine, like `railab traffic`
             res = {r.flow.dst[1]: r for r in _run_until(eng, into[:1], ok=False) + eng.run(into, measure=True)}
             back = eng.run(out_of, measure=True, timeout=0.3)[0]
     finally:
-        _swap_eth1_eth3(netns_of("srv2"))
+        swap_server_cables(netns_of("srv2"))
     assert res[0].verdict == "arrived on srv2:eth3, expected eth1 (NIC 1): check cabling", res[0].to_dict()
     assert res[2].verdict == "arrived on srv2:eth1, expected eth3 (NIC 3): check cabling", res[2].to_dict()
     assert res[1].ok and res[3].ok and not res[0].ok and not res[2].ok
