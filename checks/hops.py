@@ -17,8 +17,6 @@ from testbed.runtime.base import RailabError
 
 CHECK = "hops"
 
-#: (class, pxn) in report order
-CLASSES = ("intra-server", "intra-rail", "inter-rail", "inter-rail-pxn", "cross-group")
 
 
 def representative_flows(spec) -> list:

@@ -112,6 +112,7 @@ def render_frr_conf(cfg: SwitchConfig) -> str:
             f"({FRR_MAX_ECMP}); use fewer spines or parallel links"
         )
     return _env().get_template("frr.conf.j2").render(
+        frr_version=FRR_VERSION,
         name=cfg.name,
         role=cfg.role,
         group=cfg.group,

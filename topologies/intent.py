@@ -46,7 +46,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 INTENTS_DIR = Path(__file__).resolve().parent / "intents"
 LAB_NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
-RATIO_RE = re.compile(r"^([1-9][0-9]*):([1-9][0-9]*)$")
 
 #: FRR's ECMP cap: Debian's frr 8.4 is built with ``--enable-multipath=256`` (``vtysh -h`` shows
 #: the configure line), so ``maximum-paths`` accepts 1..256 and zebra installs at most 256 paths.
