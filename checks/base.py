@@ -24,9 +24,10 @@ from typing import Any, Callable, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from testbed.executor import Executor
-from testbed.runtime.base import RailabError, netns_name
-from topologies.labspec import LabSpec
+from railab.testbed.executor import Executor
+from railab.errors import RailabError
+from railab.topologies.naming import netns_name
+from railab.topologies.labspec import LabSpec
 
 Status = Literal["pass", "fail", "skip"]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from checks.base import (CheckResult, ObservationError, Observer, failed, frr_unreadable, passed,
+from railab.checks.base import (CheckResult, ObservationError, Observer, failed, frr_unreadable, passed,
                          skipped)
 
 CHECK = "bgp"

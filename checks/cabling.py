@@ -10,7 +10,7 @@ node whose namespace has that id and to the interface with that index there
 
 from __future__ import annotations
 
-from checks.base import CheckResult, ObservationError, Observer, failed, passed, skipped
+from railab.checks.base import CheckResult, ObservationError, Observer, failed, passed, skipped
 
 CHECK = "cabling"
 

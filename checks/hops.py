@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from checks.base import CheckResult, Observer, failed, passed, skipped
-from testbed.runtime.base import RailabError
+from railab.checks.base import CheckResult, Observer, failed, passed, skipped
+from railab.errors import RailabError
 
 CHECK = "hops"
 
@@ -29,7 +29,7 @@ def representative_flows(spec) -> list:
     srvA gpu0 -> srvB gpu1 (inter-rail, without and with PXN), srvA gpu0 -> first server of
     group 2 gpu0 (cross-group); srvA/srvB are the first two servers of group 1.
     """
-    from traffic.patterns import Flow, route
+    from railab.traffic.patterns import Flow, route
 
     groups: dict[int, list[str]] = {}
     for n in spec.by_role("server"):
@@ -57,7 +57,7 @@ def representative_flows(spec) -> list:
 
 def measure_flows(spec, flows, netns_of: Callable[[str], str] | None = None) -> list:
     """Run ``flows`` through a fresh traffic engine, one at a time with port counters."""
-    from traffic.engine import Engine
+    from railab.traffic.engine import Engine
 
     with Engine(spec, netns_of) as eng:
         return eng.run(flows, measure=True, timeout=0.3)

@@ -10,8 +10,8 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from checks.base import CheckResult
-from checks.runner import summary
+from railab.checks.base import CheckResult
+from railab.checks.runner import summary
 
 
 def to_junit(results: list[CheckResult], lab: str = "lab") -> str:

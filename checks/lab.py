@@ -12,10 +12,10 @@ import tempfile
 from pathlib import Path
 from typing import Iterable
 
-from checks.base import CheckResult
-from testbed.executor import ExecResult, Executor
-from testbed.runtime.base import netns_name
-from topologies.labspec import LabSpec
+from railab.checks.base import CheckResult
+from railab.testbed.executor import ExecResult, Executor
+from railab.topologies.naming import netns_name
+from railab.topologies.labspec import LabSpec
 
 
 class LiveLab:
@@ -39,8 +39,8 @@ class LiveLab:
 
         Raises RailabError when the lab is not up or its lab.json cannot be read.
         """
-        from testbed import state as st
-        from testbed.runtime import get_runtime
+        from railab.testbed import state as st
+        from railab.testbed.runtime import get_runtime
 
         lab = st.resolve(ref)
         record = lab.require_up()
@@ -53,8 +53,8 @@ class LiveLab:
         """Generate ``intent`` (shipped name or YAML path) into a temporary directory, bring it up
         on the netns runtime (converged), and return an owned handle. Raises RailabError (nothing
         left behind) on failure; ValueError for a bad intent."""
-        from testbed.runtime.netns import NetnsRuntime
-        from topologies.generator import generate
+        from railab.testbed.runtime.netns import NetnsRuntime
+        from railab.topologies.generator import generate
 
         tmp = tempfile.TemporaryDirectory(prefix="railab-lab-")
         try:
@@ -70,7 +70,7 @@ class LiveLab:
     def close(self) -> None:
         """Tear the lab down if this handle brought it up (idempotent)."""
         if self.owned:
-            from testbed.runtime import get_runtime
+            from railab.testbed.runtime import get_runtime
 
             get_runtime(self.runtime).down(self.name)
             self.owned = False
@@ -93,8 +93,8 @@ class LiveLab:
         """Observed switch hops of one real RoCEv2 flow ``src`` -> ``dst`` (``srv1:gpu3`` or
         ``srv1:nic4``), by received TTL; None when nothing arrived. Raises
         ``traffic.patterns.PatternError`` (a ValueError) for an unknown endpoint."""
-        from traffic.engine import Engine
-        from traffic.patterns import Flow, parse_endpoint, route
+        from railab.traffic.engine import Engine
+        from railab.traffic.patterns import Flow, parse_endpoint, route
 
         flow = route(self.spec, Flow(parse_endpoint(self.spec, src), parse_endpoint(self.spec, dst),
                                      size=1024, messages=2, mtu=1024, pxn=pxn))
@@ -104,7 +104,7 @@ class LiveLab:
 
     def check(self, only: str | Iterable[str] | None = None) -> list[CheckResult]:
         """Run the checks (all, or ``only``) and return every result; see checks.runner."""
-        from checks.runner import run_checks
+        from railab.checks.runner import run_checks
 
         return run_checks(self.spec, self.executor, only=only, netns_of=self.netns_of)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from checks.base import CheckResult, ObservationError, Observer, failed, passed, skipped
+from railab.checks.base import CheckResult, ObservationError, Observer, failed, passed, skipped
 
 CHECK = "oversub"
 

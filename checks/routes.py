@@ -16,9 +16,9 @@ netlink (RTA_MULTIPATH path count and output interfaces).
 
 from __future__ import annotations
 
-from checks.base import (CheckResult, ObservationError, Observer, failed, frr_unreadable, passed,
+from railab.checks.base import (CheckResult, ObservationError, Observer, failed, frr_unreadable, passed,
                          skipped)
-from topologies.labspec import ExpectedRoute
+from railab.topologies.labspec import ExpectedRoute
 
 CHECK = "routes"
 

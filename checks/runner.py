@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 from typing import Callable, Iterable
 
-from checks.base import CHECKS, CMD_BGP_TABLE, CMD_RIB, CMD_SUMMARY, CheckResult, Observer
-from testbed.executor import Executor
-from topologies.labspec import LabSpec
+from railab.checks.base import CHECKS, CMD_BGP_TABLE, CMD_RIB, CMD_SUMMARY, CheckResult, Observer
+from railab.testbed.executor import Executor
+from railab.topologies.labspec import LabSpec
 
 
 def parse_only(only: str | Iterable[str] | None) -> list[str]:
@@ -61,23 +61,23 @@ def _run(obs: Observer, names: list[str], hops_runner) -> list[CheckResult]:
     out: list[CheckResult] = []
     for name in names:
         if name == "bgp":
-            from checks.bgp import check_bgp
+            from railab.checks.bgp import check_bgp
 
             out += check_bgp(obs)
         elif name == "routes":
-            from checks.routes import check_routes
+            from railab.checks.routes import check_routes
 
             out += check_routes(obs)
         elif name == "cabling":
-            from checks.cabling import check_cabling
+            from railab.checks.cabling import check_cabling
 
             out += check_cabling(obs)
         elif name == "oversub":
-            from checks.oversub import check_oversub
+            from railab.checks.oversub import check_oversub
 
             out += check_oversub(obs)
         elif name == "hops":
-            from checks.hops import check_hops
+            from railab.checks.hops import check_hops
 
             out += check_hops(obs, runner=hops_runner)
     return out

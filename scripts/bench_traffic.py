@@ -26,9 +26,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from traffic import roce  # noqa: E402
-from traffic.engine import Engine, resolve_lab  # noqa: E402
-from traffic.patterns import flows_for  # noqa: E402
+from railab.traffic import roce  # noqa: E402
+from railab.traffic.engine import Engine, resolve_lab  # noqa: E402
+from railab.traffic.patterns import flows_for  # noqa: E402
 
 
 def bench_templates(n: int = 200_000) -> float:
@@ -56,8 +56,8 @@ def main() -> int:
     if args.lab:
         spec, netns_of = resolve_lab(args.lab)
     else:
-        from testbed.runtime.netns import NetnsRuntime
-        from topologies.generator import generate
+        from railab.testbed.runtime.netns import NetnsRuntime
+        from railab.topologies.generator import generate
 
         name = f"tbench{os.getpid() % 100000}"
         runtime = NetnsRuntime()

@@ -22,11 +22,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from testbed import state as st  # noqa: E402
-from testbed.runtime.base import RailabError  # noqa: E402
-from testbed.runtime.netns import NetnsRuntime, _pids_in_namespaces, _ns_inode  # noqa: E402
-from topologies.generator import generate  # noqa: E402
-from topologies.labspec import LabSpec  # noqa: E402
+from railab.testbed import state as st  # noqa: E402
+from railab.errors import RailabError  # noqa: E402
+from railab.testbed.runtime.netns import NetnsRuntime, _pids_in_namespaces, _ns_inode  # noqa: E402
+from railab.topologies.generator import generate  # noqa: E402
+from railab.topologies.labspec import LabSpec  # noqa: E402
 
 
 def lab_rss_bytes(lab: str) -> tuple[int, int]:

@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from testbed.runtime.base import RailabError
+from railab.errors import RailabError
 
 FRR_CONF_TARGET = "/etc/frr/frr.conf"
 FRR_DAEMONS_TARGET = "/etc/frr/daemons"

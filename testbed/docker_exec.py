@@ -21,8 +21,9 @@ import docker
 from docker.errors import APIError, DockerException, NotFound
 from docker.utils.socket import consume_socket_output, demux_adaptor, frames_iter
 
-from testbed.executor import ExecResult, Executor
-from testbed.runtime.base import RailabError, netns_name
+from railab.testbed.executor import ExecResult, Executor
+from railab.errors import RailabError
+from railab.topologies.naming import netns_name
 
 
 def container_name(lab: str, node: str) -> str:

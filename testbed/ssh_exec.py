@@ -26,8 +26,8 @@ import paramiko
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from testbed.executor import ExecResult, Executor
-from testbed.runtime.base import RailabError
+from railab.testbed.executor import ExecResult, Executor
+from railab.errors import RailabError
 
 
 class SshTarget(BaseModel):

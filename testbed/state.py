@@ -135,8 +135,8 @@ class LabRef:
 
     def spec(self):
         """The lab's LabSpec; RailabError when there is no lab directory or no lab.json."""
-        from testbed.runtime.base import RailabError
-        from topologies.labspec import LabSpec
+        from railab.errors import RailabError
+        from railab.topologies.labspec import LabSpec
 
         if self.labdir is None:
             raise RailabError(f"lab {self.name!r} is not up and no lab directory was given ({running_labs()})")
@@ -147,7 +147,7 @@ class LabRef:
 
     def require_up(self) -> dict[str, Any]:
         """The runtime record; RailabError naming the running labs when the lab is not up."""
-        from testbed.runtime.base import RailabError
+        from railab.errors import RailabError
 
         if self.record is None:
             raise RailabError(f"lab {self.name!r} is not up (no {state_path(self.name)}): "
@@ -156,7 +156,7 @@ class LabRef:
 
     def netns_of(self, node: str) -> str:
         """The node's recorded namespace, else the shared ``clab-<lab>-<node>`` name."""
-        from testbed.runtime.base import netns_name
+        from railab.topologies.naming import netns_name
 
         return ((self.record or {}).get("namespaces") or {}).get(node) or netns_name(self.name, node)
 
@@ -170,7 +170,7 @@ def running_labs() -> str:
 def resolve(ref: str | Path) -> LabRef:
     """Resolve a ``LAB`` argument (see LabRef). Raises RailabError when ``ref`` is neither an
     existing lab path nor a valid lab name (``^[a-z][a-z0-9-]{0,31}$``)."""
-    from testbed.runtime.base import RailabError
+    from railab.errors import RailabError
 
     p = Path(ref)
     if p.exists():
@@ -178,7 +178,7 @@ def resolve(ref: str | Path) -> LabRef:
         if (labdir / "lab.json").is_file():
             name = json.loads((labdir / "lab.json").read_text())["name"]
         else:
-            from testbed.clabfile import load_clab
+            from railab.testbed.clabfile import load_clab
 
             name = load_clab(p).name
         return LabRef(name, labdir.absolute(), load(name))

@@ -77,9 +77,9 @@ def _bring_up(intent: str, name: str, tmp_path_factory) -> LiveLab:
     reason = integration_skip_reason()
     if reason:
         pytest.skip(reason)
-    from testbed.runtime.netns import NetnsExecutor, NetnsRuntime
-    from topologies.generator import generate
-    from topologies.labspec import LabSpec
+    from railab.testbed.runtime.netns import NetnsExecutor, NetnsRuntime
+    from railab.topologies.generator import generate
+    from railab.topologies.labspec import LabSpec
 
     root = Path(__file__).resolve().parents[1]
     labdir = generate(root / "topologies" / "intents" / f"{intent}.yml", tmp_path_factory.mktemp(name) / name, name=name)
@@ -90,7 +90,7 @@ def _bring_up(intent: str, name: str, tmp_path_factory) -> LiveLab:
 
 
 def _bring_down(name: str) -> None:
-    from testbed.runtime.netns import NetnsRuntime
+    from railab.testbed.runtime.netns import NetnsRuntime
 
     _LIVE.pop(name, None)
     NetnsRuntime().down(name)

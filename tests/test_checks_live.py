@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from checks.lab import LiveLab
-from checks.runner import run_checks
+from railab.checks.lab import LiveLab
+from railab.checks.runner import run_checks
 from tests.conftest import swap_server_cables
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("no_leaks")]
@@ -67,9 +67,9 @@ def fault_lab(tmp_path_factory):
 
     if integration_skip_reason():
         pytest.skip(integration_skip_reason())
-    from testbed.runtime.netns import NetnsRuntime
-    from topologies.generator import generate
-    from topologies.labspec import LabSpec
+    from railab.testbed.runtime.netns import NetnsRuntime
+    from railab.topologies.generator import generate
+    from railab.topologies.labspec import LabSpec
 
     name = f"ckf{os.getpid()}"
     labdir = generate("mini", tmp_path_factory.mktemp("fault") / name, name=name)
@@ -172,8 +172,8 @@ def test_faults_in_sequence(fault_lab):
     # grouping: every failure the cut causes follows from the cabling row (root cause first)
     from typer.testing import CliRunner
 
-    from checks.runner import group_failures
-    from testbed.cli import app
+    from railab.checks.runner import group_failures
+    from railab.cli import app
 
     groups = {root.name: follow for root, follow in group_failures(res)}
     caused = {r.name for r in _fails(res) if r.name not in baseline} - {link_name}

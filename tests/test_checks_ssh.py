@@ -13,8 +13,8 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from testbed import state as st
-from testbed.cli import app
+from railab.testbed import state as st
+from railab.cli import app
 from tests.test_ssh_exec import PORT, _known_hosts, in_ns, sshd  # noqa: F401 (fixtures)
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("no_leaks")]

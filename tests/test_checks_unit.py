@@ -12,15 +12,15 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from checks.base import Observer
-from checks.bgp import check_bgp
-from checks.junit import to_junit
-from checks.oversub import parse_ratio
-from checks.routes import check_routes
-from checks.runner import parse_only, run_checks, summary
-from testbed.executor import ExecResult, Executor
-from topologies.generator import generate
-from topologies.labspec import LabSpec
+from railab.checks.base import Observer
+from railab.checks.bgp import check_bgp
+from railab.checks.junit import to_junit
+from railab.checks.oversub import parse_ratio
+from railab.checks.routes import check_routes
+from railab.checks.runner import parse_only, run_checks, summary
+from railab.testbed.executor import ExecResult, Executor
+from railab.topologies.generator import generate
+from railab.topologies.labspec import LabSpec
 
 DATA = Path(__file__).parent / "data" / "frr"
 
@@ -154,7 +154,7 @@ def test_captured_fault_shapes_parse(spec):
     shut = json.loads((DATA / "bgp_summary_shutdown.json").read_text())["ipv4Unicast"]["peers"]["eth2"]
     assert (shut["state"], shut["peerState"]) == ("Idle (Admin)", "Admin")
     down = json.loads((DATA / "ip_route_linkdown.json").read_text())["10.9.0.0/24"][0]
-    from checks.routes import _active_ifs
+    from railab.checks.routes import _active_ifs
 
     assert _active_ifs(down) == ["eth2"]
     healthy = json.loads((DATA / "ip_route_healthy.json").read_text())["10.9.0.0/24"][0]
@@ -185,7 +185,7 @@ def test_junit_is_valid_and_counts(spec, snap):
 
 
 def test_cli_usage_errors():
-    from testbed.cli import app
+    from railab.cli import app
 
     r = CliRunner().invoke(app, ["check", "whatever", "--only", "ospf"])
     assert r.exit_code == 2 and "unknown check ospf" in r.output
@@ -196,7 +196,7 @@ def test_cli_usage_errors():
 def test_cabling_reads_live_veth_peers_and_reports_a_swap(spec):
     from pyroute2 import IPRoute, netns
 
-    from checks.cabling import check_cabling
+    from railab.checks.cabling import check_cabling
 
     tag = f"ckc{os.getpid()}"
     nodes = {"srv1": f"{tag}-srv1", "g1-leaf1": f"{tag}-l1", "g1-leaf2": f"{tag}-l2"}
@@ -246,7 +246,7 @@ class DeadBgpdExecutor(RecordedExecutor):
 
 
 def test_dead_bgpd_is_one_clean_sentence_and_groups_its_consequences(spec, snap):
-    from checks.runner import group_failures
+    from railab.checks.runner import group_failures
 
     res = run_checks(spec, DeadBgpdExecutor(snap, "g1-leaf2"), only="bgp,routes",
                      netns_of=lambda n: None)
@@ -273,8 +273,8 @@ def test_cut_link_failures_group_under_the_link():
     """34 failing rows captured from a live mini lab with one leaf-spine link down: the cabling
     row is the root cause and the other 33 (BGP session, routes on every leaf and spine2,
     oversubscription) follow from it."""
-    from checks.base import CheckResult
-    from checks.runner import group_failures
+    from railab.checks.base import CheckResult
+    from railab.checks.runner import group_failures
 
     rows = json.loads((Path(__file__).parent / "data" / "checks" / "cut_leaf_spine_link.json")
                       .read_text())["results"]

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from testbed import state as st
-from testbed.clabfile import FRR_DAEMONS, load_clab
-from testbed.runtime.base import RailabError
+from railab.testbed import state as st
+from railab.testbed.clabfile import FRR_DAEMONS, load_clab
+from railab.errors import RailabError
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -24,8 +24,8 @@ def _write(tmp_path: Path, doc: dict, confs: dict[str, str] | None = None) -> Pa
 
 
 def test_generated_mini_lab(tmp_path):
-    from topologies.generator import generate
-    from topologies.labspec import LabSpec
+    from railab.topologies.generator import generate
+    from railab.topologies.labspec import LabSpec
 
     labdir = generate(ROOT / "topologies" / "intents" / "mini.yml", tmp_path / "cf", name="cf")
     clab = load_clab(labdir)

@@ -13,7 +13,7 @@ import pytest
 from tests.conftest import PID
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("no_leaks")]
-CLI = [sys.executable, "-c", "from testbed.cli import main; main()"]
+CLI = [sys.executable, "-c", "from railab.cli import main; main()"]
 
 
 def _railab(*args: str, cwd: Path) -> subprocess.CompletedProcess:

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 # Block `import click` in the child, as in a fresh venv where only Typer is installed.
-PROG = "import sys; sys.modules['click'] = None; from testbed.cli import main; sys.argv[0] = 'railab'; main()"
+PROG = "import sys; sys.modules['click'] = None; from railab.cli import main; sys.argv[0] = 'railab'; main()"
 
 
 def _railab(*args: str) -> subprocess.CompletedProcess:

@@ -9,7 +9,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from testbed.cli.plan import register
+from railab.cli.plan import register
 
 
 @pytest.fixture(scope="module")
@@ -135,11 +135,11 @@ def test_errors_exit_2_on_stderr(run, args: list[str], needle: str):
 
 
 def test_console_entry_point_errors():
-    """The real `railab` entry point (testbed.cli:main): error line, exit 2, no traceback."""
+    """The real `railab` entry point (railab.cli:main): error line, exit 2, no traceback."""
     import subprocess
     import sys
 
-    code = "import sys; from testbed.cli import main; sys.argv[0] = 'railab'; main()"
+    code = "import sys; from railab.cli import main; sys.argv[0] = 'railab'; main()"
     for args, needle in ((["plan", "--gpus", "1001"], "error: 1001 GPUs"),
                          (["plan", "--bogus"], "No such option: --bogus")):
         r = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,

@@ -24,9 +24,9 @@ from pathlib import Path
 
 import pytest
 
-from testbed.runtime import get_runtime
-from testbed.runtime.base import RailabError
-from testbed.runtime.containerlab import (
+from railab.testbed.runtime import get_runtime
+from railab.errors import RailabError
+from railab.testbed.runtime.containerlab import (
     ContainerlabRuntime,
     deploy_argv,
     destroy_argv,
@@ -95,7 +95,7 @@ def test_registry_and_naming():
 
 @pytest.fixture
 def mini_lab(tmp_path, monkeypatch):
-    from topologies.generator import generate
+    from railab.topologies.generator import generate
 
     monkeypatch.setenv("RAILAB_RUN_DIR", str(tmp_path / "run"))
     shipped = Path(__file__).resolve().parents[1] / "topologies" / "intents" / "mini.yml"
@@ -123,7 +123,7 @@ def test_down_of_unknown_lab_is_a_no_op(tmp_path, monkeypatch):
 
 
 def test_down_refuses_a_netns_lab(tmp_path, monkeypatch):
-    from testbed import state as st
+    from railab.testbed import state as st
 
     monkeypatch.setenv("RAILAB_RUN_DIR", str(tmp_path / "run"))
     st.save({"lab": "other", "runtime": "netns", "namespaces": {}})
@@ -138,7 +138,7 @@ def test_cli_up_runtime_containerlab(mini_lab, tmp_path, monkeypatch):
 
     from typer.testing import CliRunner
 
-    from testbed.cli import app
+    from railab.cli import app
 
     up_help = CliRunner().invoke(app, ["up", "--help"]).output
     if "--runtime" not in up_help:
@@ -156,8 +156,8 @@ def test_cli_up_runtime_containerlab(mini_lab, tmp_path, monkeypatch):
 
 def test_netns_runtime_leaves_containerlab_labs_alone(tmp_path, monkeypatch):
     """`down --all` on the netns runtime never tears down a lab containerlab recorded."""
-    from testbed import state as st
-    from testbed.runtime.netns import NetnsRuntime
+    from railab.testbed import state as st
+    from railab.testbed.runtime.netns import NetnsRuntime
 
     monkeypatch.setenv("RAILAB_RUN_DIR", str(tmp_path / "run"))
     st.save({"lab": "clabonly", "runtime": "containerlab", "namespaces": {"n1": "clab-clabonly-n1"}})

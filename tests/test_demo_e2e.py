@@ -23,7 +23,7 @@ LAB = f"e2e{os.getpid()}"
 
 def _demo(intent: str, lab: str, out: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-c", "from testbed.cli import main; main()",
+        [sys.executable, "-c", "from railab.cli import main; main()",
          "demo", intent, "--name", lab, "--out", str(out)],
         capture_output=True, text=True, timeout=540,
         env={**os.environ, "COLUMNS": "120"},
@@ -77,7 +77,7 @@ def test_junit_and_html_agree(demo_run):
 
 def test_demo_leaves_nothing_behind(demo_run):
     _, out = demo_run
-    from testbed import state as st
+    from railab.testbed import state as st
 
     assert not [n for n in os.listdir("/run/netns") if n.startswith(f"clab-{LAB}-")] \
         if os.path.isdir("/run/netns") else True

@@ -11,7 +11,7 @@ import threading
 import pytest
 from rich.console import Console
 
-from testbed.demo import _Steps
+from railab.demo import _Steps
 
 
 def _steps() -> tuple[_Steps, io.StringIO]:
@@ -42,8 +42,8 @@ def test_summary_line_counts_skips_apart(tmp_path):
     """`52 passed, 5 skipped`, not `57/57 checks passed`; a skip keeps the verdict PASS."""
     from pathlib import Path
 
-    from testbed.demo import _summary
-    from testbed.report import CheckItem, LabSummary, Report, ReportFiles
+    from railab.demo import _summary
+    from railab.report import CheckItem, LabSummary, Report, ReportFiles
 
     lab = LabSummary(name="pol-sum", architecture="rail-only", kind="frr", rails=2, groups=1,
                      gpus_per_server=2, servers_per_group=2, servers=2, leaves=2, spines=0,
@@ -65,7 +65,7 @@ def test_summary_line_counts_skips_apart(tmp_path):
 @pytest.mark.usefixtures("no_leaks")
 def test_demo_interrupted_during_up(tmp_path, capsys):
     from conftest import PID, our_namespaces
-    from testbed.cli import app
+    from railab.cli import app
 
     name = f"dmi{PID}"
     timer = threading.Timer(1.5, os.kill, (os.getpid(), signal.SIGINT))
@@ -83,8 +83,8 @@ def test_demo_interrupted_during_up(tmp_path, capsys):
 
 def test_unreachable_trace_line_reads_in_words():
     """The demo's traceroute line says where and why a trace stopped, not `!leaf1`."""
-    from testbed.demo import _show_paths
-    from testbed.report import LabSummary, Report, Trace, TraceHop
+    from railab.demo import _show_paths
+    from railab.report import LabSummary, Report, Trace, TraceHop
 
     lab = LabSummary(name="pol-tr", architecture="rail-only", kind="frr", rails=8, groups=1,
                      gpus_per_server=8, servers_per_group=2, servers=2, leaves=4, spines=0,

@@ -24,8 +24,8 @@ import pytest
 
 docker = pytest.importorskip("docker")
 
-from testbed.docker_exec import DockerExecutor, container_name  # noqa: E402
-from testbed.runtime.base import RailabError  # noqa: E402
+from railab.testbed.docker_exec import DockerExecutor, container_name  # noqa: E402
+from railab.errors import RailabError  # noqa: E402
 
 pytestmark = pytest.mark.docker
 
@@ -217,7 +217,7 @@ def test_stopped_container_is_reported(engine, node):
 def test_preflight_names_images_missing_locally(engine, node):
     """ContainerlabRuntime's prerequisite check against the real engine: the imported test image
     is found, a railab image that was never built is named with how to build it."""
-    from testbed.runtime.containerlab import missing_images, preflight
+    from railab.testbed.runtime.containerlab import missing_images, preflight
 
     present = node[1].image.tags[0]
     assert missing_images([present, "railab/gpu-server:never-built"], engine) == ["railab/gpu-server:never-built"]

@@ -34,9 +34,9 @@ def flap_lab(tmp_path_factory):
     reason = integration_skip_reason()
     if reason:
         pytest.skip(reason)
-    from testbed.runtime.netns import NetnsRuntime
-    from topologies.generator import generate
-    from topologies.labspec import LabSpec
+    from railab.testbed.runtime.netns import NetnsRuntime
+    from railab.topologies.generator import generate
+    from railab.topologies.labspec import LabSpec
 
     name = f"fr{os.getpid()}"
     rt = NetnsRuntime()
@@ -74,7 +74,7 @@ def _wait(pred, timeout: float, step: float = 0.2):
 
 
 def test_generated_config_disables_kernel_nexthop_groups(flap_lab):
-    from testbed.runtime.netns import NetnsExecutor
+    from railab.testbed.runtime.netns import NetnsExecutor
 
     name, spec, _ = flap_lab
     leaf = next(n.name for n in spec.nodes if n.role == "leaf")
@@ -87,7 +87,7 @@ def test_fib_regains_full_ecmp_after_leaf_spine_flap(flap_lab):
     planned ECMP width in the kernel (not only in zebra's RIB)."""
     from pyroute2 import NetNS
 
-    from testbed.runtime.netns import NetnsExecutor
+    from railab.testbed.runtime.netns import NetnsExecutor
 
     name, spec, record = flap_lab
     leaf = next(n.name for n in spec.nodes if n.role == "leaf")
@@ -128,7 +128,7 @@ def test_fib_regains_full_ecmp_after_leaf_spine_flap(flap_lab):
 def test_host_neighbour_tables_sized_for_the_lab(flap_lab):
     """``up`` raised the shared ND/ARP limits to hold this lab's endpoints (the kernel default,
     1024 entries for the whole host, is what stalled the 1024-GPU fabric)."""
-    from testbed.runtime.netns import NEIGH_PER_ENDPOINT, raise_neighbour_tables
+    from railab.testbed.runtime.netns import NEIGH_PER_ENDPOINT, raise_neighbour_tables
 
     _, spec, _ = flap_lab
     need = NEIGH_PER_ENDPOINT * 2 * len(spec.links)

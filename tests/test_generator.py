@@ -14,12 +14,12 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from topologies import clab as clab_mod
-from topologies.frr import dry_run, vtysh_path
-from topologies.generator import OutputError, build_lab, generate
-from topologies.intent import IntentError, load_intent, parse_intent, shipped_intents
-from topologies.labspec import LabSpec
-from topologies.planner import Design, plan
+from railab.topologies import clab as clab_mod
+from railab.topologies.frr import dry_run, vtysh_path
+from railab.topologies.generator import OutputError, build_lab, generate
+from railab.topologies.intent import IntentError, load_intent, parse_intent, shipped_intents
+from railab.topologies.labspec import LabSpec
+from railab.topologies.planner import Design, plan
 
 PID = os.getpid()
 SHIPPED = shipped_intents()
@@ -339,7 +339,7 @@ def test_sonic_frr_dry_run(sonic_lab):
 
 
 def test_cli(tmp_path):
-    from testbed.cli import app
+    from railab.cli import app
 
     r = CliRunner().invoke(app, ["generate", "mini", "-o", str(tmp_path / "m"), "--name", f"cli{PID}"])
     assert r.exit_code == 0, r.output
@@ -349,8 +349,8 @@ def test_cli(tmp_path):
 
 
 def test_cli_list_never_cuts_intent_names():
-    from testbed.cli import app
-    from topologies.intent import shipped_intents
+    from railab.cli import app
+    from railab.topologies.intent import shipped_intents
 
     for cols in ("80", "60"):
         r = CliRunner().invoke(app, ["generate", "--list"], env={"COLUMNS": cols})
@@ -362,7 +362,7 @@ def test_cli_list_never_cuts_intent_names():
 
 
 def test_cli_unwritable_outdir(tmp_path):
-    from testbed.cli import app
+    from railab.cli import app
 
     blocker = tmp_path / "file"
     blocker.write_text("x")

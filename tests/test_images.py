@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from topologies.generator import generate
+from railab.topologies.generator import generate
 
 ROOT = Path(__file__).resolve().parents[1]
 

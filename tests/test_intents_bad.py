@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from topologies.generator import generate
-from topologies.intent import IntentError, load_intent, parse_intent
+from railab.topologies.generator import generate
+from railab.topologies.intent import IntentError, load_intent, parse_intent
 
 INTENTS = Path(__file__).resolve().parents[1] / "topologies" / "intents"
 MINI = yaml.safe_load((INTENTS / "mini.yml").read_text())
@@ -123,7 +123,7 @@ def test_bad_intent_file_writes_nothing(tmp_path):
 def test_cli_bad_intent_exit_2(tmp_path):
     from typer.testing import CliRunner
 
-    from testbed.cli import app
+    from railab.cli import app
 
     p = tmp_path / "bad.yml"
     p.write_text(yaml.safe_dump(_set(MINI, "lab.spinez", 2)))

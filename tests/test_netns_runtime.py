@@ -11,18 +11,18 @@ from pathlib import Path
 
 import pytest
 
-from testbed import state as st
-from testbed.runtime.base import RailabError
-from testbed.runtime.netns import NetnsRuntime, _alive, _cmdline
+from railab.testbed import state as st
+from railab.errors import RailabError
+from railab.testbed.runtime.netns import NetnsRuntime, _alive, _cmdline
 from tests.conftest import PID, our_namespaces
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("no_leaks")]
 ROOT = Path(__file__).resolve().parents[1]
-CLI = [sys.executable, "-c", "from testbed.cli import main; main()"]
+CLI = [sys.executable, "-c", "from railab.cli import main; main()"]
 
 
 def _gen(intent: str, name: str, tmp_path: Path) -> Path:
-    from topologies.generator import generate
+    from railab.topologies.generator import generate
 
     return generate(ROOT / "topologies" / "intents" / f"{intent}.yml", tmp_path / name, name=name)
 
@@ -103,7 +103,7 @@ def test_packet_crosses_fabric(mini_lab):
     src = spec.nic("srv1", 1)
     dst = next(n for n in spec.nics if n.group != src.group and n.nic == 4)
     saddr, daddr = src.address.split("/")[0], dst.address.split("/")[0]
-    from testbed.runtime.netns import _enter_ns
+    from railab.testbed.runtime.netns import _enter_ns
 
     recv = subprocess.Popen([sys.executable, "-c", _RECV, daddr], stdout=subprocess.PIPE, text=True,
                             preexec_fn=_enter_ns(f"clab-{mini_lab.name}-{dst.server}"))
@@ -226,8 +226,8 @@ def test_sonic_vs_lab_is_refused_at_once(tmp_path):
     """A sonic-vs lab needs containerlab and the SONiC-VS image: one clear error, nothing made."""
     import yaml
 
-    from topologies.generator import generate
-    from topologies.intent import INTENTS_DIR
+    from railab.topologies.generator import generate
+    from railab.topologies.intent import INTENTS_DIR
 
     intent = yaml.safe_load((INTENTS_DIR / "mini.yml").read_text())
     intent["lab"]["kind"] = "sonic-vs"

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from topologies.catalog import (
+from railab.topologies.catalog import (
     CatalogError,
     SwitchModel,
     UnknownSwitchModel,
@@ -18,7 +18,7 @@ from topologies.catalog import (
     load_catalog,
     parse_speed,
 )
-from topologies.planner import (
+from railab.topologies.planner import (
     PATH_CLASSES,
     Design,
     Plan,

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from testbed.cli import app
-from testbed.graph import TracedPath, fabric_graph, rail_colour
-from testbed.report import (
+from railab.cli import app
+from railab.graph import TracedPath, fabric_graph, rail_colour
+from railab.report import (
     CheckItem,
     EcmpSpread,
     LabSummary,
@@ -32,8 +32,8 @@ from testbed.report import (
     render_junit,
     write_report,
 )
-from topologies.generator import generate
-from topologies.labspec import LabSpec
+from railab.topologies.generator import generate
+from railab.topologies.labspec import LabSpec
 
 needs_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz `dot` not installed")
 
@@ -243,7 +243,7 @@ def test_html_renders_in_headless_chromium(mini, tmp_path):
 def test_demo_flows_cover_every_path_class(mini):
     """The demo's flow list (traffic.patterns) holds every path class of lab.json, with and
     without PXN, and the ECMP sets vary only the QP (UDP source port)."""
-    from testbed.demo import _drawn_path, ecmp_flows, trace_flows, traffic_flows
+    from railab.demo import _drawn_path, ecmp_flows, trace_flows, traffic_flows
 
     _, spec = mini
     flows = traffic_flows(spec)

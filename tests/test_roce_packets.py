@@ -9,8 +9,8 @@ import pytest
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
-from traffic import roce
-from traffic.roce import AETH, BTH, RETH, CNPPadding
+from railab.traffic import roce
+from railab.traffic.roce import AETH, BTH, RETH, CNPPadding
 
 MACS = dict(src_mac="02:00:00:00:00:01", dst_mac="02:00:00:00:00:02")
 IPS = dict(src_ip="10.0.1.1", dst_ip="10.0.2.1")

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from testbed.runtime.base import RailabError
-from testbed.ssh_exec import SshExecutor, SshTarget, load_inventory
+from railab.errors import RailabError
+from railab.testbed.ssh_exec import SshExecutor, SshTarget, load_inventory
 
 pytestmark = pytest.mark.integration
 

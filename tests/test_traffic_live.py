@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from traffic.engine import Engine, spread
-from traffic.patterns import Flow, PatternError, flows_for, hops, parse_endpoint, route
-from traffic.traceroute import format_path, switch_path, trace
+from railab.traffic.engine import Engine, spread
+from railab.traffic.patterns import Flow, PatternError, flows_for, hops, parse_endpoint, route
+from railab.traffic.traceroute import format_path, switch_path, trace
 from tests.conftest import swap_server_cables
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -24,8 +24,8 @@ ROOT = Path(__file__).resolve().parents[1]
 # ---- root-free: NCCL path selection and expected hops from lab.json -------------------------
 @pytest.fixture(scope="module")
 def mini_spec(tmp_path_factory):
-    from topologies.generator import generate
-    from topologies.labspec import LabSpec
+    from railab.topologies.generator import generate
+    from railab.topologies.labspec import LabSpec
 
     d = generate(ROOT / "topologies" / "intents" / "mini.yml", tmp_path_factory.mktemp("t") / "tm", name="tm")
     return LabSpec.load(d)
@@ -151,9 +151,9 @@ def cut_lab(tmp_path_factory):
     reason = integration_skip_reason()
     if reason:
         pytest.skip(reason)
-    from testbed.runtime.netns import NetnsRuntime
-    from topologies.generator import generate
-    from topologies.labspec import LabSpec
+    from railab.testbed.runtime.netns import NetnsRuntime
+    from railab.topologies.generator import generate
+    from railab.topologies.labspec import LabSpec
 
     name = f"tc{os.getpid()}"
     rt = NetnsRuntime()
@@ -213,7 +213,7 @@ def test_railonly_inter_rail(railonly_lab):
 @pytest.mark.integration
 @pytest.mark.usefixtures("no_leaks")
 def test_cli_traffic_json(mini_lab, capsys):
-    from testbed.cli import app
+    from railab.cli import app
 
     rc = app(["traffic", str(mini_lab.dir), "--pattern", "intra-rail", "--json"],
              standalone_mode=False)
@@ -237,7 +237,7 @@ def _run_until(eng, flows, ok: bool, tries: int = 20):
 @pytest.mark.integration
 @pytest.mark.usefixtures("no_leaks")
 def test_swapped_server_cables_fail_with_a_cabling_verdict(cut_lab):
-    from traffic.engine import resolve_lab
+    from railab.traffic.engine import resolve_lab
 
     spec, _ = cut_lab
     _, netns_of = resolve_lab(spec.name)
@@ -267,7 +267,7 @@ def test_swapped_server_cables_fail_with_a_cabling_verdict(cut_lab):
 @pytest.mark.usefixtures("no_leaks")
 def test_cli_warns_when_a_leaf_loses_an_uplink(cut_lab, capsys):
     """Traffic reroutes around a cut leaf-spine link (exit 0) but the output says so."""
-    from testbed.cli import app
+    from railab.cli import app
 
     spec, eng = cut_lab
     up = next(ln for ln in spec.links if ln.role == "leaf-spine" and ln.a.node == "g1-leaf1")
@@ -296,7 +296,7 @@ def test_cli_traffic_interrupted(mini_lab, capsys):
     import signal
     import threading
 
-    from testbed.cli import app
+    from railab.cli import app
 
     def fds() -> set[str]:
         return set(os.listdir("/proc/self/fd"))

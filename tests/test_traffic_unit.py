@@ -11,16 +11,16 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from traffic.engine import FlowResult, spread_warnings
-from traffic.patterns import flows_for
+from railab.traffic.engine import FlowResult, spread_warnings
+from railab.traffic.patterns import flows_for
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
 def spec(tmp_path_factory):
-    from topologies.generator import generate
-    from topologies.labspec import LabSpec
+    from railab.topologies.generator import generate
+    from railab.topologies.labspec import LabSpec
 
     d = generate(ROOT / "topologies" / "intents" / "mini.yml", tmp_path_factory.mktemp("u") / "tu",
                  name="tu")
@@ -99,7 +99,7 @@ def test_spread_warning_names_the_idle_uplink(spec):
 ])
 def test_traffic_option_errors_name_the_option(args, needle):
     """Checked before the lab is looked up, so no lab is needed; usage errors exit 2."""
-    from testbed.cli import app
+    from railab.cli import app
 
     base = ["traffic", "no-such-lab"] + ([] if "-p" in args else ["-p", "intra-rail"])
     r = CliRunner().invoke(app, base + args)
@@ -109,7 +109,7 @@ def test_traffic_option_errors_name_the_option(args, needle):
 
 
 def test_traceroute_help_describes_every_option():
-    from testbed.cli import app
+    from railab.cli import app
 
     r = CliRunner().invoke(app, ["traceroute", "--help"], env={"COLUMNS": "200"})
     assert r.exit_code == 0
@@ -121,7 +121,7 @@ def test_traceroute_help_describes_every_option():
 
 def test_spread_figure_only_with_enough_flows():
     """8 flows over 16 uplinks leave half idle by design: no imbalance figure, say why."""
-    from traffic.patterns import SpreadStats
+    from railab.traffic.patterns import SpreadStats
 
     few = {f"g1-leaf1:eth{i}>spine{i % 2 + 1}:eth1": (1 if i < 8 else 0) for i in range(16)}
     text = SpreadStats.spread_text(few, "uplinks", "imbalance")
@@ -135,8 +135,8 @@ def test_spread_figure_only_with_enough_flows():
 
 def test_unreachable_hop_reads_in_words():
     """`!leaf1` was cryptic: a switch's ICMP unreachable names the switch and the ICMP code."""
-    from traffic.engine import Hop
-    from traffic.traceroute import format_path, unreachable_text
+    from railab.traffic.engine import Hop
+    from railab.traffic.traceroute import format_path, unreachable_text
 
     hops = [Hop(1, "10.0.0.1", "leaf1", 0.1, "unreachable", 0)]
     assert format_path(hops) == "unreachable at leaf1 (ICMP net unreachable)"

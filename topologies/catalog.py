@@ -188,7 +188,7 @@ def load_catalog(extra: str | Path | None = None) -> dict[str, SwitchModel]:
     ``extra`` is a YAML file with a ``switches:`` mapping; its models are added, and override
     shipped models of the same name. Raises CatalogError for a missing or malformed file.
     """
-    shipped = resources.files("topologies").joinpath("catalog.yml")
+    shipped = resources.files("railab.topologies").joinpath("catalog.yml")
     with resources.as_file(shipped) as p:
         models = _load_file(Path(p), "topologies/catalog.yml")
     if extra is not None:

@@ -28,7 +28,7 @@ from typing import Any
 
 import yaml
 
-from topologies.labspec import LabSpec
+from railab.topologies.labspec import LabSpec
 
 VENDORED_SCHEMA = Path(__file__).resolve().parent / "schema" / "clab.schema.json"
 SHARED_SCHEMA = Path(__file__).resolve().parents[2] / "shared" / "containerlab" / "clab.schema.json"

@@ -45,7 +45,7 @@ from pathlib import Path
 
 import jinja2
 
-from topologies.intent import FRR_MAX_ECMP
+from railab.topologies.intent import FRR_MAX_ECMP
 
 FRR_VERSION = "8.4.4"
 TEMPLATES = Path(__file__).resolve().parent / "templates"

@@ -26,10 +26,10 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from topologies import clab as clab_mod
-from topologies.frr import Port, SwitchConfig, render_daemons, render_frr_conf
-from topologies.intent import LAB_NAME_RE, Intent, IntentError, LabShape, load_intent, resolve_lab
-from topologies.labspec import (
+from railab.topologies import clab as clab_mod
+from railab.topologies.frr import Port, SwitchConfig, render_daemons, render_frr_conf
+from railab.topologies.intent import LAB_NAME_RE, Intent, IntentError, LabShape, load_intent, resolve_lab
+from railab.topologies.labspec import (
     BgpSession,
     Endpoint,
     ExpectedRoute,
@@ -39,7 +39,7 @@ from topologies.labspec import (
     Node,
     RailSubnet,
 )
-from topologies.sonic import SonicSwitch, render_config_db, sonic_port
+from railab.topologies.sonic import SonicSwitch, render_config_db, sonic_port
 
 SPINE_ASN = 4200000000
 TABLE_BASE = 100

@@ -72,7 +72,7 @@ class _Strict(BaseModel):
 def _ratio(value: str, key: str) -> Fraction:
     """``"d:u"`` -> Fraction(d, u). Raises ValueError with the planner's explanation
     (``topologies.planner.parse_oversubscription``: malformed, no uplinks, no server ports)."""
-    from topologies.planner import parse_oversubscription
+    from railab.topologies.planner import parse_oversubscription
 
     try:
         d, u = parse_oversubscription(value)
@@ -335,10 +335,10 @@ def load_intent(name_or_path: str | Path) -> Intent:
 def _plan_for(design: DesignIntent) -> Any:
     """Run the planner on the design (``topologies.planner``); raises IntentError naming design."""
     try:
-        from topologies import planner
+        from railab.topologies import planner
     except ImportError as exc:  # pragma: no cover - the planner ships with railab
         raise IntentError(f"lab: full needs topologies.planner, which is unavailable: {exc}")
-    from topologies.catalog import get_model, load_catalog
+    from railab.topologies.catalog import get_model, load_catalog
 
     catalog = load_catalog()
     for key in ("leaf", "spine"):

@@ -32,7 +32,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from topologies.catalog import CatalogError, SwitchModel, get_model, load_catalog
+from railab.topologies.catalog import CatalogError, SwitchModel, get_model, load_catalog
 
 __all__ = [
     "Design",

@@ -45,10 +45,11 @@ from typing import Callable, Iterator
 from pyroute2 import IPRoute
 from pyroute2 import netns as _pr_netns
 
-from testbed.runtime.base import RailabError, netns_name
-from topologies.labspec import LabSpec
-from traffic import roce
-from traffic.patterns import Flow, SpreadStats
+from railab.errors import RailabError
+from railab.topologies.naming import netns_name
+from railab.topologies.labspec import LabSpec
+from railab.traffic import roce
+from railab.traffic.patterns import Flow, SpreadStats
 
 ETH_P_IP = 0x0800
 SOL_PACKET = 263
@@ -442,7 +443,7 @@ class Engine:
     def _prepare(self, flow: Flow, acks: bool) -> _FlowState:
         if not flow.path_class:
             raise RailabError(f"flow {flow.name} is not routed: build it with "
-                              "traffic.patterns.route() or flows_for()")
+                              "railab.traffic.patterns.route() or flows_for()")
         if not 256 <= flow.mtu <= 4096:
             raise RailabError(f"flow {flow.name}: mtu must be 256-4096 (got {flow.mtu})")
         if flow.size < 1:
@@ -874,7 +875,7 @@ def resolve_lab(target: str) -> tuple[LabSpec, Callable[[str], str]]:
     """A lab's ``(LabSpec, netns_of)`` from its name or its lab directory (testbed.state.resolve):
     namespaces come from the lab's runtime record, else ``clab-<lab>-<node>``. Raises
     RailabError when the name is not a running lab and no lab directory was given."""
-    from testbed import state as _state
+    from railab.testbed import state as _state
 
     ref = _state.resolve(target)
     return ref.spec(), ref.netns_of

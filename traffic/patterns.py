@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from topologies.labspec import LabSpec, Nic
+from railab.topologies.labspec import LabSpec, Nic
 
 PATTERNS = ("intra-server", "intra-rail", "inter-rail", "cross-group", "all-to-all", "ring")
 OpMix = Literal["write", "send", "mixed"]

@@ -13,8 +13,8 @@ recognised by the receiver. Switches need ``icmp_ratelimit=0`` (set by both runt
 
 from __future__ import annotations
 
-from traffic.engine import Engine, Hop
-from traffic.patterns import Flow
+from railab.traffic.engine import Engine, Hop
+from railab.traffic.patterns import Flow
 
 
 def trace(engine: Engine, flow: Flow, max_ttl: int = 8, timeout: float = 0.3) -> list[Hop]:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from testbed.runtime.base import RailabError, Runtime, netns_name
+from railab.errors import RailabError
+from railab.testbed.runtime.base import Runtime
+from railab.topologies.naming import netns_name
 
 RUNTIMES = ("netns", "containerlab")
 
@@ -13,11 +15,11 @@ def get_runtime(name: str = "netns") -> Runtime:
     Raises RailabError naming the valid choices for any other name.
     """
     if name == "netns":
-        from testbed.runtime.netns import NetnsRuntime
+        from railab.testbed.runtime.netns import NetnsRuntime
 
         return NetnsRuntime()
     if name == "containerlab":
-        from testbed.runtime.containerlab import ContainerlabRuntime
+        from railab.testbed.runtime.containerlab import ContainerlabRuntime
 
         return ContainerlabRuntime()
     raise RailabError(f"unknown runtime {name!r}: use one of {', '.join(RUNTIMES)}")

@@ -11,7 +11,7 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any
 
-from testbed.executor import Executor
+from railab.testbed.executor import Executor
 
 
 class RailabError(Exception):

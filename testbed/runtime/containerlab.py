@@ -3,7 +3,7 @@
 railab drives containerlab's CLI and never reimplements it:
 
 * ``up``: ``containerlab deploy -t <lab>.clab.yml [--reconfigure]``, then the same convergence
-  wait as the netns runtime (testbed.converge.wait_converged) through a DockerExecutor, and a
+  wait as the netns runtime (railab.checks.converge.wait_converged) through a DockerExecutor, and a
   record in ``/run/railab/<lab>/state.json`` (testbed.state) with ``runtime: containerlab``.
 * ``down``: ``containerlab destroy -t <lab>.clab.yml --cleanup`` (``--name <lab>`` when the file
   is gone), then the record is removed.
@@ -27,7 +27,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from testbed.runtime.base import RailabError, Runtime, netns_name
+from railab.errors import RailabError
+from railab.testbed.runtime.base import Runtime
+from railab.topologies.naming import netns_name
 
 BINARY = "containerlab"
 #: Suggestion appended to every "missing piece" error.
@@ -175,7 +177,7 @@ def preflight(images: Iterable[str], *, binary: str = BINARY, docker_url: str | 
                         "(install: https://containerlab.dev/install/)")
     client = None
     try:
-        from testbed.docker_exec import docker_client
+        from railab.testbed.docker_exec import docker_client
 
         client = docker_client(docker_url, timeout=5)
     except RailabError as exc:
@@ -212,7 +214,7 @@ class ContainerlabRuntime(Runtime):
 
     def executor(self, lab: str):
         """A DockerExecutor on the lab's containers (``clab-<lab>-<node>``)."""
-        from testbed.docker_exec import DockerExecutor
+        from railab.testbed.docker_exec import DockerExecutor
 
         return DockerExecutor(lab, base_url=self.docker_url)
 
@@ -235,16 +237,16 @@ class ContainerlabRuntime(Runtime):
         """Deploy ``labdir`` (directory or ``.clab.yml``) with containerlab and wait until the
         lab has converged (BGP sessions and ECMP routes of lab.json, via docker exec vtysh).
 
-        ``timeout`` (s) bounds the convergence wait (None: testbed.converge.default_timeout).
+        ``timeout`` (s) bounds the convergence wait (None: railab.checks.converge.default_timeout).
         Raises RailabError when containerlab, Docker or an image is missing (one message naming
         each, suggesting ``--runtime netns``), when the lab is already up (unless reconfigure),
         or when deploy/convergence fails, after destroying what was deployed.
         """
-        from testbed import state as st
-        from testbed.clabfile import load_clab
-        from testbed.converge import default_timeout, wait_converged
-        from testbed.docker_exec import DockerExecutor
-        from topologies.labspec import LabSpec
+        from railab.testbed import state as st
+        from railab.testbed.clabfile import load_clab
+        from railab.checks.converge import default_timeout, wait_converged
+        from railab.testbed.docker_exec import DockerExecutor
+        from railab.topologies.labspec import LabSpec
 
         reconf = self.reconfigure if reconfigure is None else reconfigure
         clab = load_clab(labdir)
@@ -301,7 +303,7 @@ class ContainerlabRuntime(Runtime):
     def down(self, lab: str) -> None:
         """``containerlab destroy --cleanup`` the lab and drop its record. Idempotent: a lab
         with no record is left alone. RailabError when containerlab is missing or fails."""
-        from testbed import state as st
+        from railab.testbed import state as st
 
         record = st.load(lab)
         if record is None:
@@ -322,7 +324,7 @@ class ContainerlabRuntime(Runtime):
     # -- status / inspect ----------------------------------------------------------------------
     def containers(self, lab: str) -> list[ClabContainer]:
         """Live containers of ``lab`` from ``containerlab inspect --format json``."""
-        from testbed import state as st
+        from railab.testbed import state as st
 
         record = st.load(lab) or {}
         clab_file = record.get("clab_file")
@@ -332,7 +334,7 @@ class ContainerlabRuntime(Runtime):
 
     def inspect(self, lab: str) -> dict[str, Any]:
         """The recorded state plus ``live``: containerlab's view of each container."""
-        from testbed import state as st
+        from railab.testbed import state as st
 
         record = st.load(lab)
         if record is None:
@@ -345,9 +347,9 @@ class ContainerlabRuntime(Runtime):
         """``{lab, runtime, phase, nodes: {node: {namespace, container, present, state, image,
         kind, ipv4_address, daemons}}, sessions: {up, expected, down}}``; the shape of the netns
         runtime's status, with containerlab's container state per node."""
-        from testbed.converge import observe_sessions
-        from testbed.docker_exec import DockerExecutor
-        from topologies.labspec import LabSpec
+        from railab.checks.converge import observe_sessions
+        from railab.testbed.docker_exec import DockerExecutor
+        from railab.topologies.labspec import LabSpec
 
         record = self.inspect(lab)
         live = {c["node"]: c for c in record["live"]}

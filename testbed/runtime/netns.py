@@ -32,10 +32,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from testbed import state as st
-from testbed.clabfile import ClabFile, load_clab
-from testbed.executor import ExecResult, Executor
-from testbed.runtime.base import RailabError, Runtime, netns_name
+from railab.testbed import state as st
+from railab.testbed.clabfile import ClabFile, load_clab
+from railab.testbed.executor import ExecResult, Executor
+from railab.errors import RailabError
+from railab.testbed.runtime.base import Runtime
+from railab.topologies.naming import netns_name
 
 FRR_BIN = Path(os.environ.get("RAILAB_FRR_BIN", "/usr/lib/frr"))
 NETNS_RUN_DIR = Path("/run/netns")
@@ -347,12 +349,12 @@ class NetnsRuntime(Runtime):
         """Deploy the lab in ``labdir`` (a directory or its ``.clab.yml``) and wait until converged.
 
         ``timeout`` (s) bounds the convergence wait; None scales it with the lab (see
-        testbed.converge.default_timeout). Returns the recorded state (testbed.state).
+        railab.checks.converge.default_timeout). Returns the recorded state (testbed.state).
         Raises RailabError for non-root, missing FRR, a lab name clash, a config FRR rejects, a
         failed step or a convergence timeout, after removing everything made so far;
         KeyboardInterrupt (Ctrl-C, SIGTERM, SIGHUP) likewise after rolling back.
         """
-        from topologies.labspec import LabSpec
+        from railab.topologies.labspec import LabSpec
 
         check_prerequisites()
         self._children: list[subprocess.Popen] = []
@@ -408,7 +410,7 @@ class NetnsRuntime(Runtime):
                     st.save(record)
                     st.ledger_add(list(record["namespaces"].values()), lab)
                     self._build(clab, spec, record, progress)
-                    from testbed.converge import default_timeout, wait_converged
+                    from railab.checks.converge import default_timeout, wait_converged
 
                     t0 = time.monotonic()
                     record["phase"] = "converging"
@@ -731,8 +733,8 @@ class NetnsRuntime(Runtime):
     def status(self, lab: str) -> dict[str, Any]:
         """``{lab, phase, nodes: {node: {namespace, present, daemons: {d: alive}}}, sessions:
         {up, expected, down: [...]}}``; sessions from FRR's ``show bgp summary json``."""
-        from testbed.converge import observe_sessions
-        from topologies.labspec import LabSpec
+        from railab.checks.converge import observe_sessions
+        from railab.topologies.labspec import LabSpec
 
         record = self.inspect(lab)
         nodes = {}

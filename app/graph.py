@@ -25,7 +25,7 @@ from typing import Iterable
 import graphviz
 from pydantic import BaseModel, Field
 
-from topologies.labspec import LabSpec
+from railab.topologies.labspec import LabSpec
 
 # Colour-blind-friendly qualitative palette (Okabe-Ito, then Tol's bright set); rail n uses
 # RAIL_COLOURS[(n - 1) % len]. Consistent across the diagram and the HTML report.
@@ -279,7 +279,7 @@ def _legend_label(spec: LabSpec, paths: list[tuple[str, str, str]]) -> str:
 
 def _require_dot() -> None:
     if shutil.which("dot") is None:
-        from testbed.runtime.base import RailabError
+        from railab.errors import RailabError
 
         raise RailabError(
             "Graphviz's `dot` is not installed: run `apt-get install graphviz` "

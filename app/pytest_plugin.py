@@ -49,8 +49,8 @@ def _opt(config: pytest.Config, name: str) -> str | None:
 @pytest.fixture(scope="session")
 def railab_lab(request: pytest.FixtureRequest):
     """The lab under test (see the module docstring); skips when none is configured."""
-    from checks.lab import LiveLab
-    from testbed.runtime.base import RailabError
+    from railab.checks.lab import LiveLab
+    from railab.errors import RailabError
 
     config = request.config
     intent, existing = _opt(config, "intent"), _opt(config, "lab")

@@ -17,8 +17,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from topologies.catalog import load_catalog, parse_speed
-from topologies.planner import (
+from railab.topologies.catalog import load_catalog, parse_speed
+from railab.topologies.planner import (
     DEFAULT_TABLE_GPUS,
     PATH_CLASSES,
     Design,
@@ -268,7 +268,7 @@ def register(app: typer.Typer) -> None:
                 if as_json:
                     typer.echo(json.dumps(rows, indent=2))
                 else:
-                    from topologies.catalog import get_model
+                    from railab.topologies.catalog import get_model
 
                     name = get_model(cat, table).name
                     _show_table(con, rows, name, get_model(cat, spine).name if spine else name,

@@ -2,7 +2,7 @@
 
 ``LAB`` is a lab name (for down/status/exec/inspect), a lab directory, a ``.clab.yml``, or (for
 ``up``) an intent (shipped name such as ``mini``, or an intent YAML) generated first into
-``./labs/<name>`` or ``--out DIR``. Errors print one ``error: ...`` line (testbed.cli.main).
+``./labs/<name>`` or ``--out DIR``. Errors print one ``error: ...`` line (railab.cli.main).
 """
 
 from __future__ import annotations
@@ -17,18 +17,18 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from testbed.runtime.base import RailabError
+from railab.errors import RailabError
 
 
 def _runtime(name: str = "netns"):
-    from testbed.runtime import get_runtime
+    from railab.testbed.runtime import get_runtime
 
     return get_runtime(name)
 
 
 def _runtime_of(lab: str):
     """The runtime that recorded ``lab`` (``/run/railab/<lab>/state.json``), netns by default."""
-    from testbed import state
+    from railab.testbed import state
 
     record = state.load(lab) or {}
     return _runtime(record.get("runtime", "netns"))
@@ -40,7 +40,7 @@ def _resolve_up_target(lab: str, out: Optional[Path], name: Optional[str]) -> Pa
     Refuses, before writing anything, an intent whose lab is already up or whose output
     directory holds a running lab (regenerating it would change what checks compare against).
     """
-    from testbed import state
+    from railab.testbed import state
 
     p = Path(lab)
     if p.is_dir() or (p.is_file() and p.name.endswith((".clab.yml", ".clab.yaml"))):
@@ -50,8 +50,8 @@ def _resolve_up_target(lab: str, out: Optional[Path], name: Optional[str]) -> Pa
                 f"(railab generate INTENT --name {name})"
             )
         return p
-    from topologies.generator import generate
-    from topologies.intent import load_intent
+    from railab.topologies.generator import generate
+    from railab.topologies.intent import load_intent
 
     intent = load_intent(lab)
     lab_name = name or intent.name
@@ -71,7 +71,7 @@ def _exit_code(exc: BaseException) -> int:
 
 def _lab_name(lab: str) -> str:
     """A lab name, or the name inside a lab directory / .clab.yml (testbed.state.resolve)."""
-    from testbed import state
+    from railab.testbed import state
 
     return state.resolve(lab).name
 
@@ -113,7 +113,7 @@ def register(app: typer.Typer) -> None:
         if all_ and lab:
             raise typer.BadParameter(f"give a lab or --all, not both (got {lab!r} and --all)")
         if all_:
-            from testbed import state
+            from railab.testbed import state
 
             # containerlab labs go to containerlab; the netns sweep handles the rest
             for rec_dir in sorted(state.run_root().glob("*/state.json")):
@@ -126,7 +126,7 @@ def register(app: typer.Typer) -> None:
         if not lab:
             raise RailabError("name a lab (railab down LAB) or pass --all")
         name = _lab_name(lab)
-        from testbed import state
+        from railab.testbed import state
 
         if state.load(name) is None and name not in state.ledger().values():
             typer.echo(f"lab {name} is not up: nothing to remove ({state.running_labs()})")
@@ -168,7 +168,7 @@ def register(app: typer.Typer) -> None:
         cmd: List[str] = typer.Argument(..., help="command (after --); vtysh is pointed at the node's daemons"),
     ) -> None:
         """Run CMD inside NODE's namespace (e.g. ``railab exec mini g1-leaf1 -- vtysh -c 'show bgp summary'``)."""
-        from testbed.runtime.netns import NetnsExecutor, _enter_ns, _ns_path
+        from railab.testbed.runtime.netns import NetnsExecutor, _enter_ns, _ns_path
 
         cmd = list(cmd)
         if cmd and cmd[0] == "--":

@@ -12,12 +12,12 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-from testbed.cli import plan as _plan  # noqa: E402
-from testbed.cli import generate as _generate  # noqa: E402
-from testbed.cli import lab as _lab  # noqa: E402
-from testbed.cli import traffic as _traffic  # noqa: E402
-from testbed.cli import check as _check  # noqa: E402
-from testbed.cli import demo as _demo  # noqa: E402
+from railab.cli import plan as _plan  # noqa: E402
+from railab.cli import generate as _generate  # noqa: E402
+from railab.cli import lab as _lab  # noqa: E402
+from railab.cli import traffic as _traffic  # noqa: E402
+from railab.cli import check as _check  # noqa: E402
+from railab.cli import demo as _demo  # noqa: E402
 
 for _mod in (_plan, _generate, _lab, _traffic, _check, _demo):
     _mod.register(app)
@@ -38,7 +38,7 @@ def main() -> None:
     """
     import sys
 
-    from testbed.runtime.base import RailabError
+    from railab.errors import RailabError
 
     try:
         rc = app(standalone_mode=False)

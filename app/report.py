@@ -27,8 +27,8 @@ import jinja2
 from markupsafe import Markup, escape
 from pydantic import BaseModel, Field, computed_field
 
-from testbed.graph import RAIL_COLOURS, TracedPath, rail_colour, render_svg
-from topologies.labspec import LabSpec
+from railab.graph import RAIL_COLOURS, TracedPath, rail_colour, render_svg
+from railab.topologies.labspec import LabSpec
 
 REPORT_SCHEMA_VERSION = 1
 
@@ -420,7 +420,7 @@ def traced_paths(report: Report) -> list[TracedPath]:
 # ---- renderers ---------------------------------------------------------------------------------
 def _env() -> jinja2.Environment:
     env = jinja2.Environment(
-        loader=jinja2.PackageLoader("testbed", "templates"),
+        loader=jinja2.PackageLoader("railab", "templates"),
         autoescape=jinja2.select_autoescape(["html", "j2"]),
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,

@@ -34,9 +34,9 @@ def register(app: typer.Typer) -> None:
         ),
     ) -> None:
         """Generate a lab (containerlab topology, FRR/SONiC configs, lab.json) from an intent."""
-        from topologies.generator import OutputError, generate
-        from topologies.intent import IntentError, load_intent, resolve_lab, shipped_intents
-        from topologies.labspec import LabSpec
+        from railab.topologies.generator import OutputError, generate
+        from railab.topologies.intent import IntentError, load_intent, resolve_lab, shipped_intents
+        from railab.topologies.labspec import LabSpec
 
         con = Console()
         if list_:
@@ -63,7 +63,7 @@ def register(app: typer.Typer) -> None:
         try:
             it = load_intent(intent)
             out = outdir if outdir is not None else Path("labs") / (name or it.name)
-            from testbed.state import running_lab_in
+            from railab.testbed.state import running_lab_in
 
             holder = running_lab_in(out)
             if holder:
@@ -82,7 +82,7 @@ def register(app: typer.Typer) -> None:
             f"{len(spec.links)} links, {len(spec.bgp_sessions)} BGP sessions -> {labdir}"
         )
         if frr_check:
-            from topologies.frr import dry_run
+            from railab.topologies.frr import dry_run
 
             bad = []
             for conf in sorted(labdir.glob("configs/*/frr.conf")):

@@ -1,4 +1,4 @@
-"""`railab demo`, `railab report` and `railab graph` (registered by testbed.cli)."""
+"""`railab demo`, `railab report` and `railab graph` (registered by railab.cli)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ from typing import Optional
 import typer
 from rich.console import Console
 
-from testbed.runtime.base import RailabError
+from railab.errors import RailabError
 
 
 def _resolve_lab(lab: str) -> tuple[Path, str, bool]:
     """``LAB`` (a lab directory / lab.json path, or a running lab's name) -> (lab directory, lab
     name, running?) via testbed.state.resolve. Raises RailabError saying what to pass."""
-    from testbed import state as st
+    from railab.testbed import state as st
 
     ref = st.resolve(lab)
     ref.spec()  # RailabError when there is no lab directory / lab.json
@@ -44,7 +44,7 @@ def register(app: typer.Typer) -> None:
         Exits 1 if any flow, ECMP spread or check fails; writes report.html, report.json,
         report.xml (JUnit) and fabric.svg under OUT/report.
         """
-        from testbed.demo import run_demo
+        from railab.demo import run_demo
 
         try:
             result = run_demo(intent, out=out, keep=keep, name=name, timeout=timeout)
@@ -66,10 +66,10 @@ def register(app: typer.Typer) -> None:
         On a running lab: traffic (every path class, ECMP, traceroute) and every check. On a lab
         that is down: re-render the page from the report.json in OUT. Exits 1 if anything failed.
         """
-        from testbed.demo import _Steps, measure, plan_from_spec, print_failures
-        from testbed.report import Report, write_report
-        from testbed.runtime import get_runtime
-        from topologies.labspec import LabSpec
+        from railab.demo import _Steps, measure, plan_from_spec, print_failures
+        from railab.report import Report, write_report
+        from railab.testbed.runtime import get_runtime
+        from railab.topologies.labspec import LabSpec
 
         con = Console()
         labdir, name, running = _resolve_lab(lab)
@@ -78,7 +78,7 @@ def register(app: typer.Typer) -> None:
         # the lab directory.
         outdir = out or (labdir.parent / "report" if labdir.name == "lab" else labdir / "report")
         if running:
-            from testbed import state as st
+            from railab.testbed import state as st
 
             rt_name = (st.load(name) or {}).get("runtime", "netns")
             rt = get_runtime(rt_name)
@@ -111,9 +111,9 @@ def register(app: typer.Typer) -> None:
         ),
     ) -> None:
         """Draw the fabric from lab.json: groups as clusters, rails coloured, spines on top."""
-        from testbed.graph import write_diagram
-        from testbed.report import Report, traced_paths
-        from topologies.labspec import LabSpec
+        from railab.graph import write_diagram
+        from railab.report import Report, traced_paths
+        from railab.topologies.labspec import LabSpec
 
         labdir, _, _ = _resolve_lab(lab)
         spec = LabSpec.load(labdir)

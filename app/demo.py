@@ -8,7 +8,7 @@ Pipeline (docs/architecture.md), each step timed and shown on screen with rich:
 4. traffic   RoCEv2 flows of every path class with and without PXN, ECMP spread over the
              spines, traceroutes (traffic.engine / traffic.traceroute)
 5. checks    every check family (checks.runner)
-6. report    report.json, report.xml (JUnit), fabric.svg, report.html (testbed.report)
+6. report    report.json, report.xml (JUnit), fabric.svg, report.html (railab.report)
 7. down      unless ``keep``; always on a failed step and on Ctrl-C
 
 ``measure(spec, executor)`` (steps 4-5) is shared with ``railab report LAB`` on a running lab.
@@ -25,8 +25,8 @@ from typing import Any, Iterator
 from rich.console import Console
 from rich.table import Table
 
-from testbed.executor import Executor
-from testbed.report import (
+from railab.testbed.executor import Executor
+from railab.report import (
     CheckItem,
     EcmpSpread,
     LabSummary,
@@ -38,8 +38,8 @@ from testbed.report import (
     TraceHop,
     write_report,
 )
-from testbed.runtime.base import RailabError
-from topologies.labspec import LabSpec
+from railab.errors import RailabError
+from railab.topologies.labspec import LabSpec
 
 DEFAULT_INTENT = "rail-optimized-1024"
 STEPS = ("plan", "generate", "up", "traffic", "checks", "report", "down")
@@ -100,7 +100,7 @@ DESIGN_KEYS = ("architecture", "gpus", "gpus_per_server", "leaf", "spine", "port
 
 def production_plan(intent: Any) -> Any:
     """The planner's ``Plan`` for ``intent.design`` (topologies.planner); raises PlanError."""
-    from topologies import planner
+    from railab.topologies import planner
 
     d = intent.design
     return planner.plan(planner.Design(**{k: getattr(d, k) for k in DESIGN_KEYS}))
@@ -109,7 +109,7 @@ def production_plan(intent: Any) -> Any:
 def plan_from_spec(spec: LabSpec) -> Any:
     """The production ``Plan`` from the ``design`` section of lab.json, or None when the
     section lacks the planner inputs or the planner rejects them (a hand-written lab.json)."""
-    from topologies import planner
+    from railab.topologies import planner
 
     d = spec.design
     if not all(k in d for k in ("architecture", "gpus", "leaf")):
@@ -216,7 +216,7 @@ def traffic_flows(spec: LabSpec) -> list[Any]:
     lab has two groups. PXN changes nothing for intra-server, intra-rail or cross-group flows
     between same-numbered GPUs, so those run once.
     """
-    from traffic.patterns import flows_for
+    from railab.traffic.patterns import flows_for
 
     kw = {"messages": MEASURE_MESSAGES}
     flows = []
@@ -234,7 +234,7 @@ def ecmp_flows(spec: LabSpec) -> list[tuple[str, list[Any]]]:
     GPU pair that differ only in QP, hence UDP source port (RoCEv2 entropy, IBTA Annex A17),
     ``n = max(32, 16 x spines)`` so an even hash leaves no spine empty by chance
     (P < 1e-6 for 8 spines)."""
-    from traffic.patterns import Flow, route
+    from railab.traffic.patterns import Flow, route
 
     spines = len(spec.by_role("spine"))
     if not spines:
@@ -254,7 +254,7 @@ def ecmp_flows(spec: LabSpec) -> list[tuple[str, list[Any]]]:
 
 def trace_flows(spec: LabSpec) -> list[Any]:
     """Flows to traceroute: inter-rail without and with PXN, and cross-group if present."""
-    from traffic.patterns import Flow, route
+    from railab.traffic.patterns import Flow, route
 
     g1 = [s.name for s in spec.by_role("server") if s.group == 1]
     g2 = [s.name for s in spec.by_role("server") if s.group == 2]
@@ -271,7 +271,7 @@ def trace_flows(spec: LabSpec) -> list[Any]:
 def traceroute(engine: Any, spec: LabSpec, flow: Any) -> Trace:
     """RoCE traceroute of ``flow`` (traffic.traceroute.trace): the hop list, and the node path
     to draw (as far as it went when the destination did not answer)."""
-    from traffic.traceroute import switch_path, trace
+    from railab.traffic.traceroute import switch_path, trace
 
     raw = trace(engine, flow)
     hops = [TraceHop(ttl=h.ttl, address=h.address, node=h.node, rtt_ms=h.rtt_ms, kind=h.kind,
@@ -305,7 +305,7 @@ def measure_traffic(spec: LabSpec, executor: Executor, console: Console
     hop count is checked twice (received TTL and counters) and the exact path is known.
     Raises RailabError when a namespace or NIC is missing (lab not fully up).
     """
-    from traffic.engine import Engine, spread
+    from railab.traffic.engine import Engine, spread
 
     flows = traffic_flows(spec)
     ecmp_sets = ecmp_flows(spec)
@@ -337,7 +337,7 @@ def measure_traffic(spec: LabSpec, executor: Executor, console: Console
 
 def run_all_checks(spec: LabSpec, executor: Executor, console: Console) -> list[CheckItem]:
     """Every check family (checks.runner.run_checks) as report rows."""
-    from checks.runner import run_checks
+    from railab.checks.runner import run_checks
 
     t0 = time.monotonic()
     with console.status("running checks ..."):
@@ -397,7 +397,7 @@ def _show_paths(console: Console, rep: Report) -> None:
         spread = ", ".join(f"{k} {v}" for k, v in sorted(e.per_spine.items()))
         console.print(f"  ECMP {e.src} -> {e.dst}: {e.flows} flows over "
                       f"{e.spines_used}/{len(e.per_spine)} spines ({spread})", highlight=False)
-    from traffic.traceroute import unreachable_text
+    from railab.traffic.traceroute import unreachable_text
 
     for tr in rep.traces:
         hops = " -> ".join(unreachable_text(h.node or h.address, h.code)
@@ -452,10 +452,10 @@ def run_demo(
     check passed. Raises RailabError / IntentError / PlanError for bad input (nothing is left
     running); KeyboardInterrupt after taking the lab down.
     """
-    from topologies.generator import generate
-    from topologies.intent import load_intent
-    from testbed.cli.plan import _show_plan
-    from testbed.runtime import get_runtime
+    from railab.topologies.generator import generate
+    from railab.topologies.intent import load_intent
+    from railab.cli.plan import _show_plan
+    from railab.testbed.runtime import get_runtime
 
     con = console or Console()
     steps = _Steps(con)

@@ -19,8 +19,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from testbed.executor import Executor
-from testbed.runtime.base import RailabError
+from railab.testbed.executor import Executor
+from railab.errors import RailabError
 
 POLL_INTERVAL_S = 0.2
 

@@ -46,8 +46,8 @@ def register(app: typer.Typer) -> None:
             None, "--known-hosts", help="with --inventory: known_hosts file to verify host keys against"),
     ) -> None:
         """Check a running lab against its lab.json: BGP, routes/ECMP, hops, cabling, oversubscription."""
-        from checks.lab import LiveLab
-        from checks.runner import group_failures, parse_only, run_checks, summary
+        from railab.checks.lab import LiveLab
+        from railab.checks.runner import group_failures, parse_only, run_checks, summary
 
         try:
             names = parse_only(only)
@@ -55,8 +55,8 @@ def register(app: typer.Typer) -> None:
             raise typer.BadParameter(str(exc), param_hint="--only") from None
         if inventory is not None:
             # a real fabric: FRR over SSH; no namespaces here, so netlink-based rows are skips
-            from testbed.ssh_exec import SshExecutor, load_inventory
-            from topologies.labspec import LabSpec
+            from railab.testbed.ssh_exec import SshExecutor, load_inventory
+            from railab.topologies.labspec import LabSpec
 
             spec = LabSpec.load(lab)
             executor = SshExecutor(load_inventory(inventory), known_hosts=known_hosts)
@@ -70,7 +70,7 @@ def register(app: typer.Typer) -> None:
             if inventory is not None:
                 executor.close()
         if junit is not None:
-            from checks.junit import write_junit
+            from railab.checks.junit import write_junit
 
             write_junit(results, junit, lab_name)
         n_fail = sum(r.status == "fail" for r in results)

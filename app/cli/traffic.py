@@ -16,7 +16,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from traffic.patterns import PATTERNS
+from railab.traffic.patterns import PATTERNS
 
 
 def _console() -> Console:
@@ -72,8 +72,8 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
     ) -> None:
         """Send a RoCEv2 traffic pattern and check hops, loss and paths."""
-        from traffic.engine import Engine, resolve_lab, sigint_event, spread, spread_warnings
-        from traffic.patterns import flows_for
+        from railab.traffic.engine import Engine, resolve_lab, sigint_event, spread, spread_warnings
+        from railab.traffic.patterns import flows_for
 
         if pattern not in PATTERNS:
             _usage(f"--pattern must be one of {', '.join(PATTERNS)} (got {pattern!r})")
@@ -145,9 +145,9 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="machine-readable output (hops as JSON)"),
     ) -> None:
         """RoCE traceroute: TTL-limited copies of the flow's packets, leaf -> spine -> leaf."""
-        from traffic.engine import Engine, resolve_lab, sigint_event
-        from traffic.patterns import Flow, parse_endpoint, route
-        from traffic.traceroute import format_path, trace
+        from railab.traffic.engine import Engine, resolve_lab, sigint_event
+        from railab.traffic.patterns import Flow, parse_endpoint, route
+        from railab.traffic.traceroute import format_path, trace
 
         try:
             spec, netns_of = resolve_lab(lab)

@@ -1,0 +1,31 @@
+"""railab's error hierarchy and process exit codes: the one home, below every layer.
+
+Every user-facing failure is a ``RailabError`` (or a subclass) whose message says what is wrong
+and what to change. The CLI maps them to exit codes the same way in every command:
+
+* ``EXIT_OK`` (0): done, every check passed;
+* ``EXIT_FAILED`` (1): a check, a flow or a run failed (``RailabError``);
+* ``EXIT_USAGE`` (2): usage error or bad input (``UsageError``: an impossible intent, a bad
+  option, a missing file, a lab name clash);
+* ``EXIT_INTERRUPTED`` (130): Ctrl-C (128 + SIGINT).
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_NOT_FOUND = 127
+EXIT_INTERRUPTED = 130
+
+
+class RailabError(Exception):
+    """A user-facing error: one message that says what is wrong and what to change (exit 1)."""
+
+    exit_code: int = EXIT_FAILED
+
+
+class UsageError(RailabError, ValueError):
+    """Bad input: an impossible intent, a bad option, a missing file, a name clash (exit 2)."""
+
+    exit_code: int = EXIT_USAGE
