@@ -29,3 +29,18 @@ class UsageError(RailabError, ValueError):
     """Bad input: an impossible intent, a bad option, a missing file, a name clash (exit 2)."""
 
     exit_code: int = EXIT_USAGE
+
+
+class MissingExtraError(RailabError):
+    """An optional dependency is not installed (exit 1): the message names the pip extra.
+
+    ``module``: the import name that failed (``docker``, ``paramiko``); ``extra``: railab's
+    extra that installs it (``containerlab``, ``ssh``); ``needed_for``: what the user asked for.
+    """
+
+    def __init__(self, module: str, extra: str, needed_for: str) -> None:
+        self.module, self.extra = module, extra
+        super().__init__(
+            f"{needed_for} needs the Python package {module!r}, which is not installed: "
+            f"pip install 'railab[{extra}]'"
+        )

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install what railab needs on a Debian machine, as root. Idempotent: skips what is present.
 #   scripts/bootstrap.sh          runtime needs (FRR, iproute2, graphviz, the railab package)
-#   scripts/bootstrap.sh --test   also what the test suite uses (OpenSSH server, Docker, Chromium)
+#   scripts/bootstrap.sh --test   also what the test suite uses (OpenSSH server, Docker, Chromium,
+#                                 and the test, containerlab and ssh extras: pytest, ruff, docker, paramiko)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "$(id -u)" -ne 0 ]; then
@@ -22,5 +23,5 @@ if [ "${#missing[@]}" -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 extra=""
-[ "${1:-}" = "--test" ] && extra="[test]"
+[ "${1:-}" = "--test" ] && extra="[test,containerlab,ssh]"
 python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore -e ".${extra}"

@@ -17,12 +17,16 @@ import threading
 from pathlib import Path
 from typing import Any
 
-import docker
-from docker.errors import APIError, DockerException, NotFound
-from docker.utils.socket import consume_socket_output, demux_adaptor, frames_iter
-
 from railab.testbed.executor import ExecResult, Executor
-from railab.errors import RailabError
+from railab.errors import MissingExtraError, RailabError
+
+try:  # optional: the containerlab extra (pip install 'railab[containerlab]')
+    import docker
+    from docker.errors import APIError, DockerException, NotFound
+    from docker.utils.socket import consume_socket_output, demux_adaptor, frames_iter
+except ImportError:  # docker_client() says what to install; nothing below runs without a client
+    docker = None
+    APIError = DockerException = NotFound = type("DockerMissing", (Exception,), {})
 from railab.topologies.naming import netns_name
 
 
@@ -33,8 +37,11 @@ def container_name(lab: str, node: str) -> str:
 
 def docker_client(base_url: str | None = None, *, timeout: float = 10.0) -> docker.DockerClient:
     """A Docker client for ``base_url`` (e.g. ``unix:///var/run/docker.sock``) or the environment
-    (``DOCKER_HOST``); raises RailabError naming the endpoint when the engine does not answer.
+    (``DOCKER_HOST``); raises RailabError naming the endpoint when the engine does not answer,
+    MissingExtraError when the ``docker`` package is not installed.
     """
+    if docker is None:
+        raise MissingExtraError("docker", "containerlab", "the containerlab runtime")
     try:
         if base_url:
             client = docker.DockerClient(base_url=base_url, timeout=int(timeout))

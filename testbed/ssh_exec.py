@@ -22,12 +22,16 @@ import time
 from pathlib import Path
 from typing import Any, Mapping
 
-import paramiko
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from railab.testbed.executor import ExecResult, Executor
-from railab.errors import RailabError
+from railab.errors import MissingExtraError, RailabError
+
+try:  # optional: the ssh extra (pip install 'railab[ssh]')
+    import paramiko
+except ImportError:  # SshExecutor() says what to install
+    paramiko = None
 
 
 class SshTarget(BaseModel):
@@ -112,6 +116,7 @@ class SshExecutor(Executor):
     ``known_hosts``: a known_hosts file to trust; default the system and user files.
     ``accept_unknown_hosts``: add unknown host keys for this session instead of refusing them
     (a changed key is still refused). Default False: unknown keys are refused.
+    Raises MissingExtraError when paramiko is not installed (``pip install 'railab[ssh]'``).
     """
 
     def __init__(
@@ -121,6 +126,8 @@ class SshExecutor(Executor):
         known_hosts: str | Path | None = None,
         accept_unknown_hosts: bool = False,
     ) -> None:
+        if paramiko is None:
+            raise MissingExtraError("paramiko", "ssh", "checking a real fabric over SSH")
         self.inventory = parse_inventory(inventory)
         self.known_hosts = Path(known_hosts).expanduser() if known_hosts else None
         if self.known_hosts is not None and not self.known_hosts.is_file():
