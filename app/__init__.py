@@ -11,13 +11,23 @@ docs/architecture.md):
 * ``railab.topologies``: the pure fabric model (naming, node kinds, path classes, QoS, intent,
   planner, generator); never touches the kernel;
 * ``railab.errors``: the error hierarchy and exit codes, below everything.
+
+``railab.__version__`` is the installed distribution's version (``0+unknown`` in a source tree
+without an install); it is looked up on first access, so importing ``railab`` stays cheap for the
+console-script entry point (``railab.__main__``).
 """
 
 from __future__ import annotations
 
-from importlib import metadata as _metadata
+from typing import Any
 
-try:
-    __version__ = _metadata.version("railab")
-except _metadata.PackageNotFoundError:  # running from a source tree without an install
-    __version__ = "0+unknown"
+
+def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        from importlib import metadata  # ~10 ms (email parsing): only when asked for
+
+        try:
+            return metadata.version("railab")
+        except metadata.PackageNotFoundError:  # running from a source tree without an install
+            return "0+unknown"
+    raise AttributeError(f"module 'railab' has no attribute {name!r}")

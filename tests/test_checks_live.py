@@ -183,7 +183,7 @@ def test_faults_in_sequence(fault_lab):
     assert cli.exit_code == 1
     assert f"more failures follow from {link_name}" in cli.output, cli.output
     every = CliRunner().invoke(app, ["check", spec.name, "--only", "cabling,bgp,routes,oversub",
-                                     "--all"], env={"COLUMNS": "250"})
+                                     "--verbose"], env={"COLUMNS": "250"})
     assert "follow from" not in every.output and every.output.count("│ routes ") > len(caused)
     with IPRoute(netns=lab.netns_of("g1-leaf1"), flags=0) as ipr:
         ipr.link("set", index=ipr.link_lookup(ifname=up.a.interface)[0], state="up")

@@ -1,5 +1,6 @@
 """`railab up/down/inspect` guard rails on a live lab: nothing is written over a running lab,
-`down` says what it did, usage errors exit 2 (integration: root + Debian frr)."""
+`down` says what it did, usage errors (name clashes, bad options) exit 2 (integration: root +
+Debian frr)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ def _railab(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 
 def test_up_of_a_running_lab_name_writes_nothing(mini_lab, tmp_path):
     res = _railab("up", "mini", "--name", mini_lab.name, "--no-progress", cwd=tmp_path)
-    assert res.returncode == 1
+    assert res.returncode == 2  # a name clash is a usage error, as in `railab generate`
     assert res.stderr.startswith(f"error: lab {mini_lab.name} is already up")
     assert not (tmp_path / "labs").exists()
 
@@ -31,14 +32,14 @@ def test_up_into_a_running_labs_directory_is_refused_before_generating(mini_lab,
     before = (mini_lab.dir / "lab.json").read_bytes()
     res = _railab("up", "rail-only-512", "--name", f"other{PID}", "--out", str(mini_lab.dir), "--no-progress",
                   cwd=tmp_path)
-    assert res.returncode == 1
+    assert res.returncode == 2  # the same refusal and exit code as `railab generate -o DIR`
     assert f"holds running lab {mini_lab.name}" in res.stderr
     assert (mini_lab.dir / "lab.json").read_bytes() == before
 
 
 def test_name_only_applies_to_intents(mini_lab, tmp_path):
     res = _railab("up", str(mini_lab.dir), "--name", "x", cwd=tmp_path)
-    assert res.returncode == 1 and "--name applies to intents" in res.stderr
+    assert res.returncode == 2 and "--name applies to intents" in res.stderr
 
 
 def test_down_says_when_there_is_nothing_to_remove(mini_lab, tmp_path):

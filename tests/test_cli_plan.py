@@ -116,10 +116,10 @@ def test_table(run):
         (["--gpus", "2048", "--arch", "rail-only"], "use rail-optimized"),
         (["--gpus", "16384", "--arch", "rail-optimized"], "Use at most 8192 GPUs"),
         (["--gpus", "1024", "--leaf", "NOPE"], "known models: CX732Q-N, CX864E-N"),
-        (["--gpus", "1024", "--arch", "rail-optimized", "-o", "1:0"], "no uplinks"),
+        (["--gpus", "1024", "--arch", "rail-optimized", "--oversubscription", "1:0"], "no uplinks"),
         # malformed ratios are errors whatever --arch picks (auto -> rail-only here)
-        (["--gpus", "512", "-o", "abc"], "oversubscription 'abc' is malformed"),
-        (["--gpus", "512", "--arch", "rail-only", "-o", "1:0"], "no uplinks"),
+        (["--gpus", "512", "--oversubscription", "abc"], "oversubscription 'abc' is malformed"),
+        (["--gpus", "512", "--arch", "rail-only", "--oversubscription", "1:0"], "no uplinks"),
         (["--gpus", "1024", "--port-speed", "fast"], "e.g. 400G"),
         (["--gpus", "1024", "--catalog", "/nonexistent/x.yml"], "cannot read switch catalog"),
         (["--arch", "rail-only"], "--gpus N"),
@@ -157,5 +157,5 @@ def test_spine_defaults_to_leaf_model_is_said(run, tmp_path: Path):
     assert "pass --spine MODEL with at least 8 ports" in r.stderr
     r = run("--gpus", "64", "--leaf", "TINY-4", "--spine", "TINY-4", "--catalog", str(f))
     assert r.exit_code == 2 and r.stderr.startswith("error: spine TINY-4 has 4 x 400G ports")
-    r = run("--gpus", "512", "-o", "3:1")  # well-formed, but Rail-only has no uplinks: a warning
+    r = run("--gpus", "512", "--oversubscription", "3:1")  # well-formed, but Rail-only has no uplinks: a warning
     assert r.exit_code == 0 and "oversubscription 3:1 does not apply" in r.stdout

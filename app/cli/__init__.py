@@ -1,8 +1,20 @@
-"""The ``railab`` command line (Typer). Each area registers its own sub-commands."""
+"""The ``railab`` command line (Typer). Each area registers its own sub-commands.
+
+Conventions, the same in every command: ``-h``/``--help``, ``railab --version``, ``-o``/``--out``
+is always where output goes, ``--json`` prints machine-readable output, ``--verbose``/``-v``
+lists every row, ``--all`` means every lab, ``--yes``/``-y`` skips a question. Exit codes come
+from :mod:`railab.errors`: 0 ok, 1 a check or run failed, 2 usage error or bad input, 130
+interrupted (and 127 for ``railab exec`` of a command that does not exist).
+"""
 
 from __future__ import annotations
 
+import sys
+
 import typer
+
+import railab
+from railab.errors import EXIT_INTERRUPTED, EXIT_USAGE, RailabError
 
 app = typer.Typer(
     name="railab",
@@ -10,14 +22,31 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},  # inherited by every command
 )
 
-from railab.cli import plan as _plan  # noqa: E402
-from railab.cli import generate as _generate  # noqa: E402
-from railab.cli import lab as _lab  # noqa: E402
-from railab.cli import traffic as _traffic  # noqa: E402
+
+def _show_version(value: bool) -> None:
+    if value:
+        typer.echo(f"railab {railab.__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", callback=_show_version, is_eager=True, help="print railab's version and exit"
+    ),
+) -> None:
+    """Plan, emulate and test Rail-only / Rail-optimized RoCEv2 GPU backend fabrics."""
+
+
 from railab.cli import check as _check  # noqa: E402
 from railab.cli import demo as _demo  # noqa: E402
+from railab.cli import generate as _generate  # noqa: E402
+from railab.cli import lab as _lab  # noqa: E402
+from railab.cli import plan as _plan  # noqa: E402
+from railab.cli import traffic as _traffic  # noqa: E402
 
 for _mod in (_plan, _generate, _lab, _traffic, _check, _demo):
     _mod.register(app)
@@ -31,30 +60,31 @@ _TYPER_CLICK_EXCEPTION = next(
 
 
 def main() -> None:
-    """Console-script entry point.
+    """Run the command line and exit with the code of :mod:`railab.errors`; never returns.
 
-    A ``RailabError`` (or a model ``ValueError`` such as a planner or intent error) that escapes a
-    command is printed as one ``error: ...`` line on stderr, exit code 1; no traceback.
+    A ``RailabError`` that escapes a command is printed as one ``error: ...`` line on stderr and
+    exits with its ``exit_code`` (1, or 2 for a ``UsageError`` such as a bad intent or plan);
+    a model ``ValueError`` (pydantic validation) or a missing file is bad input: exit 2. Typer
+    usage errors exit 2, Ctrl-C (or an aborted question) 130; no traceback for any of them.
     """
-    import sys
-
-    from railab.errors import RailabError
-
     try:
         rc = app(standalone_mode=False)
         if isinstance(rc, int) and rc:
             sys.exit(rc)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
-    except (RailabError, ValueError, FileNotFoundError) as exc:
+    except RailabError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        sys.exit(1)
+        sys.exit(exc.exit_code)
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(EXIT_USAGE)
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
-        sys.exit(130)
+        sys.exit(EXIT_INTERRUPTED)
     except _TYPER_CLICK_EXCEPTION as exc:
         exc.show()
         sys.exit(exc.exit_code)
     except typer.Abort:
         print("error: aborted", file=sys.stderr)
-        sys.exit(130)
+        sys.exit(EXIT_INTERRUPTED)

@@ -1,9 +1,9 @@
-"""``railab check LAB [--only bgp,routes,hops,cabling,oversub] [--json] [--junit FILE] [--all]``.
+"""``railab check LAB [--only bgp,routes,hops,cabling,oversub] [--json] [--junit FILE] [--verbose]``.
 
 Runs the check families (checks.runner) against a running lab and prints a rich table: one
 summary row per family, then each root-cause failure (and skip) with node, expected, observed
 and the likely cause, followed by how many failures follow from it
-(:func:`checks.runner.group_failures`); ``--all`` / ``--verbose`` lists every row. ``--json``
+(:func:`checks.runner.group_failures`); ``--verbose`` / ``-v`` lists every row. ``--json``
 and ``--junit`` always carry every row. Exit code 0 when nothing failed, 1 when any check failed, 2 for bad usage.
 """
 
@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.console import Console
 from rich.table import Table
+
+from railab.errors import EXIT_FAILED
 
 STYLE = {"pass": "green", "fail": "bold red", "skip": "yellow"}
 
@@ -31,18 +32,18 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def check(
         lab: str = typer.Argument(..., help="running lab name or its lab directory"),
-        only: Optional[str] = typer.Option(
+        only: str | None = typer.Option(
             None, "--only", help="comma-separated subset of cabling,bgp,routes,oversub,hops"),
         as_json: bool = typer.Option(False, "--json", help="print every result as JSON"),
-        junit: Optional[Path] = typer.Option(None, "--junit", help="also write JUnit XML here"),
+        junit: Path | None = typer.Option(None, "--junit", help="also write JUnit XML here"),
         show_all: bool = typer.Option(
-            False, "--all", "--verbose", "-v",
+            False, "--verbose", "-v",
             help="list every row: passing checks, and failures that follow from a root cause"),
-        inventory: Optional[Path] = typer.Option(
+        inventory: Path | None = typer.Option(
             None, "--inventory",
             help="check a real fabric over SSH: YAML node -> {host, port, user, key_file, sudo, vtysh}; "
                  "LAB is then the lab directory (or lab.json) that describes the fabric"),
-        known_hosts: Optional[Path] = typer.Option(
+        known_hosts: Path | None = typer.Option(
             None, "--known-hosts", help="with --inventory: known_hosts file to verify host keys against"),
     ) -> None:
         """Check a running lab against its lab.json: BGP, routes/ECMP, hops, cabling, oversubscription."""
@@ -112,7 +113,7 @@ def register(app: typer.Typer) -> None:
                                     f"{len(cons)} more failure{'s' if len(cons) > 1 else ''} "
                                     f"follow from {root.name} ("
                                     + ", ".join(f"{k} {v}" for k, v in fams.items())
-                                    + "): --all lists them", style="dim")
+                                    + "): --verbose lists them", style="dim")
                 for r in results:
                     if r.status == "skip":
                         row(r)
@@ -127,8 +128,8 @@ def register(app: typer.Typer) -> None:
             elif follow and not show_all:
                 con.print(f"[bold red]{n_fail} failed[/]: {len(groups)} root cause"
                           f"{'s' if len(groups) > 1 else ''} shown, {follow} more follow from "
-                          "them (railab check --all lists every row)", highlight=False)
+                          "them (railab check --verbose lists every row)", highlight=False)
             else:
                 con.print(f"[bold red]{n_fail} failed[/]")
         if n_fail:
-            raise typer.Exit(1)
+            raise typer.Exit(EXIT_FAILED)

@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.console import Console
 
-from railab.errors import RailabError
+from railab.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, RailabError
+from railab.testbed import state as st
 
 
 def _resolve_lab(lab: str) -> tuple[Path, str, bool]:
     """``LAB`` (a lab directory / lab.json path, or a running lab's name) -> (lab directory, lab
     name, running?) via testbed.state.resolve. Raises RailabError saying what to pass."""
-    from railab.testbed import state as st
-
     ref = st.resolve(lab)
     ref.spec()  # RailabError when there is no lab directory / lab.json
     return ref.labdir, ref.name, ref.running
@@ -31,11 +29,11 @@ def register(app: typer.Typer) -> None:
             help="shipped intent name (mini, rail-only-512, rail-optimized-1024, ...) or a YAML path",
         ),
         keep: bool = typer.Option(False, "--keep", help="leave the lab running after the report"),
-        out: Optional[Path] = typer.Option(
+        out: Path | None = typer.Option(
             None, "--out", "-o", help="directory for lab/ and report/ (default ./railab-<lab>)"
         ),
-        name: Optional[str] = typer.Option(None, "--name", help="lab name (default: the intent's)"),
-        timeout: Optional[float] = typer.Option(
+        name: str | None = typer.Option(None, "--name", help="lab name (default: the intent's)"),
+        timeout: float | None = typer.Option(
             None, "--timeout", help="convergence budget in s (default scales with the lab)"
         ),
     ) -> None:
@@ -50,13 +48,13 @@ def register(app: typer.Typer) -> None:
             result = run_demo(intent, out=out, keep=keep, name=name, timeout=timeout)
         except KeyboardInterrupt:  # the lab is already down (run_demo's finally / up's rollback)
             typer.echo("error: interrupted", err=True)
-            raise typer.Exit(130)
+            raise typer.Exit(EXIT_INTERRUPTED) from None
         raise typer.Exit(result.exit_code)
 
     @app.command("report")
     def report_cmd(
         lab: str = typer.Argument(..., help="running lab name, or a lab directory"),
-        out: Optional[Path] = typer.Option(
+        out: Path | None = typer.Option(
             None, "--out", "-o",
             help="report directory (default: <labdir>/report, or <out>/report for a demo's lab)"
         ),
@@ -78,8 +76,6 @@ def register(app: typer.Typer) -> None:
         # the lab directory.
         outdir = out or (labdir.parent / "report" if labdir.name == "lab" else labdir / "report")
         if running:
-            from railab.testbed import state as st
-
             rt_name = (st.load(name) or {}).get("runtime", "netns")
             rt = get_runtime(rt_name)
             steps = _Steps(con, ("traffic", "checks"))
@@ -99,14 +95,14 @@ def register(app: typer.Typer) -> None:
         print_failures(con, rep)
         con.print(f"{'[green]PASS[/]' if rep.passed else '[red]FAIL[/]'} report: {files.html}",
                   highlight=False)
-        raise typer.Exit(0 if rep.passed else 1)
+        raise typer.Exit(EXIT_OK if rep.passed else EXIT_FAILED)
 
     @app.command("graph")
     def graph_cmd(
         lab: str = typer.Argument(..., help="lab directory (or a running lab's name)"),
         out: Path = typer.Option(Path("fabric.svg"), "--out", "-o",
                                  help="output file: .svg, .png, .pdf or .dot"),
-        trace: Optional[Path] = typer.Option(
+        trace: Path | None = typer.Option(
             None, "--report", help="report.json whose traced paths to draw"
         ),
     ) -> None:

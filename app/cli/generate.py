@@ -1,4 +1,4 @@
-"""``railab generate INTENT [-o DIR] [--name NAME]``: emit a lab directory (topologies.generator).
+"""``railab generate INTENT [-o/--out DIR] [--name NAME]``: emit a lab directory (topologies.generator).
 
 Writes ``<lab>.clab.yml``, ``lab.json`` and ``configs/<switch>/...`` (docs/architecture.md,
 docs/generator.md). ``--list`` shows the shipped intents. A bad intent prints one
@@ -9,11 +9,13 @@ written; other failures exit 1.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.console import Console
 from rich.table import Table
+
+from railab.errors import EXIT_FAILED, EXIT_USAGE
+from railab.testbed.state import running_lab_in
 
 
 def register(app: typer.Typer) -> None:
@@ -21,19 +23,20 @@ def register(app: typer.Typer) -> None:
 
     @app.command("generate")
     def generate_cmd(
-        intent: Optional[str] = typer.Argument(
+        intent: str | None = typer.Argument(
             None, help="shipped intent name (e.g. mini, rail-only-512) or an intent YAML path"
         ),
-        outdir: Optional[Path] = typer.Option(
-            None, "-o", "--outdir", help="lab directory to write (default: ./labs/<lab name>)"
+        outdir: Path | None = typer.Option(
+            None, "--out", "-o", "--outdir", help="lab directory to write (default: ./labs/<lab name>)"
         ),
-        name: Optional[str] = typer.Option(None, "--name", help="override the lab name"),
+        name: str | None = typer.Option(None, "--name", help="override the lab name"),
         list_: bool = typer.Option(False, "--list", help="list the shipped intents and exit"),
         frr_check: bool = typer.Option(
             False, "--check", help="also run FRR's dry-run parser on every frr.conf"
         ),
     ) -> None:
         """Generate a lab (containerlab topology, FRR/SONiC configs, lab.json) from an intent."""
+        from railab.topologies.frr import dry_run
         from railab.topologies.generator import OutputError, generate
         from railab.topologies.intent import IntentError, load_intent, resolve_lab, shipped_intents
         from railab.topologies.labspec import LabSpec
@@ -59,21 +62,19 @@ def register(app: typer.Typer) -> None:
             return
         if intent is None:
             typer.echo("error: give an INTENT (or --list)", err=True)
-            raise typer.Exit(2)
+            raise typer.Exit(EXIT_USAGE)
         try:
             it = load_intent(intent)
             out = outdir if outdir is not None else Path("labs") / (name or it.name)
-            from railab.testbed.state import running_lab_in
-
             holder = running_lab_in(out)
             if holder:
                 typer.echo(f"error: {out} holds running lab {holder}: railab down {holder} first, "
                            f"or generate into another -o", err=True)
-                raise typer.Exit(2)
+                raise typer.Exit(EXIT_USAGE)
             labdir = generate(it, out, name=name)
         except (IntentError, OutputError) as exc:
             typer.echo(f"error: {exc}", err=True)
-            raise typer.Exit(2)
+            raise typer.Exit(EXIT_USAGE) from None
         spec = LabSpec.load(labdir)
         roles = {r: len(spec.by_role(r)) for r in ("spine", "leaf", "server")}
         con.print(
@@ -82,8 +83,6 @@ def register(app: typer.Typer) -> None:
             f"{len(spec.links)} links, {len(spec.bgp_sessions)} BGP sessions -> {labdir}"
         )
         if frr_check:
-            from railab.topologies.frr import dry_run
-
             bad = []
             for conf in sorted(labdir.glob("configs/*/frr.conf")):
                 ok, outp = dry_run(conf)
@@ -91,5 +90,5 @@ def register(app: typer.Typer) -> None:
                     bad.append(f"{conf}: {outp}")
             if bad:
                 typer.echo("error: FRR rejects: " + "; ".join(bad), err=True)
-                raise typer.Exit(1)
+                raise typer.Exit(EXIT_FAILED)
             con.print(f"FRR dry-run: {len(list(labdir.glob('configs/*/frr.conf')))} configs OK")

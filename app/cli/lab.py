@@ -1,97 +1,147 @@
-"""``railab up | down | status | exec | inspect``: run a lab on the embedded netns runtime.
+"""``railab up | down | list | status | exec | inspect``: run a lab on the embedded netns runtime.
 
 ``LAB`` is a lab name (for down/status/exec/inspect), a lab directory, a ``.clab.yml``, or (for
 ``up``) an intent (shipped name such as ``mini``, or an intent YAML) generated first into
-``./labs/<name>`` or ``--out DIR``. Errors print one ``error: ...`` line (railab.cli.main).
+``./labs/<name>`` or ``--out DIR``. Errors print one ``error: ...`` line (railab.cli.main);
+exit codes are railab.errors': a name clash or a bad intent is a usage error (2).
 """
 
 from __future__ import annotations
 
+import getpass
 import json
+import os
+import shutil
+import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
-from typing import List, Optional
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from railab.errors import RailabError
+from railab.errors import EXIT_NOT_FOUND, EXIT_USAGE, RailabError, UsageError
+from railab.testbed import state
+from railab.testbed.runtime import get_runtime
+from railab.topologies.naming import container_name
 
 
 def _runtime(name: str = "netns"):
-    from railab.testbed.runtime import get_runtime
-
     return get_runtime(name)
 
 
 def _runtime_of(lab: str):
     """The runtime that recorded ``lab`` (``/run/railab/<lab>/state.json``), netns by default."""
-    from railab.testbed import state
-
     record = state.load(lab) or {}
     return _runtime(record.get("runtime", "netns"))
 
 
-def _resolve_up_target(lab: str, out: Optional[Path], name: Optional[str]) -> Path:
-    """A lab directory or .clab.yml as is; an intent (name or YAML) generated first.
+def invoking_user() -> str:
+    """Who runs railab: ``$SUDO_USER`` under sudo, else the login user (the state record's ``user``)."""
+    return os.environ.get("SUDO_USER") or getpass.getuser()
 
-    Refuses, before writing anything, an intent whose lab is already up or whose output
-    directory holds a running lab (regenerating it would change what checks compare against).
+
+def lab_rows() -> list[dict]:
+    """One row per lab recorded on this host (``/run/railab/*/state.json``), sorted by name.
+
+    Each row: ``name``, ``runtime`` (netns | containerlab), ``phase`` (e.g. running, deploying),
+    ``nodes`` (count of recorded namespaces or containers), ``user`` (who brought it up; None for
+    records older than the ``user`` field) and ``labdir`` (the generated lab directory, or None).
     """
-    from railab.testbed import state
+    rows = []
+    for name in state.labs():
+        record = state.load(name)
+        if record is None:  # a run directory without a state file: not a lab (yet)
+            continue
+        nodes = record.get("namespaces") or record.get("containers") or {}
+        rows.append({
+            "name": record.get("lab", name), "runtime": record.get("runtime", "netns"),
+            "phase": record.get("phase"), "nodes": len(nodes), "user": record.get("user"),
+            "labdir": record.get("labdir"),
+        })
+    return rows
 
+
+def _can_ask() -> bool:
+    """Whether a question can be asked: stdin is a terminal (CI and pipes have none)."""
+    return sys.stdin.isatty()
+
+
+def _interactive_shell() -> list[str]:
+    """``$SHELL`` if it is set and exists, else ``/bin/bash``, else ``/bin/sh`` (for ``railab exec``)."""
+    for sh in (os.environ.get("SHELL"), "/bin/bash", "/bin/sh"):
+        if sh and shutil.which(sh):
+            return [sh]
+    return ["/bin/sh"]
+
+
+def _generated_lab(lab: str, name: str | None) -> Path | None:
+    """``lab`` as a Path when it is a lab directory or a .clab.yml, None when it is an intent.
+
+    Raises UsageError (exit 2) for ``--name`` on a generated lab (the name is in its lab.json).
+    """
     p = Path(lab)
     if p.is_dir() or (p.is_file() and p.name.endswith((".clab.yml", ".clab.yaml"))):
         if name:
-            raise RailabError(
+            raise UsageError(
                 f"--name applies to intents; {lab} is a generated lab: regenerate it under a new name "
                 f"(railab generate INTENT --name {name})"
             )
         return p
-    from railab.topologies.generator import generate
-    from railab.topologies.intent import load_intent
+    return None
 
-    intent = load_intent(lab)
-    lab_name = name or intent.name
+
+def _intent_target(lab_name: str, out: Path | None) -> Path:
+    """Where ``up`` generates the intent of lab ``lab_name``: ``out`` or ``./labs/<lab_name>``.
+
+    Refuses, before anything is written, a lab that is already up or an output directory that
+    holds a running lab (regenerating it would change what checks compare against): UsageError
+    (exit 2), as ``railab generate`` does.
+    """
     if state.load(lab_name) is not None:
-        raise RailabError(f"lab {lab_name} is already up: railab down {lab_name} (or --name NEW for a second lab)")
+        raise UsageError(f"lab {lab_name} is already up: railab down {lab_name} (or --name NEW for a second lab)")
     target = out if out is not None else Path("labs") / lab_name
     holder = state.running_lab_in(target)
     if holder:
-        raise RailabError(f"{target} holds running lab {holder}: railab down {holder} first, or pick another --out")
-    return generate(intent, target, name=name)
+        raise UsageError(f"{target} holds running lab {holder}: railab down {holder} first, or pick another --out")
+    return target
 
 
 def _exit_code(exc: BaseException) -> int:
     """128 + the signal number (130 for Ctrl-C, 143 for SIGTERM, 129 for SIGHUP)."""
-    return 128 + int(getattr(exc, "signum", 2))
+    return 128 + int(getattr(exc, "signum", signal.SIGINT))
 
 
 def _lab_name(lab: str) -> str:
     """A lab name, or the name inside a lab directory / .clab.yml (testbed.state.resolve)."""
-    from railab.testbed import state
-
     return state.resolve(lab).name
 
 
 def register(app: typer.Typer) -> None:
-    """Attach ``up``, ``down``, ``status``, ``exec``, ``inspect`` to ``app``."""
+    """Attach ``up``, ``down``, ``list``, ``status``, ``exec``, ``inspect`` to ``app``."""
 
     @app.command()
     def up(
         lab: str = typer.Argument(..., help="lab directory, .clab.yml, intent name or intent YAML"),
-        out: Optional[Path] = typer.Option(None, "--out", "-o", help="where to generate an intent (default ./labs/<name>)"),
-        timeout: Optional[float] = typer.Option(None, help="convergence budget in s (default scales with the lab)"),
+        out: Path | None = typer.Option(
+            None, "--out", "-o", help="where to generate an intent (default ./labs/<name>)"),
+        timeout: float | None = typer.Option(None, help="convergence budget in s (default scales with the lab)"),
         progress: bool = typer.Option(True, "--progress/--no-progress", help="show the convergence display"),
         runtime: str = typer.Option("netns", "--runtime", "-r", help="netns (embedded, default) or containerlab"),
         reconfigure: bool = typer.Option(False, "--reconfigure", help="containerlab: redeploy over a running lab"),
-        name: Optional[str] = typer.Option(None, "--name", help="lab name for an intent (default: the intent's name)"),
+        name: str | None = typer.Option(None, "--name", help="lab name for an intent (default: the intent's name)"),
     ) -> None:
         """Bring a lab up (network namespaces + FRR, or containerlab) and wait until it has converged."""
         rt = _runtime(runtime)
-        target = _resolve_up_target(lab, out, name)
+        target = _generated_lab(lab, name)
+        if target is None:  # an intent: generate it first (lazy: jinja2 and the model, ~50 ms)
+            from railab.topologies.generator import generate
+            from railab.topologies.intent import load_intent
+
+            intent = load_intent(lab)  # IntentError: a usage error (exit 2)
+            target = generate(intent, _intent_target(name or intent.name, out), name=name)
         t0 = time.monotonic()
         kwargs = {"reconfigure": True} if reconfigure and runtime == "containerlab" else {}
         try:
@@ -106,33 +156,66 @@ def register(app: typer.Typer) -> None:
 
     @app.command()
     def down(
-        lab: Optional[str] = typer.Argument(None, help="lab name, directory or .clab.yml"),
+        lab: str | None = typer.Argument(None, help="lab name, directory or .clab.yml"),
         all_: bool = typer.Option(False, "--all", help="remove every railab lab and orphaned railab namespace"),
+        yes: bool = typer.Option(False, "--yes", "-y", help="with --all: do not ask before removing other users' labs"),
     ) -> None:
-        """Remove everything ``up`` made (idempotent; works after a crash)."""
+        """Remove everything ``up`` made (idempotent; works after a crash).
+
+        ``--all`` asks before removing a lab another user brought up (``--yes`` does not ask);
+        without a terminal to ask on it leaves those labs up, removes the rest and exits 2.
+        """
         if all_ and lab:
             raise typer.BadParameter(f"give a lab or --all, not both (got {lab!r} and --all)")
         if all_:
-            from railab.testbed import state
-
-            # containerlab labs go to containerlab; the netns sweep handles the rest
-            for rec_dir in sorted(state.run_root().glob("*/state.json")):
-                name = rec_dir.parent.name
-                if (state.load(name) or {}).get("runtime") == "containerlab":
-                    _runtime("containerlab").down(name)
-            gone = _runtime("netns").down_all()
+            me, ask, gone, kept = invoking_user(), _can_ask(), [], []
+            # every recorded lab and every lab that still owns a ledger namespace (an orphan)
+            for name in sorted(set(state.labs()) | set(state.ledger().values())):
+                record = state.load(name) or {}
+                owner = record.get("user")
+                if owner and owner != me and not yes:
+                    if not ask or not typer.confirm(f"lab {name} was brought up by {owner}: remove it?",
+                                                    default=False):
+                        kept.append(f"{name} (user {owner})")
+                        continue
+                _runtime(record.get("runtime", "netns")).down(name)
+                gone.append(name)
             typer.echo(f"removed {len(gone)} lab(s)" + (f": {', '.join(gone)}" if gone else ""))
+            if kept and not ask:  # nobody to ask: refuse other users' labs, loudly (exit 2)
+                typer.echo(f"error: left up {len(kept)} lab(s) of other users: {', '.join(kept)} "
+                           "(no terminal to ask on): railab down --all --yes removes them too", err=True)
+                raise typer.Exit(EXIT_USAGE)
+            if kept:  # the user answered no: that is what they asked for
+                typer.echo(f"left up {len(kept)} lab(s) of other users: {', '.join(kept)}")
             return
         if not lab:
-            raise RailabError("name a lab (railab down LAB) or pass --all")
+            raise UsageError("name a lab (railab down LAB) or pass --all")
         name = _lab_name(lab)
-        from railab.testbed import state
-
         if state.load(name) is None and name not in state.ledger().values():
             typer.echo(f"lab {name} is not up: nothing to remove ({state.running_labs()})")
             return
         _runtime_of(name).down(name)
         typer.echo(f"lab {name} is down")
+
+    @app.command("list")
+    def list_(
+        as_json: bool = typer.Option(
+            False, "--json", help="print JSON: a list of {name, runtime, phase, nodes, user, labdir}"),
+    ) -> None:
+        """The labs on this host (from their state records under /run/railab)."""
+        rows = lab_rows()
+        if as_json:
+            typer.echo(json.dumps(rows, indent=2, sort_keys=True))
+            return
+        if not rows:
+            typer.echo("no lab is up here")
+            return
+        t = Table()
+        for col in ("lab", "runtime", "phase", "nodes", "user", "lab directory"):
+            t.add_column(col, justify="right" if col == "nodes" else "left", overflow="fold")
+        for r in rows:
+            t.add_row(r["name"], r["runtime"], r["phase"] or "-", str(r["nodes"]), r["user"] or "-", r["labdir"] or "-")
+        Console().print(t)
 
     @app.command()
     def status(
@@ -165,19 +248,30 @@ def register(app: typer.Typer) -> None:
     def exec_(
         lab: str = typer.Argument(..., help="lab name"),
         node: str = typer.Argument(..., help="node name, e.g. g1-leaf1 or srv1"),
-        cmd: List[str] = typer.Argument(..., help="command (after --); vtysh is pointed at the node's daemons"),
+        cmd: list[str] | None = typer.Argument(
+            None, help="command (after --; default: an interactive $SHELL); vtysh is pointed at the node's daemons"),
     ) -> None:
-        """Run CMD inside NODE's namespace (e.g. ``railab exec mini g1-leaf1 -- vtysh -c 'show bgp summary'``)."""
+        """Run CMD inside NODE (e.g. ``railab exec mini g1-leaf1 -- vtysh -c 'show bgp summary'``).
+
+        Without CMD: an interactive shell in the node ($SHELL, else /bin/bash).
+
+        Exits with the command's exit code; 127 when the command does not exist.
+        """
         from railab.testbed.runtime.netns import NetnsExecutor, _enter_ns, _ns_path
 
-        cmd = list(cmd)
+        cmd = list(cmd or [])
         if cmd and cmd[0] == "--":
             cmd = cmd[1:]
-        if not cmd:
-            raise RailabError("give a command after --, e.g. railab exec LAB NODE -- vtysh -c 'show bgp summary'")
         name = _lab_name(lab)
         rt = _runtime_of(name)
         if rt.name != "netns":  # containerlab: docker exec through the runtime's executor
+            if not cmd:  # an interactive shell needs a terminal: the docker CLI, like containerlab exec
+                record = state.load(name) or {}
+                host = ["-H", record["docker_url"]] if record.get("docker_url") else []
+                tty = ["-it"] if sys.stdin.isatty() else ["-i"]
+                shell = "command -v bash >/dev/null && exec bash || exec sh"
+                raise typer.Exit(subprocess.run(
+                    ["docker", *host, "exec", *tty, container_name(name, node), "sh", "-c", shell]).returncode)
             res = rt.executor(name).run(node, cmd, timeout=300.0)
             typer.echo(res.stdout, nl=False)
             typer.echo(res.stderr, nl=False, err=True)
@@ -186,10 +280,17 @@ def register(app: typer.Typer) -> None:
         ns = rt.netns_name(name, node)
         if not _ns_path(ns).exists():
             raise RailabError(f"lab {name!r} has no node {node!r} (no namespace {ns})")
+        argv = cmd or _interactive_shell()
+        # a network namespace shares the host's file system: the host's PATH answers for the node
+        if shutil.which(argv[0]) is None:
+            typer.echo(f"error: {argv[0]}: command not found (railab exec runs host programs inside "
+                       f"{node}'s network namespace)", err=True)
+            raise typer.Exit(EXIT_NOT_FOUND)
         try:
-            rc = subprocess.run(ex.argv_for(node, list(cmd)), preexec_fn=_enter_ns(ns)).returncode
+            rc = subprocess.run(ex.argv_for(node, argv), preexec_fn=_enter_ns(ns)).returncode
         except FileNotFoundError:
-            raise RailabError(f"{cmd[0]}: command not found") from None
+            typer.echo(f"error: {argv[0]}: command not found", err=True)
+            raise typer.Exit(EXIT_NOT_FOUND) from None
         raise typer.Exit(rc)
 
     @app.command()

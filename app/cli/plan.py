@@ -9,15 +9,15 @@ from __future__ import annotations
 import json
 import os
 import sys
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from railab.topologies.catalog import load_catalog, parse_speed
+from railab.errors import EXIT_USAGE
+from railab.topologies.catalog import get_model, load_catalog, parse_speed
 from railab.topologies.planner import (
     DEFAULT_TABLE_GPUS,
     PATH_CLASSES,
@@ -30,7 +30,7 @@ from railab.topologies.planner import (
 )
 
 
-class Arch(str, Enum):
+class Arch(StrEnum):
     """Architecture choices of ``--arch``."""
 
     auto = "auto"
@@ -40,7 +40,7 @@ class Arch(str, Enum):
 
 def _fail(msg: str) -> None:
     typer.echo(f"error: {msg}", err=True)
-    raise typer.Exit(2)
+    raise typer.Exit(EXIT_USAGE)
 
 
 def _fmt(v: object) -> str:
@@ -226,10 +226,10 @@ def register(app: typer.Typer) -> None:
 
     @app.command("plan")
     def plan_cmd(
-        gpus: Optional[int] = typer.Option(None, "--gpus", "-g", help="Total GPU count."),
+        gpus: int | None = typer.Option(None, "--gpus", "-g", help="Total GPU count."),
         arch: Arch = typer.Option(Arch.auto, "--arch", "-a", help="Architecture."),
         leaf: str = typer.Option("CX864E-N", "--leaf", help="Leaf switch model."),
-        spine: Optional[str] = typer.Option(None, "--spine", help="Spine model (default: leaf)."),
+        spine: str | None = typer.Option(None, "--spine", help="Spine model (default: leaf)."),
         gpus_per_server: int = typer.Option(
             8, "--gpus-per-server", help="GPUs (= NICs = rails) per server."
         ),
@@ -237,17 +237,17 @@ def register(app: typer.Typer) -> None:
             "400G", "--port-speed", help="Fabric port speed, e.g. 400G."
         ),
         oversubscription: str = typer.Option(
-            "1:1", "--oversubscription", "-o", help="Leaf downlink:uplink ratio, e.g. 1:1, 3:1."
+            "1:1", "--oversubscription", help="Leaf downlink:uplink ratio, e.g. 1:1, 3:1."
         ),
         as_json: bool = typer.Option(False, "--json", help="Print the Plan JSON only."),
         do_compare: bool = typer.Option(
             False, "--compare", help="Plan both architectures side by side."
         ),
-        catalog: Optional[Path] = typer.Option(
+        catalog: Path | None = typer.Option(
             None, "--catalog",
             help="Extra switch-model YAML (same layout as topologies/catalog.yml).",
         ),
-        table: Optional[str] = typer.Option(
+        table: str | None = typer.Option(
             None, "--table", metavar="MODEL",
             help="Print the Rail-optimized node-requirements table for MODEL (256..8192 GPUs).",
         ),
@@ -268,8 +268,6 @@ def register(app: typer.Typer) -> None:
                 if as_json:
                     typer.echo(json.dumps(rows, indent=2))
                 else:
-                    from railab.topologies.catalog import get_model
-
                     name = get_model(cat, table).name
                     _show_table(con, rows, name, get_model(cat, spine).name if spine else name,
                                 gpus_per_server)

@@ -10,12 +10,12 @@ names the switches one flow crosses.
 from __future__ import annotations
 
 import json
-from typing import Optional
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
+from railab.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
 from railab.traffic.patterns import PATTERNS
 
 
@@ -31,11 +31,11 @@ def _hops(v) -> str:
 def _usage(msg: str) -> None:
     """One ``error: ...`` line on stderr, exit 2 (usage error)."""
     typer.echo(f"error: {msg}", err=True)
-    raise typer.Exit(2)
+    raise typer.Exit(EXIT_USAGE)
 
 
 def check_options(*, flows: int | None, size: int, messages: int, mtu: int) -> None:
-    """Validate ``railab traffic`` numbers one by one; raise typer.Exit(2) after printing
+    """Validate ``railab traffic`` numbers one by one; raise typer.Exit(EXIT_USAGE) after printing
     ``error: --OPTION ...`` for the first bad one. ``--mtu`` is the RoCE path MTU (IBTA: 256,
     512, 1024, 2048 or 4096 payload bytes; any value in between is accepted here)."""
     if flows is not None and flows < 1:
@@ -50,7 +50,7 @@ def check_options(*, flows: int | None, size: int, messages: int, mtu: int) -> N
 
 def _interrupted() -> None:
     typer.echo("error: interrupted", err=True)
-    raise typer.Exit(130)
+    raise typer.Exit(EXIT_INTERRUPTED)
 
 
 def register(app: typer.Typer) -> None:
@@ -61,7 +61,7 @@ def register(app: typer.Typer) -> None:
         lab: str = typer.Argument(..., help="running lab name or lab directory"),
         pattern: str = typer.Option(..., "--pattern", "-p", help=f"one of {', '.join(PATTERNS)}"),
         pxn: bool = typer.Option(False, "--pxn", help="NCCL PXN: cross NVLink first, stay on the rail"),
-        flows: Optional[int] = typer.Option(None, "--flows", "-n",
+        flows: int | None = typer.Option(None, "--flows", "-n",
                                             help="number of flows (repeats pairs with new QPs)"),
         size: int = typer.Option(4096, help="bytes per message (>= 1)"),
         messages: int = typer.Option(4, help="messages per flow (>= 1)"),
@@ -132,7 +132,7 @@ def register(app: typer.Typer) -> None:
                 con.print(f"[yellow]warning:[/yellow] {w}", highlight=False, soft_wrap=True)
             con.print(f"{len(results) - len(bad)}/{len(results)} flows as expected")
         if bad:
-            raise typer.Exit(1)
+            raise typer.Exit(EXIT_FAILED)
 
     @app.command()
     def traceroute(
@@ -175,4 +175,4 @@ def register(app: typer.Typer) -> None:
             con.print(t)
             con.print(format_path(hops))
         if not hops or hops[-1].kind != "destination":
-            raise typer.Exit(1)
+            raise typer.Exit(EXIT_FAILED)
