@@ -5,6 +5,7 @@ Debian frr)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -76,3 +77,19 @@ def test_generate_over_a_running_labs_directory_is_refused(mini_lab, tmp_path):
     res = _railab("generate", "rail-only-512", "-o", str(mini_lab.dir), "--name", mini_lab.name, cwd=tmp_path)
     assert res.returncode == 2 and f"holds running lab {mini_lab.name}" in res.stderr
     assert (mini_lab.dir / "lab.json").read_bytes() == before
+
+
+def test_exec_of_a_missing_command_exits_127(mini_lab, tmp_path):
+    res = _railab("exec", mini_lab.name, "srv1", "--", f"no-such-command-{PID}", cwd=tmp_path)
+    assert res.returncode == 127, res.stderr
+    assert f"no-such-command-{PID}: command not found" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_exec_without_a_command_opens_a_shell_in_the_node(mini_lab, tmp_path):
+    """The shell runs in srv1's network namespace; its exit code is railab's."""
+    ns = mini_lab.record["namespaces"]["srv1"]
+    res = subprocess.run([*CLI, "exec", mini_lab.name, "srv1"], input="readlink /proc/self/ns/net; exit 7\n",
+                         capture_output=True, text=True, cwd=tmp_path, timeout=60,
+                         env={**os.environ, "SHELL": "/bin/sh"})
+    assert res.returncode == 7, res.stderr
+    assert res.stdout.strip() == f"net:[{os.stat(f'/run/netns/{ns}').st_ino}]"
