@@ -9,6 +9,7 @@ from rich.console import Console
 
 from railab.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, RailabError
 from railab.testbed import state as st
+from railab.testbed.runtime import get_runtime
 
 
 def _resolve_lab(lab: str) -> tuple[Path, str, bool]:
@@ -66,7 +67,6 @@ def register(app: typer.Typer) -> None:
         """
         from railab.demo import _Steps, measure, plan_from_spec, print_failures
         from railab.report import Report, write_report
-        from railab.testbed.runtime import get_runtime
         from railab.topologies.labspec import LabSpec
 
         con = Console()
