@@ -280,16 +280,16 @@ def register(app: typer.Typer) -> None:
         ns = rt.netns_name(name, node)
         if not _ns_path(ns).exists():
             raise RailabError(f"lab {name!r} has no node {node!r} (no namespace {ns})")
-        argv = cmd or _interactive_shell()
+        cmd = cmd or _interactive_shell()
         # a network namespace shares the host's file system: the host's PATH answers for the node
-        if shutil.which(argv[0]) is None:
-            typer.echo(f"error: {argv[0]}: command not found (railab exec runs host programs inside "
+        if shutil.which(cmd[0]) is None:
+            typer.echo(f"error: {cmd[0]}: command not found (railab exec runs host programs inside "
                        f"{node}'s network namespace)", err=True)
             raise typer.Exit(EXIT_NOT_FOUND)
         try:
-            rc = subprocess.run(ex.argv_for(node, argv), preexec_fn=_enter_ns(ns)).returncode
+            rc = subprocess.run(ex.argv_for(node, list(cmd)), preexec_fn=_enter_ns(ns)).returncode
         except FileNotFoundError:
-            typer.echo(f"error: {argv[0]}: command not found", err=True)
+            typer.echo(f"error: {cmd[0]}: command not found", err=True)
             raise typer.Exit(EXIT_NOT_FOUND) from None
         raise typer.Exit(rc)
 
