@@ -29,6 +29,7 @@ from pydantic import BaseModel, Field, computed_field
 
 from railab.checks.junit import JUnitCase, check_case
 from railab.checks.junit import render_junit as write_junit_suites
+from railab.checks.runner import CHECKS  # the registry, with the built-in families registered
 from railab.graph import RAIL_COLOURS, TracedPath, rail_colour, render_svg
 from railab.topologies.labspec import LabSpec
 
@@ -39,8 +40,14 @@ CheckStatus = Literal["pass", "fail", "skip", "error"]
 # Display order and wording of the path classes (docs/architecture.md, "Expected hops").
 PATH_CLASS_ORDER = ("intra-server", "intra-rail", "inter-rail-same-leaf", "inter-rail",
                     "inter-rail-pxn", "cross-group", "cross-group-pxn")
-# Check families in run order (checks.base.CHECKS); failures are listed first, then this order.
-CHECK_ORDER = {c: i for i, c in enumerate(("cabling", "bgp", "routes", "oversub", "hops"))}
+
+
+def _check_order(family: str) -> int:
+    """Run-order position of a check family (the registry, checks.base.CHECKS); unknown last.
+    Failures are listed first, then this order."""
+    return CHECKS.index(family) if family in CHECKS else len(CHECKS)
+
+
 PATH_CLASS_TEXT = {
     "intra-server": "intra-server (NVLink, never leaves the server)",
     "intra-rail": "intra-rail (same rail, one leaf)",
@@ -340,13 +347,6 @@ def hop_matrix(report: Report) -> dict[str, Any]:
     return {"columns": columns, "rows": rows}
 
 
-CHECK_TEXT = {
-    "cabling": "every link of lab.json is up and joins the recorded ports (veth peers via netlink)",
-    "bgp": "every unnumbered eBGP session is Established with the expected ASNs",
-    "routes": "every expected prefix is in each switch FIB with the expected ECMP width",
-    "oversub": "leaf downlink:uplink capacity matches the design's oversubscription",
-    "hops": "each path class takes the expected number of routed hops",
-}
 
 
 def check_families(report: Report) -> list[dict[str, Any]]:
@@ -354,9 +354,10 @@ def check_families(report: Report) -> list[dict[str, Any]]:
     fams: dict[str, dict[str, Any]] = {}
     for c in report.checks:
         f = fams.setdefault(c.check, {"check": c.check, "pass": 0, "fail": 0, "skip": 0,
-                                      "text": CHECK_TEXT.get(c.check, "")})
+                                      "text": CHECKS.get(c.check).description
+                                      if c.check in CHECKS else ""})
         f["fail" if not c.ok else c.status] += 1
-    return sorted(fams.values(), key=lambda f: CHECK_ORDER.get(f["check"], 99))
+    return sorted(fams.values(), key=lambda f: _check_order(f["check"]))
 
 
 def ecmp_bar_chart(spread: EcmpSpread, *, width: int = 520, bar_h: int = 22) -> Markup:
@@ -451,7 +452,7 @@ def render_html(report: Report, spec: LabSpec, *, diagram_svg: str | None = None
         scale=_scale_rows(report),
         rails=[(r, rail_colour(r)) for r in range(1, spec.rails + 1)],
         palette=RAIL_COLOURS,
-        checks=sorted(report.checks, key=lambda c: (c.ok, CHECK_ORDER.get(c.check, 99))),
+        checks=sorted(report.checks, key=lambda c: (c.ok, _check_order(c.check))),
         n_fail=sum(1 for c in report.checks if not c.ok),
         families=check_families(report),
         paths=sorted(report.paths, key=lambda p: (_class_key(p.path_class), p.src, p.dst)),

@@ -494,6 +494,16 @@ class Observer:
         link = self.links(node).get(ifname)
         return "missing" if link is None else link.status
 
+    def link_up(self, node: str, ifname: str) -> bool | None:
+        """``node:ifname`` is ``up`` (True), down (False: admin-down or carrier-lost), or
+        unknown (None: missing interface or unreadable namespace). Fits
+        ``railab.traffic.engine.spread_warnings(..., link_up)``."""
+        try:
+            status = self.link_status(node, ifname)
+        except (ObservationError, OSError):
+            return None
+        return None if status == "missing" else status == "up"
+
     def ifname(self, node: str, index: int) -> str | None:
         """Interface name of ``index`` on ``node`` (None when absent)."""
         self.links(node)

@@ -193,4 +193,4 @@ def check_bgp(obs: Observer) -> list[CheckResult]:
 
 
 register_check(CHECK, check_bgp, order=20, frr_commands=(F.CMD_SUMMARY,),
-               description="every planned eBGP session Established on both ends, ASNs as planned")
+               description="every unnumbered eBGP session is Established with the expected ASNs")

@@ -124,4 +124,5 @@ def check_cabling(obs: Observer) -> list[CheckResult]:
 
 
 register_check(CHECK, check_cabling, order=10,
-               description="every lab.json link joins the recorded ports (read live) and is up")
+               description="every link of lab.json is up and joins the recorded ports "
+                           "(veth peers via netlink)")

@@ -115,4 +115,4 @@ def check_hops(obs: Observer, runner=None) -> list[CheckResult]:
 
 
 register_check(CHECK, check_hops, order=50,
-               description="one real RoCEv2 flow per path class takes the expected hops")
+               description="each path class takes the expected number of routed hops")

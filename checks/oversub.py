@@ -107,4 +107,4 @@ def check_oversub(obs: Observer) -> list[CheckResult]:
 
 
 register_check(CHECK, check_oversub, order=40,
-               description="per leaf, live downlink vs uplink bandwidth equals the intent's ratio")
+               description="leaf downlink:uplink capacity matches the design's oversubscription")

@@ -293,5 +293,6 @@ def check_routes(obs: Observer) -> list[CheckResult]:
     return results
 
 
-register_check(CHECK, check_routes, order=30, frr_commands=(F.CMD_SUMMARY, F.CMD_RIB, F.CMD_BGP_TABLE),
-               description="expected prefixes in the RIB and kernel FIB with the planned ECMP width")
+register_check(CHECK, check_routes, order=30,
+               frr_commands=(F.CMD_SUMMARY, F.CMD_RIB, F.CMD_BGP_TABLE),
+               description="every expected prefix is in each switch FIB with the expected ECMP width")
