@@ -607,14 +607,3 @@ class Observer:
         """The :func:`link_id` of the planned link on ``node:port`` (None when unplanned)."""
         peer = self.planned_peer(node, port)
         return link_id(node, port, *peer) if peer else None
-
-    def session_on(self, node: str, port: str) -> SessionRef | None:
-        """The planned BGP session on ``node:port``, seen from ``node`` (None when none)."""
-        for s in self.spec.bgp_sessions:
-            if (s.node, s.interface) == (node, port):
-                return SessionRef(node=s.node, interface=s.interface, peer=s.peer,
-                                  peer_interface=s.peer_interface)
-            if (s.peer, s.peer_interface) == (node, port):
-                return SessionRef(node=s.peer, interface=s.peer_interface, peer=s.node,
-                                  peer_interface=s.interface)
-        return None

@@ -504,3 +504,38 @@ def test_registered_check_shows_in_the_cli(tmp_path, dummy_family):
     r = CliRunner().invoke(app, ["check", str(labdir), "--inventory", str(inv), "--only", "dummy"],
                            env={"COLUMNS": "200"})
     assert r.exit_code == 0 and "dummy" in r.output and "all 1 checks passed" in r.output
+
+
+def test_cli_json_prints_refs_and_root_causes(tmp_path):
+    """``railab check --json``: every row with status and references, plus each root cause with
+    the rows it explains (grouped by fields); exit 1 on a failure."""
+    from railab.checks.base import CHECKS, Cause, failed, register_check
+    from railab.cli import app
+
+    link = "g1-leaf1:eth3--spine1:eth1"
+
+    def cut(obs):
+        return [failed("cut", "the link", node="g1-leaf1", port="eth3", link=link,
+                       cause=Cause(kind="link-down", node="g1-leaf1", port="eth3", link=link)),
+                failed("cut", "a route", node="g2-leaf1", prefix="10.0.0.0/24",
+                       cause=Cause(kind="session-down", link=link)),
+                failed("cut", "elsewhere", node="spine2")]
+
+    register_check("cut", cut, order=1001)
+    try:
+        labdir = generate("mini", tmp_path / "lab", name="ck-json")
+        inv = tmp_path / "inv.yml"
+        inv.write_text("g1-leaf1: 192.0.2.1\n")
+        r = CliRunner().invoke(app, ["check", str(labdir), "--inventory", str(inv), "--only", "cut",
+                                     "--json"])
+    finally:
+        CHECKS.unregister("cut")
+    assert r.exit_code == 1, r.output
+    doc = json.loads(r.output)
+    assert doc["ok"] is False and [x["status"] for x in doc["results"]] == ["fail"] * 3
+    first = doc["results"][0]
+    assert (first["node"], first["port"], first["link"]) == ("g1-leaf1", "eth3", link)
+    assert first["cause"]["kind"] == "link-down"
+    assert [(g["root"], [e["name"] for e in g["explains"]]) for g in doc["root_causes"]] == [
+        ("the link", ["a route"]), ("elsewhere", [])]
+    assert doc["root_causes"][0]["refs"]["link"] == link and doc["root_causes"][1]["cause"] is None
