@@ -14,13 +14,13 @@ a containerlab lab or real switches. The wait re-polls only the nodes still fail
 
 from __future__ import annotations
 
-import json
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 from railab.checks import frr as F
+from railab.checks.base import ObservationError, Observer
 from railab.errors import RailabError
 from railab.testbed.executor import Executor
 
@@ -59,24 +59,25 @@ class NodeView:
         return not self.missing_sessions and not self.missing_routes
 
 
-def _json(executor: Executor, node: str, command: str) -> Any:
-    """Parsed JSON of ``vtysh -c command`` on ``node``; None when vtysh fails or prints no JSON
-    (a node still starting is just not converged yet)."""
-    res = executor.vtysh(node, command, timeout=30)
-    if not res.ok or not res.stdout.strip():
-        return None
+def _read(obs: Observer, node: str, command: str) -> Any:
+    """Parsed JSON of ``command`` on ``node`` through the checks' observer; None when vtysh
+    fails or prints no JSON (a node still starting is just not converged yet)."""
     try:
-        return json.loads(res.stdout)
-    except json.JSONDecodeError:
+        return obs.frr(node, command)
+    except ObservationError:
         return None
 
 
 def observe_node(spec, executor: Executor, node: str) -> NodeView:
-    """Compare one router's sessions and routes with ``spec`` (the shared predicate)."""
+    """Compare one router's sessions and routes with ``spec`` (the shared predicate).
+
+    Reads FRR afresh (a new :class:`~railab.checks.base.Observer`, no netlink), so repeated
+    calls see the lab as it converges."""
+    obs = Observer(spec, executor, lambda n: None)
     view = NodeView(node)
     sessions = [s for s in spec.bgp_sessions if s.node == node]
     if sessions:
-        states = F.session_states(_json(executor, node, F.CMD_SUMMARY))
+        states = F.session_states(_read(obs, node, F.CMD_SUMMARY))
         for s in sessions:
             view.sessions_expected += 1
             state = states.get(s.interface, "absent")
@@ -87,7 +88,7 @@ def observe_node(spec, executor: Executor, node: str) -> NodeView:
                 view.missing_sessions.append(f"{node}:{s.interface} -> {s.peer}:{s.peer_interface} ({state})")
     expected = spec.expected_routes.get(node) or []
     if expected:
-        table = F.rib_of(_json(executor, node, F.CMD_RIB))
+        table = F.rib_of(_read(obs, node, F.CMD_RIB))
         for r in expected:
             view.routes_expected += 1
             verdict = F.route_verdict(table.get(r.prefix), r.ecmp_width, r.interfaces)
@@ -114,7 +115,7 @@ def observe_sessions(spec, executor: Executor) -> tuple[list[str], list[str]]:
     nodes = sorted({s.node for s in spec.bgp_sessions})
 
     def states(n: str) -> dict[str, str]:
-        return F.session_states(_json(executor, n, F.CMD_SUMMARY))
+        return F.session_states(_read(Observer(spec, executor, lambda x: None), n, F.CMD_SUMMARY))
 
     up, down = [], []
     with ThreadPoolExecutor(max_workers=max(1, min(8, len(nodes)))) as pool:
