@@ -85,8 +85,8 @@ def check_hops(obs: Observer, runner=None) -> list[CheckResult]:
         name = f"{f.path_class} {f.src[0]}:gpu{f.src[1]} -> {f.dst[0]}:gpu{f.dst[1]}"
         exp = f.expected_hops
         expected = "unreachable" if exp is None else f"{exp} hops, all delivered"
-        src_node = f"{f.src[0]}:eth{f.src_nic}"
-        ref = {"node": src_node, "subject": f.path_class, "port": f"eth{f.src_nic}"}
+        # the row is about the flow's source: the server and the NIC it leaves on
+        ref = {"node": f.src[0], "subject": f.path_class, "port": f"eth{f.src_nic}"}
         if exp is None:
             observed = ("nothing delivered" if res.delivered == 0
                         else f"{res.delivered}/{res.sent} delivered in {res.hops_ttl} hops")

@@ -539,3 +539,60 @@ def test_cli_json_prints_refs_and_root_causes(tmp_path):
     assert [(g["root"], [e["name"] for e in g["explains"]]) for g in doc["root_causes"]] == [
         ("the link", ["a route"]), ("elsewhere", [])]
     assert doc["root_causes"][0]["refs"]["link"] == link and doc["root_causes"][1]["cause"] is None
+
+
+# ---- golden messages: oversub and hops (bgp, routes and cabling are pinned above) -----------------
+class LinksObserver(Observer):
+    """Netlink answers from a dict: every planned interface up except ``down`` ((node, ifname)
+    -> status)."""
+
+    def __init__(self, spec, down: dict) -> None:
+        super().__init__(spec, None, lambda n: None)
+        self.down = down
+
+    def links(self, node):
+        from railab.checks.base import LinkState
+
+        ports = {ln.a.interface for ln in self.spec.links if ln.a.node == node} | {
+            ln.b.interface for ln in self.spec.links if ln.b.node == node}
+        return {p: LinkState(p, i, self.down.get((node, p), "up"), "UP", "veth", None, None)
+                for i, p in enumerate(sorted(ports), 2)}
+
+
+def test_oversub_golden_message_and_cause(spec):
+    from railab.checks.oversub import check_oversub
+
+    up = next(ln for ln in spec.links if ln.role == "leaf-spine" and ln.a.node == "g1-leaf1")
+    res = check_oversub(LinksObserver(spec, {(up.b.node, up.b.interface): "carrier-lost"}))
+    (bad,) = _fails(res)
+    assert bad.message() == (
+        f"[fail] oversub g1-leaf1: expected 1:1 (800 Gb/s down : 800 Gb/s up planned), observed 2:1 "
+        f"(800 Gb/s down : 400 Gb/s up live) -- links down: "
+        f"{up.a.node}:{up.a.interface}-{up.b.node}:{up.b.interface}")
+    assert bad.cause.kind == "link-down" and bad.link == bad.cause.link == \
+        f"{up.a.node}:{up.a.interface}--{up.b.node}:{up.b.interface}"
+    assert len([r for r in res if r.status == "pass"]) == len(spec.by_role("leaf")) - 1
+
+
+def test_hops_golden_message_and_refs(spec):
+    from railab.checks.hops import check_hops
+    from railab.traffic.engine import FlowResult
+
+    def runner(spec_, flows, netns_of):
+        out = []
+        for f in flows:
+            r = FlowResult(flow=f, sent=64, delivered=64, ttl=64 - (f.expected_hops or 0),
+                           hops_counters=f.expected_hops)
+            if f.path_class == "cross-group":
+                r = FlowResult(flow=f, sent=64, delivered=0, unreachable_at="g1-leaf1")
+            out.append(r)
+        return out
+
+    res = check_hops(Observer(spec, None, lambda n: None), runner=runner)
+    (bad,) = _fails(res)
+    assert bad.message() == (
+        "[fail] hops cross-group srv1:gpu0 -> srv3:gpu0: expected 3 hops, all delivered, observed "
+        "- hops by TTL, 0/64 delivered -- nothing arrived: g1-leaf1 answered unreachable; see the "
+        "routes and bgp checks for the prefixes on this path")
+    assert (bad.node, bad.port, bad.subject) == ("srv1", "eth1", "cross-group")
+    assert len(res) == 5 and all(r.node == "srv1" and r.port.startswith("eth") for r in res)
