@@ -255,6 +255,9 @@ def test_dead_bgpd_is_one_clean_sentence_and_groups_its_consequences(spec, snap)
         assert text.count("not running") <= 1 and "; is bgpd running?" not in text.replace(
             "cannot read", ""), text
         assert text.count("g1-leaf2: `") == 0, text  # no repeated "NODE: `cmd`:" prefixes
+    from railab.checks.base import Cause
+
+    assert asn.cause == Cause(kind="daemon-dead", node="g1-leaf2", daemon="bgpd")
     groups = group_failures(res)
     assert groups[0][0].name == "g1-leaf2 ASN"
     follow = groups[0][1]
