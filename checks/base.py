@@ -33,7 +33,7 @@ from functools import cached_property
 from ipaddress import ip_network
 from typing import Any, Callable, Iterator, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 from pyroute2 import IPRoute
 
 from railab.checks import frr as F
@@ -52,18 +52,20 @@ IFF_LOWER_UP = 0x10000
 
 LinkStatus = Literal["up", "admin-down", "carrier-lost", "missing"]
 
-CauseKind = Literal[
-    "link-down",      # link: a cable/veth is down (admin down or carrier lost)
-    "miswired",       # link: the planned link lands on another port
-    "port-missing",   # node, port: the interface does not exist
-    "session-down",   # link (+ session): a BGP session is not Established
-    "daemon-dead",    # node, daemon: an FRR daemon does not answer
-    "wrong-asn",      # node: the node runs another ASN / router-id than planned
-    "neighbor-missing",  # node, port: no BGP neighbor configured on the port
-    "not-announced",  # node, prefix: the origin does not announce the prefix
-    "upstream",       # node, prefix: the neighbor behind a port lacks the route itself
-    "config",         # node: anything else found in the node's configuration
-]
+#: The cause kinds the built-in families set (``Cause.kind``; a registered family may add its
+#: own, which then group by equal causes or by their ``link``):
+CAUSE_KINDS = {
+    "link-down": "link: a cable/veth is down (admin down or carrier lost)",
+    "miswired": "link: the planned link lands on another port",
+    "port-missing": "node, port: the interface does not exist",
+    "session-down": "link (+ node, port): a BGP session is not Established",
+    "daemon-dead": "node, daemon: an FRR daemon does not answer",
+    "wrong-asn": "node: the node runs another ASN / router-id than planned",
+    "neighbor-missing": "node, port: no BGP neighbor configured on the port",
+    "not-announced": "node, prefix: the origin does not announce the prefix",
+    "upstream": "node, prefix: the neighbor behind a port lacks the route itself",
+    "config": "node: anything else found in the node's configuration",
+}
 
 
 def link_id(node_a: str, if_a: str, node_b: str, if_b: str) -> str:
@@ -90,14 +92,15 @@ class SessionRef(BaseModel):
 
 
 class Cause(BaseModel):
-    """A structured root-cause key: ``kind`` (see :data:`CauseKind`) plus the fields that name
+    """A structured root-cause key: ``kind`` (see :data:`CAUSE_KINDS`) plus the fields that name
     the culprit, e.g. ``Cause(kind="link-down", link="a:eth1--b:eth3")`` or
     ``Cause(kind="daemon-dead", node="g1-leaf2", daemon="bgpd")``. Two rows with equal causes
-    have the same root cause."""
+    have the same root cause. ``kind``: one of :data:`CAUSE_KINDS` (or a registered family's
+    own, lower-case with dashes)."""
 
     model_config = ConfigDict(frozen=True)
 
-    kind: CauseKind
+    kind: str = Field(pattern=r"^[a-z][a-z0-9-]*$")
     node: str | None = None
     port: str | None = None
     link: str | None = None

@@ -337,6 +337,9 @@ def test_structured_references_per_family(spec, snap):
     assert sess.session.model_dump() == {"node": "g1-leaf2", "interface": "eth3", "peer": "spine1",
                                          "peer_interface": "eth2"}
     assert sess.cause.kind == "session-down" and sess.cause.link == sess.link
+    from railab.checks.base import CAUSE_KINDS
+
+    assert {r.cause.kind for r in _fails(res)} <= set(CAUSE_KINDS)
     route = next(r for r in _fails(res) if r.name == "g1-leaf2 10.0.0.0/24")
     assert (route.prefix, route.port, route.link) == ("10.0.0.0/24", "eth3", sess.link)
     assert route.cause.kind == "session-down" and route.cause.link == sess.link
