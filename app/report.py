@@ -9,7 +9,8 @@ down), and unit-tested without root.
 Files written by ``write_report(report, spec, outdir)``::
 
     outdir/report.json   Report (pydantic) as JSON, sorted keys
-    outdir/report.xml    JUnit XML: suite "paths" (one case per flow), "ecmp", "checks"
+    outdir/report.xml    JUnit XML (railab.checks.junit): suites railab.paths (one case per
+                         flow), railab.ecmp, railab.checks
     outdir/report.html   self-contained page (no JavaScript, no network fetches)
     outdir/fabric.svg    the fabric diagram with traced paths (also inlined in the page)
 """
@@ -18,7 +19,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import xml.etree.ElementTree as ET
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Literal
@@ -27,6 +27,9 @@ import jinja2
 from markupsafe import Markup, escape
 from pydantic import BaseModel, Field, computed_field
 
+from railab.checks.junit import JUnitCase, check_case
+from railab.checks.junit import render_junit as write_junit_suites
+from railab.checks.runner import CHECKS  # the registry, with the built-in families registered
 from railab.graph import RAIL_COLOURS, TracedPath, rail_colour, render_svg
 from railab.topologies.labspec import LabSpec
 
@@ -37,8 +40,14 @@ CheckStatus = Literal["pass", "fail", "skip", "error"]
 # Display order and wording of the path classes (docs/architecture.md, "Expected hops").
 PATH_CLASS_ORDER = ("intra-server", "intra-rail", "inter-rail-same-leaf", "inter-rail",
                     "inter-rail-pxn", "cross-group", "cross-group-pxn")
-# Check families in run order (checks.base.CHECKS); failures are listed first, then this order.
-CHECK_ORDER = {c: i for i, c in enumerate(("cabling", "bgp", "routes", "oversub", "hops"))}
+
+
+def _check_order(family: str) -> int:
+    """Run-order position of a check family (the registry, checks.base.CHECKS); unknown last.
+    Failures are listed first, then this order."""
+    return CHECKS.index(family) if family in CHECKS else len(CHECKS)
+
+
 PATH_CLASS_TEXT = {
     "intra-server": "intra-server (NVLink, never leaves the server)",
     "intra-rail": "intra-rail (same rail, one leaf)",
@@ -338,13 +347,6 @@ def hop_matrix(report: Report) -> dict[str, Any]:
     return {"columns": columns, "rows": rows}
 
 
-CHECK_TEXT = {
-    "cabling": "every link of lab.json is up and joins the recorded ports (veth peers via netlink)",
-    "bgp": "every unnumbered eBGP session is Established with the expected ASNs",
-    "routes": "every expected prefix is in each switch FIB with the expected ECMP width",
-    "oversub": "leaf downlink:uplink capacity matches the design's oversubscription",
-    "hops": "each path class takes the expected number of routed hops",
-}
 
 
 def check_families(report: Report) -> list[dict[str, Any]]:
@@ -352,9 +354,10 @@ def check_families(report: Report) -> list[dict[str, Any]]:
     fams: dict[str, dict[str, Any]] = {}
     for c in report.checks:
         f = fams.setdefault(c.check, {"check": c.check, "pass": 0, "fail": 0, "skip": 0,
-                                      "text": CHECK_TEXT.get(c.check, "")})
+                                      "text": CHECKS.get(c.check).description
+                                      if c.check in CHECKS else ""})
         f["fail" if not c.ok else c.status] += 1
-    return sorted(fams.values(), key=lambda f: CHECK_ORDER.get(f["check"], 99))
+    return sorted(fams.values(), key=lambda f: _check_order(f["check"]))
 
 
 def ecmp_bar_chart(spread: EcmpSpread, *, width: int = 520, bar_h: int = 22) -> Markup:
@@ -449,7 +452,7 @@ def render_html(report: Report, spec: LabSpec, *, diagram_svg: str | None = None
         scale=_scale_rows(report),
         rails=[(r, rail_colour(r)) for r in range(1, spec.rails + 1)],
         palette=RAIL_COLOURS,
-        checks=sorted(report.checks, key=lambda c: (c.ok, CHECK_ORDER.get(c.check, 99))),
+        checks=sorted(report.checks, key=lambda c: (c.ok, _check_order(c.check))),
         n_fail=sum(1 for c in report.checks if not c.ok),
         families=check_families(report),
         paths=sorted(report.paths, key=lambda p: (_class_key(p.path_class), p.src, p.dst)),
@@ -508,68 +511,32 @@ def _scale_rows(report: Report) -> list[tuple[str, str, str]]:
 
 
 def render_junit(report: Report) -> str:
-    """JUnit XML (the de-facto Ant/Jenkins schema) with three suites: ``paths`` (one case per
-    flow), ``ecmp`` (one per spread) and ``checks`` (one per check result)."""
-    root = ET.Element("testsuites", name=f"railab {report.lab.name}")
-    suites: list[tuple[str, list[tuple[str, str, bool, bool, str, float]]]] = [
-        (
-            "paths",
-            [
-                (p.path_class, f"{p.src} -> {p.dst}", p.ok, False,
-                 f"expected {_h(p.expected_hops)} hop(s), observed {_h(p.observed_hops)}; "
-                 f"{p.received}/{p.sent} packets; {p.detail}".rstrip("; "), 0.0)
-                for p in report.paths
-            ],
-        ),
-        (
-            "ecmp",
-            [
-                ("ecmp", f"{e.src} -> {e.dst}", e.ok, False,
-                 f"{e.flows} flows over {e.spines_used}/{len(e.per_spine)} spines: "
-                 + ", ".join(f"{k}={v}" for k, v in sorted(e.per_spine.items(),
-                                                          key=lambda kv: _natural(kv[0])))
-                 + (f"; {e.detail}" if e.detail else ""), 0.0)
-                for e in report.ecmp
-            ],
-        ),
-        (
-            "checks",
-            [
-                (c.check, c.name, c.ok, c.status == "skip",
-                 c.message, c.duration_s)
-                for c in report.checks
-            ],
-        ),
+    """JUnit XML (the de-facto Ant/Jenkins schema, written by :mod:`railab.checks.junit`) with
+    three suites: ``railab.paths`` (one case per flow, classname ``railab.<lab>.paths.<class>``),
+    ``railab.ecmp`` (one per spread) and ``railab.checks`` (one per check result, classname
+    ``railab.<lab>.<family>`` as in ``railab check --junit``), plus ``railab.pipeline`` errors."""
+    lab = report.lab.name
+    paths = [
+        JUnitCase(f"railab.{lab}.paths.{p.path_class}", f"{p.src} -> {p.dst}",
+                  "pass" if p.ok else "fail",
+                  msg := (f"expected {_h(p.expected_hops)} hop(s), observed {_h(p.observed_hops)}; "
+                          f"{p.received}/{p.sent} packets; {p.detail}".rstrip("; ")), msg)
+        for p in report.paths
     ]
-    for suite_name, cases in suites:
-        s = ET.SubElement(
-            root,
-            "testsuite",
-            name=f"railab.{suite_name}",
-            tests=str(len(cases)),
-            failures=str(sum(1 for c in cases if not c[2])),
-            skipped=str(sum(1 for c in cases if c[3])),
-            errors="0",
-            time=f"{sum(c[5] for c in cases):.3f}",
-        )
-        for classname, name, ok, skipped, message, secs in cases:
-            tc = ET.SubElement(s, "testcase", classname=f"{suite_name}.{classname}", name=name,
-                               time=f"{secs:.3f}")
-            if skipped:
-                ET.SubElement(tc, "skipped", message=message)
-            elif not ok:
-                f = ET.SubElement(tc, "failure", message=message.splitlines()[0] if message else "failed")
-                f.text = message
-            elif message:
-                ET.SubElement(tc, "system-out").text = message
+    ecmp = [
+        JUnitCase(f"railab.{lab}.ecmp", f"{e.src} -> {e.dst}", "pass" if e.ok else "fail",
+                  msg := (f"{e.flows} flows over {e.spines_used}/{len(e.per_spine)} spines: "
+                          + ", ".join(f"{k}={v}" for k, v in sorted(e.per_spine.items(),
+                                                                   key=lambda kv: _natural(kv[0])))
+                          + (f"; {e.detail}" if e.detail else "")), msg)
+        for e in report.ecmp
+    ]
+    checks = [check_case(c, lab, c.duration_s) for c in report.checks]
+    suites = [("railab.paths", paths), ("railab.ecmp", ecmp), ("railab.checks", checks)]
     if report.errors:
-        s = ET.SubElement(root, "testsuite", name="railab.pipeline", tests=str(len(report.errors)),
-                          failures="0", errors=str(len(report.errors)), skipped="0")
-        for e in report.errors:
-            tc = ET.SubElement(s, "testcase", classname="pipeline", name=e.split(":", 1)[0])
-            ET.SubElement(tc, "error", message=e).text = e
-    ET.indent(root)
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+        suites.append(("railab.pipeline", [JUnitCase(f"railab.{lab}.pipeline", e.split(":", 1)[0],
+                                                     "error", e, e) for e in report.errors]))
+    return write_junit_suites(suites, f"railab {lab}")
 
 
 def _h(h: int | None) -> str:

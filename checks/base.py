@@ -6,46 +6,113 @@ only from structured sources:
 
 * FRR's JSON output through an :class:`testbed.executor.Executor` (``vtysh -c '... json'``);
 * netlink (pyroute2) inside the node's network namespace, named by ``netns_of(node)``
-  (default :func:`testbed.runtime.base.netns_name`, ``clab-<lab>-<node>``, the same on the netns
-  and containerlab runtimes).
+  (default :func:`railab.topologies.naming.netns_name`, ``clab-<lab>-<node>``, the same on the
+  netns and containerlab runtimes).
 
-Nothing is screen-scraped. Every observation is cached for one :class:`Observer`, so the checks
-of one run share one ``show bgp summary`` per node.
+Nothing is screen-scraped: FRR commands and JSON field paths come from :mod:`railab.checks.frr`.
+Every observation is cached for one :class:`Observer`, so the checks of one run share one
+``show bgp summary`` per node.
+
+Results carry structured references (``node``, ``port``, ``link``, ``session``, ``prefix``) and a
+structured root-cause key (``cause``, a :class:`Cause`), so :func:`railab.checks.runner.group_failures`
+groups consequences under their root cause by fields, never by message text. The check families
+live in a registry (:data:`CHECKS`, :func:`register_check`).
+
+"Is this link up" has one rule, :func:`link_status`: ``admin-down`` (IFF_UP clear),
+``carrier-lost`` (IFF_UP set, IFF_LOWER_UP clear or operstate not UP/UNKNOWN: the far end is
+down or the cable is out), ``up``; :meth:`Observer.link_status` adds ``missing``.
 """
 
 from __future__ import annotations
 
 import os
 import re
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cached_property
 from ipaddress import ip_network
-from typing import Any, Callable, Literal
+from typing import Any, Callable, Iterator, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
+from pyroute2 import IPRoute
 
-from railab.testbed.executor import Executor
+from railab.checks import frr as F
 from railab.errors import RailabError
-from railab.topologies.naming import netns_name
+from railab.testbed.executor import Executor
 from railab.topologies.labspec import LabSpec
+from railab.topologies.naming import netns_name
 
 Status = Literal["pass", "fail", "skip"]
 
-#: Check families in the order they run and are reported.
-CHECKS = ("cabling", "bgp", "routes", "oversub", "hops")
-
 NETNS_DIR = "/var/run/netns"
 
-CMD_SUMMARY = "show bgp vrf default ipv4 unicast summary json"
-CMD_RIB = "show ip route json"
-CMD_BGP_TABLE = "show bgp vrf default ipv4 unicast json"
+#: netlink interface flags (linux/if.h)
+IFF_UP = 0x1
+IFF_LOWER_UP = 0x10000
+
+LinkStatus = Literal["up", "admin-down", "carrier-lost", "missing"]
+
+#: The cause kinds the built-in families set (``Cause.kind``; a registered family may add its
+#: own, which then group by equal causes or by their ``link``):
+CAUSE_KINDS = {
+    "link-down": "link: a cable/veth is down (admin down or carrier lost)",
+    "miswired": "link: the planned link lands on another port",
+    "port-missing": "node, port: the interface does not exist",
+    "session-down": "link (+ node, port): a BGP session is not Established",
+    "daemon-dead": "node, daemon: an FRR daemon does not answer",
+    "wrong-asn": "node: the node runs another ASN / router-id than planned",
+    "neighbor-missing": "node, port: no BGP neighbor configured on the port",
+    "not-announced": "node, prefix: the origin does not announce the prefix",
+    "upstream": "node, prefix: the neighbor behind a port lacks the route itself",
+    "config": "node: anything else found in the node's configuration",
+}
+
+
+def link_id(node_a: str, if_a: str, node_b: str, if_b: str) -> str:
+    """Canonical name of the link between ``node_a:if_a`` and ``node_b:if_b``, the same from
+    either end: ``"g1-leaf1:eth4--spine2:eth1"`` (ends sorted)."""
+    ends = sorted((f"{node_a}:{if_a}", f"{node_b}:{if_b}"))
+    return f"{ends[0]}--{ends[1]}"
+
+
+class SessionRef(BaseModel):
+    """A planned unnumbered eBGP session: ``node:interface`` <-> ``peer:peer_interface``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    node: str
+    interface: str
+    peer: str
+    peer_interface: str
+
+    @property
+    def link(self) -> str:
+        """The :func:`link_id` the session runs over."""
+        return link_id(self.node, self.interface, self.peer, self.peer_interface)
+
+
+class Cause(BaseModel):
+    """A structured root-cause key: ``kind`` (see :data:`CAUSE_KINDS`) plus the fields that name
+    the culprit, e.g. ``Cause(kind="link-down", link="a:eth1--b:eth3")`` or
+    ``Cause(kind="daemon-dead", node="g1-leaf2", daemon="bgpd")``. Two rows with equal causes
+    have the same root cause. ``kind``: one of :data:`CAUSE_KINDS` (or a registered family's
+    own, lower-case with dashes)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: str = Field(pattern=r"^[a-z][a-z0-9-]*$")
+    node: str | None = None
+    port: str | None = None
+    link: str | None = None
+    daemon: str | None = None
+    prefix: str | None = None
 
 
 class CheckResult(BaseModel):
     """One pass/fail answer.
 
     Fields:
-        check: family (``bgp``, ``routes``, ``hops``, ``cabling``, ``oversub``).
+        check: family (``bgp``, ``routes``, ``hops``, ``cabling``, ``oversub``, or a registered one).
         name: what was checked, unique within a run, e.g. ``g1-leaf1:eth3 <-> spine1:eth1``.
         status: ``pass``, ``fail`` or ``skip`` (could not observe; says why in ``reason``).
         node: the node the answer is about (the failing end for a failure), if any.
@@ -53,6 +120,11 @@ class CheckResult(BaseModel):
         expected: expected state from ``lab.json``, as text.
         observed: what the live lab shows, as text.
         reason: for failures the likely cause and what to look at; for skips why.
+        port: the interface of ``node`` the row is about (``eth4``), if any.
+        link: the :func:`link_id` of the link the row is about, if any.
+        session: the planned BGP session the row is about, if any.
+        prefix: the IPv4 prefix the row is about, if any.
+        cause: for failures, the structured root-cause key (None: the row is its own cause).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -65,11 +137,23 @@ class CheckResult(BaseModel):
     expected: str | None = None
     observed: str | None = None
     reason: str | None = None
+    port: str | None = None
+    link: str | None = None
+    session: SessionRef | None = None
+    prefix: str | None = None
+    cause: Cause | None = None
 
     @property
     def ok(self) -> bool:
         """True unless the status is ``fail`` (skips are not failures)."""
         return self.status != "fail"
+
+    def refs(self) -> dict[str, Any]:
+        """The structured references that are set (``node``, ``port``, ``link``, ``session``,
+        ``prefix``, ``cause``), JSON-ready."""
+        return {k: v for k, v in self.model_dump(
+            include={"node", "port", "link", "session", "prefix", "cause"},
+            exclude_none=True).items()}
 
     def message(self) -> str:
         """One line for humans: ``[fail] bgp g1-leaf1:eth3 ...: expected X, observed Y (cause)``."""
@@ -83,15 +167,97 @@ class CheckResult(BaseModel):
 
 
 def passed(check: str, name: str, **kw: Any) -> CheckResult:
+    """A ``pass`` row of family ``check``; ``kw``: any other :class:`CheckResult` field."""
     return CheckResult(check=check, name=name, status="pass", **kw)
 
 
 def failed(check: str, name: str, **kw: Any) -> CheckResult:
+    """A ``fail`` row of family ``check``; ``kw``: any other :class:`CheckResult` field."""
     return CheckResult(check=check, name=name, status="fail", **kw)
 
 
 def skipped(check: str, name: str, reason: str, **kw: Any) -> CheckResult:
+    """A ``skip`` row of family ``check`` saying ``reason`` (why it could not be observed)."""
     return CheckResult(check=check, name=name, status="skip", reason=reason, **kw)
+
+
+# ---- check registry ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class CheckFamily:
+    """One registered check family.
+
+    ``run(obs) -> list[CheckResult]``; ``order``: run/report position (lower first);
+    ``frr_commands``: vtysh commands the family reads on every switch, prefetched in parallel
+    before the families run; ``description``: one line for ``--help`` and docs.
+    """
+
+    name: str
+    run: Callable[["Observer"], list[CheckResult]]
+    order: int
+    frr_commands: tuple[str, ...] = ()
+    description: str = ""
+
+
+class CheckRegistry:
+    """The check families by name, iterated in run order (``list(CHECKS)`` gives the names).
+
+    Families register themselves at import with :func:`register_check`; the built-in ones
+    (cabling, bgp, routes, oversub, hops) are imported by :mod:`railab.checks.runner`.
+    """
+
+    def __init__(self) -> None:
+        self._families: dict[str, CheckFamily] = {}
+
+    def register(self, family: CheckFamily, *, replace: bool = False) -> CheckFamily:
+        """Add ``family``; raises ValueError when the name is taken (unless ``replace``)."""
+        if family.name in self._families and not replace:
+            raise ValueError(f"check {family.name!r} is already registered")
+        if not re.fullmatch(r"[a-z][a-z0-9_-]*", family.name):
+            raise ValueError(f"check name {family.name!r}: use lower-case letters, digits, - and _")
+        self._families[family.name] = family
+        return family
+
+    def unregister(self, name: str) -> None:
+        """Remove ``name`` (no error when absent)."""
+        self._families.pop(name, None)
+
+    def names(self) -> list[str]:
+        """Registered names in run order (``order``, then name)."""
+        return [f.name for f in sorted(self._families.values(), key=lambda f: (f.order, f.name))]
+
+    def get(self, name: str) -> CheckFamily:
+        """The family ``name``; raises KeyError when unknown."""
+        return self._families[name]
+
+    def index(self, name: str) -> int:
+        """Position of ``name`` in run order; raises ValueError when unknown."""
+        return self.names().index(name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._families
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names())
+
+    def __len__(self) -> int:
+        return len(self._families)
+
+
+#: Every check family, in the order they run and are reported.
+CHECKS = CheckRegistry()
+
+
+def register_check(name: str, run: Callable[["Observer"], list[CheckResult]], *, order: int,
+                   frr_commands: tuple[str, ...] | list[str] = (), description: str = "",
+                   replace: bool = False) -> CheckFamily:
+    """Register a check family: ``run(obs) -> list[CheckResult]`` then runs via
+    ``run_checks``, is selectable with ``railab check --only NAME`` and shows in the CLI.
+
+    Built-in orders: cabling 10, bgp 20, routes 30, oversub 40, hops 50. Raises ValueError for a
+    taken name (unless ``replace``) or a name that is not ``[a-z][a-z0-9_-]*``.
+    """
+    return CHECKS.register(CheckFamily(name, run, order, tuple(frr_commands), description),
+                           replace=replace)
 
 
 class ObservationError(RuntimeError):
@@ -121,21 +287,47 @@ def frr_unreadable(node: str, err: Exception | str, daemon: str) -> str:
     return f"cannot read {daemon} on {node}: {msg}; is {daemon} running?"
 
 
+def daemon_cause(node: str, err: Exception | str, daemon: str) -> Cause:
+    """The :class:`Cause` for an FRR daemon that did not answer on ``node`` (``daemon-dead``;
+    the daemon vtysh names as not running, else ``daemon``)."""
+    m = _NOT_RUNNING.search(str(err))
+    return Cause(kind="daemon-dead", node=node, daemon=m.group(1) if m else daemon)
+
+
+def link_status(flags: int, operstate: str | None) -> LinkStatus:
+    """The one "is this link up" rule, from an RTM_NEWLINK message's ``flags`` and
+    ``IFLA_OPERSTATE``: ``admin-down`` when IFF_UP is clear; ``carrier-lost`` when IFF_UP is set
+    but IFF_LOWER_UP is clear or operstate is neither ``UP`` nor ``UNKNOWN`` (loopbacks and
+    some virtual devices report UNKNOWN); else ``up``."""
+    if not flags & IFF_UP:
+        return "admin-down"
+    if not flags & IFF_LOWER_UP or (operstate or "UNKNOWN") not in ("UP", "UNKNOWN"):
+        return "carrier-lost"
+    return "up"
+
+
 @dataclass(frozen=True)
 class LinkState:
     """One interface as netlink reports it inside a node's namespace.
 
-    ``peer_ifindex``/``peer_nsid`` are the veth peer's ifindex (IFLA_LINK) and the peer
-    namespace id *relative to this namespace* (IFLA_LINK_NETNSID), None when not a cross-ns veth.
+    ``status``: :func:`link_status` of its flags and operstate (``up``, ``admin-down``,
+    ``carrier-lost``). ``peer_ifindex``/``peer_nsid`` are the veth peer's ifindex (IFLA_LINK)
+    and the peer namespace id *relative to this namespace* (IFLA_LINK_NETNSID), None when not a
+    cross-ns veth.
     """
 
     ifname: str
     index: int
-    up: bool
+    status: LinkStatus
     operstate: str
     kind: str | None
     peer_ifindex: int | None
     peer_nsid: int | None
+
+    @property
+    def up(self) -> bool:
+        """True when :attr:`status` is ``up``."""
+        return self.status == "up"
 
 
 @dataclass(frozen=True)
@@ -148,16 +340,8 @@ class FibRoute:
 
     @property
     def width(self) -> int:
+        """Number of paths (ECMP width)."""
         return len(self.oifs)
-
-
-def _unwrap_summary(data: Any) -> dict:
-    """``show bgp summary json`` wraps per-AFI dicts (``ipv4Unicast``); the vrf/afi form does not."""
-    if not isinstance(data, dict):
-        return {}
-    if "ipv4Unicast" in data:
-        return data["ipv4Unicast"] or {}
-    return data
 
 
 class Observer:
@@ -168,6 +352,7 @@ class Observer:
         executor: runs ``vtysh`` on switches.
         netns_of: node name -> network namespace name; default ``clab-<lab>-<node>``. Pass
             ``None``-returning callables for nodes without a reachable namespace (real devices).
+        options: per-run options the check families read (e.g. ``hops_runner``).
     """
 
     def __init__(
@@ -175,10 +360,12 @@ class Observer:
         spec: LabSpec,
         executor: Executor | None,
         netns_of: Callable[[str], str | None] | None = None,
+        options: dict[str, Any] | None = None,
     ) -> None:
         self.spec = spec
         self.executor = executor
         self.netns_of = netns_of or (lambda node: netns_name(spec.name, node))
+        self.options: dict[str, Any] = dict(options or {})
         self._frr: dict[tuple[str, str], Any] = {}
         self._links: dict[str, dict[str, LinkState]] = {}
         self._fib: dict[str, dict[str, FibRoute]] = {}
@@ -210,8 +397,6 @@ class Observer:
     def prefetch(self, nodes: list[str], commands: list[str], workers: int = 8) -> None:
         """Run ``commands`` on ``nodes`` in parallel threads (vtysh is a subprocess) so the
         checks then read the cache; failures are cached as ObservationError like in frr()."""
-        from concurrent.futures import ThreadPoolExecutor
-
         jobs = [(n, c) for n in nodes for c in commands if (n, c) not in self._frr]
         if not jobs or self.executor is None:
             return
@@ -227,22 +412,23 @@ class Observer:
 
     def bgp_summary(self, node: str) -> dict:
         """The IPv4 unicast BGP summary: ``{"as", "routerId", "peers": {ifname: {...}}}``."""
-        return _unwrap_summary(self.frr(node, CMD_SUMMARY))
+        return F.summary_of(self.frr(node, F.CMD_SUMMARY))
+
+    def peers(self, node: str) -> dict[str, dict]:
+        """``{ifname: peer dict}`` of the summary (unnumbered peers keyed by interface)."""
+        return F.peers_by_interface(self.frr(node, F.CMD_SUMMARY))
 
     def bgp_neighbor(self, node: str, interface: str) -> dict:
         """``show bgp neighbors IF json`` for one unnumbered neighbor ({} when unknown)."""
-        data = self.frr(node, f"show bgp neighbors {interface} json")
-        return data.get(interface, {}) if isinstance(data, dict) else {}
+        return F.neighbor_of(self.frr(node, F.cmd_neighbor(interface)), interface)
 
     def rib(self, node: str) -> dict[str, list[dict]]:
         """zebra's IPv4 RIB: ``show ip route json`` (prefix -> list of route entries)."""
-        data = self.frr(node, CMD_RIB)
-        return data if isinstance(data, dict) else {}
+        return F.rib_of(self.frr(node, F.CMD_RIB))
 
     def bgp_table(self, node: str) -> dict[str, list[dict]]:
         """The IPv4 unicast BGP table: prefix -> paths (``show bgp vrf default ipv4 unicast json``)."""
-        data = self.frr(node, CMD_BGP_TABLE)
-        return (data or {}).get("routes", {}) if isinstance(data, dict) else {}
+        return F.bgp_routes_of(self.frr(node, F.CMD_BGP_TABLE))
 
     # ---- netlink -----------------------------------------------------------------------------
     def namespace(self, node: str) -> str:
@@ -258,8 +444,6 @@ class Observer:
         """A netlink socket in ``node``'s namespace, opened once per Observer (see close())."""
         if node in self._sockets:
             return self._sockets[node]
-        from pyroute2 import IPRoute
-
         ns = self.namespace(node)
         try:
             # flags=0: never create a missing namespace (pyroute2's default is O_CREAT)
@@ -297,9 +481,7 @@ class Observer:
                 out[name] = LinkState(
                     ifname=name,
                     index=msg["index"],
-                    up=msg.get("operstate") == "UP" or (
-                        name == "lo" and bool(msg["flags"] & 1)
-                    ),
+                    status=link_status(msg["flags"], msg.get("operstate")),
                     operstate=msg.get("operstate") or "UNKNOWN",
                     kind=kind,
                     peer_ifindex=msg.get("link"),
@@ -308,6 +490,22 @@ class Observer:
             self._links[node] = out
             self._ifnames[node] = {v.index: k for k, v in out.items()}
         return self._links[node]
+
+    def link_status(self, node: str, ifname: str) -> LinkStatus:
+        """:func:`link_status` of ``node:ifname``, or ``missing`` when the interface does not
+        exist. Raises ObservationError when the namespace cannot be read."""
+        link = self.links(node).get(ifname)
+        return "missing" if link is None else link.status
+
+    def link_up(self, node: str, ifname: str) -> bool | None:
+        """``node:ifname`` is ``up`` (True), down (False: admin-down or carrier-lost), or
+        unknown (None: missing interface or unreadable namespace). Fits
+        ``railab.traffic.engine.spread_warnings(..., link_up)``."""
+        try:
+            status = self.link_status(node, ifname)
+        except (ObservationError, OSError):
+            return None
+        return None if status == "missing" else status == "up"
 
     def ifname(self, node: str, index: int) -> str | None:
         """Interface name of ``index`` on ``node`` (None when absent)."""
@@ -393,4 +591,22 @@ class Observer:
     # ---- spec helpers ------------------------------------------------------------------------
     @cached_property
     def switches(self) -> list[str]:
+        """Names of the leaves and spines."""
         return [n.name for n in self.spec.nodes if n.role in ("leaf", "spine")]
+
+    @cached_property
+    def _port_links(self) -> dict[tuple[str, str], tuple[str, str]]:
+        out: dict[tuple[str, str], tuple[str, str]] = {}
+        for ln in self.spec.links:
+            out[(ln.a.node, ln.a.interface)] = (ln.b.node, ln.b.interface)
+            out[(ln.b.node, ln.b.interface)] = (ln.a.node, ln.a.interface)
+        return out
+
+    def planned_peer(self, node: str, port: str) -> tuple[str, str] | None:
+        """``(peer node, peer port)`` that ``lab.json`` cables to ``node:port`` (None: none)."""
+        return self._port_links.get((node, port))
+
+    def link_of(self, node: str, port: str) -> str | None:
+        """The :func:`link_id` of the planned link on ``node:port`` (None when unplanned)."""
+        peer = self.planned_peer(node, port)
+        return link_id(node, port, *peer) if peer else None

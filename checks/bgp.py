@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from railab.checks.base import (CheckResult, ObservationError, Observer, failed, frr_unreadable, passed,
-                         skipped)
+from railab.checks import frr as F
+from railab.checks.base import (Cause, CheckResult, ObservationError, Observer, SessionRef,
+                                daemon_cause, failed, frr_unreadable, link_id, passed,
+                                register_check, skipped)
 
 CHECK = "bgp"
 
@@ -20,38 +22,42 @@ CHECK = "bgp"
 def _end_state(obs: Observer, node: str, iface: str) -> tuple[dict | None, str | None]:
     """(peer dict from the summary or None, error text when the node cannot be read)."""
     try:
-        peers = obs.bgp_summary(node).get("peers", {}) or {}
+        peers = obs.peers(node)
     except ObservationError as exc:
         return None, str(exc)
     return peers.get(iface), None
 
 
-def _link_down(obs: Observer, node: str, iface: str) -> bool | None:
+def _link_status(obs: Observer, node: str, iface: str) -> str | None:
+    """``up`` / ``admin-down`` / ``carrier-lost`` / ``missing``, None when netlink is unreadable."""
     try:
-        link = obs.links(node).get(iface)
+        return obs.link_status(node, iface)
     except (ObservationError, OSError):
         return None
-    if link is None:
-        return True
-    return not link.up
 
 
-def _cause(obs: Observer, sess, ends: list[tuple[str, str, dict | None, str | None]]) -> str:
-    """Likely cause of a session that is not Established, most specific first."""
+def _cause(obs: Observer, link: str,
+           ends: list[tuple[str, str, dict | None, str | None]]) -> tuple[str, Cause]:
+    """Likely cause of a session over ``link`` that is not Established, most specific first:
+    (one sentence, structured cause)."""
     for node, iface, peer, err in ends:
         if err:
-            return frr_unreadable(node, err, "bgpd")
+            return frr_unreadable(node, err, "bgpd"), daemon_cause(node, err, "bgpd")
     for node, iface, peer, _ in ends:
         if peer is None:
             return (f"{node} has no BGP neighbor {iface}: add `neighbor {iface} interface "
-                    f"remote-as ...` to {node}'s frr.conf")
+                    f"remote-as ...` to {node}'s frr.conf",
+                    Cause(kind="neighbor-missing", node=node, port=iface, link=link))
     for node, iface, peer, _ in ends:
         if peer.get("peerState") == "Admin" or "Admin" in str(peer.get("state", "")):
             return (f"session administratively shut on {node} (`neighbor {iface} shutdown`); "
-                    f"`no neighbor {iface} shutdown` restores it")
+                    f"`no neighbor {iface} shutdown` restores it",
+                    Cause(kind="session-down", node=node, port=iface, link=link))
     for node, iface, _, _ in ends:
-        if _link_down(obs, node, iface):
-            return f"link {node}:{iface} is down (netlink operstate); check the cable/veth"
+        status = _link_status(obs, node, iface)
+        if status not in (None, "up"):
+            return (f"link {node}:{iface} is down (netlink: {status}); check the cable/veth",
+                    Cause(kind="link-down", node=node, port=iface, link=link))
     for node, iface, _, _ in ends:
         try:
             nb = obs.bgp_neighbor(node, iface)
@@ -60,10 +66,13 @@ def _cause(obs: Observer, sess, ends: list[tuple[str, str, dict | None, str | No
         reason = nb.get("lastNotificationReason") or ""
         if "Bad Peer AS" in reason:
             return (f"{node} got NOTIFICATION '{reason}' on {iface}: the peer's `router bgp` ASN "
-                    f"or this end's `remote-as` disagrees with the plan")
+                    f"or this end's `remote-as` disagrees with the plan",
+                    Cause(kind="session-down", node=node, port=iface, link=link))
         if reason:
-            return f"{node} last NOTIFICATION on {iface}: {reason}"
-    return "not Established: check bgpd logs on both ends (timers, IPv6 link-local, remote-as)"
+            return (f"{node} last NOTIFICATION on {iface}: {reason}",
+                    Cause(kind="session-down", node=node, port=iface, link=link))
+    return ("not Established: check bgpd logs on both ends (timers, IPv6 link-local, remote-as)",
+            Cause(kind="session-down", link=link))
 
 
 def check_bgp(obs: Observer) -> list[CheckResult]:
@@ -90,7 +99,8 @@ def check_bgp(obs: Observer) -> list[CheckResult]:
         except ObservationError as exc:
             results.append(failed(CHECK, name, node=node.name, subject="router bgp",
                                   expected=f"AS {node.asn}", observed="no answer",
-                                  reason=frr_unreadable(node.name, exc, "bgpd")))
+                                  reason=frr_unreadable(node.name, exc, "bgpd"),
+                                  cause=daemon_cause(node.name, exc, "bgpd")))
             continue
         local_as = summ.get("as")
         rid = summ.get("routerId")
@@ -100,19 +110,25 @@ def check_bgp(obs: Observer) -> list[CheckResult]:
                 expected=f"AS {node.asn}", observed=f"AS {local_as}" if local_as else "no BGP instance",
                 reason=(f"{node.name}'s frr.conf has `router bgp {local_as}`; the plan says "
                         f"{node.asn}: fix the ASN (sessions to it fail with Bad Peer AS)")
-                if local_as else f"no `router bgp` running on {node.name}"))
+                if local_as else f"no `router bgp` running on {node.name}",
+                cause=Cause(kind="wrong-asn", node=node.name) if local_as
+                else Cause(kind="config", node=node.name)))
         elif node.router_id and rid != node.router_id:
             results.append(failed(
                 CHECK, name, node=node.name, subject="router-id",
                 expected=f"AS {node.asn}, router-id {node.router_id}",
                 observed=f"AS {local_as}, router-id {rid}",
-                reason=f"set `bgp router-id {node.router_id}` (the loopback) on {node.name}"))
+                reason=f"set `bgp router-id {node.router_id}` (the loopback) on {node.name}",
+                cause=Cause(kind="wrong-asn", node=node.name)))
         else:
             results.append(passed(CHECK, name, node=node.name, subject="router bgp",
                                   expected=f"AS {node.asn}", observed=f"AS {local_as}"))
 
     for s in spec.bgp_sessions:
         name = f"{s.node}:{s.interface} <-> {s.peer}:{s.peer_interface}"
+        link = link_id(s.node, s.interface, s.peer, s.peer_interface)
+        ref = SessionRef(node=s.node, interface=s.interface, peer=s.peer,
+                         peer_interface=s.peer_interface)
         ends = []
         for node, iface in ((s.node, s.interface), (s.peer, s.peer_interface)):
             peer, err = _end_state(obs, node, iface)
@@ -130,15 +146,17 @@ def check_bgp(obs: Observer) -> list[CheckResult]:
             state = peer.get("state", "?")
             ras = peer.get("remoteAs")
             observed_parts.append(f"{node}:{iface} {state} remote AS {ras}")
-            if state != "Established":
+            if not F.session_up(state):
                 bad_state.append(node)
             elif ras != planned_remote[node]:
                 bad_as.append((node, iface, ras))
         observed = "; ".join(observed_parts)
         if bad_state:
+            reason, cause = _cause(obs, link, ends)
+            port = s.interface if bad_state[0] == s.node else s.peer_interface
             results.append(failed(CHECK, name, node=bad_state[0], subject=f"session {name}",
-                                  expected=expected, observed=observed,
-                                  reason=_cause(obs, s, ends)))
+                                  expected=expected, observed=observed, reason=reason,
+                                  port=port, link=link, session=ref, cause=cause))
         elif bad_as:
             node, iface, ras = bad_as[0]
             other = s.peer if node == s.node else s.node
@@ -146,14 +164,16 @@ def check_bgp(obs: Observer) -> list[CheckResult]:
                 CHECK, name, node=node, subject=f"session {name}", expected=expected,
                 observed=observed,
                 reason=(f"{node} sees AS {ras} on {iface}, plan says {other} is AS "
-                        f"{planned_remote[node]}: {other}'s `router bgp` ASN is wrong")))
+                        f"{planned_remote[node]}: {other}'s `router bgp` ASN is wrong"),
+                port=iface, link=link, session=ref, cause=Cause(kind="wrong-asn", node=other)))
         else:
             results.append(passed(CHECK, name, node=s.node, subject=f"session {name}",
-                                  expected=expected, observed=observed))
+                                  expected=expected, observed=observed, port=s.interface,
+                                  link=link, session=ref))
 
     for node in switches:
         try:
-            peers = obs.bgp_summary(node.name).get("peers", {}) or {}
+            peers = obs.peers(node.name)
         except ObservationError:
             continue
         for iface, peer in sorted(peers.items()):
@@ -164,7 +184,13 @@ def check_bgp(obs: Observer) -> list[CheckResult]:
                 subject=f"neighbor {iface}", expected="no session",
                 observed=f"{peer.get('state')} remote AS {peer.get('remoteAs')}",
                 reason=f"{node.name}'s frr.conf has a neighbor {iface} the plan does not; "
-                       f"remove it or regenerate the lab"))
+                       f"remove it or regenerate the lab",
+                port=iface, link=obs.link_of(node.name, iface),
+                cause=Cause(kind="config", node=node.name, port=iface)))
     if not results:
         results.append(skipped(CHECK, "sessions", "the plan has no BGP sessions"))
     return results
+
+
+register_check(CHECK, check_bgp, order=20, frr_commands=(F.CMD_SUMMARY,),
+               description="every unnumbered eBGP session is Established with the expected ASNs")

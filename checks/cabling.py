@@ -10,7 +10,8 @@ node whose namespace has that id and to the interface with that index there
 
 from __future__ import annotations
 
-from railab.checks.base import CheckResult, ObservationError, Observer, failed, passed, skipped
+from railab.checks.base import (Cause, CheckResult, ObservationError, Observer, failed, link_id, passed,
+                                register_check, skipped)
 
 CHECK = "cabling"
 
@@ -56,24 +57,30 @@ def check_cabling(obs: Observer) -> list[CheckResult]:
             name = f"{a.node}:{a.interface} <-> {b.node}:{b.interface}"
             subject = f"{link.role} link"
         expected = _where(obs, b.node, b.interface)
+        lid = link_id(a.node, a.interface, b.node, b.interface)
+        ref = {"node": a.node, "subject": subject, "port": a.interface, "link": lid}
         try:
             peer = obs.peer(a.node, a.interface)
             a_link = obs.links(a.node).get(a.interface)
         except (ObservationError, OSError) as exc:
-            results.append(skipped(CHECK, name, f"cannot read netlink: {exc}", node=a.node,
-                                   subject=subject, expected=expected))
+            results.append(skipped(CHECK, name, f"cannot read netlink: {exc}", **ref,
+                                   expected=expected))
             continue
         if a_link is None:
-            results.append(failed(CHECK, name, node=a.node, subject=subject, expected=expected,
+            results.append(failed(CHECK, name, **ref, expected=expected,
                                   observed=f"{a.node} has no interface {a.interface}",
                                   reason=f"the runtime did not create {a.node}:{a.interface}; "
-                                         f"redeploy the lab"))
+                                         f"redeploy the lab",
+                                  cause=Cause(kind="port-missing", node=a.node, port=a.interface,
+                                              link=lid)))
             continue
         if peer is None:
-            results.append(failed(CHECK, name, node=a.node, subject=subject, expected=expected,
+            results.append(failed(CHECK, name, **ref, expected=expected,
                                   observed=f"{a.interface} leads to no lab node",
                                   reason="the veth peer is missing or in a namespace outside the "
-                                         "lab (cable unplugged or moved)"))
+                                         "lab (cable unplugged or moved)",
+                                  cause=Cause(kind="miswired", node=a.node, port=a.interface,
+                                              link=lid)))
             continue
         if peer != (b.node, b.interface):
             where = _where(obs, *peer)
@@ -86,25 +93,36 @@ def check_cabling(obs: Observer) -> list[CheckResult]:
             else:
                 reason = (f"{a.node}:{a.interface} is wired to {where}, expected {expected}: "
                           f"re-cable per lab.json")
-            results.append(failed(CHECK, name, node=a.node, subject=subject, expected=expected,
-                                  observed=where, reason=reason))
+            results.append(failed(CHECK, name, **ref, expected=expected,
+                                  observed=where, reason=reason,
+                                  cause=Cause(kind="miswired", node=a.node, port=a.interface,
+                                              link=lid)))
             continue
         try:
             b_link = obs.links(b.node).get(b.interface)
         except (ObservationError, OSError):
             b_link = None
-        down = [f"{n}:{i} {st.operstate}" for n, i, st in
+        ends = [(n, i, st) for n, i, st in
                 ((a.node, a.interface, a_link), (b.node, b.interface, b_link))
                 if st is not None and not st.up]
-        if down:
+        if ends:
+            down = [f"{n}:{i} {st.operstate}" for n, i, st in ends]
+            # the end that is administratively down is the one to fix; else the first
+            first = next((e for e in ends if e[2].status == "admin-down"), ends[0])
             results.append(failed(
-                CHECK, name, node=a.node, subject=subject, expected=f"{expected}, up",
+                CHECK, name, **ref, expected=f"{expected}, up",
                 observed=f"{expected}, " + ", ".join(down),
                 reason=f"link down ({', '.join(down)}): bring it up "
-                       f"(admin down or carrier lost on the far end)"))
+                       f"({' / '.join(f'{n}:{i} {st.status}' for n, i, st in ends)})",
+                cause=Cause(kind="link-down", node=first[0], port=first[1], link=lid)))
             continue
-        results.append(passed(CHECK, name, node=a.node, subject=subject,
+        results.append(passed(CHECK, name, **ref,
                               expected=f"{expected}, up", observed=f"{expected}, up"))
     if not results:
         results.append(skipped(CHECK, "links", "lab.json lists no links"))
     return results
+
+
+register_check(CHECK, check_cabling, order=10,
+               description="every link of lab.json is up and joins the recorded ports "
+                           "(veth peers via netlink)")

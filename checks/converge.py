@@ -1,10 +1,11 @@
 """Convergence: compare FRR's JSON view of a running lab with the expected state in ``lab.json``.
 
 A lab is converged when every ``LabSpec.bgp_sessions`` entry is Established on its ``node`` end
-(``show bgp summary json``: ``ipv4Unicast.peers[<interface>].state``; unnumbered peers are keyed
-by interface) and every ``LabSpec.expected_routes[node]`` prefix is selected and installed in the
-node's FIB with exactly ``ecmp_width`` FIB next hops, over ``interfaces`` when listed
-(``show ip route json``: ``nexthops[].fib`` / ``interfaceName``).
+and every ``LabSpec.expected_routes[node]`` prefix holds on that node, both decided by the single
+predicate of :mod:`railab.checks.frr` that the bgp and routes checks use too
+(:func:`~railab.checks.frr.session_up`, :func:`~railab.checks.frr.route_verdict`: selected +
+installed with exactly ``ecmp_width`` FIB next hops over ``interfaces`` when listed). The commands
+and JSON field paths come from the same table (``CMD_SUMMARY``, ``CMD_RIB``).
 
 Everything goes through an ``Executor`` (testbed.executor), so the same code checks a netns lab,
 a containerlab lab or real switches. The wait re-polls only the nodes still failing (netlab's
@@ -13,14 +14,15 @@ a containerlab lab or real switches. The wait re-polls only the nodes still fail
 
 from __future__ import annotations
 
-import json
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from railab.testbed.executor import Executor
+from railab.checks import frr as F
+from railab.checks.base import ObservationError, Observer
 from railab.errors import RailabError
+from railab.testbed.executor import Executor
 
 POLL_INTERVAL_S = 0.2
 
@@ -37,7 +39,9 @@ def _routers(spec) -> list[str]:
 
 @dataclass
 class NodeView:
-    """What one router shows: ``missing_sessions`` / ``missing_routes`` are human-readable."""
+    """What one router shows: ``missing_sessions`` / ``missing_routes`` are human-readable;
+    ``session_states`` (interface -> state) and ``route_verdicts`` (prefix ->
+    :class:`~railab.checks.frr.RouteVerdict`) are the structured observations behind them."""
 
     node: str
     sessions_up: int = 0
@@ -46,64 +50,55 @@ class NodeView:
     routes_expected: int = 0
     missing_sessions: list[str] = field(default_factory=list)
     missing_routes: list[str] = field(default_factory=list)
+    session_states: dict[str, str] = field(default_factory=dict)
+    route_verdicts: dict[str, F.RouteVerdict] = field(default_factory=dict)
 
     @property
     def converged(self) -> bool:
+        """True when every planned session is up and every expected prefix holds."""
         return not self.missing_sessions and not self.missing_routes
 
 
-def _json(executor: Executor, node: str, command: str) -> Any:
-    res = executor.vtysh(node, command, timeout=30)
-    if not res.ok or not res.stdout.strip():
-        return None
+def _read(obs: Observer, node: str, command: str) -> Any:
+    """Parsed JSON of ``command`` on ``node`` through the checks' observer; None when vtysh
+    fails or prints no JSON (a node still starting is just not converged yet)."""
     try:
-        return json.loads(res.stdout)
-    except json.JSONDecodeError:
+        return obs.frr(node, command)
+    except ObservationError:
         return None
-
-
-def session_states(executor: Executor, node: str) -> dict[str, str]:
-    """``{peer (interface for unnumbered): state}`` from ``show bgp summary json`` (IPv4 unicast)."""
-    doc = _json(executor, node, "show bgp summary json") or {}
-    peers = (doc.get("ipv4Unicast") or {}).get("peers") or {}
-    return {p: str(v.get("state", "?")) for p, v in peers.items()}
-
-
-def fib_nexthops(entry: dict) -> list[str]:
-    """Interfaces of the FIB (installed) next hops of one ``show ip route json`` entry."""
-    return [nh.get("interfaceName", nh.get("ip", "?")) for nh in entry.get("nexthops", []) if nh.get("fib")]
-
-
-def route_table(executor: Executor, node: str) -> dict[str, list[dict]]:
-    """``show ip route json`` of ``node`` (prefix -> entries); {} when unavailable."""
-    return _json(executor, node, "show ip route json") or {}
 
 
 def observe_node(spec, executor: Executor, node: str) -> NodeView:
-    """Compare one router's sessions and routes with ``spec``."""
+    """Compare one router's sessions and routes with ``spec`` (the shared predicate).
+
+    Reads FRR afresh (a new :class:`~railab.checks.base.Observer`, no netlink), so repeated
+    calls see the lab as it converges."""
+    obs = Observer(spec, executor, lambda n: None)
     view = NodeView(node)
     sessions = [s for s in spec.bgp_sessions if s.node == node]
     if sessions:
-        states = session_states(executor, node)
+        states = F.session_states(_read(obs, node, F.CMD_SUMMARY))
         for s in sessions:
             view.sessions_expected += 1
             state = states.get(s.interface, "absent")
-            if state == "Established":
+            view.session_states[s.interface] = state
+            if F.session_up(state):
                 view.sessions_up += 1
             else:
                 view.missing_sessions.append(f"{node}:{s.interface} -> {s.peer}:{s.peer_interface} ({state})")
     expected = spec.expected_routes.get(node) or []
     if expected:
-        table = route_table(executor, node)
+        table = F.rib_of(_read(obs, node, F.CMD_RIB))
         for r in expected:
             view.routes_expected += 1
-            entries = [e for e in table.get(r.prefix, []) if e.get("selected") and e.get("installed")]
-            hops = fib_nexthops(entries[0]) if entries else []
-            ok = len(hops) == r.ecmp_width and (not r.interfaces or sorted(set(hops)) == sorted(set(r.interfaces)))
-            if ok:
+            verdict = F.route_verdict(table.get(r.prefix), r.ecmp_width, r.interfaces)
+            view.route_verdicts[r.prefix] = verdict
+            if verdict.ok:
                 view.routes_ok += 1
             else:
-                seen = f"{len(hops)} via {','.join(sorted(hops))}" if hops else "not installed"
+                hops = verdict.hops
+                seen = (f"{len(hops)} via {','.join(hops)}" if hops and verdict.state != "not-installed"
+                        else "not installed")
                 view.missing_routes.append(f"{node} {r.prefix}: expected ECMP {r.ecmp_width}, observed {seen}")
     return view
 
@@ -118,12 +113,16 @@ def observe(spec, executor: Executor, nodes: list[str] | None = None, workers: i
 def observe_sessions(spec, executor: Executor) -> tuple[list[str], list[str]]:
     """(sessions Established, sessions not) as ``node:iface`` strings, across the lab."""
     nodes = sorted({s.node for s in spec.bgp_sessions})
+
+    def states(n: str) -> dict[str, str]:
+        return F.session_states(_read(Observer(spec, executor, lambda x: None), n, F.CMD_SUMMARY))
+
     up, down = [], []
     with ThreadPoolExecutor(max_workers=max(1, min(8, len(nodes)))) as pool:
-        for node, states in zip(nodes, pool.map(lambda n: session_states(executor, n), nodes)):
+        for node, st in zip(nodes, pool.map(states, nodes)):
             for s in spec.bgp_sessions:
                 if s.node == node:
-                    (up if states.get(s.interface) == "Established" else down).append(f"{node}:{s.interface}")
+                    (up if F.session_up(st.get(s.interface)) else down).append(f"{node}:{s.interface}")
     return up, down
 
 

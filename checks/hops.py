@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from typing import Callable
 
-from railab.checks.base import CheckResult, Observer, failed, passed, skipped
+from railab.checks.base import CheckResult, Observer, failed, passed, register_check, skipped
 from railab.errors import RailabError
+from railab.traffic.engine import Engine
+from railab.traffic.patterns import Flow, route
 
 CHECK = "hops"
-
-
 
 def representative_flows(spec) -> list:
     """One routed :class:`traffic.patterns.Flow` per path class this lab has (64 packets each).
@@ -29,8 +29,6 @@ def representative_flows(spec) -> list:
     srvA gpu0 -> srvB gpu1 (inter-rail, without and with PXN), srvA gpu0 -> first server of
     group 2 gpu0 (cross-group); srvA/srvB are the first two servers of group 1.
     """
-    from railab.traffic.patterns import Flow, route
-
     groups: dict[int, list[str]] = {}
     for n in spec.by_role("server"):
         groups.setdefault(n.group or 1, []).append(n.name)
@@ -57,8 +55,6 @@ def representative_flows(spec) -> list:
 
 def measure_flows(spec, flows, netns_of: Callable[[str], str] | None = None) -> list:
     """Run ``flows`` through a fresh traffic engine, one at a time with port counters."""
-    from railab.traffic.engine import Engine
-
     with Engine(spec, netns_of) as eng:
         return eng.run(flows, measure=True, timeout=0.3)
 
@@ -67,7 +63,8 @@ def check_hops(obs: Observer, runner=None) -> list[CheckResult]:
     """One result per path class: observed (TTL and counter) hops == expected, delivery intact.
 
     ``runner(spec, flows, netns_of) -> list[FlowResult]`` replaces :func:`measure_flows`
-    (tests, or a runtime where this process cannot open the server namespaces).
+    (tests, or a runtime where this process cannot open the server namespaces); default
+    ``obs.options["hops_runner"]`` (set by ``run_checks(hops_runner=...)``).
     """
     spec = obs.spec
     try:
@@ -76,7 +73,7 @@ def check_hops(obs: Observer, runner=None) -> list[CheckResult]:
         return [skipped(CHECK, "path classes", f"cannot build flows: {exc}")]
     if not flows:
         return [skipped(CHECK, "path classes", "the lab has no servers")]
-    runner = runner or measure_flows
+    runner = runner or obs.options.get("hops_runner") or measure_flows
     try:
         results = runner(spec, flows, obs.netns_of)
     except (RailabError, OSError) as exc:
@@ -88,7 +85,8 @@ def check_hops(obs: Observer, runner=None) -> list[CheckResult]:
         name = f"{f.path_class} {f.src[0]}:gpu{f.src[1]} -> {f.dst[0]}:gpu{f.dst[1]}"
         exp = f.expected_hops
         expected = "unreachable" if exp is None else f"{exp} hops, all delivered"
-        src_node = f"{f.src[0]}:eth{f.src_nic}"
+        # the row is about the flow's source: the server and the NIC it leaves on
+        ref = {"node": f.src[0], "subject": f.path_class, "port": f"eth{f.src_nic}"}
         if exp is None:
             observed = ("nothing delivered" if res.delivered == 0
                         else f"{res.delivered}/{res.sent} delivered in {res.hops_ttl} hops")
@@ -99,8 +97,7 @@ def check_hops(obs: Observer, runner=None) -> list[CheckResult]:
                         + f", {res.delivered}/{res.sent} delivered"
                         + (f", path {' > '.join(res.path)}" if res.path else ""))
         if res.ok:
-            out.append(passed(CHECK, name, node=src_node, subject=f.path_class,
-                              expected=expected, observed=observed))
+            out.append(passed(CHECK, name, **ref, expected=expected, observed=observed))
             continue
         if exp is not None and res.delivered == 0:
             reason = ("nothing arrived" + (f": {res.unreachable_at} answered unreachable"
@@ -113,6 +110,9 @@ def check_hops(obs: Observer, runner=None) -> list[CheckResult]:
                       f"({' > '.join(res.path) or 'path unknown'}); check cabling and routes")
         else:
             reason = res.verdict
-        out.append(failed(CHECK, name, node=src_node, subject=f.path_class,
-                          expected=expected, observed=observed, reason=reason))
+        out.append(failed(CHECK, name, **ref, expected=expected, observed=observed, reason=reason))
     return out
+
+
+register_check(CHECK, check_hops, order=50,
+               description="each path class takes the expected number of routed hops")

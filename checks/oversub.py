@@ -1,6 +1,6 @@
 """Oversubscription audit: per leaf, live downlink vs uplink bandwidth equals the intent's ratio.
 
-Bandwidth = links up (netlink operstate UP on both ends) x the link's planned speed
+Bandwidth = links up (:func:`railab.checks.base.link_status` ``up`` on both ends) x the link's planned speed
 (``lab.json`` ``links[].speed_gbps``, Gb/s; veths have no real speed). Expected ratio:
 ``lab.json`` ``oversubscription`` (``"1:1"`` unless the intent says otherwise; the seed guide
 builds non-blocking 1:1 leaves). A Rail-only leaf has no uplinks: nothing to audit.
@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from railab.checks.base import CheckResult, ObservationError, Observer, failed, passed, skipped
+from railab.checks.base import (Cause, CheckResult, ObservationError, Observer, failed, link_id, passed,
+                                register_check, skipped)
 
 CHECK = "oversub"
 
@@ -34,6 +35,16 @@ def _fmt(r: Fraction) -> str:
     return f"{float(r):g}:1"
 
 
+def _lid(ln) -> str:
+    return link_id(ln.a.node, ln.a.interface, ln.b.node, ln.b.interface)
+
+
+def _is_up(obs: Observer, ln) -> bool:
+    """Both ends of ``ln`` are ``up`` (raises ObservationError/OSError when unreadable)."""
+    return (obs.link_status(ln.a.node, ln.a.interface) == "up"
+            and obs.link_status(ln.b.node, ln.b.interface) == "up")
+
+
 def check_oversub(obs: Observer) -> list[CheckResult]:
     """One result per leaf: ``down Gb/s : up Gb/s`` live vs the planned ratio."""
     spec = obs.spec
@@ -54,12 +65,7 @@ def check_oversub(obs: Observer) -> list[CheckResult]:
         plan_down = sum(l.speed_gbps for l in downs)
         plan_up = sum(l.speed_gbps for l in ups)
         try:
-            def is_up(link) -> bool:
-                ea = obs.links(link.a.node).get(link.a.interface)
-                eb = obs.links(link.b.node).get(link.b.interface)
-                return bool(ea and ea.up and eb and eb.up)
-
-            dead = [l for l in downs + ups if not is_up(l)]
+            dead = [ln for ln in downs + ups if not _is_up(obs, ln)]
         except (ObservationError, OSError) as exc:
             results.append(skipped(CHECK, name, f"cannot read netlink: {exc}", node=leaf.name))
             continue
@@ -69,25 +75,36 @@ def check_oversub(obs: Observer) -> list[CheckResult]:
         if live_up == 0:
             results.append(failed(CHECK, name, node=leaf.name, subject="uplinks",
                                   expected=expected, observed=f"{live_down} Gb/s down : 0 Gb/s up",
-                                  reason="every uplink is down: the leaf is cut off from the spines"))
+                                  reason="every uplink is down: the leaf is cut off from the spines",
+                                  link=_lid(ups[0]),
+                                  cause=Cause(kind="link-down", node=leaf.name, link=_lid(ups[0]))))
             continue
         got = Fraction(live_down, live_up)
         observed = f"{_fmt(got)} ({live_down} Gb/s down : {live_up} Gb/s up live)"
         if got != want:
             dead_txt = ", ".join(
                 f"{l.a.node}:{l.a.interface}-{l.b.node}:{l.b.interface}" for l in dead)
+            link = _lid(dead[0]) if dead else None
             if dead:
                 reason = f"links down: {dead_txt}"
+                cause = Cause(kind="link-down", node=leaf.name, link=link)
             elif Fraction(plan_down, plan_up) != want:
                 reason = (f"the lab as generated is {_fmt(Fraction(plan_down, plan_up))}: the "
                           f"generator's port counts do not match the intent")
+                cause = Cause(kind="config", node=leaf.name)
             else:
                 reason = "downlink/uplink counts differ from the plan"
+                cause = Cause(kind="config", node=leaf.name)
             results.append(failed(CHECK, name, node=leaf.name, subject="downlink:uplink",
-                                  expected=expected, observed=observed, reason=reason))
+                                  expected=expected, observed=observed, reason=reason,
+                                  link=link, cause=cause))
         else:
             results.append(passed(CHECK, name, node=leaf.name, subject="downlink:uplink",
                                   expected=expected, observed=observed))
     if not results:
         results.append(skipped(CHECK, "leaves", "lab.json lists no leaves"))
     return results
+
+
+register_check(CHECK, check_oversub, order=40,
+               description="leaf downlink:uplink capacity matches the design's oversubscription")

@@ -9,30 +9,23 @@ Expected state (``lab.json``):
   ``network``), so it is locally originated in that leaf's BGP table;
 * Rail-only leaves have no route to a rail subnet of a rail they do not carry.
 
-Observed: FRR ``show ip route json`` (selected entry, its *active* next hops), FRR
+The RIB side is the single convergence predicate :func:`railab.checks.frr.route_verdict` (the
+same one the convergence wait uses): selected + installed, exactly ``ecmp_width`` FIB next hops
+over the planned interfaces.
+
+Observed: FRR ``show ip route json`` (selected entry, its FIB next hops), FRR
 ``show bgp vrf default ipv4 unicast json`` (local origination) and the kernel main table over
 netlink (RTA_MULTIPATH path count and output interfaces).
 """
 
 from __future__ import annotations
 
-from railab.checks.base import (CheckResult, ObservationError, Observer, failed, frr_unreadable, passed,
-                         skipped)
+from railab.checks import frr as F
+from railab.checks.base import (Cause, CheckResult, ObservationError, Observer, daemon_cause, failed,
+                                frr_unreadable, passed, register_check, skipped)
 from railab.topologies.labspec import ExpectedRoute
 
 CHECK = "routes"
-
-
-def _selected(entries: list[dict]) -> dict | None:
-    for e in entries or []:
-        if e.get("selected"):
-            return e
-    return None
-
-
-def _active_ifs(entry: dict) -> list[str]:
-    return sorted(nh.get("interfaceName", "?") for nh in entry.get("nexthops", [])
-                  if nh.get("active") and not nh.get("blackhole"))
 
 
 def _origin(obs: Observer, prefix: str) -> str | None:
@@ -51,44 +44,53 @@ def _announces(obs: Observer, node: str, prefix: str) -> bool | None:
         paths = obs.bgp_table(node).get(prefix)
     except ObservationError:
         return None
-    return any(p.get("path", None) == "" and p.get("peerId") == "(unspec)" for p in paths or [])
+    return F.locally_originated(paths)
 
 
-def _bgp_table_error(obs: Observer, node: str) -> str:
-    """Why ``node``'s BGP table could not be read, as one sentence (see frr_unreadable)."""
+def _bgp_table_error(obs: Observer, node: str) -> tuple[str, Cause]:
+    """Why ``node``'s BGP table could not be read: (one sentence, cause); see frr_unreadable."""
     try:
         obs.bgp_table(node)
     except ObservationError as exc:
-        return frr_unreadable(node, exc, "bgpd")
-    return f"cannot read {node}'s BGP table; is bgpd running?"
+        return frr_unreadable(node, exc, "bgpd"), daemon_cause(node, exc, "bgpd")
+    return (f"cannot read {node}'s BGP table; is bgpd running?",
+            Cause(kind="daemon-dead", node=node, daemon="bgpd"))
 
 
 def _bgp_planned(obs: Observer, node: str) -> bool:
     return any(s.node == node or s.peer == node for s in obs.spec.bgp_sessions)
 
 
-def _why_missing_ifs(obs: Observer, node: str, prefix: str, missing: list[str]) -> str:
-    """Name the cause for next hops missing via ``missing`` interfaces of ``node``."""
-    causes = []
+def _why_missing_ifs(obs: Observer, node: str, prefix: str,
+                     missing: list[str] | tuple[str, ...]) -> tuple[str, Cause | None]:
+    """Name the cause for next hops missing via ``missing`` interfaces of ``node``: (text, the
+    structured cause of the first interface, None when nothing is known)."""
+    causes: list[str] = []
+    keys: list[Cause | None] = []
     try:
-        peers = obs.bgp_summary(node).get("peers", {}) or {}
+        peers = obs.peers(node)
     except ObservationError:
         peers = {}
     for iface in missing:
         try:
-            link = obs.links(node).get(iface)
+            status = obs.link_status(node, iface)
         except (ObservationError, OSError):
-            link = None
+            status = None
         peer = peers.get(iface)
-        if link is not None and not link.up:
+        link = obs.link_of(node, iface)
+        if status not in (None, "up", "missing"):
             causes.append(f"{iface} link down")
-        elif peer is not None and peer.get("state") != "Established":
+            keys.append(Cause(kind="link-down", node=node, port=iface, link=link))
+        elif peer is not None and not F.session_up(peer.get("state")):
             causes.append(f"BGP on {iface} is {peer.get('state')}")
+            keys.append(Cause(kind="session-down", node=node, port=iface, link=link))
         elif (nbr := _neighbor_on(obs, node, iface)) and not _has_route(obs, nbr, prefix):
             causes.append(f"{nbr} (behind {iface}) has no route to {prefix} itself: see {nbr}'s rows")
+            keys.append(Cause(kind="upstream", node=nbr, prefix=prefix))
         else:
             causes.append(f"no path learned via {iface}")
-    return "; ".join(causes)
+            keys.append(None)
+    return "; ".join(causes), (keys[0] if keys else None)
 
 
 def _neighbor_on(obs: Observer, node: str, iface: str) -> str | None:
@@ -103,47 +105,52 @@ def _neighbor_on(obs: Observer, node: str, iface: str) -> str | None:
 
 def _has_route(obs: Observer, node: str, prefix: str) -> bool:
     try:
-        return _selected(obs.rib(node).get(prefix, [])) is not None
+        return F.selected_entry(obs.rib(node).get(prefix, [])) is not None
     except ObservationError:
         return True  # unknown: do not blame it
 
 
-def _session_states(obs: Observer, a: str, b: str) -> list[str]:
-    """Non-Established planned sessions between ``a`` and ``b``, as text."""
+def _session_states(obs: Observer, a: str, b: str) -> list[tuple[str, Cause]]:
+    """Non-Established planned sessions between ``a`` and ``b``: (text, cause) each."""
     out = []
     for s in obs.spec.bgp_sessions:
         if {s.node, s.peer} != {a, b}:
             continue
         try:
-            peer = (obs.bgp_summary(s.node).get("peers") or {}).get(s.interface) or {}
+            peer = obs.peers(s.node).get(s.interface) or {}
         except ObservationError:
             continue
         state = peer.get("state", "not configured")
-        if state != "Established":
-            out.append(f"BGP session {s.node}:{s.interface} <-> {s.peer}:{s.peer_interface} is {state}")
+        if not F.session_up(state):
+            out.append((f"BGP session {s.node}:{s.interface} <-> {s.peer}:{s.peer_interface} is {state}",
+                        Cause(kind="session-down", node=s.node, port=s.interface,
+                              link=obs.link_of(s.node, s.interface))))
     return out
 
 
-def _why_missing(obs: Observer, node: str, prefix: str) -> str:
+def _why_missing(obs: Observer, node: str, prefix: str) -> tuple[str, Cause | None]:
+    """Why ``prefix`` is missing from ``node``'s RIB: (one sentence, structured cause or None)."""
     origin = _origin(obs, prefix)
     if origin and origin != node and _bgp_planned(obs, origin):
         ann = _announces(obs, origin, prefix)
         if ann is False:
             return (f"{origin} does not announce {prefix} (not in its BGP table): add "
-                    f"`network {prefix}` under `address-family ipv4 unicast` on {origin}")
+                    f"`network {prefix}` under `address-family ipv4 unicast` on {origin}",
+                    Cause(kind="not-announced", node=origin, prefix=prefix))
     try:
-        peers = obs.bgp_summary(node).get("peers", {}) or {}
-        up = [i for i, p in peers.items() if p.get("state") == "Established"]
+        peers = obs.peers(node)
+        up = [i for i, p in peers.items() if F.session_up(p.get("state"))]
         if _bgp_planned(obs, node) and not up:
-            return f"{node} has no Established BGP session"
+            return f"{node} has no Established BGP session", Cause(kind="session-down", node=node)
     except ObservationError as exc:
-        return frr_unreadable(node, exc, "bgpd")
+        return frr_unreadable(node, exc, "bgpd"), daemon_cause(node, exc, "bgpd")
     if origin:
         direct = _session_states(obs, node, origin)
         if direct:
-            return "; ".join(direct)
-        return f"{prefix} originates at {origin} but did not propagate to {node}; run the bgp check"
-    return f"nothing on {node} installs {prefix}"
+            return "; ".join(t for t, _ in direct), direct[0][1]
+        return (f"{prefix} originates at {origin} but did not propagate to {node}; run the bgp check",
+                None)
+    return f"nothing on {node} installs {prefix}", None
 
 
 def _check_one(obs: Observer, node: str, exp: ExpectedRoute, fib_err: list[str]) -> CheckResult:
@@ -151,55 +158,64 @@ def _check_one(obs: Observer, node: str, exp: ExpectedRoute, fib_err: list[str])
     name = f"{node} {prefix}"
     want_ifs = sorted(exp.interfaces)
     expected = f"{exp.ecmp_width}-way ECMP" + (f" via {','.join(want_ifs)}" if want_ifs else "")
+    ref = {"node": node, "subject": prefix, "prefix": prefix}
     try:
-        entry = _selected(obs.rib(node).get(prefix, []))
+        entries = obs.rib(node).get(prefix, [])
     except ObservationError as exc:
-        return failed(CHECK, name, node=node, subject=prefix, expected=expected,
-                      observed="no answer", reason=frr_unreadable(node, exc, "zebra"))
-    if entry is None:
-        return failed(CHECK, name, node=node, subject=prefix, expected=expected,
-                      observed="missing from RIB", reason=_why_missing(obs, node, prefix))
-    if entry.get("protocol") != "bgp":
+        return failed(CHECK, name, **ref, expected=expected, observed="no answer",
+                      reason=frr_unreadable(node, exc, "zebra"), cause=daemon_cause(node, exc, "zebra"))
+    verdict = F.route_verdict(entries, exp.ecmp_width, want_ifs)
+    if verdict.state == "missing":
+        reason, cause = _why_missing(obs, node, prefix)
+        return failed(CHECK, name, **ref, expected=expected, observed="missing from RIB",
+                      reason=reason, cause=cause)
+    if verdict.state == "not-installed":
+        return failed(CHECK, name, **ref, expected=expected,
+                      observed=f"selected ({verdict.protocol}) but not installed",
+                      reason="zebra selected the route but did not install it: check zebra's log "
+                             "(netlink errors) and the next hops' interfaces")
+    if verdict.state == "local":
         # locally attached (the node's own rail subnet blackhole or loopback): presence only
-        return passed(CHECK, name, node=node, subject=prefix, expected="present",
-                      observed=f"{entry.get('protocol')} route")
-    ifs = _active_ifs(entry)
+        return passed(CHECK, name, **ref, expected="present", observed=f"{verdict.protocol} route")
+    ifs = list(verdict.hops)
     observed = f"RIB {len(ifs)}-way via {','.join(ifs) or '-'}"
-    missing = [i for i in want_ifs if i not in ifs]
-    extra = [i for i in ifs if want_ifs and i not in want_ifs]
-    if len(ifs) != exp.ecmp_width or missing or extra:
-        if missing:
-            reason = f"next hops missing via {','.join(missing)}: " + _why_missing_ifs(obs, node, prefix, missing)
-        elif extra:
-            reason = f"unexpected next hops via {','.join(extra)}: check the cabling audit"
+    if not verdict.ok:
+        cause: Cause | None
+        port = None
+        if verdict.missing_ifs:
+            why, cause = _why_missing_ifs(obs, node, prefix, verdict.missing_ifs)
+            reason = f"next hops missing via {','.join(verdict.missing_ifs)}: " + why
+            port = verdict.missing_ifs[0]
+        elif verdict.extra_ifs:
+            reason = f"unexpected next hops via {','.join(verdict.extra_ifs)}: check the cabling audit"
+            port = verdict.extra_ifs[0]
+            cause = Cause(kind="miswired", node=node, port=port, link=obs.link_of(node, port))
         else:
             reason = ("ECMP width differs: check `maximum-paths` and `bgp bestpath as-path "
                       "multipath-relax` on " + node)
-        return failed(CHECK, name, node=node, subject=prefix, expected=expected,
-                      observed=observed, reason=reason)
+            cause = Cause(kind="config", node=node)
+        return failed(CHECK, name, **ref, expected=expected, observed=observed, reason=reason,
+                      port=port, link=obs.link_of(node, port) if port else None, cause=cause)
     # kernel FIB
     if fib_err:
-        return passed(CHECK, name, node=node, subject=prefix, expected=expected,
-                      observed=observed + " (FIB not read)")
+        return passed(CHECK, name, **ref, expected=expected, observed=observed + " (FIB not read)")
     try:
         route = obs.fib(node).get(prefix)
     except (ObservationError, OSError) as exc:
         fib_err.append(str(exc))
-        return passed(CHECK, name, node=node, subject=prefix, expected=expected,
-                      observed=observed + " (FIB not read)")
+        return passed(CHECK, name, **ref, expected=expected, observed=observed + " (FIB not read)")
     if route is None:
-        return failed(CHECK, name, node=node, subject=prefix, expected=expected,
+        return failed(CHECK, name, **ref, expected=expected,
                       observed=observed + "; kernel FIB: missing",
                       reason="zebra selected the route but the kernel has none: check zebra's log "
                              "(netlink errors) and `show ip route json` installed flags")
     fib_ifs = sorted(route.oifs)
     observed += f"; FIB {route.width}-way via {','.join(fib_ifs) or '-'}"
     if route.width != exp.ecmp_width or (want_ifs and fib_ifs != want_ifs):
-        return failed(CHECK, name, node=node, subject=prefix, expected=expected,
-                      observed=observed,
+        return failed(CHECK, name, **ref, expected=expected, observed=observed,
                       reason="kernel FIB disagrees with zebra's RIB: check "
                              "fib_multipath settings and zebra's nexthop-group install")
-    return passed(CHECK, name, node=node, subject=prefix, expected=expected, observed=observed)
+    return passed(CHECK, name, **ref, expected=expected, observed=observed)
 
 
 def check_routes(obs: Observer) -> list[CheckResult]:
@@ -226,17 +242,20 @@ def check_routes(obs: Observer) -> list[CheckResult]:
         name = f"{rs.leaf} announces {rs.prefix}"
         ann = _announces(obs, rs.leaf, rs.prefix)
         if ann is None:
-            results.append(failed(CHECK, name, node=rs.leaf, subject=rs.prefix,
+            reason, cause = _bgp_table_error(obs, rs.leaf)
+            results.append(failed(CHECK, name, node=rs.leaf, subject=rs.prefix, prefix=rs.prefix,
                                   expected="locally originated in BGP", observed="no answer",
-                                  reason=_bgp_table_error(obs, rs.leaf)))
+                                  reason=reason, cause=cause))
         elif not ann:
             results.append(failed(
-                CHECK, name, node=rs.leaf, subject=rs.prefix, expected="locally originated in BGP",
+                CHECK, name, node=rs.leaf, subject=rs.prefix, prefix=rs.prefix,
+                expected="locally originated in BGP",
                 observed="not in its BGP table as a local route",
                 reason=(f"add `network {rs.prefix}` under `address-family ipv4 unicast` (and the "
-                        f"static blackhole `ip route {rs.prefix} blackhole`) on {rs.leaf}")))
+                        f"static blackhole `ip route {rs.prefix} blackhole`) on {rs.leaf}"),
+                cause=Cause(kind="not-announced", node=rs.leaf, prefix=rs.prefix)))
         else:
-            results.append(passed(CHECK, name, node=rs.leaf, subject=rs.prefix,
+            results.append(passed(CHECK, name, node=rs.leaf, subject=rs.prefix, prefix=rs.prefix,
                                   expected="locally originated in BGP", observed="announced"))
 
     for node in sorted(expected, key=lambda n: (spec.node(n).role if n in {x.name for x in spec.nodes} else "", n)):
@@ -257,16 +276,23 @@ def check_routes(obs: Observer) -> list[CheckResult]:
                 if rs.rail in leaf.rails or rs.prefix in allowed:
                     continue
                 name = f"{leaf.name} no route to rail {rs.rail}"
-                if _selected(rib.get(rs.prefix, [])) is not None:
+                if F.selected_entry(rib.get(rs.prefix, [])) is not None:
                     results.append(failed(
-                        CHECK, name, node=leaf.name, subject=rs.prefix, expected="no route",
+                        CHECK, name, node=leaf.name, subject=rs.prefix, prefix=rs.prefix,
+                        expected="no route",
                         observed=f"route to {rs.prefix} (rail {rs.rail})",
                         reason=(f"Rail-only leaf {leaf.name} carries rails {leaf.rails} only; a route "
                                 f"to rail {rs.rail} means rails are bridged (extra link or "
-                                f"session, or a static route)")))
+                                f"session, or a static route)"),
+                        cause=Cause(kind="config", node=leaf.name, prefix=rs.prefix)))
                 else:
                     results.append(passed(CHECK, name, node=leaf.name, subject=rs.prefix,
-                                          expected="no route", observed="no route"))
+                                          prefix=rs.prefix, expected="no route", observed="no route"))
     if not results:
         results.append(skipped(CHECK, "routes", "lab.json lists no expected routes"))
     return results
+
+
+register_check(CHECK, check_routes, order=30,
+               frr_commands=(F.CMD_SUMMARY, F.CMD_RIB, F.CMD_BGP_TABLE),
+               description="every expected prefix is in each switch FIB with the expected ECMP width")

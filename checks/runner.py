@@ -1,11 +1,20 @@
-"""Run the check families against a lab: ``run_checks(spec, executor) -> list[CheckResult]``."""
+"""Run the check families against a lab: ``run_checks(spec, executor) -> list[CheckResult]``,
+and group failures under their root cause (:func:`group_failures`, by structured fields).
+
+Importing this module registers the built-in families (cabling, bgp, routes, oversub, hops; see
+:func:`railab.checks.base.register_check`); a family registered anywhere else runs the same way.
+"""
 
 from __future__ import annotations
 
-import re
 from typing import Callable, Iterable
 
-from railab.checks.base import CHECKS, CMD_BGP_TABLE, CMD_RIB, CMD_SUMMARY, CheckResult, Observer
+from railab.checks import bgp as _bgp  # noqa: F401  (registers "bgp")
+from railab.checks import cabling as _cabling  # noqa: F401  (registers "cabling")
+from railab.checks import hops as _hops  # noqa: F401  (registers "hops")
+from railab.checks import oversub as _oversub  # noqa: F401  (registers "oversub")
+from railab.checks import routes as _routes  # noqa: F401  (registers "routes")
+from railab.checks.base import CHECKS, Cause, CheckResult, Observer
 from railab.testbed.executor import Executor
 from railab.topologies.labspec import LabSpec
 
@@ -15,16 +24,17 @@ def parse_only(only: str | Iterable[str] | None) -> list[str]:
 
     Raises ValueError naming the valid checks for an unknown one.
     """
+    valid = list(CHECKS)
     if only is None:
-        return list(CHECKS)
+        return valid
     items = only.split(",") if isinstance(only, str) else list(only)
     names = [i.strip() for i in items if i and i.strip()]
     bad = [n for n in names if n not in CHECKS]
     if bad:
-        raise ValueError(f"unknown check {', '.join(bad)}: use one or more of {','.join(CHECKS)}")
+        raise ValueError(f"unknown check {', '.join(bad)}: use one or more of {','.join(valid)}")
     if not names:
-        raise ValueError(f"--only is empty: use one or more of {','.join(CHECKS)}")
-    return [c for c in CHECKS if c in names]
+        raise ValueError(f"--only is empty: use one or more of {','.join(valid)}")
+    return [c for c in valid if c in names]
 
 
 def run_checks(
@@ -35,8 +45,8 @@ def run_checks(
     *,
     hops_runner=None,
 ) -> list[CheckResult]:
-    """Run the checks named in ``only`` (default all, see ``checks.base.CHECKS``) and return
-    every result (pass, fail and skip) in family order.
+    """Run the checks named in ``only`` (default all registered, see ``checks.base.CHECKS``)
+    and return every result (pass, fail and skip) in family order.
 
     ``executor`` runs vtysh on switches; ``netns_of(node)`` names the node's network namespace for
     the netlink reads (default ``clab-<lab>-<node>``; return None for nodes without one).
@@ -45,41 +55,17 @@ def run_checks(
     skipped results, never exceptions.
     """
     names = parse_only(only)
-    obs = Observer(spec, executor, netns_of)
-    cmds = ([CMD_SUMMARY] if {"bgp", "routes"} & set(names) else []) + (
-        [CMD_RIB, CMD_BGP_TABLE] if "routes" in names else [])
-    obs.prefetch(obs.switches, cmds)
+    families = [CHECKS.get(n) for n in names]
+    obs = Observer(spec, executor, netns_of,
+                   options={"hops_runner": hops_runner} if hops_runner else None)
+    cmds = list(dict.fromkeys(c for f in families for c in f.frr_commands))
     out: list[CheckResult] = []
     try:
-        out = _run(obs, names, hops_runner)
+        obs.prefetch(obs.switches, cmds)
+        for fam in families:
+            out += fam.run(obs)
     finally:
         obs.close()
-    return out
-
-
-def _run(obs: Observer, names: list[str], hops_runner) -> list[CheckResult]:
-    out: list[CheckResult] = []
-    for name in names:
-        if name == "bgp":
-            from railab.checks.bgp import check_bgp
-
-            out += check_bgp(obs)
-        elif name == "routes":
-            from railab.checks.routes import check_routes
-
-            out += check_routes(obs)
-        elif name == "cabling":
-            from railab.checks.cabling import check_cabling
-
-            out += check_cabling(obs)
-        elif name == "oversub":
-            from railab.checks.oversub import check_oversub
-
-            out += check_oversub(obs)
-        elif name == "hops":
-            from railab.checks.hops import check_hops
-
-            out += check_hops(obs, runner=hops_runner)
     return out
 
 
@@ -91,23 +77,63 @@ def summary(results: list[CheckResult]) -> dict[str, dict[str, int]]:
     return {k: out[k] for k in sorted(out, key=lambda c: CHECKS.index(c) if c in CHECKS else 99)}
 
 
-def _word(token: str) -> re.Pattern:
-    return re.compile(rf"(?<![\w-]){re.escape(token)}(?!\w)")
+def _keys(r: CheckResult) -> tuple[set[tuple], set[tuple]]:
+    """(specific, node-wide) root-cause keys a failure ``r`` *needs*, from its ``cause``.
+
+    Specific: the cause's link (``("link", L)``) and the cause itself (``("cause", ...)``);
+    node-wide: the node of a dead daemon (``("dead", N)``: any row about ``N`` or blaming ``N``).
+    """
+    spec: set[tuple] = set()
+    wide: set[tuple] = set()
+    c = r.cause
+    if r.node:
+        wide.add(("dead", r.node))
+    if c is None:
+        return spec, wide
+    if c.link:
+        spec.add(("link", c.link))
+    if c.kind == "daemon-dead":
+        wide.add(("dead", c.node))
+    else:
+        spec.add(_cause_key(c))
+    return spec, wide
+
+
+def _cause_key(c: Cause) -> tuple:
+    if c.kind in ("wrong-asn", "config"):
+        return ("node", c.kind, c.node)
+    if c.kind == "not-announced":
+        return ("announce", c.node, c.prefix)
+    return ("cause", c.kind, c.node, c.port, c.link, c.daemon, c.prefix)
+
+
+def _provides(r: CheckResult) -> set[tuple]:
+    """Keys a root ``r`` explains: its own link, its cause (and its link), a dead daemon's node."""
+    out: set[tuple] = set()
+    if r.link:
+        out.add(("link", r.link))
+    c = r.cause
+    if c is not None:
+        if c.link:
+            out.add(("link", c.link))
+        out.add(("dead", c.node) if c.kind == "daemon-dead" else _cause_key(c))
+    return out
 
 
 def group_failures(results: list[CheckResult]) -> list[tuple[CheckResult, list[CheckResult]]]:
     """Group failing results under their root cause: ``[(root, [consequences...]), ...]`` in run
     order (cabling and BGP run before routes, so causes come first). Every failure appears once.
 
-    A failure follows from an earlier root when its name, observed state or reason names:
+    Works on structured fields only (``link``, ``node``, ``prefix`` and ``cause``, see
+    :class:`checks.base.Cause`), never on message text. A failure follows from an earlier root
+    when:
 
-    * the root's link (``A:x <-> B:y``) or one of its ends (``A:x``), or, on node ``A``, the
-      interface ``x`` (``next hops missing via x``);
-    * the node of a node-wide root: for a daemon that is not running, any row about the node
-      or naming it; for a wrong ``NODE ASN``, rows whose observation or cause names the node
-      (link matches win over node-wide ones);
-    * a node whose rows for the same subject already follow from the root (``see spine2's
-      rows``).
+    * its cause names the root's link (``Cause.link`` == the root's ``link`` or its cause's
+      link), or is the same cause (the same wrong ASN, the same missing announcement);
+    * otherwise (node-wide, weaker than a link match) the root's cause is a dead daemon on node
+      ``N`` and the failure is about ``N`` (``node``) or its cause is that dead daemon;
+    * its cause is ``upstream`` (the neighbor ``N`` behind a port lacks ``prefix`` itself): it
+      follows whatever ``N``'s failure for the same prefix follows.
 
     Anything else is a root of its own. Used by ``railab check`` to print root causes and
     "N more failures follow from ..." (``--all`` lists every row).
@@ -115,32 +141,29 @@ def group_failures(results: list[CheckResult]) -> list[tuple[CheckResult, list[C
     fails = [r for r in results if r.status == "fail"]
     root_of: dict[int, int] = {}  # failure index -> index of its root failure
     roots: list[int] = []
-    matchers: dict[int, tuple[list, list]] = {}
-    deferred: list[tuple[int, list[str]]] = []
+    provided: dict[int, set[tuple]] = {}
+    deferred: list[tuple[int, tuple[str | None, str | None]]] = []
     for i, r in enumerate(fails):
-        text = " ".join(x for x in (r.name, r.observed or "", r.reason or "") if x)
-        # a root's specific matchers (its link) win over any root's node-wide ones
-        hit = next((j for j in roots if any(m(r, text) for m in matchers[j][0])), None)
+        if r.cause is not None and r.cause.kind == "upstream":
+            deferred.append((i, (r.cause.node, r.cause.prefix)))
+            continue
+        spec, wide = _keys(r)
+        hit = next((j for j in roots if spec & provided[j]), None)
         if hit is None:
-            hit = next((j for j in roots if any(m(r, text) for m in matchers[j][1])), None)
+            hit = next((j for j in roots if wide & provided[j]), None)
         if hit is not None:
             root_of[i] = hit
             continue
-        refs = re.findall(r"see ([\w-]+)'s rows", text)
-        if refs:
-            deferred.append((i, refs))  # decided once the referenced node's rows are
-            continue
         roots.append(i)
         root_of[i] = i
-        matchers[i] = _root_matchers(r)
+        provided[i] = _provides(r)
     changed = True
     while changed and deferred:
         changed = False
         for item in list(deferred):
-            i, refs = item
-            r = fails[i]
-            same = [root_of[j] for j, o in enumerate(fails) if j in root_of and o.node in refs
-                    and o.subject == r.subject]
+            i, (node, prefix) = item
+            same = [root_of[j] for j, o in enumerate(fails)
+                    if j in root_of and o.node == node and o.prefix == prefix]
             if same:
                 root_of[i] = same[0]
                 deferred.remove(item)
@@ -156,24 +179,11 @@ def group_failures(results: list[CheckResult]) -> list[tuple[CheckResult, list[C
     return [out[j] for j in roots]
 
 
-def _root_matchers(root: CheckResult) -> tuple[list, list]:
-    """(specific, node-wide) predicates ``(row, text) -> bool`` for rows following ``root``."""
-    out: list[Callable[[CheckResult, str], bool]] = []
-    wide: list[Callable[[CheckResult, str], bool]] = []
-    if "<->" in root.name:
-        out.append(lambda r, text, p=_word(root.name.strip()): bool(p.search(text)))
-        for end in (e.strip() for e in root.name.split("<->")):
-            if ":" not in end:
-                continue
-            node, iface = end.split(":", 1)
-            out.append(lambda r, text, p=_word(end): bool(p.search(text)))
-            out.append(lambda r, text, n=node, p=_word(iface): r.node == n and bool(p.search(text)))
-    node = root.node
-    if node and re.search(rf"is not running on {re.escape(node)}(?!\w)", root.reason or ""):
-        # a dead daemon: nothing about the node can be read, and its peers lose it
-        wide.append(lambda r, text, n=node, p=_word(node): r.node == n or bool(p.search(text)))
-    elif node and root.name == f"{node} ASN":
-        # a wrong ASN / router-id: rows whose observation or cause names the node
-        wide.append(lambda r, text, p=_word(node): bool(
-            p.search(" ".join(x for x in (r.observed, r.reason) if x))))
-    return out, wide
+def root_causes(results: list[CheckResult]) -> list[dict]:
+    """:func:`group_failures` as JSON-ready dicts: ``{"root": name, "check", "cause": {...} or
+    None, "refs": {...}, "explains": [{"check", "name"}, ...]}`` per root, in run order."""
+    return [{"check": root.check, "root": root.name,
+             "cause": root.cause.model_dump(exclude_none=True) if root.cause else None,
+             "refs": root.refs(),
+             "explains": [{"check": c.check, "name": c.name} for c in cons]}
+            for root, cons in group_failures(results)]

@@ -112,6 +112,11 @@ def test_faults_in_sequence(fault_lab):
     assert [r.name for r in new] == [f"g1-leaf2:{sess.interface} <-> spine1:{sess.peer_interface}"]
     assert new[0].node == "g1-leaf2" and "Idle (Admin)" in new[0].observed
     assert f"neighbor {sess.interface} shutdown" in new[0].reason
+    # structured: the session, its link and the cause (an admin shutdown on g1-leaf2)
+    assert (new[0].session.node, new[0].session.interface, new[0].session.peer) == (
+        "g1-leaf2", sess.interface, "spine1")
+    assert new[0].cause.kind == "session-down" and new[0].cause.node == "g1-leaf2"
+    assert new[0].link == new[0].cause.link == new[0].session.link
     assert lab.exec("g1-leaf2", vty + ["-c", f"no neighbor {sess.interface} shutdown"]).ok
     res = _wait(lab, "bgp,routes", lambda r: {x.name for x in _fails(r)} == baseline)
     assert {x.name for x in _fails(res)} == baseline
@@ -132,6 +137,8 @@ def test_faults_in_sequence(fault_lab):
                                          if n.role != "server" and n.name != "g1-leaf3"}
     assert all(r.observed == "missing from RIB" for r in remote)
     assert any("g1-leaf3 does not announce" in r.reason for r in remote)
+    assert ann[0].cause.kind == "not-announced" and ann[0].cause.node == "g1-leaf3"
+    assert all(r.prefix == rs.prefix for r in remote)
     assert lab.exec("g1-leaf3", af + ["-c", f"network {rs.prefix}"]).ok
     res = _wait(lab, "routes", lambda r: not _fails(r))
     assert not _fails(res), [r.message() for r in _fails(res)]
@@ -147,6 +154,7 @@ def test_faults_in_sequence(fault_lab):
         assert set(bad) == {"srv2 NIC 1", "srv2 NIC 3"}
         assert "srv2 NIC 1 is on g1-leaf3:eth2 (rail 3), expected g1-leaf1:eth2 (rail 1)" in bad["srv2 NIC 1"].reason
         assert "srv2 NIC 3 is on g1-leaf1:eth2 (rail 1), expected g1-leaf3:eth2 (rail 3)" in bad["srv2 NIC 3"].reason
+        assert all(r.cause.kind == "miswired" and r.node == "srv2" and r.link for r in bad.values())
     finally:
         swap_server_cables(ns)
     res = _wait(lab, "cabling", lambda r: not _fails(r))
@@ -161,8 +169,12 @@ def test_faults_in_sequence(fault_lab):
     link_name = f"{up.a.node}:{up.a.interface} <-> {up.b.node}:{up.b.interface}"
     (cab,) = _fails(res, check="cabling")
     assert cab.name == link_name and "link down" in cab.reason
+    lid = "--".join(sorted((f"{up.a.node}:{up.a.interface}", f"{up.b.node}:{up.b.interface}")))
+    assert cab.link == lid and cab.cause.kind == "link-down"
+    assert (cab.cause.node, cab.cause.port) == (up.a.node, up.a.interface)  # the admin-down end
     (bgp,) = [r for r in _fails(res, check="bgp") if r.name not in baseline]
     assert bgp.name == link_name and f"link g1-leaf1:{up.a.interface} is down" in bgp.reason
+    assert bgp.cause.kind == "link-down" and bgp.cause.link == lid and bgp.session.link == lid
     (ovs,) = _fails(res, check="oversub")
     assert ovs.node == "g1-leaf1" and ovs.expected.startswith("1:1") and ovs.observed.startswith("2:1")
     assert link_name.replace(" <-> ", "-").replace(" ", "") in ovs.reason.replace(" ", "")

@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from railab.checks.base import Observer
 from railab.checks.bgp import check_bgp
+from railab.checks.frr import CMD_BGP_TABLE, CMD_RIB, CMD_SUMMARY, fib_nexthops
 from railab.checks.junit import to_junit
 from railab.checks.oversub import parse_ratio
 from railab.checks.routes import check_routes
@@ -42,9 +43,7 @@ class RecordedExecutor(Executor):
         return ExecResult(0, json.dumps(self.snap[node][cmd]), "")
 
 
-SUMMARY = "show bgp vrf default ipv4 unicast summary json"
-RIB = "show ip route json"
-BGP = "show bgp vrf default ipv4 unicast json"
+SUMMARY, RIB, BGP = CMD_SUMMARY, CMD_RIB, CMD_BGP_TABLE
 
 
 @pytest.fixture(scope="module")
@@ -154,11 +153,9 @@ def test_captured_fault_shapes_parse(spec):
     shut = json.loads((DATA / "bgp_summary_shutdown.json").read_text())["ipv4Unicast"]["peers"]["eth2"]
     assert (shut["state"], shut["peerState"]) == ("Idle (Admin)", "Admin")
     down = json.loads((DATA / "ip_route_linkdown.json").read_text())["10.9.0.0/24"][0]
-    from railab.checks.routes import _active_ifs
-
-    assert _active_ifs(down) == ["eth2"]
+    assert fib_nexthops(down) == ["eth2"]
     healthy = json.loads((DATA / "ip_route_healthy.json").read_text())["10.9.0.0/24"][0]
-    assert _active_ifs(healthy) == ["eth1", "eth2"]
+    assert fib_nexthops(healthy) == ["eth1", "eth2"]
 
 
 def test_parse_ratio_and_only():
@@ -258,6 +255,9 @@ def test_dead_bgpd_is_one_clean_sentence_and_groups_its_consequences(spec, snap)
         assert text.count("not running") <= 1 and "; is bgpd running?" not in text.replace(
             "cannot read", ""), text
         assert text.count("g1-leaf2: `") == 0, text  # no repeated "NODE: `cmd`:" prefixes
+    from railab.checks.base import Cause
+
+    assert asn.cause == Cause(kind="daemon-dead", node="g1-leaf2", daemon="bgpd")
     groups = group_failures(res)
     assert groups[0][0].name == "g1-leaf2 ASN"
     follow = groups[0][1]
@@ -270,22 +270,335 @@ def test_dead_bgpd_is_one_clean_sentence_and_groups_its_consequences(spec, snap)
 
 
 def test_cut_link_failures_group_under_the_link():
-    """34 failing rows captured from a live mini lab with one leaf-spine link down: the cabling
-    row is the root cause and the other 33 (BGP session, routes on every leaf and spine2,
-    oversubscription) follow from it."""
+    """34 failing rows captured (``railab check --json``) from a live mini lab with one
+    leaf-spine link down: the cabling row is the root cause and the other 33 (BGP session, routes
+    on every leaf and spine2, oversubscription) follow from it, by their structured fields."""
     from railab.checks.base import CheckResult
-    from railab.checks.runner import group_failures
+    from railab.checks.runner import group_failures, root_causes
 
-    rows = json.loads((Path(__file__).parent / "data" / "checks" / "cut_leaf_spine_link.json")
-                      .read_text())["results"]
-    res = [CheckResult(**r) for r in rows]
+    doc = json.loads((Path(__file__).parent / "data" / "checks" / "cut_leaf_spine_link.json")
+                     .read_text())
+    res = [CheckResult(**r) for r in doc["results"]]
     assert len(res) == 34
     ((root, follow),) = group_failures(res)
     assert (root.check, root.name) == ("cabling", "g1-leaf1:eth4 <-> spine2:eth1")
     assert len(follow) == 33
     assert {r.check for r in follow} == {"bgp", "routes", "oversub"}
+    # the root is named by fields: the link and a link-down cause on it
+    link = "g1-leaf1:eth4--spine2:eth1"
+    assert root.link == link and root.cause.kind == "link-down" and root.cause.link == link
+    (bgp,) = [r for r in follow if r.check == "bgp"]
+    assert bgp.session.node == "g1-leaf1" and bgp.session.interface == "eth4"
+    assert bgp.session.link == link and bgp.cause.link == link
+    upstream = [r for r in follow if r.cause.kind == "upstream"]
+    assert upstream and {r.cause.node for r in upstream} == {"spine2"}
+    assert all(r.prefix == r.cause.prefix for r in upstream)
+    # the recorded JSON carried the same grouping
+    assert [g["root"] for g in doc["root_causes"]] == [root.name]
+    assert len(doc["root_causes"][0]["explains"]) == 33
     # an unrelated failure stays a root of its own, after the link
     other = CheckResult(check="routes", name="g2-leaf3 10.9.9.0/24", status="fail",
                         node="g2-leaf3", subject="10.9.9.0/24", reason="nothing on g2-leaf3 installs it")
     groups = group_failures(res + [other])
     assert [g[0].name for g in groups] == ["g1-leaf1:eth4 <-> spine2:eth1", "g2-leaf3 10.9.9.0/24"]
+    assert [g["root"] for g in root_causes(res + [other])] == [g[0].name for g in groups]
+
+
+def test_grouping_reads_fields_not_message_text():
+    """Rows whose text names nothing in common still group by their causes; rows whose text
+    names the link but whose cause is elsewhere do not."""
+    from railab.checks.base import Cause, CheckResult
+    from railab.checks.runner import group_failures
+
+    link = "a1:eth1--s1:eth1"
+    root = CheckResult(check="cabling", name="X", status="fail", node="a1", link=link,
+                       cause=Cause(kind="link-down", node="a1", port="eth1", link=link))
+    follows = CheckResult(check="routes", name="Y", status="fail", node="b7", prefix="10.0.0.0/24",
+                          cause=Cause(kind="session-down", node="a1", port="eth1", link=link))
+    upstream = CheckResult(check="routes", name="Z", status="fail", node="c3", prefix="10.0.0.0/24",
+                           cause=Cause(kind="upstream", node="b7", prefix="10.0.0.0/24"))
+    liar = CheckResult(check="routes", name="a1:eth1 <-> s1:eth1", status="fail", node="d4",
+                       reason=f"see s1's rows: {link} a1:eth1", observed="link a1:eth1 is down")
+    groups = group_failures([root, follows, upstream, liar])
+    assert [(g[0].name, [c.name for c in g[1]]) for g in groups] == [("X", ["Y", "Z"]),
+                                                                     ("a1:eth1 <-> s1:eth1", [])]
+
+
+def test_structured_references_per_family(spec, snap):
+    """bgp and routes rows carry node/port/link/session/prefix and a cause (one golden message
+    per family is pinned by the other tests)."""
+    snap["g1-leaf2"][SUMMARY]["peers"]["eth3"].update(state="Idle (Admin)", peerState="Admin")
+    snap["spine1"][SUMMARY]["peers"]["eth2"].update(state="Idle", peerState="OK")
+    entry = snap["g1-leaf2"][RIB]["10.0.0.0/24"][0]
+    entry["nexthops"] = [h for h in entry["nexthops"] if h["interfaceName"] != "eth3"]
+    res = _run(spec, snap, "bgp,routes")
+    (sess,) = _fails([r for r in res if r.check == "bgp"])
+    assert (sess.node, sess.port, sess.link) == ("g1-leaf2", "eth3", "g1-leaf2:eth3--spine1:eth2")
+    assert sess.session.model_dump() == {"node": "g1-leaf2", "interface": "eth3", "peer": "spine1",
+                                         "peer_interface": "eth2"}
+    assert sess.cause.kind == "session-down" and sess.cause.link == sess.link
+    from railab.checks.base import CAUSE_KINDS
+
+    assert {r.cause.kind for r in _fails(res)} <= set(CAUSE_KINDS)
+    route = next(r for r in _fails(res) if r.name == "g1-leaf2 10.0.0.0/24")
+    assert (route.prefix, route.port, route.link) == ("10.0.0.0/24", "eth3", sess.link)
+    assert route.cause.kind == "session-down" and route.cause.link == sess.link
+    assert route.refs()["prefix"] == "10.0.0.0/24"
+    from railab.checks.runner import group_failures
+
+    groups = group_failures(res)
+    assert groups[0][0] is sess and route in groups[0][1]
+    passing = next(r for r in res if r.check == "routes" and r.status == "pass")
+    assert passing.prefix == passing.subject and passing.node
+
+
+def test_wrong_asn_groups_by_cause(spec, snap):
+    from railab.checks.runner import group_failures
+
+    snap["g2-leaf4"][SUMMARY]["as"] = 4200000099
+    for sp in ("spine1", "spine2"):
+        for p in snap[sp][SUMMARY]["peers"].values():
+            if p["remoteAs"] == 4200000008:
+                p["remoteAs"] = 4200000099
+    bad = _fails(check_bgp(Observer(spec, RecordedExecutor(snap), lambda n: None)))
+    assert all(r.cause.kind == "wrong-asn" and r.cause.node == "g2-leaf4" for r in bad)
+    ((root, follow),) = group_failures(bad)
+    assert root.name == "g2-leaf4 ASN" and len(follow) == 2
+
+
+def test_missing_announcement_groups_under_the_origin(spec, snap):
+    from railab.checks.runner import group_failures
+
+    prefix = "10.0.2.0/24"
+    del snap["g1-leaf3"][BGP]["routes"][prefix]
+    for node, doc in snap.items():
+        if node != "g1-leaf3":
+            doc[RIB].pop(prefix, None)
+    res = check_routes(Observer(spec, RecordedExecutor(snap), lambda n: None))
+    ((root, follow),) = group_failures(res)
+    assert root.name == f"g1-leaf3 announces {prefix}"
+    assert root.cause.model_dump(exclude_none=True) == {"kind": "not-announced", "node": "g1-leaf3",
+                                                        "prefix": prefix}
+    assert len(follow) == 9
+
+
+# ---- one predicate: convergence wait and checks -------------------------------------------------
+def _verdicts(spec, snap):
+    """(converge's per-prefix and per-session verdicts, the checks' verdicts) on one snapshot."""
+    from railab.checks.converge import observe
+
+    views = observe(spec, RecordedExecutor(snap), workers=2)
+    conv_routes = {(n, p): v.ok for n, view in views.items() for p, v in view.route_verdicts.items()}
+    conv_sess = {(n, i): st == "Established" for n, view in views.items()
+                 for i, st in view.session_states.items()}
+    res = _run(spec, snap, "bgp,routes")
+    chk_routes = {(r.node, r.prefix): r.ok for r in res if r.check == "routes"
+                  and r.name == f"{r.node} {r.prefix}"}
+    chk_sess = {(r.session.node, r.session.interface): r.ok for r in res
+                if r.check == "bgp" and r.session is not None}
+    return conv_routes, conv_sess, chk_routes, chk_sess, views
+
+
+@pytest.mark.parametrize("fault", ["healthy", "one-hop-short", "not-installed", "fib-flag-off",
+                                   "session-idle", "missing"])
+def test_convergence_and_checks_share_one_predicate(spec, snap, fault):
+    """The same recorded FRR JSON gives the same verdict through the convergence wait
+    (converge.observe_node) and the bgp/routes checks, prefix by prefix and session by session."""
+    node, prefix = "g1-leaf1", "10.0.1.0/24"
+    entry = snap[node][RIB][prefix][0]
+    if fault == "one-hop-short":
+        entry["nexthops"] = entry["nexthops"][:1]
+    elif fault == "not-installed":
+        entry["installed"] = False
+    elif fault == "fib-flag-off":  # zebra lists the next hop but it is not in the FIB
+        entry["nexthops"][1]["fib"] = False
+    elif fault == "session-idle":
+        snap[node][SUMMARY]["peers"]["eth4"].update(state="Idle")
+        snap["spine2"][SUMMARY]["peers"]["eth1"].update(state="Idle")
+    elif fault == "missing":
+        del snap[node][RIB][prefix]
+    conv_routes, conv_sess, chk_routes, chk_sess, views = _verdicts(spec, snap)
+    common = set(conv_routes) & set(chk_routes)
+    assert common == set(conv_routes)  # every expected prefix of lab.json is a routes row
+    assert {k: conv_routes[k] for k in common} == {k: chk_routes[k] for k in common}
+    assert set(conv_sess) <= set(chk_sess)
+    assert {k: conv_sess[k] for k in conv_sess} == {k: chk_sess[k] for k in conv_sess}
+    broken = fault not in ("healthy", "session-idle")
+    assert conv_routes[(node, prefix)] is (not broken)
+    assert views[node].converged is (fault == "healthy")
+
+
+def test_route_verdict_states():
+    from railab.checks.frr import route_verdict
+
+    hop = lambda i, **kw: {"interfaceName": i, "fib": True, "active": True, **kw}  # noqa: E731
+    bgp = lambda *hops, **kw: [{"selected": True, "installed": True, "protocol": "bgp",  # noqa: E731
+                                "nexthops": list(hops), **kw}]
+    assert route_verdict(bgp(hop("eth3"), hop("eth4")), 2, ["eth3", "eth4"]).state == "ok"
+    assert route_verdict(bgp(hop("eth3")), 2, ["eth3", "eth4"]).missing_ifs == ("eth4",)
+    assert route_verdict(bgp(hop("eth3"), hop("eth5")), 2, ["eth3", "eth4"]).state == "interfaces"
+    assert route_verdict(bgp(hop("eth3"), hop("eth4")), 2, []).state == "ok"
+    assert route_verdict(bgp(hop("eth3"), installed=False), 1).state == "not-installed"
+    assert route_verdict([{"selected": False, "nexthops": []}], 1).state == "missing"
+    assert route_verdict(None, 1).state == "missing"
+    local = [{"selected": True, "installed": True, "protocol": "static",
+              "nexthops": [{"blackhole": True, "fib": True}]}]
+    v = route_verdict(local, 1)
+    assert v.state == "local" and v.ok and v.hops == ()
+
+
+def test_link_status_rule():
+    """One "link is up" rule: IFF_UP clear = admin-down; IFF_UP without IFF_LOWER_UP (or a
+    down operstate) = carrier-lost; loopback-style UNKNOWN with both flags = up."""
+    from railab.checks.base import IFF_LOWER_UP, IFF_UP, link_status
+
+    assert link_status(0, "DOWN") == "admin-down"
+    assert link_status(IFF_LOWER_UP, "DOWN") == "admin-down"
+    assert link_status(IFF_UP, "LOWERLAYERDOWN") == "carrier-lost"
+    assert link_status(IFF_UP | IFF_LOWER_UP, "DOWN") == "carrier-lost"
+    assert link_status(IFF_UP | IFF_LOWER_UP, "UP") == "up"
+    assert link_status(IFF_UP | IFF_LOWER_UP, "UNKNOWN") == "up"
+
+
+# ---- the check registry -------------------------------------------------------------------------
+@pytest.fixture
+def dummy_family():
+    """tests/dummy_check.py registers a "dummy" family at import; unregistered afterwards."""
+    import importlib
+
+    from railab.checks.base import CHECKS
+
+    mod = importlib.import_module("tests.dummy_check")
+    mod.register()
+    try:
+        yield mod
+    finally:
+        CHECKS.unregister("dummy")
+
+
+def test_registered_check_runs_and_is_selectable(spec, snap, dummy_family):
+    from railab.checks.base import CHECKS, register_check
+
+    assert "dummy" in CHECKS and list(CHECKS)[-1] == "dummy"
+    assert parse_only("dummy,bgp") == ["bgp", "dummy"]
+    res = run_checks(spec, RecordedExecutor(snap), only="dummy", netns_of=lambda n: None)
+    assert [(r.check, r.name, r.status) for r in res] == [("dummy", "switch count", "pass")]
+    assert res[0].observed == str(len([n for n in spec.nodes if n.role != "server"]))
+    assert "dummy" in {r.check for r in run_checks(spec, RecordedExecutor(snap),
+                                                   netns_of=lambda n: None,
+                                                   hops_runner=lambda *a: [])}
+    with pytest.raises(ValueError, match="already registered"):
+        register_check("dummy", lambda obs: [], order=1)
+    with pytest.raises(ValueError, match="unknown check nope: use one or more of .*dummy"):
+        parse_only("nope")
+
+
+def test_registered_check_shows_in_the_cli(tmp_path, dummy_family):
+    """``railab check --only dummy`` runs the family from the CLI (a real fabric over SSH:
+    no namespaces, and the dummy family reads nothing, so no connection is made)."""
+    from railab.cli import app
+
+    labdir = generate("mini", tmp_path / "lab", name="ck-cli")
+    inv = tmp_path / "inv.yml"
+    inv.write_text("g1-leaf1: 192.0.2.1\n")
+    r = CliRunner().invoke(app, ["check", str(labdir), "--inventory", str(inv), "--only", "dummy",
+                                 "--json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.output)
+    assert doc["summary"] == {"dummy": {"pass": 1, "fail": 0, "skip": 0}}
+    assert doc["results"][0]["check"] == "dummy" and doc["root_causes"] == []
+    r = CliRunner().invoke(app, ["check", str(labdir), "--inventory", str(inv), "--only", "dummy"],
+                           env={"COLUMNS": "200"})
+    assert r.exit_code == 0 and "dummy" in r.output and "all 1 checks passed" in r.output
+
+
+def test_cli_json_prints_refs_and_root_causes(tmp_path):
+    """``railab check --json``: every row with status and references, plus each root cause with
+    the rows it explains (grouped by fields); exit 1 on a failure."""
+    from railab.checks.base import CHECKS, Cause, failed, register_check
+    from railab.cli import app
+
+    link = "g1-leaf1:eth3--spine1:eth1"
+
+    def cut(obs):
+        return [failed("cut", "the link", node="g1-leaf1", port="eth3", link=link,
+                       cause=Cause(kind="link-down", node="g1-leaf1", port="eth3", link=link)),
+                failed("cut", "a route", node="g2-leaf1", prefix="10.0.0.0/24",
+                       cause=Cause(kind="session-down", link=link)),
+                failed("cut", "elsewhere", node="spine2")]
+
+    register_check("cut", cut, order=1001)
+    try:
+        labdir = generate("mini", tmp_path / "lab", name="ck-json")
+        inv = tmp_path / "inv.yml"
+        inv.write_text("g1-leaf1: 192.0.2.1\n")
+        r = CliRunner().invoke(app, ["check", str(labdir), "--inventory", str(inv), "--only", "cut",
+                                     "--json"])
+    finally:
+        CHECKS.unregister("cut")
+    assert r.exit_code == 1, r.output
+    doc = json.loads(r.output)
+    assert doc["ok"] is False and [x["status"] for x in doc["results"]] == ["fail"] * 3
+    first = doc["results"][0]
+    assert (first["node"], first["port"], first["link"]) == ("g1-leaf1", "eth3", link)
+    assert first["cause"]["kind"] == "link-down"
+    assert [(g["root"], [e["name"] for e in g["explains"]]) for g in doc["root_causes"]] == [
+        ("the link", ["a route"]), ("elsewhere", [])]
+    assert doc["root_causes"][0]["refs"]["link"] == link and doc["root_causes"][1]["cause"] is None
+
+
+# ---- golden messages: oversub and hops (bgp, routes and cabling are pinned above) -----------------
+class LinksObserver(Observer):
+    """Netlink answers from a dict: every planned interface up except ``down`` ((node, ifname)
+    -> status)."""
+
+    def __init__(self, spec, down: dict) -> None:
+        super().__init__(spec, None, lambda n: None)
+        self.down = down
+
+    def links(self, node):
+        from railab.checks.base import LinkState
+
+        ports = {ln.a.interface for ln in self.spec.links if ln.a.node == node} | {
+            ln.b.interface for ln in self.spec.links if ln.b.node == node}
+        return {p: LinkState(p, i, self.down.get((node, p), "up"), "UP", "veth", None, None)
+                for i, p in enumerate(sorted(ports), 2)}
+
+
+def test_oversub_golden_message_and_cause(spec):
+    from railab.checks.oversub import check_oversub
+
+    up = next(ln for ln in spec.links if ln.role == "leaf-spine" and ln.a.node == "g1-leaf1")
+    res = check_oversub(LinksObserver(spec, {(up.b.node, up.b.interface): "carrier-lost"}))
+    (bad,) = _fails(res)
+    assert bad.message() == (
+        f"[fail] oversub g1-leaf1: expected 1:1 (800 Gb/s down : 800 Gb/s up planned), observed 2:1 "
+        f"(800 Gb/s down : 400 Gb/s up live) -- links down: "
+        f"{up.a.node}:{up.a.interface}-{up.b.node}:{up.b.interface}")
+    assert bad.cause.kind == "link-down" and bad.link == bad.cause.link == \
+        f"{up.a.node}:{up.a.interface}--{up.b.node}:{up.b.interface}"
+    assert len([r for r in res if r.status == "pass"]) == len(spec.by_role("leaf")) - 1
+
+
+def test_hops_golden_message_and_refs(spec):
+    from railab.checks.hops import check_hops
+    from railab.traffic.engine import FlowResult
+
+    def runner(spec_, flows, netns_of):
+        out = []
+        for f in flows:
+            r = FlowResult(flow=f, sent=64, delivered=64, ttl=64 - (f.expected_hops or 0),
+                           hops_counters=f.expected_hops)
+            if f.path_class == "cross-group":
+                r = FlowResult(flow=f, sent=64, delivered=0, unreachable_at="g1-leaf1")
+            out.append(r)
+        return out
+
+    res = check_hops(Observer(spec, None, lambda n: None), runner=runner)
+    (bad,) = _fails(res)
+    assert bad.message() == (
+        "[fail] hops cross-group srv1:gpu0 -> srv3:gpu0: expected 3 hops, all delivered, observed "
+        "- hops by TTL, 0/64 delivered -- nothing arrived: g1-leaf1 answered unreachable; see the "
+        "routes and bgp checks for the prefixes on this path")
+    assert (bad.node, bad.port, bad.subject) == ("srv1", "eth1", "cross-group")
+    assert len(res) == 5 and all(r.node == "srv1" and r.port.startswith("eth") for r in res)

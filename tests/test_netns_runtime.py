@@ -40,22 +40,22 @@ def _assert_gone(lab: str) -> None:
 
 
 def _check_converged(lab) -> None:
-    """Sessions Established and ECMP widths, read straight from FRR's JSON."""
+    """Sessions Established and ECMP widths, read straight from FRR's JSON and decided by the
+    one predicate the convergence wait and the bgp/routes checks share (railab.checks.frr)."""
+    from railab.checks.converge import observe
+
     routers = [n.name for n in lab.spec.nodes if n.role != "server"]
     assert routers
+    views = observe(lab.spec, lab.executor, routers)
     for node in routers:
-        expected_sessions = [s for s in lab.spec.bgp_sessions if s.node == node]
-        if expected_sessions:
-            peers = lab.executor.vtysh_json(node, "show bgp summary json")["ipv4Unicast"]["peers"]
-            for s in expected_sessions:
-                assert peers[s.interface]["state"] == "Established", (node, s.interface)
-        table = lab.executor.vtysh_json(node, "show ip route json")
+        view = views[node]
+        for s in (s for s in lab.spec.bgp_sessions if s.node == node):
+            assert view.session_states[s.interface] == "Established", (node, s.interface)
         for r in lab.spec.expected_routes.get(node, []):
-            entry = next(e for e in table[r.prefix] if e.get("selected"))
-            fib = [nh["interfaceName"] for nh in entry["nexthops"] if nh.get("fib")]
-            assert len(fib) == r.ecmp_width, (node, r.prefix, fib)
+            v = view.route_verdicts[r.prefix]
+            assert v.ok and len(v.hops) == r.ecmp_width, (node, r.prefix, v)
             if r.interfaces:
-                assert sorted(fib) == sorted(r.interfaces)
+                assert sorted(v.hops) == sorted(r.interfaces)
 
 
 def test_mini_converges(mini_lab):

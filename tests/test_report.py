@@ -155,8 +155,30 @@ def test_junit_counts_every_case(mini):
     assert int(suites["railab.checks"].get("tests")) == len(rep.checks)
     assert int(suites["railab.checks"].get("failures")) == 1
     assert int(suites["railab.checks"].get("skipped")) == 1
-    failure = root.find(".//testcase[@classname='checks.routes']/failure")
+    # one JUnit writer (railab.checks.junit): a check row is railab.<lab>.<family> in the report
+    # and in `railab check --junit` alike; a flow is railab.<lab>.paths.<path class>
+    failure = root.find(".//testcase[@classname='railab.rep-mini.routes']/failure")
     assert failure is not None and "spine2" in failure.get("message")
+    assert root.find(".//testcase[@classname='railab.rep-mini.paths.inter-rail']") is not None
+    assert int(root.get("failures")) == sum(int(s.get("failures")) for s in root.iter("testsuite"))
+
+
+def test_report_and_check_junit_write_the_same_case(mini):
+    """A check row gives the same testcase (classname, name, failure message) in report.xml and
+    in `railab check --junit`: one writer."""
+    from railab.checks.base import CheckResult
+    from railab.checks.junit import to_junit
+
+    _, spec = mini
+    rep = _synthetic(spec, broken=True)
+    item = next(c for c in rep.checks if c.status == "fail")
+    row = CheckResult(**{k: getattr(item, k) for k in
+                         ("check", "name", "status", "node", "subject", "expected", "observed", "reason")})
+    a = ET.fromstring(render_junit(rep)).find(f".//testcase[@name='{item.name}']")
+    b = ET.fromstring(to_junit([row], spec.name)).find(f".//testcase[@name='{item.name}']")
+    assert a.get("classname") == b.get("classname") == f"railab.{spec.name}.{item.check}"
+    assert a.find("failure").get("message") == b.find("failure").get("message")
+    assert a.find("failure").text == b.find("failure").text
 
 
 def test_diagram_structure(mini):

@@ -426,15 +426,6 @@ class Engine:
             raise RailabError(f"{node} has no interface {ifname}")
         ipr.link("set", index=idx[0], state="up" if up else "down")
 
-    def link_up(self, node: str, ifname: str) -> bool | None:
-        """Operational state of a switch port: True (UP), False (down, no carrier or
-        lower layer down), None when the switch or port is unknown."""
-        ipr = self._ipr.get(node)
-        links = ipr.get_links(ifname=ifname) if ipr is not None else []
-        if not links:
-            return None
-        return links[0].get("state") == "up" and links[0].get("IFLA_OPERSTATE") in ("UP", "UNKNOWN")
-
     def node_of(self, address: str) -> str | None:
         """Lab node owning an IPv4 address (switch loopback, leaf side of a NIC /31, server NIC)."""
         return self._addr_node.get(address)
@@ -830,7 +821,7 @@ def spread_warnings(spec: LabSpec, results: list[FlowResult],
     check"``. The flows may all still arrive (traffic reroutes), so these are warnings, not
     failures.
 
-    ``link_up(node, ifname)`` (e.g. :meth:`Engine.link_up`) names unused uplinks that are down.
+    ``link_up(node, ifname)`` (e.g. :meth:`railab.checks.base.Observer.link_up`) names unused uplinks that are down.
     When every unused uplink is up, a leaf is only reported if ECMP hashing would miss one of
     its ``k`` uplinks with ``n`` flows less often than ``chance`` (``k x (1 - 1/k)^n``), so a
     few flows on a healthy fabric do not cry wolf. Needs measured results (``uplinks``).

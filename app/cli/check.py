@@ -48,7 +48,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Check a running lab against its lab.json: BGP, routes/ECMP, hops, cabling, oversubscription."""
         from railab.checks.lab import LiveLab
-        from railab.checks.runner import group_failures, parse_only, run_checks, summary
+        from railab.checks.runner import group_failures, parse_only, root_causes, run_checks, summary
 
         try:
             names = parse_only(only)
@@ -76,9 +76,11 @@ def register(app: typer.Typer) -> None:
             write_junit(results, junit, lab_name)
         n_fail = sum(r.status == "fail" for r in results)
         if as_json:
+            # every row with its status and structured references, plus the root causes
             typer.echo(json.dumps({
                 "lab": lab_name, "ok": n_fail == 0, "summary": summary(results),
                 "results": [r.model_dump() for r in results],
+                "root_causes": root_causes(results),
             }, indent=2))
         else:
             con = _console()

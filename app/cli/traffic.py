@@ -72,6 +72,7 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
     ) -> None:
         """Send a RoCEv2 traffic pattern and check hops, loss and paths."""
+        from railab.checks.base import Observer
         from railab.traffic.engine import Engine, resolve_lab, sigint_event, spread, spread_warnings
         from railab.traffic.patterns import flows_for
 
@@ -87,7 +88,8 @@ def register(app: typer.Typer) -> None:
             with sigint_event() as stop:
                 with Engine(spec, netns_of, stop=stop) as eng:  # closes every socket, Ctrl-C too
                     results = eng.run(fl, measure=measure)
-                    warnings = spread_warnings(spec, results, eng.link_up)
+                    with Observer(spec, None, netns_of) as obs:  # the one link-up rule
+                        warnings = spread_warnings(spec, results, obs.link_up)
                 if stop.is_set():
                     raise KeyboardInterrupt
         except KeyboardInterrupt:
