@@ -23,12 +23,7 @@ from docker.utils.socket import consume_socket_output, demux_adaptor, frames_ite
 
 from railab.testbed.executor import ExecResult, Executor
 from railab.errors import RailabError
-from railab.topologies.naming import netns_name
-
-
-def container_name(lab: str, node: str) -> str:
-    """Containerlab's container name of ``node`` in ``lab``: ``clab-<lab>-<node>``."""
-    return netns_name(lab, node)
+from railab.topologies.naming import container_name  # noqa: F401  (re-export)
 
 
 def docker_client(base_url: str | None = None, *, timeout: float = 10.0) -> docker.DockerClient:

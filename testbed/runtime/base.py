@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from railab.testbed.executor import Executor
+from railab.topologies.naming import netns_name  # noqa: F401  (re-export: one home is naming)
 
 
 class RailabError(Exception):
@@ -50,7 +51,3 @@ class Runtime(ABC):
     def netns_name(self, lab: str, node: str) -> str:
         """The network namespace of ``node``: ``clab-<lab>-<node>`` on both runtimes."""
 
-
-def netns_name(lab: str, node: str) -> str:
-    """Namespace naming shared by both runtimes (containerlab's own scheme)."""
-    return f"clab-{lab}-{node}"

@@ -37,11 +37,10 @@ from railab.testbed.clabfile import ClabFile, load_clab
 from railab.testbed.executor import ExecResult, Executor
 from railab.errors import RailabError
 from railab.testbed.runtime.base import Runtime
-from railab.topologies.naming import netns_name
+from railab.topologies.naming import LAB_NAME, netns_name
 
 FRR_BIN = Path(os.environ.get("RAILAB_FRR_BIN", "/usr/lib/frr"))
 NETNS_RUN_DIR = Path("/run/netns")
-LAB_NAME = st.LAB_NAME
 #: File descriptors per FRR daemon. FRR sizes per-fd tables from the limit (the host's may be
 #: 1M), so an explicit limit keeps each daemon's RSS small; 4096 covers 256+ BGP peers.
 FRR_FD_LIMIT = 4096
