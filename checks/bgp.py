@@ -101,7 +101,7 @@ def check_bgp(obs: Observer) -> list[CheckResult]:
                 reason=(f"{node.name}'s frr.conf has `router bgp {local_as}`; the plan says "
                         f"{node.asn}: fix the ASN (sessions to it fail with Bad Peer AS)")
                 if local_as else f"no `router bgp` running on {node.name}"))
-        elif node.router_id and rid != node.router_id:
+        elif node.router_id and rid != str(node.router_id):
             results.append(failed(
                 CHECK, name, node=node.name, subject="router-id",
                 expected=f"AS {node.asn}, router-id {node.router_id}",

@@ -89,7 +89,7 @@ def server_exec(spec: LabSpec, server: str) -> list[str]:
     """
     lines: list[str] = []
     for nic in spec.nics_of(server):
-        ip = nic.address.split("/")[0]
+        ip = nic.address.ip
         lines += [
             f"ip link set {nic.interface} mtu {spec.mtu}",
             f"ip addr add {nic.address} dev {nic.interface}",

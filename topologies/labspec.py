@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 from functools import cached_property
+from ipaddress import IPv4Address, IPv4Interface
 from pathlib import Path
 from typing import Literal
 
@@ -45,7 +46,9 @@ class _Strict(BaseModel):
 
 
 class Node(_Strict):
-    """One lab node. Switches carry ``asn``, ``router_id`` and ``loopback`` (an IPv4 /32)."""
+    """One lab node. Switches carry ``asn``, ``router_id`` (IPv4Address) and ``loopback``
+    (IPv4Interface, a /32); both serialise to the same strings as before (``"10.255.0.1"``,
+    ``"10.255.0.1/32"``): compare with ``str(...)`` against text such as FRR's JSON."""
 
     name: str
     role: Role
@@ -53,13 +56,17 @@ class Node(_Strict):
     group: int | None = Field(None, description="1-based group; None for spines")
     rails: list[int] = Field(default_factory=list, description="rails a leaf carries (1-based)")
     asn: int | None = None
-    router_id: str | None = None
-    loopback: str | None = Field(None, description="IPv4 address/32 on lo")
+    router_id: IPv4Address | None = None
+    loopback: IPv4Interface | None = Field(None, description="IPv4 address/32 on lo")
     ports: int | None = Field(None, description="fabric ports the node uses in the lab")
 
 
 class Nic(_Strict):
-    """One server NIC: ``eth<nic>`` on rail ``rail``, routed /31 to ``leaf:leaf_port``."""
+    """One server NIC: ``eth<nic>`` on rail ``rail``, routed /31 to ``leaf:leaf_port``.
+
+    ``address`` is an IPv4Interface (``address.ip``, ``address.network``), ``gateway`` an
+    IPv4Address; in ``lab.json`` they are the strings ``"10.0.1.1/31"`` and ``"10.0.1.0"``.
+    """
 
     server: str
     nic: int = Field(description="1-based NIC index; interface eth<nic>")
@@ -67,8 +74,8 @@ class Nic(_Strict):
     interface: str
     group: int
     rail: int
-    address: str = Field(description="server side, address/31")
-    gateway: str = Field(description="leaf side address (no prefix length)")
+    address: IPv4Interface = Field(description="server side, address/31")
+    gateway: IPv4Address = Field(description="leaf side address (no prefix length)")
     table: int = Field(description="policy-routing table id: from <address> lookup <table>")
     leaf: str
     leaf_port: str

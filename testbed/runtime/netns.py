@@ -531,9 +531,9 @@ class NetnsRuntime(Runtime):
                 idx = ipr.link_lookup(ifname=nic.interface)
                 if not idx:
                     raise RailabError(f"lab.json NIC {nic.server}:{nic.interface} has no link in {clab.path.name}")
-                addr, plen = nic.address.split("/")
+                addr, plen = str(nic.address.ip), nic.address.network.prefixlen
                 ipr.addr("add", index=idx[0], address=addr, prefixlen=int(plen))
-                ipr.route("add", dst="0.0.0.0/0", gateway=nic.gateway, oif=idx[0], table=nic.table)
+                ipr.route("add", dst="0.0.0.0/0", gateway=str(nic.gateway), oif=idx[0], table=nic.table)
                 ipr.rule("add", src=addr, src_len=32, table=nic.table, priority=nic.table)
             timings["servers_s"] = round(time.monotonic() - t2, 3)
         finally:
