@@ -298,3 +298,12 @@ def test_labspec_indexed_accessors(labs_mini):
         spec.peer("srv1", "eth99")
     with pytest.raises(KeyError, match="no node"):
         spec.node("nope")
+
+
+def test_labspec_peers_mapping(labs_mini):
+    peers = labs_mini.peers
+    assert len(peers) == 2 * len(labs_mini.links)
+    lk = labs_mini.links[0]
+    assert peers[(lk.a.node, lk.a.interface)] == (lk.b.node, lk.b.interface)
+    with pytest.raises(TypeError):
+        peers[("x", "y")] = ("z", "w")

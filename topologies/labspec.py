@@ -20,9 +20,11 @@ Conventions (see ``docs/architecture.md``):
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from functools import cached_property
 from ipaddress import IPv4Address, IPv4Interface
 from pathlib import Path
+from types import MappingProxyType
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -192,6 +194,11 @@ class LabSpec(_Strict):
             return self._index.peer[(node, port)]
         except KeyError:
             raise KeyError(f"lab {self.name!r} has no link on {node}:{port}") from None
+
+    @property
+    def peers(self) -> Mapping[tuple[str, str], tuple[str, str]]:
+        """Read-only ``{(node, port): (peer node, peer port)}`` over every link end."""
+        return MappingProxyType(self._index.peer)
 
     def links_of(self, node: str) -> list[tuple[str, str, str]]:
         """``(port, peer node, peer port)`` for every link of ``node``, in port order."""

@@ -311,10 +311,7 @@ class Engine:
         self._probes: dict[tuple[int, int], dict] = {}
         self._qpn_next = random.randrange(0x10000, 0x800000) & ~1
         self._buf = bytearray(16384)
-        self._peer = {}
-        for ln in spec.links:
-            self._peer[(ln.a.node, ln.a.interface)] = (ln.b.node, ln.b.interface)
-            self._peer[(ln.b.node, ln.b.interface)] = (ln.a.node, ln.a.interface)
+        self._peer = spec.peers
         self._roles = {n.name: n.role for n in spec.nodes}
         self._addr_node: dict[str, str] = {}
         for n in spec.nodes:
