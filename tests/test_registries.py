@@ -153,11 +153,10 @@ def test_dummy_pattern_in_traffic_help_and_flows(dummy, labs_mini):
     fl = flows_for(labs_mini, dummy.PATTERN)
     assert [(f.src, f.dst, f.path_class, f.expected_hops) for f in fl] == [
         (("srv1", 0), ("srv4", 0), "cross-group", 3)]
-    code = ("import sys; sys.path.insert(0, %r); import dummy_registrations; "
-            "from railab.cli import main; sys.argv = ['railab', 'traffic', '--help']; main()"
-            % str(TESTS))
+    code = (f"import sys; sys.path.insert(0, {str(TESTS)!r}); import dummy_registrations; "
+            "from railab.cli import main; sys.argv = ['railab', 'traffic', '--help']; main()")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                       env={**os.environ, "COLUMNS": "200"})
+                       env={**os.environ, "COLUMNS": "200"}, check=False)
     assert p.returncode == 0, p.stderr
     assert dummy.PATTERN in p.stdout
 

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 from railab.testbed.executor import Executor
-from railab.topologies.naming import netns_name  # noqa: F401  (re-export: one home is naming)
 
 
 class RailabError(Exception):
