@@ -306,3 +306,16 @@ def test_labspec_peers_mapping(labs_mini):
     assert peers[(lk.a.node, lk.a.interface)] == (lk.b.node, lk.b.interface)
     with pytest.raises(TypeError):
         peers[("x", "y")] = ("z", "w")
+
+
+def test_report_class_same_leaf():
+    """Rail-only 512 (two rails per leaf): inter-rail flows between rails of one leaf are reported
+    as inter-rail-same-leaf (1 hop), the others stay inter-rail (unreachable)."""
+    from railab.traffic.patterns import report_class
+
+    spec = build_lab(load_intent("rail-only-512"), name=f"rc{PID}").spec
+    fl = flows_for(spec, "inter-rail")
+    got = {(f.src[1], f.dst[1]): (report_class(spec, f), f.expected_hops) for f in fl}
+    assert got[(0, 1)] == ("inter-rail-same-leaf", 1)   # rails 1, 2 on leaf1
+    assert got[(1, 2)] == ("inter-rail", None)          # rails 2 (leaf1), 3 (leaf2)
+    assert all(report_class(spec, f) == "intra-rail" for f in flows_for(spec, "intra-rail"))

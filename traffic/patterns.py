@@ -148,6 +148,16 @@ def _expected(spec: LabSpec, cls: str, a: Nic, b: Nic) -> int | None:
     return hops.get(cls)
 
 
+def report_class(spec: LabSpec, flow: Flow) -> str:
+    """The class a routed flow is reported under: an inter-rail flow (no PXN) whose two NICs sit
+    on one leaf is ``inter-rail-same-leaf`` when the lab lists that class (Rail-only leaves
+    carrying 2+ rails but not all); every other flow keeps :attr:`Flow.path_class`."""
+    if flow.path_class == "inter-rail" and "inter-rail-same-leaf" in spec.expected_hops:
+        if spec.nic(flow.src[0], flow.src_nic).leaf == spec.nic(flow.dst[0], flow.dst_nic).leaf:
+            return "inter-rail-same-leaf"
+    return flow.path_class
+
+
 def hops(spec: LabSpec, src: str, dst: str, pxn: bool = False) -> int | None:
     """Expected switch hops between two GPUs, e.g. ``hops(spec, "srv1:gpu3", "srv9:gpu3")``.
 
