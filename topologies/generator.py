@@ -5,7 +5,12 @@ Stages (netlab-style transform, typed): :func:`topologies.intent.resolve_lab` (s
 per-device rendering (:mod:`topologies.frr`, :mod:`topologies.sonic`, :mod:`topologies.clab`) ->
 atomic write. Every convention is docs/architecture.md's:
 
-* names: ``spine<i>``, ``g<g>-leaf<r>`` (Rail-optimized), ``leaf<i>`` (Rail-only), ``srv<i>``;
+* names (:mod:`railab.topologies.naming`): ``spine<i>``, ``g<g>-leaf<r>`` (Rail-optimized),
+  ``leaf<i>`` (Rail-only), ``srv<i>``, ports ``eth<k>``;
+* node kinds (:mod:`railab.topologies.nodekinds`): images, binds, sysctls, daemons, port limits;
+  ``expected_hops`` from the path class registry (:mod:`railab.topologies.pathclasses`); the QoS
+  and BFD profiles (:mod:`railab.topologies.qos`, :mod:`railab.topologies.bfd`) are recorded in
+  ``lab.json``;
 * cabling "NIC N to Leaf N" (seed guide): server NIC ``n`` = ``eth<n>`` = rail ``n`` goes to the
   leaf carrying rail ``n`` in the server's group;
 * switch ports: leaf downlinks first (server order, then rail order), then uplinks (spine order,

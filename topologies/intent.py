@@ -30,7 +30,8 @@ An intent is a YAML document::
 planner's full size (``topologies.planner.plan``).
 
 Every model forbids unknown keys; every error names the key (``lab.spines: ...``) and is raised as
-:class:`IntentError` (a ``railab.errors.UsageError``, so a ``ValueError``; exit 2), which the CLI prints as one ``error: ...`` line.
+:class:`IntentError` (a ``railab.errors.UsageError``, so a ``ValueError``; exit 2), which the CLI
+prints as one ``error: ...`` line.
 """
 
 from __future__ import annotations
@@ -130,7 +131,8 @@ class Images(_Strict):
     def for_kind(self, kind: NodeKind) -> str:
         """The image of a node of ``kind``: this intent's ``images.<kind.image_key>`` when the
         key exists here, else the kind's registered default image."""
-        return getattr(self, kind.image_key, None) or kind.image if kind.image_key else kind.image
+        override = getattr(self, kind.image_key, None) if kind.image_key else None
+        return override or kind.image
 
 
 class LabIntent(_Strict):
