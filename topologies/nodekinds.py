@@ -34,10 +34,15 @@ FRR_PACKAGED_DAEMONS = (
     "zebra", "bgpd", "ospfd", "ospf6d", "ripd", "ripngd", "isisd", "pimd", "ldpd", "nhrpd",
     "eigrpd", "babeld", "sharpd", "pbrd", "fabricd", "vrrpd", "pathd", "staticd", "bfdd",
 )
+#: zebra's netlink receive buffer (``-s``, bytes): Debian's ``/etc/frr/daemons`` value. A switch
+#: with 128 ports gets bursts of link, address and route notifications at bring-up; the default
+#: socket buffer (``net.core.rmem_default``) can overrun and force a full resync. The netns
+#: runtime passes the same value.
+ZEBRA_NL_BUFSIZE = 90_000_000
 #: ``<daemon>_options`` lines of the ``daemons`` file (vty on localhost only; zebra's netlink
-#: receive buffer ``-s`` is Debian's value).
+#: receive buffer ``-s``).
 FRR_DAEMON_OPTIONS = {
-    "zebra": "  -A 127.0.0.1 -s 90000000",
+    "zebra": f"  -A 127.0.0.1 -s {ZEBRA_NL_BUFSIZE}",
     "bgpd": "   -A 127.0.0.1",
     "staticd": "-A 127.0.0.1",
     "bfdd": "   -A 127.0.0.1",
