@@ -40,6 +40,7 @@ from railab.report import (
 )
 from railab.errors import RailabError
 from railab.topologies.labspec import LabSpec
+from railab.traffic.patterns import report_class
 
 DEFAULT_INTENT = "rail-optimized-1024"
 STEPS = ("plan", "generate", "up", "traffic", "checks", "report", "down")
@@ -157,12 +158,8 @@ def _gpu(ep: tuple[str, int]) -> str:
 
 
 def _report_class(spec: LabSpec, flow: Any) -> str:
-    """Path class for the report: Rail-only inter-rail flows whose two rails share a leaf are
-    shown as ``inter-rail-same-leaf`` (lab.json lists that class), the rest keep theirs."""
-    if (flow.path_class == "inter-rail" and "inter-rail-same-leaf" in spec.expected_hops
-            and flow.expected_hops != spec.expected_hops.get("inter-rail")):
-        return "inter-rail-same-leaf"
-    return flow.path_class
+    """Path class for the report (:func:`railab.traffic.patterns.report_class`)."""
+    return report_class(spec, flow)
 
 
 def _drawn_path(flow: Any, switches: list[str], reached: bool = True) -> list[str]:

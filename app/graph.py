@@ -83,7 +83,7 @@ def _dot_id(name: str) -> str:
 
 
 def _server_label(spec: LabSpec, server: str) -> str:
-    nics = sorted((n for n in spec.nics if n.server == server), key=lambda n: n.nic)
+    nics = spec.nics_of(server)
     cells = "".join(
         f'<TD PORT="{n.interface}" BGCOLOR="{rail_colour(n.rail)}" WIDTH="22" HEIGHT="18">'
         f'<FONT COLOR="white" POINT-SIZE="9">{n.nic}</FONT></TD>'

@@ -32,31 +32,21 @@ from railab.checks.junit import render_junit as write_junit_suites
 from railab.checks.runner import CHECKS  # the registry, with the built-in families registered
 from railab.graph import RAIL_COLOURS, TracedPath, rail_colour, render_svg
 from railab.topologies.labspec import LabSpec
+from railab.topologies.pathclasses import path_classes
 
 REPORT_SCHEMA_VERSION = 1
 
 CheckStatus = Literal["pass", "fail", "skip", "error"]
 
-# Display order and wording of the path classes (docs/architecture.md, "Expected hops").
-PATH_CLASS_ORDER = ("intra-server", "intra-rail", "inter-rail-same-leaf", "inter-rail",
-                    "inter-rail-pxn", "cross-group", "cross-group-pxn")
+# Display order and wording of the path classes: the registry (railab.topologies.pathclasses).
+PATH_CLASS_ORDER = tuple(path_classes())
+PATH_CLASS_TEXT = {n: c.description for n, c in path_classes().items()}
 
 
 def _check_order(family: str) -> int:
     """Run-order position of a check family (the registry, checks.base.CHECKS); unknown last.
     Failures are listed first, then this order."""
     return CHECKS.index(family) if family in CHECKS else len(CHECKS)
-
-
-PATH_CLASS_TEXT = {
-    "intra-server": "intra-server (NVLink, never leaves the server)",
-    "intra-rail": "intra-rail (same rail, one leaf)",
-    "inter-rail-same-leaf": "inter-rail, no PXN, both rails on one leaf (Rail-only)",
-    "inter-rail": "inter-rail, no PXN",
-    "inter-rail-pxn": "inter-rail with PXN (NVLink to the peer GPU, then its NIC)",
-    "cross-group": "cross-group",
-    "cross-group-pxn": "cross-group with PXN",
-}
 
 
 # ---- data model --------------------------------------------------------------------------------

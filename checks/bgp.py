@@ -113,7 +113,7 @@ def check_bgp(obs: Observer) -> list[CheckResult]:
                 if local_as else f"no `router bgp` running on {node.name}",
                 cause=Cause(kind="wrong-asn", node=node.name) if local_as
                 else Cause(kind="config", node=node.name)))
-        elif node.router_id and rid != node.router_id:
+        elif node.router_id and rid != str(node.router_id):
             results.append(failed(
                 CHECK, name, node=node.name, subject="router-id",
                 expected=f"AS {node.asn}, router-id {node.router_id}",

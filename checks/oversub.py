@@ -12,23 +12,9 @@ from fractions import Fraction
 
 from railab.checks.base import (Cause, CheckResult, ObservationError, Observer, failed, link_id, passed,
                                 register_check, skipped)
+from railab.topologies.units import parse_ratio  # the one ratio parser
 
 CHECK = "oversub"
-
-
-def parse_ratio(text: str) -> Fraction:
-    """``"1:1"`` -> 1, ``"3:1"`` -> 3, ``"1.5:1"`` -> 3/2 (downlink : uplink).
-
-    Raises ValueError naming the accepted form for anything else.
-    """
-    try:
-        down, up = str(text).split(":")
-        val = Fraction(down.strip()) / Fraction(up.strip())
-    except (ValueError, ZeroDivisionError) as exc:
-        raise ValueError(f"oversubscription {text!r} is not 'DOWN:UP' (e.g. '1:1', '3:1')") from exc
-    if val <= 0:
-        raise ValueError(f"oversubscription {text!r} must be positive")
-    return val
 
 
 def _fmt(r: Fraction) -> str:

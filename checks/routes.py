@@ -33,7 +33,7 @@ def _origin(obs: Observer, prefix: str) -> str | None:
         if rs.prefix == prefix:
             return rs.leaf
     for n in obs.spec.nodes:
-        if n.loopback and n.loopback.split("/")[0] == prefix.split("/")[0] and prefix.endswith("/32"):
+        if n.loopback and str(n.loopback.ip) == prefix.split("/")[0] and prefix.endswith("/32"):
             return n.name
     return None
 

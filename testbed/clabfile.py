@@ -20,11 +20,12 @@ from typing import Any
 import yaml
 
 from railab.errors import RailabError
+from railab.topologies.nodekinds import FRR_DAEMONS
 
 FRR_CONF_TARGET = "/etc/frr/frr.conf"
 FRR_DAEMONS_TARGET = "/etc/frr/daemons"
-#: Daemons the netns runtime can run, in start order (zebra first: the others connect to it).
-FRR_DAEMONS = ("zebra", "staticd", "bgpd", "bfdd")
+#: Daemons the netns runtime can run, in start order: the frr node kind's
+#: (railab.topologies.nodekinds.FRR_DAEMONS; zebra first: the others connect to it).
 DEFAULT_MTU = 1500
 _IFNAME = re.compile(r"^[A-Za-z0-9_.-]{1,15}$")
 

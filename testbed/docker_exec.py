@@ -27,12 +27,7 @@ try:  # optional: the containerlab extra (pip install 'railab[containerlab]')
 except ImportError:  # docker_client() says what to install; nothing below runs without a client
     docker = None
     APIError = DockerException = NotFound = type("DockerMissing", (Exception,), {})
-from railab.topologies.naming import netns_name
-
-
-def container_name(lab: str, node: str) -> str:
-    """Containerlab's container name of ``node`` in ``lab``: ``clab-<lab>-<node>``."""
-    return netns_name(lab, node)
+from railab.topologies.naming import container_name  # noqa: F401  (re-export)
 
 
 def docker_client(base_url: str | None = None, *, timeout: float = 10.0) -> docker.DockerClient:

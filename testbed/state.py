@@ -16,16 +16,13 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 from pathlib import Path
 from typing import Any
 
+from railab.topologies.naming import LAB_NAME
+
 STATE_VERSION = 1
-
-#: lab names (containerlab's namespace prefix ``clab-<lab>-`` follows from it)
-LAB_NAME = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
-
 
 def run_root() -> Path:
     """Root of railab's runtime records (``/run/railab``, or ``$RAILAB_RUN_DIR``)."""

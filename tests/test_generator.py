@@ -155,7 +155,8 @@ def test_nic_n_to_leaf_n(labs, intent):
             assert nic.leaf == f"g{nic.group}-leaf{nic.nic}"
         assert links[(nic.server, nic.interface)] == (nic.leaf, nic.leaf_port)
         net = ipaddress.ip_interface(nic.address).network
-        assert net.prefixlen == 31 and str(net.network_address) == nic.gateway
+        assert net.prefixlen == 31 and net.network_address == nic.gateway
+        assert isinstance(nic.gateway, ipaddress.IPv4Address) and nic.address.network == net
         rail = next(r for r in spec.rail_subnets if (r.group, r.rail) == (nic.group, nic.rail))
         assert net.subnet_of(ipaddress.ip_network(rail.prefix)) and rail.leaf == nic.leaf
         assert nic.table == 100 + nic.nic
@@ -211,11 +212,11 @@ def test_rail_optimized_expected_routes(labs):
                 assert routes[rs.prefix].ecmp_width == width
                 assert len(routes[rs.prefix].interfaces) == width
         for sp in spines:
-            assert routes[sp.loopback].ecmp_width == spec.links_per_leaf_spine_pair
+            assert routes[str(sp.loopback)].ecmp_width == spec.links_per_leaf_spine_pair
     for sp in spines:
         routes = {r.prefix for r in spec.expected_routes[sp.name]}
         assert {rs.prefix for rs in spec.rail_subnets} <= routes
-        assert not {o.loopback for o in spines} & routes
+        assert {str(o.loopback) for o in spines} and not {str(o.loopback) for o in spines} & routes
 
 
 def test_full_lab_matches_planner(labs):
@@ -289,7 +290,7 @@ def test_servers_exec_matches_labjson(labs):
     topo = yaml.safe_load((d / "mini.clab.yml").read_text())
     for nic in spec.nics:
         lines = topo["topology"]["nodes"][nic.server]["exec"]
-        ip = nic.address.split("/")[0]
+        ip = nic.address.ip
         assert f"ip addr add {nic.address} dev {nic.interface}" in lines
         assert any(ln.startswith(f"ip rule add from {ip} lookup {nic.table}") for ln in lines)
         assert f"ip route add default via {nic.gateway} dev {nic.interface} table {nic.table}" in lines

@@ -71,7 +71,7 @@ def test_railonly_converges(railonly_lab):
     nic = railonly_lab.spec.nics[0]
     probe = (
         "from pyroute2 import IPRoute; i = IPRoute();"
-        f"print(sorted(r.get('table') for r in i.rule('dump') if r.get('src') == '{nic.address.split('/')[0]}'),"
+        f"print(sorted(r.get('table') for r in i.rule('dump') if r.get('src') == '{nic.address.ip}'),"
         f" [r.get('gateway') for r in i.route('dump', table={nic.table})])"
     )
     res = railonly_lab.executor.run(nic.server, [sys.executable, "-c", probe])
@@ -102,7 +102,7 @@ def test_packet_crosses_fabric(mini_lab):
     spec = mini_lab.spec
     src = spec.nic("srv1", 1)
     dst = next(n for n in spec.nics if n.group != src.group and n.nic == 4)
-    saddr, daddr = src.address.split("/")[0], dst.address.split("/")[0]
+    saddr, daddr = str(src.address.ip), str(dst.address.ip)
     from railab.testbed.runtime.netns import _enter_ns
 
     recv = subprocess.Popen([sys.executable, "-c", _RECV, daddr], stdout=subprocess.PIPE, text=True,

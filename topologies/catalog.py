@@ -15,17 +15,21 @@ Port counts at a speed follow breakout arithmetic: a physical port of ``native_s
 split to ``speed`` gives ``native_speed_gbps / speed`` ports (seed guide: "CX864E-N provides
 64 x 800G ports, which can be split into 128 x 400G ports").
 
-Errors are :class:`CatalogError` (a ``ValueError``) and say what to change.
+Errors are :class:`CatalogError` (a ``railab.errors.UsageError``, so a ``ValueError``) and say
+what to change.
 """
 
 from __future__ import annotations
 
+import difflib
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from railab.errors import UsageError
 
 __all__ = [
     "CatalogError",
@@ -37,7 +41,7 @@ __all__ = [
 ]
 
 
-class CatalogError(ValueError):
+class CatalogError(UsageError):
     """A switch catalog problem (bad file, bad model, unsupported port speed)."""
 
 
@@ -206,8 +210,6 @@ def get_model(catalog: dict[str, SwitchModel], name: str) -> SwitchModel:
     folded = {k.casefold(): v for k, v in catalog.items()}
     if name.casefold() in folded:
         return folded[name.casefold()]
-    import difflib
-
     known = ", ".join(sorted(catalog))
     close = difflib.get_close_matches(name.upper(), [k.upper() for k in catalog], n=1)
     hint = ""

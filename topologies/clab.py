@@ -7,13 +7,12 @@ but its link ``endpoints`` use ``prefixItems``, a 2020-12 keyword that draft-07 
 
 Node mapping (docs/architecture.md):
 
-* FRR switches: kind ``linux``, image ``railab/frr:8.4.4`` (pinned; built from images/frr), binds
-  ``configs/<n>/frr.conf -> /etc/frr/frr.conf`` and ``configs/<n>/daemons -> /etc/frr/daemons``.
-* sonic-vs switches: kind ``sonic-vs``, binds ``config_db.json -> /etc/sonic/config_db.json`` (the
-  kind ignores ``startup-config``) and the integrated ``frr.conf`` (see :mod:`topologies.sonic`).
-* Servers: kind ``linux`` with ``exec:`` lines giving each NIC its /31, a policy rule and a
-  per-NIC table (the same data as ``lab.json``'s ``nics``).
-* ``sysctls`` per node and ``labels`` (role, group, rails); links ``endpoints: [a:ethX, b:ethY]``
+* every node: containerlab kind, image, binds and sysctls of its node kind
+  (:mod:`railab.topologies.nodekinds`: ``frr``, ``sonic-vs``, the ``linux`` GPU server, or a
+  registered one); the intent's ``lab.images`` overrides the image;
+* servers also get ``exec:`` lines giving each NIC its /31, a policy rule and a per-NIC table
+  (the same data as ``lab.json``'s ``nics``);
+* ``labels`` (role, group, rails); links ``endpoints: [a:ethX, b:ethY]``
   with an explicit ``mtu`` (SONiC ports default to 9100, containerlab veths to 9500: a mismatch
   breaks peering).
 """
@@ -26,49 +25,17 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import yaml
 
+from railab.errors import UsageError
 from railab.topologies.labspec import LabSpec
+from railab.topologies.nodekinds import get_node_kind
 
 VENDORED_SCHEMA = Path(__file__).resolve().parent / "schema" / "clab.schema.json"
 SHARED_SCHEMA = Path(__file__).resolve().parents[2] / "shared" / "containerlab" / "clab.schema.json"
 
-#: Switch sysctls (docs/architecture.md): routing on, L4 ECMP hash so the RoCEv2 UDP source port
-#: spreads flows (fib_multipath_hash_policy=1), no ICMP rate limit (traceroute-style hop probes),
-#: no DAD (link-local addresses usable at once for BGP unnumbered), IPv6 enabled.
-SWITCH_SYSCTLS = {
-    "net.ipv4.ip_forward": "1",
-    "net.ipv4.conf.all.forwarding": "1",
-    "net.ipv6.conf.all.forwarding": "1",
-    "net.ipv6.conf.default.forwarding": "1",
-    "net.ipv4.fib_multipath_hash_policy": "1",
-    "net.ipv6.fib_multipath_hash_policy": "1",
-    "net.ipv4.icmp_ratelimit": "0",
-    "net.ipv6.icmp.ratelimit": "0",
-    "net.ipv6.conf.all.accept_dad": "0",
-    "net.ipv6.conf.default.accept_dad": "0",
-    "net.ipv6.conf.all.disable_ipv6": "0",
-    "net.ipv6.conf.default.disable_ipv6": "0",
-}
-#: Server sysctls: a server never transits (ip_forward=0); ARP answered only for the address on
-#: the asking interface and sourced from it (arp_ignore=1, arp_announce=2, the usual multi-NIC
-#: host settings); loose reverse-path filtering (rp_filter=2) since replies use per-NIC tables.
-SERVER_SYSCTLS = {
-    "net.ipv4.ip_forward": "0",
-    "net.ipv4.conf.all.arp_ignore": "1",
-    "net.ipv4.conf.default.arp_ignore": "1",
-    "net.ipv4.conf.all.arp_announce": "2",
-    "net.ipv4.conf.default.arp_announce": "2",
-    "net.ipv4.conf.all.rp_filter": "2",
-    "net.ipv4.conf.default.rp_filter": "2",
-    "net.ipv6.conf.all.disable_ipv6": "0",
-    "net.ipv6.conf.default.disable_ipv6": "0",
-    "net.ipv6.conf.all.accept_dad": "0",
-    "net.ipv6.conf.default.accept_dad": "0",
-}
-
-
-class ClabSchemaError(ValueError):
+class ClabSchemaError(UsageError):
     """The emitted topology does not validate against containerlab's schema."""
 
 
@@ -84,8 +51,6 @@ def find_schema() -> Path | None:
 
 @lru_cache(maxsize=4)
 def _validator(path: str):
-    import jsonschema
-
     schema = json.loads(Path(path).read_text())
     return jsonschema.Draft202012Validator(schema)
 
@@ -123,8 +88,8 @@ def server_exec(spec: LabSpec, server: str) -> list[str]:
     table <table>``.
     """
     lines: list[str] = []
-    for nic in sorted((n for n in spec.nics if n.server == server), key=lambda n: n.nic):
-        ip = nic.address.split("/")[0]
+    for nic in spec.nics_of(server):
+        ip = nic.address.ip
         lines += [
             f"ip link set {nic.interface} mtu {spec.mtu}",
             f"ip addr add {nic.address} dev {nic.interface}",
@@ -135,36 +100,19 @@ def server_exec(spec: LabSpec, server: str) -> list[str]:
 
 
 def build_topology(spec: LabSpec, images: Any) -> dict:
-    """The containerlab topology dict for ``spec`` (``images``: ``topologies.intent.Images``)."""
+    """The containerlab topology dict for ``spec`` (``images``: ``topologies.intent.Images``).
+
+    Raises NodeKindError for a node whose kind is not registered.
+    """
     nodes: dict[str, dict] = {}
     for n in spec.nodes:
+        kind = get_node_kind(n.kind)
+        node: dict[str, Any] = {"kind": kind.clab_kind, "image": images.for_kind(kind)}
+        if kind.binds:
+            node["binds"] = kind.clab_binds(n.name)
         if n.role == "server":
-            node = {
-                "kind": "linux",
-                "image": images.server,
-                "exec": server_exec(spec, n.name),
-                "sysctls": dict(SERVER_SYSCTLS),
-            }
-        elif n.kind == "sonic-vs":
-            node = {
-                "kind": "sonic-vs",
-                "image": images.sonic_vs,
-                "binds": [
-                    f"configs/{n.name}/config_db.json:/etc/sonic/config_db.json",
-                    f"configs/{n.name}/frr.conf:/etc/frr/frr.conf",
-                ],
-                "sysctls": dict(SWITCH_SYSCTLS),
-            }
-        else:
-            node = {
-                "kind": "linux",
-                "image": images.frr,
-                "binds": [
-                    f"configs/{n.name}/frr.conf:/etc/frr/frr.conf",
-                    f"configs/{n.name}/daemons:/etc/frr/daemons",
-                ],
-                "sysctls": dict(SWITCH_SYSCTLS),
-            }
+            node["exec"] = server_exec(spec, n.name)
+        node["sysctls"] = dict(kind.sysctls)
         node["labels"] = _labels(n.role, n.group, n.rails)
         nodes[n.name] = node
     links = [

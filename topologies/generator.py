@@ -5,7 +5,12 @@ Stages (netlab-style transform, typed): :func:`topologies.intent.resolve_lab` (s
 per-device rendering (:mod:`topologies.frr`, :mod:`topologies.sonic`, :mod:`topologies.clab`) ->
 atomic write. Every convention is docs/architecture.md's:
 
-* names: ``spine<i>``, ``g<g>-leaf<r>`` (Rail-optimized), ``leaf<i>`` (Rail-only), ``srv<i>``;
+* names (:mod:`railab.topologies.naming`): ``spine<i>``, ``g<g>-leaf<r>`` (Rail-optimized),
+  ``leaf<i>`` (Rail-only), ``srv<i>``, ports ``eth<k>``;
+* node kinds (:mod:`railab.topologies.nodekinds`): images, binds, sysctls, daemons, port limits;
+  ``expected_hops`` from the path class registry (:mod:`railab.topologies.pathclasses`); the QoS
+  and BFD profiles (:mod:`railab.topologies.qos`, :mod:`railab.topologies.bfd`) are recorded in
+  ``lab.json``;
 * cabling "NIC N to Leaf N" (seed guide): server NIC ``n`` = ``eth<n>`` = rail ``n`` goes to the
   leaf carrying rail ``n`` in the server's group;
 * switch ports: leaf downlinks first (server order, then rail order), then uplinks (spine order,
@@ -26,9 +31,10 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from railab.errors import UsageError
 from railab.topologies import clab as clab_mod
 from railab.topologies.frr import Port, SwitchConfig, render_daemons, render_frr_conf
-from railab.topologies.intent import LAB_NAME_RE, Intent, IntentError, LabShape, load_intent, resolve_lab
+from railab.topologies.intent import Intent, IntentError, LabShape, load_intent, resolve_lab
 from railab.topologies.labspec import (
     BgpSession,
     Endpoint,
@@ -39,7 +45,19 @@ from railab.topologies.labspec import (
     Node,
     RailSubnet,
 )
-from railab.topologies.sonic import SonicSwitch, render_config_db, sonic_port
+from railab.topologies.naming import (
+    LAB_NAME,
+    eth,
+    lab_name_rule,
+    leaf_name,
+    server_name,
+    sonic_port,
+    spine_name,
+)
+from railab.topologies.nodekinds import SERVER_KIND, get_node_kind
+from railab.topologies.pathclasses import Fabric, lab_hops
+from railab.topologies.qos import DEFAULT_QOS
+from railab.topologies.sonic import SonicSwitch, render_config_db
 
 SPINE_ASN = 4200000000
 TABLE_BASE = 100
@@ -57,7 +75,7 @@ class _Sw:
     ports: list[tuple[str, str, str]] = field(default_factory=list)  # (iface, peer, peer_iface)
 
     def next_port(self) -> str:
-        return f"eth{len(self.ports) + 1}"
+        return eth(len(self.ports) + 1)
 
 
 @dataclass
@@ -73,11 +91,8 @@ def build_lab(intent: Intent, *, name: str | None = None) -> BuiltLab:
     """Build the whole lab in memory (no file I/O). Raises IntentError on impossible labs."""
     shape = resolve_lab(intent)
     lab_name = name or intent.name
-    if name is not None and not LAB_NAME_RE.match(name):
-        raise IntentError(
-            f"name: {name!r} is not a valid lab name: use 1-32 characters, lowercase letters, "
-            "digits and '-', starting with a letter (^[a-z][a-z0-9-]{0,31}$)"
-        )
+    if name is not None and not LAB_NAME.match(name):
+        raise IntentError(lab_name_rule(name, "name"))
     spec = _build_spec(intent, shape, lab_name)
     files = _render_configs(spec, shape)
     topo = clab_mod.build_topology(spec, shape.images)
@@ -89,7 +104,7 @@ def build_lab(intent: Intent, *, name: str | None = None) -> BuiltLab:
 
 def _build_spec(intent: Intent, s: LabShape, lab_name: str) -> LabSpec:
     rail_opt = s.architecture == "rail-optimized"
-    spines = [_Sw(f"spine{i}", "spine", i, None, [], asn=SPINE_ASN) for i in range(1, s.spines + 1)]
+    spines = [_Sw(spine_name(i), "spine", i, None, [], asn=SPINE_ASN) for i in range(1, s.spines + 1)]
     leaves: list[_Sw] = []
     leaf_of: dict[tuple[int, int], _Sw] = {}
     idx = 0
@@ -97,7 +112,7 @@ def _build_spec(intent: Intent, s: LabShape, lab_name: str) -> LabSpec:
         for j in range(s.leaves_per_group):
             idx += 1
             rails = list(range(j * s.rails_per_leaf + 1, (j + 1) * s.rails_per_leaf + 1))
-            nm = f"g{g}-leaf{rails[0]}" if rail_opt else f"leaf{idx}"
+            nm = leaf_name(idx, group=g, rail=rails[0]) if rail_opt else leaf_name(idx)
             lf = _Sw(nm, "leaf", idx, g, rails, asn=SPINE_ASN + idx)
             leaves.append(lf)
             for r in rails:
@@ -122,14 +137,14 @@ def _build_spec(intent: Intent, s: LabShape, lab_name: str) -> LabSpec:
     # downlinks: server order, then rail order (a leaf sees its servers in order)
     for g in range(1, s.groups + 1):
         for k in range(s.servers_per_group):
-            srv = f"srv{(g - 1) * s.servers_per_group + k + 1}"
+            srv = server_name((g - 1) * s.servers_per_group + k + 1)
             servers.append((srv, g))
             for n in range(1, s.rails + 1):
                 lf = leaf_of[(g, n)]
                 port = lf.next_port()
                 net = rail_net[(g, n)]
                 leaf_ip = net.network_address + 2 * k
-                iface = f"eth{n}"
+                iface = eth(n)
                 lf.ports.append((port, srv, iface))
                 nics.append(Nic(
                     server=srv, nic=n, gpu=n - 1, interface=iface, group=g, rail=n,
@@ -164,7 +179,7 @@ def _build_spec(intent: Intent, s: LabShape, lab_name: str) -> LabSpec:
             router_id=sw.loopback, loopback=f"{sw.loopback}/32", ports=len(sw.ports),
         ))
     for srv, g in servers:
-        nodes.append(Node(name=srv, role="server", kind="linux", group=g,
+        nodes.append(Node(name=srv, role="server", kind=SERVER_KIND, group=g,
                           rails=list(range(1, s.rails + 1)), ports=s.rails))
 
     rail_subnets = [
@@ -172,15 +187,7 @@ def _build_spec(intent: Intent, s: LabShape, lab_name: str) -> LabSpec:
         for (g, r), net in rail_net.items()
     ]
     expected = _expected_routes(spines, leaves, rail_net, s)
-    hops: dict[str, int | None] = {"intra-server": 0, "intra-rail": 1, "inter-rail-pxn": 1}
-    if rail_opt:
-        hops["inter-rail"] = 3
-        if s.groups > 1:
-            hops["cross-group"] = 3
-    else:
-        hops["inter-rail"] = None
-        if s.rails_per_leaf > 1:
-            hops["inter-rail-same-leaf"] = 1
+    hops = lab_hops(Fabric(s.architecture, s.rails, s.rails_per_leaf, s.groups))
     d = intent.design
     design = {
         "intent": intent.name,
@@ -217,6 +224,9 @@ def _build_spec(intent: Intent, s: LabShape, lab_name: str) -> LabSpec:
         bgp_sessions=sessions,
         expected_routes=expected,
         expected_hops=hops,
+        node_kinds={k: get_node_kind(k).record() for k in dict.fromkeys([s.kind, SERVER_KIND])},
+        qos=DEFAULT_QOS,
+        bfd=s.bfd,
     )
 
 
@@ -270,24 +280,21 @@ def _sorted_routes(routes: list[ExpectedRoute]) -> list[ExpectedRoute]:
 
 def _render_configs(spec: LabSpec, s: LabShape) -> dict[str, str]:
     files: dict[str, str] = {}
-    nic_by_leaf_port = {(n.leaf, n.leaf_port): n for n in spec.nics}
     rails_of_leaf: dict[str, list[str]] = {}
     for rs in spec.rail_subnets:
         rails_of_leaf.setdefault(rs.leaf, []).append(rs.prefix)
-    peers: dict[str, list[tuple[str, str, str]]] = {}
-    for lk in spec.links:
-        peers.setdefault(lk.a.node, []).append((lk.a.interface, lk.b.node, lk.b.interface))
-        peers.setdefault(lk.b.node, []).append((lk.b.interface, lk.a.node, lk.a.interface))
-    sonic = s.kind == "sonic-vs"
+    kind = s.node_kind
+    sonic = kind.port_naming == "sonic"
+    ifname = (lambda e: sonic_port(e, kind.max_ports)) if sonic else (lambda e: e)
     for node in spec.nodes:
         if node.role == "server":
             continue
-        ifname = sonic_port if sonic else (lambda e: e)
+        links = spec.links_of(node.name)  # port order
         server_ports, fabric_ports = [], []
         srv_addr: dict[str, str] = {}
-        for iface, peer, peer_if in sorted(peers.get(node.name, []), key=lambda t: int(t[0][3:])):
+        for iface, peer, peer_if in links:
             desc = f"{peer}:{peer_if}"
-            nic = nic_by_leaf_port.get((node.name, iface))
+            nic = spec.nic_at(node.name, iface)
             if nic is not None:
                 addr = f"{nic.gateway}/31"
                 srv_addr[iface] = addr
@@ -298,22 +305,24 @@ def _render_configs(spec: LabSpec, s: LabShape) -> dict[str, str]:
             name=node.name, role=node.role, asn=node.asn, router_id=node.router_id,
             loopback=node.router_id, group=node.group, rails=node.rails,
             rail_subnets=rails_of_leaf.get(node.name, []), server_ports=server_ports,
-            fabric_ports=fabric_ports, loopback_interface=None if sonic else "lo",
+            fabric_ports=fabric_ports, loopback_interface=kind.loopback_interface,
+            bfd=spec.bfd, max_ecmp=kind.max_ecmp,
         )
         base = f"configs/{node.name}"
         files[f"{base}/frr.conf"] = render_frr_conf(cfg)
-        files[f"{base}/daemons"] = render_daemons()
-        if sonic:
+        files[f"{base}/daemons"] = render_daemons(kind.daemons)
+        if "config_db.json" in kind.files:
             files[f"{base}/config_db.json"] = render_config_db(SonicSwitch(
                 name=node.name, role=node.role, asn=node.asn, loopback=node.router_id,
                 mtu=s.mtu, server_ports=srv_addr,
-                fabric_ports=[e for e, pn, _ in peers.get(node.name, []) if e not in srv_addr],
-                descriptions={e: f"{pn}:{pi}" for e, pn, pi in peers.get(node.name, [])},
+                fabric_ports=[e for e, _, _ in links if e not in srv_addr],
+                descriptions={e: f"{pn}:{pi}" for e, pn, pi in links},
+                max_ports=kind.max_ports, qos=spec.qos,
             ))
     return files
 
 
-class OutputError(ValueError):
+class OutputError(UsageError):
     """The output directory cannot be created or written (the message names it and says why)."""
 
 
@@ -326,8 +335,8 @@ def generate(intent: Intent | str | Path, outdir: str | Path, *, name: str | Non
     non-empty directory of something else. ``name`` overrides the lab name.
 
     The lab is written to a temporary sibling directory and renamed into place, so a failure
-    leaves nothing half-written. Raises IntentError (a ValueError) for bad intents and
-    OutputError (a ValueError) when ``outdir``'s parent cannot be created or written.
+    leaves nothing half-written. Raises IntentError (a UsageError) for bad intents and
+    OutputError (a UsageError) when ``outdir``'s parent cannot be created or written.
     """
     if not isinstance(intent, Intent):
         intent = load_intent(intent)

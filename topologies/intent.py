@@ -19,23 +19,24 @@ An intent is a YAML document::
       rails_per_leaf: 1             # rail-only may put several rails on one leaf (seed: 512 GPUs)
       spines: 2
       links_per_pair: 1             # parallel links per leaf-spine pair
-      kind: frr                     # or sonic-vs
+      kind: frr                     # or sonic-vs: a registered switch kind (railab kinds)
       mtu: 9100
       rail_pool: 10.0.0.0/16        # rail subnets per (group, rail)
       rail_prefixlen: 24
       loopback_pool: 10.255.0.0/24  # switch loopbacks / router-ids
+      bfd: {tx_ms: 300, rx_ms: 300, multiplier: 5, enabled: true}  # fabric BFD (topologies.bfd)
 
 ``lab: full`` (or ``lab: {scale: full, kind: ..., rail_pool: ...}``) builds the lab at the
 planner's full size (``topologies.planner.plan``).
 
 Every model forbids unknown keys; every error names the key (``lab.spines: ...``) and is raised as
-:class:`IntentError` (a ``ValueError``), which the CLI prints as one ``error: ...`` line.
+:class:`IntentError` (a ``railab.errors.UsageError``, so a ``ValueError``; exit 2), which the CLI
+prints as one ``error: ...`` line.
 """
 
 from __future__ import annotations
 
 import ipaddress
-import re
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
@@ -44,24 +45,28 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from railab.errors import UsageError
+from railab.topologies import planner
+from railab.topologies.bfd import BfdProfile
+from railab.topologies.catalog import get_model, load_catalog
+from railab.topologies.naming import LAB_NAME, lab_name_rule
+from railab.topologies.nodekinds import (
+    FRR,
+    LINUX,
+    SONIC_VS,
+    NodeKind,
+    get_node_kind,
+    switch_kind_names,
+)
+from railab.topologies.units import RatioError, ratio_parts
+
 INTENTS_DIR = Path(__file__).resolve().parent / "intents"
-LAB_NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
 
-#: FRR's ECMP cap: Debian's frr 8.4 is built with ``--enable-multipath=256`` (``vtysh -h`` shows
-#: the configure line), so ``maximum-paths`` accepts 1..256 and zebra installs at most 256 paths.
-FRR_MAX_ECMP = 256
-#: Data ports of a sonic-vs node: the default vs HwSKU (Force10-S6000) defines 32 ports,
-#: Ethernet0..Ethernet124, mapped from eth1..eth32.
-SONIC_VS_MAX_PORTS = 32
-
-DEFAULT_IMAGES = {
-    "frr": "railab/frr:8.4.4",
-    "sonic-vs": "docker-sonic-vs:202305",
-    "server": "railab/gpu-server:latest",
-}
+#: Default images per intent ``lab.images`` key (from the node kind registry).
+DEFAULT_IMAGES = {"frr": FRR.image, "sonic-vs": SONIC_VS.image, "server": LINUX.image}
 
 
-class IntentError(ValueError):
+class IntentError(UsageError):
     """An intent that cannot be built; the message names the key and says what to change."""
 
 
@@ -70,17 +75,12 @@ class _Strict(BaseModel):
 
 
 def _ratio(value: str, key: str) -> Fraction:
-    """``"d:u"`` -> Fraction(d, u). Raises ValueError with the planner's explanation
-    (``topologies.planner.parse_oversubscription``: malformed, no uplinks, no server ports)."""
-    from railab.topologies.planner import parse_oversubscription
-
+    """``"d:u"`` -> Fraction(d, u). Raises ValueError with the one ratio parser's explanation
+    (:func:`railab.topologies.units.ratio_parts`: malformed, no uplinks, no server ports)."""
     try:
-        d, u = parse_oversubscription(value)
-    except ValueError as exc:
-        msg = str(exc)
-        if msg.startswith("oversubscription ") and key != "oversubscription":
-            msg = f"{key}{msg[len('oversubscription'):]}"
-        raise ValueError(msg) from None
+        d, u = ratio_parts(value, key)
+    except RatioError as exc:
+        raise ValueError(str(exc)) from None
     return Fraction(d, u)
 
 
@@ -128,6 +128,12 @@ class Images(_Strict):
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
+    def for_kind(self, kind: NodeKind) -> str:
+        """The image of a node of ``kind``: this intent's ``images.<kind.image_key>`` when the
+        key exists here, else the kind's registered default image."""
+        override = getattr(self, kind.image_key, None) if kind.image_key else None
+        return override or kind.image
+
 
 class LabIntent(_Strict):
     """The lab scale-down. Size fields must be omitted when ``scale`` is ``full``."""
@@ -139,13 +145,23 @@ class LabIntent(_Strict):
     rails_per_leaf: int | None = Field(None, ge=1, le=64)
     spines: int | None = Field(None, ge=0, le=256)
     links_per_pair: int | None = Field(None, ge=1, le=64)
-    kind: Literal["frr", "sonic-vs"] = "frr"
+    kind: str = Field("frr", description="switch node kind (railab.topologies.nodekinds)")
     mtu: int = Field(9100, ge=1280, le=9216, description="link MTU, bytes (IPv6 minimum 1280)")
     oversubscription: str | None = Field(None, description="lab ratio; default: the design's")
     rail_pool: ipaddress.IPv4Network = ipaddress.IPv4Network("10.0.0.0/16")
     rail_prefixlen: int = Field(24, ge=8, le=31)
     loopback_pool: ipaddress.IPv4Network = ipaddress.IPv4Network("10.255.0.0/24")
     images: Images = Field(default_factory=Images)
+    bfd: BfdProfile = Field(default_factory=BfdProfile, description="fabric BFD timers")
+
+    @field_validator("kind")
+    @classmethod
+    def _known_kind(cls, v: str) -> str:
+        kinds = switch_kind_names()
+        if v not in kinds:
+            raise ValueError(f"unknown switch kind {v!r}; registered switch kinds: "
+                             f"{', '.join(kinds)} (railab kinds lists them)")
+        return v
 
     @model_validator(mode="before")
     @classmethod
@@ -180,11 +196,8 @@ class Intent(_Strict):
     @field_validator("name")
     @classmethod
     def _check_name(cls, v: str) -> str:
-        if not LAB_NAME_RE.match(v):
-            raise ValueError(
-                f"{v!r} is not a valid lab name: use 1-32 characters, lowercase letters, digits "
-                "and '-', starting with a letter (^[a-z][a-z0-9-]{0,31}$)"
-            )
+        if not LAB_NAME.match(v):
+            raise ValueError(lab_name_rule(v, ""))
         return v
 
 
@@ -213,6 +226,12 @@ class LabShape:
     images: Images
     scale: str
     plan: dict = field(default_factory=dict)
+    bfd: BfdProfile = field(default_factory=BfdProfile)
+
+    @property
+    def node_kind(self) -> NodeKind:
+        """The switches' :class:`NodeKind` (registry :mod:`railab.topologies.nodekinds`)."""
+        return get_node_kind(self.kind)
 
     @property
     def leaves_per_group(self) -> int:
@@ -334,12 +353,6 @@ def load_intent(name_or_path: str | Path) -> Intent:
 
 def _plan_for(design: DesignIntent) -> Any:
     """Run the planner on the design (``topologies.planner``); raises IntentError naming design."""
-    try:
-        from railab.topologies import planner
-    except ImportError as exc:  # pragma: no cover - the planner ships with railab
-        raise IntentError(f"lab: full needs topologies.planner, which is unavailable: {exc}")
-    from railab.topologies.catalog import get_model, load_catalog
-
     catalog = load_catalog()
     for key in ("leaf", "spine"):
         model = getattr(design, key)
@@ -478,6 +491,7 @@ def resolve_lab(intent: Intent, source: str = "intent") -> LabShape:
         images=lab.images,
         scale=lab.scale,
         plan=plan_summary,
+        bfd=lab.bfd,
         **shape,
     )
     _check_shape(s)
@@ -502,19 +516,21 @@ def _check_shape(s: LabShape) -> None:
     worst = [("leaf", s.leaf_downlinks + s.leaf_uplinks)]
     if s.spines:
         worst.append(("spine", s.spine_ports))
-    if s.kind == "sonic-vs":
+    nk = s.node_kind
+    if nk.max_ports is not None:
         for role, ports in worst:
-            if ports > SONIC_VS_MAX_PORTS:
+            if ports > nk.max_ports:
+                where = (f" (eth1..eth{nk.max_ports} -> Ethernet0..Ethernet{4 * (nk.max_ports - 1)})"
+                         if nk.port_naming == "sonic" else "")
                 raise IntentError(
-                    f"lab.kind: a sonic-vs {role} would need {ports} data ports but sonic-vs has "
-                    f"{SONIC_VS_MAX_PORTS} (eth1..eth32 -> Ethernet0..Ethernet124); use kind: frr "
-                    "or fewer servers/spines/links"
+                    f"lab.kind: a {nk.name} {role} would need {ports} data ports but {nk.name} has "
+                    f"{nk.max_ports}{where}; use kind: frr or fewer servers/spines/links"
                 )
     widest = max(s.leaf_uplinks, s.links_per_pair if s.spines else 1)
-    if widest > FRR_MAX_ECMP:
+    if nk.max_ecmp is not None and widest > nk.max_ecmp:
         raise IntentError(
             f"lab.spines: a leaf would need {widest}-way ECMP but FRR (Debian 8.4, "
-            f"--enable-multipath={FRR_MAX_ECMP}) installs at most {FRR_MAX_ECMP} paths"
+            f"--enable-multipath={nk.max_ecmp}) installs at most {nk.max_ecmp} paths"
         )
     # pools
     if s.rail_pool.overlaps(s.loopback_pool):

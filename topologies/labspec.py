@@ -20,18 +20,27 @@ Conventions (see ``docs/architecture.md``):
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from functools import cached_property
+from ipaddress import IPv4Address, IPv4Interface
 from pathlib import Path
+from types import MappingProxyType
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from railab.topologies.bfd import BfdProfile
+from railab.topologies.qos import QosProfile
 
 SCHEMA_VERSION = 1
 
 Role = Literal["leaf", "spine", "server"]
 Architecture = Literal["rail-only", "rail-optimized"]
-NodeKind = Literal["frr", "sonic-vs", "linux"]
+#: a registered node kind (:mod:`railab.topologies.nodekinds`): frr, sonic-vs, linux, ...
+NodeKindName = str
 LinkRole = Literal["server-leaf", "leaf-spine"]
-PathClass = Literal["intra-server", "intra-rail", "inter-rail", "inter-rail-pxn", "cross-group"]
+#: a registered path class (:mod:`railab.topologies.pathclasses`)
+PathClassName = str
 
 
 class _Strict(BaseModel):
@@ -39,21 +48,27 @@ class _Strict(BaseModel):
 
 
 class Node(_Strict):
-    """One lab node. Switches carry ``asn``, ``router_id`` and ``loopback`` (an IPv4 /32)."""
+    """One lab node. Switches carry ``asn``, ``router_id`` (IPv4Address) and ``loopback``
+    (IPv4Interface, a /32); both serialise to the same strings as before (``"10.255.0.1"``,
+    ``"10.255.0.1/32"``): compare with ``str(...)`` against text such as FRR's JSON."""
 
     name: str
     role: Role
-    kind: NodeKind
+    kind: NodeKindName
     group: int | None = Field(None, description="1-based group; None for spines")
     rails: list[int] = Field(default_factory=list, description="rails a leaf carries (1-based)")
     asn: int | None = None
-    router_id: str | None = None
-    loopback: str | None = Field(None, description="IPv4 address/32 on lo")
+    router_id: IPv4Address | None = None
+    loopback: IPv4Interface | None = Field(None, description="IPv4 address/32 on lo")
     ports: int | None = Field(None, description="fabric ports the node uses in the lab")
 
 
 class Nic(_Strict):
-    """One server NIC: ``eth<nic>`` on rail ``rail``, routed /31 to ``leaf:leaf_port``."""
+    """One server NIC: ``eth<nic>`` on rail ``rail``, routed /31 to ``leaf:leaf_port``.
+
+    ``address`` is an IPv4Interface (``address.ip``, ``address.network``), ``gateway`` an
+    IPv4Address; in ``lab.json`` they are the strings ``"10.0.1.1/31"`` and ``"10.0.1.0"``.
+    """
 
     server: str
     nic: int = Field(description="1-based NIC index; interface eth<nic>")
@@ -61,8 +76,8 @@ class Nic(_Strict):
     interface: str
     group: int
     rail: int
-    address: str = Field(description="server side, address/31")
-    gateway: str = Field(description="leaf side address (no prefix length)")
+    address: IPv4Interface = Field(description="server side, address/31")
+    gateway: IPv4Address = Field(description="leaf side address (no prefix length)")
     table: int = Field(description="policy-routing table id: from <address> lookup <table>")
     leaf: str
     leaf_port: str
@@ -115,7 +130,7 @@ class LabSpec(_Strict):
     schema_version: int = SCHEMA_VERSION
     name: str
     architecture: Architecture
-    kind: NodeKind = Field(description="switch kind: frr or sonic-vs")
+    kind: NodeKindName = Field(description="switch kind: frr, sonic-vs or another registered kind")
     design: dict = Field(default_factory=dict, description="the production intent and plan summary")
     gpus_per_server: int
     rails: int
@@ -132,26 +147,77 @@ class LabSpec(_Strict):
     rail_subnets: list[RailSubnet]
     bgp_sessions: list[BgpSession]
     expected_routes: dict[str, list[ExpectedRoute]]
-    expected_hops: dict[str, int | None] = Field(
+    expected_hops: dict[PathClassName, int | None] = Field(
         description="path class -> switch hops; None means unreachable by design"
     )
+    node_kinds: dict[str, dict] = Field(
+        default_factory=dict,
+        description="the registry records (railab.topologies.nodekinds) of the kinds in use",
+    )
+    qos: QosProfile = Field(default_factory=QosProfile, description="RoCEv2 QoS profile")
+    bfd: BfdProfile = Field(default_factory=BfdProfile, description="fabric BFD timers")
 
-    # ---- convenience -------------------------------------------------------------------------
+    # ---- indexed accessors (built once per LabSpec; the model is frozen) ----------------------
+    @cached_property
+    def _index(self) -> "_Index":
+        return _Index(self)
+
     def node(self, name: str) -> Node:
-        """Return the node called ``name``; raises KeyError naming the lab's nodes if absent."""
-        for n in self.nodes:
-            if n.name == name:
-                return n
-        raise KeyError(f"lab {self.name!r} has no node {name!r}")
+        """The node called ``name``; raises KeyError naming the lab if absent."""
+        try:
+            return self._index.nodes[name]
+        except KeyError:
+            raise KeyError(f"lab {self.name!r} has no node {name!r}") from None
 
     def by_role(self, role: Role) -> list[Node]:
-        return [n for n in self.nodes if n.role == role]
+        """Nodes of ``role`` (``leaf``, ``spine``, ``server``) in lab order."""
+        return list(self._index.roles.get(role, ()))
 
     def nic(self, server: str, nic: int) -> Nic:
-        for n in self.nics:
-            if n.server == server and n.nic == nic:
-                return n
-        raise KeyError(f"lab {self.name!r} has no NIC {nic} on {server!r}")
+        """NIC ``nic`` (1-based, ``eth<nic>``) of ``server``; raises KeyError if absent."""
+        try:
+            return self._index.nics[(server, nic)]
+        except KeyError:
+            raise KeyError(f"lab {self.name!r} has no NIC {nic} on {server!r}") from None
+
+    def nics_of(self, server: str) -> list[Nic]:
+        """The NICs of ``server`` in NIC order (empty for a switch or an unknown node)."""
+        return list(self._index.nics_of.get(server, ()))
+
+    def nic_at(self, leaf: str, port: str) -> Nic | None:
+        """The server NIC cabled to ``leaf:port``, or None (a fabric port or no port)."""
+        return self._index.nic_at.get((leaf, port))
+
+    def peer(self, node: str, port: str) -> tuple[str, str]:
+        """The far end ``(node, port)`` of the link on ``node:port``; KeyError if uncabled."""
+        try:
+            return self._index.peer[(node, port)]
+        except KeyError:
+            raise KeyError(f"lab {self.name!r} has no link on {node}:{port}") from None
+
+    @property
+    def peers(self) -> Mapping[tuple[str, str], tuple[str, str]]:
+        """Read-only ``{(node, port): (peer node, peer port)}`` over every link end."""
+        return MappingProxyType(self._index.peer)
+
+    def links_of(self, node: str) -> list[tuple[str, str, str]]:
+        """``(port, peer node, peer port)`` for every link of ``node``, in port order."""
+        return list(self._index.links_of.get(node, ()))
+
+    def link_on(self, node: str, port: str) -> Link:
+        """The :class:`Link` on ``node:port``; KeyError if uncabled."""
+        try:
+            return self._index.link[(node, port)]
+        except KeyError:
+            raise KeyError(f"lab {self.name!r} has no link on {node}:{port}") from None
+
+    def session_on(self, node: str, port: str) -> BgpSession | None:
+        """The BGP session on ``node:port`` (either end: leaf or spine side), or None."""
+        return self._index.session.get((node, port))
+
+    def sessions_of(self, node: str) -> list[BgpSession]:
+        """The BGP sessions with an end on ``node`` (as listed, once per link)."""
+        return list(self._index.sessions_of.get(node, ()))
 
     @classmethod
     def load(cls, path: str | Path) -> "LabSpec":
@@ -169,3 +235,40 @@ class LabSpec(_Strict):
     def dump(self) -> str:
         """Deterministic JSON text (sorted keys, 2-space indent, trailing newline)."""
         return json.dumps(self.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
+
+
+class _Index:
+    """Lookup tables over one LabSpec, built once (see :meth:`LabSpec._index`)."""
+
+    def __init__(self, spec: LabSpec) -> None:
+        self.nodes = {n.name: n for n in spec.nodes}
+        self.roles: dict[str, list[Node]] = {}
+        for n in spec.nodes:
+            self.roles.setdefault(n.role, []).append(n)
+        self.nics = {(n.server, n.nic): n for n in spec.nics}
+        self.nics_of: dict[str, list[Nic]] = {}
+        for n in sorted(spec.nics, key=lambda n: n.nic):
+            self.nics_of.setdefault(n.server, []).append(n)
+        self.nic_at = {(n.leaf, n.leaf_port): n for n in spec.nics}
+        self.peer: dict[tuple[str, str], tuple[str, str]] = {}
+        self.link: dict[tuple[str, str], Link] = {}
+        links_of: dict[str, list[tuple[str, str, str]]] = {}
+        for lk in spec.links:
+            for x, y in ((lk.a, lk.b), (lk.b, lk.a)):
+                self.peer[(x.node, x.interface)] = (y.node, y.interface)
+                self.link[(x.node, x.interface)] = lk
+                links_of.setdefault(x.node, []).append((x.interface, y.node, y.interface))
+        self.links_of = {n: sorted(v, key=lambda t: _port_key(t[0])) for n, v in links_of.items()}
+        self.session: dict[tuple[str, str], BgpSession] = {}
+        self.sessions_of: dict[str, list[BgpSession]] = {}
+        for s in spec.bgp_sessions:
+            self.session[(s.node, s.interface)] = s
+            self.session[(s.peer, s.peer_interface)] = s
+            self.sessions_of.setdefault(s.node, []).append(s)
+            self.sessions_of.setdefault(s.peer, []).append(s)
+
+
+def _port_key(port: str) -> tuple[int, str]:
+    """Sort ``eth<k>`` ports by ``k``; other names after them, by name."""
+    digits = port[3:] if port.startswith("eth") else ""
+    return (int(digits), "") if digits.isdigit() else (1 << 30, port)

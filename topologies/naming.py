@@ -2,24 +2,185 @@
 
 Rules (docs/architecture.md, "Naming"):
 
-* lab name: ``LAB_NAME`` (``^[a-z][a-z0-9-]{0,31}$``);
+* lab name: :data:`LAB_NAME` (``^[a-z][a-z0-9-]{0,31}$``), checked by :func:`check_lab_name`;
 * network namespace of a node: ``clab-<lab>-<node>`` on both runtimes (containerlab's own scheme,
-  ``clab-<lab>-<node>`` is also the container name), so traffic and executors work on either.
+  ``clab-<lab>-<node>`` is also the container name), so traffic and executors work on either;
+* nodes: spines ``spine<i>``; Rail-optimized leaves ``g<group>-leaf<rail>``; Rail-only leaves
+  ``leaf<i>``; servers ``srv<i>`` numbered across the whole lab (group 1 first); all 1-based;
+* lab ports: ``eth<k>`` (k >= 1; server NIC ``n`` is ``eth<n>`` on rail ``n``);
+* SONiC ports: ``eth<k>`` <-> ``Ethernet<4(k-1)>`` (sonic-vs maps the container interface
+  ``eth<k>`` to the port of index ``k-1``; the vs HwSKU Force10-S6000 gives every port 4 lanes);
+* production breakout ports (:func:`breakout_port`): SONiC names a port after the first lane it
+  uses, ``Ethernet<lanes_per_cage x (cage-1) + lane offset>``. An 800G OSFP cage has 8 lanes; split
+  2x400G, cage 12 becomes ``Ethernet88`` (lanes 88-91) and ``Ethernet92`` (lanes 92-95), aliases
+  ``etp12a`` / ``etp12b``. Sources: SONiC's Dynamic Port Breakout HLD
+  (sonic-net/SONiC ``doc/dynamic-port-breakout/sonic-dynamic-port-breakout-HLD.md``: child ports
+  are named after their first lane, ``platform.json`` ``breakout_modes``) and the ``etp<cage><a..>``
+  aliases of NVIDIA's Spectrum SKUs in sonic-buildimage (``device/mellanox/*/platform.json``).
 """
 
 from __future__ import annotations
 
 import re
+import string
+
+from railab.errors import UsageError
 
 LAB_NAME_PATTERN = r"^[a-z][a-z0-9-]{0,31}$"
 LAB_NAME = re.compile(LAB_NAME_PATTERN)
+#: lanes of one SONiC port on the sonic-vs HwSKU (Force10-S6000: 32 x 40G, 4 lanes each)
+SONIC_VS_LANES_PER_PORT = 4
+#: lanes of one 800G OSFP / QSFP-DD cage (8 x 100G SerDes)
+CAGE_LANES = 8
+
+_ETH = re.compile(r"^eth(?P<k>[1-9][0-9]*)$")
+_ETHERNET = re.compile(r"^Ethernet(?P<n>0|[1-9][0-9]*)$")
+
+
+class NamingError(UsageError):
+    """A name that breaks a naming rule (exit 2); the message says the rule."""
+
+
+def check_lab_name(name: str, key: str = "name") -> str:
+    """Return ``name`` if it is a valid lab name, else raise :class:`NamingError` (a UsageError,
+    so a ValueError) naming ``key`` and the rule."""
+    if not LAB_NAME.match(name):
+        raise NamingError(lab_name_rule(name, key))
+    return name
+
+
+def lab_name_rule(name: str, key: str = "name") -> str:
+    """The message for an invalid lab name ``name`` under key ``key`` (no prefix if key is '')."""
+    head = f"{key}: " if key else ""
+    return (f"{head}{name!r} is not a valid lab name: use 1-32 characters, lowercase letters, "
+            f"digits and '-', starting with a letter ({LAB_NAME_PATTERN})")
+
+
+def netns_prefix(lab: str) -> str:
+    """Prefix shared by every namespace/container of ``lab``: ``clab-<lab>-``."""
+    return f"clab-{lab}-"
 
 
 def netns_name(lab: str, node: str) -> str:
     """Network namespace (and containerlab container) name of ``node`` in ``lab``."""
-    return f"clab-{lab}-{node}"
+    return f"{netns_prefix(lab)}{node}"
 
 
 def container_name(lab: str, node: str) -> str:
     """containerlab's container name for ``node`` (``clab-<lab>-<node>``, the same as the netns)."""
     return netns_name(lab, node)
+
+
+def node_of_netns(lab: str, name: str) -> str:
+    """The node name inside a namespace/container name of ``lab`` ("" if the prefix differs)."""
+    prefix = netns_prefix(lab)
+    return name[len(prefix):] if name.startswith(prefix) else ""
+
+
+# ---- nodes -------------------------------------------------------------------------------------
+
+
+def spine_name(i: int) -> str:
+    """Spine ``i`` (1-based): ``spine<i>``."""
+    return f"spine{i}"
+
+
+def leaf_name(index: int, *, group: int | None = None, rail: int | None = None) -> str:
+    """A leaf's name: ``g<group>-leaf<rail>`` when ``group`` and ``rail`` are given
+    (Rail-optimized: one leaf per rail per group, ``rail`` = its first rail), else ``leaf<index>``
+    (Rail-only; ``index`` 1-based across the lab)."""
+    if group is not None and rail is not None:
+        return f"g{group}-leaf{rail}"
+    return f"leaf{index}"
+
+
+def server_name(i: int) -> str:
+    """Server ``i`` (1-based across the whole lab, group 1 first): ``srv<i>``."""
+    return f"srv{i}"
+
+
+# ---- ports -------------------------------------------------------------------------------------
+
+
+def eth(k: int) -> str:
+    """Lab port ``k`` (1-based): ``eth<k>``; server NIC ``n`` is ``eth(n)``."""
+    if k < 1:
+        raise NamingError(f"port numbers start at 1 (eth1), got {k}")
+    return f"eth{k}"
+
+
+def eth_index(name: str) -> int:
+    """``eth<k>`` -> ``k``; raises NamingError for other names (a sort key for port lists)."""
+    m = _ETH.match(name)
+    if not m:
+        raise NamingError(f"{name!r} is not a lab port name (eth1, eth2, ...)")
+    return int(m["k"])
+
+
+def sonic_port(name: str, max_ports: int | None = None) -> str:
+    """Map a container interface ``eth<k>`` (k >= 1) to its SONiC port ``Ethernet<4(k-1)>``.
+
+    ``max_ports``: the node kind's data ports (sonic-vs: 32); raises NamingError (a ValueError) for
+    names that are not ``eth<k>`` or beyond ``max_ports``.
+    """
+    m = _ETH.match(name)
+    if not m:
+        hi = f"eth{max_ports}" if max_ports else "ethN"
+        raise NamingError(f"sonic-vs data interfaces are eth1..{hi}, got {name!r}")
+    k = int(m["k"])
+    if max_ports is not None and k > max_ports:
+        raise NamingError(f"sonic-vs has {max_ports} data ports; {name} does not exist")
+    return f"Ethernet{SONIC_VS_LANES_PER_PORT * (k - 1)}"
+
+
+def eth_of_sonic(name: str) -> str:
+    """Inverse of :func:`sonic_port`: ``Ethernet<4(k-1)>`` -> ``eth<k>``.
+
+    Raises NamingError for a name that is not ``Ethernet<n>`` with ``n`` a multiple of 4.
+    """
+    m = _ETHERNET.match(name)
+    if not m or int(m["n"]) % SONIC_VS_LANES_PER_PORT:
+        raise NamingError(f"{name!r} is not a sonic-vs port (Ethernet0, Ethernet4, ...)")
+    return eth(int(m["n"]) // SONIC_VS_LANES_PER_PORT + 1)
+
+
+def breakout_port(cage: int, sub: int = 1, *, breakout: int = 1,
+                  lanes_per_cage: int = CAGE_LANES) -> str:
+    """SONiC name of sub-port ``sub`` (1-based) of front-panel ``cage`` (1-based) split into
+    ``breakout`` ports: ``Ethernet<lanes_per_cage x (cage-1) + (sub-1) x lanes_per_cage/breakout>``.
+
+    E.g. ``breakout_port(12, 2, breakout=2)`` = ``Ethernet92`` (800G cage 12 as 2 x 400G).
+    Raises NamingError when ``breakout`` does not divide the lanes or ``sub`` is out of range.
+    """
+    if cage < 1:
+        raise NamingError(f"cages are numbered from 1, got {cage}")
+    if breakout < 1 or lanes_per_cage % breakout:
+        raise NamingError(f"a {lanes_per_cage}-lane cage cannot break out into {breakout} ports")
+    if not 1 <= sub <= breakout:
+        raise NamingError(f"cage {cage} breakout {breakout} has sub-ports 1..{breakout}, got {sub}")
+    return f"Ethernet{lanes_per_cage * (cage - 1) + (sub - 1) * (lanes_per_cage // breakout)}"
+
+
+def breakout_alias(cage: int, sub: int = 1, *, breakout: int = 1) -> str:
+    """Front-panel alias: ``etp<cage>`` unsplit, ``etp<cage><a|b|...>`` for sub-port ``sub``."""
+    if breakout == 1:
+        return f"etp{cage}"
+    if not 1 <= sub <= min(breakout, 26):
+        raise NamingError(f"cage {cage} breakout {breakout} has sub-ports 1..{breakout}, got {sub}")
+    return f"etp{cage}{string.ascii_lowercase[sub - 1]}"
+
+
+def parse_breakout_port(name: str, *, breakout: int = 1,
+                        lanes_per_cage: int = CAGE_LANES) -> tuple[int, int]:
+    """Inverse of :func:`breakout_port`: ``Ethernet92`` (breakout 2) -> ``(12, 2)``.
+
+    Raises NamingError for a name that is not the first lane of a sub-port of that breakout.
+    """
+    m = _ETHERNET.match(name)
+    if not m or breakout < 1 or lanes_per_cage % breakout:
+        raise NamingError(f"{name!r} is not a SONiC port name of a {breakout}-way breakout")
+    lane = int(m["n"])
+    width = lanes_per_cage // breakout
+    if lane % width:
+        raise NamingError(f"{name!r} does not start a {width}-lane sub-port (breakout {breakout})")
+    return lane // lanes_per_cage + 1, (lane % lanes_per_cage) // width + 1

@@ -19,7 +19,7 @@ Rail-optimized (2-tier Clos; seed "Node Requirements Summary" / "Maximum Scalabi
     servers per group; max GPUs = max servers x GPUs per server.
 
 ``auto`` picks Rail-only while the GPU count fits the leaf model's Rail-only limit, else
-Rail-optimized. Every bad input raises :class:`PlanError` (a ``ValueError``) whose message says
+Rail-optimized. Every bad input raises :class:`PlanError` (a ``railab.errors.UsageError``, so a ``ValueError``) whose message says
 what to change. Names follow ``docs/architecture.md``: Rail-optimized leaves
 ``g<group>-leaf<rail>``, Rail-only leaves ``leaf<i>``, spines ``spine<i>``.
 """
@@ -27,12 +27,15 @@ what to change. Names follow ``docs/architecture.md``: Rail-optimized leaves
 from __future__ import annotations
 
 import math
-import re
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from railab.errors import UsageError
 from railab.topologies.catalog import CatalogError, SwitchModel, get_model, load_catalog
+from railab.topologies.naming import leaf_name, spine_name
+from railab.topologies.pathclasses import Fabric, plan_classes, plan_hops
+from railab.topologies.units import RatioError, ratio_parts, ratio_text
 
 __all__ = [
     "Design",
@@ -51,11 +54,12 @@ __all__ = [
 ]
 
 Architecture = Literal["rail-only", "rail-optimized"]
-PATH_CLASSES = ("intra-server", "intra-rail", "inter-rail", "inter-rail-pxn", "cross-group")
+#: The planner's path classes (registry :mod:`railab.topologies.pathclasses`, ``in_plan``).
+PATH_CLASSES = plan_classes()
 DEFAULT_TABLE_GPUS = (256, 512, 1024, 2048, 4096, 8192)
 
 
-class PlanError(ValueError):
+class PlanError(UsageError):
     """A design the planner cannot build; the message says what to change."""
 
 
@@ -188,30 +192,13 @@ class Plan(BaseModel):
 def parse_oversubscription(text: str) -> tuple[int, int]:
     """Parse ``d:u`` (e.g. ``1:1``, ``2:1``, ``3:1``) into positive integers ``(d, u)``.
 
-    Raises PlanError if malformed, or if either side is zero (``d:0`` leaves no uplinks).
+    The one ratio parser is :func:`railab.topologies.units.ratio_parts`; this raises its
+    explanation as PlanError (malformed, or either side zero: ``d:0`` leaves no uplinks).
     """
-    m = re.fullmatch(r"\s*(\d+)\s*:\s*(\d+)\s*", str(text))
-    if not m:
-        raise PlanError(
-            f"oversubscription {text!r} is malformed: write downlink:uplink as whole numbers, "
-            "e.g. 1:1 (non-blocking), 2:1 or 3:1"
-        )
-    d, u = int(m.group(1)), int(m.group(2))
-    if u == 0:
-        raise PlanError(
-            f"oversubscription {text} leaves no uplinks to the spines: use a ratio with a "
-            "non-zero uplink side, e.g. 1:1, 2:1 or 3:1"
-        )
-    if d == 0:
-        raise PlanError(
-            f"oversubscription {text} leaves no ports for servers: use e.g. 1:1, 2:1 or 3:1"
-        )
-    return d, u
-
-
-def _ratio(d: int, u: int) -> str:
-    g = math.gcd(d, u) or 1
-    return f"{d // g}:{u // g}"
+    try:
+        return ratio_parts(text)
+    except RatioError as exc:
+        raise PlanError(str(exc)) from None
 
 
 def _lookup(catalog: dict[str, SwitchModel], name: str) -> SwitchModel:
@@ -251,41 +238,7 @@ def _check_common(design: Design) -> int:
 
 
 def _hops(arch: Architecture, rails_per_leaf: int, rails: int, groups: int) -> tuple[dict, dict]:
-    notes: dict[str, str] = {
-        "intra-server": "NVLink/NVSwitch inside the server",
-        "intra-rail": "same leaf",
-        "inter-rail-pxn": "NVLink to the peer GPU on the other rail, then its NIC",
-    }
-    if arch == "rail-optimized":
-        hops = {
-            "intra-server": 0,
-            "intra-rail": 1,
-            "inter-rail": 3,
-            "inter-rail-pxn": 1,
-            "cross-group": 3,
-        }
-        notes["inter-rail"] = "leaf, spine, leaf"
-        notes["cross-group"] = "leaf, spine, leaf"
-    else:
-        shared = rails_per_leaf >= rails
-        hops = {
-            "intra-server": 0,
-            "intra-rail": 1,
-            "inter-rail": 1 if shared else None,
-            "inter-rail-pxn": 1,
-            "cross-group": None,
-        }
-        if shared:
-            notes["inter-rail"] = "one leaf carries every rail"
-        elif rails_per_leaf > 1:
-            notes["inter-rail"] = (
-                f"1 hop only between rails on one leaf ({rails_per_leaf} per leaf); "
-                "no spine tier otherwise: use PXN"
-            )
-        else:
-            notes["inter-rail"] = "no spine tier: use PXN"
-        notes["cross-group"] = "n/a: a single group"
-    return hops, notes
+    return plan_hops(Fabric(arch, rails, rails_per_leaf, groups))
 
 
 def hop_text(p: "Plan | dict", path_class: str) -> str:
@@ -295,11 +248,11 @@ def hop_text(p: "Plan | dict", path_class: str) -> str:
     use PXN), else ``"unreachable"``.
 
     ``p`` is a Plan or its JSON dict (``compare()`` output); the plan and ``--compare`` views
-    both use this so they never disagree. KeyError if ``path_class`` is not in PATH_CLASSES.
+    both use this so they never disagree. KeyError if ``path_class`` is not a planner class.
     """
     d = p.model_dump(include={"hops", "hop_notes", "rails_per_leaf"}) if isinstance(p, Plan) else p
-    if path_class not in PATH_CLASSES:
-        raise KeyError(f"unknown path class {path_class!r}; one of {', '.join(PATH_CLASSES)}")
+    if path_class not in plan_classes():
+        raise KeyError(f"unknown path class {path_class!r}; one of {', '.join(plan_classes())}")
     h = d["hops"].get(path_class)
     note = d["hop_notes"].get(path_class, "")
     if h is not None:
@@ -367,7 +320,7 @@ def _plan_rail_only(design: Design, leaf: SwitchModel, selected_by: str) -> Plan
         )
     leaves = [
         LeafPlan(
-            name=f"leaf{i}",
+            name=leaf_name(i),
             group=1,
             rails=list(range((i - 1) * per_leaf + 1, i * per_leaf + 1)),
             servers=servers,
@@ -502,7 +455,7 @@ def _plan_rail_optimized(
             f"oversubscription {design.oversubscription} leaves no uplinks on a {pl}-port "
             f"{leaf.name} leaf: use a smaller ratio, e.g. 1:1, 2:1 or 3:1"
         )
-    actual = _ratio(down, up)
+    actual = ratio_text(down, up)
     if down * u != up * d:
         warnings.append(
             f"{pl} leaf ports do not split exactly {design.oversubscription}: planned {down} "
@@ -569,7 +522,7 @@ def _plan_rail_optimized(
         for r in range(1, rails + 1):
             leaves.append(
                 LeafPlan(
-                    name=f"g{g}-leaf{r}",
+                    name=leaf_name(0, group=g, rail=r),
                     group=g,
                     rails=[r],
                     servers=in_group,
@@ -634,7 +587,7 @@ def _plan_rail_optimized(
             max_leaves=max_groups * lpg,
         ),
         leaves=leaves,
-        spines=[f"spine{i}" for i in range(1, n_spines + 1)],
+        spines=[spine_name(i) for i in range(1, n_spines + 1)],
         hops=hops,
         hop_notes=notes,
         latency_ns=_latency(hops, leaf, spine),

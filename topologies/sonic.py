@@ -17,17 +17,23 @@ Table and field names follow SONiC's *Configuration Database Manual*
 * ``INTERFACE``: fabric ports ``{"ipv6_use_link_local_only": "enable"}`` (BGP unnumbered, RFC
   5549/8950); server-facing ports carry the leaf side of the NIC's /31 (``INTERFACE|EthernetN|ip``).
 * ``LOOPBACK_INTERFACE|Loopback0|<loopback>/32`` (router-id).
-* RoCE QoS (seed: "Easy RoCE": PFC + ECN, DCQCN): ``DSCP_TO_TC_MAP|AZURE`` with DSCP 26 -> TC 3
-  (RoCEv2 data; SONiC's default map puts 26 in a lossy class) and DSCP 48 -> TC 6 (CNP),
-  everything else TC 0; ``TC_TO_QUEUE_MAP``; ``PORT_QOS_MAP|EthernetN`` with ``pfc_enable "3,4"``
-  and the DSCP map; ``WRED_PROFILE|AZURE_LOSSLESS`` with ``wred_green_enable``,
-  ``ecn "ecn_all"`` and green thresholds; ``QUEUE|EthernetN|3`` and ``|4`` binding it.
+* RoCE QoS (seed: "Easy RoCE": PFC + ECN, DCQCN), every number from the lab's
+  :class:`railab.topologies.qos.QosProfile` (``lab.json`` ``qos``; the FRR lab reads the same):
+  ``DSCP_TO_TC_MAP|AZURE`` with DSCP 26 -> TC 3 (RoCEv2 data; SONiC's default map puts 26 in a
+  lossy class) and DSCP 48 -> TC 6 (CNP), everything else TC 0; ``TC_TO_QUEUE_MAP``;
+  ``PORT_QOS_MAP|EthernetN`` with ``pfc_enable "3,4"`` and the DSCP map;
+  ``WRED_PROFILE|AZURE_LOSSLESS`` with ``wred_green_enable``, ``ecn "ecn_all"`` and the Kmin/Kmax/
+  Pmax thresholds; ``QUEUE|EthernetN|3`` and ``|4`` binding it.
+* Port names: :func:`railab.topologies.naming.sonic_port` (``eth<k>`` -> ``Ethernet<4(k-1)>``).
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+
+from railab.topologies.naming import eth_index, sonic_port
+from railab.topologies.qos import DEFAULT_QOS, QosProfile
 
 #: Force10-S6000 (sonic-vs default HwSKU) lanes, Ethernet0..Ethernet124, in port order.
 S6000_LANES = [
@@ -41,29 +47,11 @@ S6000_LANES = [
 HWSKU = "Force10-S6000"
 HWSKU_SPEED_MBPS = 40000
 
-#: RoCEv2 data DSCP and CNP DSCP (common NIC defaults: NVIDIA/Mellanox RoCE DSCP 26, CNP 48).
-ROCE_DSCP, CNP_DSCP = 26, 48
-ROCE_TC, CNP_TC = 3, 6
-LOSSLESS_PRIORITIES = "3,4"
-
-
-def sonic_port(eth: str) -> str:
-    """Map a container interface ``eth<k>`` (k >= 1) to its SONiC port ``Ethernet<4(k-1)>``.
-
-    Raises ValueError for names that are not ``eth<k>`` or beyond the 32 vs ports.
-    """
-    if not eth.startswith("eth") or not eth[3:].isdigit() or int(eth[3:]) < 1:
-        raise ValueError(f"sonic-vs data interfaces are eth1..eth{len(S6000_LANES)}, got {eth!r}")
-    k = int(eth[3:])
-    if k > len(S6000_LANES):
-        raise ValueError(f"sonic-vs has {len(S6000_LANES)} data ports; {eth} does not exist")
-    return f"Ethernet{4 * (k - 1)}"
-
-
 @dataclass
 class SonicSwitch:
     """Input for one sonic-vs node's config_db: ``server_ports`` maps ``ethK`` -> ``a.b.c.d/31``
-    (leaf side), ``fabric_ports`` lists unnumbered ``ethK`` ports, ``descriptions`` ``ethK`` -> peer."""
+    (leaf side), ``fabric_ports`` lists unnumbered ``ethK`` ports, ``descriptions`` ``ethK`` -> peer,
+    ``max_ports`` the kind's data ports (sonic-vs: 32), ``qos`` the lab's QoS profile."""
 
     name: str
     role: str
@@ -73,18 +61,22 @@ class SonicSwitch:
     server_ports: dict[str, str] = field(default_factory=dict)
     fabric_ports: list[str] = field(default_factory=list)
     descriptions: dict[str, str] = field(default_factory=dict)
+    max_ports: int | None = len(S6000_LANES)
+    qos: QosProfile = DEFAULT_QOS
 
 
 def config_db(sw: SonicSwitch) -> dict:
     """Build the config_db document (a dict of tables) for one sonic-vs switch."""
-    ports = sorted(list(sw.server_ports) + list(sw.fabric_ports), key=lambda e: int(e[3:]))
+    ports = sorted(list(sw.server_ports) + list(sw.fabric_ports), key=eth_index)
+    qp = sw.qos
+    lossless = ",".join(map(str, qp.lossless_queues))
     port_tbl: dict[str, dict] = {}
     intf: dict[str, dict] = {}
     qos: dict[str, dict] = {}
     queue: dict[str, dict] = {}
     for eth in ports:
-        sp = sonic_port(eth)
-        idx = int(eth[3:]) - 1
+        sp = sonic_port(eth, min(sw.max_ports or len(S6000_LANES), len(S6000_LANES)))
+        idx = eth_index(eth) - 1
         port_tbl[sp] = {
             "admin_status": "up",
             "alias": f"fortyGigE0/{4 * idx}",
@@ -102,13 +94,20 @@ def config_db(sw: SonicSwitch) -> dict:
         qos[sp] = {
             "dscp_to_tc_map": "AZURE",
             "tc_to_queue_map": "AZURE",
-            "pfc_enable": LOSSLESS_PRIORITIES,
+            "pfc_enable": lossless,
         }
-        for q in LOSSLESS_PRIORITIES.split(","):
-            queue[f"{sp}|{q}"] = {"wred_profile": "AZURE_LOSSLESS"}
-    dscp_map = {str(d): "0" for d in range(64)}
-    dscp_map[str(ROCE_DSCP)] = str(ROCE_TC)
-    dscp_map[str(CNP_DSCP)] = str(CNP_TC)
+        for q in qp.lossless_queues:
+            queue[f"{sp}|{q}"] = {"wred_profile": qp.name}
+    dscp_map = {str(d): str(t) for d, t in qp.dscp_to_tc().items()}
+    ecn = qp.ecn
+    wred = {"ecn": ecn.mode}
+    for color in ("green", "yellow", "red"):
+        wred |= {
+            f"{color}_drop_probability": str(ecn.pmax_percent),
+            f"{color}_max_threshold": str(ecn.kmax_bytes),
+            f"{color}_min_threshold": str(ecn.kmin_bytes),
+            f"wred_{color}_enable": "true",
+        }
     return {
         "DEVICE_METADATA": {
             "localhost": {
@@ -124,25 +123,9 @@ def config_db(sw: SonicSwitch) -> dict:
         "INTERFACE": intf,
         "LOOPBACK_INTERFACE": {"Loopback0": {}, f"Loopback0|{sw.loopback}/32": {}},
         "DSCP_TO_TC_MAP": {"AZURE": dscp_map},
-        "TC_TO_QUEUE_MAP": {"AZURE": {str(t): str(t) for t in range(8)}},
+        "TC_TO_QUEUE_MAP": {"AZURE": {str(t): str(q) for t, q in qp.tc_to_queue().items()}},
         "PORT_QOS_MAP": qos,
-        "WRED_PROFILE": {
-            "AZURE_LOSSLESS": {
-                "ecn": "ecn_all",
-                "green_drop_probability": "5",
-                "green_max_threshold": "2097152",
-                "green_min_threshold": "1048576",
-                "wred_green_enable": "true",
-                "wred_red_enable": "true",
-                "wred_yellow_enable": "true",
-                "red_drop_probability": "5",
-                "red_max_threshold": "2097152",
-                "red_min_threshold": "1048576",
-                "yellow_drop_probability": "5",
-                "yellow_max_threshold": "2097152",
-                "yellow_min_threshold": "1048576",
-            }
-        },
+        "WRED_PROFILE": {qp.name: wred},
         "QUEUE": queue,
     }
 

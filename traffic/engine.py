@@ -311,18 +311,15 @@ class Engine:
         self._probes: dict[tuple[int, int], dict] = {}
         self._qpn_next = random.randrange(0x10000, 0x800000) & ~1
         self._buf = bytearray(16384)
-        self._peer = {}
-        for ln in spec.links:
-            self._peer[(ln.a.node, ln.a.interface)] = (ln.b.node, ln.b.interface)
-            self._peer[(ln.b.node, ln.b.interface)] = (ln.a.node, ln.a.interface)
+        self._peer = spec.peers
         self._roles = {n.name: n.role for n in spec.nodes}
         self._addr_node: dict[str, str] = {}
         for n in spec.nodes:
             if n.loopback:
-                self._addr_node[n.loopback.split("/")[0]] = n.name
+                self._addr_node[str(n.loopback.ip)] = n.name
         for nic in spec.nics:
-            self._addr_node[nic.gateway] = nic.leaf
-            self._addr_node[nic.address.split("/")[0]] = f"{nic.server}:{nic.interface}"
+            self._addr_node[str(nic.gateway)] = nic.leaf
+            self._addr_node[str(nic.address.ip)] = f"{nic.server}:{nic.interface}"
 
     # ---- lifecycle -------------------------------------------------------------------------
     def __enter__(self) -> "Engine":
@@ -450,8 +447,8 @@ class Engine:
         src = self.spec.nic(flow.src[0], flow.src_nic)
         dst = self.spec.nic(flow.dst[0], flow.dst_nic)
         intra = flow.path_class == "intra-server"
-        st.src_addr = src.address.split("/")[0]
-        st.dst_addr = dst.address.split("/")[0]
+        st.src_addr = str(src.address.ip)
+        st.dst_addr = str(dst.address.ip)
         if intra:
             st.tx = self._lo[flow.src[0]]
             smac = dmac = "00:00:00:00:00:00"

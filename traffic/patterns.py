@@ -10,26 +10,33 @@ mix). Which NICs carry it follows NCCL (seed guide, "Inter-rail (with PXN) Commu
   as an intra-server hop, ``Flow.nvlink``) which sends it from its own NIC j+1: the packet stays
   on rail j+1.
 
-Expected hop counts come from ``lab.json`` ``expected_hops`` (class -> switch hops, None =
-unreachable by design), except that two NICs attached to the same leaf are always 1 hop apart
-(Rail-only leaves carrying several rails).
+Path classes and their hop counts live in :mod:`railab.topologies.pathclasses`; a flow's
+expected hops come from ``lab.json`` ``expected_hops`` (class -> switch hops, None = unreachable
+by design, written from that registry), except that two NICs attached to the same leaf are always
+1 hop apart (Rail-only leaves carrying several rails: class ``inter-rail-same-leaf``).
+
+Named traffic patterns are a registry too: :func:`register_pattern` adds one (one module, one
+decorated function), :data:`PATTERNS` maps names to :class:`Pattern`, and ``railab traffic
+--pattern`` / ``railab kinds`` list what is registered.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
+from railab.errors import UsageError
 from railab.topologies.labspec import LabSpec, Nic
 
-PATTERNS = ("intra-server", "intra-rail", "inter-rail", "cross-group", "all-to-all", "ring")
 OpMix = Literal["write", "send", "mixed"]
+Pair = tuple[tuple[str, int], tuple[str, int]]
 
 _EP = re.compile(r"^(?P<srv>[a-z][a-z0-9-]*):(?P<kind>gpu|nic)(?P<idx>\d+)$")
 
 
-class PatternError(ValueError):
+class PatternError(UsageError):
     """A pattern, endpoint or flow parameter this lab cannot honour (message says what to change)."""
 
 
@@ -123,15 +130,32 @@ def route(spec: LabSpec, flow: Flow) -> Flow:
         src_nic = (flow.dst[1] if nvlink else flow.src[1]) + 1
         dst_nic = flow.dst[1] + 1
         a, b = spec.nic(flow.src[0], src_nic), spec.nic(flow.dst[0], dst_nic)
-        if a.leaf == b.leaf:
-            expected = 1 if cls == "intra-rail" else spec.expected_hops.get(
-                "inter-rail-same-leaf", spec.expected_hops.get("intra-rail", 1))
-        elif cls == "inter-rail-pxn" and a.group != b.group:
-            expected = spec.expected_hops.get("cross-group")
-        else:
-            expected = spec.expected_hops.get(cls)
+        expected = _expected(spec, cls, a, b)
     return replace(flow, src_nic=src_nic, dst_nic=dst_nic, nvlink=nvlink, path_class=cls,
                    expected_hops=expected, label=flow.label or cls)
+
+
+def _expected(spec: LabSpec, cls: str, a: Nic, b: Nic) -> int | None:
+    """Expected hops of a flow of class ``cls`` leaving NIC ``a`` for NIC ``b``: two NICs on one
+    leaf are that leaf's hop (``inter-rail-same-leaf`` when listed, else ``intra-rail``)."""
+    hops = spec.expected_hops
+    if a.leaf == b.leaf:
+        if cls == "intra-rail":
+            return 1
+        return hops.get("inter-rail-same-leaf", hops.get("intra-rail", 1))
+    if cls == "inter-rail-pxn" and a.group != b.group:
+        return hops.get("cross-group")
+    return hops.get(cls)
+
+
+def report_class(spec: LabSpec, flow: Flow) -> str:
+    """The class a routed flow is reported under: an inter-rail flow (no PXN) whose two NICs sit
+    on one leaf is ``inter-rail-same-leaf`` when the lab lists that class (Rail-only leaves
+    carrying 2+ rails but not all); every other flow keeps :attr:`Flow.path_class`."""
+    if flow.path_class == "inter-rail" and "inter-rail-same-leaf" in spec.expected_hops:
+        if spec.nic(flow.src[0], flow.src_nic).leaf == spec.nic(flow.dst[0], flow.dst_nic).leaf:
+            return "inter-rail-same-leaf"
+    return flow.path_class
 
 
 def hops(spec: LabSpec, src: str, dst: str, pxn: bool = False) -> int | None:
@@ -151,8 +175,7 @@ def _servers_by_group(spec: LabSpec) -> dict[int, list[str]]:
     return out
 
 
-def _expand(base: list[tuple[tuple[str, int], tuple[str, int]]], n: int | None,
-            **kw) -> list[Flow]:
+def _expand(base: list[Pair], n: int | None, **kw) -> list[Flow]:
     if not base:
         return []
     count = n if n else len(base)
@@ -160,12 +183,62 @@ def _expand(base: list[tuple[tuple[str, int], tuple[str, int]]], n: int | None,
             for i in range(count)]
 
 
+@dataclass(frozen=True)
+class PatternContext:
+    """What a pattern's pair function gets: the lab, its servers by group (group -> names in
+    order), GPUs per server, and the ``sample`` size (servers for ``all-to-all``)."""
+
+    spec: LabSpec
+    groups: dict[int, list[str]]
+    gpus: int
+    sample: int = 4
+
+    @property
+    def first_group(self) -> list[str]:
+        """Servers of the lowest-numbered group."""
+        return self.groups[min(self.groups)]
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """A named traffic pattern: ``pairs(ctx)`` returns the base GPU pairs
+    ``((server, gpu), (server, gpu))``; raises PatternError when the lab cannot hold it."""
+
+    name: str
+    description: str
+    pairs: Callable[[PatternContext], list[Pair]]
+
+
+#: The pattern registry (name -> Pattern), in registration order.
+PATTERNS: dict[str, Pattern] = {}
+
+
+def register_pattern(name: str, description: str, *, replace: bool = False
+                     ) -> Callable[[Callable[[PatternContext], list[Pair]]],
+                                   Callable[[PatternContext], list[Pair]]]:
+    """Decorator: register ``func(ctx) -> pairs`` as pattern ``name``.
+
+    Raises PatternError when ``name`` is taken (unless ``replace``).
+    """
+    def deco(func: Callable[[PatternContext], list[Pair]]) -> Callable[[PatternContext], list[Pair]]:
+        if name in PATTERNS and not replace:
+            raise PatternError(f"traffic pattern {name!r} is already registered")
+        PATTERNS[name] = Pattern(name, description, func)
+        return func
+    return deco
+
+
+def unregister_pattern(name: str) -> None:
+    """Remove a pattern (tests registering a dummy pattern clean up with this)."""
+    PATTERNS.pop(name, None)
+
+
 def flows_for(spec: LabSpec, pattern: str, pxn: bool = False, n: int | None = None,
               sample: int = 4, **flow_kw) -> list[Flow]:
-    """The flows of a named pattern, routed (NICs and expected hops filled).
+    """The flows of a registered pattern, routed (NICs and expected hops filled).
 
-    Patterns: ``intra-server`` (srv1 GPU i -> GPU i+1), ``intra-rail`` (first two servers of
-    group 1, every rail), ``inter-rail`` (same servers, GPU i -> GPU i+1), ``cross-group``
+    Shipped patterns: ``intra-server`` (srv1 GPU i -> GPU i+1), ``intra-rail`` (first two servers
+    of group 1, every rail), ``inter-rail`` (same servers, GPU i -> GPU i+1), ``cross-group``
     (group 1 server -> first server of group 2, every rail), ``all-to-all`` (every GPU to every
     GPU of ``sample`` servers spread over the groups), ``ring`` (all-reduce ring over all GPUs,
     rail-aware order, below). ``n`` repeats the base pairs with new QPs (new UDP source ports)
@@ -180,50 +253,76 @@ def flows_for(spec: LabSpec, pattern: str, pxn: bool = False, n: int | None = No
     Raises PatternError for an unknown pattern or one the lab cannot hold (e.g. cross-group on a
     one-group lab).
     """
-    groups = _servers_by_group(spec)
-    g1 = groups[min(groups)]
-    G = spec.gpus_per_server
-    kw = dict(pxn=pxn, **flow_kw)
     if pattern not in PATTERNS:
         raise PatternError(f"unknown pattern {pattern!r}: use one of {', '.join(PATTERNS)}")
-    base: list[tuple[tuple[str, int], tuple[str, int]]] = []
-    if pattern == "intra-server":
-        if G < 2:
-            raise PatternError("intra-server needs 2+ GPUs per server")
-        base = [((g1[0], i), (g1[0], (i + 1) % G)) for i in range(G)]
-    elif pattern in ("intra-rail", "inter-rail"):
-        if len(g1) < 2:
-            raise PatternError(f"{pattern} needs 2+ servers in group 1; the lab has {len(g1)}")
-        shift = 0 if pattern == "intra-rail" else 1
-        if shift and G < 2:
-            raise PatternError("inter-rail needs 2+ GPUs per server")
-        base = [((g1[0], i), (g1[1], (i + shift) % G)) for i in range(G)]
-    elif pattern == "cross-group":
-        if len(groups) < 2:
-            raise PatternError(f"cross-group needs 2+ groups; lab {spec.name!r} has one "
-                               f"({spec.architecture})")
-        g2 = groups[sorted(groups)[1]]
-        base = [((g1[0], i), (g2[0], i)) for i in range(G)]
-    elif pattern == "all-to-all":
-        servers: list[str] = []
-        order = [groups[g] for g in sorted(groups)]
-        k = 0
-        while len(servers) < min(sample, sum(map(len, order))):
-            for srvs in order:
-                if k < len(srvs) and len(servers) < sample:
-                    servers.append(srvs[k])
-            k += 1
-        gpus = [(s, i) for s in servers for i in range(G)]
-        base = [(a, b) for a in gpus for b in gpus if a != b]
-    elif pattern == "ring":
-        servers = [s for g in sorted(groups) for s in groups[g]]
-        for k, s in enumerate(servers):
-            for i in range(G - 1):
-                base.append(((s, i), (s, i + 1)))
-            nxt = servers[(k + 1) % len(servers)]
-            if nxt != s:
-                base.append(((s, G - 1), (nxt, 0)))
-    return [route(spec, f) for f in _expand(base, n, **kw)]
+    ctx = PatternContext(spec, _servers_by_group(spec), spec.gpus_per_server, sample)
+    base = PATTERNS[pattern].pairs(ctx)
+    return [route(spec, f) for f in _expand(base, n, pxn=pxn, **flow_kw)]
+
+
+@register_pattern("intra-server", "srv1 GPU i -> GPU i+1 over NVLink (never leaves the server)")
+def _intra_server(ctx: PatternContext) -> list[Pair]:
+    G, g1 = ctx.gpus, ctx.first_group
+    if G < 2:
+        raise PatternError("intra-server needs 2+ GPUs per server")
+    return [((g1[0], i), (g1[0], (i + 1) % G)) for i in range(G)]
+
+
+def _two_servers(ctx: PatternContext, pattern: str, shift: int) -> list[Pair]:
+    G, g1 = ctx.gpus, ctx.first_group
+    if len(g1) < 2:
+        raise PatternError(f"{pattern} needs 2+ servers in group 1; the lab has {len(g1)}")
+    if shift and G < 2:
+        raise PatternError("inter-rail needs 2+ GPUs per server")
+    return [((g1[0], i), (g1[1], (i + shift) % G)) for i in range(G)]
+
+
+@register_pattern("intra-rail", "first two servers of group 1, GPU i -> GPU i (every rail)")
+def _intra_rail(ctx: PatternContext) -> list[Pair]:
+    return _two_servers(ctx, "intra-rail", 0)
+
+
+@register_pattern("inter-rail", "first two servers of group 1, GPU i -> GPU i+1")
+def _inter_rail(ctx: PatternContext) -> list[Pair]:
+    return _two_servers(ctx, "inter-rail", 1)
+
+
+@register_pattern("cross-group", "first server of group 1 -> first server of group 2, every rail")
+def _cross_group(ctx: PatternContext) -> list[Pair]:
+    groups, g1 = ctx.groups, ctx.first_group
+    if len(groups) < 2:
+        raise PatternError(f"cross-group needs 2+ groups; lab {ctx.spec.name!r} has one "
+                           f"({ctx.spec.architecture})")
+    g2 = groups[sorted(groups)[1]]
+    return [((g1[0], i), (g2[0], i)) for i in range(ctx.gpus)]
+
+
+@register_pattern("all-to-all", "every GPU to every GPU of `sample` servers spread over the groups")
+def _all_to_all(ctx: PatternContext) -> list[Pair]:
+    servers: list[str] = []
+    order = [ctx.groups[g] for g in sorted(ctx.groups)]
+    k = 0
+    while len(servers) < min(ctx.sample, sum(map(len, order))):
+        for srvs in order:
+            if k < len(srvs) and len(servers) < ctx.sample:
+                servers.append(srvs[k])
+        k += 1
+    gpus = [(s, i) for s in servers for i in range(ctx.gpus)]
+    return [(a, b) for a in gpus for b in gpus if a != b]
+
+
+@register_pattern("ring", "all-reduce ring over all GPUs, NCCL rail-aware order")
+def _ring(ctx: PatternContext) -> list[Pair]:
+    G = ctx.gpus
+    servers = [s for g in sorted(ctx.groups) for s in ctx.groups[g]]
+    base: list[Pair] = []
+    for k, s in enumerate(servers):
+        for i in range(G - 1):
+            base.append(((s, i), (s, i + 1)))
+        nxt = servers[(k + 1) % len(servers)]
+        if nxt != s:
+            base.append(((s, G - 1), (nxt, 0)))
+    return base
 
 
 @dataclass

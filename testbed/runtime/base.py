@@ -50,7 +50,3 @@ class Runtime(ABC):
     def netns_name(self, lab: str, node: str) -> str:
         """The network namespace of ``node``: ``clab-<lab>-<node>`` on both runtimes."""
 
-
-def netns_name(lab: str, node: str) -> str:
-    """Namespace naming shared by both runtimes (containerlab's own scheme)."""
-    return f"clab-{lab}-{node}"

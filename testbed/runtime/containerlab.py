@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterable
 
 from railab.errors import RailabError
 from railab.testbed.runtime.base import Runtime
-from railab.topologies.naming import netns_name
+from railab.topologies.naming import netns_name, netns_prefix
 
 BINARY = "containerlab"
 #: Suggestion appended to every "missing piece" error.
@@ -119,7 +119,7 @@ def parse_inspect(text: str) -> list[ClabContainer]:
             raise RailabError(f"containerlab inspect row without a container name: {r!r}")
         lab = str(r.get("lab_name", ""))
         name = str(r["name"]).lstrip("/")
-        prefix = f"clab-{lab}-"
+        prefix = netns_prefix(lab)
         out.append(ClabContainer(
             lab=lab,
             name=name,

@@ -37,11 +37,11 @@ from railab.testbed.clabfile import ClabFile, load_clab
 from railab.testbed.executor import ExecResult, Executor
 from railab.errors import RailabError
 from railab.testbed.runtime.base import Runtime
-from railab.topologies.naming import netns_name
+from railab.topologies.naming import LAB_NAME, netns_name
+from railab.topologies.nodekinds import FRR_DAEMONS, ZEBRA_NL_BUFSIZE
 
 FRR_BIN = Path(os.environ.get("RAILAB_FRR_BIN", "/usr/lib/frr"))
 NETNS_RUN_DIR = Path("/run/netns")
-LAB_NAME = st.LAB_NAME
 #: File descriptors per FRR daemon. FRR sizes per-fd tables from the limit (the host's may be
 #: 1M), so an explicit limit keeps each daemon's RSS small; 4096 covers 256+ BGP peers.
 FRR_FD_LIMIT = 4096
@@ -49,10 +49,6 @@ FRR_FD_LIMIT = 4096
 #: group (the packaged ``frr`` user; it keeps the capabilities it needs). Node run directories
 #: are chowned to it.
 FRR_USER = os.environ.get("RAILAB_FRR_USER", "frr")
-#: zebra's netlink receive buffer (``-s``, bytes): Debian's ``/etc/frr/daemons`` value. A switch
-#: with 128 ports gets bursts of link, address and route notifications at bring-up; the default
-#: socket buffer (``net.core.rmem_default``) can overrun and force a full resync.
-ZEBRA_NL_BUFSIZE = 90_000_000
 #: Neighbour entries a link endpoint may hold at once in the kernel's IPv6 ND / IPv4 ARP tables:
 #: the peer's link-local (unnumbered BGP, BFD, RFC 5549 next hop), ff02::1 (RAs), ff02::2,
 #: ff02::16 (MLDv2 reports), the peer's solicited-node group, plus slack.
@@ -287,7 +283,7 @@ def check_prerequisites() -> None:
     """Raise RailabError unless we are root and Debian's frr (daemons + vtysh) is installed."""
     if os.geteuid() != 0:
         raise RailabError("the netns runtime needs root (network namespaces, FRR): run with sudo")
-    missing = [d for d in ("zebra", "bgpd", "staticd", "bfdd") if not (FRR_BIN / d).exists()]
+    missing = [d for d in FRR_DAEMONS if not (FRR_BIN / d).exists()]
     if missing or shutil.which("vtysh") is None:
         what = ", ".join(str(FRR_BIN / d) for d in missing) or "vtysh"
         raise RailabError(f"FRR is not installed ({what} missing): apt-get install frr")
@@ -532,9 +528,9 @@ class NetnsRuntime(Runtime):
                 idx = ipr.link_lookup(ifname=nic.interface)
                 if not idx:
                     raise RailabError(f"lab.json NIC {nic.server}:{nic.interface} has no link in {clab.path.name}")
-                addr, plen = nic.address.split("/")
+                addr, plen = str(nic.address.ip), nic.address.network.prefixlen
                 ipr.addr("add", index=idx[0], address=addr, prefixlen=int(plen))
-                ipr.route("add", dst="0.0.0.0/0", gateway=nic.gateway, oif=idx[0], table=nic.table)
+                ipr.route("add", dst="0.0.0.0/0", gateway=str(nic.gateway), oif=idx[0], table=nic.table)
                 ipr.rule("add", src=addr, src_len=32, table=nic.table, priority=nic.table)
             timings["servers_s"] = round(time.monotonic() - t2, 3)
         finally:
@@ -616,7 +612,7 @@ class NetnsRuntime(Runtime):
             d = st.node_dir(lab, n.name)
             d.mkdir(parents=True, exist_ok=True)
             os.chown(d, pw.pw_uid, pw.pw_gid)
-        waves = ["zebra"] + [d for d in ("staticd", "bgpd", "bfdd")]
+        waves = list(FRR_DAEMONS)  # start order, zebra first (railab.topologies.nodekinds)
         timings = record["timings"]
         for wave in waves:
             t_wave = time.monotonic()
