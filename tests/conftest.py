@@ -45,7 +45,7 @@ class LiveLab:
     dir: Path
     spec: object
     executor: object
-    record: dict
+    record: object  # railab.testbed.state.LabState
 
 
 def our_namespaces() -> set[str]:
@@ -60,7 +60,7 @@ _LIVE: dict[str, LiveLab] = {}
 
 
 def _live_namespaces() -> set[str]:
-    return {ns for lab in _LIVE.values() for ns in lab.record["namespaces"].values()}
+    return {ns for lab in _LIVE.values() for ns in lab.record.namespaces.values()}
 
 
 @pytest.fixture(scope="module")
@@ -77,13 +77,14 @@ def _bring_up(intent: str, name: str, tmp_path_factory) -> LiveLab:
     reason = integration_skip_reason()
     if reason:
         pytest.skip(reason)
+    from railab.checks.deploy import bring_up
     from railab.testbed.runtime.netns import NetnsExecutor, NetnsRuntime
     from railab.topologies.generator import generate
     from railab.topologies.labspec import LabSpec
 
     root = Path(__file__).resolve().parents[1]
     labdir = generate(root / "topologies" / "intents" / f"{intent}.yml", tmp_path_factory.mktemp(name) / name, name=name)
-    record = NetnsRuntime().up(labdir, progress=False)
+    record = bring_up(NetnsRuntime(), labdir)
     lab = LiveLab(name, labdir, LabSpec.load(labdir), NetnsExecutor(name), record)
     _LIVE[name] = lab
     return lab

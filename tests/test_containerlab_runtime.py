@@ -106,7 +106,7 @@ def mini_lab(tmp_path, monkeypatch):
 def test_up_without_containerlab_fails_cleanly(mini_lab, tmp_path, monkeypatch):
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-docker.sock")
     with pytest.raises(RailabError) as err:
-        ContainerlabRuntime().up(mini_lab, progress=False)
+        ContainerlabRuntime().up(mini_lab)
     msg = str(err.value)
     assert "containerlab binary ('containerlab') is not on PATH" in msg
     assert "Docker engine not reachable" in msg

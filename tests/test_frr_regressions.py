@@ -34,6 +34,7 @@ def flap_lab(tmp_path_factory):
     reason = integration_skip_reason()
     if reason:
         pytest.skip(reason)
+    from railab.checks.deploy import bring_up
     from railab.testbed.runtime.netns import NetnsRuntime
     from railab.topologies.generator import generate
     from railab.topologies.labspec import LabSpec
@@ -42,7 +43,7 @@ def flap_lab(tmp_path_factory):
     rt = NetnsRuntime()
     try:
         d = generate(ROOT / "topologies" / "intents" / "mini.yml", tmp_path_factory.mktemp(name) / name, name=name)
-        record = rt.up(d, progress=False)
+        record = bring_up(rt, d)
         yield name, LabSpec.load(d), record
     finally:
         rt.down(name)

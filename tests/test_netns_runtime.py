@@ -11,9 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from railab.testbed import state as st
+from railab.checks.converge import observe_sessions
+from railab.checks.deploy import bring_up
 from railab.errors import RailabError
-from railab.testbed.runtime.netns import NetnsRuntime, _alive, _cmdline
+from railab.testbed import state as st
+from railab.testbed.runtime.netns import NetnsRuntime, _alive, _cmdline, exec_argv
 from tests.conftest import PID, our_namespaces
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("no_leaks")]
@@ -103,10 +105,8 @@ def test_packet_crosses_fabric(mini_lab):
     src = spec.nic("srv1", 1)
     dst = next(n for n in spec.nics if n.group != src.group and n.nic == 4)
     saddr, daddr = src.address.split("/")[0], dst.address.split("/")[0]
-    from railab.testbed.runtime.netns import _enter_ns
-
-    recv = subprocess.Popen([sys.executable, "-c", _RECV, daddr], stdout=subprocess.PIPE, text=True,
-                            preexec_fn=_enter_ns(f"clab-{mini_lab.name}-{dst.server}"))
+    recv = subprocess.Popen(exec_argv(f"clab-{mini_lab.name}-{dst.server}", [sys.executable, "-c", _RECV, daddr]),
+                            stdout=subprocess.PIPE, text=True)
     try:
         assert recv.stdout.readline().strip() == "ready"
         res = mini_lab.executor.run(src.server, [sys.executable, "-c", _SEND, saddr, daddr])
@@ -125,14 +125,18 @@ def test_two_labs_at_once(mini_lab, railonly_lab):
     for s in (a, b):
         assert all(n["present"] for n in s["nodes"].values())
         assert all(all(d.values()) for d in (n["daemons"] for n in s["nodes"].values()))
-    assert a["sessions"]["up"] == a["sessions"]["expected"] == len(mini_lab.spec.bgp_sessions)
+    up, down = observe_sessions(mini_lab.spec, rt.executor(mini_lab.name))  # BGP: checks' job
+    assert len(up) == len(up) + len(down) == len(mini_lab.spec.bgp_sessions)
     assert a["nodes"]["srv1"]["namespace"] != b["nodes"]["srv1"]["namespace"]
+    assert "sessions" not in a  # the runtime reports what it made, not routing state
 
 
 def test_clash_is_refused_and_harmless(mini_lab):
     with pytest.raises(RailabError, match=f"lab {mini_lab.name} is already up: railab down {mini_lab.name}"):
-        NetnsRuntime().up(mini_lab.dir, progress=False)
-    assert NetnsRuntime().status(mini_lab.name)["sessions"]["up"] == len(mini_lab.spec.bgp_sessions)
+        NetnsRuntime().up(mini_lab.dir)
+    up, _ = observe_sessions(mini_lab.spec, NetnsRuntime().executor(mini_lab.name))
+    assert len(up) == len(mini_lab.spec.bgp_sessions)
+    assert st.load(mini_lab.name).phase == "running"
 
 
 def test_bad_config_is_rejected(tmp_path):
@@ -141,7 +145,7 @@ def test_bad_config_is_rejected(tmp_path):
     conf = sorted(labdir.glob("configs/*/frr.conf"))[0]
     conf.write_text(conf.read_text() + "interface eth1\n ip addresss 10.9.9.9/31\nexit\n")
     with pytest.raises(RailabError, match=rf"FRR rejected the config of {conf.parent.name} .*Unknown command"):
-        NetnsRuntime().up(labdir, progress=False)
+        NetnsRuntime().up(labdir)
     _assert_gone(name)
 
 
@@ -149,7 +153,7 @@ def test_down_removes_everything_and_is_idempotent(tmp_path):
     name = f"dn{PID}"
     labdir = _gen("rail-only-512", name, tmp_path)
     rt = NetnsRuntime()
-    rec = rt.up(labdir, progress=False)
+    rec = bring_up(rt, labdir)
     pids = [p for r in rec["routers"].values() for p in r["pids"].values()]
     assert pids and all(_alive(p) for p in pids)
     assert set(our_namespaces()) >= set(rec["namespaces"].values())
@@ -237,6 +241,6 @@ def test_sonic_vs_lab_is_refused_at_once(tmp_path):
     labdir = generate(path, tmp_path / name, name=name)
     t0 = time.monotonic()
     with pytest.raises(RailabError, match="kind sonic-vs .* --runtime containerlab"):
-        NetnsRuntime().up(labdir, progress=False)
+        NetnsRuntime().up(labdir)
     assert time.monotonic() - t0 < 5
     _assert_gone(name)

@@ -28,6 +28,7 @@ from typing import Any
 
 import yaml
 
+from railab.topologies import routing
 from railab.topologies.labspec import LabSpec
 
 VENDORED_SCHEMA = Path(__file__).resolve().parent / "schema" / "clab.schema.json"
@@ -124,13 +125,8 @@ def server_exec(spec: LabSpec, server: str) -> list[str]:
     """
     lines: list[str] = []
     for nic in sorted((n for n in spec.nics if n.server == server), key=lambda n: n.nic):
-        ip = nic.address.split("/")[0]
-        lines += [
-            f"ip link set {nic.interface} mtu {spec.mtu}",
-            f"ip addr add {nic.address} dev {nic.interface}",
-            f"ip rule add from {ip} lookup {nic.table} pref {1000 + nic.nic}",
-            f"ip route add default via {nic.gateway} dev {nic.interface} table {nic.table}",
-        ]
+        lines += routing.nic_lines(nic=nic.nic, interface=nic.interface, address=nic.address,
+                                   gateway=nic.gateway, table=nic.table, mtu=spec.mtu)
     return lines
 
 

@@ -40,9 +40,10 @@ from railab.topologies.labspec import (
     RailSubnet,
 )
 from railab.topologies.sonic import SonicSwitch, render_config_db, sonic_port
+from railab.topologies import routing
 
 SPINE_ASN = 4200000000
-TABLE_BASE = 100
+TABLE_BASE = routing.TABLE_BASE
 
 
 @dataclass

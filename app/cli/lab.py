@@ -94,8 +94,12 @@ def register(app: typer.Typer) -> None:
         target = _resolve_up_target(lab, out, name)
         t0 = time.monotonic()
         kwargs = {"reconfigure": True} if reconfigure and runtime == "containerlab" else {}
+        from railab.checks.deploy import bring_up
+        from railab.progress import ConvergeBar
+
         try:
-            rec = rt.up(target, timeout=timeout, progress=progress, **kwargs)
+            with ConvergeBar() as bar:
+                rec = bring_up(rt, target, timeout=timeout, on_progress=bar if progress else None, **kwargs)
         except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP: up has rolled back already
             typer.echo(f"error: {str(exc) or 'interrupted by SIGINT'}: everything up made was removed", err=True)
             raise typer.Exit(_exit_code(exc)) from None
@@ -140,8 +144,17 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="print JSON"),
     ) -> None:
         """Nodes, FRR daemons alive, BGP sessions up/expected."""
+        from railab.checks.converge import observe_sessions
+        from railab.topologies.labspec import LabSpec
+
         name = _lab_name(lab)
-        s = _runtime_of(name).status(name)
+        rt = _runtime_of(name)
+        s = rt.status(name)
+        try:
+            up_, down_ = observe_sessions(LabSpec.load(rt.record(name).labdir), rt.executor(name))
+            s["sessions"] = {"up": len(up_), "expected": len(up_) + len(down_), "down": sorted(down_)}
+        except (FileNotFoundError, RuntimeError, TimeoutError, RailabError) as exc:
+            s["sessions"] = {"error": str(exc)}
         if as_json:
             typer.echo(json.dumps(s, indent=2, sort_keys=True))
             return
@@ -168,7 +181,7 @@ def register(app: typer.Typer) -> None:
         cmd: List[str] = typer.Argument(..., help="command (after --); vtysh is pointed at the node's daemons"),
     ) -> None:
         """Run CMD inside NODE's namespace (e.g. ``railab exec mini g1-leaf1 -- vtysh -c 'show bgp summary'``)."""
-        from railab.testbed.runtime.netns import NetnsExecutor, _enter_ns, _ns_path
+        from railab.testbed.runtime.netns import NetnsExecutor, exec_argv, netns_path
 
         cmd = list(cmd)
         if cmd and cmd[0] == "--":
@@ -184,10 +197,10 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(res.rc)
         ex = NetnsExecutor(name)
         ns = rt.netns_name(name, node)
-        if not _ns_path(ns).exists():
+        if not netns_path(ns).exists():
             raise RailabError(f"lab {name!r} has no node {node!r} (no namespace {ns})")
         try:
-            rc = subprocess.run(ex.argv_for(node, list(cmd)), preexec_fn=_enter_ns(ns)).returncode
+            rc = subprocess.run(exec_argv(ns, ex.argv_for(node, list(cmd)))).returncode
         except FileNotFoundError:
             raise RailabError(f"{cmd[0]}: command not found") from None
         raise typer.Exit(rc)
