@@ -10,13 +10,18 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from railab.checks.converge import observe_sessions
 from railab.checks.deploy import bring_up
 from railab.errors import RailabError
 from railab.testbed import state as st
-from railab.testbed.runtime.netns import NetnsRuntime, _alive, _cmdline, exec_argv
+from railab.testbed.runtime.netns import NetnsRuntime, _alive, _cmdline, exec_argv, netns_path
+from railab.topologies import routing
+from railab.topologies.generator import generate
+from railab.topologies.intent import INTENTS_DIR
 from tests.conftest import PID, our_namespaces
+
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("no_leaks")]
 ROOT = Path(__file__).resolve().parents[1]
@@ -24,8 +29,6 @@ CLI = [sys.executable, "-c", "from railab.cli import main; main()"]
 
 
 def _gen(intent: str, name: str, tmp_path: Path) -> Path:
-    from railab.topologies.generator import generate
-
     return generate(ROOT / "topologies" / "intents" / f"{intent}.yml", tmp_path / name, name=name)
 
 
@@ -228,11 +231,7 @@ def test_down_after_crash(tmp_path):
 
 def test_sonic_vs_lab_is_refused_at_once(tmp_path):
     """A sonic-vs lab needs containerlab and the SONiC-VS image: one clear error, nothing made."""
-    import yaml
-
     from railab.topologies.generator import generate
-    from railab.topologies.intent import INTENTS_DIR
-
     intent = yaml.safe_load((INTENTS_DIR / "mini.yml").read_text())
     intent["lab"]["kind"] = "sonic-vs"
     path = tmp_path / "sonic.yml"
@@ -243,4 +242,61 @@ def test_sonic_vs_lab_is_refused_at_once(tmp_path):
     with pytest.raises(RailabError, match="kind sonic-vs .* --runtime containerlab"):
         NetnsRuntime().up(labdir)
     assert time.monotonic() - t0 < 5
+    _assert_gone(name)
+
+
+def test_policy_rule_priority_matches_the_clab_exec_lines(railonly_lab):
+    """The netns runtime installs each NIC's source rule at the priority the containerlab
+    ``exec:`` lines use (railab.topologies.routing), table 100+n."""
+    nic = railonly_lab.spec.nics[0]
+    probe = (
+        "from pyroute2 import IPRoute; i = IPRoute();"
+        f"print([(r.get('priority'), r.get('table')) for r in i.rule('dump') if r.get('src') == '{nic.address.split('/')[0]}'])"
+    )
+    res = railonly_lab.executor.run(nic.server, [sys.executable, "-c", probe])
+    assert res.ok, res.stderr
+    assert res.stdout.strip() == f"[({routing.rule_priority(nic.nic)}, {routing.table_for(nic.nic)})]"
+
+
+def test_frr_daemons_run_in_the_nodes_namespaces(mini_lab):
+    """FRR daemons are spawned without preexec_fn: each sits in its node's network namespace
+    and in one UTS namespace per node whose hostname is the node's name."""
+    rec = st.load(mini_lab.name)
+    host_uts = os.stat("/proc/self/ns/uts").st_ino
+    for node in ("spine1", "g1-leaf1"):
+        pids = rec.routers[node].pids
+        net = {os.stat(f"/proc/{p}/ns/net").st_ino for p in pids.values()}
+        uts = {os.stat(f"/proc/{p}/ns/uts").st_ino for p in pids.values()}
+        assert net == {os.stat(netns_path(rec.namespaces[node])).st_ino}, node
+        assert len(uts) == 1 and host_uts not in uts, node
+        name = subprocess.run(["nsenter", f"--uts=/proc/{pids['bgpd']}/ns/uts", "hostname"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+        assert name == node
+    assert rec.phase == "running" and rec.user
+
+
+def test_executor_missing_command_is_127(mini_lab):
+    res = mini_lab.executor.run("srv1", ["no-such-railab-command"])
+    assert res.rc == 127 and "command not found" in res.stderr
+
+
+def test_up_deploys_only_and_bring_up_rolls_back_on_timeout(tmp_path):
+    """``Runtime.up`` returns once FRR runs (phase ``started``, no convergence wait); a
+    convergence timeout in bring_up removes the lab."""
+    name = f"dq{PID}"
+    labdir = _gen("mini", name, tmp_path)  # BGP sessions: cannot converge within 1 ms
+    rt = NetnsRuntime()
+    try:
+        rec = rt.up(labdir)
+        assert rec.phase == "started" and "converge_s" not in rec.timings
+        assert st.load(name).phase == "started"
+    finally:
+        rt.down(name)
+    _assert_gone(name)
+    try:
+        with pytest.raises(RailabError, match=f"lab {name} did not converge within 0.001 s"):
+            bring_up(rt, labdir, timeout=0.001)
+    except BaseException:
+        rt.down(name)  # it converged after all: do not leak the lab
+        raise
     _assert_gone(name)
