@@ -300,3 +300,23 @@ def test_up_deploys_only_and_bring_up_rolls_back_on_timeout(tmp_path):
         rt.down(name)  # it converged after all: do not leak the lab
         raise
     _assert_gone(name)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_interrupt_during_convergence_wait_rolls_back(tmp_path, sig):
+    """Ctrl-C / SIGTERM while bring_up waits for convergence (the runtime's own up is done):
+    bring_up takes the lab down, the CLI exits 128 + signal without a traceback."""
+    name = f"w{sig.value}x{PID}"
+    labdir = _gen("mini", name, tmp_path)
+    proc = _up_subprocess(labdir)
+    end = time.monotonic() + 60
+    while (st.load(name) or st.LabState(lab=name)).phase != "converging":
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < end, "the wait never started"
+        time.sleep(0.005)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + sig.value, err
+    assert err.startswith(f"error: interrupted by {sig.name}: everything up made was removed"), err
+    assert "Traceback" not in err, err
+    _assert_gone(name)
