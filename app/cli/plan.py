@@ -24,7 +24,6 @@ from railab.topologies.planner import (
     DEFAULT_TABLE_GPUS,
     PATH_CLASSES,
     Design,
-    Plan,
     compare,
     hop_text,
     node_table,

@@ -44,7 +44,7 @@ from railab.errors import RailabError
 from railab.testbed import state as st
 from railab.testbed.clabfile import ClabFile, load_clab
 from railab.testbed.executor import ExecResult, Executor
-from railab.testbed.namespaces import NETNS_RUN_DIR, create_netns, entered, exec_argv, netns_path
+from railab.testbed.namespaces import create_netns, entered, exec_argv, netns_path
 from railab.testbed.runtime.base import Runtime
 from railab.testbed.signals import Interrupted, signals_blocked, signals_deferred, signals_ignored, signals_raise
 from railab.topologies import routing
