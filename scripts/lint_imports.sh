@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Lint railab's layering with import-linter on a clean, NON-editable install, from outside the
-# repository, then import every railab.* submodule and check that the old top-level names
-# (testbed, topologies, traffic, checks) are gone.
+# repository, after importing every railab.* submodule, checking that the old top-level names
+# (testbed, topologies, traffic, checks) are gone and that `railab generate mini` works.
 #
 # Why not the developer's editable install: setuptools' package-dir mapping (railab.testbed =
 # testbed/ ...) is served by an import hook that import-linter (grimp) cannot walk. The wheel is
@@ -51,4 +51,8 @@ if failed:
     sys.exit("import check failed:\n  " + "\n  ".join(failed))
 print(f"imported {len(names)} railab modules; old top-level names absent")
 PY
+# the installed CLI works from outside the repository (package data: intents, templates, schema)
+"$tmp/venv/bin/railab" generate mini >/dev/null
+[ -f labs/mini/lab.json ] || { echo "railab generate mini wrote no labs/mini/lab.json" >&2; exit 1; }
+echo "railab generate mini: ok"
 exec "$tmp/venv/bin/lint-imports" --config "$repo/.importlinter"
