@@ -4,7 +4,8 @@ Pipeline (docs/architecture.md), each step timed and shown on screen with rich:
 
 1. plan      production plan of the intent's design (topologies.planner) + the lab scale-down
 2. generate  lab directory (topologies.generator)
-3. up        netns runtime (testbed.runtime): namespaces, veths, FRR, convergence wait
+3. up        netns runtime (testbed.runtime): namespaces, veths, FRR; convergence wait
+             (checks.deploy.bring_up)
 4. traffic   RoCEv2 flows of every path class with and without PXN, ECMP spread over the
              spines, traceroutes (traffic.engine / traffic.traceroute)
 5. checks    every check family (checks.runner)
@@ -25,7 +26,18 @@ from typing import Any, Iterator
 from rich.console import Console
 from rich.table import Table
 
+from railab.checks.deploy import bring_up
+from railab.checks.runner import run_checks
+from railab.planview import show_plan
+from railab.progress import ConvergeBar
 from railab.testbed.executor import Executor
+from railab.testbed.runtime import get_runtime
+from railab.topologies import planner
+from railab.topologies.generator import generate
+from railab.topologies.intent import load_intent
+from railab.traffic.engine import Engine, spread
+from railab.traffic.patterns import Flow, flows_for, route
+from railab.traffic.traceroute import switch_path, trace, unreachable_text
 from railab.report import (
     CheckItem,
     EcmpSpread,
@@ -101,8 +113,6 @@ DESIGN_KEYS = ("architecture", "gpus", "gpus_per_server", "leaf", "spine", "port
 
 def production_plan(intent: Any) -> Any:
     """The planner's ``Plan`` for ``intent.design`` (topologies.planner); raises PlanError."""
-    from railab.topologies import planner
-
     d = intent.design
     return planner.plan(planner.Design(**{k: getattr(d, k) for k in DESIGN_KEYS}))
 
@@ -110,8 +120,6 @@ def production_plan(intent: Any) -> Any:
 def plan_from_spec(spec: LabSpec) -> Any:
     """The production ``Plan`` from the ``design`` section of lab.json, or None when the
     section lacks the planner inputs or the planner rejects them (a hand-written lab.json)."""
-    from railab.topologies import planner
-
     d = spec.design
     if not all(k in d for k in ("architecture", "gpus", "leaf")):
         return None
@@ -213,8 +221,6 @@ def traffic_flows(spec: LabSpec) -> list[Any]:
     lab has two groups. PXN changes nothing for intra-server, intra-rail or cross-group flows
     between same-numbered GPUs, so those run once.
     """
-    from railab.traffic.patterns import flows_for
-
     kw = {"messages": MEASURE_MESSAGES}
     flows = []
     flows += flows_for(spec, "intra-server", **kw)
@@ -231,8 +237,6 @@ def ecmp_flows(spec: LabSpec) -> list[tuple[str, list[Any]]]:
     GPU pair that differ only in QP, hence UDP source port (RoCEv2 entropy, IBTA Annex A17),
     ``n = max(32, 16 x spines)`` so an even hash leaves no spine empty by chance
     (P < 1e-6 for 8 spines)."""
-    from railab.traffic.patterns import Flow, route
-
     spines = len(spec.by_role("spine"))
     if not spines:
         return []
@@ -251,8 +255,6 @@ def ecmp_flows(spec: LabSpec) -> list[tuple[str, list[Any]]]:
 
 def trace_flows(spec: LabSpec) -> list[Any]:
     """Flows to traceroute: inter-rail without and with PXN, and cross-group if present."""
-    from railab.traffic.patterns import Flow, route
-
     g1 = [s.name for s in spec.by_role("server") if s.group == 1]
     g2 = [s.name for s in spec.by_role("server") if s.group == 2]
     out = []
@@ -268,8 +270,6 @@ def trace_flows(spec: LabSpec) -> list[Any]:
 def traceroute(engine: Any, spec: LabSpec, flow: Any) -> Trace:
     """RoCE traceroute of ``flow`` (traffic.traceroute.trace): the hop list, and the node path
     to draw (as far as it went when the destination did not answer)."""
-    from railab.traffic.traceroute import switch_path, trace
-
     raw = trace(engine, flow)
     hops = [TraceHop(ttl=h.ttl, address=h.address, node=h.node, rtt_ms=h.rtt_ms, kind=h.kind,
                      code=h.code)
@@ -302,8 +302,6 @@ def measure_traffic(spec: LabSpec, executor: Executor, console: Console
     hop count is checked twice (received TTL and counters) and the exact path is known.
     Raises RailabError when a namespace or NIC is missing (lab not fully up).
     """
-    from railab.traffic.engine import Engine, spread
-
     flows = traffic_flows(spec)
     ecmp_sets = ecmp_flows(spec)
     traces_for = trace_flows(spec)
@@ -334,8 +332,6 @@ def measure_traffic(spec: LabSpec, executor: Executor, console: Console
 
 def run_all_checks(spec: LabSpec, executor: Executor, console: Console) -> list[CheckItem]:
     """Every check family (checks.runner.run_checks) as report rows."""
-    from railab.checks.runner import run_checks
-
     t0 = time.monotonic()
     with console.status("running checks ..."):
         results = run_checks(spec, executor)
@@ -394,8 +390,6 @@ def _show_paths(console: Console, rep: Report) -> None:
         spread = ", ".join(f"{k} {v}" for k, v in sorted(e.per_spine.items()))
         console.print(f"  ECMP {e.src} -> {e.dst}: {e.flows} flows over "
                       f"{e.spines_used}/{len(e.per_spine)} spines ({spread})", highlight=False)
-    from railab.traffic.traceroute import unreachable_text
-
     for tr in rep.traces:
         hops = " -> ".join(unreachable_text(h.node or h.address, h.code)
                            if h.kind == "unreachable" else (h.node or h.address or "*")
@@ -449,11 +443,6 @@ def run_demo(
     check passed. Raises RailabError / IntentError / PlanError for bad input (nothing is left
     running); KeyboardInterrupt after taking the lab down.
     """
-    from railab.topologies.generator import generate
-    from railab.topologies.intent import load_intent
-    from railab.cli.plan import _show_plan
-    from railab.testbed.runtime import get_runtime
-
     con = console or Console()
     steps = _Steps(con)
     t_start = time.monotonic()
@@ -462,7 +451,7 @@ def run_demo(
         intent = load_intent(intent_name)
         lab_name = name or intent.name
         plan = production_plan(intent)
-        _show_plan(con, plan)
+        show_plan(con, plan)
         t.detail = f"{plan.gpus:,} GPUs, {plan.leaf_switches} leaves, {plan.spine_switches} spines"
 
     outdir = Path(out) if out else Path.cwd() / f"railab-{lab_name}"
@@ -480,7 +469,8 @@ def run_demo(
     completed = False
     try:
         with steps.step("up", f"{runtime} runtime, FRR, convergence") as t:
-            rt.up(labdir, progress=True, timeout=timeout)
+            with ConvergeBar(con) as bar:
+                bring_up(rt, labdir, timeout=timeout, on_progress=bar)
             up_done = True
             t.detail = f"lab {lab_name} converged"
         report = measure(spec, rt.executor(lab_name), con, steps, intent=intent.name, plan=plan,

@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from railab.checks import frr as F
 from railab.checks.base import ObservationError, Observer
@@ -126,43 +126,50 @@ def observe_sessions(spec, executor: Executor) -> tuple[list[str], list[str]]:
     return up, down
 
 
-def wait_converged(spec, executor: Executor, *, timeout: float, progress: bool = True,
+@dataclass(frozen=True)
+class ConvergeProgress:
+    """One poll of :func:`wait_converged`: ``lab`` name, BGP sessions Established of
+    ``sessions_total``, expected prefixes installed with their ECMP width of ``routes_total``,
+    ``elapsed_s`` since the wait began, ``done`` on the last (converged) report."""
+
+    lab: str
+    sessions_up: int
+    sessions_total: int
+    routes_ok: int
+    routes_total: int
+    elapsed_s: float
+    done: bool = False
+
+
+def wait_converged(spec, executor: Executor, *, timeout: float,
+                   on_progress: Callable[[ConvergeProgress], None] | None = None,
                    poll: float = POLL_INTERVAL_S) -> dict[str, NodeView]:
     """Poll until every router matches ``spec``; return the final views.
 
-    Shows a rich progress display (sessions and prefixes) when ``progress``. Raises RailabError
-    after ``timeout`` seconds listing each missing session (``node:iface -> peer:iface (state)``)
-    and prefix (``node prefix: expected ECMP w, observed ...``).
+    ``on_progress`` (when given) is called after every poll with a :class:`ConvergeProgress`.
+    Raises RailabError after ``timeout`` seconds listing each missing session
+    (``node:iface -> peer:iface (state)``) and prefix (``node prefix: expected ECMP w, observed ...``).
     """
     views: dict[str, NodeView] = {}
     pending = _routers(spec)
     s_total = len(spec.bgp_sessions)
     r_total = sum(len(spec.expected_routes.get(n) or []) for n in pending)
-    end = time.monotonic() + timeout
-    bar = None
-    if progress:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        bar = Progress(TextColumn("{task.description:<22}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                       transient=False)
-        bar.start()
-        t_s = bar.add_task(f"BGP sessions ({spec.name})", total=s_total)
-        t_r = bar.add_task("prefixes x ECMP", total=r_total)
-    try:
-        while True:
-            views.update(observe(spec, executor, pending))
-            pending = [n for n in pending if not views[n].converged]
-            if bar is not None:
-                bar.update(t_s, completed=sum(v.sessions_up for v in views.values()))
-                bar.update(t_r, completed=sum(v.routes_ok for v in views.values()))
-            if not pending:
-                return views
-            if time.monotonic() > end:
-                break
-            time.sleep(poll)
-    finally:
-        if bar is not None:
-            bar.stop()
+    t0 = time.monotonic()
+    end = t0 + timeout
+    while True:
+        views.update(observe(spec, executor, pending))
+        pending = [n for n in pending if not views[n].converged]
+        if on_progress is not None:
+            on_progress(ConvergeProgress(
+                lab=spec.name,
+                sessions_up=sum(v.sessions_up for v in views.values()), sessions_total=s_total,
+                routes_ok=sum(v.routes_ok for v in views.values()), routes_total=r_total,
+                elapsed_s=time.monotonic() - t0, done=not pending))
+        if not pending:
+            return views
+        if time.monotonic() > end:
+            break
+        time.sleep(poll)
     sessions = [m for n in pending for m in views[n].missing_sessions]
     routes = [m for n in pending for m in views[n].missing_routes]
     lines = [f"lab {spec.name} did not converge within {timeout:g} s:"]

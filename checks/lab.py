@@ -13,9 +13,17 @@ from pathlib import Path
 from typing import Iterable
 
 from railab.checks.base import CheckResult
+from railab.checks.deploy import bring_up
+from railab.checks.runner import run_checks
+from railab.testbed import state as st
 from railab.testbed.executor import ExecResult, Executor
-from railab.topologies.naming import netns_name
+from railab.testbed.runtime import get_runtime
+from railab.testbed.runtime.netns import NetnsRuntime
+from railab.topologies.generator import generate
 from railab.topologies.labspec import LabSpec
+from railab.topologies.naming import netns_name
+from railab.traffic.engine import Engine
+from railab.traffic.patterns import Flow, parse_endpoint, route
 
 
 class LiveLab:
@@ -39,12 +47,8 @@ class LiveLab:
 
         Raises RailabError when the lab is not up or its lab.json cannot be read.
         """
-        from railab.testbed import state as st
-        from railab.testbed.runtime import get_runtime
-
         lab = st.resolve(ref)
-        record = lab.require_up()
-        runtime = record.get("runtime", "netns")
+        runtime = lab.require_up().runtime
         return cls(lab.spec(), lab.labdir, runtime, get_runtime(runtime).executor(lab.name))
 
     @classmethod
@@ -53,14 +57,11 @@ class LiveLab:
         """Generate ``intent`` (shipped name or YAML path) into a temporary directory, bring it up
         on the netns runtime (converged), and return an owned handle. Raises RailabError (nothing
         left behind) on failure; ValueError for a bad intent."""
-        from railab.testbed.runtime.netns import NetnsRuntime
-        from railab.topologies.generator import generate
-
         tmp = tempfile.TemporaryDirectory(prefix="railab-lab-")
         try:
             labdir = generate(intent, Path(tmp.name) / "lab", name=name)
             rt = NetnsRuntime()
-            rt.up(labdir, timeout=timeout, progress=False)
+            bring_up(rt, labdir, timeout=timeout)
         except BaseException:
             tmp.cleanup()
             raise
@@ -70,8 +71,6 @@ class LiveLab:
     def close(self) -> None:
         """Tear the lab down if this handle brought it up (idempotent)."""
         if self.owned:
-            from railab.testbed.runtime import get_runtime
-
             get_runtime(self.runtime).down(self.name)
             self.owned = False
         if self._tmp is not None:
@@ -93,9 +92,6 @@ class LiveLab:
         """Observed switch hops of one real RoCEv2 flow ``src`` -> ``dst`` (``srv1:gpu3`` or
         ``srv1:nic4``), by received TTL; None when nothing arrived. Raises
         ``traffic.patterns.PatternError`` (a ValueError) for an unknown endpoint."""
-        from railab.traffic.engine import Engine
-        from railab.traffic.patterns import Flow, parse_endpoint, route
-
         flow = route(self.spec, Flow(parse_endpoint(self.spec, src), parse_endpoint(self.spec, dst),
                                      size=1024, messages=2, mtu=1024, pxn=pxn))
         with Engine(self.spec, self.netns_of) as eng:
@@ -104,8 +100,6 @@ class LiveLab:
 
     def check(self, only: str | Iterable[str] | None = None) -> list[CheckResult]:
         """Run the checks (all, or ``only``) and return every result; see checks.runner."""
-        from railab.checks.runner import run_checks
-
         return run_checks(self.spec, self.executor, only=only, netns_of=self.netns_of)
 
     def exec(self, node: str, argv: list[str], *, timeout: float = 30.0) -> ExecResult:

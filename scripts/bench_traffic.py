@@ -26,8 +26,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from railab.checks.deploy import bring_up  # noqa: E402
+from railab.testbed.runtime.netns import NetnsRuntime  # noqa: E402
+from railab.testbed.state import resolve  # noqa: E402
+from railab.topologies.generator import generate  # noqa: E402
 from railab.traffic import roce  # noqa: E402
-from railab.traffic.engine import Engine, resolve_lab  # noqa: E402
+from railab.traffic.engine import Engine  # noqa: E402
 from railab.traffic.patterns import flows_for  # noqa: E402
 
 
@@ -54,19 +58,17 @@ def main() -> int:
     out: dict = {"template_frames_per_s": round(bench_templates())}
     runtime = name = None
     if args.lab:
-        spec, netns_of = resolve_lab(args.lab)
+        ref = resolve(args.lab)
     else:
-        from railab.testbed.runtime.netns import NetnsRuntime
-        from railab.topologies.generator import generate
-
         name = f"tbench{os.getpid() % 100000}"
         runtime = NetnsRuntime()
         labdir = generate(ROOT / "topologies" / "intents" / "mini.yml",
                           Path(tempfile.mkdtemp(prefix="railab-bench-")) / name, name=name)
         t0 = time.perf_counter()
-        runtime.up(labdir, progress=False)
+        bring_up(runtime, labdir)
         out["lab_up_s"] = round(time.perf_counter() - t0, 2)
-        spec, netns_of = resolve_lab(str(labdir))
+        ref = resolve(labdir)
+    spec, netns_of = ref.spec(), ref.netns_of
     try:
         with Engine(spec, netns_of) as eng:
             msgs = max(1, args.packets // 4)

@@ -3,7 +3,7 @@
 
 Usage (root, Debian frr): ``python scripts/bench_up.py [INTENT ...] [--keep-dirs]``
 (default intents: mini, rail-optimized-1024, rail-optimized-1024-full). Each intent is generated
-into a temp dir under a unique lab name, brought up with ``NetnsRuntime.up`` (convergence
+into a temp dir under a unique lab name, brought up with ``railab.checks.deploy.bring_up`` (convergence
 checked against lab.json), sampled for RSS while converging and for 2 s after, then brought down.
 Prints one JSON line per intent and a table. Targets (issue 4): mini < 10 s; full 1024-GPU
 fabric < 60 s and < 4 GiB.
@@ -22,17 +22,19 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from railab.testbed import state as st  # noqa: E402
+from railab.checks.deploy import bring_up  # noqa: E402
 from railab.errors import RailabError  # noqa: E402
-from railab.testbed.runtime.netns import NetnsRuntime, _pids_in_namespaces, _ns_inode  # noqa: E402
+from railab.progress import ConvergeBar  # noqa: E402
+from railab.testbed import state as st  # noqa: E402
+from railab.testbed.runtime.netns import NetnsRuntime, _ns_inode, _pids_in_namespaces  # noqa: E402
 from railab.topologies.generator import generate  # noqa: E402
 from railab.topologies.labspec import LabSpec  # noqa: E402
 
 
 def lab_rss_bytes(lab: str) -> tuple[int, int]:
     """(total RSS in bytes, process count) of every process inside the lab's namespaces."""
-    rec = st.load(lab) or {}
-    inodes = {i for i in (_ns_inode(ns) for ns in (rec.get("namespaces") or {}).values()) if i}
+    rec = st.load(lab)
+    inodes = {i for i in (_ns_inode(ns) for ns in (rec.namespaces if rec else {}).values()) if i}
     total = n = 0
     for pid in _pids_in_namespaces(inodes):
         try:
@@ -69,7 +71,8 @@ def bench(intent: str, workdir: Path) -> dict:
     rec = {"timings": {}}
     try:
         try:
-            rec = rt.up(labdir, progress=sys.stderr.isatty())
+            with ConvergeBar() as bar:
+                rec = bring_up(rt, labdir, on_progress=bar if sys.stderr.isatty() else None)
             t_up = time.monotonic() - t0
             time.sleep(2)  # keep sampling RSS on the converged lab
         except RailabError as exc:  # e.g. convergence timeout: still report time and memory

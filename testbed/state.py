@@ -9,20 +9,110 @@ Ownership rule (see docs/runtime.md): railab removes only what it recorded.
   is deleted. ``railab down --all`` sweeps ledger namespaces, never other ``clab-*`` namespaces
   (containerlab's own labs use the same prefix).
 
-``RAILAB_RUN_DIR`` overrides ``/run/railab`` (tests only).
+The record itself is :class:`LabState` (pydantic), stored as JSON. ``RAILAB_RUN_DIR``
+overrides ``/run/railab`` (tests only).
 """
 
 from __future__ import annotations
 
+import getpass
 import json
 import os
 import shutil
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from railab.errors import RailabError
+from railab.testbed.clabfile import load_clab
+from railab.topologies.labspec import LabSpec
+from railab.topologies.naming import LAB_NAME, netns_name
 
 from railab.topologies.naming import LAB_NAME
 
 STATE_VERSION = 1
+
+
+def invoking_user() -> str:
+    """The user who ran railab: ``$SUDO_USER`` when set (``sudo railab up``), else the login
+    user (``getpass.getuser``: ``LOGNAME``/``USER``/... then the password database)."""
+    sudo = os.environ.get("SUDO_USER")
+    if sudo:
+        return sudo
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return str(os.getuid())
+
+
+class _Record(BaseModel):
+    """Base of the state models: unknown keys are kept (records of other versions), and a
+    read-only dict view (``rec["lab"]``, ``rec.get("phase")``, ``"lab" in rec``) for callers
+    that still treat the record as the JSON dict."""
+
+    model_config = ConfigDict(extra="allow", validate_assignment=True)
+
+    def _keys(self) -> set[str]:
+        return set(type(self).model_fields) | set(self.model_extra or {})
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in self._keys():
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._keys()
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """``self[key]``, or ``default`` when there is no such field (or it is None)."""
+        value = getattr(self, key, None) if key in self._keys() else None
+        return default if value is None else value
+
+
+class RouterState(_Record):
+    """One FRR node of a netns lab: run ``dir`` (``/run/railab/<lab>/<node>``), ``config``
+    (its frr.conf), ``daemons`` in start order, ``pids`` daemon -> PID once started."""
+
+    dir: str
+    config: str
+    daemons: list[str] = Field(default_factory=list)
+    pids: dict[str, int] = Field(default_factory=dict)
+
+
+class LabState(_Record):
+    """The runtime record of one lab (``/run/railab/<lab>/state.json``).
+
+    ``phase``: ``creating`` / ``deploying`` (being made), ``started`` (deployed, not yet known
+    converged), ``converging``, ``running`` (converged: :meth:`Runtime.mark_converged`).
+    ``created``: Unix time (s); ``user``: who brought it up (:func:`invoking_user`);
+    ``namespaces``: node -> network namespace; ``links``: ``[a "node:if", b "node:if", mtu]``;
+    ``routers``: FRR nodes (netns runtime); ``containers``: node -> container (containerlab);
+    ``timings``: step -> seconds; ``host_sysctls``: host-wide sysctls raised, ``{key: [old,
+    new]}`` (never undone).
+    """
+
+    version: int = STATE_VERSION
+    lab: str
+    runtime: str = "netns"
+    phase: str = "creating"
+    labdir: str | None = None
+    clab_file: str | None = None
+    created: float = Field(default_factory=time.time)
+    user: str = Field(default_factory=invoking_user)
+    namespaces: dict[str, str] = Field(default_factory=dict)
+    links: list[tuple[str, str, int]] = Field(default_factory=list)
+    routers: dict[str, RouterState] = Field(default_factory=dict)
+    containers: dict[str, str] = Field(default_factory=dict)
+    docker_url: str | None = None
+    timings: dict[str, float] = Field(default_factory=dict)
+    host_sysctls: dict[str, tuple[int, int]] = Field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON document as stored (plain dicts and lists)."""
+        return self.model_dump(mode="json")
+
 
 def run_root() -> Path:
     """Root of railab's runtime records (``/run/railab``, or ``$RAILAB_RUN_DIR``)."""
@@ -40,28 +130,33 @@ def node_dir(lab: str, node: str) -> Path:
 
 
 def state_path(lab: str) -> Path:
+    """``/run/railab/<lab>/state.json``."""
     return lab_dir(lab) / "state.json"
 
 
 def ledger_dir() -> Path:
+    """``/run/railab/netns.d``: one file per namespace railab made, holding its lab name."""
     return run_root() / "netns.d"
 
 
-def load(lab: str) -> dict[str, Any] | None:
+def load(lab: str) -> LabState | None:
     """The recorded state of ``lab``, or None when there is none (or it is unreadable)."""
     try:
-        return json.loads(state_path(lab).read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
+        return LabState.model_validate_json(state_path(lab).read_text())
+    except (FileNotFoundError, NotADirectoryError, ValidationError):
         return None
 
 
-def save(state: dict[str, Any]) -> None:
-    """Atomically write ``state`` (must hold ``lab``) to its state.json."""
-    path = state_path(state["lab"])
+def save(state: LabState | Mapping[str, Any]) -> LabState:
+    """Atomically write ``state`` (a LabState, or a mapping validated into one: it must hold
+    ``lab``) to its state.json; returns the LabState written. ValidationError on a bad mapping."""
+    rec = state if isinstance(state, LabState) else LabState.model_validate(dict(state))
+    path = state_path(rec.lab)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(state, indent=2, sort_keys=True) + "\n")
+    tmp.write_text(json.dumps(rec.to_json(), indent=2, sort_keys=True) + "\n")
     os.replace(tmp, path)
+    return rec
 
 
 def labs() -> list[str]:
@@ -109,8 +204,8 @@ def running_lab_in(directory: str | Path) -> str | None:
     """
     want = Path(directory).resolve()
     for lab in labs():
-        record = load(lab) or {}
-        if record.get("labdir") and Path(record["labdir"]).resolve() == want:
+        record = load(lab)
+        if record is not None and record.labdir and Path(record.labdir).resolve() == want:
             return lab
     return None
 
@@ -123,18 +218,16 @@ class LabRef:
     nothing is recorded); ``record``: the runtime state (None when the lab is not up).
     """
 
-    def __init__(self, name: str, labdir: Path | None, record: dict[str, Any] | None) -> None:
+    def __init__(self, name: str, labdir: Path | None, record: LabState | None) -> None:
         self.name, self.labdir, self.record = name, labdir, record
 
     @property
     def running(self) -> bool:
-        return bool(self.record) and self.record.get("phase") == "running"
+        """True when the lab is recorded and converged (phase ``running``)."""
+        return self.record is not None and self.record.phase == "running"
 
-    def spec(self):
+    def spec(self) -> LabSpec:
         """The lab's LabSpec; RailabError when there is no lab directory or no lab.json."""
-        from railab.errors import RailabError
-        from railab.topologies.labspec import LabSpec
-
         if self.labdir is None:
             raise RailabError(f"lab {self.name!r} is not up and no lab directory was given ({running_labs()})")
         try:
@@ -142,10 +235,8 @@ class LabRef:
         except FileNotFoundError as exc:
             raise RailabError(f"lab {self.name}: {exc}") from None
 
-    def require_up(self) -> dict[str, Any]:
+    def require_up(self) -> LabState:
         """The runtime record; RailabError naming the running labs when the lab is not up."""
-        from railab.errors import RailabError
-
         if self.record is None:
             raise RailabError(f"lab {self.name!r} is not up (no {state_path(self.name)}): "
                               f"`railab up` it first ({running_labs()})")
@@ -153,9 +244,8 @@ class LabRef:
 
     def netns_of(self, node: str) -> str:
         """The node's recorded namespace, else the shared ``clab-<lab>-<node>`` name."""
-        from railab.topologies.naming import netns_name
-
-        return ((self.record or {}).get("namespaces") or {}).get(node) or netns_name(self.name, node)
+        recorded = self.record.namespaces if self.record is not None else {}
+        return recorded.get(node) or netns_name(self.name, node)
 
 
 def running_labs() -> str:
@@ -167,21 +257,17 @@ def running_labs() -> str:
 def resolve(ref: str | Path) -> LabRef:
     """Resolve a ``LAB`` argument (see LabRef). Raises RailabError when ``ref`` is neither an
     existing lab path nor a valid lab name (``^[a-z][a-z0-9-]{0,31}$``)."""
-    from railab.errors import RailabError
-
     p = Path(ref)
     if p.exists():
         labdir = p if p.is_dir() else p.parent
         if (labdir / "lab.json").is_file():
             name = json.loads((labdir / "lab.json").read_text())["name"]
         else:
-            from railab.testbed.clabfile import load_clab
-
             name = load_clab(p).name
         return LabRef(name, labdir.absolute(), load(name))
     name = str(ref)
     if not LAB_NAME.match(name):
         raise RailabError(f"{name!r} is neither a lab directory nor a lab name; {running_labs()}")
     record = load(name)
-    labdir = Path(record["labdir"]) if record and record.get("labdir") else None
+    labdir = Path(record.labdir) if record is not None and record.labdir else None
     return LabRef(name, labdir, record)

@@ -14,6 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from pyroute2 import IPRoute
+
+from railab.checks.deploy import bring_up
+from railab.testbed.runtime.netns import NetnsExecutor, NetnsRuntime
+from railab.topologies.generator import generate
+from railab.topologies.labspec import LabSpec
 
 PID = str(os.getpid())
 
@@ -45,7 +51,7 @@ class LiveLab:
     dir: Path
     spec: object
     executor: object
-    record: dict
+    record: object  # railab.testbed.state.LabState
 
 
 def our_namespaces() -> set[str]:
@@ -60,7 +66,7 @@ _LIVE: dict[str, LiveLab] = {}
 
 
 def _live_namespaces() -> set[str]:
-    return {ns for lab in _LIVE.values() for ns in lab.record["namespaces"].values()}
+    return {ns for lab in _LIVE.values() for ns in lab.record.namespaces.values()}
 
 
 @pytest.fixture(scope="module")
@@ -77,21 +83,15 @@ def _bring_up(intent: str, name: str, tmp_path_factory) -> LiveLab:
     reason = integration_skip_reason()
     if reason:
         pytest.skip(reason)
-    from railab.testbed.runtime.netns import NetnsExecutor, NetnsRuntime
-    from railab.topologies.generator import generate
-    from railab.topologies.labspec import LabSpec
-
     root = Path(__file__).resolve().parents[1]
     labdir = generate(root / "topologies" / "intents" / f"{intent}.yml", tmp_path_factory.mktemp(name) / name, name=name)
-    record = NetnsRuntime().up(labdir, progress=False)
+    record = bring_up(NetnsRuntime(), labdir)
     lab = LiveLab(name, labdir, LabSpec.load(labdir), NetnsExecutor(name), record)
     _LIVE[name] = lab
     return lab
 
 
 def _bring_down(name: str) -> None:
-    from railab.testbed.runtime.netns import NetnsRuntime
-
     _LIVE.pop(name, None)
     NetnsRuntime().down(name)
 
@@ -119,8 +119,6 @@ def railonly_lab(tmp_path_factory):
 def swap_server_cables(netns: str, a: str = "eth1", b: str = "eth3") -> None:
     """Cross two of a server's cables, as the tutorial does: swap the names of NICs ``a`` and
     ``b`` inside ``netns`` (their addresses move with the names). Calling it again undoes it."""
-    from pyroute2 import IPRoute
-
     with IPRoute(netns=netns, flags=0) as ipr:
         ia, ib = ipr.link_lookup(ifname=a)[0], ipr.link_lookup(ifname=b)[0]
         for i in (ia, ib):

@@ -80,7 +80,9 @@ def fault_lab(tmp_path_factory):
     assert f"router bgp {planned}\n" in text
     conf.write_text(text.replace(f"router bgp {planned}\n", f"router bgp {WRONG_ASN}\n"))
     rt = NetnsRuntime()
-    rt.up(labdir, timeout=60, progress=False)
+    from railab.checks.deploy import bring_up
+
+    bring_up(rt, labdir, timeout=60)
     lab = LiveLab(spec, labdir, "netns", rt.executor(name), owned=True)
     try:
         yield lab

@@ -20,12 +20,16 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
-from railab.testbed.runtime import get_runtime
+from railab.cli import app
 from railab.errors import RailabError
+from railab.testbed import state as st
+from railab.testbed.runtime import get_runtime
 from railab.testbed.runtime.containerlab import (
     ContainerlabRuntime,
     deploy_argv,
@@ -33,6 +37,9 @@ from railab.testbed.runtime.containerlab import (
     inspect_argv,
     parse_inspect,
 )
+from railab.testbed.runtime.netns import NetnsRuntime
+from railab.topologies.generator import generate
+
 
 DATA = Path(__file__).parent / "data"
 
@@ -95,8 +102,6 @@ def test_registry_and_naming():
 
 @pytest.fixture
 def mini_lab(tmp_path, monkeypatch):
-    from railab.topologies.generator import generate
-
     monkeypatch.setenv("RAILAB_RUN_DIR", str(tmp_path / "run"))
     shipped = Path(__file__).resolve().parents[1] / "topologies" / "intents" / "mini.yml"
     return Path(generate(shipped, tmp_path / "lab"))
@@ -106,7 +111,7 @@ def mini_lab(tmp_path, monkeypatch):
 def test_up_without_containerlab_fails_cleanly(mini_lab, tmp_path, monkeypatch):
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-docker.sock")
     with pytest.raises(RailabError) as err:
-        ContainerlabRuntime().up(mini_lab, progress=False)
+        ContainerlabRuntime().up(mini_lab)
     msg = str(err.value)
     assert "containerlab binary ('containerlab') is not on PATH" in msg
     assert "Docker engine not reachable" in msg
@@ -123,8 +128,6 @@ def test_down_of_unknown_lab_is_a_no_op(tmp_path, monkeypatch):
 
 
 def test_down_refuses_a_netns_lab(tmp_path, monkeypatch):
-    from railab.testbed import state as st
-
     monkeypatch.setenv("RAILAB_RUN_DIR", str(tmp_path / "run"))
     st.save({"lab": "other", "runtime": "netns", "namespaces": {}})
     with pytest.raises(RailabError, match="netns runtime"):
@@ -134,12 +137,6 @@ def test_down_refuses_a_netns_lab(tmp_path, monkeypatch):
 
 def test_cli_up_runtime_containerlab(mini_lab, tmp_path, monkeypatch):
     """Through the CLI: one `error:` line and a non-zero exit (needs `railab up --runtime`)."""
-    import subprocess
-
-    from typer.testing import CliRunner
-
-    from railab.cli import app
-
     up_help = CliRunner().invoke(app, ["up", "--help"]).output
     if "--runtime" not in up_help:
         pytest.skip("`railab up` has no --runtime option yet (testbed/cli/lab.py)")
@@ -156,9 +153,6 @@ def test_cli_up_runtime_containerlab(mini_lab, tmp_path, monkeypatch):
 
 def test_netns_runtime_leaves_containerlab_labs_alone(tmp_path, monkeypatch):
     """`down --all` on the netns runtime never tears down a lab containerlab recorded."""
-    from railab.testbed import state as st
-    from railab.testbed.runtime.netns import NetnsRuntime
-
     monkeypatch.setenv("RAILAB_RUN_DIR", str(tmp_path / "run"))
     st.save({"lab": "clabonly", "runtime": "containerlab", "namespaces": {"n1": "clab-clabonly-n1"}})
     with pytest.raises(RailabError, match="containerlab runtime"):

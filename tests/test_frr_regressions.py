@@ -20,6 +20,13 @@ from ipaddress import ip_network
 from pathlib import Path
 
 import pytest
+from pyroute2 import NetNS
+
+from railab.checks.deploy import bring_up
+from railab.testbed.runtime.netns import NEIGH_PER_ENDPOINT, NetnsExecutor, NetnsRuntime, raise_neighbour_tables
+from railab.topologies.generator import generate
+from railab.topologies.labspec import LabSpec
+from tests.conftest import integration_skip_reason
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -29,20 +36,14 @@ pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("no_leaks")]
 @pytest.fixture(scope="module")
 def flap_lab(tmp_path_factory):
     """A dedicated ``mini`` lab, up and converged: ``(name, LabSpec, record)``."""
-    from conftest import integration_skip_reason
-
     reason = integration_skip_reason()
     if reason:
         pytest.skip(reason)
-    from railab.testbed.runtime.netns import NetnsRuntime
-    from railab.topologies.generator import generate
-    from railab.topologies.labspec import LabSpec
-
     name = f"fr{os.getpid()}"
     rt = NetnsRuntime()
     try:
         d = generate(ROOT / "topologies" / "intents" / "mini.yml", tmp_path_factory.mktemp(name) / name, name=name)
-        record = rt.up(d, progress=False)
+        record = bring_up(rt, d)
         yield name, LabSpec.load(d), record
     finally:
         rt.down(name)
@@ -74,8 +75,6 @@ def _wait(pred, timeout: float, step: float = 0.2):
 
 
 def test_generated_config_disables_kernel_nexthop_groups(flap_lab):
-    from railab.testbed.runtime.netns import NetnsExecutor
-
     name, spec, _ = flap_lab
     leaf = next(n.name for n in spec.nodes if n.role == "leaf")
     running = NetnsExecutor(name).vtysh(leaf, "show running-config").stdout
@@ -85,10 +84,6 @@ def test_generated_config_disables_kernel_nexthop_groups(flap_lab):
 def test_fib_regains_full_ecmp_after_leaf_spine_flap(flap_lab):
     """Flap one uplink of a leaf; every multipath route through it must come back to its
     planned ECMP width in the kernel (not only in zebra's RIB)."""
-    from pyroute2 import NetNS
-
-    from railab.testbed.runtime.netns import NetnsExecutor
-
     name, spec, record = flap_lab
     leaf = next(n.name for n in spec.nodes if n.role == "leaf")
     routes = [r for r in spec.expected_routes[leaf] if r.ecmp_width > 1]
@@ -128,8 +123,6 @@ def test_fib_regains_full_ecmp_after_leaf_spine_flap(flap_lab):
 def test_host_neighbour_tables_sized_for_the_lab(flap_lab):
     """``up`` raised the shared ND/ARP limits to hold this lab's endpoints (the kernel default,
     1024 entries for the whole host, is what stalled the 1024-GPU fabric)."""
-    from railab.testbed.runtime.netns import NEIGH_PER_ENDPOINT, raise_neighbour_tables
-
     _, spec, _ = flap_lab
     need = NEIGH_PER_ENDPOINT * 2 * len(spec.links)
 

@@ -10,11 +10,18 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
-from railab.testbed import state as st
+from railab.checks.converge import observe_sessions
+from railab.checks.deploy import bring_up
 from railab.errors import RailabError
-from railab.testbed.runtime.netns import NetnsRuntime, _alive, _cmdline
+from railab.testbed import state as st
+from railab.testbed.runtime.netns import NetnsRuntime, _alive, _cmdline, exec_argv, netns_path
+from railab.topologies import routing
+from railab.topologies.generator import generate
+from railab.topologies.intent import INTENTS_DIR
 from tests.conftest import PID, our_namespaces
+
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("no_leaks")]
 ROOT = Path(__file__).resolve().parents[1]
@@ -22,8 +29,6 @@ CLI = [sys.executable, "-c", "from railab.cli import main; main()"]
 
 
 def _gen(intent: str, name: str, tmp_path: Path) -> Path:
-    from railab.topologies.generator import generate
-
     return generate(ROOT / "topologies" / "intents" / f"{intent}.yml", tmp_path / name, name=name)
 
 
@@ -103,10 +108,8 @@ def test_packet_crosses_fabric(mini_lab):
     src = spec.nic("srv1", 1)
     dst = next(n for n in spec.nics if n.group != src.group and n.nic == 4)
     saddr, daddr = str(src.address.ip), str(dst.address.ip)
-    from railab.testbed.runtime.netns import _enter_ns
-
-    recv = subprocess.Popen([sys.executable, "-c", _RECV, daddr], stdout=subprocess.PIPE, text=True,
-                            preexec_fn=_enter_ns(f"clab-{mini_lab.name}-{dst.server}"))
+    recv = subprocess.Popen(exec_argv(f"clab-{mini_lab.name}-{dst.server}", [sys.executable, "-c", _RECV, daddr]),
+                            stdout=subprocess.PIPE, text=True)
     try:
         assert recv.stdout.readline().strip() == "ready"
         res = mini_lab.executor.run(src.server, [sys.executable, "-c", _SEND, saddr, daddr])
@@ -125,14 +128,18 @@ def test_two_labs_at_once(mini_lab, railonly_lab):
     for s in (a, b):
         assert all(n["present"] for n in s["nodes"].values())
         assert all(all(d.values()) for d in (n["daemons"] for n in s["nodes"].values()))
-    assert a["sessions"]["up"] == a["sessions"]["expected"] == len(mini_lab.spec.bgp_sessions)
+    up, down = observe_sessions(mini_lab.spec, rt.executor(mini_lab.name))  # BGP: checks' job
+    assert len(up) == len(up) + len(down) == len(mini_lab.spec.bgp_sessions)
     assert a["nodes"]["srv1"]["namespace"] != b["nodes"]["srv1"]["namespace"]
+    assert "sessions" not in a  # the runtime reports what it made, not routing state
 
 
 def test_clash_is_refused_and_harmless(mini_lab):
     with pytest.raises(RailabError, match=f"lab {mini_lab.name} is already up: railab down {mini_lab.name}"):
-        NetnsRuntime().up(mini_lab.dir, progress=False)
-    assert NetnsRuntime().status(mini_lab.name)["sessions"]["up"] == len(mini_lab.spec.bgp_sessions)
+        NetnsRuntime().up(mini_lab.dir)
+    up, _ = observe_sessions(mini_lab.spec, NetnsRuntime().executor(mini_lab.name))
+    assert len(up) == len(mini_lab.spec.bgp_sessions)
+    assert st.load(mini_lab.name).phase == "running"
 
 
 def test_bad_config_is_rejected(tmp_path):
@@ -141,7 +148,7 @@ def test_bad_config_is_rejected(tmp_path):
     conf = sorted(labdir.glob("configs/*/frr.conf"))[0]
     conf.write_text(conf.read_text() + "interface eth1\n ip addresss 10.9.9.9/31\nexit\n")
     with pytest.raises(RailabError, match=rf"FRR rejected the config of {conf.parent.name} .*Unknown command"):
-        NetnsRuntime().up(labdir, progress=False)
+        NetnsRuntime().up(labdir)
     _assert_gone(name)
 
 
@@ -149,7 +156,7 @@ def test_down_removes_everything_and_is_idempotent(tmp_path):
     name = f"dn{PID}"
     labdir = _gen("rail-only-512", name, tmp_path)
     rt = NetnsRuntime()
-    rec = rt.up(labdir, progress=False)
+    rec = bring_up(rt, labdir)
     pids = [p for r in rec["routers"].values() for p in r["pids"].values()]
     assert pids and all(_alive(p) for p in pids)
     assert set(our_namespaces()) >= set(rec["namespaces"].values())
@@ -224,11 +231,7 @@ def test_down_after_crash(tmp_path):
 
 def test_sonic_vs_lab_is_refused_at_once(tmp_path):
     """A sonic-vs lab needs containerlab and the SONiC-VS image: one clear error, nothing made."""
-    import yaml
-
     from railab.topologies.generator import generate
-    from railab.topologies.intent import INTENTS_DIR
-
     intent = yaml.safe_load((INTENTS_DIR / "mini.yml").read_text())
     intent["lab"]["kind"] = "sonic-vs"
     path = tmp_path / "sonic.yml"
@@ -237,6 +240,83 @@ def test_sonic_vs_lab_is_refused_at_once(tmp_path):
     labdir = generate(path, tmp_path / name, name=name)
     t0 = time.monotonic()
     with pytest.raises(RailabError, match="kind sonic-vs .* --runtime containerlab"):
-        NetnsRuntime().up(labdir, progress=False)
+        NetnsRuntime().up(labdir)
     assert time.monotonic() - t0 < 5
+    _assert_gone(name)
+
+
+def test_policy_rule_priority_matches_the_clab_exec_lines(railonly_lab):
+    """The netns runtime installs each NIC's source rule at the priority the containerlab
+    ``exec:`` lines use (railab.topologies.routing), table 100+n."""
+    nic = railonly_lab.spec.nics[0]
+    probe = (
+        "from pyroute2 import IPRoute; i = IPRoute();"
+        f"print([(r.get('priority'), r.get('table')) for r in i.rule('dump') if r.get('src') == '{nic.address.split('/')[0]}'])"
+    )
+    res = railonly_lab.executor.run(nic.server, [sys.executable, "-c", probe])
+    assert res.ok, res.stderr
+    assert res.stdout.strip() == f"[({routing.rule_priority(nic.nic)}, {routing.table_for(nic.nic)})]"
+
+
+def test_frr_daemons_run_in_the_nodes_namespaces(mini_lab):
+    """FRR daemons are spawned without preexec_fn: each sits in its node's network namespace
+    and in one UTS namespace per node whose hostname is the node's name."""
+    rec = st.load(mini_lab.name)
+    host_uts = os.stat("/proc/self/ns/uts").st_ino
+    for node in ("spine1", "g1-leaf1"):
+        pids = rec.routers[node].pids
+        net = {os.stat(f"/proc/{p}/ns/net").st_ino for p in pids.values()}
+        uts = {os.stat(f"/proc/{p}/ns/uts").st_ino for p in pids.values()}
+        assert net == {os.stat(netns_path(rec.namespaces[node])).st_ino}, node
+        assert len(uts) == 1 and host_uts not in uts, node
+        name = subprocess.run(["nsenter", f"--uts=/proc/{pids['bgpd']}/ns/uts", "hostname"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+        assert name == node
+    assert rec.phase == "running" and rec.user
+
+
+def test_executor_missing_command_is_127(mini_lab):
+    res = mini_lab.executor.run("srv1", ["no-such-railab-command"])
+    assert res.rc == 127 and "command not found" in res.stderr
+
+
+def test_up_deploys_only_and_bring_up_rolls_back_on_timeout(tmp_path):
+    """``Runtime.up`` returns once FRR runs (phase ``started``, no convergence wait); a
+    convergence timeout in bring_up removes the lab."""
+    name = f"dq{PID}"
+    labdir = _gen("mini", name, tmp_path)  # BGP sessions: cannot converge within 1 ms
+    rt = NetnsRuntime()
+    try:
+        rec = rt.up(labdir)
+        assert rec.phase == "started" and "converge_s" not in rec.timings
+        assert st.load(name).phase == "started"
+    finally:
+        rt.down(name)
+    _assert_gone(name)
+    try:
+        with pytest.raises(RailabError, match=f"lab {name} did not converge within 0.001 s"):
+            bring_up(rt, labdir, timeout=0.001)
+    except BaseException:
+        rt.down(name)  # it converged after all: do not leak the lab
+        raise
+    _assert_gone(name)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_interrupt_during_convergence_wait_rolls_back(tmp_path, sig):
+    """Ctrl-C / SIGTERM while bring_up waits for convergence (the runtime's own up is done):
+    bring_up takes the lab down, the CLI exits 128 + signal without a traceback."""
+    name = f"w{sig.value}x{PID}"
+    labdir = _gen("mini", name, tmp_path)
+    proc = _up_subprocess(labdir)
+    end = time.monotonic() + 60
+    while (st.load(name) or st.LabState(lab=name)).phase != "converging":
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < end, "the wait never started"
+        time.sleep(0.005)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + sig.value, err
+    assert err.startswith(f"error: interrupted by {sig.name}: everything up made was removed"), err
+    assert "Traceback" not in err, err
     _assert_gone(name)

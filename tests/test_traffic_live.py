@@ -151,6 +151,7 @@ def cut_lab(tmp_path_factory):
     reason = integration_skip_reason()
     if reason:
         pytest.skip(reason)
+    from railab.checks.deploy import bring_up
     from railab.testbed.runtime.netns import NetnsRuntime
     from railab.topologies.generator import generate
     from railab.topologies.labspec import LabSpec
@@ -160,7 +161,7 @@ def cut_lab(tmp_path_factory):
     try:
         d = generate(ROOT / "topologies" / "intents" / "mini.yml", tmp_path_factory.mktemp(name) / name,
                      name=name)
-        record = rt.up(d, progress=False)
+        record = bring_up(rt, d)
         spec = LabSpec.load(d)
         with Engine(spec, lambda node: record["namespaces"][node]) as eng:
             yield spec, eng
@@ -237,10 +238,10 @@ def _run_until(eng, flows, ok: bool, tries: int = 20):
 @pytest.mark.integration
 @pytest.mark.usefixtures("no_leaks")
 def test_swapped_server_cables_fail_with_a_cabling_verdict(cut_lab):
-    from railab.traffic.engine import resolve_lab
+    from railab.testbed.state import resolve
 
     spec, _ = cut_lab
-    _, netns_of = resolve_lab(spec.name)
+    netns_of = resolve(spec.name).netns_of
     into = flows_for(spec, "intra-rail")  # srv1 -> srv2, every rail
     out_of = [route(spec, Flow(("srv2", 0), ("srv1", 0)))]
     swap_server_cables(netns_of("srv2"))

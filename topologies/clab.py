@@ -29,6 +29,7 @@ import jsonschema
 import yaml
 
 from railab.errors import UsageError
+from railab.topologies import routing
 from railab.topologies.labspec import LabSpec
 from railab.topologies.nodekinds import get_node_kind
 
@@ -89,13 +90,8 @@ def server_exec(spec: LabSpec, server: str) -> list[str]:
     """
     lines: list[str] = []
     for nic in spec.nics_of(server):
-        ip = nic.address.ip
-        lines += [
-            f"ip link set {nic.interface} mtu {spec.mtu}",
-            f"ip addr add {nic.address} dev {nic.interface}",
-            f"ip rule add from {ip} lookup {nic.table} pref {1000 + nic.nic}",
-            f"ip route add default via {nic.gateway} dev {nic.interface} table {nic.table}",
-        ]
+        lines += routing.nic_lines(nic=nic.nic, interface=nic.interface, address=nic.address,
+                                   gateway=nic.gateway, table=nic.table, mtu=spec.mtu)
     return lines
 
 

@@ -58,9 +58,10 @@ from railab.topologies.nodekinds import SERVER_KIND, get_node_kind
 from railab.topologies.pathclasses import Fabric, lab_hops
 from railab.topologies.qos import DEFAULT_QOS
 from railab.topologies.sonic import SonicSwitch, render_config_db
+from railab.topologies import routing
 
 SPINE_ASN = 4200000000
-TABLE_BASE = 100
+TABLE_BASE = routing.TABLE_BASE
 
 
 @dataclass

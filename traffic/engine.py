@@ -44,6 +44,8 @@ from typing import Callable, Iterator
 
 from pyroute2 import IPRoute
 from pyroute2 import netns as _pr_netns
+from scapy.layers.inet import IP
+from scapy.layers.l2 import Ether
 
 from railab.errors import RailabError
 from railab.topologies.naming import netns_name
@@ -759,9 +761,6 @@ class Engine:
         """Send one TTL-limited copy of ``flow``'s first packet (same addresses and UDP ports,
         so ECMP hashes it like the flow) and return who answered: ICMP time-exceeded or
         unreachable from a switch, or arrival at the destination NIC."""
-        from scapy.layers.inet import IP
-        from scapy.layers.l2 import Ether
-
         st = self._prepare(flow, acks=False)
         self._forget(st)  # probes are matched on (probe QP, PSN), not counted as flow data
         pkt = Ether(bytes(st.seq[0].frame(ttl & MASK24)))
@@ -857,13 +856,3 @@ def spread_warnings(spec: LabSpec, results: list[FlowResult],
                else f" with {n} flows although its uplinks are up")
         out.append(f"{what}{why}: run railab check")
     return out
-
-
-def resolve_lab(target: str) -> tuple[LabSpec, Callable[[str], str]]:
-    """A lab's ``(LabSpec, netns_of)`` from its name or its lab directory (testbed.state.resolve):
-    namespaces come from the lab's runtime record, else ``clab-<lab>-<node>``. Raises
-    RailabError when the name is not a running lab and no lab directory was given."""
-    from railab.testbed import state as _state
-
-    ref = _state.resolve(target)
-    return ref.spec(), ref.netns_of

@@ -8,7 +8,6 @@ exit codes are railab.errors': a name clash or a bad intent is a usage error (2)
 
 from __future__ import annotations
 
-import getpass
 import json
 import os
 import shutil
@@ -36,11 +35,6 @@ def _runtime_of(lab: str):
     """The runtime that recorded ``lab`` (``/run/railab/<lab>/state.json``), netns by default."""
     record = state.load(lab) or {}
     return _runtime(record.get("runtime", "netns"))
-
-
-def invoking_user() -> str:
-    """Who runs railab: ``$SUDO_USER`` under sudo, else the login user (the state record's ``user``)."""
-    return os.environ.get("SUDO_USER") or getpass.getuser()
 
 
 def lab_rows() -> list[dict]:
@@ -144,8 +138,12 @@ def register(app: typer.Typer) -> None:
             target = generate(intent, _intent_target(name or intent.name, out), name=name)
         t0 = time.monotonic()
         kwargs = {"reconfigure": True} if reconfigure and runtime == "containerlab" else {}
+        from railab.checks.deploy import bring_up
+        from railab.progress import ConvergeBar
+
         try:
-            rec = rt.up(target, timeout=timeout, progress=progress, **kwargs)
+            with ConvergeBar() as bar:
+                rec = bring_up(rt, target, timeout=timeout, on_progress=bar if progress else None, **kwargs)
         except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP: up has rolled back already
             typer.echo(f"error: {str(exc) or 'interrupted by SIGINT'}: everything up made was removed", err=True)
             raise typer.Exit(_exit_code(exc)) from None
@@ -168,7 +166,7 @@ def register(app: typer.Typer) -> None:
         if all_ and lab:
             raise typer.BadParameter(f"give a lab or --all, not both (got {lab!r} and --all)")
         if all_:
-            me, ask, gone, kept = invoking_user(), _can_ask(), [], []
+            me, ask, gone, kept = state.invoking_user(), _can_ask(), [], []
             # every recorded lab and every lab that still owns a ledger namespace (an orphan)
             for name in sorted(set(state.labs()) | set(state.ledger().values())):
                 record = state.load(name) or {}
@@ -223,8 +221,17 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="print JSON"),
     ) -> None:
         """Nodes, FRR daemons alive, BGP sessions up/expected."""
+        from railab.checks.converge import observe_sessions
+        from railab.topologies.labspec import LabSpec
+
         name = _lab_name(lab)
-        s = _runtime_of(name).status(name)
+        rt = _runtime_of(name)
+        s = rt.status(name)
+        try:
+            up_, down_ = observe_sessions(LabSpec.load(rt.record(name).labdir), rt.executor(name))
+            s["sessions"] = {"up": len(up_), "expected": len(up_) + len(down_), "down": sorted(down_)}
+        except (FileNotFoundError, RuntimeError, TimeoutError, RailabError) as exc:
+            s["sessions"] = {"error": str(exc)}
         if as_json:
             typer.echo(json.dumps(s, indent=2, sort_keys=True))
             return
@@ -257,7 +264,7 @@ def register(app: typer.Typer) -> None:
 
         Exits with the command's exit code; 127 when the command does not exist.
         """
-        from railab.testbed.runtime.netns import NetnsExecutor, _enter_ns, _ns_path
+        from railab.testbed.runtime.netns import NetnsExecutor, exec_argv, netns_path
 
         cmd = list(cmd or [])
         if cmd and cmd[0] == "--":
@@ -278,7 +285,7 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(res.rc)
         ex = NetnsExecutor(name)
         ns = rt.netns_name(name, node)
-        if not _ns_path(ns).exists():
+        if not netns_path(ns).exists():
             raise RailabError(f"lab {name!r} has no node {node!r} (no namespace {ns})")
         cmd = cmd or _interactive_shell()
         # a network namespace shares the host's file system: the host's PATH answers for the node
@@ -287,7 +294,7 @@ def register(app: typer.Typer) -> None:
                        f"{node}'s network namespace)", err=True)
             raise typer.Exit(EXIT_NOT_FOUND)
         try:
-            rc = subprocess.run(ex.argv_for(node, list(cmd)), preexec_fn=_enter_ns(ns)).returncode
+            rc = subprocess.run(exec_argv(ns, ex.argv_for(node, list(cmd)))).returncode
         except FileNotFoundError:
             typer.echo(f"error: {cmd[0]}: command not found", err=True)
             raise typer.Exit(EXIT_NOT_FOUND) from None

@@ -17,12 +17,13 @@ from rich.console import Console
 from rich.table import Table
 
 from railab.errors import EXIT_USAGE
+from railab.planview import fmt as _fmt
+from railab.planview import show_plan as _show_plan
 from railab.topologies.catalog import get_model, load_catalog, parse_speed
 from railab.topologies.planner import (
     DEFAULT_TABLE_GPUS,
     PATH_CLASSES,
     Design,
-    Plan,
     compare,
     hop_text,
     node_table,
@@ -41,116 +42,6 @@ class Arch(StrEnum):
 def _fail(msg: str) -> None:
     typer.echo(f"error: {msg}", err=True)
     raise typer.Exit(EXIT_USAGE)
-
-
-def _fmt(v: object) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, int):
-        return f"{v:,}"
-    return str(v)
-
-
-def _title(p: Plan) -> str:
-    arch = "Rail-only" if p.architecture == "rail-only" else "Rail-optimized"
-    how = " (picked by --arch auto)" if p.selected_by == "auto" else ""
-    return (
-        f"{arch} fabric{how}: {p.gpus:,} GPUs = {p.servers:,} servers x {p.gpus_per_server} GPUs, "
-        f"{p.port_speed_gbps}G ports"
-    )
-
-
-def _show_plan(con: Console, p: Plan) -> None:
-    con.print(f"[bold]{_title(p)}[/bold]")
-
-    sw = Table(title="Switches", title_justify="left")
-    for col in ("tier", "model", "switches", "ports each", "used", "free", "latency ns"):
-        sw.add_column(col, justify="left" if col in ("tier", "model") else "right")
-    lp = p.ports["leaf"]
-    sw.add_row("leaf", p.leaf_model, _fmt(p.leaf_switches), _fmt(lp.ports_per_switch),
-               _fmt(lp.used), _fmt(lp.free), _fmt(p.leaf_latency_ns))
-    if p.spine_switches:
-        spp = p.ports["spine"]
-        sw.add_row("spine", p.spine_model or "-", _fmt(p.spine_switches),
-                   _fmt(spp.ports_per_switch), _fmt(spp.used), _fmt(spp.free),
-                   _fmt(p.spine_latency_ns))
-    sw.add_row("total", "", _fmt(p.total_switches), "", "", "", "")
-    con.print(sw)
-
-    sz = Table(title="Sizing", title_justify="left", show_header=False)
-    sz.add_column("item")
-    sz.add_column("value", justify="right")
-    groups = _fmt(p.groups)
-    if p.partial_last_group:
-        groups += f" (last group partial: {p.partial_last_group} servers)"
-    rows = [
-        ("rails", _fmt(p.rails)),
-        ("groups", groups),
-        ("servers per group", _fmt(p.servers_per_group)),
-        ("leaves per group", _fmt(p.leaves_per_group)),
-        ("rails per leaf", _fmt(p.rails_per_leaf)),
-        ("leaf downlinks / uplinks", f"{p.leaf_downlinks} / {p.leaf_uplinks}"),
-    ]
-    if p.architecture == "rail-optimized":
-        pair = _fmt(p.links_per_leaf_spine_pair)
-        if p.links_per_leaf_spine_pair_max != p.links_per_leaf_spine_pair:
-            pair += f"-{p.links_per_leaf_spine_pair_max}"
-        rows += [
-            ("oversubscription (planned)", f"{p.oversubscription_actual}"),
-            ("leaf downlink / uplink Gb/s", f"{p.leaf_downlink_gbps:,} / {p.leaf_uplink_gbps:,}"),
-            ("links per leaf-spine pair", pair),
-        ]
-    rows += [
-        ("server-leaf links", _fmt(p.server_leaf_links)),
-        ("leaf-spine links", _fmt(p.leaf_spine_links)),
-        ("optics (2 per link)", _fmt(p.optics)),
-    ]
-    for k, v in rows:
-        sz.add_row(k, v)
-    con.print(sz)
-
-    lim = Table(title="Scaling limits", title_justify="left", show_header=False)
-    lim.add_column("item")
-    lim.add_column("value", justify="right")
-    lim.add_row("max groups", _fmt(p.limits.max_groups))
-    lim.add_row("max leaves", _fmt(p.limits.max_leaves))
-    lim.add_row("max servers", _fmt(p.limits.max_servers))
-    lim.add_row("max GPUs", _fmt(p.limits.max_gpus))
-    con.print(lim)
-
-    hops = Table(title="Paths", title_justify="left")
-    hops.add_column("path class")
-    hops.add_column("hops", justify="right")
-    hops.add_column("switch latency ns", justify="right")
-    hops.add_column("via")
-    for cls in PATH_CLASSES:
-        hops.add_row(cls, hop_text(p, cls), _fmt(p.latency_ns.get(cls)),
-                     p.hop_notes.get(cls, ""))
-    con.print(hops)
-
-    lv = Table(title="Leaves", title_justify="left")
-    lv.add_column("group", justify="right")
-    lv.add_column("leaves")
-    lv.add_column("rails")
-    lv.add_column("servers", justify="right")
-    by_group: dict[int, list] = {}
-    for leaf in p.leaves:
-        by_group.setdefault(leaf.group, []).append(leaf)
-    if p.architecture == "rail-only":
-        for leaf in p.leaves:
-            lv.add_row(str(leaf.group), leaf.name, ",".join(map(str, leaf.rails)),
-                       _fmt(leaf.servers))
-    else:
-        for g, leaves in by_group.items():
-            names = leaves[0].name if len(leaves) == 1 else f"{leaves[0].name} .. {leaves[-1].name}"
-            lv.add_row(str(g), names, f"{leaves[0].rails[0]}-{leaves[-1].rails[-1]} (one each)",
-                       _fmt(leaves[0].servers))
-    con.print(lv)
-    if p.spines:
-        names = p.spines[0] if len(p.spines) == 1 else f"{p.spines[0]} .. {p.spines[-1]}"
-        con.print(f"Spines: {names}", soft_wrap=True)
-    for w in p.warnings:
-        con.print(f"[yellow]warning:[/yellow] {w}", highlight=False, soft_wrap=True)
 
 
 def _show_compare(con: Console, result: dict, gpus: int) -> None:

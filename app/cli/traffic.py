@@ -73,7 +73,8 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Send a RoCEv2 traffic pattern and check hops, loss and paths."""
         from railab.checks.base import Observer
-        from railab.traffic.engine import Engine, resolve_lab, sigint_event, spread, spread_warnings
+        from railab.testbed.state import resolve
+        from railab.traffic.engine import Engine, sigint_event, spread, spread_warnings
         from railab.traffic.patterns import flows_for
 
         if pattern not in PATTERNS:
@@ -82,7 +83,8 @@ def register(app: typer.Typer) -> None:
             _usage(f"--op must be write, send or mixed (got {op!r})")
         check_options(flows=flows, size=size, messages=messages, mtu=mtu)
         try:
-            spec, netns_of = resolve_lab(lab)
+            ref = resolve(lab)
+            spec, netns_of = ref.spec(), ref.netns_of
             fl = flows_for(spec, pattern, pxn=pxn, n=flows, size=size, messages=messages,
                            mtu=mtu, op=op)
             with sigint_event() as stop:
@@ -147,12 +149,14 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="machine-readable output (hops as JSON)"),
     ) -> None:
         """RoCE traceroute: TTL-limited copies of the flow's packets, leaf -> spine -> leaf."""
-        from railab.traffic.engine import Engine, resolve_lab, sigint_event
+        from railab.testbed.state import resolve
+        from railab.traffic.engine import Engine, sigint_event
         from railab.traffic.patterns import Flow, parse_endpoint, route
         from railab.traffic.traceroute import format_path, trace
 
         try:
-            spec, netns_of = resolve_lab(lab)
+            ref = resolve(lab)
+            spec, netns_of = ref.spec(), ref.netns_of
             flow = route(spec, Flow(parse_endpoint(spec, src), parse_endpoint(spec, dst), qp=qp,
                                     pxn=pxn))
             with sigint_event() as stop:

@@ -3,6 +3,10 @@
 Implementations: ``netns`` (embedded default: Linux network namespaces + Debian's FRR) and
 ``containerlab`` (drives the containerlab CLI and Docker). Both deploy the same emitted lab
 directory (``<lab>.clab.yml`` + ``configs/`` + ``lab.json``).
+
+A runtime deploys mechanically: ``up`` returns once the nodes run with their configs. Whether
+the fabric converged is observed one layer up (railab.checks.deploy.bring_up waits with the
+predicate the checks use, then calls :meth:`Runtime.mark_converged`).
 """
 
 from __future__ import annotations
@@ -11,11 +15,10 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any
 
+from railab.errors import RailabError
+from railab.testbed import state as st
 from railab.testbed.executor import Executor
-
-
-class RailabError(Exception):
-    """A user-facing error: one message that says what is wrong and what to change."""
+from railab.topologies.naming import netns_name as _netns_name
 
 
 class Runtime(ABC):
@@ -24,10 +27,12 @@ class Runtime(ABC):
     name: str = "abstract"
 
     @abstractmethod
-    def up(self, labdir: Path, *, timeout: float = 120.0, progress: bool = True) -> dict[str, Any]:
-        """Deploy the lab in ``labdir`` and wait until converged; return its recorded state.
+    def up(self, labdir: Path) -> st.LabState:
+        """Deploy the lab in ``labdir`` (directory or ``.clab.yml``); return its recorded state
+        (phase ``started``). Does not wait for convergence.
 
-        Raises RailabError (after rolling back everything it made) on any failure.
+        Raises RailabError (after rolling back everything it made) on any failure, and
+        KeyboardInterrupt (after rolling back) on Ctrl-C, SIGTERM or SIGHUP.
         """
 
     @abstractmethod
@@ -36,17 +41,32 @@ class Runtime(ABC):
 
     @abstractmethod
     def status(self, lab: str) -> dict[str, Any]:
-        """Nodes, daemons alive, sessions up."""
+        """``{lab, runtime, phase, nodes: {node: {namespace, present, daemons, ...}}}``: what
+        the runtime itself knows (no routing-protocol observation)."""
 
     @abstractmethod
     def inspect(self, lab: str) -> dict[str, Any]:
-        """Full recorded state (namespaces, links, processes, paths)."""
+        """Full recorded state as JSON (namespaces, links, processes, paths, timings)."""
 
     @abstractmethod
     def executor(self, lab: str) -> Executor:
         """An executor that runs commands on the lab's nodes."""
 
-    @abstractmethod
     def netns_name(self, lab: str, node: str) -> str:
         """The network namespace of ``node``: ``clab-<lab>-<node>`` on both runtimes."""
+        return _netns_name(lab, node)
 
+    def record(self, lab: str) -> st.LabState:
+        """The recorded state of ``lab``; RailabError when the lab is not up."""
+        record = st.load(lab)
+        if record is None:
+            raise RailabError(f"lab {lab!r} is not up (no {st.state_path(lab)})")
+        return record
+
+    def mark_converged(self, lab: str, converge_s: float) -> st.LabState:
+        """Record that ``lab`` converged after ``converge_s`` seconds: phase ``running`` and
+        ``timings["converge_s"]``. Returns the saved record; RailabError when it is not up."""
+        record = self.record(lab)
+        record.timings["converge_s"] = round(converge_s, 3)
+        record.phase = "running"
+        return st.save(record)

@@ -2,9 +2,9 @@
 
 railab drives containerlab's CLI and never reimplements it:
 
-* ``up``: ``containerlab deploy -t <lab>.clab.yml [--reconfigure]``, then the same convergence
-  wait as the netns runtime (railab.checks.converge.wait_converged) through a DockerExecutor, and a
-  record in ``/run/railab/<lab>/state.json`` (testbed.state) with ``runtime: containerlab``.
+* ``up``: ``containerlab deploy -t <lab>.clab.yml [--reconfigure]`` and a record in
+  ``/run/railab/<lab>/state.json`` (testbed.state) with ``runtime: containerlab``. Waiting for
+  convergence is the caller's (railab.checks.deploy.bring_up, through a DockerExecutor).
 * ``down``: ``containerlab destroy -t <lab>.clab.yml --cleanup`` (``--name <lab>`` when the file
   is gone), then the record is removed.
 * ``status`` / ``inspect``: ``containerlab inspect --format json``, whose shape changed: since
@@ -28,7 +28,11 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from railab.errors import RailabError
+from railab.testbed import state as st
+from railab.testbed.clabfile import load_clab
 from railab.testbed.runtime.base import Runtime
+from railab.testbed.signals import signals_ignored, signals_raise
+from railab.topologies.labspec import LabSpec
 from railab.topologies.naming import netns_name, netns_prefix
 
 BINARY = "containerlab"
@@ -177,7 +181,7 @@ def preflight(images: Iterable[str], *, binary: str = BINARY, docker_url: str | 
                         "(install: https://containerlab.dev/install/)")
     client = None
     try:
-        from railab.testbed.docker_exec import docker_client
+        from railab.testbed.docker_exec import docker_client  # optional dependency: docker
 
         client = docker_client(docker_url, timeout=5)
     except RailabError as exc:
@@ -209,12 +213,9 @@ class ContainerlabRuntime(Runtime):
         self.docker_url = docker_url
         self.reconfigure = reconfigure
 
-    def netns_name(self, lab: str, node: str) -> str:
-        return netns_name(lab, node)
-
     def executor(self, lab: str):
         """A DockerExecutor on the lab's containers (``clab-<lab>-<node>``)."""
-        from railab.testbed.docker_exec import DockerExecutor
+        from railab.testbed.docker_exec import DockerExecutor  # optional dependency: docker
 
         return DockerExecutor(lab, base_url=self.docker_url)
 
@@ -232,91 +233,75 @@ class ContainerlabRuntime(Runtime):
         return res.stdout
 
     # -- up ------------------------------------------------------------------------------------
-    def up(self, labdir: Path, *, timeout: float | None = None, progress: bool = True,
-           reconfigure: bool | None = None) -> dict[str, Any]:
-        """Deploy ``labdir`` (directory or ``.clab.yml``) with containerlab and wait until the
-        lab has converged (BGP sessions and ECMP routes of lab.json, via docker exec vtysh).
+    def up(self, labdir: Path, *, reconfigure: bool | None = None) -> st.LabState:
+        """Deploy ``labdir`` (directory or ``.clab.yml``) with ``containerlab deploy``; returns
+        the record (phase ``started``) without waiting for convergence.
 
-        ``timeout`` (s) bounds the convergence wait (None: railab.checks.converge.default_timeout).
-        Raises RailabError when containerlab, Docker or an image is missing (one message naming
-        each, suggesting ``--runtime netns``), when the lab is already up (unless reconfigure),
-        or when deploy/convergence fails, after destroying what was deployed.
+        ``reconfigure`` (default: the constructor's) passes ``--reconfigure``. Raises
+        RailabError when containerlab, Docker or an image is missing (one message naming each,
+        suggesting ``--runtime netns``), when the lab is already up (unless reconfigure), or when
+        deploy fails, after destroying what was deployed; KeyboardInterrupt (Ctrl-C, SIGTERM,
+        SIGHUP) likewise after destroying it.
         """
-        from railab.testbed import state as st
-        from railab.testbed.clabfile import load_clab
-        from railab.checks.converge import default_timeout, wait_converged
-        from railab.testbed.docker_exec import DockerExecutor
-        from railab.topologies.labspec import LabSpec
-
         reconf = self.reconfigure if reconfigure is None else reconfigure
         clab = load_clab(labdir)
         lab = clab.name
         try:
-            spec = LabSpec.load(clab.directory)
+            LabSpec.load(clab.directory)
         except FileNotFoundError as exc:
             raise RailabError(str(exc)) from None
         images = [n.image for n in clab.nodes.values() if n.image]
-        client = preflight(images, binary=self.binary, docker_url=self.docker_url)
+        preflight(images, binary=self.binary, docker_url=self.docker_url)
         prior = st.load(lab)
-        if prior is not None and prior.get("runtime") != self.name:
-            raise RailabError(f"lab {lab} is already up on the {prior.get('runtime')} runtime: railab down {lab}")
+        if prior is not None and prior.runtime != self.name:
+            raise RailabError(f"lab {lab} is already up on the {prior.runtime} runtime: railab down {lab}")
         if prior is not None and not reconf:
-            raise RailabError(f"lab {lab} is already up ({prior.get('runtime')} runtime): "
+            raise RailabError(f"lab {lab} is already up ({prior.runtime} runtime): "
                               f"railab down {lab}, or pass --reconfigure")
-        record: dict[str, Any] = {
-            "version": st.STATE_VERSION,
-            "lab": lab,
-            "runtime": self.name,
-            "phase": "deploying",
-            "labdir": str(clab.directory),
-            "clab_file": str(clab.path),
-            "created": time.time(),
-            "namespaces": {n: netns_name(lab, n) for n in clab.nodes},
-            "containers": {n: netns_name(lab, n) for n in clab.nodes},
-            "links": [[f"{l.a[0]}:{l.a[1]}", f"{l.b[0]}:{l.b[1]}", l.mtu] for l in clab.links],
-            "docker_url": self.docker_url,
-            "timings": {},
-        }
+        record = st.LabState(
+            lab=lab,
+            runtime=self.name,
+            phase="deploying",
+            labdir=str(clab.directory),
+            clab_file=str(clab.path),
+            namespaces={n: netns_name(lab, n) for n in clab.nodes},
+            containers={n: netns_name(lab, n) for n in clab.nodes},
+            links=[(f"{l.a[0]}:{l.a[1]}", f"{l.b[0]}:{l.b[1]}", l.mtu) for l in clab.links],
+            docker_url=self.docker_url,
+        )
         st.save(record)
-        try:
-            t0 = time.monotonic()
-            self._clab(deploy_argv(clab.path, reconfigure=reconf, binary=self.binary), "deploy",
-                       timeout=DEPLOY_TIMEOUT_S)
-            record["timings"]["deploy_s"] = round(time.monotonic() - t0, 3)
-            record["phase"] = "converging"
-            st.save(record)
-            t0 = time.monotonic()
-            wait_converged(spec, DockerExecutor(lab, client=client),
-                           timeout=timeout if timeout is not None else default_timeout(spec), progress=progress)
-            record["timings"]["converge_s"] = round(time.monotonic() - t0, 3)
-            record["phase"] = "running"
-            st.save(record)
-            return record
-        except BaseException:
+        with signals_raise():
             try:
-                self.down(lab)
-            except RailabError:
-                pass
-            raise
+                t0 = time.monotonic()
+                self._clab(deploy_argv(clab.path, reconfigure=reconf, binary=self.binary), "deploy",
+                           timeout=DEPLOY_TIMEOUT_S)
+                record.timings["deploy_s"] = round(time.monotonic() - t0, 3)
+                record.phase = "started"
+                return st.save(record)
+            except BaseException:
+                with signals_ignored():
+                    try:
+                        self.down(lab)
+                    except RailabError:
+                        pass
+                raise
 
     # -- down ----------------------------------------------------------------------------------
     def down(self, lab: str) -> None:
         """``containerlab destroy --cleanup`` the lab and drop its record. Idempotent: a lab
         with no record is left alone. RailabError when containerlab is missing or fails."""
-        from railab.testbed import state as st
-
         record = st.load(lab)
         if record is None:
             return
-        if record.get("runtime") not in (None, self.name):
-            raise RailabError(f"lab {lab} runs on the {record['runtime']} runtime: "
-                              f"railab down {lab} --runtime {record['runtime']}")
-        clab_file = record.get("clab_file")
+        if record.runtime != self.name:
+            raise RailabError(f"lab {lab} runs on the {record.runtime} runtime: "
+                              f"railab down {lab} --runtime {record.runtime}")
+        clab_file = record.clab_file
         argv = destroy_argv(clab_file=clab_file if clab_file and Path(clab_file).exists() else None,
                             lab=lab, binary=self.binary)
         if shutil.which(self.binary) is not None:
             self._clab(argv, "destroy")
-        elif record.get("phase") != "deploying":
+        elif record.phase != "deploying":
             raise RailabError(f"lab {lab} was deployed with containerlab, which is no longer on PATH: "
                               f"reinstall it and run railab down {lab}")
         st.remove_lab_dir(lab)
@@ -324,33 +309,23 @@ class ContainerlabRuntime(Runtime):
     # -- status / inspect ----------------------------------------------------------------------
     def containers(self, lab: str) -> list[ClabContainer]:
         """Live containers of ``lab`` from ``containerlab inspect --format json``."""
-        from railab.testbed import state as st
-
-        record = st.load(lab) or {}
-        clab_file = record.get("clab_file")
+        record = st.load(lab)
+        clab_file = record.clab_file if record is not None else None
         argv = inspect_argv(clab_file=clab_file if clab_file and Path(clab_file).exists() else None,
                             lab=lab, binary=self.binary)
         return [c for c in parse_inspect(self._clab(argv, "inspect")) if c.lab in ("", lab)]
 
     def inspect(self, lab: str) -> dict[str, Any]:
-        """The recorded state plus ``live``: containerlab's view of each container."""
-        from railab.testbed import state as st
-
-        record = st.load(lab)
-        if record is None:
-            raise RailabError(f"lab {lab!r} is not up (no {st.state_path(lab)})")
-        out = dict(record)
+        """The recorded state (JSON) plus ``live``: containerlab's view of each container.
+        RailabError when the lab is not up or containerlab fails."""
+        out = self.record(lab).to_json()
         out["live"] = [asdict(c) for c in self.containers(lab)]
         return out
 
     def status(self, lab: str) -> dict[str, Any]:
         """``{lab, runtime, phase, nodes: {node: {namespace, container, present, state, image,
-        kind, ipv4_address, daemons}}, sessions: {up, expected, down}}``; the shape of the netns
-        runtime's status, with containerlab's container state per node."""
-        from railab.checks.converge import observe_sessions
-        from railab.testbed.docker_exec import DockerExecutor
-        from railab.topologies.labspec import LabSpec
-
+        kind, ipv4_address, daemons}}}``; the shape of the netns runtime's status, with
+        containerlab's container state per node (BGP sessions: railab.checks.converge)."""
         record = self.inspect(lab)
         live = {c["node"]: c for c in record["live"]}
         nodes = {}
@@ -366,11 +341,4 @@ class ContainerlabRuntime(Runtime):
                 "ipv4_address": c.get("ipv4_address", ""),
                 "daemons": {},
             }
-        out: dict[str, Any] = {"lab": lab, "runtime": self.name, "phase": record.get("phase"), "nodes": nodes}
-        try:
-            spec = LabSpec.load(record["labdir"])
-            up, down = observe_sessions(spec, DockerExecutor(lab, base_url=self.docker_url))
-            out["sessions"] = {"up": len(up), "expected": len(up) + len(down), "down": sorted(down)}
-        except (FileNotFoundError, RuntimeError, TimeoutError, RailabError) as exc:
-            out["sessions"] = {"error": str(exc)}
-        return out
+        return {"lab": lab, "runtime": self.name, "phase": record.get("phase"), "nodes": nodes}

@@ -12,9 +12,15 @@ namespace, with pid files, vty sockets, zserv socket, bfdd control socket and lo
 applied the way FRR's own init script does it (daemons start bare, then ``vtysh -f frr.conf``
 pushes each daemon its part).
 
-Netlink work uses pyroute2 from this process: the main thread enters each new namespace only long
-enough to create it and open one rtnetlink socket there (sockets keep their namespace), so no
-process is forked per namespace. Daemons of all nodes start in parallel, one wave per daemon.
+Namespaces are made by one ``ip -batch`` process; netlink work uses pyroute2 from this process:
+the calling thread enters each new namespace only long enough to open one rtnetlink socket there
+(sockets keep their namespace). FRR daemons are spawned from a thread inside the node's network
+namespace and a UTS namespace named after the node (railab.testbed.namespaces), so no Python
+code runs in a forked child. Daemons of all nodes start in parallel, one wave per daemon.
+
+``up`` deploys only: it returns once FRR runs with its config (phase ``started``); waiting for
+convergence is the caller's job (railab.checks.deploy.bring_up), which then records it with
+:meth:`NetnsRuntime.mark_converged`.
 
 Ownership: see testbed.state; ``up`` records everything before creating it, and rolls back on
 any failure, Ctrl-C (SIGINT), SIGTERM or SIGHUP.
@@ -23,25 +29,30 @@ any failure, Ctrl-C (SIGINT), SIGTERM or SIGHUP.
 from __future__ import annotations
 
 import os
+import pwd
 import shutil
 import signal
 import subprocess
-import threading
 import time
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
+from pyroute2 import IPRoute
+from pyroute2 import netns as pnetns
+
+from railab.errors import RailabError
 from railab.testbed import state as st
 from railab.testbed.clabfile import ClabFile, load_clab
 from railab.testbed.executor import ExecResult, Executor
-from railab.errors import RailabError
+from railab.testbed.namespaces import create_netns, entered, exec_argv, netns_path
 from railab.testbed.runtime.base import Runtime
+from railab.testbed.signals import Interrupted, signals_blocked, signals_deferred, signals_ignored, signals_raise
+from railab.topologies import routing
+from railab.topologies.labspec import LabSpec
 from railab.topologies.naming import LAB_NAME, netns_name
 from railab.topologies.nodekinds import FRR_DAEMONS, ZEBRA_NL_BUFSIZE
 
 FRR_BIN = Path(os.environ.get("RAILAB_FRR_BIN", "/usr/lib/frr"))
-NETNS_RUN_DIR = Path("/run/netns")
 #: File descriptors per FRR daemon. FRR sizes per-fd tables from the limit (the host's may be
 #: 1M), so an explicit limit keeps each daemon's RSS small; 4096 covers 256+ BGP peers.
 FRR_FD_LIMIT = 4096
@@ -57,52 +68,13 @@ NEIGH_PER_ENDPOINT = 8
 NEIGH_HEADROOM = 1024
 
 
-class Interrupted(KeyboardInterrupt):
-    """Raised by the signal handlers ``up`` installs (SIGTERM, SIGHUP) so rollback runs."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(f"interrupted by {signal.Signals(signum).name}")
-        self.signum = signum
+__all__ = ["Interrupted", "NetnsExecutor", "NetnsRuntime", "exec_argv", "netns_path"]
 
 
 # ---- namespace helpers ----------------------------------------------------------------------
-def _ns_path(ns: str) -> Path:
-    return NETNS_RUN_DIR / ns
-
-
-def _enter_ns(ns: str):
-    """A preexec_fn that moves the child into network namespace ``ns``."""
-    path = str(_ns_path(ns))
-
-    def _enter() -> None:
-        from pyroute2 import netns as pnetns
-
-        pnetns.setns(path, flags=0)
-
-    return _enter
-
-
-def _enter_node(ns: str, hostname: str):
-    """A preexec_fn for FRR daemons: namespace ``ns`` plus a private UTS namespace whose
-    hostname is the node's, so BGP's hostname capability and ``show bgp summary`` name the
-    peer switch (``spine1``) rather than the host machine."""
-    enter = _enter_ns(ns)
-
-    def _enter() -> None:
-        import ctypes
-        import socket
-
-        enter()
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.unshare(0x04000000) == 0:  # CLONE_NEWUTS
-            socket.sethostname(hostname)
-
-    return _enter
-
-
 def _ns_inode(ns: str) -> tuple[int, int] | None:
     try:
-        s = os.stat(_ns_path(ns))
+        s = os.stat(netns_path(ns))
     except OSError:
         return None
     return (s.st_dev, s.st_ino)
@@ -155,23 +127,6 @@ def _pids_naming(path: str) -> list[int]:
             if path in _cmdline(pid) and _alive(pid):
                 out.append(pid)
     return out
-
-
-_HELD_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
-
-
-@contextmanager
-def _signals_blocked() -> Iterator[None]:
-    """Hold SIGINT/SIGTERM/SIGHUP while children are spawned (delivered on exit).
-
-    A signal that lands inside ``subprocess.Popen`` (after fork, before the Popen object exists)
-    would leave a child railab never recorded; blocking makes every spawn atomic.
-    """
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD_SIGNALS)
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def _write_sysctl(key: str, value: str) -> bool:
@@ -246,39 +201,6 @@ def raise_neighbour_tables(endpoints: int) -> dict[str, tuple[int, int]]:
     return changed
 
 
-@contextmanager
-def _signals_raise() -> Iterator[None]:
-    """Make SIGTERM/SIGHUP raise Interrupted (SIGINT raises KeyboardInterrupt) in the main thread."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum, _frame):
-        raise Interrupted(signum)
-
-    old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
-    old[signal.SIGINT] = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        yield
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
-
-
-@contextmanager
-def _signals_ignored() -> Iterator[None]:
-    """Ignore SIGINT/SIGTERM/SIGHUP while rolling back, so a second Ctrl-C cannot cut it short."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    old = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
-    try:
-        yield
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
-
-
 def check_prerequisites() -> None:
     """Raise RailabError unless we are root and Debian's frr (daemons + vtysh) is installed."""
     if os.geteuid() != 0:
@@ -309,19 +231,29 @@ class NetnsExecutor(Executor):
             return [argv[0], "--vty_socket", str(st.node_dir(self.lab, node)), *argv[1:]]
         return list(argv)
 
-    def run(self, node: str, argv: list[str], *, timeout: float = 30.0) -> ExecResult:
+    def command(self, node: str, argv: list[str]) -> list[str]:
+        """The full command line that runs ``argv`` on ``node``: vtysh pointed at the node's
+        sockets (it talks to the daemons over unix sockets, no namespace needed), anything else
+        under ``nsenter --net`` (railab.testbed.namespaces.exec_argv). RailabError when the
+        node's namespace does not exist."""
         ns = netns_name(self.lab, node)
-        if not _ns_path(ns).exists():
+        if not netns_path(ns).exists():
             raise RailabError(f"lab {self.lab!r} has no node {node!r} (no namespace {ns})")
         argv = self.argv_for(node, argv)
-        # vtysh talks to the daemons over unix sockets: no need to enter the namespace.
-        pre = None if argv and os.path.basename(argv[0]) == "vtysh" else _enter_ns(ns)
+        if argv and os.path.basename(argv[0]) == "vtysh":
+            return argv
+        return exec_argv(ns, argv)
+
+    def run(self, node: str, argv: list[str], *, timeout: float = 30.0) -> ExecResult:
+        full = self.command(node, argv)
         try:
-            p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, preexec_fn=pre)
+            p = subprocess.run(full, capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
             raise TimeoutError(f"{node}: {' '.join(argv)} did not finish within {timeout:g} s") from None
         except FileNotFoundError:
-            return ExecResult(127, "", f"{argv[0]}: command not found")
+            return ExecResult(127, "", f"{full[0]}: command not found")
+        if p.returncode == 127 and full[0] == "nsenter" and "failed to execute" in p.stderr:
+            return ExecResult(127, p.stdout, f"{argv[0]}: command not found")
         return ExecResult(p.returncode, p.stdout, p.stderr)
 
     def vtysh(self, node: str, command: str, *, timeout: float = 30.0) -> ExecResult:
@@ -334,24 +266,20 @@ class NetnsRuntime(Runtime):
 
     name = "netns"
 
-    def netns_name(self, lab: str, node: str) -> str:
-        return netns_name(lab, node)
-
     def executor(self, lab: str) -> NetnsExecutor:
         return NetnsExecutor(lab)
 
     # -- up ------------------------------------------------------------------------------------
-    def up(self, labdir: Path, *, timeout: float | None = None, progress: bool = True) -> dict[str, Any]:
-        """Deploy the lab in ``labdir`` (a directory or its ``.clab.yml``) and wait until converged.
+    def up(self, labdir: Path) -> st.LabState:
+        """Deploy the lab in ``labdir`` (a directory or its ``.clab.yml``): namespaces, veths,
+        sysctls, server addressing and policy routing, FRR started with its config. Does not wait
+        for convergence (railab.checks.deploy.bring_up does, then :meth:`mark_converged`).
 
-        ``timeout`` (s) bounds the convergence wait; None scales it with the lab (see
-        railab.checks.converge.default_timeout). Returns the recorded state (testbed.state).
-        Raises RailabError for non-root, missing FRR, a lab name clash, a config FRR rejects, a
-        failed step or a convergence timeout, after removing everything made so far;
-        KeyboardInterrupt (Ctrl-C, SIGTERM, SIGHUP) likewise after rolling back.
+        Returns the recorded state (phase ``started``). Raises RailabError for non-root, missing
+        FRR, a lab name clash, a config FRR rejects or a failed step, after removing everything
+        made so far; KeyboardInterrupt (Ctrl-C; SIGTERM and SIGHUP as
+        railab.testbed.signals.Interrupted) likewise after rolling back.
         """
-        from railab.topologies.labspec import LabSpec
-
         check_prerequisites()
         self._children: list[subprocess.Popen] = []
         clab = load_clab(labdir)
@@ -374,7 +302,7 @@ class NetnsRuntime(Runtime):
             raise RailabError(f"{clab.path.name} names lab {lab!r} but lab.json names {spec.name!r}")
         if st.lab_dir(lab).exists():
             raise RailabError(f"lab {lab} is already up: railab down {lab}")
-        clash = [ns for ns in (netns_name(lab, n) for n in clab.nodes) if _ns_path(ns).exists()]
+        clash = [ns for ns in (netns_name(lab, n) for n in clab.nodes) if netns_path(ns).exists()]
         if clash:
             owner = st.ledger().get(clash[0])
             whose = f"it belongs to lab {owner}" if owner else "railab did not make it"
@@ -384,45 +312,29 @@ class NetnsRuntime(Runtime):
             )
         self._dry_run(clab)
 
-        record: dict[str, Any] = {
-            "version": st.STATE_VERSION,
-            "lab": lab,
-            "runtime": self.name,
-            "phase": "creating",
-            "labdir": str(clab.directory),
-            "clab_file": str(clab.path),
-            "created": time.time(),
-            "namespaces": {n: netns_name(lab, n) for n in clab.nodes},
-            "links": [[f"{l.a[0]}:{l.a[1]}", f"{l.b[0]}:{l.b[1]}", l.mtu] for l in clab.links],
-            "routers": {
-                n.name: {"dir": str(st.node_dir(lab, n.name)), "config": str(n.frr_conf), "daemons": list(n.daemons), "pids": {}}
+        record = st.LabState(
+            lab=lab,
+            runtime=self.name,
+            phase="creating",
+            labdir=str(clab.directory),
+            clab_file=str(clab.path),
+            namespaces={n: netns_name(lab, n) for n in clab.nodes},
+            links=[(f"{l.a[0]}:{l.a[1]}", f"{l.b[0]}:{l.b[1]}", l.mtu) for l in clab.links],
+            routers={
+                n.name: st.RouterState(dir=str(st.node_dir(lab, n.name)), config=str(n.frr_conf),
+                                       daemons=list(n.daemons))
                 for n in clab.routers
             },
-            "timings": {},
-        }
+        )
         try:
-            with _signals_raise():
+            with signals_raise():
                 try:
                     st.save(record)
-                    st.ledger_add(list(record["namespaces"].values()), lab)
-                    self._build(clab, spec, record, progress)
-                    from railab.checks.converge import default_timeout, wait_converged
-
-                    t0 = time.monotonic()
-                    record["phase"] = "converging"
-                    st.save(record)
-                    wait_converged(
-                        spec,
-                        NetnsExecutor(lab),
-                        timeout=timeout if timeout is not None else default_timeout(spec),
-                        progress=progress,
-                    )
-                    record["timings"]["converge_s"] = round(time.monotonic() - t0, 3)
-                    record["phase"] = "running"
-                    st.save(record)
+                    st.ledger_add(list(record.namespaces.values()), lab)
+                    self._build(clab, spec, record)
                     return record
                 except BaseException:
-                    with _signals_ignored():
+                    with signals_ignored():
                         self._kill_children()
                         self.down(lab)
                     raise
@@ -451,17 +363,12 @@ class NetnsRuntime(Runtime):
             raise RailabError("FRR rejected the config of " + " | ".join(bad))
 
     @staticmethod
-    def _make_node_ns(node, ns: str, socks: dict[str, Any], deferred: dict[str, dict[str, str]],
+    def _open_node_ns(node, ns: str, socks: dict[str, Any], deferred: dict[str, dict[str, str]],
                       fds: dict[str, int]) -> None:
-        """Create namespace ``ns``, bring its loopback up, open its netlink socket (into
-        ``socks``), apply the namespace-wide sysctls (interface ones go to ``deferred``) and
-        keep an fd on it (``fds``) for placing veth peers."""
-        from pyroute2 import IPRoute
-        from pyroute2 import netns as pnetns
-
-        pnetns.pushns()
-        try:
-            pnetns._create(ns)
+        """In namespace ``ns`` (already created): bring its loopback up, open its netlink socket
+        (into ``socks``), apply the namespace-wide sysctls (interface ones go to ``deferred``)
+        and keep an fd on it (``fds``) for placing veth peers."""
+        with entered(ns):
             ipr = IPRoute()
             socks[node.name] = ipr
             ipr.link("set", index=1, state="up")
@@ -470,14 +377,10 @@ class NetnsRuntime(Runtime):
                 if not _write_sysctl(key, value):
                     later[key] = value
             deferred[node.name] = later
-        finally:
-            pnetns.popns()
-        fds[node.name] = os.open(_ns_path(ns), os.O_RDONLY)
+        fds[node.name] = os.open(netns_path(ns), os.O_RDONLY)
 
-    def _build(self, clab: ClabFile, spec, record: dict[str, Any], progress: bool) -> None:
-        from pyroute2 import netns as pnetns
-
-        timings = record["timings"]
+    def _build(self, clab: ClabFile, spec: LabSpec, record: st.LabState) -> None:
+        timings = record.timings
         socks: dict[str, Any] = {}
         fds: dict[str, int] = {}
         deferred: dict[str, dict[str, str]] = {}
@@ -485,15 +388,18 @@ class NetnsRuntime(Runtime):
         # 0. host-wide neighbour tables (shared by all namespaces) sized for this lab's links.
         raised = raise_neighbour_tables(2 * len(clab.links))
         if raised:
-            record["host_sysctls"] = {k: list(v) for k, v in raised.items()}
+            record.host_sysctls = dict(raised)
         try:
-            # 1. namespaces, loopback up, namespace-wide sysctls (accept_dad before any link).
+            # 1. namespaces (one `ip -batch`), loopback up, namespace-wide sysctls (accept_dad
+            # before any link).
+            with signals_deferred():
+                create_netns(record.namespaces[n] for n in clab.nodes)
             for node in clab.nodes.values():
-                ns = record["namespaces"][node.name]
+                ns = record.namespaces[node.name]
                 # signals held per node: a Ctrl-C inside pyroute2's socket constructor would leave
                 # a half-built asyncio loop that complains on stderr when collected
-                with _signals_blocked():
-                    self._make_node_ns(node, ns, socks, deferred, fds)
+                with signals_blocked():
+                    self._open_node_ns(node, ns, socks, deferred, fds)
             timings["namespaces_s"] = round(time.monotonic() - t0, 3)
 
             # 2. veth pairs, both ends made in place, MTU set, up.
@@ -511,15 +417,13 @@ class NetnsRuntime(Runtime):
             for name, later in deferred.items():
                 if not later:
                     continue
-                pnetns.pushns(record["namespaces"][name])
-                try:
+                with entered(record.namespaces[name]):
                     for key, value in later.items():
                         if not _write_sysctl(key, value):
                             raise RailabError(f"{clab.path.name}: node {name}: sysctl {key} does not exist")
-                finally:
-                    pnetns.popns()
 
-            # 4. server NICs: address, table 100+n default route, source rule (lab.json).
+            # 4. server NICs: address, per-NIC table default route, source rule (lab.json,
+            # numbering and priorities from railab.topologies.routing).
             t2 = time.monotonic()
             for nic in spec.nics:
                 ipr = socks.get(nic.server)
@@ -531,7 +435,7 @@ class NetnsRuntime(Runtime):
                 addr, plen = str(nic.address.ip), nic.address.network.prefixlen
                 ipr.addr("add", index=idx[0], address=addr, prefixlen=int(plen))
                 ipr.route("add", dst="0.0.0.0/0", gateway=str(nic.gateway), oif=idx[0], table=nic.table)
-                ipr.rule("add", src=addr, src_len=32, table=nic.table, priority=nic.table)
+                ipr.rule("add", src=addr, src_len=32, table=nic.table, priority=routing.rule_priority(nic.nic))
             timings["servers_s"] = round(time.monotonic() - t2, 3)
         finally:
             for s in socks.values():
@@ -544,25 +448,24 @@ class NetnsRuntime(Runtime):
         self._start_frr(clab, record)
         timings["frr_s"] = round(time.monotonic() - t3, 3)
         timings["build_s"] = round(time.monotonic() - t0, 3)
-        record["phase"] = "started"
+        record.phase = "started"
         st.save(record)
 
-    def _spawn(self, argv: list[str], **kwargs: Any) -> subprocess.Popen:
-        """Popen with signals held, remembered so a rollback can kill it (see _kill_children).
-
-        The child unblocks the signals again before exec (a signal mask survives exec).
-        """
-        pre = kwargs.pop("preexec_fn", None)
-
-        def child() -> None:
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, _HELD_SIGNALS)
-            if pre is not None:
-                pre()
-
-        with _signals_blocked():
-            p = subprocess.Popen(argv, preexec_fn=child, **kwargs)
+    def _spawn(self, argv: list[str], *, ns: str | None = None, uts: int | None = None,
+               hostname: str | None = None, **kwargs: Any) -> tuple[subprocess.Popen, int | None]:
+        """Popen ``argv`` (in namespace ``ns`` and a UTS namespace: ``uts`` or a new one named
+        ``hostname``, see railab.testbed.namespaces.entered), remembered so a rollback can kill
+        it (see _kill_children). Signals are deferred until the child is recorded. Returns the
+        process and an fd of its UTS namespace (None without ``ns``; the caller closes it)."""
+        with signals_deferred():
+            held = None
+            if ns is None:
+                p = subprocess.Popen(argv, **kwargs)
+            else:
+                with entered(ns, uts=uts, hostname=hostname) as held:
+                    p = subprocess.Popen(argv, **kwargs)
             self._children.append(p)
-        return p
+        return p, held
 
     def _kill_children(self) -> None:
         """Kill and reap every process this ``up`` spawned that is still running.
@@ -599,11 +502,9 @@ class NetnsRuntime(Runtime):
             argv += ["-s", str(ZEBRA_NL_BUFSIZE)]
         return argv
 
-    def _start_frr(self, clab: ClabFile, record: dict[str, Any]) -> None:
+    def _start_frr(self, clab: ClabFile, record: st.LabState) -> None:
         lab = clab.name
         routers = clab.routers
-        import pwd
-
         try:
             pw = pwd.getpwnam(FRR_USER)
         except KeyError:
@@ -613,33 +514,44 @@ class NetnsRuntime(Runtime):
             d.mkdir(parents=True, exist_ok=True)
             os.chown(d, pw.pw_uid, pw.pw_gid)
         waves = list(FRR_DAEMONS)  # start order, zebra first (railab.topologies.nodekinds)
-        timings = record["timings"]
-        for wave in waves:
-            t_wave = time.monotonic()
-            procs = {}
-            for n in routers:
-                if wave not in n.daemons:
-                    continue
-                procs[n.name] = self._spawn(
-                    self._daemon_argv(lab, n.name, wave),
-                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                    preexec_fn=_enter_node(record["namespaces"][n.name], n.name),
-                )
-            self._reap(procs, wave, lab)
-            if wave == "zebra":
-                self._wait_files([st.node_dir(lab, n) / "zserv.api" for n in procs], "zebra's zserv socket")
-            for name in procs:
-                pidfile = st.node_dir(lab, name) / f"{wave}.pid"
-                record["routers"][name]["pids"][wave] = int(pidfile.read_text().split()[0])
-            timings[f"frr_{wave}_s"] = round(time.monotonic() - t_wave, 3)
-            st.save(record)
+        timings = record.timings
+        # One UTS namespace per node, named after it (BGP's hostname capability and `show bgp
+        # summary` then name the peer switch, not the host), shared by the node's daemons.
+        uts: dict[str, int] = {}
+        try:
+            for wave in waves:
+                t_wave = time.monotonic()
+                procs = {}
+                for n in routers:
+                    if wave not in n.daemons:
+                        continue
+                    procs[n.name], held = self._spawn(
+                        self._daemon_argv(lab, n.name, wave),
+                        ns=record.namespaces[n.name], uts=uts.get(n.name), hostname=n.name,
+                        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                    )
+                    if n.name in uts:
+                        os.close(held)
+                    else:
+                        uts[n.name] = held
+                self._reap(procs, wave, lab)
+                if wave == "zebra":
+                    self._wait_files([st.node_dir(lab, n) / "zserv.api" for n in procs], "zebra's zserv socket")
+                for name in procs:
+                    pidfile = st.node_dir(lab, name) / f"{wave}.pid"
+                    record.routers[name].pids[wave] = int(pidfile.read_text().split()[0])
+                timings[f"frr_{wave}_s"] = round(time.monotonic() - t_wave, 3)
+                st.save(record)
+        finally:
+            for fd in uts.values():
+                os.close(fd)
         t_conf = time.monotonic()
         # The integrated config, applied as FRR's init script does (vtysh pushes each daemon its part).
         procs = {
             n.name: self._spawn(
                 ["vtysh", "--vty_socket", str(st.node_dir(lab, n.name)), "-f", str(n.frr_conf)],
                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            )
+            )[0]
             for n in routers
         }
         self._reap(procs, "vtysh -f frr.conf", lab)
@@ -671,15 +583,13 @@ class NetnsRuntime(Runtime):
         """Remove everything recorded for ``lab``: FRR processes (recorded PIDs and any process
         inside the lab's namespaces), namespaces (their veths go with them), the ledger entries
         and ``/run/railab/<lab>``. Idempotent; works from a partial record after a crash."""
-        from pyroute2 import netns as pnetns
-
-        record = st.load(lab) or {}
-        if record.get("runtime", self.name) != self.name:
+        record = st.load(lab)
+        if record is not None and record.runtime != self.name:
             raise RailabError(
-                f"lab {lab!r} runs on the {record['runtime']} runtime: "
+                f"lab {lab!r} runs on the {record.runtime} runtime: "
                 f"`railab down {lab}` hands it to that runtime"
             )
-        namespaces = set((record.get("namespaces") or {}).values())
+        namespaces = set(record.namespaces.values()) if record is not None else set()
         namespaces |= {ns for ns, owner in st.ledger().items() if owner == lab}
         inodes = {i for i in (_ns_inode(ns) for ns in namespaces) if i}
         run_dir = str(st.lab_dir(lab)) + "/"
@@ -701,7 +611,7 @@ class NetnsRuntime(Runtime):
                 if victims:
                     time.sleep(0.01)
         for ns in sorted(namespaces):
-            if _ns_path(ns).exists():
+            if netns_path(ns).exists():
                 try:
                     pnetns.remove(ns)
                 except OSError as exc:
@@ -713,38 +623,26 @@ class NetnsRuntime(Runtime):
         """Down every lab under /run/railab and every ledger namespace (orphans); return lab names."""
         labs = set(st.labs()) | set(st.ledger().values())
         # labs recorded by another runtime (containerlab) are not ours to tear down
-        labs = {lab for lab in labs if (st.load(lab) or {}).get("runtime", self.name) == self.name}
+        labs = {lab for lab in labs if (st.load(lab) or st.LabState(lab=lab)).runtime == self.name}
         for lab in sorted(labs):
             self.down(lab)
         return sorted(labs)
 
     # -- status / inspect ----------------------------------------------------------------------
     def inspect(self, lab: str) -> dict[str, Any]:
-        """The recorded state (testbed.state); RailabError when the lab is not up."""
-        record = st.load(lab)
-        if record is None:
-            raise RailabError(f"lab {lab!r} is not up (no {st.state_path(lab)})")
-        return record
+        """The recorded state as its JSON document; RailabError when the lab is not up."""
+        return self.record(lab).to_json()
 
     def status(self, lab: str) -> dict[str, Any]:
-        """``{lab, phase, nodes: {node: {namespace, present, daemons: {d: alive}}}, sessions:
-        {up, expected, down: [...]}}``; sessions from FRR's ``show bgp summary json``."""
-        from railab.checks.converge import observe_sessions
-        from railab.topologies.labspec import LabSpec
-
-        record = self.inspect(lab)
+        """``{lab, runtime, phase, nodes: {node: {namespace, present, daemons: {d: alive}}}}``
+        from the record and /proc. BGP sessions are not observed here (railab.checks.converge
+        .observe_sessions does that). RailabError when the lab is not up."""
+        record = self.record(lab)
         nodes = {}
-        for name, ns in record["namespaces"].items():
-            info = {"namespace": ns, "present": _ns_path(ns).exists(), "daemons": {}}
-            r = record["routers"].get(name)
+        for name, ns in record.namespaces.items():
+            info: dict[str, Any] = {"namespace": ns, "present": netns_path(ns).exists(), "daemons": {}}
+            r = record.routers.get(name)
             if r:
-                info["daemons"] = {d: (_alive(p) and str(st.lab_dir(lab)) in _cmdline(p)) for d, p in r["pids"].items()}
+                info["daemons"] = {d: (_alive(p) and str(st.lab_dir(lab)) in _cmdline(p)) for d, p in r.pids.items()}
             nodes[name] = info
-        out: dict[str, Any] = {"lab": lab, "runtime": self.name, "phase": record.get("phase"), "nodes": nodes}
-        try:
-            spec = LabSpec.load(record["labdir"])
-            up, down = observe_sessions(spec, NetnsExecutor(lab))
-            out["sessions"] = {"up": len(up), "expected": len(up) + len(down), "down": sorted(down)}
-        except (FileNotFoundError, RuntimeError, TimeoutError, RailabError) as exc:
-            out["sessions"] = {"error": str(exc)}
-        return out
+        return {"lab": lab, "runtime": self.name, "phase": record.phase, "nodes": nodes}

@@ -1,0 +1,106 @@
+"""Network and UTS namespaces without code in forked children.
+
+Two ways in, both safe next to thread pools (nothing runs in a forked child but ``exec``):
+
+* :func:`exec_argv`: a command line that enters a named network namespace itself
+  (``nsenter --net=/run/netns/<ns> -- argv``, util-linux). ``nsenter`` exits 127 when the
+  command does not exist, 126 when it cannot be executed.
+* :func:`entered`: move the *calling thread* into a network namespace (and optionally a UTS
+  namespace) for the duration of a block, then back. Namespaces are per thread on Linux: sockets
+  opened and children spawned inside the block live there; other threads are unaffected.
+  ``setns(2)`` / ``unshare(2)`` are called through ctypes (``os.setns`` needs Python 3.12).
+
+Named namespaces are made by :func:`create_netns` (one ``ip -batch`` process for many:
+iproute2's ``ip netns add``, which bind-mounts them under ``/run/netns``) and removed with
+pyroute2's public ``pyroute2.netns.remove``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import socket
+import subprocess
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterable, Iterator
+
+from railab.errors import RailabError
+
+NETNS_RUN_DIR = Path("/run/netns")
+CLONE_NEWNET = 0x40000000
+CLONE_NEWUTS = 0x04000000
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def netns_path(ns: str) -> Path:
+    """``/run/netns/<ns>``: the bind mount that names network namespace ``ns``."""
+    return NETNS_RUN_DIR / ns
+
+
+def exec_argv(ns: str, argv: Iterable[str]) -> list[str]:
+    """``argv`` run inside network namespace ``ns``: ``nsenter --net=/run/netns/<ns> -- argv``."""
+    return ["nsenter", f"--net={netns_path(ns)}", "--", *argv]
+
+
+def setns(fd: int, nstype: int) -> None:
+    """``setns(2)`` for the calling thread; OSError on failure."""
+    if _libc.setns(fd, nstype) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"setns: {os.strerror(err)}")
+
+
+def unshare(flags: int) -> None:
+    """``unshare(2)`` for the calling thread; OSError on failure."""
+    if _libc.unshare(flags) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"unshare: {os.strerror(err)}")
+
+
+def _own(kind: str) -> int:
+    return os.open(f"/proc/thread-self/ns/{kind}", os.O_RDONLY)
+
+
+@contextmanager
+def entered(ns: str, *, uts: int | None = None, hostname: str | None = None) -> Iterator[int | None]:
+    """Run the block with the calling thread in network namespace ``ns`` (a name under
+    ``/run/netns``) and, when asked, in a UTS namespace: ``uts`` (an open namespace fd) or, with
+    ``hostname``, a new one whose hostname is ``hostname``. Yields an fd of that UTS namespace
+    (a new fd, for re-entering it later; the caller closes it) or None. The thread returns to its
+    own namespaces on exit. FileNotFoundError when ``ns`` does not exist; OSError from the
+    syscalls."""
+    target = os.open(netns_path(ns), os.O_RDONLY)
+    home_net = _own("net")
+    home_uts = _own("uts") if (uts is not None or hostname) else None
+    try:
+        setns(target, CLONE_NEWNET)
+        try:
+            held = None
+            if uts is not None:
+                setns(uts, CLONE_NEWUTS)
+                held = os.dup(uts)
+            elif hostname:
+                unshare(CLONE_NEWUTS)
+                socket.sethostname(hostname)
+                held = _own("uts")
+            yield held
+        finally:
+            if home_uts is not None:
+                setns(home_uts, CLONE_NEWUTS)
+            setns(home_net, CLONE_NEWNET)
+    finally:
+        for fd in (target, home_net, home_uts):
+            if fd is not None:
+                os.close(fd)
+
+
+def create_netns(names: Iterable[str]) -> None:
+    """Create the named network namespaces ``names`` (``ip -batch -``, one process; each gets a
+    loopback, down). RailabError with iproute2's message when one cannot be made (e.g. exists)."""
+    script = "".join(f"netns add {n}\n" for n in names)
+    if not script:
+        return
+    res = subprocess.run(["ip", "-batch", "-"], input=script, capture_output=True, text=True)
+    if res.returncode != 0:
+        raise RailabError(f"ip netns add failed: {(res.stderr or res.stdout).strip()[:400]}")

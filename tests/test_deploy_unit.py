@@ -1,0 +1,228 @@
+"""Deploy vs convergence, the state record, signals, namespaces and policy routing (no root).
+
+``railab.checks.deploy.bring_up`` is exercised with a fake runtime and a stubbed convergence
+wait; the pieces it relies on (LabState, signal guards, namespace argv, routing numbers) are
+pure and tested directly.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import signal
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from railab.checks import deploy
+from railab.checks.converge import ConvergeProgress
+from railab.errors import RailabError
+from railab.progress import ConvergeBar
+from railab.testbed import state as st
+from railab.testbed.namespaces import exec_argv, netns_path
+from railab.testbed.runtime.base import Runtime
+from railab.testbed.signals import Interrupted, signals_deferred, signals_raise
+from railab.topologies import routing
+from railab.topologies.clab import server_exec
+from railab.topologies.generator import generate
+from railab.topologies.labspec import LabSpec
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def run_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("RAILAB_RUN_DIR", str(tmp_path / "run"))
+    return tmp_path / "run"
+
+
+@pytest.fixture
+def labdir(tmp_path):
+    return Path(generate(ROOT / "topologies" / "intents" / "mini.yml", tmp_path / "lab", name="dep"))
+
+
+class FakeRuntime(Runtime):
+    """Records calls; ``up`` writes a real state record like the runtimes do."""
+
+    name = "netns"
+
+    def __init__(self, fail_up: bool = False) -> None:
+        self.calls: list[str] = []
+        self.fail_up = fail_up
+
+    def up(self, labdir: Path) -> st.LabState:
+        self.calls.append("up")
+        if self.fail_up:
+            raise RailabError("deploy failed")
+        return st.save(st.LabState(lab="dep", phase="started", labdir=str(labdir)))
+
+    def down(self, lab: str) -> None:
+        self.calls.append(f"down {lab}")
+        st.remove_lab_dir(lab)
+
+    def status(self, lab: str) -> dict:
+        return {}
+
+    def inspect(self, lab: str) -> dict:
+        return self.record(lab).to_json()
+
+    def executor(self, lab: str):
+        self.calls.append("executor")
+        return object()
+
+
+def test_bring_up_waits_then_marks_running(run_dir, labdir, monkeypatch):
+    seen = {}
+
+    def fake_wait(spec, executor, *, timeout, on_progress):
+        seen.update(spec=spec.name, timeout=timeout, phase=st.load("dep").phase)
+        on_progress(ConvergeProgress("dep", 1, 2, 3, 4, 0.5))
+        return {}
+
+    monkeypatch.setattr(deploy, "wait_converged", fake_wait)
+    reports = []
+    rt = FakeRuntime()
+    rec = deploy.bring_up(rt, labdir, timeout=7.5, on_progress=reports.append)
+    assert rt.calls == ["up", "executor"]
+    assert seen == {"spec": "dep", "timeout": 7.5, "phase": "converging"}
+    assert reports and reports[0].sessions_total == 2
+    assert rec.phase == "running" and "converge_s" in rec.timings
+    assert st.load("dep").phase == "running"
+
+
+def test_bring_up_default_timeout_scales_with_the_lab(run_dir, labdir, monkeypatch):
+    from railab.checks.converge import default_timeout
+
+    got = []
+    monkeypatch.setattr(deploy, "wait_converged", lambda spec, ex, *, timeout, on_progress: got.append(timeout))
+    deploy.bring_up(FakeRuntime(), labdir)
+    assert got == [default_timeout(LabSpec.load(labdir))]
+
+
+@pytest.mark.parametrize("exc", [RailabError("lab dep did not converge within 1 s"), KeyboardInterrupt(),
+                                 Interrupted(signal.SIGTERM)])
+def test_bring_up_rolls_back_when_the_wait_fails(run_dir, labdir, monkeypatch, exc):
+    def fail(*a, **k):
+        raise exc
+
+    monkeypatch.setattr(deploy, "wait_converged", fail)
+    rt = FakeRuntime()
+    with pytest.raises(type(exc)):
+        deploy.bring_up(rt, labdir, timeout=1)
+    assert rt.calls[-1] == "down dep"
+    assert st.load("dep") is None
+
+
+def test_bring_up_does_not_wait_when_deploy_fails(run_dir, labdir, monkeypatch):
+    monkeypatch.setattr(deploy, "wait_converged", lambda *a, **k: pytest.fail("waited"))
+    rt = FakeRuntime(fail_up=True)
+    with pytest.raises(RailabError, match="deploy failed"):
+        deploy.bring_up(rt, labdir)
+    assert rt.calls == ["up"]  # the runtime rolls back its own failures
+
+
+def test_mark_converged_records_phase_and_time(run_dir):
+    st.save(st.LabState(lab="mc", phase="started"))
+    rec = FakeRuntime().mark_converged("mc", 1.23456)
+    assert (rec.phase, rec.timings["converge_s"]) == ("running", 1.235)
+    with pytest.raises(RailabError, match="is not up"):
+        FakeRuntime().mark_converged("absent", 1.0)
+
+
+# ---- state record ----------------------------------------------------------------------------
+def test_state_roundtrip_and_dict_view(run_dir, monkeypatch):
+    monkeypatch.setenv("SUDO_USER", "alice")
+    rec = st.LabState(lab="a", namespaces={"n1": "clab-a-n1"}, links=[("n1:eth1", "n2:eth1", 9000)],
+                      routers={"n1": st.RouterState(dir="/d", config="/c", daemons=["zebra"])})
+    rec.routers["n1"].pids["zebra"] = 42
+    st.save(rec)
+    doc = json.loads(st.state_path("a").read_text())
+    assert doc["user"] == "alice" and doc["routers"]["n1"]["pids"] == {"zebra": 42}
+    back = st.load("a")
+    assert back == rec
+    assert back["lab"] == "a" and back.get("phase") == "creating" and back.get("nope", 5) == 5
+    assert "namespaces" in back and "nope" not in back
+    assert back["routers"]["n1"]["pids"]["zebra"] == 42
+    with pytest.raises(KeyError):
+        back["nope"]
+
+
+def test_state_user_without_sudo(monkeypatch):
+    monkeypatch.delenv("SUDO_USER", raising=False)
+    monkeypatch.setenv("LOGNAME", "bob")
+    assert st.LabState(lab="b").user == "bob"
+
+
+def test_state_keeps_unknown_fields_and_rejects_bad_records(run_dir):
+    st.save({"lab": "x", "runtime": "containerlab", "future_field": [1, 2]})
+    assert st.load("x").future_field == [1, 2] and st.load("x").runtime == "containerlab"
+    st.state_path("x").write_text('{"lab": "x", "namespaces": "not a dict"}')
+    assert st.load("x") is None  # unreadable like corrupt JSON
+
+
+def test_labref_uses_the_record(run_dir, labdir):
+    st.save(st.LabState(lab="dep", phase="running", labdir=str(labdir), namespaces={"srv1": "custom-ns"}))
+    ref = st.resolve("dep")
+    assert ref.running and ref.labdir == labdir and ref.require_up().lab == "dep"
+    assert ref.netns_of("srv1") == "custom-ns" and ref.netns_of("spine1") == "clab-dep-spine1"
+    assert ref.spec().name == "dep"
+
+
+# ---- signals ---------------------------------------------------------------------------------
+def test_signals_deferred_delivers_after_the_block():
+    reached = []
+    with pytest.raises(KeyboardInterrupt):
+        with signals_raise():
+            with signals_deferred():
+                signal.raise_signal(signal.SIGINT)
+                reached.append("after the signal, still inside")
+    assert reached == ["after the signal, still inside"]
+    with pytest.raises(Interrupted) as err:
+        with signals_raise():
+            with signals_deferred():
+                signal.raise_signal(signal.SIGTERM)
+    assert err.value.signum == signal.SIGTERM and "SIGTERM" in str(err.value)
+
+
+# ---- namespaces and routing ------------------------------------------------------------------
+def test_exec_argv_uses_nsenter():
+    assert exec_argv("clab-a-srv1", ["ip", "link"]) == ["nsenter", "--net=/run/netns/clab-a-srv1", "--", "ip", "link"]
+    assert netns_path("x") == Path("/run/netns/x")
+
+
+def test_no_preexec_fn_and_no_private_pyroute2_api():
+    src = "\n".join(p.read_text() for p in (ROOT / "testbed").rglob("*.py"))
+    assert not re.search(r"preexec_fn\s*=", src)
+    assert not re.search(r"pnetns\._|netns\._create|_pr_netns\._", src)
+
+
+def test_policy_routing_has_one_numbering():
+    assert (routing.table_for(3), routing.rule_priority(3)) == (103, 1003)
+    assert routing.nic_lines(nic=2, interface="eth2", address="10.0.0.3/31", gateway="10.0.0.2", mtu=9000) == [
+        "ip link set eth2 mtu 9000",
+        "ip addr add 10.0.0.3/31 dev eth2",
+        "ip rule add from 10.0.0.3 lookup 102 pref 1002",
+        "ip route add default via 10.0.0.2 dev eth2 table 102",
+    ]
+
+
+def test_clab_exec_lines_come_from_routing(labdir):
+    spec = LabSpec.load(labdir)
+    nic = spec.nics[0]
+    lines = server_exec(spec, nic.server)
+    ip = nic.address.split("/")[0]
+    assert f"ip rule add from {ip} lookup {nic.table} pref {routing.rule_priority(nic.nic)}" in lines
+    assert nic.table == routing.table_for(nic.nic)
+
+
+# ---- progress display (application layer) ----------------------------------------------------
+def test_converge_bar_draws_sessions_and_prefixes():
+    out = io.StringIO()
+    with ConvergeBar(Console(file=out, force_terminal=False, width=100)) as bar:
+        bar(ConvergeProgress("lab1", 3, 4, 10, 12, 0.2))
+        bar(ConvergeProgress("lab1", 4, 4, 12, 12, 0.4, done=True))
+    text = out.getvalue()
+    assert "BGP sessions (lab1)" in text and "4/4" in text and "12/12" in text
+    ConvergeBar().close()  # never started: nothing to stop
