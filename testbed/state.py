@@ -30,7 +30,6 @@ from railab.testbed.clabfile import load_clab
 from railab.topologies.labspec import LabSpec
 from railab.topologies.naming import LAB_NAME, netns_name
 
-from railab.topologies.naming import LAB_NAME
 
 STATE_VERSION = 1
 

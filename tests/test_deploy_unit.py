@@ -212,7 +212,7 @@ def test_clab_exec_lines_come_from_routing(labdir):
     spec = LabSpec.load(labdir)
     nic = spec.nics[0]
     lines = server_exec(spec, nic.server)
-    ip = nic.address.split("/")[0]
+    ip = str(nic.address.ip)
     assert f"ip rule add from {ip} lookup {nic.table} pref {routing.rule_priority(nic.nic)}" in lines
     assert nic.table == routing.table_for(nic.nic)
 

@@ -9,7 +9,6 @@ from rich.console import Console
 
 from railab.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, RailabError
 from railab.testbed import state as st
-from railab.testbed.runtime import get_runtime
 
 
 def _resolve_lab(lab: str) -> tuple[Path, str, bool]:
@@ -77,6 +76,8 @@ def register(app: typer.Typer) -> None:
         outdir = out or (labdir.parent / "report" if labdir.name == "lab" else labdir / "report")
         if running:
             rt_name = (st.load(name) or {}).get("runtime", "netns")
+            from railab.testbed.runtime import get_runtime
+
             rt = get_runtime(rt_name)
             steps = _Steps(con, ("traffic", "checks"))
             rep = measure(spec, rt.executor(name), con, steps, runtime=rt_name,

@@ -23,11 +23,13 @@ from rich.table import Table
 
 from railab.errors import EXIT_NOT_FOUND, EXIT_USAGE, RailabError, UsageError
 from railab.testbed import state
-from railab.testbed.runtime import get_runtime
 from railab.topologies.naming import container_name
 
 
 def _runtime(name: str = "netns"):
+    """The runtime called ``name`` (imported lazily: `railab -h` stays fast)."""
+    from railab.testbed.runtime import get_runtime
+
     return get_runtime(name)
 
 
