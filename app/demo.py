@@ -18,26 +18,20 @@ Pipeline (docs/architecture.md), each step timed and shown on screen with rich:
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
 from railab.checks.deploy import bring_up
 from railab.checks.runner import run_checks
+from railab.errors import RailabError
 from railab.planview import show_plan
 from railab.progress import ConvergeBar
-from railab.testbed.executor import Executor
-from railab.testbed.runtime import get_runtime
-from railab.topologies import planner
-from railab.topologies.generator import generate
-from railab.topologies.intent import load_intent
-from railab.traffic.engine import Engine, spread
-from railab.traffic.patterns import Flow, flows_for, route
-from railab.traffic.traceroute import switch_path, trace, unreachable_text
 from railab.report import (
     CheckItem,
     EcmpSpread,
@@ -50,9 +44,15 @@ from railab.report import (
     TraceHop,
     write_report,
 )
-from railab.errors import RailabError
+from railab.testbed.executor import Executor
+from railab.testbed.runtime import get_runtime
+from railab.topologies import planner
+from railab.topologies.generator import generate
+from railab.topologies.intent import load_intent
 from railab.topologies.labspec import LabSpec
-from railab.traffic.patterns import report_class
+from railab.traffic.engine import Engine, spread
+from railab.traffic.patterns import Flow, flows_for, report_class, route
+from railab.traffic.traceroute import switch_path, trace, unreachable_text
 
 DEFAULT_INTENT = "rail-optimized-1024"
 STEPS = ("plan", "generate", "up", "traffic", "checks", "report", "down")
@@ -311,7 +311,7 @@ def measure_traffic(spec: LabSpec, executor: Executor, console: Console
     with Engine(spec) as eng:
         with console.status(f"{len(flows)} RoCEv2 flows, one at a time with port counters ..."):
             paths = [_path_result(spec, r) for r in eng.run(flows, measure=True, timeout=0.3)]
-        for cls, fl in ecmp_sets:
+        for _cls, fl in ecmp_sets:
             with console.status(f"ECMP: {len(fl)} flows {_gpu(fl[0].src)} -> {_gpu(fl[0].dst)}"):
                 res = eng.run(fl, measure=True, timeout=0.3)
             st = spread(spec, res)
@@ -439,9 +439,9 @@ def run_demo(
     ``./railab-<lab name>``. ``name`` overrides the lab name (tests use unique names). ``keep``
     leaves the lab running after the report (it is still removed when a step fails before the
     report or on Ctrl-C). ``timeout``: convergence budget of ``up`` in seconds (None: the
-    runtime's default, which scales with the lab). Returns a DemoResult with exit code 0 only when every flow, spread and
-    check passed. Raises RailabError / IntentError / PlanError for bad input (nothing is left
-    running); KeyboardInterrupt after taking the lab down.
+    runtime's default, which scales with the lab). Returns a DemoResult with exit code 0 only
+    when every flow, spread and check passed. Raises RailabError / IntentError / PlanError for
+    bad input (nothing is left running); KeyboardInterrupt after taking the lab down.
     """
     con = console or Console()
     steps = _Steps(con)

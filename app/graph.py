@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import html
 import shutil
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 import graphviz
 from pydantic import BaseModel, Field
@@ -227,7 +227,7 @@ def fabric_graph(spec: LabSpec, paths: Iterable[TracedPath] = ()) -> graphviz.Gr
                     f"traced path {path.label!r} names {node!r}, which is not a node of lab "
                     f"{spec.name!r}"
                 )
-        for (n1, p1), (n2, p2) in zip(hops, hops[1:]):
+        for (n1, p1), (n2, p2) in zip(hops, hops[1:], strict=False):
             if n1 == n2:
                 if p1 and p2 and p1 != p2:  # NVLink hop inside a server (PXN)
                     g.edge(

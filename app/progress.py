@@ -39,7 +39,7 @@ class ConvergeBar:
         if self._tasks is not None:
             self._progress.stop()
 
-    def __enter__(self) -> "ConvergeBar":
+    def __enter__(self) -> ConvergeBar:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -149,7 +149,7 @@ class CheckItem(BaseModel):
         return " -- ".join(parts)
 
     @classmethod
-    def from_result(cls, result: Any, duration_s: float = 0.0) -> "CheckItem":
+    def from_result(cls, result: Any, duration_s: float = 0.0) -> CheckItem:
         """Convert a ``checks.base.CheckResult`` (or any object with its fields)."""
         return cls(
             **{k: getattr(result, k, None) for k in
@@ -190,7 +190,7 @@ class LabSummary(BaseModel):
     expected_hops: dict[str, int | None]
 
     @classmethod
-    def from_spec(cls, spec: LabSpec) -> "LabSummary":
+    def from_spec(cls, spec: LabSpec) -> LabSummary:
         return cls(
             name=spec.name,
             architecture=spec.architecture,
@@ -219,7 +219,7 @@ class Report(BaseModel):
     schema_version: int = REPORT_SCHEMA_VERSION
     railab_version: str = Field(default_factory=lambda: _version())
     created: str = Field(
-        default_factory=lambda: _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+        default_factory=lambda: _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
     )
     intent: str | None = None
     runtime: str = "netns"
@@ -278,7 +278,7 @@ class Report(BaseModel):
         return json.dumps(self.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
 
     @classmethod
-    def load(cls, path: str | Path) -> "Report":
+    def load(cls, path: str | Path) -> Report:
         """Read ``report.json`` (a file or a directory holding one); FileNotFoundError if absent."""
         p = Path(path)
         if p.is_dir():

@@ -27,11 +27,12 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cached_property
 from ipaddress import ip_network
-from typing import Any, Callable, Iterator, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from pyroute2 import IPRoute
@@ -192,7 +193,7 @@ class CheckFamily:
     """
 
     name: str
-    run: Callable[["Observer"], list[CheckResult]]
+    run: Callable[[Observer], list[CheckResult]]
     order: int
     frr_commands: tuple[str, ...] = ()
     description: str = ""
@@ -247,7 +248,7 @@ class CheckRegistry:
 CHECKS = CheckRegistry()
 
 
-def register_check(name: str, run: Callable[["Observer"], list[CheckResult]], *, order: int,
+def register_check(name: str, run: Callable[[Observer], list[CheckResult]], *, order: int,
                    frr_commands: tuple[str, ...] | list[str] = (), description: str = "",
                    replace: bool = False) -> CheckFamily:
     """Register a check family: ``run(obs) -> list[CheckResult]`` then runs via
@@ -462,7 +463,7 @@ class Observer:
                 pass
         self._sockets.clear()
 
-    def __enter__(self) -> "Observer":
+    def __enter__(self) -> Observer:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -545,7 +546,7 @@ class Observer:
         if not missing:
             return known
         # resolve every peer namespace of this node in one pass
-        missing |= {l.peer_nsid for l in self.links(node).values() if l.peer_nsid is not None}
+        missing |= {lk.peer_nsid for lk in self.links(node).values() if lk.peer_nsid is not None}
         missing -= set(known)
         candidates = [n.name for n in self.spec.nodes if n.name != node]
         # leaves first: a server's peers are leaves, a spine's are leaves

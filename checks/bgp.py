@@ -12,9 +12,20 @@ from __future__ import annotations
 from collections import defaultdict
 
 from railab.checks import frr as F
-from railab.checks.base import (Cause, CheckResult, ObservationError, Observer, SessionRef,
-                                daemon_cause, failed, frr_unreadable, link_id, passed,
-                                register_check, skipped)
+from railab.checks.base import (
+    Cause,
+    CheckResult,
+    ObservationError,
+    Observer,
+    SessionRef,
+    daemon_cause,
+    failed,
+    frr_unreadable,
+    link_id,
+    passed,
+    register_check,
+    skipped,
+)
 
 CHECK = "bgp"
 
@@ -40,7 +51,7 @@ def _cause(obs: Observer, link: str,
            ends: list[tuple[str, str, dict | None, str | None]]) -> tuple[str, Cause]:
     """Likely cause of a session over ``link`` that is not Established, most specific first:
     (one sentence, structured cause)."""
-    for node, iface, peer, err in ends:
+    for node, _iface, _peer, err in ends:
         if err:
             return frr_unreadable(node, err, "bgpd"), daemon_cause(node, err, "bgpd")
     for node, iface, peer, _ in ends:

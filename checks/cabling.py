@@ -10,8 +10,17 @@ node whose namespace has that id and to the interface with that index there
 
 from __future__ import annotations
 
-from railab.checks.base import (Cause, CheckResult, ObservationError, Observer, failed, link_id, passed,
-                                register_check, skipped)
+from railab.checks.base import (
+    Cause,
+    CheckResult,
+    ObservationError,
+    Observer,
+    failed,
+    link_id,
+    passed,
+    register_check,
+    skipped,
+)
 
 CHECK = "cabling"
 

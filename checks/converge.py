@@ -15,9 +15,10 @@ a containerlab lab or real switches. The wait re-polls only the nodes still fail
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from railab.checks import frr as F
 from railab.checks.base import ObservationError, Observer
@@ -107,7 +108,7 @@ def observe(spec, executor: Executor, nodes: list[str] | None = None, workers: i
     """Observe ``nodes`` (default: every router) in parallel; node -> NodeView."""
     nodes = _routers(spec) if nodes is None else nodes
     with ThreadPoolExecutor(max_workers=max(1, min(workers, len(nodes)))) as pool:
-        return dict(zip(nodes, pool.map(lambda n: observe_node(spec, executor, n), nodes)))
+        return dict(zip(nodes, pool.map(lambda n: observe_node(spec, executor, n), nodes), strict=True))
 
 
 def observe_sessions(spec, executor: Executor) -> tuple[list[str], list[str]]:
@@ -119,7 +120,7 @@ def observe_sessions(spec, executor: Executor) -> tuple[list[str], list[str]]:
 
     up, down = [], []
     with ThreadPoolExecutor(max_workers=max(1, min(8, len(nodes)))) as pool:
-        for node, st in zip(nodes, pool.map(states, nodes)):
+        for node, st in zip(nodes, pool.map(states, nodes), strict=True):
             for s in spec.bgp_sessions:
                 if s.node == node:
                     (up if F.session_up(st.get(s.interface)) else down).append(f"{node}:{s.interface}")

@@ -10,8 +10,9 @@ caller never holds a half-converged lab it did not ask for.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from railab.checks.converge import ConvergeProgress, default_timeout, wait_converged
 from railab.testbed import state

@@ -10,7 +10,7 @@ path walked.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from railab.checks.base import CheckResult, Observer, failed, passed, register_check, skipped
 from railab.errors import RailabError

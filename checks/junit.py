@@ -19,9 +19,10 @@ Names (the same in both files, so a CI server tracks one check across them):
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Literal
+from typing import Any, Literal
 
 from railab.checks.base import CHECKS, CheckResult
 

@@ -9,8 +9,8 @@ netns runtime; ``close()`` tears it down). The handle gives ``.spec`` (``lab.jso
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from railab.checks.base import CheckResult
 from railab.checks.deploy import bring_up
@@ -42,7 +42,7 @@ class LiveLab:
 
     # ---- construction ------------------------------------------------------------------------
     @classmethod
-    def attach(cls, ref: str | Path) -> "LiveLab":
+    def attach(cls, ref: str | Path) -> LiveLab:
         """Attach to a running lab by name or lab directory.
 
         Raises RailabError when the lab is not up or its lab.json cannot be read.
@@ -53,7 +53,7 @@ class LiveLab:
 
     @classmethod
     def bring_up(cls, intent: str | Path, name: str | None = None, *,
-                 timeout: float | None = None) -> "LiveLab":
+                 timeout: float | None = None) -> LiveLab:
         """Generate ``intent`` (shipped name or YAML path) into a temporary directory, bring it up
         on the netns runtime (converged), and return an owned handle. Raises RailabError (nothing
         left behind) on failure; ValueError for a bad intent."""
@@ -77,7 +77,7 @@ class LiveLab:
             self._tmp.cleanup()
             self._tmp = None
 
-    def __enter__(self) -> "LiveLab":
+    def __enter__(self) -> LiveLab:
         return self
 
     def __exit__(self, *exc) -> None:

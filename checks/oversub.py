@@ -10,8 +10,17 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from railab.checks.base import (Cause, CheckResult, ObservationError, Observer, failed, link_id, passed,
-                                register_check, skipped)
+from railab.checks.base import (
+    Cause,
+    CheckResult,
+    ObservationError,
+    Observer,
+    failed,
+    link_id,
+    passed,
+    register_check,
+    skipped,
+)
 from railab.topologies.units import parse_ratio  # the one ratio parser
 
 CHECK = "oversub"
@@ -41,22 +50,22 @@ def check_oversub(obs: Observer) -> list[CheckResult]:
         return [failed(CHECK, "oversubscription", expected="DOWN:UP",
                        observed=spec.oversubscription, reason=str(exc))]
     for leaf in spec.by_role("leaf"):
-        downs = [l for l in spec.links if l.role == "server-leaf" and l.b.node == leaf.name]
-        ups = [l for l in spec.links if l.role == "leaf-spine" and l.a.node == leaf.name]
+        downs = [lk for lk in spec.links if lk.role == "server-leaf" and lk.b.node == leaf.name]
+        ups = [lk for lk in spec.links if lk.role == "leaf-spine" and lk.a.node == leaf.name]
         name = leaf.name
         if not ups:
             results.append(skipped(CHECK, name, "no uplinks planned (single-tier Rail-only leaf)",
                                    node=leaf.name))
             continue
-        plan_down = sum(l.speed_gbps for l in downs)
-        plan_up = sum(l.speed_gbps for l in ups)
+        plan_down = sum(lk.speed_gbps for lk in downs)
+        plan_up = sum(lk.speed_gbps for lk in ups)
         try:
             dead = [ln for ln in downs + ups if not _is_up(obs, ln)]
         except (ObservationError, OSError) as exc:
             results.append(skipped(CHECK, name, f"cannot read netlink: {exc}", node=leaf.name))
             continue
-        live_down = sum(l.speed_gbps for l in downs if l not in dead)
-        live_up = sum(l.speed_gbps for l in ups if l not in dead)
+        live_down = sum(lk.speed_gbps for lk in downs if lk not in dead)
+        live_up = sum(lk.speed_gbps for lk in ups if lk not in dead)
         expected = f"{_fmt(want)} ({plan_down} Gb/s down : {plan_up} Gb/s up planned)"
         if live_up == 0:
             results.append(failed(CHECK, name, node=leaf.name, subject="uplinks",
@@ -69,7 +78,7 @@ def check_oversub(obs: Observer) -> list[CheckResult]:
         observed = f"{_fmt(got)} ({live_down} Gb/s down : {live_up} Gb/s up live)"
         if got != want:
             dead_txt = ", ".join(
-                f"{l.a.node}:{l.a.interface}-{l.b.node}:{l.b.interface}" for l in dead)
+                f"{lk.a.node}:{lk.a.interface}-{lk.b.node}:{lk.b.interface}" for lk in dead)
             link = _lid(dead[0]) if dead else None
             if dead:
                 reason = f"links down: {dead_txt}"

@@ -21,8 +21,18 @@ netlink (RTA_MULTIPATH path count and output interfaces).
 from __future__ import annotations
 
 from railab.checks import frr as F
-from railab.checks.base import (Cause, CheckResult, ObservationError, Observer, daemon_cause, failed,
-                                frr_unreadable, passed, register_check, skipped)
+from railab.checks.base import (
+    Cause,
+    CheckResult,
+    ObservationError,
+    Observer,
+    daemon_cause,
+    failed,
+    frr_unreadable,
+    passed,
+    register_check,
+    skipped,
+)
 from railab.topologies.labspec import ExpectedRoute
 
 CHECK = "routes"

@@ -7,7 +7,7 @@ Importing this module registers the built-in families (cabling, bgp, routes, ove
 
 from __future__ import annotations
 
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from railab.checks import bgp as _bgp  # noqa: F401  (registers "bgp")
 from railab.checks import cabling as _cabling  # noqa: F401  (registers "cabling")

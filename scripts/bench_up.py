@@ -77,7 +77,7 @@ def bench(intent: str, workdir: Path) -> dict:
             time.sleep(2)  # keep sampling RSS on the converged lab
         except RailabError as exc:  # e.g. convergence timeout: still report time and memory
             t_up = time.monotonic() - t0
-            error = str(exc).splitlines()[0] + " " + " ".join(l.strip()[:160] for l in str(exc).splitlines()[1:])
+            error = str(exc).splitlines()[0] + " " + " ".join(line.strip()[:160] for line in str(exc).splitlines()[1:])
     finally:
         stop.set()
         th.join()

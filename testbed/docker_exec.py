@@ -17,8 +17,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from railab.testbed.executor import ExecResult, Executor
 from railab.errors import MissingExtraError, RailabError
+from railab.testbed.executor import ExecResult, Executor
 
 try:  # optional: the containerlab extra (pip install 'railab[containerlab]')
     import docker
@@ -198,7 +198,7 @@ class DockerExecutor(Executor):
         """Release the Docker client's connections."""
         self.client.close()
 
-    def __enter__(self) -> "DockerExecutor":
+    def __enter__(self) -> DockerExecutor:
         return self
 
     def __exit__(self, *exc: object) -> None:

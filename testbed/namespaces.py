@@ -21,9 +21,9 @@ import ctypes
 import os
 import socket
 import subprocess
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterable, Iterator
 
 from railab.errors import RailabError
 

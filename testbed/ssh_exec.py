@@ -17,16 +17,16 @@ POSIX shell, so arguments arrive exactly as given.
 from __future__ import annotations
 
 import shlex
-import socket
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from railab.testbed.executor import ExecResult, Executor
 from railab.errors import MissingExtraError, RailabError
+from railab.testbed.executor import ExecResult, Executor
 
 try:  # optional: the ssh extra (pip install 'railab[ssh]')
     import paramiko
@@ -184,7 +184,7 @@ class SshExecutor(Executor):
                     f"(`ssh-keyscan -p {t.port} {t.host} >> {where}`), or pass a known_hosts file"
                 ) from None
             raise RailabError(f"node {node!r}: SSH to {t.user}@{hostname} failed: {exc}") from None
-        except (OSError, socket.timeout) as exc:
+        except (TimeoutError, OSError) as exc:
             client.close()
             raise RailabError(f"node {node!r}: cannot reach {hostname}: {exc}") from None
         self._clients[node] = client
@@ -245,7 +245,7 @@ class SshExecutor(Executor):
             c.close()
         self._clients.clear()
 
-    def __enter__(self) -> "SshExecutor":
+    def __enter__(self) -> SshExecutor:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -20,8 +20,9 @@ import json
 import os
 import shutil
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -29,7 +30,6 @@ from railab.errors import RailabError
 from railab.testbed.clabfile import load_clab
 from railab.topologies.labspec import LabSpec
 from railab.topologies.naming import LAB_NAME, netns_name
-
 
 STATE_VERSION = 1
 

@@ -84,7 +84,8 @@ def _bring_up(intent: str, name: str, tmp_path_factory) -> LiveLab:
     if reason:
         pytest.skip(reason)
     root = Path(__file__).resolve().parents[1]
-    labdir = generate(root / "topologies" / "intents" / f"{intent}.yml", tmp_path_factory.mktemp(name) / name, name=name)
+    labdir = generate(root / "topologies" / "intents" / f"{intent}.yml", tmp_path_factory.mktemp(name) / name,
+                      name=name)
     record = bring_up(NetnsRuntime(), labdir)
     lab = LiveLab(name, labdir, LabSpec.load(labdir), NetnsExecutor(name), record)
     _LIVE[name] = lab

@@ -128,9 +128,10 @@ def test_faults_in_sequence(fault_lab):
     af = ["vtysh", "-c", "conf t", "-c", f"router bgp {spec.node('g1-leaf3').asn}",
           "-c", "address-family ipv4 unicast"]
     assert lab.exec("g1-leaf3", af + ["-c", f"no network {rs.prefix}"]).ok
-    withdrawn = lambda r: (len(_fails(r, subject=rs.prefix)) == 10 and all(
-        x.observed in ("missing from RIB", "not in its BGP table as a local route")
-        for x in _fails(r, subject=rs.prefix)))
+    def withdrawn(r):
+        return len(_fails(r, subject=rs.prefix)) == 10 and all(
+            x.observed in ("missing from RIB", "not in its BGP table as a local route")
+            for x in _fails(r, subject=rs.prefix))
     res = _wait(lab, "routes", withdrawn, timeout=45)
     ann = _fails(res, name=f"g1-leaf3 announces {rs.prefix}")
     assert ann and f"network {rs.prefix}" in ann[0].reason
@@ -163,7 +164,7 @@ def test_faults_in_sequence(fault_lab):
     assert not _fails(res)
 
     # 5. leaf-spine link down
-    up = next(l for l in spec.links if l.role == "leaf-spine" and l.a.node == "g1-leaf1")
+    up = next(lk for lk in spec.links if lk.role == "leaf-spine" and lk.a.node == "g1-leaf1")
     with IPRoute(netns=lab.netns_of("g1-leaf1"), flags=0) as ipr:
         ipr.link("set", index=ipr.link_lookup(ifname=up.a.interface)[0], state="down")
     res = _settled(lab, "cabling,bgp,routes,oversub",

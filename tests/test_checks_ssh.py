@@ -13,14 +13,14 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from railab.testbed import state as st
 from railab.cli import app
+from railab.testbed import state as st
 from tests.test_ssh_exec import PORT, _known_hosts, in_ns, sshd  # noqa: F401 (fixtures)
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("no_leaks")]
 
 
-def test_checks_over_ssh_pass_and_skip_what_needs_namespaces(mini_lab, in_ns, tmp_path):
+def test_checks_over_ssh_pass_and_skip_what_needs_namespaces(mini_lab, in_ns, tmp_path):  # noqa: F811 (pytest fixture)
     _ns, tmp, key, host_key = in_ns
     inventory = {
         n.name: {"host": "127.0.0.1", "port": PORT, "user": "root", "key_file": str(key),
@@ -43,7 +43,7 @@ def test_checks_over_ssh_pass_and_skip_what_needs_namespaces(mini_lab, in_ns, tm
     assert by_family["cabling"] == {"skip"}  # netlink wiring needs the node's namespace
 
 
-def test_unknown_host_key_fails_the_run_clearly(mini_lab, in_ns, tmp_path):
+def test_unknown_host_key_fails_the_run_clearly(mini_lab, in_ns, tmp_path):  # noqa: F811 (pytest fixture)
     _ns, tmp, key, _host_key = in_ns
     inv = tmp_path / "inventory.yml"
     inv.write_text(yaml.safe_dump({"spine1": {"host": "127.0.0.1", "port": PORT, "key_file": str(key)}}))

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from railab.errors import RailabError
 from railab.testbed import state as st
 from railab.testbed.clabfile import FRR_DAEMONS, load_clab
-from railab.errors import RailabError
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -34,7 +34,7 @@ def test_generated_mini_lab(tmp_path):
     assert set(clab.nodes) == {n.name for n in spec.nodes}
     assert {n.name for n in clab.routers} == {n.name for n in spec.nodes if n.role != "server"}
     assert len(clab.links) == len(spec.links)
-    assert all(l.mtu == spec.mtu for l in clab.links)
+    assert all(lk.mtu == spec.mtu for lk in clab.links)
     leaf = clab.nodes["g1-leaf1"]
     assert leaf.frr_conf == labdir.resolve() / "configs" / "g1-leaf1" / "frr.conf"
     assert leaf.sysctls["net.ipv6.conf.default.accept_dad"] == "0"
@@ -72,7 +72,8 @@ def test_defaults_kinds_node_merge_and_daemons(tmp_path):
         ([{"endpoints": ["r1:eth1", "zz:eth1"]}], "unknown node 'zz'"),
         ([{"endpoints": ["r1eth1", "h1:eth1"]}], "is not 'node:interface'"),
         ([{"endpoints": ["r1:averyveryverylongname", "h1:eth1"]}], "1-15 chars"),
-        ([{"endpoints": ["r1:eth1", "h1:eth1"]}, {"endpoints": ["r1:eth1", "h1:eth2"]}], "r1:eth1 is used by another link"),
+        ([{"endpoints": ["r1:eth1", "h1:eth1"]}, {"endpoints": ["r1:eth1", "h1:eth2"]}],
+         "r1:eth1 is used by another link"),
     ],
 )
 def test_bad_links(tmp_path, links, message):

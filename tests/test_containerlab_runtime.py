@@ -40,7 +40,6 @@ from railab.testbed.runtime.containerlab import (
 from railab.testbed.runtime.netns import NetnsRuntime
 from railab.topologies.generator import generate
 
-
 DATA = Path(__file__).parent / "data"
 
 

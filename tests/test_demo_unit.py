@@ -65,6 +65,7 @@ def test_summary_line_counts_skips_apart(tmp_path):
 @pytest.mark.usefixtures("no_leaks")
 def test_demo_interrupted_during_up(tmp_path, capsys):
     from conftest import PID, our_namespaces
+
     from railab.cli import app
 
     name = f"dmi{PID}"

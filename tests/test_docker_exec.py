@@ -24,8 +24,8 @@ import pytest
 
 docker = pytest.importorskip("docker")
 
-from railab.testbed.docker_exec import DockerExecutor, container_name  # noqa: E402
 from railab.errors import RailabError  # noqa: E402
+from railab.testbed.docker_exec import DockerExecutor, container_name  # noqa: E402
 
 pytestmark = pytest.mark.docker
 

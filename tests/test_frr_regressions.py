@@ -92,24 +92,26 @@ def test_fib_regains_full_ecmp_after_leaf_spine_flap(flap_lab):
     via_port = [r for r in routes if port in r.interfaces]
     ns = NetNS(record["namespaces"][leaf])
     try:
-        names = {l["index"]: l.get_attr("IFLA_IFNAME") for l in ns.get_links()}
+        names = {lk["index"]: lk.get_attr("IFLA_IFNAME") for lk in ns.get_links()}
         idx = ns.link_lookup(ifname=port)[0]
 
         def widths():
             return {r.prefix: _kernel_paths(ns, r.prefix) for r in via_port}
 
-        assert all(len(p) == r.ecmp_width for r, p in zip(via_port, widths().values())), widths()
+        assert all(len(p) == r.ecmp_width for r, p in zip(via_port, widths().values(), strict=True)), widths()
         ns.link("set", index=idx, state="down")
         try:
             # the flap took effect: every route through the port lost exactly that path
             shrunk = _wait(lambda: all(len(p) == r.ecmp_width - 1 and idx not in p
-                                       for r, p in zip(via_port, widths().values())), 15)
+                                       for r, p in zip(via_port, widths().values(), strict=True)), 15)
             assert shrunk, f"{leaf}:{port} down, kernel still has {widths()}"
         finally:
             ns.link("set", index=idx, state="up")
-        restored = _wait(lambda: all(len(p) == r.ecmp_width for r, p in zip(via_port, widths().values())), 30)
+        restored = _wait(lambda: all(len(p) == r.ecmp_width
+                                     for r, p in zip(via_port, widths().values(), strict=True)), 30)
         observed = {pfx: sorted(names.get(i, str(i)) for i in p) for pfx, p in widths().items()}
-        assert restored, f"{leaf}:{port} flapped; kernel FIB widths {observed}, expected {[(r.prefix, r.ecmp_width) for r in via_port]}"
+        want = [(r.prefix, r.ecmp_width) for r in via_port]
+        assert restored, f"{leaf}:{port} flapped; kernel FIB widths {observed}, expected {want}"
         for r in via_port:
             assert observed[r.prefix] == sorted(r.interfaces), (r.prefix, observed[r.prefix])
     finally:

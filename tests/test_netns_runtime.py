@@ -22,7 +22,6 @@ from railab.topologies.generator import generate
 from railab.topologies.intent import INTENTS_DIR
 from tests.conftest import PID, our_namespaces
 
-
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("no_leaks")]
 ROOT = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-c", "from railab.cli import main; main()"]
@@ -251,7 +250,7 @@ def test_policy_rule_priority_matches_the_clab_exec_lines(railonly_lab):
     nic = railonly_lab.spec.nics[0]
     probe = (
         "from pyroute2 import IPRoute; i = IPRoute();"
-        f"print([(r.get('priority'), r.get('table')) for r in i.rule('dump') if r.get('src') == '{nic.address.split('/')[0]}'])"
+        f"print([(r.get('priority'), r.get('table')) for r in i.rule('dump') if r.get('src') == '{nic.address.ip}'])"
     )
     res = railonly_lab.executor.run(nic.server, [sys.executable, "-c", probe])
     assert res.ok, res.stderr

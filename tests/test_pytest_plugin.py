@@ -58,9 +58,9 @@ def test_intent_is_brought_up_once_and_torn_down(pytester):
     name = f"ptk{os.getpid()}"
     pytester.makepyfile(
         'SEEN = []\n'
-        'def test_a(lab):\n    SEEN.append(id(lab)); assert lab.name == "%s"\n'
+        f'def test_a(lab):\n    SEEN.append(id(lab)); assert lab.name == "{name}"\n'
         'def test_b(lab):\n    SEEN.append(id(lab)); assert len(set(SEEN)) == 1\n'
-        '    assert lab.hops("srv1:gpu1", "srv2:gpu1") == 1\n' % name)
+        '    assert lab.hops("srv1:gpu1", "srv2:gpu1") == 1\n')
     res = pytester.runpytest_inprocess("--railab-intent", "mini", "--railab-name", name)
     res.assert_outcomes(passed=2)
     assert not [n for n in os.listdir("/run/netns") if n.startswith(f"clab-{name}-")]

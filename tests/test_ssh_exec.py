@@ -80,8 +80,9 @@ def sshd():
 @pytest.fixture
 def in_ns(sshd):
     """Run the test body with this thread in the sshd namespace; wait until sshd listens."""
-    from pyroute2 import netns
     import socket
+
+    from pyroute2 import netns
 
     netns.pushns(sshd[0])
     try:

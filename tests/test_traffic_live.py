@@ -131,7 +131,7 @@ def test_mini_traceroute_names_the_flow_path(mini_engine, mini_lab):
     flows = flows_for(spec, "cross-group", n=8)
     measured = mini_engine.run(flows, measure=True)
     seen_spines = set()
-    for f, r in zip(flows, measured):
+    for f, r in zip(flows, measured, strict=True):
         hops_ = trace(mini_engine, f)
         names = switch_path(hops_)
         src = spec.nic(f.src[0], f.src_nic)

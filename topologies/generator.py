@@ -33,6 +33,7 @@ from pathlib import Path
 
 from railab.errors import UsageError
 from railab.topologies import clab as clab_mod
+from railab.topologies import routing
 from railab.topologies.frr import Port, SwitchConfig, render_daemons, render_frr_conf
 from railab.topologies.intent import Intent, IntentError, LabShape, load_intent, resolve_lab
 from railab.topologies.labspec import (
@@ -58,7 +59,6 @@ from railab.topologies.nodekinds import SERVER_KIND, get_node_kind
 from railab.topologies.pathclasses import Fabric, lab_hops
 from railab.topologies.qos import DEFAULT_QOS
 from railab.topologies.sonic import SonicSwitch, render_config_db
-from railab.topologies import routing
 
 SPINE_ASN = 4200000000
 TABLE_BASE = routing.TABLE_BASE

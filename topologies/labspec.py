@@ -159,7 +159,7 @@ class LabSpec(_Strict):
 
     # ---- indexed accessors (built once per LabSpec; the model is frozen) ----------------------
     @cached_property
-    def _index(self) -> "_Index":
+    def _index(self) -> _Index:
         return _Index(self)
 
     def node(self, name: str) -> Node:
@@ -220,7 +220,7 @@ class LabSpec(_Strict):
         return list(self._index.sessions_of.get(node, ()))
 
     @classmethod
-    def load(cls, path: str | Path) -> "LabSpec":
+    def load(cls, path: str | Path) -> LabSpec:
         """Read ``lab.json`` (a file, or a lab directory holding one).
 
         Raises FileNotFoundError with the path when it is missing.

@@ -19,8 +19,8 @@ Rail-optimized (2-tier Clos; seed "Node Requirements Summary" / "Maximum Scalabi
     servers per group; max GPUs = max servers x GPUs per server.
 
 ``auto`` picks Rail-only while the GPU count fits the leaf model's Rail-only limit, else
-Rail-optimized. Every bad input raises :class:`PlanError` (a ``railab.errors.UsageError``, so a ``ValueError``) whose message says
-what to change. Names follow ``docs/architecture.md``: Rail-optimized leaves
+Rail-optimized. Every bad input raises :class:`PlanError` (a ``railab.errors.UsageError``, so a
+``ValueError``) whose message says what to change. Names follow ``docs/architecture.md``: Rail-optimized leaves
 ``g<group>-leaf<rail>``, Rail-only leaves ``leaf<i>``, spines ``spine<i>``.
 """
 
@@ -241,7 +241,7 @@ def _hops(arch: Architecture, rails_per_leaf: int, rails: int, groups: int) -> t
     return plan_hops(Fabric(arch, rails, rails_per_leaf, groups))
 
 
-def hop_text(p: "Plan | dict", path_class: str) -> str:
+def hop_text(p: Plan | dict, path_class: str) -> str:
     """How a path class's hop count reads in a table: the count, ``"n/a"`` (the class cannot
     occur, e.g. cross-group with a single group), ``"1 or none"`` (Rail-only inter-rail when a
     leaf carries 2+ rails but not all: 1 hop between rails of one leaf, unreachable otherwise;

@@ -32,15 +32,15 @@ import errno
 import os
 import random
 import select
-import socket
 import signal
+import socket
 import struct
 import threading
 import time
 import zlib
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
 
 from pyroute2 import IPRoute
 from pyroute2 import netns as _pr_netns
@@ -48,8 +48,8 @@ from scapy.layers.inet import IP
 from scapy.layers.l2 import Ether
 
 from railab.errors import RailabError
-from railab.topologies.naming import netns_name
 from railab.topologies.labspec import LabSpec
+from railab.topologies.naming import netns_name
 from railab.traffic import roce
 from railab.traffic.patterns import Flow, SpreadStats
 
@@ -324,7 +324,7 @@ class Engine:
             self._addr_node[str(nic.address.ip)] = f"{nic.server}:{nic.interface}"
 
     # ---- lifecycle -------------------------------------------------------------------------
-    def __enter__(self) -> "Engine":
+    def __enter__(self) -> Engine:
         try:
             self.open()
         except BaseException:

@@ -39,7 +39,7 @@ from __future__ import annotations
 import struct
 import zlib
 
-from scapy.contrib.roce import AETH, BTH, CNP_OPCODE, CNPPadding, GRH  # noqa: F401 (re-export)
+from scapy.contrib.roce import AETH, BTH, CNP_OPCODE, GRH, CNPPadding  # noqa: F401 (re-export)
 from scapy.fields import BitField, IntField, XIntField, XLongField
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether

@@ -23,9 +23,10 @@ import json
 import shutil
 import subprocess
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from railab.errors import RailabError
 from railab.testbed import state as st
@@ -266,7 +267,7 @@ class ContainerlabRuntime(Runtime):
             clab_file=str(clab.path),
             namespaces={n: netns_name(lab, n) for n in clab.nodes},
             containers={n: netns_name(lab, n) for n in clab.nodes},
-            links=[(f"{l.a[0]}:{l.a[1]}", f"{l.b[0]}:{l.b[1]}", l.mtu) for l in clab.links],
+            links=[(f"{lk.a[0]}:{lk.a[1]}", f"{lk.b[0]}:{lk.b[1]}", lk.mtu) for lk in clab.links],
             docker_url=self.docker_url,
         )
         st.save(record)

@@ -319,7 +319,7 @@ class NetnsRuntime(Runtime):
             labdir=str(clab.directory),
             clab_file=str(clab.path),
             namespaces={n: netns_name(lab, n) for n in clab.nodes},
-            links=[(f"{l.a[0]}:{l.a[1]}", f"{l.b[0]}:{l.b[1]}", l.mtu) for l in clab.links],
+            links=[(f"{lk.a[0]}:{lk.a[1]}", f"{lk.b[0]}:{lk.b[1]}", lk.mtu) for lk in clab.links],
             routers={
                 n.name: st.RouterState(dir=str(st.node_dir(lab, n.name)), config=str(n.frr_conf),
                                        daemons=list(n.daemons))
@@ -357,7 +357,7 @@ class NetnsRuntime(Runtime):
         for name, p in procs.items():
             out, _ = p.communicate()
             if p.returncode != 0:
-                lines = [l.strip() for l in out.splitlines() if l.strip()]
+                lines = [line.strip() for line in out.splitlines() if line.strip()]
                 bad.append(f"{name} ({clab.nodes[name].frr_conf}): " + "; ".join(lines[:5]))
         if bad:
             raise RailabError("FRR rejected the config of " + " | ".join(bad))
@@ -428,7 +428,8 @@ class NetnsRuntime(Runtime):
             for nic in spec.nics:
                 ipr = socks.get(nic.server)
                 if ipr is None:
-                    raise RailabError(f"lab.json NIC {nic.server}:{nic.interface} names a node absent from {clab.path.name}")
+                    raise RailabError(f"lab.json NIC {nic.server}:{nic.interface} names a node absent from "
+                                      f"{clab.path.name}")
                 idx = ipr.link_lookup(ifname=nic.interface)
                 if not idx:
                     raise RailabError(f"lab.json NIC {nic.server}:{nic.interface} has no link in {clab.path.name}")
@@ -508,7 +509,8 @@ class NetnsRuntime(Runtime):
         try:
             pw = pwd.getpwnam(FRR_USER)
         except KeyError:
-            raise RailabError(f"user {FRR_USER!r} missing (Debian's frr package creates it): apt-get install frr") from None
+            raise RailabError(f"user {FRR_USER!r} missing (Debian's frr package creates it): "
+                              "apt-get install frr") from None
         for n in routers:
             d = st.node_dir(lab, n.name)
             d.mkdir(parents=True, exist_ok=True)
