@@ -68,6 +68,13 @@ class LiveLab:
         spec = LabSpec.load(labdir)
         return cls(spec, labdir, "netns", rt.executor(spec.name), owned=True, tmpdir=tmp)
 
+    @property
+    def record(self) -> st.LabState:
+        """The runtime's state record of this lab (``/run/railab/<lab>/state.json``).
+
+        Raises RailabError when the lab is not up."""
+        return get_runtime(self.runtime).record(self.name)
+
     def close(self) -> None:
         """Tear the lab down if this handle brought it up (idempotent)."""
         if self.owned:

@@ -10,16 +10,17 @@ from __future__ import annotations
 
 import os
 import shutil
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from pyroute2 import IPRoute
 
 from railab.checks.deploy import bring_up
+from railab.checks.lab import LiveLab
 from railab.testbed.runtime.netns import NetnsExecutor, NetnsRuntime
 from railab.topologies.generator import generate
 from railab.topologies.labspec import LabSpec
+from railab.topologies.naming import netns_name
 
 PID = str(os.getpid())
 
@@ -43,17 +44,6 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-@dataclass
-class LiveLab:
-    """A running lab: ``spec`` (LabSpec), ``name``, ``dir`` (lab directory), ``executor``."""
-
-    name: str
-    dir: Path
-    spec: object
-    executor: object
-    record: object  # railab.testbed.state.LabState
-
-
 def our_namespaces() -> set[str]:
     """Namespaces of labs made by this pytest process (their names carry its PID)."""
     try:
@@ -66,7 +56,7 @@ _LIVE: dict[str, LiveLab] = {}
 
 
 def _live_namespaces() -> set[str]:
-    return {ns for lab in _LIVE.values() for ns in lab.record.namespaces.values()}
+    return {netns_name(lab.name, n.name) for lab in _LIVE.values() for n in lab.spec.nodes}
 
 
 @pytest.fixture(scope="module")
@@ -86,8 +76,8 @@ def _bring_up(intent: str, name: str, tmp_path_factory) -> LiveLab:
     root = Path(__file__).resolve().parents[1]
     labdir = generate(root / "topologies" / "intents" / f"{intent}.yml", tmp_path_factory.mktemp(name) / name,
                       name=name)
-    record = bring_up(NetnsRuntime(), labdir)
-    lab = LiveLab(name, labdir, LabSpec.load(labdir), NetnsExecutor(name), record)
+    bring_up(NetnsRuntime(), labdir)
+    lab = LiveLab(LabSpec.load(labdir), labdir, "netns", NetnsExecutor(name))  # the package's one LiveLab
     _LIVE[name] = lab
     return lab
 
