@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from railab.errors import RailabError
+from railab.testbed.namespaces import exec_argv
 from railab.testbed.ssh_exec import SshExecutor, SshTarget, load_inventory
 
 pytestmark = pytest.mark.integration
@@ -56,10 +57,9 @@ def sshd():
             "PermitRootLogin prohibit-password\nPasswordAuthentication no\n"
             "KbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\n"
         )
-        proc = subprocess.Popen(
-            [SSHD, "-D", "-e", "-f", str(tmp / "sshd_config")],
+        proc = subprocess.Popen(  # nsenter execs sshd in the namespace: no code in the forked child
+            exec_argv(ns, [SSHD, "-D", "-e", "-f", str(tmp / "sshd_config")]),
             stdout=subprocess.DEVNULL, stderr=open(tmp / "sshd.log", "wb"),
-            preexec_fn=lambda: netns.setns(ns),
         )
         host_pub = (tmp / "host_ed25519.pub").read_text().split()
         yield ns, tmp, tmp / "user_ed25519", f"{host_pub[0]} {host_pub[1]}"
