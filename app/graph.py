@@ -25,6 +25,7 @@ from pathlib import Path
 import graphviz
 from pydantic import BaseModel, Field
 
+from railab.errors import RailabError
 from railab.topologies.labspec import LabSpec
 
 # Colour-blind-friendly qualitative palette (Okabe-Ito, then Tol's bright set); rail n uses
@@ -279,8 +280,6 @@ def _legend_label(spec: LabSpec, paths: list[tuple[str, str, str]]) -> str:
 
 def _require_dot() -> None:
     if shutil.which("dot") is None:
-        from railab.errors import RailabError
-
         raise RailabError(
             "Graphviz's `dot` is not installed: run `apt-get install graphviz` "
             "(scripts/bootstrap.sh does it)"

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import re
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Literal
@@ -393,8 +394,6 @@ def ecmp_bar_chart(spread: EcmpSpread, *, width: int = 520, bar_h: int = 22) -> 
 
 
 def _natural(name: str) -> tuple:
-    import re
-
     return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name))
 
 
