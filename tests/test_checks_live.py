@@ -229,21 +229,24 @@ def _set_link(lab: LiveLab, node: str, ifname: str, up: bool) -> None:
 
 def test_down_server_nic_fails_its_flows_without_a_traceback(own_lab):
     """`ip link set eth1 down` on srv1: traffic and traceroute name the NIC (no OSError
-    traceback, exit 1), the other flows pass, and in `railab check` the hops rows that use the
-    NIC follow from the cabling `srv1 NIC 1` link-down row: one root cause."""
+    traceback, exit 1), flows to it fail naming it too, the other flows pass, and in
+    `railab check` the hops rows that use the NIC follow from the cabling `srv1 NIC 1`
+    link-down row: one root cause."""
     from typer.testing import CliRunner
 
     from railab.checks.runner import group_failures
     from railab.cli import app
     from railab.traffic.engine import Engine
-    from railab.traffic.patterns import flows_for
+    from railab.traffic.patterns import Flow, flows_for, route
 
     lab = own_lab
     _set_link(lab, "srv1", "eth1", up=False)
     try:
-        flows = flows_for(lab.spec, "intra-rail")
+        back = route(lab.spec, Flow(("srv2", 0), ("srv1", 0), size=1024, messages=4, mtu=1024))
+        flows = flows_for(lab.spec, "intra-rail") + [back]
         with Engine(lab.spec, lab.netns_of) as eng:
             results = eng.run(flows, timeout=0.3)
+        assert results[-1].verdict == "srv1:eth1 is down: lost 4", results[-1].verdict
         touched = [r for r in results if ("srv1", 1) in ((r.flow.src[0], r.flow.src_nic),
                                                          (r.flow.dst[0], r.flow.dst_nic))]
         assert touched and all(not r.ok and r.nic_down == "srv1:eth1" for r in touched)

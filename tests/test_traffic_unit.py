@@ -6,6 +6,7 @@ tested without a lab; the live behaviour is in test_traffic_live.py.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -205,3 +206,35 @@ def test_engine_send_paths_survive_a_down_nic(spec):
     hops = trace(eng, f)
     assert [(h.kind, h.node) for h in hops] == [("nic-down", f"{f.src[0]}:eth{f.src_nic}")]
     assert not eng._probes
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="AF_PACKET sockets need root")
+def test_nic_state_is_read_through_the_send_socket(spec):
+    """nic_is_down reads IFF_UP with SIOCGIFFLAGS on the NIC's own send socket: None for an up
+    interface (``lo`` here), the ``server:ifname`` for one that is down (a link this test
+    (a veth, down as created) makes in its own namespace and removes)."""
+    import socket
+    import subprocess
+
+    from railab.traffic.engine import Engine, in_netns
+
+    eng = Engine(spec)
+    lo = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
+    lo.bind(("lo", 0))
+    eng._tx[("srv1", 1)] = lo
+    ns = f"tu-nicdown-{os.getpid()}"
+    subprocess.run(["ip", "netns", "add", ns], check=True)
+    try:
+        subprocess.run(["ip", "-n", ns, "link", "add", "eth1", "type", "veth",
+                        "peer", "name", "eth9"], check=True)
+        with in_netns(ns):
+            down = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
+        down.bind(("eth1", 0))
+        eng._tx[("srv2", 1)] = down
+        assert eng.nic_is_down("srv1", 1) is None
+        assert eng.nic_is_down("srv2", 1) == "srv2:eth1"
+        assert eng.nic_is_down("srv9", 1) is None  # no such NIC: nothing known
+    finally:
+        for s in eng._tx.values():
+            s.close()
+        subprocess.run(["ip", "netns", "del", ns], check=True)

@@ -559,7 +559,7 @@ class Engine:
             return None
         ifname = s.getsockname()[0]
         try:
-            raw = fcntl.ioctl(s.fileno(), SIOCGIFFLAGS, struct.pack("16sH14x", ifname.encode()))
+            raw = fcntl.ioctl(s.fileno(), SIOCGIFFLAGS, struct.pack("16sH14x", ifname.encode(), 0))
         except OSError:
             return None
         flags = struct.unpack("16sH14x", raw)[1]
