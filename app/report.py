@@ -98,7 +98,7 @@ class TraceHop(BaseModel):
     address: str | None = None
     node: str | None = None
     rtt_ms: float | None = None
-    kind: str = Field("", description="time-exceeded, destination, unreachable or timeout")
+    kind: str = Field("", description="time-exceeded, destination, unreachable, timeout or nic-down")
     code: int | None = Field(None, description="ICMP unreachable code (RFC 792) for kind "
                              "unreachable")
 

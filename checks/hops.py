@@ -12,7 +12,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from railab.checks.base import CheckResult, Observer, failed, passed, register_check, skipped
+from railab.checks.base import (
+    Cause,
+    CheckResult,
+    Observer,
+    failed,
+    passed,
+    register_check,
+    skipped,
+)
 from railab.errors import RailabError
 from railab.traffic.engine import Engine
 from railab.traffic.patterns import Flow, route
@@ -98,6 +106,15 @@ def check_hops(obs: Observer, runner=None) -> list[CheckResult]:
                         + (f", path {' > '.join(res.path)}" if res.path else ""))
         if res.ok:
             out.append(passed(CHECK, name, **ref, expected=expected, observed=observed))
+            continue
+        if res.nic_down:
+            # a server NIC is down: the cabling check's link-down row for that NIC is the root
+            down_node, down_port = res.nic_down.split(":", 1)
+            link = obs.link_of(down_node, down_port)
+            out.append(failed(CHECK, name, **ref, expected=expected, observed=observed,
+                              reason=f"{res.verdict}; see the cabling check for {res.nic_down}",
+                              cause=Cause(kind="link-down", node=down_node, port=down_port,
+                                          link=link)))
             continue
         if exp is not None and res.delivered == 0:
             reason = ("nothing arrived" + (f": {res.unreachable_at} answered unreachable"

@@ -141,6 +141,7 @@ def _session_states(obs: Observer, a: str, b: str) -> list[tuple[str, Cause]]:
 def _why_missing(obs: Observer, node: str, prefix: str) -> tuple[str, Cause | None]:
     """Why ``prefix`` is missing from ``node``'s RIB: (one sentence, structured cause or None)."""
     origin = _origin(obs, prefix)
+    ann: bool | None = None
     if origin and origin != node and _bgp_planned(obs, origin):
         ann = _announces(obs, origin, prefix)
         if ann is False:
@@ -158,8 +159,16 @@ def _why_missing(obs: Observer, node: str, prefix: str) -> tuple[str, Cause | No
         direct = _session_states(obs, node, origin)
         if direct:
             return "; ".join(t for t, _ in direct), direct[0][1]
-        return (f"{prefix} originates at {origin} but did not propagate to {node}; run the bgp check",
-                None)
+        text = f"{prefix} originates at {origin} but did not propagate to {node}; run the bgp check"
+        if origin != node and _bgp_planned(obs, origin) and ann is None:
+            # the origin's BGP table does not answer (bgpd dead or hung): that is the cause of
+            # every row missing its prefixes (grouped under the bgp daemon-dead row)
+            why, cause = _bgp_table_error(obs, origin)
+            return f"{text}: {why}", cause
+        # the origin announces it: this row follows whatever the origin's row for the prefix
+        # follows (none: a root of its own)
+        return text, (Cause(kind="upstream", node=origin, prefix=prefix) if origin != node
+                      else None)
     return f"nothing on {node} installs {prefix}", None
 
 

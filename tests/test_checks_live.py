@@ -202,3 +202,110 @@ def test_faults_in_sequence(fault_lab):
     assert "follow from" not in every.output and every.output.count("│ routes ") > len(caused)
     with IPRoute(netns=lab.netns_of("g1-leaf1"), flags=0) as ipr:
         ipr.link("set", index=ipr.link_lookup(ifname=up.a.interface)[0], state="up")
+
+
+# ---- a downed server NIC and a dead bgpd (their own mini lab, torn down at the end) -------------
+@pytest.fixture(scope="module")
+def own_lab():
+    """A third ``mini`` lab for the destructive faults below (a NIC down, bgpd killed); the
+    last test leaves it broken, so it is brought down with the module."""
+    from conftest import integration_skip_reason
+
+    if integration_skip_reason():
+        pytest.skip(integration_skip_reason())
+    lab = LiveLab.bring_up("mini", f"ckd{os.getpid()}", timeout=90)
+    try:
+        yield lab
+    finally:
+        lab.close()
+
+
+def _set_link(lab: LiveLab, node: str, ifname: str, up: bool) -> None:
+    from pyroute2 import IPRoute
+
+    with IPRoute(netns=lab.netns_of(node), flags=0) as ipr:
+        ipr.link("set", index=ipr.link_lookup(ifname=ifname)[0], state="up" if up else "down")
+
+
+def test_down_server_nic_fails_its_flows_without_a_traceback(own_lab):
+    """`ip link set eth1 down` on srv1: traffic and traceroute name the NIC (no OSError
+    traceback, exit 1), flows to it fail naming it too, the other flows pass, and in
+    `railab check` the hops rows that use the NIC follow from the cabling `srv1 NIC 1`
+    link-down row: one root cause."""
+    from typer.testing import CliRunner
+
+    from railab.checks.runner import group_failures
+    from railab.cli import app
+    from railab.traffic.engine import Engine
+    from railab.traffic.patterns import Flow, flows_for, route
+
+    lab = own_lab
+    _set_link(lab, "srv1", "eth1", up=False)
+    try:
+        back = route(lab.spec, Flow(("srv2", 0), ("srv1", 0), size=1024, messages=4, mtu=1024))
+        flows = flows_for(lab.spec, "intra-rail") + [back]
+        with Engine(lab.spec, lab.netns_of) as eng:
+            results = eng.run(flows, timeout=0.3)
+        assert results[-1].verdict == "srv1:eth1 is down: lost 4", results[-1].verdict
+        touched = [r for r in results if ("srv1", 1) in ((r.flow.src[0], r.flow.src_nic),
+                                                         (r.flow.dst[0], r.flow.dst_nic))]
+        assert touched and all(not r.ok and r.nic_down == "srv1:eth1" for r in touched)
+        assert any(r.verdict == "srv1:eth1 is down: not sent" for r in touched)
+        others = [r for r in results if r not in touched]
+        assert others and all(r.ok for r in others), [r.verdict for r in others if not r.ok]
+
+        cli = CliRunner().invoke(app, ["traffic", lab.name, "--pattern", "intra-rail"],
+                                 env={"COLUMNS": "250"})
+        assert cli.exit_code == 1, cli.output
+        assert cli.exception is None or isinstance(cli.exception, SystemExit), cli.exception
+        assert "srv1:eth1 is down: not sent" in cli.output and "Traceback" not in cli.output
+        tr = CliRunner().invoke(app, ["traceroute", lab.name, "srv1:gpu0", "srv3:gpu0"],
+                                env={"COLUMNS": "250"})
+        assert tr.exit_code == 1, tr.output
+        assert tr.exception is None or isinstance(tr.exception, SystemExit), tr.exception
+        assert "srv1:eth1 is down: probe not sent" in tr.output
+
+        res = _settled(lab, "cabling,bgp,routes,oversub,hops",
+                       lambda r: _fails(r, check="cabling") and _fails(r, check="hops"))
+        hops = _fails(res, check="hops")
+        assert hops and all("srv1:eth1 is down" in r.reason for r in hops)
+        assert not [r for r in hops if r.observed == "engine failed"]
+        assert all(r.cause.kind == "link-down" and (r.cause.node, r.cause.port) == ("srv1", "eth1")
+                   for r in hops)
+        groups = group_failures(res)
+        assert [g[0].name for g in groups] == ["srv1 NIC 1"], [g[0].message() for g in groups]
+        assert groups[0][0].cause.kind == "link-down"
+        assert {r.name for r in hops} <= {r.name for r in groups[0][1]}
+    finally:
+        _set_link(lab, "srv1", "eth1", up=True)
+    res = _wait(lab, "cabling,hops", lambda r: not _fails(r), timeout=30)
+    assert not _fails(res), [r.message() for r in _fails(res)]
+
+
+def test_dead_bgpd_is_the_one_root_cause(own_lab):
+    """kill -9 of g2-leaf4's bgpd: the bgp daemon-dead row is the only root cause; the routes
+    rows missing g2-leaf4's prefixes elsewhere follow from it (structured cause, not None).
+    Runs last: the lab is brought down after it."""
+    import signal
+
+    from railab.checks.runner import group_failures, root_causes
+
+    lab = own_lab
+    dead = "g2-leaf4"
+    gone = {rs.prefix for rs in lab.spec.rail_subnets if rs.leaf == dead}
+    os.kill(lab.record.routers[dead].pids["bgpd"], signal.SIGKILL)
+    switches = [n.name for n in lab.spec.nodes if n.role != "server" and n.name != dead]
+    res = _settled(lab, None, lambda r: len([x for x in _fails(r, check="routes")
+                                             if x.prefix in gone and x.node != dead])
+                   == len(switches), timeout=60)
+    missing = [r for r in _fails(res, check="routes") if r.prefix in gone and r.node != dead]
+    assert {r.node for r in missing} == set(switches)
+    assert all(r.cause is not None and r.cause.kind == "daemon-dead" and r.cause.node == dead
+               for r in _fails(res, check="routes") if r.node != dead), \
+        [r.message() for r in _fails(res, check="routes") if r.node != dead]
+    groups = group_failures(res)
+    assert len(groups) == 1, [g[0].message() for g in groups]
+    (root, follow), = groups
+    assert root.check == "bgp" and root.cause.kind == "daemon-dead" and root.cause.node == dead
+    assert {r.name for r in missing} <= {r.name for r in follow}
+    assert [g["cause"]["kind"] for g in root_causes(res)] == ["daemon-dead"]

@@ -602,3 +602,86 @@ def test_hops_golden_message_and_refs(spec):
         "routes and bgp checks for the prefixes on this path")
     assert (bad.node, bad.port, bad.subject) == ("srv1", "eth1", "cross-group")
     assert len(res) == 5 and all(r.node == "srv1" and r.port.startswith("eth") for r in res)
+
+
+def test_dead_bgpd_groups_the_prefixes_it_no_longer_announces(spec, snap):
+    """bgpd killed on g2-leaf4 (as live): its rail subnet and loopback vanish from every other
+    RIB and the spines' sessions to it drop. Every routes row missing those prefixes names the
+    dead daemon in its cause, so the daemon-dead row is the one root cause."""
+    from railab.checks.base import Cause
+    from railab.checks.runner import group_failures, root_causes
+
+    dead = "g2-leaf4"
+    gone = {rs.prefix for rs in spec.rail_subnets if rs.leaf == dead}
+    gone.add(f"{spec.node(dead).loopback.ip}/32")
+    for node, doc in snap.items():
+        if node != dead:
+            for p in gone:
+                doc[RIB].pop(p, None)
+    for s in spec.bgp_sessions:
+        if s.node == dead:
+            snap[s.peer][SUMMARY]["peers"][s.peer_interface].update(state="Active",
+                                                                   peerState="Active")
+    res = run_checks(spec, DeadBgpdExecutor(snap, dead), only="bgp,routes", netns_of=lambda n: None)
+    missing = [r for r in _fails(res) if r.check == "routes" and r.prefix in gone
+               and r.node != dead and r.observed == "missing from RIB"]
+    assert len(missing) == 2 * (len([n for n in spec.nodes if n.role != "server"]) - 1)
+    for r in missing:
+        assert r.cause == Cause(kind="daemon-dead", node=dead, daemon="bgpd"), r.message()
+        assert f"originates at {dead} but did not propagate to {r.node}" in r.reason
+        assert "bgpd is not running on g2-leaf4" in r.reason
+    groups = group_failures(res)
+    assert len(groups) == 1, [g[0].message() for g in groups]
+    assert groups[0][0].cause == Cause(kind="daemon-dead", node=dead, daemon="bgpd")
+    assert {r.name for r in missing} <= {r.name for r in groups[0][1]}
+    (rc,) = root_causes(res)
+    assert rc["cause"] == {"kind": "daemon-dead", "node": dead, "daemon": "bgpd"}
+    assert sum(1 + len(c) for _, c in groups) == len(_fails(res))
+
+
+def test_prefix_announced_but_not_propagated_follows_the_origin(spec, snap):
+    """The origin announces the prefix (bgpd alive) but a node lacks it: the row's cause is
+    ``upstream`` at the origin (structured, not None), so it joins whatever explains the origin's
+    own row for that prefix, else stands alone."""
+    from railab.checks.base import Cause
+
+    rs = next(r for r in spec.rail_subnets if r.leaf == "g2-leaf4")
+    snap["g1-leaf1"][RIB].pop(rs.prefix)
+    res = check_routes(Observer(spec, RecordedExecutor(snap), lambda n: None))
+    (bad,) = _fails(res)
+    assert bad.name == f"g1-leaf1 {rs.prefix}"
+    assert bad.cause == Cause(kind="upstream", node="g2-leaf4", prefix=rs.prefix)
+
+
+def test_hops_rows_of_a_down_nic_follow_the_cabling_root(spec):
+    """srv1's NIC 1 is down: the hops rows whose flow uses it fail naming the NIC, with a
+    link-down cause on that NIC's link, so they follow from the cabling ``srv1 NIC 1`` row (one
+    root cause, not a second "engine failed" one); intra-server and PXN rows still pass."""
+    from railab.checks.base import Cause, CheckResult, link_id
+    from railab.checks.hops import check_hops
+    from railab.checks.runner import group_failures
+    from railab.traffic.engine import FlowResult
+
+    def runner(spec_, flows, netns_of):
+        out = []
+        for f in flows:
+            if f.src == ("srv1", 0) and f.src_nic == 1 and f.path_class != "intra-server":
+                out.append(FlowResult(flow=f, sent=0, nic_down="srv1:eth1"))
+            else:  # intra-server (NVLink) and PXN (leaves on NIC 2) do not use NIC 1
+                out.append(FlowResult(flow=f, sent=64, delivered=64,
+                                      ttl=64 - (f.expected_hops or 0),
+                                      hops_counters=f.expected_hops))
+        return out
+
+    nic = spec.nic("srv1", 1)
+    lid = link_id("srv1", "eth1", nic.leaf, nic.leaf_port)
+    root = CheckResult(check="cabling", name="srv1 NIC 1", status="fail", node="srv1", port="eth1",
+                       link=lid, cause=Cause(kind="link-down", node="srv1", port="eth1", link=lid))
+    res = check_hops(Observer(spec, None, lambda n: None), runner=runner)
+    bad = _fails(res)
+    assert {r.subject for r in bad} == {"intra-rail", "inter-rail", "cross-group"}
+    for r in bad:
+        assert "srv1:eth1 is down: not sent" in r.reason and "engine failed" not in r.observed
+        assert r.cause == Cause(kind="link-down", node="srv1", port="eth1", link=lid)
+    ((top, follow),) = group_failures([root] + res)
+    assert top is root and follow == bad

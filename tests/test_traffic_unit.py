@@ -6,6 +6,7 @@ tested without a lab; the live behaviour is in test_traffic_live.py.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -147,3 +148,93 @@ def test_unreachable_hop_reads_in_words():
     path = [Hop(1, "10.0.0.1", "g1-leaf1", 0.1, "time-exceeded"), Hop(2, None, None, None, "timeout"),
             Hop(3, "10.0.1.3", "srv3:eth1", 0.2, "destination")]
     assert format_path(path) == "g1-leaf1 -> * -> srv3:eth1"
+
+
+def test_down_nic_fails_its_flows_naming_the_nic(spec):
+    """A server NIC set down: flows from it were not sent, flows to it lost everything; both fail
+    naming the NIC (``srv1:eth1 is down: not sent``); JSON carries ``nic_down``."""
+    f = flows_for(spec, "intra-rail")[0]  # srv1:gpu0 -> srv2:gpu0
+    src = FlowResult(flow=f, sent=0, nic_down="srv1:eth1")
+    assert not src.ok and src.verdict == "srv1:eth1 is down: not sent"
+    assert src.to_dict()["nic_down"] == "srv1:eth1" and not src.to_dict()["ok"]
+    dst = FlowResult(flow=f, sent=16, lost=16, nic_down="srv2:eth1")
+    assert not dst.ok and dst.verdict == "srv2:eth1 is down: lost 16"
+    assert _delivered(f).to_dict()["nic_down"] is None
+
+
+def test_traceroute_from_a_down_nic_says_so():
+    from railab.traffic.engine import Hop
+    from railab.traffic.traceroute import format_path
+
+    assert format_path([Hop(1, None, "srv1:eth1", None, "nic-down")]) == \
+        "srv1:eth1 is down: probe not sent"
+
+
+class _DownSocket:
+    """A send socket whose interface is administratively down (the kernel's ENETDOWN)."""
+
+    def __init__(self, ifname: str) -> None:
+        self.ifname = ifname
+
+    def send(self, frame):
+        import errno
+
+        raise OSError(errno.ENETDOWN, "Network is down")
+
+    def getsockname(self):
+        return (self.ifname, 0x0800, 0, 0, b"\x02\x00\x00\x00\x00\x01")
+
+
+def test_engine_send_paths_survive_a_down_nic(spec):
+    """ENETDOWN from the source NIC's socket ends that flow (and the traceroute probe) with the
+    NIC named, instead of a traceback (no lab needed: the engine's sockets are stand-ins)."""
+    from railab.traffic.engine import Engine
+    from railab.traffic.traceroute import trace
+
+    f = flows_for(spec, "intra-rail")[0]
+    eng = Engine(spec)
+    eng._tx[(f.src[0], f.src_nic)] = _DownSocket(f"eth{f.src_nic}")
+    eng._tx[(f.dst[0], f.dst_nic)] = _DownSocket(f"eth{f.dst_nic}")
+    for nic in spec.nics:
+        eng._src_mac[(nic.server, nic.nic)] = "02:00:00:00:00:01"
+        eng._gw_mac[(nic.server, nic.nic)] = "02:00:00:00:00:02"
+    st = eng._prepare(f, acks=False)
+    assert eng._send_some(st, 8) >= 0
+    assert st.sent == 0 and st.res.nic_down == f"{f.src[0]}:eth{f.src_nic}"
+    eng.poll = lambda timeout=0.0: 0  # no epoll without open()
+    eng._drain_sinks = lambda: None
+    hops = trace(eng, f)
+    assert [(h.kind, h.node) for h in hops] == [("nic-down", f"{f.src[0]}:eth{f.src_nic}")]
+    assert not eng._probes
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="AF_PACKET sockets need root")
+def test_nic_state_is_read_through_the_send_socket(spec):
+    """nic_is_down reads IFF_UP with SIOCGIFFLAGS on the NIC's own send socket: None for an up
+    interface (``lo`` here), the ``server:ifname`` for one that is down (a link this test
+    (a veth, down as created) makes in its own namespace and removes)."""
+    import socket
+    import subprocess
+
+    from railab.traffic.engine import Engine, in_netns
+
+    eng = Engine(spec)
+    lo = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
+    lo.bind(("lo", 0))
+    eng._tx[("srv1", 1)] = lo
+    ns = f"tu-nicdown-{os.getpid()}"
+    subprocess.run(["ip", "netns", "add", ns], check=True)
+    try:
+        subprocess.run(["ip", "-n", ns, "link", "add", "eth1", "type", "veth",
+                        "peer", "name", "eth9"], check=True)
+        with in_netns(ns):
+            down = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
+        down.bind(("eth1", 0))
+        eng._tx[("srv2", 1)] = down
+        assert eng.nic_is_down("srv1", 1) is None
+        assert eng.nic_is_down("srv2", 1) == "srv2:eth1"
+        assert eng.nic_is_down("srv9", 1) is None  # no such NIC: nothing known
+    finally:
+        for s in eng._tx.values():
+            s.close()
+        subprocess.run(["ip", "netns", "del", ns], check=True)

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import fcntl
 import os
 import random
 import select
@@ -62,6 +63,8 @@ SO_ATTACH_FILTER = 26
 SO_RCVBUFFORCE = 33
 RCVBUF = 32 << 20
 MASK24 = 0xFFFFFF
+SIOCGIFFLAGS = 0x8913
+IFF_UP = 0x1
 
 # Classic BPF, the equivalent of
 #   tcpdump -dd 'ip and (icmp or (udp dst port 4791 and ip[6:2] & 0x1fff = 0))'
@@ -130,7 +133,8 @@ def in_netns(ns: str) -> Iterator[None]:
 @dataclass
 class Hop:
     """One traceroute hop: TTL sent, replying address, lab node name, RTT (ms), kind
-    (``time-exceeded``, ``destination``, ``unreachable`` or ``timeout``) and, for
+    (``time-exceeded``, ``destination``, ``unreachable``, ``timeout``, or ``nic-down`` when the
+    source NIC is administratively down and the probe was not sent: ``node`` names it) and, for
     ``unreachable``, the ICMP destination-unreachable code (RFC 792: 0 net, 1 host, 3 port;
     RFC 1812: 13 administratively prohibited)."""
 
@@ -152,6 +156,8 @@ class FlowResult:
     to the last switch (measured only). ``uplinks``: leaf->spine links crossed
     (``leaf:ethX>spine:ethY``). ``unreachable_at``: node that sent ICMP unreachable.
     ``receiver_drops``: packets the receive sockets dropped (host overload, not fabric loss).
+    ``nic_down``: ``srv1:eth1`` when the flow's source or destination NIC is administratively
+    down (the source: nothing more was sent; the destination: nothing could arrive), else None.
     """
 
     flow: Flow
@@ -179,6 +185,7 @@ class FlowResult:
     expected_from: str | None = None
     egress_to: str | None = None
     expected_egress_to: str | None = None
+    nic_down: str | None = None
 
     @property
     def miswired(self) -> str | None:
@@ -217,6 +224,8 @@ class FlowResult:
         nothing; every other flow delivers everything, intact, with the expected hop count by
         TTL and (when measured) by port counters."""
         exp = self.flow.expected_hops
+        if self.nic_down:
+            return False
         if exp is None:
             return self.delivered == 0
         if self.miswired:
@@ -230,6 +239,12 @@ class FlowResult:
     @property
     def verdict(self) -> str:
         exp = self.flow.expected_hops
+        if self.nic_down:
+            f = self.flow
+            src = self.nic_down == f"{f.src[0]}:eth{f.src_nic}" and f.path_class != "intra-server"
+            return (f"{self.nic_down} is down: "
+                    + ("not sent" if src and self.sent == 0 else
+                       f"sent {self.sent} then stopped" if src else f"lost {self.lost}"))
         if exp is None:
             return "unreachable (expected)" if self.delivered == 0 else "delivered but expected unreachable"
         if self.ok:
@@ -264,6 +279,7 @@ class FlowResult:
             "receiver_drops": self.receiver_drops, "egress": self.egress,
             "egress_to": self.egress_to, "ingress": self.ingress,
             "arrived_from": self.arrived_from, "miswired": self.miswired,
+            "nic_down": self.nic_down,
             "ok": self.ok, "verdict": self.verdict,
         }
 
@@ -528,9 +544,26 @@ class Engine:
             except OSError as e:
                 if e.errno in (errno.ENOBUFS, errno.EAGAIN):
                     break
+                if e.errno == errno.ENETDOWN:  # the source NIC is down: the flow stops here
+                    st.res.nic_down = f"{st.flow.src[0]}:{st.tx.getsockname()[0]}"
+                    break
                 raise
             st.sent += 1
         return n
+
+    def nic_is_down(self, server: str, nic: int) -> str | None:
+        """``srv1:eth1`` when NIC ``nic`` of ``server`` is administratively down (IFF_UP clear,
+        read with SIOCGIFFLAGS in the server's namespace through its send socket), else None."""
+        s = self._tx.get((server, nic))
+        if s is None:
+            return None
+        ifname = s.getsockname()[0]
+        try:
+            raw = fcntl.ioctl(s.fileno(), SIOCGIFFLAGS, struct.pack("16sH14x", ifname.encode(), 0))
+        except OSError:
+            return None
+        flags = struct.unpack("16sH14x", raw)[1]
+        return None if flags & IFF_UP else f"{server}:{ifname}"
 
     def _handle(self, buf: bytearray, n: int, now: float, ifname: str = "") -> None:
         if n < 42 or buf[12] != 0x08 or buf[13] != 0x00:
@@ -655,7 +688,7 @@ class Engine:
                 budget = batch if rate <= 0 else min(batch, int(rate * (now - t0)) + 1 - st.sent)
                 if budget > 0:
                     self._send_some(st, budget)
-            active = [st for st in active if st.sent < len(st.seq)]
+            active = [st for st in active if st.sent < len(st.seq) and st.res.nic_down is None]
             self.poll(0)
             if active and all(st.flow.rate > 0 for st in active):
                 time.sleep(0.0005)
@@ -673,6 +706,8 @@ class Engine:
             st.res.sent = st.sent
             st.res.lost = st.sent - st.res.delivered
             st.res.seconds = end - st.t0
+            if st.res.lost and st.res.nic_down is None and st.flow.path_class != "intra-server":
+                st.res.nic_down = self.nic_is_down(st.flow.dst[0], st.flow.dst_nic)
 
     def run(self, flows: list[Flow], *, measure: bool = False, acks: bool = True,
             timeout: float = 0.5, batch: int = 64) -> list[FlowResult]:
@@ -771,7 +806,13 @@ class Engine:
         rec: dict = {"kind": None}
         self._probes[key] = rec
         t0 = time.monotonic()
-        st.tx.send(frame)
+        try:
+            st.tx.send(frame)
+        except OSError as e:
+            if e.errno != errno.ENETDOWN:
+                raise
+            self._probes.pop(key, None)
+            return Hop(ttl, None, f"{flow.src[0]}:{st.tx.getsockname()[0]}", None, "nic-down")
         deadline = t0 + timeout
         while rec["kind"] is None and time.monotonic() < deadline:
             self.poll(min(0.02, max(0.0, deadline - time.monotonic())))

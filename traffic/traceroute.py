@@ -18,8 +18,9 @@ from railab.traffic.patterns import Flow
 
 
 def trace(engine: Engine, flow: Flow, max_ttl: int = 8, timeout: float = 0.3) -> list[Hop]:
-    """Probe ``flow`` with TTL 1..``max_ttl``; stop at the destination, an ICMP unreachable, or
-    two silent hops in a row. Returns one :class:`Hop` per TTL sent.
+    """Probe ``flow`` with TTL 1..``max_ttl``; stop at the destination, an ICMP unreachable, a
+    source NIC that is down (one ``nic-down`` hop, nothing sent), or two silent hops in a row.
+    Returns one :class:`Hop` per TTL sent.
 
     Intra-server flows never reach a switch: the list is the single destination hop.
     """
@@ -28,7 +29,7 @@ def trace(engine: Engine, flow: Flow, max_ttl: int = 8, timeout: float = 0.3) ->
     for ttl in range(1, max_ttl + 1):
         hop = engine.probe(flow, ttl, timeout=timeout)
         hops.append(hop)
-        if hop.kind in ("destination", "unreachable"):
+        if hop.kind in ("destination", "unreachable", "nic-down"):
             break
         silent = silent + 1 if hop.kind == "timeout" else 0
         if silent >= 2:
@@ -63,10 +64,13 @@ def unreachable_text(node: str | None, code: int | None = None) -> str:
 
 def format_path(hops: list[Hop]) -> str:
     """``g1-leaf1 -> spine2 -> g2-leaf1 -> srv3:eth1`` (``*`` for a silent hop); a switch that
-    answered ICMP unreachable ends it with ``unreachable at leaf1 (ICMP net unreachable)``."""
+    answered ICMP unreachable ends it with ``unreachable at leaf1 (ICMP net unreachable)``; a
+    source NIC that is down reads ``srv1:eth1 is down: probe not sent``."""
     parts = []
     for h in hops:
-        if h.kind == "timeout":
+        if h.kind == "nic-down":
+            parts.append(f"{h.node} is down: probe not sent")
+        elif h.kind == "timeout":
             parts.append("*")
         elif h.kind == "unreachable":
             parts.append(unreachable_text(h.node or h.address, h.code))
