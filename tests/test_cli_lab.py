@@ -93,3 +93,17 @@ def test_exec_without_a_command_opens_a_shell_in_the_node(mini_lab, tmp_path):
                          env={**os.environ, "SHELL": "/bin/sh"})
     assert res.returncode == 7, res.stderr
     assert res.stdout.strip() == f"net:[{os.stat(f'/run/netns/{ns}').st_ino}]"
+
+
+def test_up_of_a_running_lab_directory_is_a_usage_error(mini_lab, tmp_path):
+    """A lab of that name is already up: a name clash (exit 2), and the running lab is untouched."""
+    res = _railab("up", str(mini_lab.dir), "--no-progress", cwd=tmp_path)
+    assert res.returncode == 2, res.stderr
+    assert res.stderr.startswith(f"error: lab {mini_lab.name} is already up") and "Traceback" not in res.stderr
+    assert _railab("status", mini_lab.name, "--json", cwd=tmp_path).returncode == 0
+
+
+def test_exec_on_an_unknown_node_is_a_usage_error(mini_lab, tmp_path):
+    res = _railab("exec", mini_lab.name, f"nonode{PID}", "--", "true", cwd=tmp_path)
+    assert res.returncode == 2, res.stderr
+    assert f"has no node 'nonode{PID}'" in res.stderr and "Traceback" not in res.stderr

@@ -288,7 +288,7 @@ def register(app: typer.Typer) -> None:
         ex = NetnsExecutor(name)
         ns = rt.netns_name(name, node)
         if not netns_path(ns).exists():
-            raise RailabError(f"lab {name!r} has no node {node!r} (no namespace {ns})")
+            raise UsageError(f"lab {name!r} has no node {node!r} (no namespace {ns})")
         cmd = cmd or _interactive_shell()
         # a network namespace shares the host's file system: the host's PATH answers for the node
         if shutil.which(cmd[0]) is None:
