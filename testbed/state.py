@@ -146,6 +146,19 @@ def load(lab: str) -> LabState | None:
         return None
 
 
+def unreadable(lab: str) -> bool:
+    """True when ``lab`` has a state.json that cannot be read as a LabState (corrupt, truncated,
+    not JSON, or not readable): its owner and runtime are unknown (see ``railab down --all``)."""
+    path = state_path(lab)
+    if not path.exists():
+        return False
+    try:
+        LabState.model_validate_json(path.read_text())
+    except (ValidationError, OSError, UnicodeDecodeError):
+        return True
+    return False
+
+
 def save(state: LabState | Mapping[str, Any]) -> LabState:
     """Atomically write ``state`` (a LabState, or a mapping validated into one: it must hold
     ``lab``) to its state.json; returns the LabState written. ValidationError on a bad mapping."""
