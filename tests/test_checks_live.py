@@ -202,3 +202,25 @@ def test_faults_in_sequence(fault_lab):
     assert "follow from" not in every.output and every.output.count("│ routes ") > len(caused)
     with IPRoute(netns=lab.netns_of("g1-leaf1"), flags=0) as ipr:
         ipr.link("set", index=ipr.link_lookup(ifname=up.a.interface)[0], state="up")
+
+
+@pytest.mark.parametrize("delay", [0.3, 0.8, 1.5, 2.5])
+def test_cli_check_interrupted(mini_lab, delay):
+    """Ctrl-C at any point of `railab check` (start-up, vtysh prefetch, netlink reads, the hops
+    engine): exit 130, stderr exactly `error: interrupted`, no traceback, no asyncio noise."""
+    import signal
+    import subprocess
+    import sys
+
+    entry = "import sys; from railab.__main__ import main; sys.argv[0] = 'railab'; main()"
+    proc = subprocess.Popen([sys.executable, "-c", entry, "check", mini_lab.name], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "COLUMNS": "200"})
+    time.sleep(delay)
+    if proc.poll() is not None:  # the whole check ran faster than this delay: nothing to interrupt
+        proc.communicate()
+        pytest.skip(f"railab check finished within {delay} s")
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, (proc.returncode, out[-1500:], err[-3000:])
+    assert err == "error: interrupted\n", err[-3000:]
+    assert "checks passed" not in out
