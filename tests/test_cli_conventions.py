@@ -50,6 +50,15 @@ def test_dash_h_is_help_on_every_command(command):
     assert short.output == long.output and "Usage:" in short.output
 
 
+@pytest.mark.parametrize("command", [None, *sorted(typer.main.get_command(app).commands)])
+def test_help_is_plain_text(command):
+    """Help shows no RST markup (double backticks, :func: roles) from the docstrings."""
+    res = CliRunner().invoke(app, [command, "-h"] if command else ["-h"], env={"COLUMNS": "300"})
+    assert res.exit_code == EXIT_OK, res.output
+    for markup in ("``", ":func:", ":class:", ":mod:", ":meth:"):
+        assert markup not in res.output, res.output
+
+
 def test_dash_h_on_the_top_level():
     res = _railab("-h")
     assert res.returncode == EXIT_OK and "list" in res.stdout and "--version" in res.stdout

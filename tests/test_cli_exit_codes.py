@@ -1,6 +1,6 @@
 """Bad input exits 2 (railab.errors.UsageError) with one ``error: ...`` line naming what is
 wrong, in every command: an unknown runtime, a directory without a .clab.yml, a corrupt lab.json
-(no lab needed; the live cases are in tests/test_cli_lab.py)."""
+(no lab needed; the live cases are in tests/test_cli_lab.py). Also the check summary's grammar."""
 
 from __future__ import annotations
 
@@ -83,3 +83,13 @@ def test_labspec_load_of_corrupt_json_names_the_file(tmp_path):
         LabSpec.load(tmp_path)
     with pytest.raises(UsageError, match=f"{tmp_path / 'lab.json'}: not valid JSON"):
         resolve(tmp_path)
+
+
+def test_check_summary_grammar():
+    from railab.cli.check import _follow, root_summary
+
+    assert root_summary(1, 1) == "1 root cause shown, 1 more failure follows from it"
+    assert root_summary(1, 33) == "1 root cause shown, 33 more failures follow from it"
+    assert root_summary(2, 1) == "2 root causes shown, 1 more failure follows from them"
+    assert root_summary(3, 5) == "3 root causes shown, 5 more failures follow from them"
+    assert _follow(1) == "1 more failure follows" and _follow(2) == "2 more failures follow"

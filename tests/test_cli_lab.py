@@ -107,3 +107,19 @@ def test_exec_on_an_unknown_node_is_a_usage_error(mini_lab, tmp_path):
     res = _railab("exec", mini_lab.name, f"nonode{PID}", "--", "true", cwd=tmp_path)
     assert res.returncode == 2, res.stderr
     assert f"has no node 'nonode{PID}'" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_status_and_inspect_list_daemons_in_start_order(mini_lab, tmp_path):
+    started = mini_lab.record["routers"]["g1-leaf1"]["daemons"]
+    assert started != sorted(started)  # zebra first: start order is not alphabetical here
+    from railab.testbed.runtime.netns import NetnsRuntime
+
+    assert list(NetnsRuntime().status(mini_lab.name)["nodes"]["g1-leaf1"]["daemons"]) == started
+    env = {**os.environ, "COLUMNS": "250"}
+    human = subprocess.run([*CLI, "status", mini_lab.name], capture_output=True, text=True, cwd=tmp_path,
+                           timeout=120, env=env)
+    assert human.returncode == 0 and " ".join(started) in human.stdout, human.stdout
+    inspect = subprocess.run([*CLI, "inspect", mini_lab.name], capture_output=True, text=True, cwd=tmp_path,
+                             timeout=120, env=env)
+    row = next(line for line in inspect.stdout.splitlines() if "g1-leaf1" in line)
+    assert [w.split("(")[0] for w in row.split("│")[3].split()] == started, row

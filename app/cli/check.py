@@ -26,6 +26,18 @@ def _console() -> Console:
     return con if con.is_terminal else Console(width=220)
 
 
+def _follow(n: int) -> str:
+    """``1 more failure follows`` / ``3 more failures follow``."""
+    return f"{n} more failure follows" if n == 1 else f"{n} more failures follow"
+
+
+def root_summary(roots: int, follow: int) -> str:
+    """The failure line's tail: ``1 root cause shown, 1 more failure follows from it``,
+    ``2 root causes shown, 33 more failures follow from them``."""
+    shown = f"{roots} root cause{'' if roots == 1 else 's'} shown"
+    return f"{shown}, {_follow(follow)} from {'it' if roots == 1 else 'them'}"
+
+
 def register(app: typer.Typer) -> None:
     """Attach ``check`` to ``app``."""
 
@@ -135,10 +147,9 @@ def _check(lab: str, only: str | None, as_json: bool, junit: Path | None, show_a
                     for c in cons:
                         fams[c.check] = fams.get(c.check, 0) + 1
                     det.add_row("", f"+{len(cons)} more", "", "", "", "",
-                                f"{len(cons)} more failure{'s' if len(cons) > 1 else ''} "
-                                f"follow from {root.name} ("
+                                f"{_follow(len(cons))} from {root.name} ("
                                 + ", ".join(f"{k} {v}" for k, v in fams.items())
-                                + "): --verbose lists them", style="dim")
+                                + f"): --verbose lists {'it' if len(cons) == 1 else 'them'}", style="dim")
             for r in results:
                 if r.status == "skip":
                     row(r)
@@ -151,9 +162,8 @@ def _check(lab: str, only: str | None, as_json: bool, junit: Path | None, show_a
         elif not n_fail:
             con.print(f"[green]all {len(results)} checks passed[/]")
         elif follow and not show_all:
-            con.print(f"[bold red]{n_fail} failed[/]: {len(groups)} root cause"
-                      f"{'s' if len(groups) > 1 else ''} shown, {follow} more follow from "
-                      "them (railab check --verbose lists every row)", highlight=False)
+            con.print(f"[bold red]{n_fail} failed[/]: {root_summary(len(groups), follow)} "
+                      "(railab check --verbose lists every row)", highlight=False)
         else:
             con.print(f"[bold red]{n_fail} failed[/]")
     return n_fail

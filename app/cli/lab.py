@@ -166,7 +166,7 @@ def register(app: typer.Typer) -> None:
         all_: bool = typer.Option(False, "--all", help="remove every railab lab and orphaned railab namespace"),
         yes: bool = typer.Option(False, "--yes", "-y", help="with --all: do not ask before removing other users' labs"),
     ) -> None:
-        """Remove everything ``up`` made (idempotent; works after a crash).
+        """Remove everything "railab up" made (idempotent; works after a crash).
 
         --all asks before removing a lab another user brought up, or one whose state record is
         unreadable (its owner is unknown); --yes does not ask. Without a terminal to ask on it
@@ -275,7 +275,7 @@ def register(app: typer.Typer) -> None:
         cmd: list[str] | None = typer.Argument(
             None, help="command (after --; default: an interactive $SHELL); vtysh is pointed at the node's daemons"),
     ) -> None:
-        """Run CMD inside NODE (e.g. ``railab exec mini g1-leaf1 -- vtysh -c 'show bgp summary'``).
+        """Run CMD inside NODE, e.g. railab exec mini g1-leaf1 -- vtysh -c 'show bgp summary'.
 
         Without CMD: an interactive shell in the node ($SHELL, else /bin/bash).
 
@@ -338,8 +338,11 @@ def register(app: typer.Typer) -> None:
             t.add_column(col)
         routers = record.get("routers") or {}
         for node, ns in sorted(record.get("namespaces", {}).items()):
-            pids = (routers.get(node) or {}).get("pids") or {}
-            t.add_row(node, ns, " ".join(f"{d}({pid})" for d, pid in pids.items()) or "-")
+            router = routers.get(node) or {}
+            pids = router.get("pids") or {}
+            started = router.get("daemons") or []
+            order = [d for d in started if d in pids] + sorted(set(pids) - set(started))
+            t.add_row(node, ns, " ".join(f"{d}({pids[d]})" for d in order) or "-")  # start order
         con.print(t)
         timings = record.get("timings") or {}
         if timings:

@@ -637,14 +637,18 @@ class NetnsRuntime(Runtime):
 
     def status(self, lab: str) -> dict[str, Any]:
         """``{lab, runtime, phase, nodes: {node: {namespace, present, daemons: {d: alive}}}}``
-        from the record and /proc. BGP sessions are not observed here (railab.checks.converge
-        .observe_sessions does that). RailabError when the lab is not up."""
+        from the record and /proc; ``daemons`` in start order (zebra, then bgpd, ...). BGP
+        sessions are not observed here (railab.checks.converge.observe_sessions does that).
+        RailabError when the lab is not up."""
         record = self.record(lab)
         nodes = {}
         for name, ns in record.namespaces.items():
             info: dict[str, Any] = {"namespace": ns, "present": netns_path(ns).exists(), "daemons": {}}
             r = record.routers.get(name)
             if r:
-                info["daemons"] = {d: (_alive(p) and str(st.lab_dir(lab)) in _cmdline(p)) for d, p in r.pids.items()}
+                # start order (RouterState.daemons), not the record's sorted JSON keys
+                order = [d for d in r.daemons if d in r.pids] + [d for d in r.pids if d not in r.daemons]
+                info["daemons"] = {d: (_alive(r.pids[d]) and str(st.lab_dir(lab)) in _cmdline(r.pids[d]))
+                                   for d in order}
             nodes[name] = info
         return {"lab": lab, "runtime": self.name, "phase": record.phase, "nodes": nodes}
