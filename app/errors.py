@@ -6,7 +6,8 @@ and what to change. The CLI maps them to exit codes the same way in every comman
 * ``EXIT_OK`` (0): done, every check passed;
 * ``EXIT_FAILED`` (1): a check, a flow or a run failed (``RailabError``);
 * ``EXIT_USAGE`` (2): usage error or bad input (``UsageError``: an impossible intent, a bad
-  option, a missing file, a lab name clash);
+  option, a missing file, a lab name clash or a lab already up, an unknown runtime or node, a
+  directory without a .clab.yml, a lab.json that is not JSON);
 * ``EXIT_INTERRUPTED`` (130): Ctrl-C (128 + SIGINT).
 """
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -354,6 +355,9 @@ class Observer:
         netns_of: node name -> network namespace name; default ``clab-<lab>-<node>``. Pass
             ``None``-returning callables for nodes without a reachable namespace (real devices).
         options: per-run options the check families read (e.g. ``hops_runner``).
+        stop: an Event a SIGINT handler sets (``railab check``); :meth:`check_stop` raises
+            KeyboardInterrupt once it is set, at a safe point (before a vtysh run, before a
+            namespace's netlink socket opens, between families), never inside pyroute2.
     """
 
     def __init__(
@@ -362,8 +366,10 @@ class Observer:
         executor: Executor | None,
         netns_of: Callable[[str], str | None] | None = None,
         options: dict[str, Any] | None = None,
+        stop: threading.Event | None = None,
     ) -> None:
         self.spec = spec
+        self.stop = stop
         self.executor = executor
         self.netns_of = netns_of or (lambda node: netns_name(spec.name, node))
         self.options: dict[str, Any] = dict(options or {})
@@ -374,6 +380,11 @@ class Observer:
         self._ifnames: dict[str, dict[int, str]] = {}
         self._sockets: dict[str, Any] = {}
 
+    def check_stop(self) -> None:
+        """Raise KeyboardInterrupt when the stop Event is set (Ctrl-C under ``railab check``)."""
+        if self.stop is not None and self.stop.is_set():
+            raise KeyboardInterrupt
+
     # ---- FRR ---------------------------------------------------------------------------------
     def frr(self, node: str, command: str) -> Any:
         """Parsed JSON of ``vtysh -c COMMAND`` on ``node`` (cached).
@@ -382,6 +393,7 @@ class Observer:
         """
         key = (node, command)
         if key not in self._frr:
+            self.check_stop()
             if self.executor is None:
                 raise ObservationError(f"{node}: no executor to run vtysh")
             try:
@@ -403,6 +415,8 @@ class Observer:
             return
 
         def one(job):
+            if self.stop is not None and self.stop.is_set():
+                return  # interrupted: leave the rest (the main thread raises below)
             try:
                 self.frr(*job)
             except ObservationError:
@@ -410,6 +424,7 @@ class Observer:
 
         with ThreadPoolExecutor(max_workers=min(workers, len(jobs))) as pool:
             list(pool.map(one, jobs))
+        self.check_stop()
 
     def bgp_summary(self, node: str) -> dict:
         """The IPv4 unicast BGP summary: ``{"as", "routerId", "peers": {ifname: {...}}}``."""
@@ -445,6 +460,7 @@ class Observer:
         """A netlink socket in ``node``'s namespace, opened once per Observer (see close())."""
         if node in self._sockets:
             return self._sockets[node]
+        self.check_stop()
         ns = self.namespace(node)
         try:
             # flags=0: never create a missing namespace (pyroute2's default is O_CREAT)

@@ -61,9 +61,10 @@ def representative_flows(spec) -> list:
             for i, (src, dst, pxn) in enumerate(pairs)]
 
 
-def measure_flows(spec, flows, netns_of: Callable[[str], str] | None = None) -> list:
-    """Run ``flows`` through a fresh traffic engine, one at a time with port counters."""
-    with Engine(spec, netns_of) as eng:
+def measure_flows(spec, flows, netns_of: Callable[[str], str] | None = None, *, stop=None) -> list:
+    """Run ``flows`` through a fresh traffic engine, one at a time with port counters; ``stop``
+    (an Event) makes the engine raise KeyboardInterrupt at its next safe point."""
+    with Engine(spec, netns_of, stop=stop) as eng:
         return eng.run(flows, measure=True, timeout=0.3)
 
 
@@ -83,7 +84,11 @@ def check_hops(obs: Observer, runner=None) -> list[CheckResult]:
         return [skipped(CHECK, "path classes", "the lab has no servers")]
     runner = runner or obs.options.get("hops_runner") or measure_flows
     try:
-        results = runner(spec, flows, obs.netns_of)
+        obs.check_stop()
+        if runner is measure_flows:
+            results = measure_flows(spec, flows, obs.netns_of, stop=obs.stop)
+        else:
+            results = runner(spec, flows, obs.netns_of)
     except (RailabError, OSError) as exc:
         return [failed(CHECK, "path classes", expected="traffic engine runs",
                        observed="engine failed", reason=f"{exc}")]

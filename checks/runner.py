@@ -7,6 +7,7 @@ Importing this module registers the built-in families (cabling, bgp, routes, ove
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable
 
 from railab.checks import bgp as _bgp  # noqa: F401  (registers "bgp")
@@ -44,6 +45,7 @@ def run_checks(
     netns_of: Callable[[str], str | None] | None = None,
     *,
     hops_runner=None,
+    stop: threading.Event | None = None,
 ) -> list[CheckResult]:
     """Run the checks named in ``only`` (default all registered, see ``checks.base.CHECKS``)
     and return every result (pass, fail and skip) in family order.
@@ -51,19 +53,25 @@ def run_checks(
     ``executor`` runs vtysh on switches; ``netns_of(node)`` names the node's network namespace for
     the netlink reads (default ``clab-<lab>-<node>``; return None for nodes without one).
     ``hops_runner`` overrides how the hops check measures a flow (see :mod:`checks.hops`).
+    ``stop``: an Event a SIGINT handler sets (``railab check`` uses
+    ``railab.traffic.engine.sigint_event``): the run raises KeyboardInterrupt at its next safe
+    point (between families, before a vtysh run or a namespace's netlink socket, inside the
+    traffic engine of the hops check), with every socket closed.
     Raises ValueError for an unknown check name; observation problems become failing or
     skipped results, never exceptions.
     """
     names = parse_only(only)
     families = [CHECKS.get(n) for n in names]
     obs = Observer(spec, executor, netns_of,
-                   options={"hops_runner": hops_runner} if hops_runner else None)
+                   options={"hops_runner": hops_runner} if hops_runner else None, stop=stop)
     cmds = list(dict.fromkeys(c for f in families for c in f.frr_commands))
     out: list[CheckResult] = []
     try:
         obs.prefetch(obs.switches, cmds)
         for fam in families:
+            obs.check_stop()
             out += fam.run(obs)
+        obs.check_stop()
     finally:
         obs.close()
     return out

@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from railab.errors import RailabError
+from railab.errors import UsageError
 from railab.topologies.nodekinds import FRR_DAEMONS
 
 FRR_CONF_TARGET = "/etc/frr/frr.conf"
@@ -97,17 +97,17 @@ class ClabFile:
 def find_clab_file(path: str | Path) -> Path:
     """Return the ``*.clab.yml`` of a lab directory (or ``path`` itself if it is one).
 
-    Raises RailabError when the directory holds none or several.
+    Raises UsageError (exit 2) when the directory holds none or several.
     """
     p = Path(path)
     if p.is_file():
         return p
     if not p.is_dir():
-        raise RailabError(f"{p}: no such lab directory or .clab.yml file")
+        raise UsageError(f"{p}: no such lab directory or .clab.yml file")
     found = sorted(p.glob("*.clab.yml")) + sorted(p.glob("*.clab.yaml"))
     if len(found) != 1:
         what = "no *.clab.yml" if not found else f"several *.clab.yml ({', '.join(f.name for f in found)})"
-        raise RailabError(f"{p} holds {what}: pass the .clab.yml file itself")
+        raise UsageError(f"{p} holds {what}: pass the .clab.yml file itself")
     return found[0]
 
 
@@ -115,7 +115,7 @@ def _str_map(value: Any, where: str) -> dict[str, str]:
     if value is None:
         return {}
     if not isinstance(value, dict):
-        raise RailabError(f"{where} must be a mapping, got {type(value).__name__}")
+        raise UsageError(f"{where} must be a mapping, got {type(value).__name__}")
     return {str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in value.items()}
 
 
@@ -124,7 +124,7 @@ def _binds(value: Any, base: Path, where: str) -> dict[str, Path]:
     for item in value or []:
         parts = str(item).split(":")
         if len(parts) < 2:
-            raise RailabError(f"{where}: bind {item!r} is not 'host-path:container-path[:ro]'")
+            raise UsageError(f"{where}: bind {item!r} is not 'host-path:container-path[:ro]'")
         src = Path(parts[0])
         out[parts[1]] = src if src.is_absolute() else (base / src)
     return out
@@ -133,31 +133,31 @@ def _binds(value: Any, base: Path, where: str) -> dict[str, Path]:
 def _endpoint(text: Any, where: str, nodes: dict[str, ClabNode]) -> tuple[str, str]:
     node, sep, ifname = str(text).partition(":")
     if not sep or not node or not ifname:
-        raise RailabError(f"{where}: endpoint {text!r} is not 'node:interface'")
+        raise UsageError(f"{where}: endpoint {text!r} is not 'node:interface'")
     if node not in nodes:
-        raise RailabError(f"{where}: endpoint {text!r} names unknown node {node!r}")
+        raise UsageError(f"{where}: endpoint {text!r} names unknown node {node!r}")
     if not _IFNAME.match(ifname):
-        raise RailabError(f"{where}: interface name {ifname!r} is not a Linux name (1-15 chars)")
+        raise UsageError(f"{where}: interface name {ifname!r} is not a Linux name (1-15 chars)")
     return node, ifname
 
 
 def load_clab(path: str | Path) -> ClabFile:
     """Parse a clab file (or the one in a lab directory).
 
-    Raises RailabError for unreadable YAML, a missing ``name``/``topology.nodes``, a bad endpoint,
+    Raises UsageError (exit 2) for unreadable YAML, a missing ``name``/``topology.nodes``, a bad endpoint,
     an endpoint used twice, or a bound frr.conf that does not exist.
     """
     p = find_clab_file(path).resolve()
     try:
         doc = yaml.safe_load(p.read_text())
     except yaml.YAMLError as exc:
-        raise RailabError(f"{p}: not valid YAML: {exc}") from None
+        raise UsageError(f"{p}: not valid YAML: {exc}") from None
     if not isinstance(doc, dict) or "name" not in doc:
-        raise RailabError(f"{p}: missing top-level 'name'")
+        raise UsageError(f"{p}: missing top-level 'name'")
     topo = doc.get("topology") or {}
     raw_nodes = topo.get("nodes") or {}
     if not raw_nodes:
-        raise RailabError(f"{p}: no topology.nodes")
+        raise UsageError(f"{p}: no topology.nodes")
     defaults = topo.get("defaults") or {}
     kinds = topo.get("kinds") or {}
     base = p.parent
@@ -178,7 +178,7 @@ def load_clab(path: str | Path) -> ClabFile:
             image = layer.get("image", image)
         node = ClabNode(str(name), str(kind), image, binds, sysctls, labels)
         if node.frr_conf is not None and not node.frr_conf.exists():
-            raise RailabError(f"{p.name}: node {name} binds {node.frr_conf}, which does not exist")
+            raise UsageError(f"{p.name}: node {name} binds {node.frr_conf}, which does not exist")
         nodes[str(name)] = node
     links: list[ClabLink] = []
     used: set[tuple[str, str]] = set()
@@ -186,11 +186,11 @@ def load_clab(path: str | Path) -> ClabFile:
         where = f"{p.name}: links[{i}]"
         eps = link.get("endpoints") or []
         if len(eps) != 2:
-            raise RailabError(f"{where}: needs exactly two endpoints, got {eps!r}")
+            raise UsageError(f"{where}: needs exactly two endpoints, got {eps!r}")
         a, b = (_endpoint(e, where, nodes) for e in eps)
         for ep in (a, b):
             if ep in used:
-                raise RailabError(f"{where}: endpoint {ep[0]}:{ep[1]} is used by another link")
+                raise UsageError(f"{where}: endpoint {ep[0]}:{ep[1]} is used by another link")
             used.add(ep)
         links.append(ClabLink(a, b, int(link.get("mtu") or DEFAULT_MTU)))
     return ClabFile(p, str(doc["name"]), nodes, links)

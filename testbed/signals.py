@@ -8,6 +8,8 @@
   spawned, so a signal cannot land between fork and the Popen object existing; they are
   delivered when the block ends. A child inherits the mask: unblock it before exec
   (:data:`HELD_SIGNALS`).
+* :func:`sigint_event`: SIGINT only sets an Event that long-running work (the traffic engine,
+  the checks) polls at safe points, so a Ctrl-C never lands inside pyroute2's asyncio loop.
 """
 
 from __future__ import annotations
@@ -105,3 +107,20 @@ def signals_deferred() -> Iterator[None]:
             signal.signal(s, h)
     if got:
         signal.raise_signal(got[0])
+
+
+@contextmanager
+def sigint_event() -> Iterator[threading.Event]:
+    """While the body runs, SIGINT (Ctrl-C) only sets the yielded Event (pass it to
+    ``Engine(stop=...)`` or ``run_checks(stop=...)``, which raise KeyboardInterrupt at a safe
+    point); the previous handler is restored afterwards. In a thread other than the main one
+    (where no handler can be installed) the Event is yielded and never set by a signal."""
+    ev = threading.Event()
+    if not _main_thread():
+        yield ev
+        return
+    prev = signal.signal(signal.SIGINT, lambda *_: ev.set())
+    try:
+        yield ev
+    finally:
+        signal.signal(signal.SIGINT, prev)

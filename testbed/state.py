@@ -26,7 +26,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from railab.errors import RailabError
+from railab.errors import RailabError, UsageError
 from railab.testbed.clabfile import load_clab
 from railab.topologies.labspec import LabSpec
 from railab.topologies.naming import LAB_NAME, netns_name
@@ -146,6 +146,19 @@ def load(lab: str) -> LabState | None:
         return None
 
 
+def unreadable(lab: str) -> bool:
+    """True when ``lab`` has a state.json that cannot be read as a LabState (corrupt, truncated,
+    not JSON, or not readable): its owner and runtime are unknown (see ``railab down --all``)."""
+    path = state_path(lab)
+    if not path.exists():
+        return False
+    try:
+        LabState.model_validate_json(path.read_text())
+    except (ValidationError, OSError, UnicodeDecodeError):
+        return True
+    return False
+
+
 def save(state: LabState | Mapping[str, Any]) -> LabState:
     """Atomically write ``state`` (a LabState, or a mapping validated into one: it must hold
     ``lab``) to its state.json; returns the LabState written. ValidationError on a bad mapping."""
@@ -253,6 +266,19 @@ def running_labs() -> str:
     return f"labs up here: {', '.join(names)}" if names else "no lab is up here"
 
 
+def _lab_json_name(path: Path) -> str:
+    """The ``name`` in the lab.json at ``path``; UsageError (exit 2) naming the file when it is
+    not JSON or names no lab."""
+    try:
+        doc = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{path}: not valid JSON ({exc}): regenerate it (railab generate INTENT -o DIR)") from None
+    name = doc.get("name") if isinstance(doc, dict) else None
+    if not isinstance(name, str):
+        raise UsageError(f"{path}: no lab name (a lab.json holds a top-level \"name\")")
+    return name
+
+
 def resolve(ref: str | Path) -> LabRef:
     """Resolve a ``LAB`` argument (see LabRef). Raises RailabError when ``ref`` is neither an
     existing lab path nor a valid lab name (``^[a-z][a-z0-9-]{0,31}$``)."""
@@ -260,7 +286,7 @@ def resolve(ref: str | Path) -> LabRef:
     if p.exists():
         labdir = p if p.is_dir() else p.parent
         if (labdir / "lab.json").is_file():
-            name = json.loads((labdir / "lab.json").read_text())["name"]
+            name = _lab_json_name(labdir / "lab.json")
         else:
             name = load_clab(p).name
         return LabRef(name, labdir.absolute(), load(name))

@@ -309,3 +309,25 @@ def test_dead_bgpd_is_the_one_root_cause(own_lab):
     assert root.check == "bgp" and root.cause.kind == "daemon-dead" and root.cause.node == dead
     assert {r.name for r in missing} <= {r.name for r in follow}
     assert [g["cause"]["kind"] for g in root_causes(res)] == ["daemon-dead"]
+
+
+@pytest.mark.parametrize("delay", [0.3, 0.8, 1.5, 2.5])
+def test_cli_check_interrupted(mini_lab, delay):
+    """Ctrl-C at any point of `railab check` (start-up, vtysh prefetch, netlink reads, the hops
+    engine): exit 130, stderr exactly `error: interrupted`, no traceback, no asyncio noise."""
+    import signal
+    import subprocess
+    import sys
+
+    entry = "import sys; from railab.__main__ import main; sys.argv[0] = 'railab'; main()"
+    proc = subprocess.Popen([sys.executable, "-c", entry, "check", mini_lab.name], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "COLUMNS": "200"})
+    time.sleep(delay)
+    if proc.poll() is not None:  # the whole check ran faster than this delay: nothing to interrupt
+        proc.communicate()
+        pytest.skip(f"railab check finished within {delay} s")
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, (proc.returncode, out[-1500:], err[-3000:])
+    assert err == "error: interrupted\n", err[-3000:]
+    assert "checks passed" not in out

@@ -685,3 +685,24 @@ def test_hops_rows_of_a_down_nic_follow_the_cabling_root(spec):
         assert r.cause == Cause(kind="link-down", node="srv1", port="eth1", link=lid)
     ((top, follow),) = group_failures([root] + res)
     assert top is root and follow == bad
+
+
+def test_a_set_stop_event_interrupts_run_checks_at_a_safe_point(spec, snap):
+    """``run_checks(stop=...)`` (railab check's Ctrl-C): KeyboardInterrupt before the next vtysh
+    run or family once the Event is set; no further command runs."""
+    import threading
+
+    stop = threading.Event()
+    calls: list[tuple[str, str]] = []
+
+    class Counting(RecordedExecutor):
+        def run(self, node, argv, *, timeout=30.0):
+            calls.append((node, " ".join(argv)))
+            stop.set()  # Ctrl-C lands during the first vtysh run
+            return super().run(node, argv, timeout=timeout)
+
+    with pytest.raises(KeyboardInterrupt):
+        run_checks(spec, Counting(snap), only="bgp,routes", netns_of=lambda n: None, stop=stop)
+    assert 1 <= len(calls) <= 8, calls  # at most the prefetch batch already running (8 workers)
+    stop.clear()
+    assert run_checks(spec, RecordedExecutor(snap), only="bgp", netns_of=lambda n: None, stop=stop)

@@ -50,6 +50,15 @@ def test_dash_h_is_help_on_every_command(command):
     assert short.output == long.output and "Usage:" in short.output
 
 
+@pytest.mark.parametrize("command", [None, *sorted(typer.main.get_command(app).commands)])
+def test_help_is_plain_text(command):
+    """Help shows no RST markup (double backticks, :func: roles) from the docstrings."""
+    res = CliRunner().invoke(app, [command, "-h"] if command else ["-h"], env={"COLUMNS": "300"})
+    assert res.exit_code == EXIT_OK, res.output
+    for markup in ("``", ":func:", ":class:", ":mod:", ":meth:"):
+        assert markup not in res.output, res.output
+
+
 def test_dash_h_on_the_top_level():
     res = _railab("-h")
     assert res.returncode == EXIT_OK and "list" in res.stdout and "--version" in res.stdout
@@ -194,6 +203,67 @@ def test_down_all_asks_on_a_terminal(run_dir, monkeypatch, answer, kept):
     assert r.output.count("remove it?") == 1  # only the other user's lab is asked about
     assert (st.load(f"bobs{PID}") is not None) == kept
     assert st.load(f"mine{PID}") is None
+
+
+def _corrupt(run_dir: Path, lab: str) -> None:
+    """A lab whose state.json is corrupt (truncated JSON): its owner is unknown."""
+    (run_dir / lab).mkdir(parents=True, exist_ok=True)
+    (run_dir / lab / "state.json").write_text('{\n "lab": "' + lab + '",\n "user": "bo')
+
+
+def test_list_shows_a_lab_with_an_unreadable_record(run_dir):
+    _corrupt(run_dir, f"torn{PID}")
+    rows = json.loads(CliRunner().invoke(app, ["list", "--json"]).output)
+    torn = next(r for r in rows if r["name"] == f"torn{PID}")
+    assert torn == {"name": f"torn{PID}", "runtime": None, "phase": "unreadable", "nodes": 0, "user": None,
+                    "labdir": None}
+    assert len(rows) == 4
+    human = CliRunner().invoke(app, ["list"], env={"COLUMNS": "200"})
+    assert human.exit_code == EXIT_OK and f"torn{PID}" in human.output and "unreadable" in human.output
+
+
+def test_down_all_without_a_terminal_keeps_a_lab_with_an_unreadable_record(run_dir):
+    _corrupt(run_dir, f"torn{PID}")
+    res = _railab("down", "--all", stdin=subprocess.DEVNULL)
+    assert res.returncode == EXIT_USAGE, res.stderr
+    assert f"torn{PID} (unreadable record)" in res.stderr and "Traceback" not in res.stderr
+    assert (run_dir / f"torn{PID}" / "state.json").exists()  # owner unknown: left alone
+    assert st.load(f"mine{PID}") is None
+    res = _railab("down", "--all", "--yes", stdin=subprocess.DEVNULL)
+    assert res.returncode == EXIT_OK and f"torn{PID}" in res.stdout, res.stderr
+    assert st.labs() == []
+
+
+@pytest.mark.parametrize("answer, kept", [("n\n", True), ("y\n", False)])
+def test_down_all_asks_about_a_lab_with_an_unreadable_record(run_dir, monkeypatch, answer, kept):
+    st.remove_lab_dir(f"bobs{PID}")  # only the unreadable lab needs a question
+    _corrupt(run_dir, f"torn{PID}")
+    monkeypatch.setattr("railab.cli.lab._can_ask", lambda: True)
+    r = CliRunner().invoke(app, ["down", "--all"], input=answer)
+    assert r.exit_code == EXIT_OK, r.output
+    assert f"lab torn{PID} has an unreadable state record" in r.output and "owner is unknown" in r.output
+    assert r.output.count("remove it?") == 1
+    assert (run_dir / f"torn{PID}").exists() == kept
+
+
+def test_down_of_a_named_lab_with_an_unreadable_record_removes_it(run_dir):
+    _corrupt(run_dir, f"torn{PID}")
+    r = CliRunner().invoke(app, ["down", f"torn{PID}"])
+    assert r.exit_code == EXIT_OK and f"lab torn{PID} is down" in r.output, r.output
+    assert not (run_dir / f"torn{PID}").exists()
+
+
+def test_root_shells_are_one_user(run_dir, monkeypatch):
+    """Without sudo every root shell records user root: down --all treats them as one user."""
+    monkeypatch.delenv("SUDO_USER")
+    monkeypatch.setenv("LOGNAME", "root")
+    monkeypatch.setenv("USER", "root")
+    assert st.invoking_user() == "root"
+    st.save(_record(f"roota{PID}", "root", run_dir.parent / "a"))
+    monkeypatch.setattr("railab.cli.lab._can_ask", lambda: True)
+    r = CliRunner().invoke(app, ["down", "--all"], input="n\nn\nn\n")  # bob, alice, alice
+    assert st.load(f"roota{PID}") is None, r.output  # another root shell's lab: the same user
+    assert "alice: remove it?" in r.output and st.load(f"mine{PID}") is not None
 
 
 # ---- optional extras ------------------------------------------------------------------------------

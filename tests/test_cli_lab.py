@@ -93,3 +93,33 @@ def test_exec_without_a_command_opens_a_shell_in_the_node(mini_lab, tmp_path):
                          env={**os.environ, "SHELL": "/bin/sh"})
     assert res.returncode == 7, res.stderr
     assert res.stdout.strip() == f"net:[{os.stat(f'/run/netns/{ns}').st_ino}]"
+
+
+def test_up_of_a_running_lab_directory_is_a_usage_error(mini_lab, tmp_path):
+    """A lab of that name is already up: a name clash (exit 2), and the running lab is untouched."""
+    res = _railab("up", str(mini_lab.dir), "--no-progress", cwd=tmp_path)
+    assert res.returncode == 2, res.stderr
+    assert res.stderr.startswith(f"error: lab {mini_lab.name} is already up") and "Traceback" not in res.stderr
+    assert _railab("status", mini_lab.name, "--json", cwd=tmp_path).returncode == 0
+
+
+def test_exec_on_an_unknown_node_is_a_usage_error(mini_lab, tmp_path):
+    res = _railab("exec", mini_lab.name, f"nonode{PID}", "--", "true", cwd=tmp_path)
+    assert res.returncode == 2, res.stderr
+    assert f"has no node 'nonode{PID}'" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_status_and_inspect_list_daemons_in_start_order(mini_lab, tmp_path):
+    started = mini_lab.record["routers"]["g1-leaf1"]["daemons"]
+    assert started != sorted(started)  # zebra first: start order is not alphabetical here
+    from railab.testbed.runtime.netns import NetnsRuntime
+
+    assert list(NetnsRuntime().status(mini_lab.name)["nodes"]["g1-leaf1"]["daemons"]) == started
+    env = {**os.environ, "COLUMNS": "250"}
+    human = subprocess.run([*CLI, "status", mini_lab.name], capture_output=True, text=True, cwd=tmp_path,
+                           timeout=120, env=env)
+    assert human.returncode == 0 and " ".join(started) in human.stdout, human.stdout
+    inspect = subprocess.run([*CLI, "inspect", mini_lab.name], capture_output=True, text=True, cwd=tmp_path,
+                             timeout=120, env=env)
+    row = next(line for line in inspect.stdout.splitlines() if "g1-leaf1" in line)
+    assert [w.split("(")[0] for w in row.split("│")[3].split()] == started, row

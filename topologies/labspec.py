@@ -29,6 +29,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from railab.errors import UsageError
 from railab.topologies.bfd import BfdProfile
 from railab.topologies.qos import QosProfile
 
@@ -223,14 +224,19 @@ class LabSpec(_Strict):
     def load(cls, path: str | Path) -> LabSpec:
         """Read ``lab.json`` (a file, or a lab directory holding one).
 
-        Raises FileNotFoundError with the path when it is missing.
+        Raises FileNotFoundError with the path when it is missing, UsageError (exit 2) naming the
+        file when it is not JSON.
         """
         p = Path(path)
         if p.is_dir():
             p = p / "lab.json"
         if not p.exists():
             raise FileNotFoundError(f"{p} not found: run `railab generate INTENT -o DIR` first")
-        return cls.model_validate(json.loads(p.read_text()))
+        try:
+            doc = json.loads(p.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise UsageError(f"{p}: not valid JSON ({exc}): regenerate it (railab generate INTENT -o DIR)") from None
+        return cls.model_validate(doc)
 
     def dump(self) -> str:
         """Deterministic JSON text (sorted keys, 2-space indent, trailing newline)."""

@@ -33,7 +33,6 @@ import fcntl
 import os
 import random
 import select
-import signal
 import socket
 import struct
 import threading
@@ -49,6 +48,7 @@ from scapy.layers.inet import IP
 from scapy.layers.l2 import Ether
 
 from railab.errors import RailabError
+from railab.testbed.signals import sigint_event  # noqa: F401  (re-exported: railab traffic uses it)
 from railab.topologies.labspec import LabSpec
 from railab.topologies.naming import netns_name
 from railab.traffic import roce
@@ -90,19 +90,6 @@ def _attach_bpf(sock: socket.socket) -> None:
     buf = ctypes.create_string_buffer(prog)
     fprog = struct.pack("HL", len(_BPF), ctypes.addressof(buf))
     sock.setsockopt(socket.SOL_SOCKET, SO_ATTACH_FILTER, fprog)
-
-
-@contextmanager
-def sigint_event() -> Iterator[threading.Event]:
-    """While the body runs, SIGINT (Ctrl-C) only sets the yielded Event (pass it to
-    ``Engine(stop=...)``, which raises KeyboardInterrupt at a safe point); the previous handler
-    is restored afterwards. Must be entered from the main thread."""
-    ev = threading.Event()
-    prev = signal.signal(signal.SIGINT, lambda *_: ev.set())
-    try:
-        yield ev
-    finally:
-        signal.signal(signal.SIGINT, prev)
 
 
 @contextmanager

@@ -73,6 +73,8 @@ def main() -> None:
         if isinstance(rc, int) and rc:
             sys.exit(rc)
     except typer.Exit as exc:
+        if isinstance(exc.__cause__, KeyboardInterrupt):  # Typer turns Ctrl-C into a silent Exit(130)
+            print("error: interrupted", file=sys.stderr)
         sys.exit(exc.exit_code)
     except RailabError as exc:
         print(f"error: {exc}", file=sys.stderr)

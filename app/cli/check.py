@@ -16,7 +16,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from railab.errors import EXIT_FAILED
+from railab.errors import EXIT_FAILED, EXIT_INTERRUPTED
 
 STYLE = {"pass": "green", "fail": "bold red", "skip": "yellow"}
 
@@ -24,6 +24,18 @@ STYLE = {"pass": "green", "fail": "bold red", "skip": "yellow"}
 def _console() -> Console:
     con = Console()
     return con if con.is_terminal else Console(width=220)
+
+
+def _follow(n: int) -> str:
+    """``1 more failure follows`` / ``3 more failures follow``."""
+    return f"{n} more failure follows" if n == 1 else f"{n} more failures follow"
+
+
+def root_summary(roots: int, follow: int) -> str:
+    """The failure line's tail: ``1 root cause shown, 1 more failure follows from it``,
+    ``2 root causes shown, 33 more failures follow from them``."""
+    shown = f"{roots} root cause{'' if roots == 1 else 's'} shown"
+    return f"{shown}, {_follow(follow)} from {'it' if roots == 1 else 'them'}"
 
 
 def register(app: typer.Typer) -> None:
@@ -46,92 +58,112 @@ def register(app: typer.Typer) -> None:
         known_hosts: Path | None = typer.Option(
             None, "--known-hosts", help="with --inventory: known_hosts file to verify host keys against"),
     ) -> None:
-        """Check a running lab against its lab.json: BGP, routes/ECMP, hops, cabling, oversubscription."""
-        from railab.checks.lab import LiveLab
-        from railab.checks.runner import group_failures, parse_only, root_causes, run_checks, summary
+        """Check a running lab against its lab.json: BGP, routes/ECMP, hops, cabling, oversubscription.
+
+        Ctrl-C at any point: error: interrupted, exit 130 (the checks stop at their next safe point).
+        """
+        from railab.testbed.signals import sigint_event
 
         try:
-            names = parse_only(only)
-        except ValueError as exc:
-            raise typer.BadParameter(str(exc), param_hint="--only") from None
-        if inventory is not None:
-            # a real fabric: FRR over SSH; no namespaces here, so netlink-based rows are skips
-            from railab.testbed.ssh_exec import SshExecutor, load_inventory
-            from railab.topologies.labspec import LabSpec
-
-            spec = LabSpec.load(lab)
-            executor = SshExecutor(load_inventory(inventory), known_hosts=known_hosts)
-            lab_name, netns_of = spec.name, (lambda node: None)
-        else:
-            live = LiveLab.attach(lab)
-            spec, executor, lab_name, netns_of = live.spec, live.executor, live.name, live.netns_of
-        try:
-            results = run_checks(spec, executor, only=names, netns_of=netns_of)
-        finally:
-            if inventory is not None:
-                executor.close()
-        if junit is not None:
-            from railab.checks.junit import write_junit
-
-            write_junit(results, junit, lab_name)
-        n_fail = sum(r.status == "fail" for r in results)
-        if as_json:
-            # every row with its status and structured references, plus the root causes
-            typer.echo(json.dumps({
-                "lab": lab_name, "ok": n_fail == 0, "summary": summary(results),
-                "results": [r.model_dump() for r in results],
-                "root_causes": root_causes(results),
-            }, indent=2))
-        else:
-            con = _console()
-            tab = Table(title=f"railab check {lab_name}")
-            for col in ("check", "pass", "fail", "skip"):
-                tab.add_column(col, justify="left" if col == "check" else "right")
-            for fam, c in summary(results).items():
-                tab.add_row(fam, str(c["pass"]), f"[bold red]{c['fail']}[/]" if c["fail"] else "0",
-                            str(c["skip"]))
-            con.print(tab)
-            groups = group_failures(results)
-            follow = sum(len(c) for _, c in groups)
-            det = Table(title="details" if show_all else "failures and skips", show_lines=True)
-            for col in ("check", "name", "status", "node", "expected", "observed", "likely cause"):
-                det.add_column(col, overflow="fold")
-
-            def row(r) -> None:
-                det.add_row(r.check, r.name, f"[{STYLE[r.status]}]{r.status}[/]", r.node or "",
-                            r.expected or "", r.observed or "", r.reason or "")
-
-            if show_all:  # every row, in run order (JSON and JUnit always carry every row)
-                for r in results:
-                    row(r)
-            else:  # root causes, each followed by how many failures it explains
-                for root, cons in groups:
-                    row(root)
-                    if cons:
-                        fams = {}
-                        for c in cons:
-                            fams[c.check] = fams.get(c.check, 0) + 1
-                        det.add_row("", f"+{len(cons)} more", "", "", "", "",
-                                    f"{len(cons)} more failure{'s' if len(cons) > 1 else ''} "
-                                    f"follow from {root.name} ("
-                                    + ", ".join(f"{k} {v}" for k, v in fams.items())
-                                    + "): --verbose lists them", style="dim")
-                for r in results:
-                    if r.status == "skip":
-                        row(r)
-            if det.row_count:
-                con.print(det)
-            n_skip = sum(1 for r in results if r.status == "skip")
-            if not n_fail and n_skip:
-                con.print(f"[green]{len(results) - n_skip} passed, {n_skip} skipped[/]",
-                          highlight=False)
-            elif not n_fail:
-                con.print(f"[green]all {len(results)} checks passed[/]")
-            elif follow and not show_all:
-                con.print(f"[bold red]{n_fail} failed[/]: {len(groups)} root cause"
-                          f"{'s' if len(groups) > 1 else ''} shown, {follow} more follow from "
-                          "them (railab check --verbose lists every row)", highlight=False)
-            else:
-                con.print(f"[bold red]{n_fail} failed[/]")
+            with sigint_event() as stop:  # SIGINT only sets stop: never lands inside pyroute2
+                n_fail = _check(lab, only, as_json, junit, show_all, inventory, known_hosts, stop)
+                if stop.is_set():
+                    raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            typer.echo("error: interrupted", err=True)
+            raise typer.Exit(EXIT_INTERRUPTED) from None
         if n_fail:
             raise typer.Exit(EXIT_FAILED)
+
+
+def _check(lab: str, only: str | None, as_json: bool, junit: Path | None, show_all: bool,
+           inventory: Path | None, known_hosts: Path | None, stop) -> int:
+    """The body of ``railab check``: run, print, return the number of failures. KeyboardInterrupt
+    once ``stop`` is set (run_checks raises it at a safe point; the output is not printed)."""
+    from railab.checks.lab import LiveLab
+    from railab.checks.runner import group_failures, parse_only, root_causes, run_checks, summary
+
+    try:
+        names = parse_only(only)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--only") from None
+    if inventory is not None:
+        # a real fabric: FRR over SSH; no namespaces here, so netlink-based rows are skips
+        from railab.testbed.ssh_exec import SshExecutor, load_inventory
+        from railab.topologies.labspec import LabSpec
+
+        spec = LabSpec.load(lab)
+        executor = SshExecutor(load_inventory(inventory), known_hosts=known_hosts)
+        lab_name, netns_of = spec.name, (lambda node: None)
+    else:
+        live = LiveLab.attach(lab)
+        spec, executor, lab_name, netns_of = live.spec, live.executor, live.name, live.netns_of
+    try:
+        results = run_checks(spec, executor, only=names, netns_of=netns_of, stop=stop)
+    finally:
+        if inventory is not None:
+            executor.close()
+    if stop.is_set():
+        raise KeyboardInterrupt
+    if junit is not None:
+        from railab.checks.junit import write_junit
+
+        write_junit(results, junit, lab_name)
+    n_fail = sum(r.status == "fail" for r in results)
+    if as_json:
+        # every row with its status and structured references, plus the root causes
+        typer.echo(json.dumps({
+            "lab": lab_name, "ok": n_fail == 0, "summary": summary(results),
+            "results": [r.model_dump() for r in results],
+            "root_causes": root_causes(results),
+        }, indent=2))
+    else:
+        con = _console()
+        tab = Table(title=f"railab check {lab_name}")
+        for col in ("check", "pass", "fail", "skip"):
+            tab.add_column(col, justify="left" if col == "check" else "right")
+        for fam, c in summary(results).items():
+            tab.add_row(fam, str(c["pass"]), f"[bold red]{c['fail']}[/]" if c["fail"] else "0",
+                        str(c["skip"]))
+        con.print(tab)
+        groups = group_failures(results)
+        follow = sum(len(c) for _, c in groups)
+        det = Table(title="details" if show_all else "failures and skips", show_lines=True)
+        for col in ("check", "name", "status", "node", "expected", "observed", "likely cause"):
+            det.add_column(col, overflow="fold")
+
+        def row(r) -> None:
+            det.add_row(r.check, r.name, f"[{STYLE[r.status]}]{r.status}[/]", r.node or "",
+                        r.expected or "", r.observed or "", r.reason or "")
+
+        if show_all:  # every row, in run order (JSON and JUnit always carry every row)
+            for r in results:
+                row(r)
+        else:  # root causes, each followed by how many failures it explains
+            for root, cons in groups:
+                row(root)
+                if cons:
+                    fams = {}
+                    for c in cons:
+                        fams[c.check] = fams.get(c.check, 0) + 1
+                    det.add_row("", f"+{len(cons)} more", "", "", "", "",
+                                f"{_follow(len(cons))} from {root.name} ("
+                                + ", ".join(f"{k} {v}" for k, v in fams.items())
+                                + f"): --verbose lists {'it' if len(cons) == 1 else 'them'}", style="dim")
+            for r in results:
+                if r.status == "skip":
+                    row(r)
+        if det.row_count:
+            con.print(det)
+        n_skip = sum(1 for r in results if r.status == "skip")
+        if not n_fail and n_skip:
+            con.print(f"[green]{len(results) - n_skip} passed, {n_skip} skipped[/]",
+                      highlight=False)
+        elif not n_fail:
+            con.print(f"[green]all {len(results)} checks passed[/]")
+        elif follow and not show_all:
+            con.print(f"[bold red]{n_fail} failed[/]: {root_summary(len(groups), follow)} "
+                      "(railab check --verbose lists every row)", highlight=False)
+        else:
+            con.print(f"[bold red]{n_fail} failed[/]")
+    return n_fail

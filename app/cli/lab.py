@@ -45,10 +45,16 @@ def lab_rows() -> list[dict]:
     Each row: ``name``, ``runtime`` (netns | containerlab), ``phase`` (e.g. running, deploying),
     ``nodes`` (count of recorded namespaces or containers), ``user`` (who brought it up; None for
     records older than the ``user`` field) and ``labdir`` (the generated lab directory, or None).
+    A lab whose state.json cannot be read is listed with phase ``unreadable`` (runtime, user and
+    directory unknown: None), never hidden.
     """
     rows = []
     for name in state.labs():
         record = state.load(name)
+        if record is None and state.unreadable(name):
+            rows.append({"name": name, "runtime": None, "phase": "unreadable", "nodes": 0, "user": None,
+                         "labdir": None})
+            continue
         if record is None:  # a run directory without a state file: not a lab (yet)
             continue
         nodes = record.get("namespaces") or record.get("containers") or {}
@@ -160,10 +166,12 @@ def register(app: typer.Typer) -> None:
         all_: bool = typer.Option(False, "--all", help="remove every railab lab and orphaned railab namespace"),
         yes: bool = typer.Option(False, "--yes", "-y", help="with --all: do not ask before removing other users' labs"),
     ) -> None:
-        """Remove everything ``up`` made (idempotent; works after a crash).
+        """Remove everything "railab up" made (idempotent; works after a crash).
 
-        ``--all`` asks before removing a lab another user brought up (``--yes`` does not ask);
-        without a terminal to ask on it leaves those labs up, removes the rest and exits 2.
+        --all asks before removing a lab another user brought up, or one whose state record is
+        unreadable (its owner is unknown); --yes does not ask. Without a terminal to ask on it
+        leaves those labs up, removes the rest and exits 2. "Another user" is the record's user
+        field (SUDO_USER, else the login user): every root shell without sudo is one user, root.
         """
         if all_ and lab:
             raise typer.BadParameter(f"give a lab or --all, not both (got {lab!r} and --all)")
@@ -173,7 +181,13 @@ def register(app: typer.Typer) -> None:
             for name in sorted(set(state.labs()) | set(state.ledger().values())):
                 record = state.load(name) or {}
                 owner = record.get("user")
-                if owner and owner != me and not yes:
+                if state.unreadable(name) and not yes:  # owner unknown: as careful as with another user's lab
+                    if not ask or not typer.confirm(
+                            f"lab {name} has an unreadable state record ({state.state_path(name)}), so its "
+                            "owner is unknown: remove it?", default=False):
+                        kept.append(f"{name} (unreadable record)")
+                        continue
+                elif owner and owner != me and not yes:
                     if not ask or not typer.confirm(f"lab {name} was brought up by {owner}: remove it?",
                                                     default=False):
                         kept.append(f"{name} (user {owner})")
@@ -182,16 +196,16 @@ def register(app: typer.Typer) -> None:
                 gone.append(name)
             typer.echo(f"removed {len(gone)} lab(s)" + (f": {', '.join(gone)}" if gone else ""))
             if kept and not ask:  # nobody to ask: refuse other users' labs, loudly (exit 2)
-                typer.echo(f"error: left up {len(kept)} lab(s) of other users: {', '.join(kept)} "
+                typer.echo(f"error: left up {len(kept)} lab(s) of other users or unknown owners: {', '.join(kept)} "
                            "(no terminal to ask on): railab down --all --yes removes them too", err=True)
                 raise typer.Exit(EXIT_USAGE)
             if kept:  # the user answered no: that is what they asked for
-                typer.echo(f"left up {len(kept)} lab(s) of other users: {', '.join(kept)}")
+                typer.echo(f"left up {len(kept)} lab(s) of other users or unknown owners: {', '.join(kept)}")
             return
         if not lab:
             raise UsageError("name a lab (railab down LAB) or pass --all")
         name = _lab_name(lab)
-        if state.load(name) is None and name not in state.ledger().values():
+        if state.load(name) is None and name not in state.ledger().values() and not state.unreadable(name):
             typer.echo(f"lab {name} is not up: nothing to remove ({state.running_labs()})")
             return
         _runtime_of(name).down(name)
@@ -214,7 +228,8 @@ def register(app: typer.Typer) -> None:
         for col in ("lab", "runtime", "phase", "nodes", "user", "lab directory"):
             t.add_column(col, justify="right" if col == "nodes" else "left", overflow="fold")
         for r in rows:
-            t.add_row(r["name"], r["runtime"], r["phase"] or "-", str(r["nodes"]), r["user"] or "-", r["labdir"] or "-")
+            t.add_row(r["name"], r["runtime"] or "-", r["phase"] or "-", str(r["nodes"]), r["user"] or "-",
+                      r["labdir"] or "-")
         Console().print(t)
 
     @app.command()
@@ -260,7 +275,7 @@ def register(app: typer.Typer) -> None:
         cmd: list[str] | None = typer.Argument(
             None, help="command (after --; default: an interactive $SHELL); vtysh is pointed at the node's daemons"),
     ) -> None:
-        """Run CMD inside NODE (e.g. ``railab exec mini g1-leaf1 -- vtysh -c 'show bgp summary'``).
+        """Run CMD inside NODE, e.g. railab exec mini g1-leaf1 -- vtysh -c 'show bgp summary'.
 
         Without CMD: an interactive shell in the node ($SHELL, else /bin/bash).
 
@@ -288,7 +303,7 @@ def register(app: typer.Typer) -> None:
         ex = NetnsExecutor(name)
         ns = rt.netns_name(name, node)
         if not netns_path(ns).exists():
-            raise RailabError(f"lab {name!r} has no node {node!r} (no namespace {ns})")
+            raise UsageError(f"lab {name!r} has no node {node!r} (no namespace {ns})")
         cmd = cmd or _interactive_shell()
         # a network namespace shares the host's file system: the host's PATH answers for the node
         if shutil.which(cmd[0]) is None:
@@ -323,8 +338,11 @@ def register(app: typer.Typer) -> None:
             t.add_column(col)
         routers = record.get("routers") or {}
         for node, ns in sorted(record.get("namespaces", {}).items()):
-            pids = (routers.get(node) or {}).get("pids") or {}
-            t.add_row(node, ns, " ".join(f"{d}({pid})" for d, pid in pids.items()) or "-")
+            router = routers.get(node) or {}
+            pids = router.get("pids") or {}
+            started = router.get("daemons") or []
+            order = [d for d in started if d in pids] + sorted(set(pids) - set(started))
+            t.add_row(node, ns, " ".join(f"{d}({pids[d]})" for d in order) or "-")  # start order
         con.print(t)
         timings = record.get("timings") or {}
         if timings:

@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from railab.errors import RailabError
+from railab.errors import RailabError, UsageError
 from railab.testbed import state as st
 from railab.testbed.clabfile import load_clab
 from railab.testbed.runtime.base import Runtime
@@ -255,9 +255,9 @@ class ContainerlabRuntime(Runtime):
         preflight(images, binary=self.binary, docker_url=self.docker_url)
         prior = st.load(lab)
         if prior is not None and prior.runtime != self.name:
-            raise RailabError(f"lab {lab} is already up on the {prior.runtime} runtime: railab down {lab}")
+            raise UsageError(f"lab {lab} is already up on the {prior.runtime} runtime: railab down {lab}")
         if prior is not None and not reconf:
-            raise RailabError(f"lab {lab} is already up ({prior.runtime} runtime): "
+            raise UsageError(f"lab {lab} is already up ({prior.runtime} runtime): "
                               f"railab down {lab}, or pass --reconfigure")
         record = st.LabState(
             lab=lab,

@@ -40,7 +40,7 @@ from typing import Any
 from pyroute2 import IPRoute
 from pyroute2 import netns as pnetns
 
-from railab.errors import RailabError
+from railab.errors import RailabError, UsageError
 from railab.testbed import state as st
 from railab.testbed.clabfile import ClabFile, load_clab
 from railab.testbed.executor import ExecResult, Executor
@@ -238,7 +238,7 @@ class NetnsExecutor(Executor):
         node's namespace does not exist."""
         ns = netns_name(self.lab, node)
         if not netns_path(ns).exists():
-            raise RailabError(f"lab {self.lab!r} has no node {node!r} (no namespace {ns})")
+            raise UsageError(f"lab {self.lab!r} has no node {node!r} (no namespace {ns})")
         argv = self.argv_for(node, argv)
         if argv and os.path.basename(argv[0]) == "vtysh":
             return argv
@@ -280,9 +280,9 @@ class NetnsRuntime(Runtime):
         made so far; KeyboardInterrupt (Ctrl-C; SIGTERM and SIGHUP as
         railab.testbed.signals.Interrupted) likewise after rolling back.
         """
+        clab = load_clab(labdir)  # bad input (UsageError, exit 2) before the host's prerequisites
         check_prerequisites()
         self._children: list[subprocess.Popen] = []
-        clab = load_clab(labdir)
         lab = clab.name
         foreign = sorted(n.name for n in clab.nodes.values() if n.kind != "linux")
         if foreign:
@@ -301,12 +301,12 @@ class NetnsRuntime(Runtime):
         if spec.name != lab:
             raise RailabError(f"{clab.path.name} names lab {lab!r} but lab.json names {spec.name!r}")
         if st.lab_dir(lab).exists():
-            raise RailabError(f"lab {lab} is already up: railab down {lab}")
+            raise UsageError(f"lab {lab} is already up: railab down {lab}")
         clash = [ns for ns in (netns_name(lab, n) for n in clab.nodes) if netns_path(ns).exists()]
         if clash:
             owner = st.ledger().get(clash[0])
             whose = f"it belongs to lab {owner}" if owner else "railab did not make it"
-            raise RailabError(
+            raise UsageError(
                 f"namespace {clash[0]} already exists ({whose}): give this lab another name "
                 f"(railab up INTENT --name NEW, or railab generate INTENT --name NEW)"
             )
@@ -637,14 +637,18 @@ class NetnsRuntime(Runtime):
 
     def status(self, lab: str) -> dict[str, Any]:
         """``{lab, runtime, phase, nodes: {node: {namespace, present, daemons: {d: alive}}}}``
-        from the record and /proc. BGP sessions are not observed here (railab.checks.converge
-        .observe_sessions does that). RailabError when the lab is not up."""
+        from the record and /proc; ``daemons`` in start order (zebra, then bgpd, ...). BGP
+        sessions are not observed here (railab.checks.converge.observe_sessions does that).
+        RailabError when the lab is not up."""
         record = self.record(lab)
         nodes = {}
         for name, ns in record.namespaces.items():
             info: dict[str, Any] = {"namespace": ns, "present": netns_path(ns).exists(), "daemons": {}}
             r = record.routers.get(name)
             if r:
-                info["daemons"] = {d: (_alive(p) and str(st.lab_dir(lab)) in _cmdline(p)) for d, p in r.pids.items()}
+                # start order (RouterState.daemons), not the record's sorted JSON keys
+                order = [d for d in r.daemons if d in r.pids] + [d for d in r.pids if d not in r.daemons]
+                info["daemons"] = {d: (_alive(r.pids[d]) and str(st.lab_dir(lab)) in _cmdline(r.pids[d]))
+                                   for d in order}
             nodes[name] = info
         return {"lab": lab, "runtime": self.name, "phase": record.phase, "nodes": nodes}

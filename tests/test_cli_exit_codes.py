@@ -1,0 +1,95 @@
+"""Bad input exits 2 (railab.errors.UsageError) with one ``error: ...`` line naming what is
+wrong, in every command: an unknown runtime, a directory without a .clab.yml, a corrupt lab.json
+(no lab needed; the live cases are in tests/test_cli_lab.py). Also the check summary's grammar."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+CLI = [sys.executable, "-c", "from railab.cli import main; main()"]
+
+
+def _railab(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, cwd=cwd, timeout=60, env=env)
+
+
+def _one_error_line(res: subprocess.CompletedProcess) -> str:
+    assert "Traceback" not in res.stderr, res.stderr
+    lines = res.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), res.stderr
+    return lines[0]
+
+
+def test_unknown_runtime_exits_2(tmp_path):
+    res = _railab("up", "mini", "--runtime", "bogus", "--no-progress", cwd=tmp_path)
+    assert res.returncode == 2, res.stderr
+    line = _one_error_line(res)
+    assert "unknown runtime 'bogus'" in line and "netns" in line and "containerlab" in line
+    assert not (tmp_path / "labs").exists()  # refused before generating anything
+
+
+def test_get_runtime_raises_usage_error():
+    from railab.errors import UsageError
+    from railab.testbed.runtime import get_runtime
+
+    with pytest.raises(UsageError, match="unknown runtime 'bogus'"):
+        get_runtime("bogus")
+
+
+@pytest.mark.parametrize("command", [["up", "--no-progress"], ["status"], ["check"]])
+def test_directory_without_a_clab_file_exits_2(tmp_path, command):
+    empty = tmp_path / "emptylab"
+    empty.mkdir()
+    res = _railab(command[0], str(empty), *command[1:], cwd=tmp_path)
+    assert res.returncode == 2, (res.returncode, res.stderr)
+    line = _one_error_line(res)
+    assert str(empty) in line and ".clab.yml" in line
+
+
+def test_find_clab_file_raises_usage_error(tmp_path):
+    from railab.errors import UsageError
+    from railab.testbed.clabfile import find_clab_file
+
+    with pytest.raises(UsageError, match=r"no \*\.clab\.yml"):
+        find_clab_file(tmp_path)
+    with pytest.raises(UsageError, match="no such lab directory"):
+        find_clab_file(tmp_path / "absent")
+
+
+@pytest.mark.parametrize("command", [["check"], ["status"], ["down"], ["up", "--no-progress"]])
+def test_corrupt_lab_json_names_the_file_and_exits_2(tmp_path, command):
+    labdir = tmp_path / "broken"
+    labdir.mkdir()
+    (labdir / "lab.json").write_text("{\n 'name': 'x'\n")
+    (labdir / "broken.clab.yml").write_text("name: broken\ntopology:\n  nodes:\n    a: {kind: linux}\n")
+    res = _railab(command[0], str(labdir), *command[1:], cwd=tmp_path,
+                  env={**__import__("os").environ, "RAILAB_RUN_DIR": str(tmp_path / "run")})
+    assert res.returncode == 2, (res.returncode, res.stderr)
+    line = _one_error_line(res)
+    assert f"{labdir / 'lab.json'}: not valid JSON" in line, line
+
+
+def test_labspec_load_of_corrupt_json_names_the_file(tmp_path):
+    from railab.errors import UsageError
+    from railab.testbed.state import resolve
+    from railab.topologies.labspec import LabSpec
+
+    (tmp_path / "lab.json").write_text("{\n")
+    with pytest.raises(UsageError, match=f"{tmp_path / 'lab.json'}: not valid JSON"):
+        LabSpec.load(tmp_path)
+    with pytest.raises(UsageError, match=f"{tmp_path / 'lab.json'}: not valid JSON"):
+        resolve(tmp_path)
+
+
+def test_check_summary_grammar():
+    from railab.cli.check import _follow, root_summary
+
+    assert root_summary(1, 1) == "1 root cause shown, 1 more failure follows from it"
+    assert root_summary(1, 33) == "1 root cause shown, 33 more failures follow from it"
+    assert root_summary(2, 1) == "2 root causes shown, 1 more failure follows from them"
+    assert root_summary(3, 5) == "3 root causes shown, 5 more failures follow from them"
+    assert _follow(1) == "1 more failure follows" and _follow(2) == "2 more failures follow"
