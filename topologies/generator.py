@@ -311,7 +311,7 @@ def _render_configs(spec: LabSpec, s: LabShape) -> dict[str, str]:
         )
         base = f"configs/{node.name}"
         files[f"{base}/frr.conf"] = render_frr_conf(cfg)
-        files[f"{base}/daemons"] = render_daemons(kind.daemons)
+        files[f"{base}/daemons"] = render_daemons(kind.daemons, kind.daemon_options)
         if "config_db.json" in kind.files:
             files[f"{base}/config_db.json"] = render_config_db(SonicSwitch(
                 name=node.name, role=node.role, asn=node.asn, loopback=node.router_id,
