@@ -51,7 +51,7 @@ from railab.testbed.runtime.base import Runtime
 from railab.testbed.signals import Interrupted, signals_blocked, signals_deferred, signals_ignored, signals_raise
 from railab.topologies import routing
 from railab.topologies.labspec import LabSpec
-from railab.topologies.naming import LAB_NAME, netns_name
+from railab.topologies.naming import is_lab_name, lab_name_rule, netns_name
 from railab.topologies.nodekinds import FRR_DAEMONS
 
 FRR_BIN = Path(os.environ.get("RAILAB_FRR_BIN", "/usr/lib/frr"))
@@ -294,8 +294,8 @@ class NetnsRuntime(Runtime):
                 f"{', ...' if len(foreign) > 4 else ''}) need their own images: the netns runtime runs "
                 f"FRR on `linux` nodes only. Use --runtime containerlab, or set `kind: frr` in the intent's lab:"
             )
-        if not LAB_NAME.match(lab):
-            raise RailabError(f"lab name {lab!r} must match {LAB_NAME.pattern}")
+        if not is_lab_name(lab):
+            raise RailabError(lab_name_rule(lab, "lab"))
         try:
             spec = LabSpec.load(clab.directory)
         except FileNotFoundError as exc:
