@@ -50,6 +50,7 @@ from railab.topologies import planner
 from railab.topologies.generator import generate
 from railab.topologies.intent import load_intent
 from railab.topologies.labspec import LabSpec
+from railab.topologies.pathclasses import path_classes
 from railab.traffic.engine import Engine, spread
 from railab.traffic.patterns import Flow, flows_for, report_class, route
 from railab.traffic.traceroute import switch_path, trace, unreachable_text
@@ -214,21 +215,21 @@ MEASURE_MESSAGES = 16
 
 
 def traffic_flows(spec: LabSpec) -> list[Any]:
-    """Flows of every path class the lab holds, without and with PXN (traffic.patterns).
+    """Flows of every path class the lab holds (railab.topologies.pathclasses, in registry order):
+    for each registered class that ``lab.json`` lists and that names a ``pattern``, that
+    pattern's flows (with the class's ``pxn``; railab.traffic.patterns).
 
-    intra-server, intra-rail, inter-rail (no PXN) and inter-rail with PXN over the first two
-    servers of group 1, one flow per GPU; cross-group (first server of groups 1 and 2) when the
-    lab has two groups. PXN changes nothing for intra-server, intra-rail or cross-group flows
-    between same-numbered GPUs, so those run once.
+    Shipped: intra-server, intra-rail, inter-rail (no PXN) and inter-rail with PXN over the first
+    two servers of group 1, one flow per GPU; cross-group (first server of groups 1 and 2) when
+    the lab has two groups. PXN changes nothing for intra-server, intra-rail or cross-group flows
+    between same-numbered GPUs, so those run once. A class refining another one (e.g.
+    inter-rail-same-leaf) shows up through its parent's flows (``report_class``).
     """
     kw = {"messages": MEASURE_MESSAGES}
     flows = []
-    flows += flows_for(spec, "intra-server", **kw)
-    flows += flows_for(spec, "intra-rail", **kw)
-    flows += flows_for(spec, "inter-rail", pxn=False, **kw)
-    flows += flows_for(spec, "inter-rail", pxn=True, **kw)
-    if spec.groups > 1:
-        flows += flows_for(spec, "cross-group", **kw)
+    for pc in path_classes().values():
+        if pc.pattern is not None and pc.name in spec.expected_hops:
+            flows += flows_for(spec, pc.pattern, pxn=pc.pxn, **kw)
     return flows
 
 

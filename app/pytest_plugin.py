@@ -8,6 +8,10 @@ Options (command line, or the same names in ``[pytest]`` ini with ``_`` for ``-`
 * ``--railab-name NAME``: lab name when bringing an intent up (default ``pt<pid>``).
 * ``--railab-timeout S``: convergence budget when bringing up.
 
+railab plugins (entry points ``railab.plugins`` and ``RAILAB_PLUGINS``, see railab.plugins)
+are loaded at ``pytest_configure``: a node kind, check, pattern or path class from your own
+package is known to the fixtures.
+
 Fixture ``lab`` (session scope, alias ``railab_lab``): a :class:`checks.lab.LiveLab` with
 ``.spec``, ``.hops("srv1:gpu3", "srv2:gpu3", pxn=False) -> int | None`` (one real RoCEv2 flow,
 hops by TTL), ``.check(only="bgp,routes") -> list[CheckResult]`` and ``.exec(node, argv)``.
@@ -37,6 +41,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     ):
         group.addoption(f"--railab-{opt}", dest=f"railab_{opt}", default=None, help=help_)
         parser.addini(f"railab_{opt}", help_, default=None)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Load railab plugins (railab.plugins: entry points ``railab.plugins``, ``RAILAB_PLUGINS``)
+    so the registrations they make reach ``lab.check()`` and the fixtures."""
+    from railab.plugins import PluginError, load_plugins
+
+    try:
+        load_plugins()
+    except PluginError as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 def _opt(config: pytest.Config, name: str) -> str | None:

@@ -7,12 +7,14 @@ Bind sources are resolved relative to the clab file's directory, as containerlab
 
 A node runs FRR when it binds a file onto ``/etc/frr/frr.conf`` (``frr`` and ``sonic-vs`` nodes
 in railab's layout, see docs/architecture.md); its ``/etc/frr/daemons`` bind, if any, says which
-daemons to start.
+daemons to start, in which order and with which options (``ClabNode.daemons``,
+``ClabNode.daemon_options``).
 """
 
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,14 +22,14 @@ from typing import Any
 import yaml
 
 from railab.errors import UsageError
-from railab.topologies.nodekinds import FRR_DAEMONS
+from railab.topologies.nodekinds import FRR_DAEMON_OPTIONS, FRR_DAEMONS, FRR_DEFAULT_OPTIONS
 
 FRR_CONF_TARGET = "/etc/frr/frr.conf"
 FRR_DAEMONS_TARGET = "/etc/frr/daemons"
-#: Daemons the netns runtime can run, in start order: the frr node kind's
-#: (railab.topologies.nodekinds.FRR_DAEMONS; zebra first: the others connect to it).
 DEFAULT_MTU = 1500
 _IFNAME = re.compile(r"^[A-Za-z0-9_.-]{1,15}$")
+_YES_NO = re.compile(r"^\s*([a-z0-9]+)\s*=\s*(yes|no)\b")
+_OPTIONS = re.compile(r"^\s*([a-z0-9]+)_options\s*=\s*\"([^\"]*)\"")
 
 
 @dataclass(frozen=True)
@@ -48,22 +50,49 @@ class ClabNode:
 
     @property
     def daemons(self) -> tuple[str, ...]:
-        """FRR daemons to run (subset of FRR_DAEMONS, start order); empty for non-FRR nodes.
+        """FRR daemons to run, in start order; empty for non-FRR nodes.
 
-        Read from the bound FRR ``daemons`` file (``bgpd=yes`` lines); zebra always runs.
-        Without a daemons file: all of FRR_DAEMONS.
+        Read from the bound FRR ``daemons`` file: the enabled daemons (``<d>=yes``) in the order
+        of their ``<d>_options`` lines (railab's generator writes them in the node kind's start
+        order, ``railab.topologies.frr.render_daemons``); an enabled daemon without an options
+        line follows (FRR_DAEMONS' order, then file order); zebra always runs, first (the others
+        connect to it).
+        Without a daemons file: FRR_DAEMONS.
         """
+        return tuple(self._daemons_file()[0])
+
+    @property
+    def daemon_options(self) -> dict[str, list[str]]:
+        """Command-line options of each daemon in :attr:`daemons` (``<d>_options`` of the daemons
+        file split into words; without a line or a file: the node kind defaults of
+        ``railab.topologies.nodekinds``)."""
+        return self._daemons_file()[1]
+
+    def _daemons_file(self) -> tuple[list[str], dict[str, list[str]]]:
         if self.frr_conf is None:
-            return ()
+            return [], {}
         path = self.binds.get(FRR_DAEMONS_TARGET)
-        if path is None or not path.exists():
-            return FRR_DAEMONS
-        enabled = {"zebra"}
-        for line in path.read_text().splitlines():
-            m = re.match(r"^\s*([a-z0-9]+)\s*=\s*(yes|no)\b", line)
-            if m and m.group(2) == "yes":
-                enabled.add(m.group(1))
-        return tuple(d for d in FRR_DAEMONS if d in enabled)
+        text = path.read_text() if path is not None and path.exists() else None
+        if text is None:
+            return list(FRR_DAEMONS), {d: _default_options(d) for d in FRR_DAEMONS}
+        enabled: list[str] = ["zebra"]
+        options: dict[str, list[str]] = {}
+        for line in text.splitlines():
+            m = _YES_NO.match(line)
+            if m and m.group(2) == "yes" and m.group(1) not in enabled:
+                enabled.append(m.group(1))
+            m = _OPTIONS.match(line)
+            if m:
+                options[m.group(1)] = shlex.split(m.group(2))
+        on = set(enabled)
+        order = ["zebra"] + [d for d in options if d in on and d != "zebra"]
+        rest = [d for d in enabled if d not in order]
+        order += [d for d in FRR_DAEMONS if d in rest] + [d for d in rest if d not in FRR_DAEMONS]
+        return order, {d: options[d] if d in options else _default_options(d) for d in order}
+
+
+def _default_options(daemon: str) -> list[str]:
+    return shlex.split(FRR_DAEMON_OPTIONS.get(daemon, FRR_DEFAULT_OPTIONS))
 
 
 @dataclass(frozen=True)

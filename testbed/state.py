@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from railab.errors import RailabError, UsageError
 from railab.testbed.clabfile import load_clab
 from railab.topologies.labspec import LabSpec
-from railab.topologies.naming import LAB_NAME, netns_name
+from railab.topologies.naming import is_lab_name, netns_name
 
 STATE_VERSION = 1
 
@@ -291,7 +291,7 @@ def resolve(ref: str | Path) -> LabRef:
             name = load_clab(p).name
         return LabRef(name, labdir.absolute(), load(name))
     name = str(ref)
-    if not LAB_NAME.match(name):
+    if not is_lab_name(name):
         raise RailabError(f"{name!r} is neither a lab directory nor a lab name; {running_labs()}")
     record = load(name)
     labdir = Path(record.labdir) if record is not None and record.labdir else None

@@ -47,8 +47,8 @@ from railab.topologies.labspec import (
     RailSubnet,
 )
 from railab.topologies.naming import (
-    LAB_NAME,
     eth,
+    is_lab_name,
     lab_name_rule,
     leaf_name,
     server_name,
@@ -92,7 +92,7 @@ def build_lab(intent: Intent, *, name: str | None = None) -> BuiltLab:
     """Build the whole lab in memory (no file I/O). Raises IntentError on impossible labs."""
     shape = resolve_lab(intent)
     lab_name = name or intent.name
-    if name is not None and not LAB_NAME.match(name):
+    if name is not None and not is_lab_name(name):
         raise IntentError(lab_name_rule(name, "name"))
     spec = _build_spec(intent, shape, lab_name)
     files = _render_configs(spec, shape)
@@ -311,7 +311,7 @@ def _render_configs(spec: LabSpec, s: LabShape) -> dict[str, str]:
         )
         base = f"configs/{node.name}"
         files[f"{base}/frr.conf"] = render_frr_conf(cfg)
-        files[f"{base}/daemons"] = render_daemons(kind.daemons)
+        files[f"{base}/daemons"] = render_daemons(kind.daemons, kind.daemon_options)
         if "config_db.json" in kind.files:
             files[f"{base}/config_db.json"] = render_config_db(SonicSwitch(
                 name=node.name, role=node.role, asn=node.asn, loopback=node.router_id,

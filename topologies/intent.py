@@ -49,7 +49,7 @@ from railab.errors import UsageError
 from railab.topologies import planner
 from railab.topologies.bfd import BfdProfile
 from railab.topologies.catalog import get_model, load_catalog
-from railab.topologies.naming import LAB_NAME, lab_name_rule
+from railab.topologies.naming import is_lab_name, lab_name_rule
 from railab.topologies.nodekinds import (
     FRR,
     LINUX,
@@ -196,7 +196,7 @@ class Intent(_Strict):
     @field_validator("name")
     @classmethod
     def _check_name(cls, v: str) -> str:
-        if not LAB_NAME.match(v):
+        if not is_lab_name(v):
             raise ValueError(lab_name_rule(v, ""))
         return v
 

@@ -26,8 +26,11 @@ import string
 
 from railab.errors import UsageError
 
+#: The lab-name rule as shown to people (docs, error messages).
 LAB_NAME_PATTERN = r"^[a-z][a-z0-9-]{0,31}$"
-LAB_NAME = re.compile(LAB_NAME_PATTERN)
+#: The compiled rule, anchored with ``\A``/``\Z`` (Python's ``$`` also matches before a final
+#: newline, so ``'rvx\n'`` would pass); use :func:`is_lab_name` (``fullmatch``).
+LAB_NAME = re.compile(r"\A[a-z][a-z0-9-]{0,31}\Z")
 #: lanes of one SONiC port on the sonic-vs HwSKU (Force10-S6000: 32 x 40G, 4 lanes each)
 SONIC_VS_LANES_PER_PORT = 4
 #: lanes of one 800G OSFP / QSFP-DD cage (8 x 100G SerDes)
@@ -41,10 +44,15 @@ class NamingError(UsageError):
     """A name that breaks a naming rule (exit 2); the message says the rule."""
 
 
+def is_lab_name(name: object) -> bool:
+    """True if ``name`` is a str that follows the lab-name rule as a whole (no trailing newline)."""
+    return isinstance(name, str) and LAB_NAME.fullmatch(name) is not None
+
+
 def check_lab_name(name: str, key: str = "name") -> str:
     """Return ``name`` if it is a valid lab name, else raise :class:`NamingError` (a UsageError,
     so a ValueError) naming ``key`` and the rule."""
-    if not LAB_NAME.match(name):
+    if not is_lab_name(name):
         raise NamingError(lab_name_rule(name, key))
     return name
 

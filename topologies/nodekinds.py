@@ -36,17 +36,20 @@ FRR_PACKAGED_DAEMONS = (
 )
 #: zebra's netlink receive buffer (``-s``, bytes): Debian's ``/etc/frr/daemons`` value. A switch
 #: with 128 ports gets bursts of link, address and route notifications at bring-up; the default
-#: socket buffer (``net.core.rmem_default``) can overrun and force a full resync. The netns
-#: runtime passes the same value.
+#: socket buffer (``net.core.rmem_default``) can overrun and force a full resync.
 ZEBRA_NL_BUFSIZE = 90_000_000
-#: ``<daemon>_options`` lines of the ``daemons`` file (vty on localhost only; zebra's netlink
-#: receive buffer ``-s``).
-FRR_DAEMON_OPTIONS = {
-    "zebra": f"  -A 127.0.0.1 -s {ZEBRA_NL_BUFSIZE}",
-    "bgpd": "   -A 127.0.0.1",
-    "staticd": "-A 127.0.0.1",
-    "bfdd": "   -A 127.0.0.1",
-}
+#: Options of a daemon a kind does not list in ``daemon_options``: vty on localhost only.
+FRR_DEFAULT_OPTIONS = "-A 127.0.0.1"
+#: The one home of the FRR daemons' command-line options (``NodeKind.daemon_options``' default):
+#: vty on localhost only; zebra's netlink receive buffer ``-s``. The generator writes them as the
+#: ``<daemon>_options`` lines of the ``daemons`` file; the netns runtime reads them back from
+#: that file and passes them to the daemon (so both runtimes run the same options).
+FRR_DAEMON_OPTIONS = MappingProxyType({
+    "zebra": f"-A 127.0.0.1 -s {ZEBRA_NL_BUFSIZE}",
+    "bgpd": FRR_DEFAULT_OPTIONS,
+    "staticd": FRR_DEFAULT_OPTIONS,
+    "bfdd": FRR_DEFAULT_OPTIONS,
+})
 #: railab's FRR daemons in start order (zebra first: the others connect to it): zebra (RIB/FIB),
 #: staticd (rail blackhole aggregates), bgpd, bfdd (fabric BFD).
 FRR_DAEMONS = ("zebra", "staticd", "bgpd", "bfdd")
@@ -105,7 +108,10 @@ class NodeKind:
     * ``binds``: ``(file under configs/<node>/, path in the node)`` pairs, in clab bind order;
       ``config_db.json`` among them makes the generator render a SONiC config_db;
     * ``sysctls``: set in the node (clab ``sysctls``, the netns runtime writes them too);
-    * ``daemons``: FRR daemons in start order (empty: no routing stack);
+    * ``daemons``: FRR daemons in start order (empty: no routing stack; zebra first: the others
+      connect to it); the netns runtime starts exactly these, in this order;
+    * ``daemon_options``: command-line options per daemon (``<daemon>_options`` of the
+      ``daemons`` file; a daemon not listed gets :data:`FRR_DEFAULT_OPTIONS`);
     * ``max_ports``: data ports the node has (None: no limit); ``max_ecmp``: widest ECMP set;
     * ``port_naming``: how ``frr.conf``/config_db name a port: ``eth`` (the lab's ``eth<k>``) or
       ``sonic`` (``Ethernet<4(k-1)>``); ``loopback_interface``: where the loopback /32 sits in
@@ -120,6 +126,7 @@ class NodeKind:
     binds: tuple[tuple[str, str], ...] = ()
     sysctls: Mapping[str, str] = field(default_factory=dict)
     daemons: tuple[str, ...] = ()
+    daemon_options: Mapping[str, str] = field(default_factory=lambda: FRR_DAEMON_OPTIONS)
     max_ports: int | None = None
     max_ecmp: int | None = None
     port_naming: Literal["eth", "sonic"] = "eth"
@@ -135,12 +142,17 @@ class NodeKind:
         """Config files bound into the node (names under ``configs/<node>/``)."""
         return tuple(src for src, _ in self.binds)
 
+    def options_of(self, daemon: str) -> str:
+        """The command-line options of ``daemon`` on this kind (``<daemon>_options``)."""
+        return self.daemon_options.get(daemon, FRR_DEFAULT_OPTIONS)
+
     def record(self) -> dict:
         """The JSON record of this kind in ``lab.json`` ``node_kinds`` (and ``railab kinds``)."""
         d = {f.name: getattr(self, f.name) for f in fields(self)}
         d["sysctls"] = dict(self.sysctls)
         d["binds"] = [list(b) for b in self.binds]
         d["daemons"] = list(self.daemons)
+        d["daemon_options"] = {n: self.options_of(n) for n in self.daemons}
         return d
 
 
@@ -157,6 +169,9 @@ def register_node_kind(kind: NodeKind, *, replace: bool = False) -> NodeKind:
         raise NodeKindError(f"node kind {kind.name!r} is already registered")
     if kind.role == "switch" and not kind.daemons:
         raise NodeKindError(f"switch kind {kind.name!r} needs FRR daemons (e.g. FRR_DAEMONS)")
+    if kind.daemons and kind.daemons[0] != "zebra":
+        raise NodeKindError(f"kind {kind.name!r}: zebra must be the first daemon (the others "
+                            f"connect to it), got {', '.join(kind.daemons)}")
     _KINDS[kind.name] = kind
     return kind
 

@@ -28,12 +28,22 @@ not all). The planner lists the production classes (``in_plan``: every class exc
 ``inter-rail-same-leaf``, which its ``inter-rail`` note and ``"1 or none"`` cover); ``lab.json``
 lists the classes that occur in the lab (``occurs``), keys unchanged.
 
+How a flow is classified is part of the registry too: a class declares ``matches(path)``, a
+predicate over a :class:`FlowPath` (the fabric, both ends' server, GPU, group and the leaf of the
+NIC that carries the flow, PXN or not); :func:`classify` tries the classes by ``precedence``
+(lower first, then registration order) and returns the first that matches. A class with
+``refines`` set is a reporting refinement of another class (``inter-rail-same-leaf`` refines
+``inter-rail``): :func:`refine` reports a flow of the refined class under it when the lab lists
+it and it matches. ``nvlink_only`` marks the class whose flows never leave the server;
+``pattern`` / ``pxn`` name the registered traffic pattern (``railab.traffic.patterns``) whose
+flows exercise the class (the demo runs one set per class the lab lists).
+
 Add a class (e.g. a ``cross-pod`` class for a 3-tier fabric) with :func:`register_path_class`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from railab.errors import UsageError
@@ -59,6 +69,50 @@ class Fabric:
         return self.architecture == "rail-optimized"
 
 
+#: Two NICs on one leaf are that leaf's one routed hop apart, whatever the class.
+SAME_LEAF_HOPS = 1
+
+
+@dataclass(frozen=True)
+class PathEnd:
+    """One end of a flow: ``server``, 0-based ``gpu``, the server's ``group`` and the ``leaf`` of
+    the NIC that carries the flow at this end (with PXN, the source's NIC on the destination
+    GPU's rail)."""
+
+    server: str
+    gpu: int
+    group: int
+    leaf: str
+
+
+@dataclass(frozen=True)
+class FlowPath:
+    """What a class predicate sees of a flow: the lab's ``fabric``, ``src``/``dst`` ends and
+    whether NCCL's ``pxn`` is on."""
+
+    fabric: Fabric
+    src: PathEnd
+    dst: PathEnd
+    pxn: bool = False
+
+    @property
+    def same_server(self) -> bool:
+        return self.src.server == self.dst.server
+
+    @property
+    def same_group(self) -> bool:
+        return self.src.group == self.dst.group
+
+    @property
+    def same_gpu(self) -> bool:
+        """Same GPU number at both ends, i.e. the same rail."""
+        return self.src.gpu == self.dst.gpu
+
+    @property
+    def same_leaf(self) -> bool:
+        return self.src.leaf == self.dst.leaf
+
+
 @dataclass(frozen=True)
 class PathClass:
     """One path class.
@@ -66,7 +120,12 @@ class PathClass:
     * ``hops(fabric)``: routed switch hops NIC to NIC, None = unreachable by design;
     * ``occurs(fabric)``: the class exists in a lab of that shape (``lab.json`` lists it);
     * ``in_plan``: the planner's table lists it (the production view, with n/a rows);
-    * ``note(fabric)``: the planner's one-line explanation; ``description``: the report's label.
+    * ``note(fabric)``: the planner's one-line explanation; ``description``: the report's label;
+    * ``matches(path)``: a flow (:class:`FlowPath`) belongs to the class (None: never a flow's
+      class by itself); ``precedence``: the order :func:`classify` tries the classes in;
+    * ``refines``: the class this one refines for reporting (see :func:`refine`);
+    * ``nvlink_only``: flows of the class never leave the server (NVLink);
+    * ``pattern``, ``pxn``: the traffic pattern (and PXN setting) whose flows exercise the class.
     """
 
     name: str
@@ -75,6 +134,12 @@ class PathClass:
     occurs: Callable[[Fabric], bool] = lambda f: True
     in_plan: bool = True
     note: Callable[[Fabric], str] = lambda f: ""
+    matches: Callable[[FlowPath], bool] | None = None
+    precedence: int = 100
+    refines: str | None = None
+    nvlink_only: bool = False
+    pattern: str | None = None
+    pxn: bool = False
 
 
 _CLASSES: dict[str, PathClass] = {}
@@ -108,6 +173,29 @@ def get_path_class(name: str) -> PathClass:
     except KeyError:
         raise PathClassError(
             f"unknown path class {name!r}; one of {', '.join(_CLASSES)}") from None
+
+
+def classify(path: FlowPath) -> str:
+    """The class of ``path``: the first registered class (by ``precedence``, then registration
+    order) that has no ``refines`` and whose ``matches`` accepts it. Raises PathClassError when
+    none does."""
+    for pc in sorted(_CLASSES.values(), key=lambda c: c.precedence):
+        if pc.refines is None and pc.matches is not None and pc.matches(path):
+            return pc.name
+    raise PathClassError(
+        f"no registered path class matches {path.src.server}:gpu{path.src.gpu} -> "
+        f"{path.dst.server}:gpu{path.dst.gpu} (pxn={path.pxn}); classes: {', '.join(_CLASSES)}")
+
+
+def refine(name: str, path: FlowPath, listed: Collection[str]) -> str:
+    """The class a flow of class ``name`` is reported under: the first class (by precedence) that
+    ``refines`` ``name``, is ``listed`` (the lab's ``expected_hops``) and ``matches`` ``path``;
+    else ``name`` itself."""
+    for pc in sorted(_CLASSES.values(), key=lambda c: c.precedence):
+        if pc.refines == name and pc.name in listed and pc.matches is not None \
+                and pc.matches(path):
+            return pc.name
+    return name
 
 
 def plan_classes() -> tuple[str, ...]:
@@ -148,22 +236,27 @@ def _inter_rail_note(f: Fabric) -> str:
 
 register_path_class(PathClass(
     "intra-server", "intra-server (NVLink, never leaves the server)", lambda f: 0,
-    note=lambda f: "NVLink/NVSwitch inside the server"))
+    note=lambda f: "NVLink/NVSwitch inside the server",
+    matches=lambda p: p.same_server, precedence=10, nvlink_only=True, pattern="intra-server"))
 register_path_class(PathClass(
-    "intra-rail", "intra-rail (same rail, one leaf)", lambda f: 1, note=lambda f: "same leaf"))
+    "intra-rail", "intra-rail (same rail, one leaf)", lambda f: 1, note=lambda f: "same leaf",
+    matches=lambda p: p.same_group and p.same_gpu, precedence=50, pattern="intra-rail"))
 register_path_class(PathClass(
     "inter-rail-same-leaf", "inter-rail, no PXN, both rails on one leaf (Rail-only)",
     lambda f: 1,
     occurs=lambda f: not f.rail_optimized and 1 < f.rails_per_leaf < f.rails,
-    in_plan=False))
+    in_plan=False, matches=lambda p: p.same_leaf, precedence=60, refines="inter-rail"))
 register_path_class(PathClass(
     "inter-rail", "inter-rail, no PXN",
     lambda f: 3 if f.rail_optimized else (1 if _shared_leaf(f) else None),
-    note=_inter_rail_note))
+    note=_inter_rail_note,
+    matches=lambda p: p.same_group and not p.pxn, precedence=70, pattern="inter-rail"))
 register_path_class(PathClass(
     "inter-rail-pxn", "inter-rail with PXN (NVLink to the peer GPU, then its NIC)", lambda f: 1,
-    note=lambda f: "NVLink to the peer GPU on the other rail, then its NIC"))
+    note=lambda f: "NVLink to the peer GPU on the other rail, then its NIC",
+    matches=lambda p: p.same_group and p.pxn, precedence=80, pattern="inter-rail", pxn=True))
 register_path_class(PathClass(
     "cross-group", "cross-group", lambda f: 3 if f.rail_optimized else None,
     occurs=lambda f: f.rail_optimized and f.groups > 1,
-    note=lambda f: "leaf, spine, leaf" if f.rail_optimized else "n/a: a single group"))
+    note=lambda f: "leaf, spine, leaf" if f.rail_optimized else "n/a: a single group",
+    matches=lambda p: not p.same_group, precedence=40, pattern="cross-group"))

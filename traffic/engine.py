@@ -300,6 +300,9 @@ class Engine:
     def __init__(self, spec: LabSpec, netns_of: Callable[[str], str] | None = None, *,
                  ttl: int = roce.DEFAULT_TTL, stop: threading.Event | None = None) -> None:
         self.spec = spec
+        #: The lab's QoS profile (lab.json ``qos``, railab.topologies.qos): the DSCP of every
+        #: packet the engine sends.
+        self.qos = spec.qos
         self._stop = stop
         self.netns_of = netns_of or (lambda node: netns_name(spec.name, node))
         self.ttl = ttl
@@ -474,7 +477,8 @@ class Engine:
             st.res.expected_egress_to = f"{src.leaf}:{src.leaf_port}"
         lsq, ldq = flow_qpns(flow)
         common = dict(src_mac=smac, dst_mac=dmac, src_ip=st.src_addr, dst_ip=st.dst_addr,
-                      dst_qpn=st.dqpn, sport=roce.udp_sport(lsq, ldq), psn=0, ttl=self.ttl)
+                      dst_qpn=st.dqpn, sport=roce.udp_sport(lsq, ldq), psn=0, ttl=self.ttl,
+                      qos=self.qos)
         st.start_psn = (st.dqpn * 2654435761) & MASK24
         payload = bytes((i * 31 + flow.qp) & 0xFF for i in range(flow.mtu))
         tpl: dict[tuple[int, int], roce.FrameTemplate] = {}
@@ -510,7 +514,7 @@ class Engine:
             back = dict(src_mac=smac if intra else self._src_mac[(flow.dst[0], flow.dst_nic)],
                         dst_mac=dmac if intra else self._gw_mac[(flow.dst[0], flow.dst_nic)],
                         src_ip=st.dst_addr, dst_ip=st.src_addr, dst_qpn=st.sqpn,
-                        sport=roce.udp_sport(ldq, lsq), psn=0, ttl=self.ttl)
+                        sport=roce.udp_sport(ldq, lsq), psn=0, ttl=self.ttl, qos=self.qos)
             st.ack_tpl = roce.FrameTemplate(roce.roce_packet(
                 opcode=roce.RC_ACKNOWLEDGE, syndrome=0x1F, msn=0, **back))
         self._by_qpn[st.dqpn] = (st, False)

@@ -10,10 +10,12 @@ mix). Which NICs carry it follows NCCL (seed guide, "Inter-rail (with PXN) Commu
   as an intra-server hop, ``Flow.nvlink``) which sends it from its own NIC j+1: the packet stays
   on rail j+1.
 
-Path classes and their hop counts live in :mod:`railab.topologies.pathclasses`; a flow's
-expected hops come from ``lab.json`` ``expected_hops`` (class -> switch hops, None = unreachable
-by design, written from that registry), except that two NICs attached to the same leaf are always
-1 hop apart (Rail-only leaves carrying several rails: class ``inter-rail-same-leaf``).
+Path classes, how a flow is classified into one (each class's ``matches`` predicate) and their
+hop counts live in :mod:`railab.topologies.pathclasses`; :func:`classify` and
+:func:`report_class` ask that registry. A flow's expected hops come from ``lab.json``
+``expected_hops`` (class -> switch hops, None = unreachable by design, written from that
+registry), except that two NICs attached to the same leaf are always 1 hop apart
+(``SAME_LEAF_HOPS``; Rail-only leaves carrying several rails: class ``inter-rail-same-leaf``).
 
 Named traffic patterns are a registry too: :func:`register_pattern` adds one (one module, one
 decorated function), :data:`PATTERNS` maps names to :class:`Pattern`, and ``railab traffic
@@ -28,7 +30,16 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from railab.errors import UsageError
+from railab.topologies import pathclasses
 from railab.topologies.labspec import LabSpec, Nic
+from railab.topologies.pathclasses import (
+    SAME_LEAF_HOPS,
+    Fabric,
+    FlowPath,
+    PathEnd,
+    get_path_class,
+    refine,
+)
 
 OpMix = Literal["write", "send", "mixed"]
 Pair = tuple[tuple[str, int], tuple[str, int]]
@@ -107,24 +118,40 @@ def _nic(spec: LabSpec, server: str, gpu: int) -> Nic:
     return spec.nic(server, gpu + 1)
 
 
+def fabric_of(spec: LabSpec) -> Fabric:
+    """The lab's :class:`~railab.topologies.pathclasses.Fabric` (architecture, rails, rails per
+    leaf as cabled in ``lab.json``, groups): what class predicates and hop counts depend on."""
+    rails: dict[str, set[int]] = {}
+    for nic in spec.nics:
+        rails.setdefault(nic.leaf, set()).add(nic.rail)
+    per_leaf = max((len(r) for r in rails.values()), default=1)
+    return Fabric(spec.architecture, spec.gpus_per_server, per_leaf, spec.groups)
+
+
+def flow_path(spec: LabSpec, src: tuple[str, int], dst: tuple[str, int], pxn: bool = False
+              ) -> FlowPath:
+    """What a path class predicate sees of the GPU pair ``src -> dst``: each end's server, GPU,
+    group and the leaf of the NIC that carries the flow (with PXN across rails the source sends
+    from its NIC on the destination GPU's rail)."""
+    send_gpu = dst[1] if pxn and src[1] != dst[1] else src[1]
+    a, b = _nic(spec, src[0], send_gpu), _nic(spec, *dst)
+    return FlowPath(fabric_of(spec), PathEnd(src[0], src[1], a.group, a.leaf),
+                    PathEnd(dst[0], dst[1], b.group, b.leaf), pxn)
+
+
 def classify(spec: LabSpec, src: tuple[str, int], dst: tuple[str, int], pxn: bool = False) -> str:
-    """Path class of a GPU pair: intra-server, intra-rail, inter-rail, inter-rail-pxn, cross-group."""
-    if src[0] == dst[0]:
-        return "intra-server"
-    a, b = _nic(spec, *src), _nic(spec, *dst)
-    if a.group != b.group:
-        return "cross-group"
-    if src[1] == dst[1]:
-        return "intra-rail"
-    return "inter-rail-pxn" if pxn else "inter-rail"
+    """Path class of a GPU pair, decided by the registry (railab.topologies.pathclasses.classify:
+    each class's ``matches`` predicate, by precedence): intra-server, intra-rail, inter-rail,
+    inter-rail-pxn, cross-group, or a registered class."""
+    return pathclasses.classify(flow_path(spec, src, dst, pxn))
 
 
 def route(spec: LabSpec, flow: Flow) -> Flow:
     """Fill the NCCL path selection (source/destination NIC, NVLink hop) and expected hops."""
     cls = classify(spec, flow.src, flow.dst, flow.pxn)
-    if cls == "intra-server":
+    if get_path_class(cls).nvlink_only:
         src_nic, dst_nic, nvlink = flow.src[1] + 1, flow.dst[1] + 1, True
-        expected = spec.expected_hops.get("intra-server", 0)
+        expected = spec.expected_hops.get(cls, 0)
     else:
         nvlink = flow.pxn and flow.src[1] != flow.dst[1]
         src_nic = (flow.dst[1] if nvlink else flow.src[1]) + 1
@@ -136,26 +163,21 @@ def route(spec: LabSpec, flow: Flow) -> Flow:
 
 
 def _expected(spec: LabSpec, cls: str, a: Nic, b: Nic) -> int | None:
-    """Expected hops of a flow of class ``cls`` leaving NIC ``a`` for NIC ``b``: two NICs on one
-    leaf are that leaf's hop (``inter-rail-same-leaf`` when listed, else ``intra-rail``)."""
-    hops = spec.expected_hops
+    """Expected hops of a flow of class ``cls`` leaving NIC ``a`` for NIC ``b``: the lab's
+    ``expected_hops`` of the class, except that two NICs on one leaf are that leaf's hop
+    (``pathclasses.SAME_LEAF_HOPS``, whatever the class)."""
     if a.leaf == b.leaf:
-        if cls == "intra-rail":
-            return 1
-        return hops.get("inter-rail-same-leaf", hops.get("intra-rail", 1))
-    if cls == "inter-rail-pxn" and a.group != b.group:
-        return hops.get("cross-group")
-    return hops.get(cls)
+        return SAME_LEAF_HOPS
+    return spec.expected_hops.get(cls)
 
 
 def report_class(spec: LabSpec, flow: Flow) -> str:
-    """The class a routed flow is reported under: an inter-rail flow (no PXN) whose two NICs sit
-    on one leaf is ``inter-rail-same-leaf`` when the lab lists that class (Rail-only leaves
-    carrying 2+ rails but not all); every other flow keeps :attr:`Flow.path_class`."""
-    if flow.path_class == "inter-rail" and "inter-rail-same-leaf" in spec.expected_hops:
-        if spec.nic(flow.src[0], flow.src_nic).leaf == spec.nic(flow.dst[0], flow.dst_nic).leaf:
-            return "inter-rail-same-leaf"
-    return flow.path_class
+    """The class a routed flow is reported under: a registered refinement of its class that the
+    lab lists and that matches (``pathclasses.refine``; e.g. an inter-rail flow, no PXN, whose two
+    NICs sit on one leaf is ``inter-rail-same-leaf`` on Rail-only leaves carrying 2+ rails but
+    not all); every other flow keeps :attr:`Flow.path_class`."""
+    return refine(flow.path_class, flow_path(spec, flow.src, flow.dst, flow.pxn),
+                  spec.expected_hops)
 
 
 def hops(spec: LabSpec, src: str, dst: str, pxn: bool = False) -> int | None:

@@ -45,13 +45,15 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 from scapy.packet import Packet, Raw, bind_layers
 
+from railab.topologies.qos import DEFAULT_QOS, QosProfile
+
 ROCEV2_UDP_PORT = 4791
 """IANA-assigned UDP destination port of RoCEv2 (IBTA Annex A17.2.1)."""
 
-DSCP_ROCE = 26
-"""Default DSCP of RoCE data (lossless class, common DCQCN deployments)."""
-DSCP_CNP = 48
-"""Default DSCP of CNPs (strict-priority class)."""
+DSCP_ROCE = DEFAULT_QOS.roce_dscp
+"""Default DSCP of RoCE data: ``railab.topologies.qos.DEFAULT_QOS.roce_dscp`` (the one home)."""
+DSCP_CNP = DEFAULT_QOS.cnp_dscp
+"""Default DSCP of CNPs: ``railab.topologies.qos.DEFAULT_QOS.cnp_dscp`` (the one home)."""
 
 ECN_NOT_ECT, ECN_ECT1, ECN_ECT0, ECN_CE = 0, 1, 2, 3
 """IP ECN codepoints (RFC 3168 section 5)."""
@@ -198,6 +200,7 @@ def roce_packet(
     pkey: int = DEFAULT_PKEY,
     ackreq: bool = False,
     dscp: int | None = None,
+    qos: QosProfile | None = None,
     ecn: int = ECN_ECT0,
     ttl: int = DEFAULT_TTL,
     va: int = 0,
@@ -211,13 +214,15 @@ def roce_packet(
     ``opcode`` is an RC opcode (SEND_ONLY, RDMA_WRITE_FIRST/MIDDLE/LAST/ONLY, ACKNOWLEDGE) or
     CNP (0x81). RETH is added on WRITE_FIRST/WRITE_ONLY (``va``, ``rkey``, ``dmalen`` bytes,
     default ``len(payload)``), AETH on ACKNOWLEDGE (``syndrome``, ``msn``), the 16-byte padding on
-    CNP (with BECN set, IBTA A17.9.3). ``dscp`` defaults to 26 for data and 48 for CNP; UDP
+    CNP (with BECN set, IBTA A17.9.3). ``dscp`` defaults to the QoS profile's (``qos``, a lab's
+    ``LabSpec.qos``; default ``DEFAULT_QOS``) ``roce_dscp`` for data and ``cnp_dscp`` for CNP; UDP
     checksum is 0 as RoCE NICs send it; ``sport`` defaults to :func:`udp_sport` of the QPs.
     Payload bytes beyond a multiple of 4 are padded and the BTH pad count set (IBTA 9.2.3).
     Raises ValueError on an unsupported opcode.
     """
     if dscp is None:
-        dscp = DSCP_CNP if opcode == CNP else DSCP_ROCE
+        profile = qos if qos is not None else DEFAULT_QOS
+        dscp = profile.cnp_dscp if opcode == CNP else profile.roce_dscp
     if sport is None:
         sport = udp_sport(src_qpn if src_qpn is not None else dst_qpn, dst_qpn)
     pad = (-len(payload)) % 4

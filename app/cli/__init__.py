@@ -5,6 +5,10 @@ is always where output goes, ``--json`` prints machine-readable output, ``--verb
 lists every row, ``--all`` means every lab, ``--yes``/``-y`` skips a question. Exit codes come
 from :mod:`railab.errors`: 0 ok, 1 a check or run failed, 2 usage error or bad input, 130
 interrupted (and 127 for ``railab exec`` of a command that does not exist).
+
+Plugins (railab.plugins: entry points ``railab.plugins``, ``RAILAB_PLUGINS``) are loaded at
+start, after the built-ins and before the commands are built (so ``--help`` lists what they
+register); one that fails is one ``error:`` line, exit 2.
 """
 
 from __future__ import annotations
@@ -15,6 +19,12 @@ import typer
 
 import railab
 from railab.errors import EXIT_INTERRUPTED, EXIT_USAGE, RailabError
+from railab.plugins import PluginError, load_plugins
+
+try:  # before the commands are built: their help texts list the registries
+    load_plugins()
+except PluginError:
+    pass  # reported by the root callback and by main() (load_plugins retries a failed plugin)
 
 app = typer.Typer(
     name="railab",
@@ -39,6 +49,7 @@ def _root(
     ),
 ) -> None:
     """Plan, emulate and test Rail-only / Rail-optimized RoCEv2 GPU backend fabrics."""
+    load_plugins()  # no-op once loaded; raises PluginError (exit 2) for a broken plugin
 
 
 from railab.cli import check as _check  # noqa: E402
@@ -69,6 +80,7 @@ def main() -> None:
     usage errors exit 2, Ctrl-C (or an aborted question) 130; no traceback for any of them.
     """
     try:
+        load_plugins()
         rc = app(standalone_mode=False)
         if isinstance(rc, int) and rc:
             sys.exit(rc)

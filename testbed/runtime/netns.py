@@ -6,7 +6,8 @@ two ends are created directly inside the two namespaces with the endpoint names 
 names, so the 15-character limit applies only to the endpoint names themselves). Per-node
 sysctls come from the clab file, server NIC addressing and policy routing (``from <addr> lookup
 100+n`` plus a per-table default route) from ``lab.json``. Every node that binds an
-``frr.conf`` runs zebra, staticd, bgpd and bfdd (as its FRR ``daemons`` file enables) inside its
+``frr.conf`` runs the FRR daemons its ``daemons`` file enables (its node kind's ordered list,
+railab.testbed.clabfile ``ClabNode.daemons``, with that file's ``<daemon>_options``) inside its
 namespace, with pid files, vty sockets, zserv socket, bfdd control socket and logs under
 ``/run/railab/<lab>/<node>/`` (never FRR's shared ``/var/run/frr``), and the integrated config
 applied the way FRR's own init script does it (daemons start bare, then ``vtysh -f frr.conf``
@@ -16,7 +17,8 @@ Namespaces are made by one ``ip -batch`` process; netlink work uses pyroute2 fro
 the calling thread enters each new namespace only long enough to open one rtnetlink socket there
 (sockets keep their namespace). FRR daemons are spawned from a thread inside the node's network
 namespace and a UTS namespace named after the node (railab.testbed.namespaces), so no Python
-code runs in a forked child. Daemons of all nodes start in parallel, one wave per daemon.
+code runs in a forked child. Daemons of all nodes start in parallel in waves by position in each
+node's ordered list (wave 0 is zebra everywhere).
 
 ``up`` deploys only: it returns once FRR runs with its config (phase ``started``); waiting for
 convergence is the caller's job (railab.checks.deploy.bring_up), which then records it with
@@ -49,8 +51,8 @@ from railab.testbed.runtime.base import Runtime
 from railab.testbed.signals import Interrupted, signals_blocked, signals_deferred, signals_ignored, signals_raise
 from railab.topologies import routing
 from railab.topologies.labspec import LabSpec
-from railab.topologies.naming import LAB_NAME, netns_name
-from railab.topologies.nodekinds import FRR_DAEMONS, ZEBRA_NL_BUFSIZE
+from railab.topologies.naming import is_lab_name, lab_name_rule, netns_name
+from railab.topologies.nodekinds import FRR_DAEMONS
 
 FRR_BIN = Path(os.environ.get("RAILAB_FRR_BIN", "/usr/lib/frr"))
 #: File descriptors per FRR daemon. FRR sizes per-fd tables from the limit (the host's may be
@@ -292,8 +294,8 @@ class NetnsRuntime(Runtime):
                 f"{', ...' if len(foreign) > 4 else ''}) need their own images: the netns runtime runs "
                 f"FRR on `linux` nodes only. Use --runtime containerlab, or set `kind: frr` in the intent's lab:"
             )
-        if not LAB_NAME.match(lab):
-            raise RailabError(f"lab name {lab!r} must match {LAB_NAME.pattern}")
+        if not is_lab_name(lab):
+            raise RailabError(lab_name_rule(lab, "lab"))
         try:
             spec = LabSpec.load(clab.directory)
         except FileNotFoundError as exc:
@@ -311,6 +313,9 @@ class NetnsRuntime(Runtime):
                 f"(railab up INTENT --name NEW, or railab generate INTENT --name NEW)"
             )
         self._dry_run(clab)
+        missing = sorted({d for n in clab.routers for d in n.daemons if not (FRR_BIN / d).exists()})
+        if missing:
+            raise RailabError(f"lab {lab}: FRR daemon {', '.join(missing)} not installed in {FRR_BIN}")
 
         record = st.LabState(
             lab=lab,
@@ -485,7 +490,11 @@ class NetnsRuntime(Runtime):
                 pass
         self._children = []
 
-    def _daemon_argv(self, lab: str, node: str, daemon: str) -> list[str]:
+    def _daemon_argv(self, lab: str, node: str, daemon: str,
+                     options: list[str] | None = None) -> list[str]:
+        """argv of FRR ``daemon`` on ``node``: railab's per-node paths, then ``options`` (the
+        node's ``<daemon>_options`` from its daemons file, ``ClabNode.daemon_options``: the node
+        kind's ``daemon_options`` are their one home, e.g. zebra's ``-s``)."""
         d = st.node_dir(lab, node)
         argv = [
             str(FRR_BIN / daemon), "-d", "-u", FRR_USER, "-g", FRR_USER,
@@ -499,9 +508,7 @@ class NetnsRuntime(Runtime):
         ]
         if daemon == "bfdd":
             argv += ["--bfdctl", str(d / "bfdd.sock")]
-        if daemon == "zebra":
-            argv += ["-s", str(ZEBRA_NL_BUFSIZE)]
-        return argv
+        return argv + list(options or [])
 
     def _start_frr(self, clab: ClabFile, record: st.LabState) -> None:
         lab = clab.name
@@ -515,20 +522,26 @@ class NetnsRuntime(Runtime):
             d = st.node_dir(lab, n.name)
             d.mkdir(parents=True, exist_ok=True)
             os.chown(d, pw.pw_uid, pw.pw_gid)
-        waves = list(FRR_DAEMONS)  # start order, zebra first (railab.topologies.nodekinds)
+        # Waves by position in each node's own ordered daemon list (its kind's start order,
+        # read from its daemons file): wave 0 is zebra everywhere (the others connect to it).
+        daemons = {n.name: n.daemons for n in routers}
+        options = {n.name: n.daemon_options for n in routers}
+        width = max((len(v) for v in daemons.values()), default=0)
         timings = record.timings
         # One UTS namespace per node, named after it (BGP's hostname capability and `show bgp
         # summary` then name the peer switch, not the host), shared by the node's daemons.
         uts: dict[str, int] = {}
         try:
-            for wave in waves:
+            for pos in range(width):
                 t_wave = time.monotonic()
                 procs = {}
+                started: dict[str, str] = {}
                 for n in routers:
-                    if wave not in n.daemons:
+                    if pos >= len(daemons[n.name]):
                         continue
+                    daemon = started[n.name] = daemons[n.name][pos]
                     procs[n.name], held = self._spawn(
-                        self._daemon_argv(lab, n.name, wave),
+                        self._daemon_argv(lab, n.name, daemon, options[n.name].get(daemon)),
                         ns=record.namespaces[n.name], uts=uts.get(n.name), hostname=n.name,
                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                     )
@@ -536,12 +549,14 @@ class NetnsRuntime(Runtime):
                         os.close(held)
                     else:
                         uts[n.name] = held
+                names = sorted(set(started.values()))
+                wave = names[0] if len(names) == 1 else "/".join(names)
                 self._reap(procs, wave, lab)
-                if wave == "zebra":
+                if pos == 0:
                     self._wait_files([st.node_dir(lab, n) / "zserv.api" for n in procs], "zebra's zserv socket")
                 for name in procs:
-                    pidfile = st.node_dir(lab, name) / f"{wave}.pid"
-                    record.routers[name].pids[wave] = int(pidfile.read_text().split()[0])
+                    pidfile = st.node_dir(lab, name) / f"{started[name]}.pid"
+                    record.routers[name].pids[started[name]] = int(pidfile.read_text().split()[0])
                 timings[f"frr_{wave}_s"] = round(time.monotonic() - t_wave, 3)
                 st.save(record)
         finally:
