@@ -918,7 +918,7 @@ class Engine:
             if took:
                 res.egress_to = took[-1][1]
         path: list[str] = []
-        for _ in range(len(self._nl) + 1):
+        for _ in range(len(self._roles) + 1):  # a walk visits each node once
             outs = sorted(((tx, ifn) for (n, ifn), (_rx, tx) in delta.items()
                            if n == node and ifn != ingress and tx >= thr), reverse=True)
             if not outs or (len(outs) > 1 and outs[0][0] == outs[1][0]):

@@ -75,7 +75,7 @@ def register(app: typer.Typer) -> None:
         from railab.checks.base import Observer
         from railab.testbed.state import resolve
         from railab.traffic.engine import Engine, sigint_event, spread, spread_warnings
-        from railab.traffic.patterns import flows_for
+        from railab.traffic.patterns import flows_for, sample_text
 
         if pattern not in PATTERNS:
             _usage(f"--pattern must be one of {', '.join(PATTERNS)} (got {pattern!r})")
@@ -105,7 +105,7 @@ def register(app: typer.Typer) -> None:
                 "spread": {"per_spine": sp.per_spine, "per_link": sp.per_link,
                            "spine_imbalance": round(sp.imbalance(sp.per_spine), 3),
                            "link_imbalance": round(sp.imbalance(sp.per_link), 3)},
-                "failed": len(bad), "warnings": warnings,
+                "failed": len(bad), "warnings": warnings, "sampled": sample_text(spec, fl),
             }, indent=2, sort_keys=True))
         else:
             con = _console()
@@ -126,6 +126,7 @@ def register(app: typer.Typer) -> None:
                           "-" if r.hops_counters is None else str(r.hops_counters), path,
                           f"[{style}]{r.verdict}[/{style}]")
             con.print(t)
+            con.print(sample_text(spec, fl), highlight=False)
             if sp.per_spine:
                 con.print("spines: " + ", ".join(f"{k}={v}" for k, v in sp.per_spine.items())
                           + "  " + sp.spread_text(sp.per_spine, "spines"), highlight=False)
