@@ -282,3 +282,22 @@ def test_sample_text_says_what_share_of_the_lab_was_sent(spec):
     every = flows_for(spec, "all-to-all", sample=servers)
     assert sample_text(spec, every).startswith("all 48 intra-server, all ")
     assert "sampled" not in sample_text(spec, every)
+
+
+def test_rtnl_link_flags_follow_the_one_link_up_rule():
+    """`railab traffic` judges idle uplinks with checks.base.link_status over the engine's raw
+    dump: the same flags and operstate pyroute2 (and so Observer) reads."""
+    from pyroute2 import IPRoute
+
+    from railab.checks.base import link_status
+    from railab.traffic.engine import Rtnl
+
+    nl = Rtnl()
+    try:
+        mine = nl.link_flags()
+    finally:
+        nl.close()
+    with IPRoute() as ipr:
+        theirs = {ln.get("ifname"): (ln["flags"], ln.get("operstate")) for ln in ipr.get_links()}
+    assert mine == theirs
+    assert link_status(*mine["lo"]) == "up"

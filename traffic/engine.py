@@ -102,6 +102,9 @@ NLMSG_ERROR = 2
 NLMSG_DONE = 3
 IFLA_ADDRESS = 1
 IFLA_IFNAME = 3
+IFLA_OPERSTATE = 16
+#: IFLA_OPERSTATE values (RFC 2863, include/uapi/linux/if.h), named as pyroute2 and iproute2 do
+OPERSTATES = ("UNKNOWN", "NOTPRESENT", "DOWN", "LOWERLAYERDOWN", "TESTING", "DORMANT", "UP")
 IFLA_STATS_LINK_64 = 1
 _NLMSG = struct.Struct("=IHHII")  # nlmsghdr: len, type, flags, seq, pid
 _RTA = struct.Struct("=HH")  # rtattr / nlattr: len, type
@@ -182,6 +185,21 @@ class Rtnl:
                 elif typ == IFLA_ADDRESS:
                     mac = bytes(val).hex(":")
             out[index] = (name, mac)
+        return out
+
+    def link_flags(self) -> dict[str, tuple[int, str]]:
+        """``ifname -> (ifi_flags, operstate name)`` of every link (one RTM_GETLINK dump); feed
+        it to :func:`railab.checks.base.link_status`, the one link-up rule."""
+        out: dict[str, tuple[int, str]] = {}
+        for p in self.dump(RTM_GETLINK, struct.pack("=BxHiII", socket.AF_UNSPEC, 0, 0, 0, 0)):
+            flags = struct.unpack_from("=I", p, 8)[0]
+            name, oper = "", "UNKNOWN"
+            for typ, val in self._attrs(p, 16):
+                if typ == IFLA_IFNAME:
+                    name = bytes(val).split(b"\0", 1)[0].decode()
+                elif typ == IFLA_OPERSTATE and len(val):
+                    oper = OPERSTATES[val[0]] if val[0] < len(OPERSTATES) else "UNKNOWN"
+            out[name] = (flags, oper)
         return out
 
     def stats(self) -> dict[int, tuple[int, int, int, int]]:
@@ -577,6 +595,14 @@ class Engine:
     def counters(self) -> dict[tuple[str, str], tuple[int, int]]:
         """``(switch, ifname) -> (rx_packets, tx_packets)`` for every switch port."""
         return {k: (v[0], v[1]) for k, v in self.port_stats().items()}
+
+    def link_flags(self, node: str) -> dict[str, tuple[int, str]]:
+        """``ifname -> (ifi_flags, operstate)`` of switch ``node``, read now (one raw
+        RTM_GETLINK dump, :meth:`Rtnl.link_flags`); :func:`railab.checks.base.link_status` turns
+        an entry into ``up`` / ``admin-down`` / ``carrier-lost``."""
+        if node not in self._nl:
+            raise RailabError(f"{node!r} is not a switch of lab {self.spec.name!r}")
+        return self._nl[node].link_flags()
 
     def set_link(self, node: str, ifname: str, up: bool) -> None:
         """Set a switch port administratively up or down (pyroute2, in the switch's namespace)."""
