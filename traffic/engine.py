@@ -9,8 +9,9 @@ thread, then back) to open its sockets, which keep their namespace afterwards:
   (``ip and (icmp or udp dst port 4791)``, unfragmented), outgoing copies ignored;
 * one UDP socket bound to port 4791 per server, drained, so the kernel never answers RoCE
   packets with ICMP port-unreachable;
-* one pyroute2 ``IPRoute`` netlink socket per switch namespace, for port counters
-  (``IFLA_STATS64``), MAC addresses and link state.
+* one raw rtnetlink socket per switch namespace (:class:`Rtnl`): its links dumped and indexed
+  once at open (MACs), port counters as one ``RTM_GETSTATS`` dump per read, link state for
+  ``railab traffic``'s uplink warnings; pyroute2 only for :meth:`Engine.set_link`.
 
 Frames go to the leaf port's MAC (the peer link address, read from the leaf's namespace). Per
 flow, one frame template per opcode is built with scapy and only PSN/ack-request/ICRC are patched
@@ -21,8 +22,10 @@ The receiver checks per flow: PSN order (out-of-order count), loss, duplicates, 
 TTL (hops = 64 - TTL, every switch hop is routed). With ``measure=True`` flows run one at a time
 and every switch's port counters are read before and after; the switches whose counters moved by
 at least half the flow's packets, and the walk of moved egress ports from the source leaf, give
-the hop count and the exact path (leaf uplink, spine, parallel link). ACKs are suppressed while
-measuring so the reverse path does not blur the attribution.
+the hop count and the exact path (leaf uplink, spine, parallel link). A port's share of the flow
+is bounded by its bytes too (:meth:`Engine.flow_deltas`), so the lab's own small frames (BFD,
+BGP, RA) never count as the flow. ACKs are suppressed while measuring so the reverse path does
+not blur the attribution.
 """
 
 from __future__ import annotations
@@ -915,8 +918,10 @@ class Engine:
 
         The byte bound is the per-flow marker: the lab's own background (BFD 66 B, BGP
         keepalives 85 B, IPv6 RA/ND ~100 B) moves a port's packet counter as much as a probe
-        flow does over a long enough window, but 16 of those weigh less than one 1 KiB RoCE
-        frame, so background alone never reaches a flow's threshold (half its packets)."""
+        flow does over a long enough window, but 10-16 of those weigh one 1 KiB RoCE frame, so
+        background alone does not reach a flow's threshold (half its packets). The bound is
+        weaker for flows of small frames (``size``/``mtu`` of a few hundred bytes); the hops
+        check and ``railab traffic`` send 1 KiB frames."""
         zero = (0, 0, 0, 0)
         fl = max(1, frame_len)
         out = {}
