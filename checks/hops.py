@@ -6,6 +6,17 @@ Expected (``lab.json`` ``expected_hops``, docs/architecture.md "Expected hops", 
 cross-group 3. Observed with the traffic engine (:class:`traffic.engine.Engine`, ``measure=True``):
 hops by received TTL (64 - TTL; every switch hop routes) and by switch port counters, plus the
 path walked.
+
+The counters count only the probe flow's packets: a port's share of the flow is
+``min(packets moved, bytes moved // the flow's smallest frame)``
+(:meth:`traffic.engine.Engine.flow_deltas`), read with one RTM_GETSTATS dump per switch just
+before and after the flow. The lab's own traffic (BFD, BGP keepalives, IPv6 RA/ND: 66-120 byte
+frames, every port, all the time) moved every counter of the full-size 1024-GPU fabric by more
+than half a flow during the old multi-second reads, so every row failed with ``counter hops 24
+!= 3`` while TTL and delivery were right; 16 such frames weigh less than one of the flow's
+1 KiB frames, so background no longer reaches the threshold. A miswire still fails: the
+receiver checks the ingress NIC and leaf MAC, the sender side the leaf port whose counters took
+the flow (tests: crossed cables in test_checks_live.py and test_traffic_live.py).
 """
 
 from __future__ import annotations
@@ -30,8 +41,8 @@ CHECK = "hops"
 def representative_flows(spec) -> list:
     """One routed :class:`traffic.patterns.Flow` per path class this lab has (64 packets each).
 
-    64 packets keep the counter attribution (a switch is on the path when a port moved at least
-    half the flow's packets) well above the lab's own background (BFD every 300 ms, keepalives).
+    64 packets of 1 KiB keep the counter attribution (a switch is on the path when a port moved
+    at least half the flow's packets, bounded by bytes) far above the lab's own background.
 
     Pairs: srvA gpu0 -> srvA gpu1 (intra-server), srvA gpu0 -> srvB gpu0 (intra-rail),
     srvA gpu0 -> srvB gpu1 (inter-rail, without and with PXN), srvA gpu0 -> first server of

@@ -238,3 +238,156 @@ def test_nic_state_is_read_through_the_send_socket(spec):
         for s in eng._tx.values():
             s.close()
         subprocess.run(["ip", "netns", "del", ns], check=True)
+
+# ---- counters: the flow's own packets, never the lab's background ---------------------------
+class _Tpl:
+    """Stands in for a FrameTemplate: only its size (bytes on the wire) matters here."""
+
+    size = 1082
+
+
+def _ports(spec) -> list[tuple[str, str]]:
+    roles = {n.name: n.role for n in spec.nodes}
+    return [(e.node, e.interface) for ln in spec.links for e in (ln.a, ln.b)
+            if roles[e.node] != "server"]
+
+
+def _measured(spec, flow, moved: dict, background: int):
+    """_attribute() over synthetic counters: every switch port moved ``background`` packets of
+    86 bytes (BFD, keepalives, RA: a long window on a busy full-size lab), plus ``moved``
+    ``{(node, port): ("rx"|"tx")}`` carrying the flow's 64 packets of 1082 bytes."""
+    from railab.traffic.engine import Engine, FlowResult, _FlowState
+
+    before = {p: (1000, 1000, 86000, 86000) for p in _ports(spec)}
+    after = {p: (v[0] + background, v[1] + background, v[2] + 86 * background,
+                 v[3] + 86 * background) for p, v in before.items()}
+    for p, way in moved.items():
+        rxp, txp, rxb, txb = after[p]
+        after[p] = ((rxp + 64, txp, rxb + 64 * 1082, txb) if way == "rx"
+                    else (rxp, txp + 64, rxb, txb + 64 * 1082))
+    st = _FlowState()
+    st.flow, st.res, st.sent, st.seq = flow, FlowResult(flow=flow), 64, [_Tpl()] * 64
+    Engine(spec)._attribute(st, before, after)  # no sockets: _attribute reads lab.json only
+    return st.res
+
+
+def _cross_group_path(spec, flow):
+    src, dst = spec.nic(flow.src[0], flow.src_nic), spec.nic(flow.dst[0], flow.dst_nic)
+    up = next(ln for ln in spec.links if ln.role == "leaf-spine" and ln.a.node == src.leaf)
+    spine = up.b.node
+    down = next(ln for ln in spec.links if ln.role == "leaf-spine" and ln.a.node == dst.leaf
+                and ln.b.node == spine)
+    moved = {(src.leaf, src.leaf_port): "rx", (src.leaf, up.a.interface): "tx",
+             (spine, up.b.interface): "rx", (spine, down.b.interface): "tx",
+             (dst.leaf, down.a.interface): "rx", (dst.leaf, dst.leaf_port): "tx"}
+    return src, dst, up, down, moved
+
+
+def test_counter_hops_ignore_background_traffic(spec):
+    """Issue 12: on the busy full-size fabric every hops row failed with `counter hops 24 != 3`
+    because BGP/BFD/RA moved every port by more than half a flow's packets during the window.
+    Small frames never add up to a flow's 1 KiB frames: the count stays the flow's own."""
+    flow = flows_for(spec, "cross-group")[0]
+    src, dst, up, down, moved = _cross_group_path(spec, flow)
+    for background in (0, 40, 400):  # 400 small frames on every port: still not a flow
+        r = _measured(spec, flow, moved, background)
+        assert r.hops_counters == 3, (background, r.switches)
+        assert r.switches == [src.leaf, up.b.node, dst.leaf]
+        assert r.path == [f"{src.leaf}:{up.a.interface}", f"{up.b.node}:{down.b.interface}",
+                          f"{dst.leaf}:{dst.leaf_port}"]
+        assert r.uplinks == [f"{src.leaf}:{up.a.interface}>{up.b.node}:{up.b.interface}"]
+        assert r.egress_to is None
+
+
+def test_counters_still_see_a_crossed_cable_under_background(spec):
+    """The packets of srv1's NIC 1 enter the leaf port cabled (by lab.json) to its NIC 3: the
+    sender-side wiring verdict survives the background that used to blur every counter."""
+    flow = flows_for(spec, "intra-rail")[0]  # srv1:gpu0 -> srv2:gpu0 over g1-leaf1
+    src, wrong = spec.nic("srv1", 1), spec.nic("srv1", 3)
+    r = _measured(spec, flow, {(wrong.leaf, wrong.leaf_port): "rx"}, background=40)
+    assert r.egress_to == f"{wrong.leaf}:{wrong.leaf_port}"
+    r.expected_egress_to = f"{src.leaf}:{src.leaf_port}"
+    assert "check cabling" in (r.miswired or "")
+
+
+def test_flow_deltas_bound_packets_by_bytes():
+    from railab.traffic.engine import Engine
+
+    before = {("s", "eth1"): (0, 0, 0, 0), ("s", "eth2"): (5, 5, 500, 500)}
+    after = {("s", "eth1"): (100, 64, 100 * 86, 64 * 1082),  # background rx, a flow's tx
+             ("s", "eth2"): (5 + 64 + 30, 5, 500 + 64 * 1082 + 30 * 86, 500),  # flow + background
+             ("s", "eth3"): (3, 0, 3000, 0)}  # a port new since `before`
+    d = Engine.flow_deltas(before, after, 1082)
+    assert d[("s", "eth1")] == (7, 64)
+    assert d[("s", "eth2")] == (66, 0)  # never below the flow's 64, background adds little
+    assert d[("s", "eth3")] == (2, 0)
+
+
+def test_rtnl_dumps_links_and_counters_of_this_namespace():
+    """The raw rtnetlink dumps agree with the kernel's view (here: this process' namespace;
+    dumping links and stats needs no privilege)."""
+    from pyroute2 import IPRoute
+
+    from railab.traffic.engine import Rtnl
+
+    nl = Rtnl()
+    try:
+        links, stats = nl.links(), nl.stats()
+    finally:
+        nl.close()
+    with IPRoute() as ipr:
+        want = {ln["index"]: (ln.get("ifname"), ln.get("address")) for ln in ipr.get_links()}
+    assert links == want
+    assert set(stats) == set(want) and all(len(v) == 4 for v in stats.values())
+    lo = next(i for i, (name, _) in links.items() if name == "lo")
+    assert links[lo][1] == "00:00:00:00:00:00"
+
+
+def test_raise_nofile_lifts_the_soft_limit_to_the_hard_one(monkeypatch):
+    import resource
+
+    from railab.errors import RailabError
+    from railab.traffic import engine
+
+    limits = {"now": (1024, 65536)}
+    monkeypatch.setattr(resource, "getrlimit", lambda which: limits["now"])
+    monkeypatch.setattr(resource, "setrlimit", lambda which, v: limits.update(now=v))
+    assert engine.raise_nofile(100) == 1024 and limits["now"] == (1024, 65536)  # fits: unchanged
+    assert engine.raise_nofile(5632) == 65536 and limits["now"] == (65536, 65536)
+    limits["now"] = (1024, 4096)
+    with pytest.raises(RailabError, match="needs 9000 file descriptors.*hard limit 4096"):
+        engine.raise_nofile(9000)
+
+
+def test_sample_text_says_what_share_of_the_lab_was_sent(spec):
+    from railab.traffic.patterns import class_population, sample_text
+
+    servers = len(spec.by_role("server"))
+    gpus = servers * spec.gpus_per_server
+    classes = ("intra-server", "intra-rail", "inter-rail", "cross-group")
+    assert sum(class_population(spec, c) for c in classes) == gpus * (gpus - 1)
+    assert class_population(spec, "cross-group") == 128  # mini: 2 groups x 8 GPUs each way
+    assert sample_text(spec, flows_for(spec, "cross-group", n=8)) == \
+        "sampled 4 of 128 cross-group GPU pairs (8 flows)"
+    every = flows_for(spec, "all-to-all", sample=servers)
+    assert sample_text(spec, every).startswith("all 48 intra-server, all ")
+    assert "sampled" not in sample_text(spec, every)
+
+
+def test_rtnl_link_flags_follow_the_one_link_up_rule():
+    """`railab traffic` judges idle uplinks with checks.base.link_status over the engine's raw
+    dump: the same flags and operstate pyroute2 (and so Observer) reads."""
+    from pyroute2 import IPRoute
+
+    from railab.checks.base import link_status
+    from railab.traffic.engine import Rtnl
+
+    nl = Rtnl()
+    try:
+        mine = nl.link_flags()
+    finally:
+        nl.close()
+    with IPRoute() as ipr:
+        theirs = {ln.get("ifname"): (ln["flags"], ln.get("operstate")) for ln in ipr.get_links()}
+    assert mine == theirs
+    assert link_status(*mine["lo"]) == "up"

@@ -9,8 +9,9 @@ thread, then back) to open its sockets, which keep their namespace afterwards:
   (``ip and (icmp or udp dst port 4791)``, unfragmented), outgoing copies ignored;
 * one UDP socket bound to port 4791 per server, drained, so the kernel never answers RoCE
   packets with ICMP port-unreachable;
-* one pyroute2 ``IPRoute`` netlink socket per switch namespace, for port counters
-  (``IFLA_STATS64``), MAC addresses and link state.
+* one raw rtnetlink socket per switch namespace (:class:`Rtnl`): its links dumped and indexed
+  once at open (MACs), port counters as one ``RTM_GETSTATS`` dump per read, link state for
+  ``railab traffic``'s uplink warnings; pyroute2 only for :meth:`Engine.set_link`.
 
 Frames go to the leaf port's MAC (the peer link address, read from the leaf's namespace). Per
 flow, one frame template per opcode is built with scapy and only PSN/ack-request/ICRC are patched
@@ -21,8 +22,10 @@ The receiver checks per flow: PSN order (out-of-order count), loss, duplicates, 
 TTL (hops = 64 - TTL, every switch hop is routed). With ``measure=True`` flows run one at a time
 and every switch's port counters are read before and after; the switches whose counters moved by
 at least half the flow's packets, and the walk of moved egress ports from the source leaf, give
-the hop count and the exact path (leaf uplink, spine, parallel link). ACKs are suppressed while
-measuring so the reverse path does not blur the attribution.
+the hop count and the exact path (leaf uplink, spine, parallel link). A port's share of the flow
+is bounded by its bytes too (:meth:`Engine.flow_deltas`), so the lab's own small frames (BFD,
+BGP, RA) never count as the flow. ACKs are suppressed while measuring so the reverse path does
+not blur the attribution.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import errno
 import fcntl
 import os
 import random
+import resource
 import select
 import socket
 import struct
@@ -90,6 +94,152 @@ def _attach_bpf(sock: socket.socket) -> None:
     buf = ctypes.create_string_buffer(prog)
     fprog = struct.pack("HL", len(_BPF), ctypes.addressof(buf))
     sock.setsockopt(socket.SOL_SOCKET, SO_ATTACH_FILTER, fprog)
+
+
+# rtnetlink (include/uapi/linux/rtnetlink.h, if_link.h), spoken raw: one dump per namespace and
+# request, parsed with struct. pyroute2 parses every attribute of every link (about 1 ms per link
+# here), which on a full-size fabric (24 switches x 129 ports) made one counter read take seconds.
+NETLINK_ROUTE = 0
+RTM_GETLINK = 18
+RTM_GETSTATS = 94
+NLM_F_REQUEST = 0x1
+NLM_F_DUMP = 0x300
+NLMSG_ERROR = 2
+NLMSG_DONE = 3
+IFLA_ADDRESS = 1
+IFLA_IFNAME = 3
+IFLA_OPERSTATE = 16
+#: IFLA_OPERSTATE values (RFC 2863, include/uapi/linux/if.h), named as pyroute2 and iproute2 do
+OPERSTATES = ("UNKNOWN", "NOTPRESENT", "DOWN", "LOWERLAYERDOWN", "TESTING", "DORMANT", "UP")
+IFLA_STATS_LINK_64 = 1
+_NLMSG = struct.Struct("=IHHII")  # nlmsghdr: len, type, flags, seq, pid
+_RTA = struct.Struct("=HH")  # rtattr / nlattr: len, type
+_STATS64 = struct.Struct("=QQQQ")  # rtnl_link_stats64: rx_packets, tx_packets, rx_bytes, tx_bytes
+
+
+class Rtnl:
+    """A raw rtnetlink socket in the network namespace that is current when it is made (make it
+    inside :func:`in_netns`; it keeps that namespace).
+
+    :meth:`links` is one ``RTM_GETLINK`` dump, :meth:`stats` one ``RTM_GETSTATS`` dump of
+    ``IFLA_STATS_LINK_64`` only (about 100 bytes per port, no per-link attribute walk), so reading
+    every port counter of a 129-port switch costs one system call round trip, not a parse of
+    every link attribute.
+    """
+
+    def __init__(self) -> None:
+        self.sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_ROUTE)
+        try:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+            self.sock.bind((0, 0))
+        except OSError:
+            self.sock.close()
+            raise
+        self._seq = 0
+        self._buf = bytearray(1 << 17)
+
+    def close(self) -> None:
+        """Close the socket (idempotent)."""
+        self.sock.close()
+
+    def dump(self, msg_type: int, body: bytes) -> Iterator[memoryview]:
+        """Send one ``NLM_F_DUMP`` request and yield each reply's payload (after the
+        nlmsghdr); each view is valid until the next one is yielded. Raises OSError on an
+        ``NLMSG_ERROR`` reply."""
+        self._seq = (self._seq + 1) & 0xFFFFFFFF
+        seq = self._seq
+        self.sock.send(_NLMSG.pack(_NLMSG.size + len(body), msg_type, NLM_F_REQUEST | NLM_F_DUMP,
+                                   seq, 0) + body)
+        buf = self._buf
+        while True:
+            n = self.sock.recv_into(buf)
+            off = 0
+            while off + _NLMSG.size <= n:
+                ln, typ, _flags, mseq, _pid = _NLMSG.unpack_from(buf, off)
+                if ln < _NLMSG.size:
+                    return
+                if mseq == seq:
+                    if typ == NLMSG_DONE:
+                        return
+                    if typ == NLMSG_ERROR:
+                        err = struct.unpack_from("=i", buf, off + _NLMSG.size)[0]
+                        if err:
+                            raise OSError(-err, f"rtnetlink dump {msg_type}: {os.strerror(-err)}")
+                        return
+                    yield memoryview(buf)[off + _NLMSG.size:off + ln]
+                off += (ln + 3) & ~3
+
+    @staticmethod
+    def _attrs(payload: memoryview, start: int) -> Iterator[tuple[int, memoryview]]:
+        off, end = start, len(payload)
+        while off + _RTA.size <= end:
+            ln, typ = _RTA.unpack_from(payload, off)
+            if ln < _RTA.size:
+                return
+            yield typ & 0x3FFF, payload[off + _RTA.size:off + ln]
+            off += (ln + 3) & ~3
+
+    def links(self) -> dict[int, tuple[str, str]]:
+        """``ifindex -> (ifname, MAC "aa:bb:..")`` of every link in the namespace (one dump)."""
+        out: dict[int, tuple[str, str]] = {}
+        for p in self.dump(RTM_GETLINK, struct.pack("=BxHiII", socket.AF_UNSPEC, 0, 0, 0, 0)):
+            index = struct.unpack_from("=i", p, 4)[0]
+            name, mac = "", ""
+            for typ, val in self._attrs(p, 16):
+                if typ == IFLA_IFNAME:
+                    name = bytes(val).split(b"\0", 1)[0].decode()
+                elif typ == IFLA_ADDRESS:
+                    mac = bytes(val).hex(":")
+            out[index] = (name, mac)
+        return out
+
+    def link_flags(self) -> dict[str, tuple[int, str]]:
+        """``ifname -> (ifi_flags, operstate name)`` of every link (one RTM_GETLINK dump); feed
+        it to :func:`railab.checks.base.link_status`, the one link-up rule."""
+        out: dict[str, tuple[int, str]] = {}
+        for p in self.dump(RTM_GETLINK, struct.pack("=BxHiII", socket.AF_UNSPEC, 0, 0, 0, 0)):
+            flags = struct.unpack_from("=I", p, 8)[0]
+            name, oper = "", "UNKNOWN"
+            for typ, val in self._attrs(p, 16):
+                if typ == IFLA_IFNAME:
+                    name = bytes(val).split(b"\0", 1)[0].decode()
+                elif typ == IFLA_OPERSTATE and len(val):
+                    oper = OPERSTATES[val[0]] if val[0] < len(OPERSTATES) else "UNKNOWN"
+            out[name] = (flags, oper)
+        return out
+
+    def stats(self) -> dict[int, tuple[int, int, int, int]]:
+        """``ifindex -> (rx_packets, tx_packets, rx_bytes, tx_bytes)`` of every link (one
+        ``RTM_GETSTATS`` dump, 64-bit counters)."""
+        out: dict[int, tuple[int, int, int, int]] = {}
+        mask = 1 << (IFLA_STATS_LINK_64 - 1)
+        for p in self.dump(RTM_GETSTATS, struct.pack("=BBHII", socket.AF_UNSPEC, 0, 0, 0, mask)):
+            index = struct.unpack_from("=I", p, 4)[0]
+            for typ, val in self._attrs(p, 12):
+                if typ == IFLA_STATS_LINK_64 and len(val) >= _STATS64.size:
+                    out[index] = _STATS64.unpack_from(val, 0)
+        return out
+
+
+def raise_nofile(need: int) -> int:
+    """Make sure this process may hold ``need`` more file descriptors than it has open: raise
+    the soft ``RLIMIT_NOFILE`` to the hard limit when the soft one is short (stock Debian's soft
+    limit is 1024; the engine holds about 11 sockets per server of 8 NICs, plus one per switch).
+    Returns the soft limit now in force. Raises RailabError when even the hard limit is short."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    try:
+        in_use = len(os.listdir("/proc/self/fd"))
+    except OSError:
+        in_use = 64
+    want = in_use + need + 16
+    if soft != resource.RLIM_INFINITY and soft < want:
+        if hard != resource.RLIM_INFINITY and hard < want:
+            raise RailabError(f"the traffic engine needs {need} file descriptors and this process "
+                              f"may open {hard - in_use} more (RLIMIT_NOFILE hard limit {hard}): "
+                              "raise it (ulimit -Hn, /etc/security/limits.conf)")
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        soft = hard
+    return soft
 
 
 @contextmanager
@@ -310,7 +460,10 @@ class Engine:
         self._lo: dict[str, socket.socket] = {}
         self._rx: dict[int, tuple[str, socket.socket]] = {}
         self._sinks: list[socket.socket] = []
-        self._ipr: dict[str, IPRoute] = {}
+        self._nl: dict[str, Rtnl] = {}  # switch -> raw rtnetlink socket (links, counters)
+        self._ipr: dict[str, IPRoute] = {}  # switch -> pyroute2, opened by set_link only
+        self._links: dict[str, dict[str, tuple[int, str]]] = {}  # switch -> ifname -> (idx, MAC)
+        self._ifnames: dict[str, dict[int, str]] = {}  # switch -> ifindex -> ifname
         self._src_mac: dict[tuple[str, int], str] = {}
         self._gw_mac: dict[tuple[str, int], str] = {}
         self._mac_port: dict[bytes, str] = {}  # leaf server-port MAC -> "leaf:port"
@@ -346,16 +499,27 @@ class Engine:
             raise KeyboardInterrupt
 
     def open(self) -> None:
-        """Open every socket (server NICs, lo, receivers, UDP sinks, switch netlink)."""
+        """Open every socket (server NICs, lo, receivers, UDP sinks, switch netlink).
+
+        Each namespace is entered once: a switch's links are dumped once there and indexed
+        (``ifname -> (ifindex, MAC)``), and every NIC's gateway MAC is looked up in that index;
+        a server's NICs come from :meth:`LabSpec.nics_of`. RLIMIT_NOFILE is raised to the hard
+        limit first when the sockets would not fit under the soft one (:func:`raise_nofile`).
+        """
+        servers = self.spec.by_role("server")
+        switches = [n for n in self.spec.nodes if n.role != "server"]
+        raise_nofile(sum(3 + len(self.spec.nics_of(s.name)) for s in servers) + 2 * len(switches) + 1)
         self._ep = select.epoll()
-        for node in self.spec.nodes:
+        for node in switches:
             self._check_stop()
-            if node.role != "server":
-                with in_netns(self.netns_of(node.name)):
-                    self._ipr[node.name] = IPRoute()
-        for srv in self.spec.by_role("server"):
+            with in_netns(self.netns_of(node.name)):
+                self._nl[node.name] = Rtnl()
+            self._index_links(node.name)
+        for srv in servers:
+            self._check_stop()
             with in_netns(self.netns_of(srv.name)):
                 rx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_IP))
+                self._rx[rx.fileno()] = (srv.name, rx)
                 _attach_bpf(rx)
                 try:
                     rx.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
@@ -363,18 +527,17 @@ class Engine:
                     pass
                 rx.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RCVBUF)
                 rx.setblocking(False)
-                self._rx[rx.fileno()] = (srv.name, rx)
                 self._ep.register(rx.fileno(), select.EPOLLIN)
                 sink = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+                self._sinks.append(sink)
                 sink.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                 sink.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
                 sink.bind(("0.0.0.0", roce.ROCEV2_UDP_PORT))
                 sink.setblocking(False)
-                self._sinks.append(sink)
                 lo = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
-                lo.bind(("lo", 0))
                 self._lo[srv.name] = lo
-                for nic in [n for n in self.spec.nics if n.server == srv.name]:
+                lo.bind(("lo", 0))
+                for nic in self.spec.nics_of(srv.name):
                     s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
                     try:
                         s.bind((nic.interface, 0))
@@ -396,36 +559,68 @@ class Engine:
             s.close()
         for _, s in self._rx.values():
             s.close()
+        for nl in self._nl.values():
+            nl.close()
         for ipr in self._ipr.values():
             ipr.close()
         if self._ep is not None:
             self._ep.close()
-        self._tx, self._lo, self._rx, self._sinks, self._ipr, self._ep = {}, {}, {}, [], {}, None
+        self._tx, self._lo, self._rx, self._sinks, self._ep = {}, {}, {}, [], None
+        self._nl, self._ipr, self._links, self._ifnames = {}, {}, {}, {}
 
     # ---- switch state ----------------------------------------------------------------------
+    def _index_links(self, node: str) -> None:
+        """(Re)read ``node``'s links: one RTM_GETLINK dump, indexed by name and by ifindex."""
+        links = self._nl[node].links()
+        self._links[node] = {name: (idx, mac) for idx, (name, mac) in links.items()}
+        self._ifnames[node] = {idx: name for idx, (name, _mac) in links.items()}
+
     def _link_mac(self, node: str, ifname: str) -> str:
-        links = self._ipr[node].get_links(ifname=ifname)
-        if not links:
+        if node not in self._links:
+            raise RailabError(f"{node!r} is not a switch of lab {self.spec.name!r}")
+        link = self._links[node].get(ifname)
+        if link is None:
             raise RailabError(f"{node} has no interface {ifname}: is the lab fully up?")
-        return links[0].get("address")
+        return link[1]
+
+    def port_stats(self) -> dict[tuple[str, str], tuple[int, int, int, int]]:
+        """``(switch, ifname) -> (rx_packets, tx_packets, rx_bytes, tx_bytes)`` for every switch
+        port (``lo`` excluded): one RTM_GETSTATS dump per switch, a few ms for all 24 switches of
+        ``rail-optimized-1024-full``, so a measured flow's counter window stays short. A port
+        created after :meth:`open` triggers a re-read of that switch's link names."""
+        out = {}
+        for node, nl in self._nl.items():
+            names = self._ifnames[node]
+            stats = nl.stats()
+            if any(idx not in names for idx in stats):
+                self._index_links(node)
+                names = self._ifnames[node]
+            for idx, st in stats.items():
+                name = names.get(idx)
+                if name is not None and name != "lo":
+                    out[(node, name)] = st
+        return out
 
     def counters(self) -> dict[tuple[str, str], tuple[int, int]]:
         """``(switch, ifname) -> (rx_packets, tx_packets)`` for every switch port."""
-        out = {}
-        for node, ipr in self._ipr.items():
-            for ln in ipr.get_links():
-                st = ln.get("stats64") or ln.get("stats")
-                name = ln.get("ifname")
-                if st is None or name == "lo":
-                    continue
-                out[(node, name)] = (st["rx_packets"], st["tx_packets"])
-        return out
+        return {k: (v[0], v[1]) for k, v in self.port_stats().items()}
+
+    def link_flags(self, node: str) -> dict[str, tuple[int, str]]:
+        """``ifname -> (ifi_flags, operstate)`` of switch ``node``, read now (one raw
+        RTM_GETLINK dump, :meth:`Rtnl.link_flags`); :func:`railab.checks.base.link_status` turns
+        an entry into ``up`` / ``admin-down`` / ``carrier-lost``."""
+        if node not in self._nl:
+            raise RailabError(f"{node!r} is not a switch of lab {self.spec.name!r}")
+        return self._nl[node].link_flags()
 
     def set_link(self, node: str, ifname: str, up: bool) -> None:
         """Set a switch port administratively up or down (pyroute2, in the switch's namespace)."""
+        if node not in self._nl:
+            raise RailabError(f"{node!r} is not a switch of lab {self.spec.name!r}")
         ipr = self._ipr.get(node)
         if ipr is None:
-            raise RailabError(f"{node!r} is not a switch of lab {self.spec.name!r}")
+            with in_netns(self.netns_of(node)):
+                ipr = self._ipr[node] = IPRoute()
         idx = ipr.link_lookup(ifname=ifname)
         if not idx:
             raise RailabError(f"{node} has no interface {ifname}")
@@ -717,9 +912,9 @@ class Engine:
             if measure:
                 for f in flows:
                     st = self._prepare(f, acks=False)
-                    before = self.counters()
+                    before = self.port_stats()
                     self._run_batch([st], timeout, batch)
-                    after = self.counters()
+                    after = self.port_stats()
                     self._attribute(st, before, after)
                     results.append(st.res)
                     self._forget(st)
@@ -740,11 +935,31 @@ class Engine:
         self._by_qpn.pop(st.dqpn, None)
         self._by_qpn.pop(st.sqpn, None)
 
+    @staticmethod
+    def flow_deltas(before: dict, after: dict, frame_len: int) -> dict[tuple[str, str], tuple[int, int]]:
+        """Per switch port, how many of a flow's packets crossed it between two
+        :meth:`port_stats` reads: ``(rx, tx)``, each ``min(packets moved, bytes moved //
+        frame_len)``, where ``frame_len`` is the flow's smallest frame (bytes, Ethernet header
+        included, as veth counts them).
+
+        The byte bound is the per-flow marker: the lab's own background (BFD 66 B, BGP
+        keepalives 85 B, IPv6 RA/ND ~100 B) moves a port's packet counter as much as a probe
+        flow does over a long enough window, but 10-16 of those weigh one 1 KiB RoCE frame, so
+        background alone does not reach a flow's threshold (half its packets). The bound is
+        weaker for flows of small frames (``size``/``mtu`` of a few hundred bytes); the hops
+        check and ``railab traffic`` send 1 KiB frames."""
+        zero = (0, 0, 0, 0)
+        fl = max(1, frame_len)
+        out = {}
+        for k, a in after.items():
+            b = before.get(k, zero)
+            out[k] = (min(a[0] - b[0], (a[2] - b[2]) // fl), min(a[1] - b[1], (a[3] - b[3]) // fl))
+        return out
+
     def _attribute(self, st: _FlowState, before: dict, after: dict) -> None:
         res = st.res
         thr = max(3, st.sent // 2)
-        delta = {k: (after[k][0] - before.get(k, (0, 0))[0], after[k][1] - before.get(k, (0, 0))[1])
-                 for k in after}
+        delta = self.flow_deltas(before, after, min(t.size for t in set(st.seq)))
         moved = sorted({node for (node, _), (rx, _tx) in delta.items() if rx >= thr})
         res.hops_counters = len(moved)
         res.switches = moved
@@ -760,7 +975,7 @@ class Engine:
             if took:
                 res.egress_to = took[-1][1]
         path: list[str] = []
-        for _ in range(len(self._ipr) + 1):
+        for _ in range(len(self._roles) + 1):  # a walk visits each node once
             outs = sorted(((tx, ifn) for (n, ifn), (_rx, tx) in delta.items()
                            if n == node and ifn != ingress and tx >= thr), reverse=True)
             if not outs or (len(outs) > 1 and outs[0][0] == outs[1][0]):

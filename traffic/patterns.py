@@ -347,6 +347,46 @@ def _ring(ctx: PatternContext) -> list[Pair]:
     return base
 
 
+def class_population(spec: LabSpec, path_class: str) -> int:
+    """How many ordered (source GPU, destination GPU) pairs of ``path_class`` the lab has, by
+    :func:`classify`: with ``s_g`` servers in group ``g``, ``G`` GPUs per server and ``T`` GPUs
+    in all, intra-server ``S*G*(G-1)``, intra-rail ``sum G*s_g*(s_g-1)``, inter-rail (and
+    inter-rail-pxn) ``sum s_g*(s_g-1)*G*(G-1)``, cross-group ``sum s_g*G*(T - s_g*G)``; the
+    classes add up to ``T*(T-1)``. 0 for a class the lab does not have."""
+    G = spec.gpus_per_server
+    sizes = [len(v) for v in _servers_by_group(spec).values()]
+    total = sum(sizes) * G
+    if path_class == "intra-server":
+        return sum(sizes) * G * (G - 1)
+    if path_class == "intra-rail":
+        return sum(G * s * (s - 1) for s in sizes)
+    if path_class in ("inter-rail", "inter-rail-pxn"):
+        return sum(s * (s - 1) * G * (G - 1) for s in sizes)
+    if path_class == "cross-group":
+        return sum(s * G * (total - s * G) for s in sizes)
+    return 0
+
+
+def sample_text(spec: LabSpec, flows: list[Flow]) -> str:
+    """What share of the lab's GPU pairs ``flows`` (routed) cover, per path class, e.g.
+    ``sampled 8 of 524288 cross-group GPU pairs (8 flows)`` on ``rail-optimized-1024-full``, or
+    ``all 56 intra-server GPU pairs (56 flows)`` when the flows cover every pair of the class."""
+    by_class: dict[str, set[Pair]] = {}
+    for f in flows:
+        by_class.setdefault(f.path_class, set()).add((f.src, f.dst))
+    parts, sampled = [], False
+    for cls, pairs in by_class.items():
+        n = class_population(spec, cls)
+        if len(pairs) < n:
+            sampled = True
+            parts.append(f"{len(pairs)} of {n} {cls}")
+        else:
+            parts.append(f"all {len(pairs)} {cls}")
+    what = ", ".join(parts) + " GPU pairs"
+    nf = f"({len(flows)} flow{'' if len(flows) == 1 else 's'})"
+    return f"sampled {what} {nf}" if sampled else f"{what} {nf}"
+
+
 @dataclass
 class SpreadStats:
     """How many flows crossed each uplink / spine, and the imbalance (max / mean, 1.0 = even)."""
