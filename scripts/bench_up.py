@@ -91,10 +91,10 @@ def idle_cpu(lab: str, seconds: float) -> dict:
     }
 
 
-def phase_text(timings: dict) -> str:
-    """The phase breakdown as one line: ``phase s (pct)``, sub-phases in brackets."""
-    return ", ".join(f"{'  ' * d}{p} {s:.2f} s" + (f" ({pct:.0f} %)" if pct is not None else "")
-                     for d, p, s, pct in phase_rows(timings))
+def phase_text(timings: dict) -> list[str]:
+    """The phase breakdown (``railab inspect``'s rows) as indented lines ``phase  s  pct``."""
+    return [f"{'  ' * d}{p:<{24 - 2 * d}} {s:7.2f} s" + (f" {pct:4.0f} %" if pct is not None else "")
+            for d, p, s, pct in phase_rows(timings)]
 
 
 def estimate_row(intent: str, workdir: Path) -> dict:
@@ -229,7 +229,8 @@ def main() -> None:
               f"{r['estimate_gib']} / {r['mem_used_gib']} GiB | {cpu} | "
               f"{r['load1_before']} -> {r['load1_after']} |")
     for r in rows:
-        print(f"\n{r['intent']} phases: {r['phases']}")
+        print(f"\n{r['intent']} phases:")
+        print("\n".join(r["phases"]))
 
 
 if __name__ == "__main__":

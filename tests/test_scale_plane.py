@@ -200,8 +200,9 @@ def test_4096_full_intent_shape_timers_and_estimate():
 # ---- railab inspect: phase table ----------------------------------------------------------------
 def test_phase_rows_nest_and_sum():
     t = {"preflight_s": 0.5, "namespaces_s": 1.0, "links_s": 3.0, "servers_s": 0.5,
-         "frr_zebra_s": 0.5, "frr_bgpd_s": 0.5, "frr_config_s": 4.0, "frr_s": 5.5,
+         "frr_bgpd_s": 0.5, "frr_config_s": 4.0, "frr_zebra_s": 0.5, "frr_s": 5.5,
          "build_s": 10.5, "converge_s": 9.0}
+    t = dict(sorted(t.items()))  # as state.json stores them
     rows = phase_rows(t)
     names = [(d, p) for d, p, _, _ in rows]
     assert names == [(0, "preflight"), (0, "build"), (1, "namespaces"), (1, "links"), (1, "servers"),

@@ -24,6 +24,7 @@ from rich.table import Table
 from railab.errors import EXIT_NOT_FOUND, EXIT_USAGE, RailabError, UsageError
 from railab.testbed import state
 from railab.topologies.naming import container_name
+from railab.topologies.nodekinds import FRR_DAEMONS
 
 
 def _runtime(name: str = "netns"):
@@ -125,8 +126,12 @@ _TOP = ("preflight_s", "build_s", "deploy_s", "converge_s")
 
 
 def _kids(key: str, timings: dict[str, float]) -> list[str]:
-    if key == "frr_s":
-        return [k for k in timings if k.startswith("frr_") and k.endswith("_s") and k != "frr_s"]
+    if key == "frr_s":  # the daemon waves in start order (state.json sorts keys), then the push
+        waves = [k for k in timings if k.startswith("frr_") and k.endswith("_s")
+                 and k not in ("frr_s", "frr_config_s")]
+        order = {f"frr_{d}_s": i for i, d in enumerate(FRR_DAEMONS)}
+        waves.sort(key=lambda k: (order.get(k, len(order)), k))
+        return waves + (["frr_config_s"] if "frr_config_s" in timings else [])
     return [k for k in _PHASES.get(key, ()) if k in timings]
 
 
