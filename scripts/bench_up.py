@@ -2,6 +2,7 @@
 """Benchmark the netns runtime: up-to-converged time, down time, peak RSS of the lab's processes.
 
 Usage (root, Debian frr): ``python scripts/bench_up.py [INTENT ...] [--idle S] [--estimate]``
+(INTENT: a shipped intent's name or an intent YAML path)
 (default intents: mini, rail-optimized-1024, rail-optimized-1024-full). Each intent is generated
 into a temp dir under a unique lab name, brought up with ``railab.checks.deploy.bring_up`` (convergence
 checked against lab.json), sampled for RSS while converging and for 2 s after, then brought down.
@@ -97,9 +98,14 @@ def phase_text(timings: dict) -> list[str]:
             for d, p, s, pct in phase_rows(timings)]
 
 
+def _intent_path(intent: str) -> Path:
+    """A shipped intent's name, or a path to an intent YAML (e.g. a variant with ``lab.bfd``)."""
+    return Path(intent) if intent.endswith((".yml", ".yaml")) else ROOT / "topologies" / "intents" / f"{intent}.yml"
+
+
 def estimate_row(intent: str, workdir: Path) -> dict:
     """Generate ``intent`` and report its memory estimate and whether this host admits it."""
-    labdir = generate(ROOT / "topologies" / "intents" / f"{intent}.yml", workdir / intent)
+    labdir = generate(_intent_path(intent), workdir / Path(intent).stem)
     spec = LabSpec.load(labdir)
     est = estimate_memory(spec)
     avail, source = mem_available_bytes()
@@ -130,8 +136,8 @@ def lab_rss_bytes(lab: str) -> tuple[int, int]:
 
 
 def bench(intent: str, workdir: Path, idle_s: float = 10.0) -> dict:
-    name = f"bench{os.getpid() % 10000}-{intent[:12].strip('-')}".lower()
-    labdir = generate(ROOT / "topologies" / "intents" / f"{intent}.yml", workdir / name, name=name)
+    name = f"bench{os.getpid() % 10000}-{Path(intent).stem[:12].strip('-')}".lower()
+    labdir = generate(_intent_path(intent), workdir / name, name=name)
     spec = LabSpec.load(labdir)
     rt = NetnsRuntime()
     peak = [0, 0]
