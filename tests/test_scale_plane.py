@@ -132,7 +132,8 @@ def test_preflight_refuses_through_the_override(full1024, monkeypatch):
         rt_netns.check_memory(full1024.spec)
     msg = str(exc.value)
     assert "needs an estimated 2.4" in msg and "2.00 GiB available (RAILAB_MEM_AVAILABLE_BYTES)" in msg
-    assert "smaller `lab:` block" in msg and "nothing was created" in msg
+    assert "Replace `lab: full` with a smaller `lab:` block" in msg and "nothing was created" in msg
+    assert "the largest part is bgp peers" in msg
     monkeypatch.setenv(rt_netns.MEM_AVAILABLE_ENV, str(4 * GIB))
     assert rt_netns.check_memory(full1024.spec).total_bytes < 3 * GIB
     monkeypatch.setenv(rt_netns.MEM_AVAILABLE_ENV, "lots")

@@ -238,12 +238,16 @@ def check_memory(spec: LabSpec) -> MemoryEstimate:
     avail, source = mem_available_bytes()
     room = avail - MEM_HEADROOM_BYTES
     if est.total_bytes > room:
+        biggest = max(est.parts, key=lambda k: est.parts[k][1])
+        fix = ("Replace `lab: full` with a smaller `lab:` block" if spec.design.get("lab_scale") == "full"
+               else "Use a smaller `lab:` block")
+        fix += (" in the intent (fewer groups, servers_per_group, spines or links_per_pair; the "
+                f"largest part is {biggest})")
         raise RailabError(
             f"lab {spec.name} needs an estimated {est.describe()} but this host has "
             f"{avail / GIB:.2f} GiB available ({source}), {max(room, 0) / GIB:.2f} GiB after "
-            f"{MEM_HEADROOM_BYTES / GIB:.0f} GiB headroom: nothing was created. Use a smaller "
-            f"`lab:` block in the intent (fewer groups, servers_per_group, spines or "
-            f"links_per_pair than `lab: full`), or free memory"
+            f"{MEM_HEADROOM_BYTES / GIB:.0f} GiB headroom: nothing was created. {fix}, or free "
+            f"memory"
         )
     return est
 
