@@ -387,4 +387,7 @@ def register(app: typer.Typer) -> None:
             for depth, phase, sec, pct in rows:
                 pt.add_row("  " * depth + phase, f"{sec:.3f}", "-" if pct is None else f"{pct:.0f}")
             con.print(pt)
+        raised = {**(record.get("host_sysctls") or {}), **(record.get("host_limits") or {})}
+        if raised:
+            con.print("raised for this lab: " + ", ".join(f"{k} {a} -> {b}" for k, (a, b) in raised.items()))
         con.print(f"{len(record.get('links', []))} links; railab inspect {name} --json for everything")
