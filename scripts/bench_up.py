@@ -1,12 +1,19 @@
 #!/usr/bin/env python3
 """Benchmark the netns runtime: up-to-converged time, down time, peak RSS of the lab's processes.
 
-Usage (root, Debian frr): ``python scripts/bench_up.py [INTENT ...] [--keep-dirs]``
+Usage (root, Debian frr): ``python scripts/bench_up.py [INTENT ...] [--idle S] [--estimate]``
+(INTENT: a shipped intent's name or an intent YAML path)
 (default intents: mini, rail-optimized-1024, rail-optimized-1024-full). Each intent is generated
 into a temp dir under a unique lab name, brought up with ``railab.checks.deploy.bring_up`` (convergence
 checked against lab.json), sampled for RSS while converging and for 2 s after, then brought down.
-Prints one JSON line per intent and a table. Targets (issue 4): mini < 10 s; full 1024-GPU
-fabric < 60 s and < 4 GiB.
+``--idle S`` (default 10) measures the machine's CPU (``/proc/stat``, all cores) and the lab's
+processes' CPU over S seconds of the converged, idle lab (0: skip). Each row also has the memory
+estimate of the preflight (railab.topologies.estimate) and the host's ``MemAvailable`` drop from
+before ``up`` to converged, and the phase breakdown (``railab inspect``'s table).
+``--estimate`` only generates and prints each intent's estimate and whether this host would admit it
+(nothing is brought up; safe for rail-optimized-4096-full). Prints one JSON line per intent and a
+table. Targets (issue 4): mini < 10 s; full 1024-GPU fabric < 60 s and < 4 GiB; (issue 12):
+rail-optimized-1024-full up <= 15 s and idle CPU <= 20 % of the machine.
 """
 
 from __future__ import annotations
@@ -23,12 +30,92 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from railab.checks.deploy import bring_up  # noqa: E402
+from railab.cli.lab import phase_rows  # noqa: E402
 from railab.errors import RailabError  # noqa: E402
 from railab.progress import ConvergeBar  # noqa: E402
 from railab.testbed import state as st  # noqa: E402
-from railab.testbed.runtime.netns import NetnsRuntime, _ns_inode, _pids_in_namespaces  # noqa: E402
+from railab.testbed.runtime.netns import (  # noqa: E402
+    MEM_HEADROOM_BYTES,
+    NetnsRuntime,
+    _ns_inode,
+    _pids_in_namespaces,
+    mem_available_bytes,
+)
+from railab.topologies.estimate import GIB, estimate_memory  # noqa: E402
 from railab.topologies.generator import generate  # noqa: E402
 from railab.topologies.labspec import LabSpec  # noqa: E402
+
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_times() -> tuple[int, int]:
+    """(busy, total) jiffies over all cores from /proc/stat (busy excludes idle and iowait)."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return sum(v) - v[3] - v[4], sum(v)
+
+
+def _proc_jiffies(pids: list[int]) -> dict[int, tuple[str, int]]:
+    out = {}
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                raw = f.read()
+        except OSError:
+            continue
+        comm = raw[raw.index("(") + 1:raw.rindex(")")]
+        fields = raw[raw.rindex(")") + 2:].split()
+        out[pid] = (comm, int(fields[11]) + int(fields[12]))
+    return out
+
+
+def idle_cpu(lab: str, seconds: float) -> dict:
+    """CPU over ``seconds`` of an idle lab: ``machine_pct`` (all cores, 100 = every core busy,
+    everything on the host counted), ``lab_pct`` (the lab's processes, same scale) and
+    ``by_daemon`` (percent of one core per process name, summed over nodes)."""
+    rec = st.load(lab)
+    inodes = {i for i in (_ns_inode(ns) for ns in (rec.namespaces if rec else {}).values()) if i}
+    pids = _pids_in_namespaces(inodes)
+    p0, (b0, t0) = _proc_jiffies(pids), _cpu_times()
+    time.sleep(seconds)
+    p1, (b1, t1) = _proc_jiffies(pids), _cpu_times()
+    cores = os.cpu_count() or 1
+    by: dict[str, float] = {}
+    for pid, (comm, j) in p1.items():
+        if pid in p0:
+            by[comm] = by.get(comm, 0.0) + (j - p0[pid][1]) / TICK / seconds * 100
+    return {
+        "seconds": seconds,
+        "machine_pct": round(100 * (b1 - b0) / max(1, t1 - t0), 1),
+        "lab_pct": round(sum(by.values()) / cores, 1),
+        "by_daemon_pct_of_core": {k: round(v, 1) for k, v in sorted(by.items(), key=lambda kv: -kv[1])},
+    }
+
+
+def phase_text(timings: dict) -> list[str]:
+    """The phase breakdown (``railab inspect``'s rows) as indented lines ``phase  s  pct``."""
+    return [f"{'  ' * d}{p:<{24 - 2 * d}} {s:7.2f} s" + (f" {pct:4.0f} %" if pct is not None else "")
+            for d, p, s, pct in phase_rows(timings)]
+
+
+def _intent_path(intent: str) -> Path:
+    """A shipped intent's name, or a path to an intent YAML (e.g. a variant with ``lab.bfd``)."""
+    return Path(intent) if intent.endswith((".yml", ".yaml")) else ROOT / "topologies" / "intents" / f"{intent}.yml"
+
+
+def estimate_row(intent: str, workdir: Path) -> dict:
+    """Generate ``intent`` and report its memory estimate and whether this host admits it."""
+    labdir = generate(_intent_path(intent), workdir / Path(intent).stem)
+    spec = LabSpec.load(labdir)
+    est = estimate_memory(spec)
+    avail, source = mem_available_bytes()
+    return {
+        "intent": intent, "nodes": len(spec.nodes), "links": len(spec.links),
+        "bgp_sessions": len(spec.bgp_sessions), "estimate_gib": round(est.total_bytes / GIB, 2),
+        "estimate": est.describe(), "available_gib": round(avail / GIB, 2), "available_from": source,
+        "admitted": est.total_bytes <= avail - MEM_HEADROOM_BYTES,
+        "bfd": spec.bfd.model_dump(), "ra_interval_s": spec.ra_interval_s,
+    }
 
 
 def lab_rss_bytes(lab: str) -> tuple[int, int]:
@@ -48,9 +135,9 @@ def lab_rss_bytes(lab: str) -> tuple[int, int]:
     return total, n
 
 
-def bench(intent: str, workdir: Path) -> dict:
-    name = f"bench{os.getpid() % 10000}-{intent[:12].strip('-')}".lower()
-    labdir = generate(ROOT / "topologies" / "intents" / f"{intent}.yml", workdir / name, name=name)
+def bench(intent: str, workdir: Path, idle_s: float = 10.0) -> dict:
+    name = f"bench{os.getpid() % 10000}-{Path(intent).stem[:12].strip('-')}".lower()
+    labdir = generate(_intent_path(intent), workdir / name, name=name)
     spec = LabSpec.load(labdir)
     rt = NetnsRuntime()
     peak = [0, 0]
@@ -65,6 +152,9 @@ def bench(intent: str, workdir: Path) -> dict:
 
     th = threading.Thread(target=sampler, daemon=True)
     load_before = os.getloadavg()[0]
+    avail_before = mem_available_bytes()[0]
+    avail_converged = None
+    idle = None
     th.start()
     t0 = time.monotonic()
     error = None
@@ -74,7 +164,10 @@ def bench(intent: str, workdir: Path) -> dict:
             with ConvergeBar() as bar:
                 rec = bring_up(rt, labdir, on_progress=bar if sys.stderr.isatty() else None)
             t_up = time.monotonic() - t0
+            avail_converged = mem_available_bytes()[0]
             time.sleep(2)  # keep sampling RSS on the converged lab
+            if idle_s > 0:
+                idle = idle_cpu(name, idle_s)
         except RailabError as exc:  # e.g. convergence timeout: still report time and memory
             t_up = time.monotonic() - t0
             error = str(exc).splitlines()[0] + " " + " ".join(line.strip()[:160] for line in str(exc).splitlines()[1:])
@@ -95,6 +188,12 @@ def bench(intent: str, workdir: Path) -> dict:
         "peak_rss_mib": round(peak[0] / 2**20, 1),
         "processes": peak[1],
         "timings": rec["timings"],
+        "phases": phase_text(rec["timings"]),
+        "estimate_gib": round(estimate_memory(spec).total_bytes / GIB, 2),
+        "mem_used_gib": (round((avail_before - avail_converged) / GIB, 2)
+                         if avail_converged is not None else None),
+        "idle_cpu": idle,
+        "bfd": spec.bfd.model_dump(), "ra_interval_s": spec.ra_interval_s,
         "load1_before": round(load_before, 2),  # the 2-core host is shared: say what else ran
         "load1_after": round(os.getloadavg()[0], 2),
         "converged": error is None,
@@ -103,24 +202,41 @@ def bench(intent: str, workdir: Path) -> dict:
 
 
 def main() -> None:
-    intents = [a for a in sys.argv[1:] if not a.startswith("-")] or [
+    args = sys.argv[1:]
+    idle_s = 10.0
+    if "--idle" in args:
+        i = args.index("--idle")
+        idle_s = float(args[i + 1])
+        del args[i:i + 2]
+    intents = [a for a in args if not a.startswith("-")] or [
         "mini", "rail-optimized-1024", "rail-optimized-1024-full"]
     rows = []
     with tempfile.TemporaryDirectory(prefix="railab-bench-") as tmp:
+        if "--estimate" in args:
+            for intent in intents:
+                print(json.dumps(estimate_row(intent, Path(tmp))), flush=True)
+            return
         for intent in intents:
-            row = bench(intent, Path(tmp))
+            row = bench(intent, Path(tmp), idle_s)
             print(json.dumps(row), flush=True)
             rows.append(row)
-    print("\n| lab | nodes | links | sessions | up->converged | down | peak RSS (procs) | load1 |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("\n| lab | nodes | links | sessions | up->converged | down | peak RSS (procs) | estimate / "
+          "MemAvailable drop | idle CPU (machine / lab) | load1 |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         t = r["timings"]
         up = f"{r['up_s']} s (build {t.get('build_s', '?')} s, converge {t.get('converge_s', '?')} s)"
         if not r["converged"]:
             up = f"did not converge ({r['up_s']} s)"
+        idle = r["idle_cpu"]
+        cpu = f"{idle['machine_pct']} % / {idle['lab_pct']} %" if idle else "-"
         print(f"| {r['intent']} | {r['nodes']} | {r['links']} | {r['bgp_sessions']} | {up} | "
               f"{r['down_s']} s | {r['peak_rss_mib']} MiB ({r['processes']}) | "
+              f"{r['estimate_gib']} / {r['mem_used_gib']} GiB | {cpu} | "
               f"{r['load1_before']} -> {r['load1_after']} |")
+    for r in rows:
+        print(f"\n{r['intent']} phases:")
+        print("\n".join(r["phases"]))
 
 
 if __name__ == "__main__":

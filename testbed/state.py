@@ -89,7 +89,8 @@ class LabState(_Record):
     ``namespaces``: node -> network namespace; ``links``: ``[a "node:if", b "node:if", mtu]``;
     ``routers``: FRR nodes (netns runtime); ``containers``: node -> container (containerlab);
     ``timings``: step -> seconds; ``host_sysctls``: host-wide sysctls raised, ``{key: [old,
-    new]}`` (never undone).
+    new]}`` (never undone); ``host_limits``: resource limits ``up`` raised in its own process,
+    ``{"RLIMIT_NOFILE": [old soft, new soft]}``.
     """
 
     version: int = STATE_VERSION
@@ -107,6 +108,7 @@ class LabState(_Record):
     docker_url: str | None = None
     timings: dict[str, float] = Field(default_factory=dict)
     host_sysctls: dict[str, tuple[int, int]] = Field(default_factory=dict)
+    host_limits: dict[str, tuple[int, int]] = Field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """The JSON document as stored (plain dicts and lists)."""

@@ -61,6 +61,9 @@ def test_down_with_a_lab_and_all_is_a_usage_error(mini_lab, tmp_path):
 def test_inspect_human_and_json(mini_lab, tmp_path):
     human = _railab("inspect", mini_lab.name, cwd=tmp_path)
     assert human.returncode == 0 and "g1-leaf1" in human.stdout and "bgpd(" in human.stdout
+    assert "phases (up to converged)" in human.stdout  # the phase breakdown, as a table
+    for phase in ("preflight", "namespaces", "frr_config", "converge", "total"):
+        assert phase in human.stdout
     data = json.loads(_railab("inspect", mini_lab.name, "--json", cwd=tmp_path).stdout)
     assert data["lab"] == mini_lab.name and data["runtime"] == "netns"
     assert set(data["namespaces"]) == {n.name for n in mini_lab.spec.nodes}

@@ -42,7 +42,7 @@ def labs(tmp_path_factory) -> dict[str, Path]:
 
 def test_shipped_intents_present():
     for n in ("mini", "rail-only-256", "rail-only-512", "rail-optimized-1024",
-              "rail-optimized-1024-full", "rail-optimized-4096"):
+              "rail-optimized-1024-full", "rail-optimized-4096", "rail-optimized-4096-full"):
         assert n in SHIPPED
 
 

@@ -11,8 +11,9 @@ What each part implements:
 * ASNs (RFC 7938 section 5.2, private 4-byte ASNs of RFC 6996): spines share one ASN so a route
   never leaves a spine towards another spine (AS_PATH loop detection), leaves have unique ASNs.
 * Fabric links: BGP unnumbered - ``neighbor ethX interface peer-group FABRIC`` over the IPv6
-  link-local address learnt from router advertisements (``ipv6 nd ra-interval 3``,
-  ``no ipv6 nd suppress-ra``), IPv4 NLRI with IPv6 next hops (RFC 5549 / RFC 8950,
+  link-local address learnt from router advertisements (``ipv6 nd ra-interval N``,
+  ``no ipv6 nd suppress-ra``; N = 3 s on small labs, scaled with the fabric port count by
+  :func:`railab.topologies.bfd.scaled_ra_interval`), IPv4 NLRI with IPv6 next hops (RFC 5549 / RFC 8950,
   ``capability extended-nexthop``). Seed guide: "Leveraging IPv6 Link-Local, unnumbered BGP
   neighbors are established to exchange Rail subnet routes".
 * Rail aggregate: ``ip route <rail subnet> blackhole`` (staticd) + ``network <rail subnet>``. The
@@ -28,7 +29,8 @@ What each part implements:
 * Loading: the file is an integrated config; apply it with ``vtysh -f``/``vtysh -b`` to running
   daemons. Per-daemon ``-f frr.conf`` loses the static blackhole (staticd 8.4 rejects it there).
 * BFD (bfdd) on every fabric session, timers from :class:`railab.topologies.bfd.BfdProfile`
-  (default 300 ms x 5: detects a dead link in 1.5 s while tolerating a busy 2-core host).
+  (300 ms x 5 on small labs: detects a dead link in 1.5 s while tolerating a busy 2-core host;
+  slower, then off, as the lab grows: :func:`railab.topologies.bfd.scaled_bfd`).
 * ``daemons``: the node kind's ordered FRR daemons (:mod:`railab.topologies.nodekinds`).
 * ``no zebra nexthop kernel enable``: zebra installs routes with their next hops inline
   (RFC 5549 routes as ``via 169.254.0.1 onlink`` plus a permanent neighbour entry, FRR's classic
@@ -48,7 +50,7 @@ from pathlib import Path
 
 import jinja2
 
-from railab.topologies.bfd import DEFAULT_BFD, BfdProfile
+from railab.topologies.bfd import DEFAULT_BFD, RA_MIN_S, BfdProfile
 from railab.topologies.nodekinds import (
     FRR_DAEMON_OPTIONS,
     FRR_DAEMONS,
@@ -77,7 +79,8 @@ class SwitchConfig:
     ``rail_subnets``: the aggregates a leaf announces (empty on spines); ``fabric_ports``:
     unnumbered BGP interfaces; ``server_ports``: routed /31 ports to server NICs;
     ``loopback_interface``: ``lo`` on FRR nodes, ``None`` on sonic-vs (Loopback0 comes from
-    config_db's LOOPBACK_INTERFACE); ``bfd``: the fabric BFD timers; ``max_ecmp``: the node
+    config_db's LOOPBACK_INTERFACE); ``bfd``: the fabric BFD timers; ``ra_interval_s``: IPv6
+    RA interval on fabric ports, seconds; ``max_ecmp``: the node
     kind's ECMP cap (None: FRR's).
     """
 
@@ -93,6 +96,7 @@ class SwitchConfig:
     fabric_ports: list[Port] = field(default_factory=list)
     loopback_interface: str | None = "lo"
     bfd: BfdProfile = DEFAULT_BFD
+    ra_interval_s: int = RA_MIN_S
     max_ecmp: int | None = None
 
     @property
@@ -140,6 +144,7 @@ def render_frr_conf(cfg: SwitchConfig) -> str:
         rail_subnets=cfg.rail_subnets,
         maximum_paths=cfg.maximum_paths,
         bfd=cfg.bfd,
+        ra_interval_s=cfg.ra_interval_s,
     )
 
 

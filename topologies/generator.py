@@ -9,8 +9,8 @@ atomic write. Every convention is docs/architecture.md's:
   ``leaf<i>`` (Rail-only), ``srv<i>``, ports ``eth<k>``;
 * node kinds (:mod:`railab.topologies.nodekinds`): images, binds, sysctls, daemons, port limits;
   ``expected_hops`` from the path class registry (:mod:`railab.topologies.pathclasses`); the QoS
-  and BFD profiles (:mod:`railab.topologies.qos`, :mod:`railab.topologies.bfd`) are recorded in
-  ``lab.json``;
+  and BFD profiles and the RA interval (:mod:`railab.topologies.qos`, :mod:`railab.topologies.bfd`,
+  scaled with the number of fabric sessions unless the intent sets them) are recorded in ``lab.json``;
 * cabling "NIC N to Leaf N" (seed guide): server NIC ``n`` = ``eth<n>`` = rail ``n`` goes to the
   leaf carrying rail ``n`` in the server's group;
 * switch ports: leaf downlinks first (server order, then rail order), then uplinks (spine order,
@@ -34,6 +34,7 @@ from pathlib import Path
 from railab.errors import UsageError
 from railab.topologies import clab as clab_mod
 from railab.topologies import routing
+from railab.topologies.bfd import control_plane
 from railab.topologies.frr import Port, SwitchConfig, render_daemons, render_frr_conf
 from railab.topologies.intent import Intent, IntentError, LabShape, load_intent, resolve_lab
 from railab.topologies.labspec import (
@@ -204,6 +205,7 @@ def _build_spec(intent: Intent, s: LabShape, lab_name: str) -> LabSpec:
         "rails_per_leaf": s.rails_per_leaf,
         "plan": s.plan,
     }
+    timers = control_plane(len(sessions), s.bfd, s.ra_interval_s)
     return LabSpec(
         name=lab_name,
         architecture=s.architecture,
@@ -227,7 +229,9 @@ def _build_spec(intent: Intent, s: LabShape, lab_name: str) -> LabSpec:
         expected_hops=hops,
         node_kinds={k: get_node_kind(k).record() for k in dict.fromkeys([s.kind, SERVER_KIND])},
         qos=DEFAULT_QOS,
-        bfd=s.bfd,
+        bfd=timers.bfd,
+        ra_interval_s=timers.ra_interval_s,
+        control_plane_rule=timers.rule,
     )
 
 
@@ -307,7 +311,7 @@ def _render_configs(spec: LabSpec, s: LabShape) -> dict[str, str]:
             loopback=node.router_id, group=node.group, rails=node.rails,
             rail_subnets=rails_of_leaf.get(node.name, []), server_ports=server_ports,
             fabric_ports=fabric_ports, loopback_interface=kind.loopback_interface,
-            bfd=spec.bfd, max_ecmp=kind.max_ecmp,
+            bfd=spec.bfd, ra_interval_s=spec.ra_interval_s, max_ecmp=kind.max_ecmp,
         )
         base = f"configs/{node.name}"
         files[f"{base}/frr.conf"] = render_frr_conf(cfg)

@@ -25,6 +25,11 @@ An intent is a YAML document::
       rail_prefixlen: 24
       loopback_pool: 10.255.0.0/24  # switch loopbacks / router-ids
       bfd: {tx_ms: 300, rx_ms: 300, multiplier: 5, enabled: true}  # fabric BFD (topologies.bfd)
+      ra_interval_s: 3              # IPv6 RA interval on fabric ports (topologies.bfd)
+
+``lab.bfd`` and ``lab.ra_interval_s`` default to the lab-size rules of
+:mod:`railab.topologies.bfd` (300 ms x 5 and 3 s on small labs; BFD off and slower RAs on the
+full-size fabrics).
 
 ``lab: full`` (or ``lab: {scale: full, kind: ..., rail_pool: ...}``) builds the lab at the
 planner's full size (``topologies.planner.plan``).
@@ -152,7 +157,11 @@ class LabIntent(_Strict):
     rail_prefixlen: int = Field(24, ge=8, le=31)
     loopback_pool: ipaddress.IPv4Network = ipaddress.IPv4Network("10.255.0.0/24")
     images: Images = Field(default_factory=Images)
-    bfd: BfdProfile = Field(default_factory=BfdProfile, description="fabric BFD timers")
+    bfd: BfdProfile | None = Field(
+        None, description="fabric BFD timers; default: scaled with the lab (topologies.bfd)")
+    ra_interval_s: int | None = Field(
+        None, ge=1, le=1800,
+        description="IPv6 RA interval on fabric ports, s; default: scaled (topologies.bfd)")
 
     @field_validator("kind")
     @classmethod
@@ -226,7 +235,8 @@ class LabShape:
     images: Images
     scale: str
     plan: dict = field(default_factory=dict)
-    bfd: BfdProfile = field(default_factory=BfdProfile)
+    bfd: BfdProfile | None = None  # None: the lab-size rule (railab.topologies.bfd)
+    ra_interval_s: int | None = None  # None: the lab-size rule
 
     @property
     def node_kind(self) -> NodeKind:
@@ -492,6 +502,7 @@ def resolve_lab(intent: Intent, source: str = "intent") -> LabShape:
         scale=lab.scale,
         plan=plan_summary,
         bfd=lab.bfd,
+        ra_interval_s=lab.ra_interval_s,
         **shape,
     )
     _check_shape(s)

@@ -157,6 +157,9 @@ class LabSpec(_Strict):
     )
     qos: QosProfile = Field(default_factory=QosProfile, description="RoCEv2 QoS profile")
     bfd: BfdProfile = Field(default_factory=BfdProfile, description="fabric BFD timers")
+    ra_interval_s: int = Field(3, ge=1, le=1800,
+                               description="IPv6 RA interval on fabric ports, s (topologies.bfd)")
+    control_plane_rule: str = Field("", description="how bfd and ra_interval_s were chosen")
 
     # ---- indexed accessors (built once per LabSpec; the model is frozen) ----------------------
     @cached_property

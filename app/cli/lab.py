@@ -24,6 +24,7 @@ from rich.table import Table
 from railab.errors import EXIT_NOT_FOUND, EXIT_USAGE, RailabError, UsageError
 from railab.testbed import state
 from railab.topologies.naming import container_name
+from railab.topologies.nodekinds import FRR_DAEMONS
 
 
 def _runtime(name: str = "netns"):
@@ -119,6 +120,57 @@ def _exit_code(exc: BaseException) -> int:
 def _lab_name(lab: str) -> str:
     """A lab name, or the name inside a lab directory / .clab.yml (testbed.state.resolve)."""
     return state.resolve(lab).name
+
+
+#: How the recorded ``timings`` nest: phase -> its sub-phases (netns runtime; containerlab
+#: records ``deploy_s``). ``frr`` holds one ``frr_<daemon>_s`` per daemon wave and
+#: ``frr_config_s``. The top level sums to the time from ``up`` to converged.
+_PHASES: dict[str, tuple[str, ...]] = {
+    "build_s": ("namespaces_s", "links_s", "servers_s", "frr_s"),
+}
+_TOP = ("preflight_s", "build_s", "deploy_s", "converge_s")
+
+
+def _kids(key: str, timings: dict[str, float]) -> list[str]:
+    if key == "frr_s":  # the daemon waves in start order (state.json sorts keys), then the push
+        waves = [k for k in timings if k.startswith("frr_") and k.endswith("_s")
+                 and k not in ("frr_s", "frr_config_s")]
+        order = {f"frr_{d}_s": i for i, d in enumerate(FRR_DAEMONS)}
+        waves.sort(key=lambda k: (order.get(k, len(order)), k))
+        return waves + (["frr_config_s"] if "frr_config_s" in timings else [])
+    return [k for k in _PHASES.get(key, ()) if k in timings]
+
+
+def phase_rows(timings: dict[str, float]) -> list[tuple[int, str, float, float | None]]:
+    """The phase breakdown of a lab's recorded ``timings`` (step -> seconds), as rows
+    ``(depth, phase, seconds, percent of the total or None)`` in the order the phases run.
+
+    Top-level phases (``preflight``, ``build``/``deploy``, ``converge``, then any unknown key)
+    sum to the total, which ends the list at depth 0; sub-phases follow their parent at depth
+    + 1, with an ``other`` row for the parent's time its sub-phases do not account for (> 5 ms).
+    Empty ``timings`` give no rows.
+    """
+    nested = {c for key in timings for c in _kids(key, timings)}
+    top = [k for k in _TOP if k in timings]
+    top += [k for k in timings if k not in top and k not in nested]
+    total = sum(timings[k] for k in top)
+    rows: list[tuple[int, str, float, float | None]] = []
+
+    def add(key: str, depth: int) -> None:
+        sec = float(timings[key])
+        rows.append((depth, key.removesuffix("_s"), sec, 100 * sec / total if total else None))
+        kids = _kids(key, timings)
+        for k in kids:
+            add(k, depth + 1)
+        rest = sec - sum(float(timings[k]) for k in kids)
+        if kids and rest > 0.005:
+            rows.append((depth + 1, "other", round(rest, 3), 100 * rest / total if total else None))
+
+    for key in top:
+        add(key, 0)
+    if rows:
+        rows.append((0, "total", round(total, 3), 100.0 if total else None))
+    return rows
 
 
 def register(app: typer.Typer) -> None:
@@ -344,7 +396,16 @@ def register(app: typer.Typer) -> None:
             order = [d for d in started if d in pids] + sorted(set(pids) - set(started))
             t.add_row(node, ns, " ".join(f"{d}({pids[d]})" for d in order) or "-")  # start order
         con.print(t)
-        timings = record.get("timings") or {}
-        if timings:
-            con.print("timings (s): " + ", ".join(f"{k.removesuffix('_s')} {v}" for k, v in timings.items()))
+        rows = phase_rows(record.get("timings") or {})
+        if rows:
+            pt = Table(title="phases (up to converged)")
+            pt.add_column("phase")
+            pt.add_column("s", justify="right")
+            pt.add_column("%", justify="right")
+            for depth, phase, sec, pct in rows:
+                pt.add_row("  " * depth + phase, f"{sec:.3f}", "-" if pct is None else f"{pct:.0f}")
+            con.print(pt)
+        raised = {**(record.get("host_sysctls") or {}), **(record.get("host_limits") or {})}
+        if raised:
+            con.print("raised for this lab: " + ", ".join(f"{k} {a} -> {b}" for k, (a, b) in raised.items()))
         con.print(f"{len(record.get('links', []))} links; railab inspect {name} --json for everything")

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import resource
 import shutil
 import signal
 import subprocess
@@ -50,6 +51,7 @@ from railab.testbed.namespaces import create_netns, entered, exec_argv, netns_pa
 from railab.testbed.runtime.base import Runtime
 from railab.testbed.signals import Interrupted, signals_blocked, signals_deferred, signals_ignored, signals_raise
 from railab.topologies import routing
+from railab.topologies.estimate import GIB, MemoryEstimate, estimate_memory
 from railab.topologies.labspec import LabSpec
 from railab.topologies.naming import is_lab_name, lab_name_rule, netns_name
 from railab.topologies.nodekinds import FRR_DAEMONS
@@ -68,6 +70,16 @@ FRR_USER = os.environ.get("RAILAB_FRR_USER", "frr")
 NEIGH_PER_ENDPOINT = 8
 #: Headroom kept above the entries already in the tables when a lab raises the limits.
 NEIGH_HEADROOM = 1024
+#: Memory left to the host and everything else besides a lab's estimate, bytes.
+MEM_HEADROOM_BYTES = 1 * GIB
+#: Environment variable that replaces ``MemAvailable`` in the preflight (bytes; tests, or a
+#: host whose ``/proc/meminfo`` misleads, e.g. a memory-limited cgroup).
+MEM_AVAILABLE_ENV = "RAILAB_MEM_AVAILABLE_BYTES"
+#: File descriptors ``up`` holds per node while building: a namespace fd and a pyroute2
+#: ``IPRoute`` (netlink socket, event loop, self-pipe: 4 fds).
+FDS_PER_NODE = 5
+#: Descriptors kept free for everything else the process opens (vtysh pipes, files, logs).
+FD_HEADROOM = 256
 
 
 __all__ = ["Interrupted", "NetnsExecutor", "NetnsRuntime", "exec_argv", "netns_path"]
@@ -203,6 +215,63 @@ def raise_neighbour_tables(endpoints: int) -> dict[str, tuple[int, int]]:
     return changed
 
 
+def mem_available_bytes() -> tuple[int, str]:
+    """Memory the host can give a new lab, bytes, and where the figure came from:
+    ``$RAILAB_MEM_AVAILABLE_BYTES`` when set (an integer), else ``MemAvailable`` of
+    ``/proc/meminfo``. RailabError for a malformed override."""
+    raw = os.environ.get(MEM_AVAILABLE_ENV)
+    if raw is not None:
+        try:
+            return int(raw), MEM_AVAILABLE_ENV
+        except ValueError:
+            raise RailabError(f"{MEM_AVAILABLE_ENV}={raw!r}: must be a number of bytes") from None
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024, "MemAvailable"
+    raise RailabError("/proc/meminfo has no MemAvailable line")
+
+
+def check_memory(spec: LabSpec) -> MemoryEstimate:
+    """Preflight: refuse a lab whose estimated memory (railab.topologies.estimate) exceeds what
+    the host has available minus :data:`MEM_HEADROOM_BYTES`. Returns the estimate; raises
+    RailabError naming the estimate, the available memory and what to change."""
+    est = estimate_memory(spec)
+    avail, source = mem_available_bytes()
+    room = avail - MEM_HEADROOM_BYTES
+    if est.total_bytes > room:
+        biggest = max(est.parts, key=lambda k: est.parts[k][1])
+        fix = ("Replace `lab: full` with a smaller `lab:` block" if spec.design.get("lab_scale") == "full"
+               else "Use a smaller `lab:` block")
+        fix += (" in the intent (fewer groups, servers_per_group, spines or links_per_pair; the "
+                f"largest part is {biggest})")
+        raise RailabError(
+            f"lab {spec.name} needs an estimated {est.describe()} but this host has "
+            f"{avail / GIB:.2f} GiB available ({source}), {max(room, 0) / GIB:.2f} GiB after "
+            f"{MEM_HEADROOM_BYTES / GIB:.0f} GiB headroom: nothing was created. {fix}, or free "
+            f"memory"
+        )
+    return est
+
+
+def raise_nofile(nodes: int) -> dict[str, tuple[int, int]]:
+    """Make room for the fds ``up`` holds while building a lab of ``nodes`` nodes
+    (``FDS_PER_NODE x nodes + FD_HEADROOM``): when the soft RLIMIT_NOFILE is below that, raise it
+    in this process to the hard limit. Returns ``{"RLIMIT_NOFILE": (old soft, new soft)}`` when
+    raised, else ``{}``; RailabError when even the hard limit is too small."""
+    need = FDS_PER_NODE * nodes + FD_HEADROOM
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= need:
+        return {}
+    if hard != resource.RLIM_INFINITY and hard < need:
+        raise RailabError(
+            f"this lab needs {need} open files ({nodes} nodes) but the hard limit is {hard}: "
+            f"raise it (`ulimit -Hn {need}`, or LimitNOFILE / limits.conf) and retry"
+        )
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    return {"RLIMIT_NOFILE": (int(soft), int(resource.getrlimit(resource.RLIMIT_NOFILE)[0]))}
+
+
 def check_prerequisites() -> None:
     """Raise RailabError unless we are root and Debian's frr (daemons + vtysh) is installed."""
     if os.geteuid() != 0:
@@ -312,10 +381,14 @@ class NetnsRuntime(Runtime):
                 f"namespace {clash[0]} already exists ({whose}): give this lab another name "
                 f"(railab up INTENT --name NEW, or railab generate INTENT --name NEW)"
             )
+        t_pre = time.monotonic()
+        check_memory(spec)
+        limits = raise_nofile(len(clab.nodes))
         self._dry_run(clab)
         missing = sorted({d for n in clab.routers for d in n.daemons if not (FRR_BIN / d).exists()})
         if missing:
             raise RailabError(f"lab {lab}: FRR daemon {', '.join(missing)} not installed in {FRR_BIN}")
+        preflight_s = round(time.monotonic() - t_pre, 3)
 
         record = st.LabState(
             lab=lab,
@@ -330,6 +403,8 @@ class NetnsRuntime(Runtime):
                                        daemons=list(n.daemons))
                 for n in clab.routers
             },
+            host_limits=limits,
+            timings={"preflight_s": preflight_s},
         )
         try:
             with signals_raise():

@@ -1,0 +1,220 @@
+"""Issue 12, scale-plane: liveness timers that scale with the lab (BFD, IPv6 RA), the memory
+estimate and the up-front refusal, RLIMIT_NOFILE, the 4096-GPU full intent, the phase table.
+
+Root-free except the refusal through ``NetnsRuntime.up`` (root + Debian frr, skipped otherwise;
+it creates nothing)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import resource
+from pathlib import Path
+
+import pytest
+import yaml
+
+from railab.cli.lab import phase_rows
+from railab.errors import RailabError
+from railab.testbed import state as st
+from railab.testbed.runtime import netns as rt_netns
+from railab.topologies.bfd import (
+    BGP_HOLD_MS,
+    DEFAULT_BFD,
+    BfdProfile,
+    control_plane,
+    scaled_bfd,
+    scaled_ra_interval,
+)
+from railab.topologies.estimate import GIB, estimate_memory
+from railab.topologies.generator import build_lab, generate
+from railab.topologies.intent import IntentError, load_intent, parse_intent
+from railab.topologies.labspec import LabSpec
+
+PID = os.getpid()
+INTENTS = Path(__file__).resolve().parents[1] / "topologies" / "intents"
+
+
+def _intent(name: str, **lab) -> dict:
+    data = copy.deepcopy(yaml.safe_load((INTENTS / f"{name}.yml").read_text()))
+    if lab:
+        data["lab"] = ({"scale": "full"} if data["lab"] == "full" else data["lab"]) | lab
+    return data
+
+
+@pytest.fixture(scope="module")
+def full1024():
+    return build_lab(load_intent("rail-optimized-1024-full"), name=f"sf{PID}")
+
+
+# ---- liveness timers ---------------------------------------------------------------------------
+def test_bfd_rule_keeps_300ms_on_small_labs_then_slows_then_turns_off():
+    for sessions in (0, 1, 16, 48, 75):
+        prof, why = scaled_bfd(sessions)
+        assert prof == DEFAULT_BFD, sessions
+        assert "300 ms x 5" in why
+    prof, _ = scaled_bfd(76)  # 152 endpoints > 500 pps at 300 ms
+    assert prof.enabled and (prof.tx_ms, prof.rx_ms, prof.multiplier) == (400, 400, 5)
+    prof, _ = scaled_bfd(425)
+    assert prof.enabled and prof.tx_ms == 1700 and prof.detect_ms < BGP_HOLD_MS
+    for sessions in (426, 1024, 4096):
+        prof, why = scaled_bfd(sessions)
+        assert not prof.enabled and "BFD off" in why and f"BGP hold {BGP_HOLD_MS} ms" in why
+
+
+def test_ra_rule():
+    assert scaled_ra_interval(0)[0] == 3 and scaled_ra_interval(192)[0] == 3
+    assert scaled_ra_interval(193)[0] == 4
+    assert scaled_ra_interval(2048)[0] == 32 and scaled_ra_interval(8192)[0] == 128
+    assert scaled_ra_interval(10**7)[0] == 1800  # FRR's maximum
+
+
+def test_explicit_values_win_over_the_rule():
+    cp = control_plane(4096, BfdProfile(tx_ms=1000, rx_ms=1000, multiplier=3), 10)
+    assert cp.bfd.enabled and cp.bfd.tx_ms == 1000 and cp.ra_interval_s == 10
+    assert "from lab.bfd" in cp.rule and "from lab.ra_interval_s" in cp.rule
+    cp = control_plane(4096)
+    assert not cp.bfd.enabled and cp.ra_interval_s == 128 and "default rule" in cp.rule
+
+
+def test_small_labs_keep_their_frr_conf(tmp_path):
+    """The shipped scaled-down intents keep BFD 300 ms x 5 and a 3 s RA interval; lab.json
+    records both and the rule."""
+    for name in ("mini", "rail-optimized-1024", "rail-optimized-4096"):
+        built = build_lab(load_intent(name), name=f"ss{PID}")
+        conf = built.files["configs/g1-leaf1/frr.conf"]
+        assert " ipv6 nd ra-interval 3\n" in conf and " neighbor FABRIC bfd profile fabric\n" in conf
+        assert "  receive-interval 300\n  transmit-interval 300\n" in conf
+        doc = json.loads(built.files["lab.json"])
+        assert doc["bfd"]["enabled"] is True and doc["ra_interval_s"] == 3
+        assert "default rule" in doc["control_plane_rule"]
+
+
+def test_full_1024_lab_has_no_bfd_and_slow_ras(full1024):
+    conf = full1024.files["configs/g1-leaf1/frr.conf"]
+    assert "bfd" not in conf.replace("bfdd", "")
+    assert conf.count(" ipv6 nd ra-interval 32\n") == 64  # 8 spines x 8 links
+    assert "ra-interval 3\n" not in conf
+    doc = json.loads(full1024.files["lab.json"])
+    assert doc["bfd"]["enabled"] is False and doc["ra_interval_s"] == 32
+    assert doc["control_plane_rule"].startswith("1024 fabric sessions; BFD off")
+    assert LabSpec.model_validate(doc).bfd.detect_ms == DEFAULT_BFD.detect_ms  # timers kept
+
+
+def test_intent_may_set_bfd_and_ra_on_a_full_lab():
+    built = build_lab(parse_intent(_intent("rail-optimized-1024-full",
+                                           bfd={"tx_ms": 2000, "rx_ms": 2000, "multiplier": 3},
+                                           ra_interval_s=7)), name=f"sx{PID}")
+    conf = built.files["configs/spine1/frr.conf"]
+    assert " ipv6 nd ra-interval 7\n" in conf and "  transmit-interval 2000\n" in conf
+    assert built.spec.bfd.enabled and built.spec.ra_interval_s == 7
+    with pytest.raises(IntentError, match="lab.ra_interval_s"):
+        parse_intent(_intent("mini", ra_interval_s=0))
+    with pytest.raises(IntentError, match="lab.ra_interval_s"):
+        parse_intent(_intent("mini", ra_interval_s=1801))
+
+
+# ---- memory estimate and refusal -------------------------------------------------------------
+def test_estimate_is_calibrated_on_the_measured_labs(full1024):
+    est = estimate_memory(full1024.spec)
+    assert 2.2 * GIB < est.total_bytes < 2.8 * GIB  # measured 2.48 GiB (docs/runtime.md)
+    assert est.parts["routers"][0] == 24 and est.parts["bgp peers"][0] == 2048
+    assert est.parts["links"][0] == 2048 and est.parts["namespaces"][0] == 152
+    assert "GiB" in est.describe() and "2048 bgp peers" in est.describe()
+    mini = estimate_memory(build_lab(load_intent("mini"), name=f"se{PID}").spec)
+    assert mini.total_bytes < 0.5 * GIB  # measured 372 MiB RSS
+
+
+def test_preflight_refuses_through_the_override(full1024, monkeypatch):
+    monkeypatch.setenv(rt_netns.MEM_AVAILABLE_ENV, str(2 * GIB))
+    with pytest.raises(RailabError) as exc:
+        rt_netns.check_memory(full1024.spec)
+    msg = str(exc.value)
+    assert "needs an estimated 2.4" in msg and "2.00 GiB available (RAILAB_MEM_AVAILABLE_BYTES)" in msg
+    assert "Replace `lab: full` with a smaller `lab:` block" in msg and "nothing was created" in msg
+    assert "the largest part is bgp peers" in msg
+    monkeypatch.setenv(rt_netns.MEM_AVAILABLE_ENV, str(4 * GIB))
+    assert rt_netns.check_memory(full1024.spec).total_bytes < 3 * GIB
+    monkeypatch.setenv(rt_netns.MEM_AVAILABLE_ENV, "lots")
+    with pytest.raises(RailabError, match="must be a number of bytes"):
+        rt_netns.check_memory(full1024.spec)
+    monkeypatch.delenv(rt_netns.MEM_AVAILABLE_ENV)
+    avail, source = rt_netns.mem_available_bytes()
+    assert source == "MemAvailable" and avail > 0
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not Path("/usr/lib/frr/zebra").exists(),
+                    reason="NetnsRuntime.up needs root and Debian's frr")
+def test_up_refuses_before_creating_anything(tmp_path, monkeypatch):
+    name = f"mem{PID}"
+    labdir = generate("mini", tmp_path / name, name=name)
+    monkeypatch.setenv(rt_netns.MEM_AVAILABLE_ENV, str(64 * 2**20))
+    with pytest.raises(RailabError, match=rf"lab {name} needs an estimated .* 0\.06 GiB available"):
+        rt_netns.NetnsRuntime().up(labdir)
+    assert not st.lab_dir(name).exists()
+    assert not [n for n in os.listdir("/run/netns") if n.startswith(f"clab-{name}-")] \
+        if os.path.isdir("/run/netns") else True
+
+
+# ---- open files ---------------------------------------------------------------------------------
+def test_raise_nofile_to_the_hard_limit():
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or hard < 800:
+        pytest.skip(f"hard RLIMIT_NOFILE {hard}")
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (400, hard))
+        assert rt_netns.raise_nofile(10) == {}  # 5 x 10 + 256 fds fit in 400
+        assert resource.getrlimit(resource.RLIMIT_NOFILE) == (400, hard)
+        assert rt_netns.raise_nofile(100) == {"RLIMIT_NOFILE": (400, hard)}  # 756 do not
+        assert resource.getrlimit(resource.RLIMIT_NOFILE) == (hard, hard)
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_raise_nofile_names_the_hard_limit(monkeypatch):
+    monkeypatch.setattr(rt_netns.resource, "getrlimit", lambda _r: (1024, 2048))
+    with pytest.raises(RailabError, match=r"needs 3296 open files \(608 nodes\) but the hard limit is 2048"):
+        rt_netns.raise_nofile(608)
+
+
+def test_lab_state_records_host_limits():
+    rec = st.LabState(lab="x", host_limits={"RLIMIT_NOFILE": (1024, 20000)})
+    assert rec.to_json()["host_limits"] == {"RLIMIT_NOFILE": [1024, 20000]}
+    assert st.LabState.model_validate(rec.to_json()).host_limits == {"RLIMIT_NOFILE": (1024, 20000)}
+
+
+# ---- the 4096-GPU full-size intent --------------------------------------------------------------
+def test_4096_full_intent_shape_timers_and_estimate():
+    built = build_lab(load_intent("rail-optimized-4096-full"))
+    spec = built.spec
+    assert spec.name == "rail-optimized-4096-full"
+    assert (len(spec.by_role("server")), len(spec.by_role("leaf")), len(spec.by_role("spine"))) == (512, 64, 32)
+    assert spec.links_per_leaf_spine_pair == 2 and len(spec.links) == 8192
+    assert len(spec.bgp_sessions) == 4096 and len(spec.nics) == 4096
+    assert not spec.bfd.enabled and spec.ra_interval_s == 128
+    est = estimate_memory(spec)
+    assert 9 * GIB < est.total_bytes < 12 * GIB  # issue 12 goal: <= 12 GiB; 10.5 GiB seen
+    assert "configs/spine32/frr.conf" in built.files and "configs/g8-leaf8/frr.conf" in built.files
+
+
+# ---- railab inspect: phase table ----------------------------------------------------------------
+def test_phase_rows_nest_and_sum():
+    t = {"preflight_s": 0.5, "namespaces_s": 1.0, "links_s": 3.0, "servers_s": 0.5,
+         "frr_bgpd_s": 0.5, "frr_config_s": 4.0, "frr_zebra_s": 0.5, "frr_s": 5.5,
+         "build_s": 10.5, "converge_s": 9.0}
+    t = dict(sorted(t.items()))  # as state.json stores them
+    rows = phase_rows(t)
+    names = [(d, p) for d, p, _, _ in rows]
+    assert names == [(0, "preflight"), (0, "build"), (1, "namespaces"), (1, "links"), (1, "servers"),
+                     (1, "frr"), (2, "frr_zebra"), (2, "frr_bgpd"), (2, "frr_config"), (2, "other"),
+                     (1, "other"), (0, "converge"), (0, "total")]
+    by = {(d, p): (s, pct) for d, p, s, pct in rows}
+    assert by[(0, "total")] == (20.0, 100.0)
+    assert by[(2, "other")][0] == 0.5 and by[(1, "other")][0] == 0.5
+    assert by[(0, "build")][1] == pytest.approx(52.5)
+    assert phase_rows({}) == []
+    # containerlab records deploy_s; an unknown key is a top-level phase of its own
+    rows = phase_rows({"deploy_s": 3.0, "converge_s": 1.0, "later_s": 1.0})
+    assert [(p, s) for _, p, s, _ in rows] == [("deploy", 3.0), ("converge", 1.0), ("later", 1.0),
+                                               ("total", 5.0)]

@@ -1,0 +1,84 @@
+"""Memory a lab needs on one host, estimated from ``lab.json`` before anything is built.
+
+The netns runtime's preflight (``railab up``) compares :func:`estimate_memory` with the memory the
+host has available and refuses a lab that does not fit, naming both figures and what to change,
+instead of failing half-built after minutes (the 4096-GPU full fabric reached 10.5 GiB and timed
+out on a host where it did not fit).
+
+Model (bytes, summed; constants calibrated on Debian FRR 8.4.4, Linux 6.x, 2-core host):
+
+* per router (:data:`ROUTER_BYTES`, 30 MiB): zebra, staticd, bgpd, bfdd at rest. Measured lab RSS
+  is ~37 MiB per router on ``mini`` (372 MiB, 10 routers) and ``rail-optimized-1024`` (677 MiB,
+  18 routers); RSS counts the shared FRR libraries once per process, so less is private.
+* per BGP peer, i.e. per session end (:data:`PEER_BYTES`, 0.75 MiB): bgpd's per-peer packet
+  buffers (extended messages: ring buffers of 10 x 64 KiB) and peer state. 24 bgpds held 1.8 GiB
+  on the 1024-GPU full fabric (2048 peers; the spines 128 each).
+* per installed path (:data:`PATH_BYTES`, 1 KiB): one ECMP member of one expected route
+  (``lab.json`` ``expected_routes``, ``ecmp_width`` summed): Adj-RIB-In, RIB, zebra, kernel FIB.
+* per namespace (:data:`NAMESPACE_BYTES`, 0.5 MiB) and per link (:data:`LINK_BYTES`, 64 KiB:
+  two veth devices with their IPv4/IPv6 state and sysctl tables): kernel memory, in no RSS.
+
+Calibration: ``rail-optimized-1024-full`` (24 routers, 128 servers, 2048 links, 1024 sessions,
+33,792 paths) estimates 2.43 GiB against 2.48 GiB measured (lab RSS, docs/runtime.md);
+``rail-optimized-4096-full`` (96 routers, 512 servers, 8192 links, 4096 sessions, 528,384 paths)
+estimates 10.11 GiB, against 10.5 GiB in use when the attempt of issue 12 failed (with its
+sessions not yet shown up).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from railab.topologies.labspec import LabSpec
+
+MIB = 2**20
+GIB = 2**30
+#: FRR daemons of one router at rest, bytes.
+ROUTER_BYTES = 30 * MIB
+#: One BGP session end (bgpd peer), bytes.
+PEER_BYTES = 768 * 1024
+#: One installed ECMP path of one expected route, bytes.
+PATH_BYTES = 1024
+#: One network namespace (kernel), bytes.
+NAMESPACE_BYTES = 512 * 1024
+#: One link: a veth pair (kernel), bytes.
+LINK_BYTES = 64 * 1024
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """A lab's estimated memory: ``parts`` maps a component (``routers``, ``bgp peers``,
+    ``paths``, ``namespaces``, ``links``) to ``(count, bytes)``; ``total_bytes`` is their sum."""
+
+    lab: str
+    parts: dict[str, tuple[int, int]]
+
+    @property
+    def total_bytes(self) -> int:
+        """Sum of the parts, bytes."""
+        return sum(b for _, b in self.parts.values())
+
+    def describe(self) -> str:
+        """One line: total in GiB, then each part as ``count component (MiB)``."""
+        bits = ", ".join(f"{n} {k} {b / MIB:.0f} MiB" for k, (n, b) in self.parts.items())
+        return f"{self.total_bytes / GIB:.2f} GiB ({bits})"
+
+
+def estimate_memory(spec: LabSpec) -> MemoryEstimate:
+    """Estimate the memory of lab ``spec`` once converged (module docstring model).
+
+    Counts from ``lab.json``: routers = non-server nodes, peers = 2 x ``bgp_sessions``, paths =
+    the sum of ``ecmp_width`` over ``expected_routes``, namespaces = nodes, links = ``links``.
+    Returns a :class:`MemoryEstimate` (bytes)."""
+    routers = sum(1 for n in spec.nodes if n.role != "server")
+    peers = 2 * len(spec.bgp_sessions)
+    paths = sum(r.ecmp_width for routes in spec.expected_routes.values() for r in routes)
+    nodes = len(spec.nodes)
+    links = len(spec.links)
+    return MemoryEstimate(spec.name, {
+        "routers": (routers, routers * ROUTER_BYTES),
+        "bgp peers": (peers, peers * PEER_BYTES),
+        "paths": (paths, paths * PATH_BYTES),
+        "namespaces": (nodes, nodes * NAMESPACE_BYTES),
+        "links": (links, links * LINK_BYTES),
+    })
