@@ -99,6 +99,23 @@ def locally_originated(paths: list[dict] | None) -> bool:
     return any(p.get("path", None) == "" and p.get("peerId") == "(unspec)" for p in paths or [])
 
 
+def rib_entries_of_fib(route: Any) -> list[dict] | None:
+    """The ``show ip route json`` entries a kernel FIB route stands for, so the one route
+    predicate (:func:`route_verdict`) judges routes read over netlink too.
+
+    ``route``: a :class:`railab.checks.base.FibRoute` (``kind``, ``oifs``, ``protocol``) or None
+    (no such prefix in the FIB: returns None, which the predicate reads as ``missing``). A FIB
+    route is by definition selected and installed; each path becomes one next hop with
+    ``fib: true`` on its interface, a blackhole route one ``blackhole`` next hop."""
+    if route is None:
+        return None
+    if route.kind == "blackhole":
+        hops = [{"blackhole": True, "fib": True}]
+    else:
+        hops = [{"interfaceName": oif, "fib": True} for oif in route.oifs]
+    return [{"selected": True, "installed": True, "protocol": route.protocol, "nexthops": hops}]
+
+
 # ---- the route predicate -----------------------------------------------------------------------
 RouteState = Literal["ok", "local", "missing", "not-installed", "width", "interfaces"]
 
