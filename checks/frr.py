@@ -30,6 +30,13 @@ CMD_BGP_TABLE = "show bgp vrf default ipv4 unicast json"
 ESTABLISHED = "Established"
 
 
+def cmd_bgp_prefix(prefix: str) -> str:
+    """``show bgp vrf default ipv4 unicast PREFIX json``: one prefix's BGP paths,
+    ``{"prefix", "paths": [{"aspath": {"length"}, "sourced", "peer": {"peerId"}}]}`` (a few KB,
+    where the whole table is MBs at 64-way ECMP)."""
+    return f"show bgp vrf default ipv4 unicast {prefix} json"
+
+
 def cmd_neighbor(interface: str) -> str:
     """``show bgp neighbors IF json`` for one unnumbered neighbor (keyed by ``interface``)."""
     return f"show bgp neighbors {interface} json"
@@ -92,6 +99,14 @@ def fib_nexthops(entry: dict) -> list[str]:
     blackholes excluded (``interfaceName``, else the next-hop ``ip``)."""
     return sorted(nh.get("interfaceName", nh.get("ip", "?")) for nh in entry.get("nexthops", [])
                   if nh.get("fib") and not nh.get("blackhole"))
+
+
+def originated_here(doc: Any) -> bool:
+    """True when a :func:`cmd_bgp_prefix` document has a locally sourced path (empty AS path,
+    ``sourced``, peer ``0.0.0.0``): the node announces the prefix itself (``network``)."""
+    paths = doc.get("paths") if isinstance(doc, dict) else None
+    return any((p.get("aspath") or {}).get("length", 1) == 0 and p.get("sourced")
+               and (p.get("peer") or {}).get("peerId") == "0.0.0.0" for p in paths or [])
 
 
 def locally_originated(paths: list[dict] | None) -> bool:
