@@ -17,7 +17,6 @@ POSIX shell, so arguments arrive exactly as given.
 from __future__ import annotations
 
 import errno
-
 import shlex
 import time
 from collections.abc import Mapping
