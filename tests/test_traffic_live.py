@@ -49,9 +49,12 @@ def test_expected_hops_and_nccl_nic_choice(mini_spec):
 
 def test_patterns_shapes(mini_spec):
     ring = flows_for(mini_spec, "ring", pxn=True)
-    assert len(ring) == 4 * 4  # 4 servers x 4 GPUs: one edge per GPU
+    # channel 0: 4 servers x 4 GPUs, one edge per GPU; channels 1-3 (one per rail, issue 13):
+    # their 4 inter-server edges each
+    assert len(ring) == 4 * 4 + 3 * 4
     inter = [f for f in ring if f.src[0] != f.dst[0]]
-    assert len(inter) == 4 and all(f.src_nic == f.dst_nic == 1 for f in inter)  # rail-aligned
+    assert len(inter) == 16 and all(f.src_nic == f.dst_nic for f in inter)  # rail-aligned
+    assert {f.dst_nic for f in inter} == {1, 2, 3, 4}  # every rail carries a channel
     a2a = flows_for(mini_spec, "all-to-all", sample=2)
     assert len(a2a) == 8 * 7 and {f.src[0] for f in a2a} == {"srv1", "srv3"}  # both groups
     assert len(flows_for(mini_spec, "cross-group", n=10)) == 10
