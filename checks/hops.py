@@ -120,7 +120,8 @@ def representative_flows(spec) -> list:
 
     Pairs: srvA gpu0 -> srvA gpu1 (intra-server), srvA gpu0 -> srvB gpu0 (intra-rail),
     srvA gpu0 -> srvB gpu1 (inter-rail, without and with PXN), srvA gpu0 -> first server of
-    group 2 gpu0 (cross-group); srvA/srvB are the first two servers of group 1.
+    group 2 gpu0 (cross-group); srvA/srvB are the first two servers of group 1 (one flow per
+    class: the NIC-covering patterns are railab traffic's, docs/traffic.md).
     """
     groups: dict[int, list[str]] = {}
     for n in spec.by_role("server"):

@@ -223,8 +223,10 @@ def test_cli_traffic_json(mini_lab, capsys):
              standalone_mode=False)
     out = json.loads(capsys.readouterr().out)
     assert not rc and out["failed"] == 0
-    assert [f["hops_ttl"] for f in out["flows"]] == [1] * mini_lab.spec.gpus_per_server
-    assert out["sampled"] == "sampled 4 of 16 intra-rail GPU pairs (4 flows)"
+    # every NIC covered (issue 13): each group's two servers, every rail
+    assert [f["hops_ttl"] for f in out["flows"]] == [1] * (len(mini_lab.spec.nics) // 2)
+    assert out["sampled"] == "sampled 8 of 16 intra-rail GPU pairs (8 flows)"
+    assert out["coverage"]["nics"] == len(mini_lab.spec.nics) and not out["coverage"]["sampled"]
 
 
 @pytest.mark.integration
@@ -306,7 +308,7 @@ def test_swapped_server_cables_fail_with_a_cabling_verdict(cut_lab):
 
     spec, _ = cut_lab
     netns_of = resolve(spec.name).netns_of
-    into = flows_for(spec, "intra-rail")  # srv1 -> srv2, every rail
+    into = [f for f in flows_for(spec, "intra-rail") if f.src[0] == "srv1"]  # srv1 -> srv2, every rail
     out_of = [route(spec, Flow(("srv2", 0), ("srv1", 0)))]
     swap_server_cables(netns_of("srv2"))
     try:
