@@ -47,8 +47,10 @@ def bring_up(runtime: Runtime, labdir: str | Path, *, timeout: float | None = No
     but a switch runs another ASN / router-id than ``lab.json``,
     :func:`railab.checks.converge.plan_mismatches`) and KeyboardInterrupt (Ctrl-C; SIGTERM/SIGHUP
     as railab.testbed.signals.Interrupted), in every case after the lab was brought down again
-    -- except with ``keep_on_failure``, which leaves a lab that did not converge or differs up
-    for debugging (phase ``not-converged`` or ``differs``; the message says how to remove it).
+    -- except with ``keep_on_failure``, which leaves a lab that did not converge up for
+    debugging (phase ``not-converged``) and a converged lab that differs running (phase
+    ``running``: it works, the LabDiffersError says how it differs); the message says how to
+    remove it.
     Ctrl-C always rolls back.
     """
     record = runtime.up(Path(labdir), **up_kwargs)
@@ -69,7 +71,10 @@ def bring_up(runtime: Runtime, labdir: str | Path, *, timeout: float | None = No
             differs = plan_mismatches(spec, views or {})
             if differs:
                 msg = (f"lab {lab} converged but differs from lab.json: " + "; ".join(differs))
-                _keep_or_raise(record, keep_on_failure, "differs", msg, LabDiffersError)
+                if keep_on_failure:  # it converged: keep it running, and say how it differs
+                    record = runtime.mark_converged(lab, time.monotonic() - t0)
+                    raise _Kept(LabDiffersError(f"{msg}\nthe lab is kept (--keep-on-failure): "
+                                                f"railab check {lab}; railab down {lab} removes it"))
                 raise LabDiffersError(msg)
             return runtime.mark_converged(lab, time.monotonic() - t0)
         except _Kept as kept:
@@ -88,13 +93,12 @@ class _Kept(Exception):
         self.error = error
 
 
-def _keep_or_raise(record: LabState, keep: bool, phase: str, msg: str,
-                   cls: type[RailabError] = RailabError) -> None:
+def _keep_or_raise(record: LabState, keep: bool, phase: str, msg: str) -> None:
     """With ``keep``: record ``phase`` and raise _Kept (no rollback) with ``msg`` plus how to
     look at and remove the lab; without: return (the caller raises and rolls back)."""
     if not keep:
         return
     record.phase = phase
     state.save(record)
-    raise _Kept(cls(f"{msg}\nthe lab is kept for debugging (--keep-on-failure): railab check "
+    raise _Kept(RailabError(f"{msg}\nthe lab is kept for debugging (--keep-on-failure): railab check "
                     f"{record.lab}, railab status {record.lab}; railab down {record.lab} removes it"))
