@@ -219,9 +219,9 @@ def traffic_flows(spec: LabSpec) -> list[Any]:
     for each registered class that ``lab.json`` lists and that names a ``pattern``, that
     pattern's flows (with the class's ``pxn``; railab.traffic.patterns).
 
-    Shipped: intra-server, intra-rail, inter-rail (no PXN) and inter-rail with PXN over the first
-    two servers of group 1, one flow per GPU; cross-group (first server of groups 1 and 2) when
-    the lab has two groups. PXN changes nothing for intra-server, intra-rail or cross-group flows
+    Shipped: intra-server, intra-rail, inter-rail (no PXN), inter-rail with PXN, and cross-group
+    when the lab has two groups, each covering every server NIC (servers paired per rail,
+    railab.traffic.patterns.flows_for). PXN changes nothing for intra-server, intra-rail or cross-group flows
     between same-numbered GPUs, so those run once. A class refining another one (e.g.
     inter-rail-same-leaf) shows up through its parent's flows (``report_class``).
     """

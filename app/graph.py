@@ -10,9 +10,17 @@ Public API:
 
 * ``RAIL_COLOURS`` / ``rail_colour(rail)``: the rail palette shared with the HTML report.
 * ``TracedPath``: a path to overlay (list of ``node`` or ``node:ethN`` hops).
-* ``fabric_graph(spec, paths=()) -> graphviz.Graph``: the diagram (DOT source via ``.source``).
-* ``render_svg(spec, paths=()) -> str``: the SVG text (needs Graphviz's ``dot``).
-* ``write_diagram(spec, out, paths=()) -> Path``: ``.svg``, ``.png``, ``.pdf`` or ``.dot``.
+* ``FabricMarks``: what is broken, drawn in its own style: injected faults (``LabState.faults``)
+  bold red with their id and kind, links that are down dashed red, links whose BGP session is
+  down (link up) dotted orange; a node a fault names (daemon killed, node off) gets a red border.
+* ``fabric_graph(spec, paths=(), marks=None) -> graphviz.Graph``: the diagram (DOT source via
+  ``.source``).
+* ``render_svg(spec, paths=(), marks=None) -> str``: the SVG text (needs Graphviz's ``dot``).
+* ``write_diagram(spec, out, paths=(), marks=None) -> Path``: ``.svg``, ``.png``, ``.pdf`` or ``.dot``.
+
+The NVLink hop of PXN (two consecutive hops on one server, ``srv1:eth1`` then ``srv1:eth2``) is
+drawn inside the server box: a bar in the path's colour under the NIC cells, from the source
+GPU's NIC to the rail-aligned peer NIC that sends.
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ from pathlib import Path
 import graphviz
 from pydantic import BaseModel, Field
 
+from railab.checks.base import link_id
 from railab.errors import RailabError
 from railab.topologies.labspec import LabSpec
 
@@ -50,6 +59,47 @@ PATH_COLOURS: tuple[str, ...] = ("#D00000", "#111111", "#1B9E77", "#6A3D9A", "#E
 
 SPINE_FILL = "#3B3B3B"
 FABRIC_EDGE = "#9A9A9A"
+#: styles of what is broken (FabricMarks)
+FAULT_COLOUR = "#C00000"
+DOWN_COLOUR = "#C00000"
+SESSION_COLOUR = "#E07000"
+
+
+class FabricMarks(BaseModel):
+    """What to draw as broken: ``down_links`` link id (:func:`railab.checks.base.link_id`) ->
+    why (``admin-down``, ``carrier-lost``, ``link down``); ``down_sessions``: link ids whose BGP
+    session is not Established; ``faults``: injected fault records (``LabState.faults`` as
+    dicts: ``id``, ``kind``, ``node``, ``port``, ``peer_node``, ``peer_port``, ``note``)."""
+
+    down_links: dict[str, str] = Field(default_factory=dict)
+    down_sessions: list[str] = Field(default_factory=list)
+    faults: list[dict] = Field(default_factory=list)
+
+    def fault_links(self, spec: LabSpec) -> dict[str, list[dict]]:
+        """Link id -> the faults on it: a fault names a port (``node:port``, or its peer end),
+        or a node pair (``node`` and ``peer_node``: the first link between them)."""
+        out: dict[str, list[dict]] = {}
+        for f in self.faults:
+            node, port, peer = f.get("node"), f.get("port"), f.get("peer_node")
+            for ln in spec.links:
+                ends = {(ln.a.node, ln.a.interface), (ln.b.node, ln.b.interface)}
+                hit = ((node, port) in ends or (peer, f.get("peer_port")) in ends) if port else (
+                    peer is not None and {node, peer} == {ln.a.node, ln.b.node})
+                if hit:
+                    out.setdefault(link_id(ln.a.node, ln.a.interface, ln.b.node,
+                                           ln.b.interface), []).append(f)
+                    if not port:
+                        break
+        return out
+
+    def fault_nodes(self) -> dict[str, list[dict]]:
+        """Node -> the faults that name the node alone (no port, no peer: a daemon killed, a
+        node powered off)."""
+        out: dict[str, list[dict]] = {}
+        for f in self.faults:
+            if f.get("node") and not f.get("port") and not f.get("peer_node"):
+                out.setdefault(f["node"], []).append(f)
+        return out
 
 
 def rail_colour(rail: int) -> str:
@@ -83,7 +133,10 @@ def _dot_id(name: str) -> str:
     return name
 
 
-def _server_label(spec: LabSpec, server: str) -> str:
+def _server_label(spec: LabSpec, server: str,
+                  nvlinks: Iterable[tuple[str, str, str]] = ()) -> str:
+    """The server box: one cell per NIC (port ``ethN``, rail colour), one row per NVLink hop
+    ``(from ifname, to ifname, colour)`` drawn as a bar under the NICs it joins, the name."""
     nics = spec.nics_of(server)
     cells = "".join(
         f'<TD PORT="{n.interface}" BGCOLOR="{rail_colour(n.rail)}" WIDTH="22" HEIGHT="18">'
@@ -91,9 +144,21 @@ def _server_label(spec: LabSpec, server: str) -> str:
         for n in nics
     )
     span = max(1, len(nics))
+    col = {n.interface: i for i, n in enumerate(nics)}
+    rows = ""
+    for a, b, colour in nvlinks:
+        if a not in col or b not in col:
+            continue
+        lo, hi = sorted((col[a], col[b]))
+        arrow = f"{col[a] + 1}&#8594;{col[b] + 1}" if col[a] < col[b] else f"{col[b] + 1}&#8592;{col[a] + 1}"
+        pre = f'<TD COLSPAN="{lo}"></TD>' if lo else ""
+        post = f'<TD COLSPAN="{span - hi - 1}"></TD>' if span - hi - 1 > 0 else ""
+        rows += (f'<TR>{pre}<TD COLSPAN="{hi - lo + 1}" BGCOLOR="{colour}" HEIGHT="8" '
+                 f'TOOLTIP="NVLink (PXN) NIC {arrow}"><FONT COLOR="white" POINT-SIZE="7">'
+                 f"NVLink {arrow}</FONT></TD>{post}</TR>")
     return (
         '<<TABLE BORDER="1" CELLBORDER="0" CELLSPACING="1" CELLPADDING="1" BGCOLOR="#F4F4F4">'
-        f"<TR>{cells}</TR>"
+        f"<TR>{cells}</TR>{rows}"
         f'<TR><TD COLSPAN="{span}"><B>{html.escape(server)}</B></TD></TR></TABLE>>'
     )
 
@@ -134,11 +199,24 @@ def _leaf_attrs(spec: LabSpec, leaf) -> dict[str, str]:
     return attrs
 
 
-def fabric_graph(spec: LabSpec, paths: Iterable[TracedPath] = ()) -> graphviz.Graph:
-    """Build the fabric diagram of ``spec`` with ``paths`` drawn on it.
+def fabric_graph(spec: LabSpec, paths: Iterable[TracedPath] = (),
+                 marks: FabricMarks | None = None) -> graphviz.Graph:
+    """Build the fabric diagram of ``spec`` with ``paths`` drawn on it and ``marks`` (faults,
+    down links, down sessions) in their own styles.
 
     Raises ValueError naming the hop if a traced path names a node that is not in the lab.
     """
+    paths = list(paths)
+    marks = marks or FabricMarks()
+    on_link = marks.fault_links(spec)
+    on_node = marks.fault_nodes()
+    nvlinks: dict[str, list[tuple[str, str, str]]] = {}
+    for i, path in enumerate(paths):
+        colour = path.colour or PATH_COLOURS[i % len(PATH_COLOURS)]
+        hops = [_node_id(h) for h in path.hops]
+        for (n1, p1), (n2, p2) in zip(hops, hops[1:], strict=False):
+            if n1 == n2 and p1 and p2 and p1 != p2:  # NVLink hop inside a server (PXN)
+                nvlinks.setdefault(n1, []).append((p1, p2, colour))
     g = graphviz.Graph(name=spec.name, engine="dot")
     g.attr(
         rankdir="TB",
@@ -170,6 +248,7 @@ def fabric_graph(spec: LabSpec, paths: Iterable[TracedPath] = ()) -> graphviz.Gr
                     fillcolor=SPINE_FILL,
                     fontcolor="white",
                     fontname="Helvetica-Bold",
+                    **_node_fault_attrs(on_node.get(sp.name)),
                 )
 
     groups = sorted({n.group for n in leaves + servers if n.group is not None})
@@ -186,12 +265,14 @@ def fabric_graph(spec: LabSpec, paths: Iterable[TracedPath] = ()) -> graphviz.Gr
             with c.subgraph(name=f"leaves_g{grp}") as lr:
                 lr.attr(rank="same")
                 for lf in sorted((n for n in leaves if n.group == grp), key=lambda n: n.rails or [0]):
-                    lr.node(_dot_id(lf.name), **_leaf_attrs(spec, lf))
+                    lr.node(_dot_id(lf.name), **(_leaf_attrs(spec, lf)
+                                                 | _node_fault_attrs(on_node.get(lf.name))))
             with c.subgraph(name=f"servers_g{grp}") as sr:
                 sr.attr(rank="same")
                 for sv in (n for n in servers if n.group == grp):
                     sr.node(
-                        _dot_id(sv.name), label=_server_label(spec, sv.name), shape="plain"
+                        _dot_id(sv.name), label=_server_label(spec, sv.name, nvlinks.get(sv.name, ())),
+                        shape="plain", **_node_fault_attrs(on_node.get(sv.name), xlabel_only=True)
                     )
 
     # Leaves / servers without a group (should not happen, but never drop a node silently).
@@ -203,21 +284,30 @@ def fabric_graph(spec: LabSpec, paths: Iterable[TracedPath] = ()) -> graphviz.Gr
                 g.node(_dot_id(n.name), label=_server_label(spec, n.name), shape="plain")
 
     rail_of = {(n.server, n.interface): n.rail for n in spec.nics}
+    styles_used: set[str] = set()
     for link in spec.links:
+        lid = link_id(link.a.node, link.a.interface, link.b.node, link.b.interface)
+        mark = _link_mark(lid, marks, on_link)
+        if mark:
+            styles_used.add(mark.pop("_kind"))
         if link.role == "leaf-spine":
             # a is the leaf (lower tier); spine written first so it ranks above.
-            g.edge(_dot_id(link.b.node), _dot_id(link.a.node))
+            g.edge(_dot_id(link.b.node), _dot_id(link.a.node), **mark)
         else:
             rail = rail_of.get((link.a.node, link.a.interface))
             colour = rail_colour(rail) if rail else FABRIC_EDGE
             g.edge(
                 _dot_id(link.b.node),
                 f"{_dot_id(link.a.node)}:{link.a.interface}:n",
-                color=colour,
-                penwidth="1.6",
+                **({"color": colour, "penwidth": "1.6"} | mark),
             )
+    if on_node:
+        styles_used.add("fault")
 
     legend_rows: list[tuple[str, str, str]] = []
+    for kind in ("fault", "down", "session"):
+        if kind in styles_used:
+            legend_rows.append(_MARK_LEGEND[kind])
     for i, path in enumerate(paths):
         colour = path.colour or PATH_COLOURS[i % len(PATH_COLOURS)]
         legend_rows.append((colour, path.label, "solid"))
@@ -230,17 +320,7 @@ def fabric_graph(spec: LabSpec, paths: Iterable[TracedPath] = ()) -> graphviz.Gr
                 )
         for (n1, p1), (n2, p2) in zip(hops, hops[1:], strict=False):
             if n1 == n2:
-                if p1 and p2 and p1 != p2:  # NVLink hop inside a server (PXN)
-                    g.edge(
-                        f"{n1}:{p1}:s",
-                        f"{n2}:{p2}:s",
-                        color=colour,
-                        penwidth="3",
-                        style="dashed",
-                        constraint="false",
-                        tooltip="NVLink (PXN)",
-                    )
-                continue
+                continue  # NVLink hop (PXN): drawn inside the server box (_server_label)
             a = f"{n1}:{p1}:n" if p1 else n1
             b = f"{n2}:{p2}:n" if p2 else n2
             g.edge(a, b, color=colour, penwidth="3.4", constraint="false")
@@ -248,6 +328,43 @@ def fabric_graph(spec: LabSpec, paths: Iterable[TracedPath] = ()) -> graphviz.Gr
     # Title, rail colours and traced paths as the graph label under the fabric.
     g.attr(label=_legend_label(spec, legend_rows), labelloc="b", labeljust="c")
     return g
+
+
+_MARK_LEGEND = {
+    "fault": (FAULT_COLOUR, "injected fault (id and kind on the link or node)", "fault"),
+    "down": (DOWN_COLOUR, "link down (dashed)", "down"),
+    "session": (SESSION_COLOUR, "BGP session down, link up (dotted)", "session"),
+}
+_MARK_SYMBOL = {"fault": "━━ fault", "down": "╌╌ down", "session": "┈┈ BGP", "solid": "━━ path"}
+
+
+def _link_mark(lid: str, marks: FabricMarks, on_link: dict[str, list[dict]]) -> dict[str, str]:
+    """Graphviz edge attributes for link ``lid`` (plus ``_kind`` for the legend), {} when
+    healthy: an injected fault wins over a down link, which wins over a down session."""
+    faults = on_link.get(lid)
+    if faults:
+        text = ", ".join(f"{f.get('id', '?')} {f.get('kind', '')}".strip() for f in faults)
+        notes = "; ".join(str(f.get("note") or "") for f in faults if f.get("note"))
+        return {"_kind": "fault", "color": FAULT_COLOUR, "penwidth": "3.2", "style": "bold",
+                "label": text, "fontcolor": FAULT_COLOUR, "fontsize": "9",
+                "tooltip": notes or text}
+    if lid in marks.down_links:
+        return {"_kind": "down", "color": DOWN_COLOUR, "penwidth": "2.4", "style": "dashed",
+                "tooltip": f"{lid}: {marks.down_links[lid]}"}
+    if lid in marks.down_sessions:
+        return {"_kind": "session", "color": SESSION_COLOUR, "penwidth": "2.4", "style": "dotted",
+                "tooltip": f"{lid}: BGP session not Established"}
+    return {}
+
+
+def _node_fault_attrs(faults: list[dict] | None, xlabel_only: bool = False) -> dict[str, str]:
+    """A red border and an ``f3 daemon-kill`` label for a node a fault names ({} for none)."""
+    if not faults:
+        return {}
+    text = ", ".join(f"{f.get('id', '?')} {f.get('kind', '')}".strip() for f in faults)
+    out = {"xlabel": text, "fontcolor": FAULT_COLOUR} if xlabel_only else {
+        "xlabel": text, "color": FAULT_COLOUR, "penwidth": "3"}
+    return out
 
 
 def _legend_label(spec: LabSpec, paths: list[tuple[str, str, str]]) -> str:
@@ -266,10 +383,10 @@ def _legend_label(spec: LabSpec, paths: list[tuple[str, str, str]]) -> str:
         f'<TR><TD COLSPAN="{span + 1}"><B>{html.escape(title)}</B></TD></TR>',
         f'<TR><TD ALIGN="LEFT"><B>rails</B></TD>{cells}</TR>',
     ]
-    for colour, label, _ in paths:
+    for colour, label, kind in paths:
         rows.append(
-            f'<TR><TD ALIGN="LEFT"><FONT COLOR="{colour}"><B>━━ path</B></FONT></TD>'
-            f'<TD COLSPAN="{span}" ALIGN="LEFT">{html.escape(label)}</TD></TR>'
+            f'<TR><TD ALIGN="LEFT"><FONT COLOR="{colour}"><B>{_MARK_SYMBOL.get(kind, "━━ path")}'
+            f'</B></FONT></TD><TD COLSPAN="{span}" ALIGN="LEFT">{html.escape(label)}</TD></TR>'
         )
     return (
         '<<TABLE BORDER="1" CELLBORDER="0" CELLSPACING="3" CELLPADDING="3" COLOR="#999999">'
@@ -286,16 +403,18 @@ def _require_dot() -> None:
         )
 
 
-def render_svg(spec: LabSpec, paths: Iterable[TracedPath] = ()) -> str:
+def render_svg(spec: LabSpec, paths: Iterable[TracedPath] = (),
+               marks: FabricMarks | None = None) -> str:
     """Render the diagram to SVG text (UTF-8). Raises RailabError if ``dot`` is missing."""
     _require_dot()
-    svg = fabric_graph(spec, paths).pipe(format="svg").decode("utf-8")
+    svg = fabric_graph(spec, paths, marks).pipe(format="svg").decode("utf-8")
     # Drop the XML prolog and DOCTYPE so the SVG can be inlined in HTML.
     start = svg.find("<svg")
     return svg[start:] if start >= 0 else svg
 
 
-def write_diagram(spec: LabSpec, out: str | Path, paths: Iterable[TracedPath] = ()) -> Path:
+def write_diagram(spec: LabSpec, out: str | Path, paths: Iterable[TracedPath] = (),
+                  marks: FabricMarks | None = None) -> Path:
     """Write the diagram to ``out``; the format follows the suffix (.svg, .png, .pdf, .dot).
 
     Raises ValueError for another suffix, RailabError if ``dot`` is missing.
@@ -304,7 +423,7 @@ def write_diagram(spec: LabSpec, out: str | Path, paths: Iterable[TracedPath] = 
     fmt = out.suffix.lstrip(".").lower()
     if fmt not in {"svg", "png", "pdf", "dot", "gv"}:
         raise ValueError(f"{out}: unsupported diagram format {fmt!r}; use .svg, .png, .pdf or .dot")
-    graph = fabric_graph(spec, list(paths))
+    graph = fabric_graph(spec, list(paths), marks)
     out.parent.mkdir(parents=True, exist_ok=True)
     if fmt in {"dot", "gv"}:
         out.write_text(graph.source)

@@ -28,10 +28,14 @@ import jinja2
 from markupsafe import Markup, escape
 from pydantic import BaseModel, Field, computed_field
 
+from railab.checks.base import Cause, CheckResult, SessionRef
 from railab.checks.junit import JUnitCase, check_case
 from railab.checks.junit import render_junit as write_junit_suites
-from railab.checks.runner import CHECKS  # the registry, with the built-in families registered
-from railab.graph import RAIL_COLOURS, TracedPath, rail_colour, render_svg
+from railab.checks.runner import (
+    CHECKS,  # the registry, with the built-in families registered
+    group_failures,
+)
+from railab.graph import RAIL_COLOURS, FabricMarks, TracedPath, rail_colour, render_svg
 from railab.topologies.labspec import LabSpec
 from railab.topologies.pathclasses import path_classes
 
@@ -133,6 +137,12 @@ class CheckItem(BaseModel):
     observed: str | None = None
     reason: str | None = None
     duration_s: float = 0.0
+    port: str | None = None
+    link: str | None = None
+    prefix: str | None = None
+    session: dict[str, str] | None = Field(None, description="checks.base.SessionRef fields")
+    cause: dict[str, str] | None = Field(None, description="checks.base.Cause fields: the "
+                                                           "structured root-cause key")
 
     @property
     def ok(self) -> bool:
@@ -151,12 +161,29 @@ class CheckItem(BaseModel):
 
     @classmethod
     def from_result(cls, result: Any, duration_s: float = 0.0) -> CheckItem:
-        """Convert a ``checks.base.CheckResult`` (or any object with its fields)."""
+        """Convert a ``checks.base.CheckResult`` (or any object with its fields), keeping its
+        structured references and cause so the report groups failures by root cause."""
+        def plain(v: Any) -> Any:
+            return v.model_dump(exclude_none=True) if hasattr(v, "model_dump") else v
+
         return cls(
             **{k: getattr(result, k, None) for k in
-               ("check", "name", "status", "node", "subject", "expected", "observed", "reason")},
+               ("check", "name", "status", "node", "subject", "expected", "observed", "reason",
+                "port", "link", "prefix")},
+            session=plain(getattr(result, "session", None)),
+            cause=plain(getattr(result, "cause", None)),
             duration_s=duration_s,
         )
+
+    def to_result(self) -> CheckResult:
+        """Back to a ``checks.base.CheckResult`` (an ``error`` status reads as ``fail``)."""
+        return CheckResult(
+            check=self.check, name=self.name,
+            status="fail" if self.status == "error" else self.status,
+            node=self.node, subject=self.subject, expected=self.expected, observed=self.observed,
+            reason=self.reason, port=self.port, link=self.link, prefix=self.prefix,
+            session=SessionRef(**self.session) if self.session else None,
+            cause=Cause(**self.cause) if self.cause else None)
 
 
 class StepTiming(BaseModel):
@@ -231,6 +258,9 @@ class Report(BaseModel):
     ecmp: list[EcmpSpread] = Field(default_factory=list)
     traces: list[Trace] = Field(default_factory=list)
     checks: list[CheckItem] = Field(default_factory=list)
+    faults: list[dict[str, Any]] = Field(
+        default_factory=list, description="faults injected when the report was made "
+        "(LabState.faults records as dicts: id, kind, node, port, peer_node, peer_port, note)")
     timings: list[StepTiming] = Field(default_factory=list)
     errors: list[str] = Field(default_factory=list, description="steps that raised, with message")
 
@@ -409,6 +439,45 @@ def traced_paths(report: Report) -> list[TracedPath]:
     return out
 
 
+def faults_of(record: Any) -> list[dict[str, Any]]:
+    """The injected faults of a lab's state record (``LabState.faults``, railab.testbed.faults)
+    as plain dicts for :attr:`Report.faults`; [] for a record without them."""
+    out = []
+    for f in getattr(record, "faults", None) or []:
+        out.append(f.model_dump(mode="json") if hasattr(f, "model_dump") else dict(f))
+    return out
+
+
+def root_cause_groups(report: Report) -> list[tuple[CheckItem, list[CheckItem]]]:
+    """Failed checks grouped under their root cause, as ``railab check`` groups them
+    (:func:`railab.checks.runner.group_failures` on the rows' structured causes):
+    ``[(root item, [items that follow from it]), ...]`` in run order."""
+    fails = [c for c in report.checks if not c.ok]
+    rows = [c.to_result() for c in fails]
+    index = {id(r): c for r, c in zip(rows, fails, strict=True)}
+    return [(index[id(root)], [index[id(x)] for x in cons]) for root, cons in group_failures(rows)]
+
+
+def fabric_marks(report: Report) -> FabricMarks:
+    """What the diagram draws as broken, from the report alone: the links of failed rows whose
+    cause is ``link-down`` (or cabling rows about a down link), the links of ``session-down``
+    causes whose link is not down, and :attr:`Report.faults`."""
+    down: dict[str, str] = {}
+    sessions: list[str] = []
+    for c in report.checks:
+        if c.ok or not c.cause:
+            continue
+        link = c.cause.get("link") or c.link
+        if not link:
+            continue
+        if c.cause.get("kind") == "link-down":
+            down.setdefault(link, c.observed or "link down")
+        elif c.cause.get("kind") == "session-down" and link not in sessions:
+            sessions.append(link)
+    return FabricMarks(down_links=down, down_sessions=[s for s in sessions if s not in down],
+                       faults=report.faults)
+
+
 # ---- renderers ---------------------------------------------------------------------------------
 def _env() -> jinja2.Environment:
     env = jinja2.Environment(
@@ -427,7 +496,7 @@ def render_html(report: Report, spec: LabSpec, *, diagram_svg: str | None = None
     """The report page (UTF-8 HTML, self-contained). ``diagram_svg`` defaults to
     ``render_svg(spec, traced_paths(report))``."""
     if diagram_svg is None:
-        diagram_svg = render_svg(spec, traced_paths(report))
+        diagram_svg = render_svg(spec, traced_paths(report), fabric_marks(report))
     plan_rows = _plan_rows(report.plan) if report.plan else []
     template = _env().get_template("report.html.j2")
     return template.render(
@@ -442,6 +511,7 @@ def render_html(report: Report, spec: LabSpec, *, diagram_svg: str | None = None
         rails=[(r, rail_colour(r)) for r in range(1, spec.rails + 1)],
         palette=RAIL_COLOURS,
         checks=sorted(report.checks, key=lambda c: (c.ok, _check_order(c.check))),
+        roots=root_cause_groups(report),
         n_fail=sum(1 for c in report.checks if not c.ok),
         families=check_families(report),
         paths=sorted(report.paths, key=lambda p: (_class_key(p.path_class), p.src, p.dst)),
@@ -549,7 +619,7 @@ def write_report(report: Report, spec: LabSpec, outdir: str | Path) -> ReportFil
     """
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)
-    svg = render_svg(spec, traced_paths(report))
+    svg = render_svg(spec, traced_paths(report), fabric_marks(report))
     files = ReportFiles(
         json_path=out / "report.json",
         junit=out / "report.xml",

@@ -67,6 +67,7 @@ CAUSE_KINDS = {
     "port-missing": "node, port: the interface does not exist",
     "session-down": "link (+ node, port): a BGP session is not Established",
     "daemon-dead": "node, daemon: an FRR daemon does not answer",
+    "node-unreachable": "node: the executor cannot reach the node (SSH refused or timed out)",
     "wrong-asn": "node: the node runs another ASN / router-id than planned",
     "neighbor-missing": "node, port: no BGP neighbor configured on the port",
     "not-announced": "node, prefix: the origin does not announce the prefix",
@@ -273,6 +274,8 @@ class ObservationError(RuntimeError):
 
 _NOT_RUNNING = re.compile(r"\b(zebra|bgpd|staticd|bfdd|ospfd|watchfrr)\b is not running")
 _COMMAND = re.compile(r"`([^`]+)`")
+#: executor errors that mean the node was never reached (testbed.ssh_exec wording, errno text)
+_UNREACHABLE = re.compile(r"cannot reach |Connection refused|SSH to \S+ failed|host key of ")
 
 
 def frr_unreadable(node: str, err: Exception | str, daemon: str) -> str:
@@ -283,6 +286,11 @@ def frr_unreadable(node: str, err: Exception | str, daemon: str) -> str:
     <node>: <error>; is <daemon> running?"`` (the error without a repeated node prefix).
     """
     msg = str(err)
+    if _UNREACHABLE.search(msg):
+        # the executor never reached the node (SSH refused, timed out, host key): FRR was not
+        # asked, so guessing at a dead daemon would send the reader the wrong way
+        return (f"cannot reach {node} to run vtysh: {msg.removeprefix(f'{node}: ')}; check the "
+                "inventory's host and port, and that sshd listens there")
     m = _NOT_RUNNING.search(msg)
     cmd = _COMMAND.search(msg)
     if m:
@@ -296,7 +304,10 @@ def frr_unreadable(node: str, err: Exception | str, daemon: str) -> str:
 
 def daemon_cause(node: str, err: Exception | str, daemon: str) -> Cause:
     """The :class:`Cause` for an FRR daemon that did not answer on ``node`` (``daemon-dead``;
-    the daemon vtysh names as not running, else ``daemon``)."""
+    the daemon vtysh names as not running, else ``daemon``); ``node-unreachable`` when the
+    executor never reached the node (a refused or timed-out SSH connection)."""
+    if _UNREACHABLE.search(str(err)):
+        return Cause(kind="node-unreachable", node=node)
     m = _NOT_RUNNING.search(str(err))
     return Cause(kind="daemon-dead", node=node, daemon=m.group(1) if m else daemon)
 

@@ -56,6 +56,10 @@ class NodeView:
     missing_routes: list[str] = field(default_factory=list)
     session_states: dict[str, str] = field(default_factory=dict)
     route_verdicts: dict[str, F.RouteVerdict] = field(default_factory=dict)
+    #: the ASN and router-id bgpd runs with (its summary's ``as`` / ``routerId``; None when
+    #: unread or when the node plans no session)
+    asn: int | None = None
+    router_id: str | None = None
 
     @property
     def converged(self) -> bool:
@@ -104,7 +108,11 @@ def _observe_node(obs: Observer, spec, node: str, netlink: bool) -> NodeView:
     view = NodeView(node)
     sessions = [s for s in spec.bgp_sessions if s.node == node]
     if sessions:
-        states = F.session_states(_read(obs, node, F.CMD_SUMMARY))
+        doc = _read(obs, node, F.CMD_SUMMARY)
+        states = F.session_states(doc)
+        summ = F.summary_of(doc) if doc is not None else {}
+        view.asn = summ.get("as") if isinstance(summ.get("as"), int) else None
+        view.router_id = summ.get("routerId")
         for s in sessions:
             view.sessions_expected += 1
             state = states.get(s.interface, "absent")
@@ -205,6 +213,9 @@ def wait_converged(spec, executor: Executor, *, timeout: float,
     sessions = [m for n in pending for m in views[n].missing_sessions]
     routes = [m for n in pending for m in views[n].missing_routes]
     lines = [f"lab {spec.name} did not converge within {timeout:g} s:"]
+    causes = likely_causes(spec, executor, views)
+    if causes:
+        lines.append("  likely cause: " + "; ".join(causes[:10]) + (" ..." if len(causes) > 10 else ""))
     if sessions:
         lines.append(f"  {len(sessions)} BGP session(s) not Established: " + "; ".join(sessions[:20])
                      + (" ..." if len(sessions) > 20 else ""))
@@ -212,3 +223,74 @@ def wait_converged(spec, executor: Executor, *, timeout: float,
         lines.append(f"  {len(routes)} prefix(es) missing or with the wrong ECMP width: " + "; ".join(routes[:20])
                      + (" ..." if len(routes) > 20 else ""))
     raise RailabError("\n".join(lines))
+
+
+def plan_mismatches(spec, views: dict[str, NodeView]) -> list[str]:
+    """What a converged lab runs differently from ``lab.json``, one sentence each: a switch
+    whose bgpd runs another ASN or router-id than planned (``g1-leaf2 runs ASN 4200000099,
+    lab.json plans 4200000002``). With ``remote-as external`` a unique wrong ASN still brings
+    every session up and every route in, so convergence alone does not see it."""
+    out = []
+    for n in spec.nodes:
+        v = views.get(n.name)
+        if v is None or n.asn is None:
+            continue
+        if v.asn is not None and v.asn != n.asn:
+            out.append(f"{n.name} runs ASN {v.asn}, lab.json plans {n.asn} (frr.conf `router bgp`)")
+        if v.router_id and n.router_id and v.router_id != str(n.router_id):
+            out.append(f"{n.name} runs router-id {v.router_id}, lab.json plans {n.router_id}")
+    return out
+
+
+def likely_causes(spec, executor: Executor, views: dict[str, NodeView]) -> list[str]:
+    """Why sessions are not Established, in words, most specific first, from the views of the
+    last poll and each failing session's ``show bgp neighbors`` (NOTIFICATION reason):
+
+    * two peers that run the same ASN (``g1-leaf2 and spine1 share ASN 4200000000: sessions
+      Idle, Bad Peer AS``; eBGP peers must differ, and FRR reads a peer of its own AS as iBGP);
+    * a switch that runs another ASN than planned (:func:`plan_mismatches`);
+    * a session shut (``Idle (Admin)``); bgpd not answering (no summary at all);
+    * otherwise the last NOTIFICATION the node got on the port.
+    """
+    live = {n: v.asn for n, v in views.items() if v.asn is not None}
+    planned = {n.name: n.asn for n in spec.nodes if n.asn is not None}
+    out: list[str] = []
+    seen_pairs: set[tuple[str, str]] = set()
+    obs = Observer(spec, executor, lambda n: None)
+
+    def reason_of(node: str, iface: str) -> str:
+        try:
+            nb = F.neighbor_of(obs.frr(node, F.cmd_neighbor(iface)), iface)
+        except ObservationError:
+            return ""
+        return str(nb.get("lastNotificationReason") or "")
+
+    for node, v in views.items():
+        if v.sessions_expected and v.asn is None and v.missing_sessions:
+            out.append(f"{node}: bgpd does not answer (no BGP summary)")
+    for s in spec.bgp_sessions:
+        v = views.get(s.node)
+        if v is None:
+            continue
+        state = v.session_states.get(s.interface)
+        if state is None or F.session_up(state):
+            continue
+        a, b = s.node, s.peer
+        asn_a, asn_b = live.get(a, planned.get(a)), live.get(b, planned.get(b))
+        key = tuple(sorted((a, b)))
+        if asn_a is not None and asn_a == asn_b:
+            if key in seen_pairs:
+                continue
+            seen_pairs.add(key)
+            other = views[b].session_states.get(s.peer_interface) if b in views else None
+            states = sorted({state} | ({other} if other else set()))
+            why = reason_of(a, s.interface) or reason_of(b, s.peer_interface)
+            out.append(f"{a} and {b} share ASN {asn_a}: sessions {', '.join(states)}"
+                       + (f", {why}" if why else ""))
+        elif "Admin" in state:
+            out.append(f"{a}:{s.interface} is shut (`neighbor {s.interface} shutdown`)")
+        else:
+            why = reason_of(a, s.interface)
+            if why:
+                out.append(f"{a}:{s.interface} -> {b}: {state}, last NOTIFICATION {why}")
+    return list(dict.fromkeys(out + plan_mismatches(spec, views)))

@@ -14,7 +14,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from railab.checks.converge import ConvergeProgress, default_timeout, wait_converged
+from railab.checks.converge import (
+    ConvergeProgress,
+    default_timeout,
+    plan_mismatches,
+    wait_converged,
+)
+from railab.errors import RailabError
 from railab.testbed import state
 from railab.testbed.runtime.base import Runtime
 from railab.testbed.signals import signals_ignored, signals_raise
@@ -23,18 +29,30 @@ from railab.topologies.labspec import LabSpec
 from railab.topologies.naming import netns_name
 
 
+class LabDiffersError(RailabError):
+    """The lab converged, but runs something else than ``lab.json`` plans (a unique wrong ASN:
+    every session comes up with ``remote-as external``); the message lists the differences."""
+
+
 def bring_up(runtime: Runtime, labdir: str | Path, *, timeout: float | None = None,
              on_progress: Callable[[ConvergeProgress], None] | None = None,
-             **up_kwargs: Any) -> LabState:
+             keep_on_failure: bool = False, **up_kwargs: Any) -> LabState:
     """Deploy ``labdir`` (a lab directory or its ``.clab.yml``) on ``runtime`` and wait until
     it has converged; return the record (phase ``running``, ``timings["converge_s"]``).
 
     ``timeout`` (s) bounds the convergence wait (None: ``default_timeout(spec)``, which scales
     with the lab); ``on_progress`` receives a ConvergeProgress after every poll;
     ``up_kwargs`` go to ``runtime.up`` (e.g. ``reconfigure=True`` for containerlab).
-    Raises RailabError (deploy failure, or no convergence within ``timeout``) and
-    KeyboardInterrupt (Ctrl-C; SIGTERM/SIGHUP as railab.testbed.signals.Interrupted), in every
-    case after the lab was brought down again.
+    Raises RailabError (deploy failure, or no convergence within ``timeout``: the message names
+    the likely cause, :func:`railab.checks.converge.likely_causes`), LabDiffersError (converged,
+    but a switch runs another ASN / router-id than ``lab.json``,
+    :func:`railab.checks.converge.plan_mismatches`) and KeyboardInterrupt (Ctrl-C; SIGTERM/SIGHUP
+    as railab.testbed.signals.Interrupted), in every case after the lab was brought down again
+    -- except with ``keep_on_failure``, which leaves a lab that did not converge up for
+    debugging (phase ``not-converged``) and a converged lab that differs running (phase
+    ``running``: it works, the LabDiffersError says how it differs); the message says how to
+    remove it.
+    Ctrl-C always rolls back.
     """
     record = runtime.up(Path(labdir), **up_kwargs)
     lab = record.lab
@@ -45,10 +63,44 @@ def bring_up(runtime: Runtime, labdir: str | Path, *, timeout: float | None = No
             record.phase = "converging"
             state.save(record)
             t0 = time.monotonic()
-            wait_converged(spec, runtime.executor(lab), timeout=budget, on_progress=on_progress,
-                           netns_of=lambda node: record.namespaces.get(node) or netns_name(lab, node))
+            try:
+                views = wait_converged(spec, runtime.executor(lab), timeout=budget,
+                                       on_progress=on_progress,
+                                       netns_of=lambda node: record.namespaces.get(node) or netns_name(lab, node))
+            except RailabError as exc:
+                _keep_or_raise(record, keep_on_failure, "not-converged", str(exc))
+                raise
+            differs = plan_mismatches(spec, views or {})
+            if differs:
+                msg = (f"lab {lab} converged but differs from lab.json: " + "; ".join(differs))
+                if keep_on_failure:  # it converged: keep it running, and say how it differs
+                    record = runtime.mark_converged(lab, time.monotonic() - t0)
+                    raise _Kept(LabDiffersError(f"{msg}\nthe lab is kept (--keep-on-failure): "
+                                                f"railab check {lab}; railab down {lab} removes it"))
+                raise LabDiffersError(msg)
             return runtime.mark_converged(lab, time.monotonic() - t0)
+        except _Kept as kept:
+            raise kept.error from None
         except BaseException:
             with signals_ignored():
                 runtime.down(lab)
             raise
+
+
+class _Kept(Exception):
+    """Internal: carry the error of a failed bring-up past the rollback (keep_on_failure)."""
+
+    def __init__(self, error: RailabError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _keep_or_raise(record: LabState, keep: bool, phase: str, msg: str) -> None:
+    """With ``keep``: record ``phase`` and raise _Kept (no rollback) with ``msg`` plus how to
+    look at and remove the lab; without: return (the caller raises and rolls back)."""
+    if not keep:
+        return
+    record.phase = phase
+    state.save(record)
+    raise _Kept(RailabError(f"{msg}\nthe lab is kept for debugging (--keep-on-failure): railab check "
+                    f"{record.lab}, railab status {record.lab}; railab down {record.lab} removes it"))

@@ -28,6 +28,7 @@ from railab.checks.base import (
     CheckResult,
     Observer,
     failed,
+    link_id,
     passed,
     register_check,
     skipped,
@@ -38,6 +39,79 @@ from railab.traffic.patterns import Flow, route
 
 CHECK = "hops"
 
+
+def _planned_link(spec, node: str, port: str) -> str | None:
+    """The :func:`~railab.checks.base.link_id` ``lab.json`` cables to ``node:port`` (None)."""
+    try:
+        peer = spec.peer(node, port)
+    except KeyError:
+        return None
+    return link_id(node, port, *peer)
+
+
+def flow_cause(spec, res, link_state: Callable[[str, str], str | None] | None = None
+               ) -> Cause | None:
+    """The structured root-cause key of a failed :class:`~railab.traffic.engine.FlowResult`
+    (None for a passing flow, or one whose failure names no element), so
+    :func:`railab.checks.runner.group_failures` puts every flow a dead NIC breaks under one
+    cause:
+
+    * a NIC down at either end: ``link-down`` on that NIC's link (``node``/``port`` the NIC);
+    * a miswire (sender or receiver side, ``FlowResult.miswired``): ``miswired`` on the
+      planned link of the NIC that is wrong;
+    * ICMP unreachable from a switch: ``unreachable`` at that switch;
+    * lost packets with a measured path: ``dropped`` at the last switch the packets reached,
+      or, when ``link_state(node, port)`` (a :func:`~railab.checks.base.link_status` word, None
+      unknown) says the destination leaf's port to the NIC or the source NIC's leaf port is
+      not ``up``, ``link-down`` on that link.
+    """
+    if res.ok:
+        return None
+    f = res.flow
+    if res.nic_down:
+        node, port = res.nic_down.split(":", 1)
+        return Cause(kind="link-down", node=node, port=port, link=_planned_link(spec, node, port))
+    if res.miswired:
+        if res.egress_to or (res.egress and res.egress != f"{f.src[0]}:eth{f.src_nic}"):
+            node, port = f.src[0], f"eth{f.src_nic}"
+        else:
+            node, port = f.dst[0], f"eth{f.dst_nic}"
+        return Cause(kind="miswired", node=node, port=port, link=_planned_link(spec, node, port))
+    if res.unreachable_at:
+        return Cause(kind="unreachable", node=res.unreachable_at.split(":")[0])
+    if res.lost or res.delivered < res.sent:
+        if link_state is not None and f.path_class != "intra-server":
+            for nic in (spec.nic(f.dst[0], f.dst_nic), spec.nic(f.src[0], f.src_nic)):
+                st = link_state(nic.leaf, nic.leaf_port)
+                if st not in (None, "up"):
+                    return Cause(kind="link-down", node=nic.leaf, port=nic.leaf_port,
+                                 link=_planned_link(spec, nic.leaf, nic.leaf_port))
+        if res.path:
+            return Cause(kind="dropped", node=res.path[-1].split(":")[0])
+    return None
+
+
+def flow_rows(spec, results, link_state: Callable[[str, str], str | None] | None = None
+              ) -> list[CheckResult]:
+    """One ``traffic`` :class:`CheckResult` per flow (``name`` = the flow's name, ``node`` /
+    ``port`` its source NIC, ``cause`` from :func:`flow_cause`): what ``railab traffic`` feeds
+    :func:`railab.checks.runner.group_failures` to print one root cause per dead element
+    instead of one line per failed flow."""
+    out = []
+    for res in results:
+        f = res.flow
+        kw = {"node": f.src[0], "subject": f.path_class,
+              "port": None if f.path_class == "intra-server" else f"eth{f.src_nic}",
+              "expected": "unreachable" if f.expected_hops is None else f"{f.expected_hops} hops",
+              "observed": f"{res.delivered}/{res.sent} delivered"}
+        if res.ok:
+            out.append(passed("traffic", f.name, **kw))
+        else:
+            out.append(failed("traffic", f.name, reason=res.verdict,
+                              cause=flow_cause(spec, res, link_state), **kw))
+    return out
+
+
 def representative_flows(spec) -> list:
     """One routed :class:`traffic.patterns.Flow` per path class this lab has (64 packets each).
 
@@ -46,7 +120,8 @@ def representative_flows(spec) -> list:
 
     Pairs: srvA gpu0 -> srvA gpu1 (intra-server), srvA gpu0 -> srvB gpu0 (intra-rail),
     srvA gpu0 -> srvB gpu1 (inter-rail, without and with PXN), srvA gpu0 -> first server of
-    group 2 gpu0 (cross-group); srvA/srvB are the first two servers of group 1.
+    group 2 gpu0 (cross-group); srvA/srvB are the first two servers of group 1 (one flow per
+    class: the NIC-covering patterns are railab traffic's, docs/traffic.md).
     """
     groups: dict[int, list[str]] = {}
     for n in spec.by_role("server"):
@@ -94,6 +169,17 @@ def check_hops(obs: Observer, runner=None) -> list[CheckResult]:
     if not flows:
         return [skipped(CHECK, "path classes", "the lab has no servers")]
     runner = runner or obs.options.get("hops_runner") or measure_flows
+    if runner is measure_flows:
+        no_ns = [n.name for n in spec.nodes if not obs.netns_of(n.name)]
+        if no_ns:
+            # a real fabric over SSH (railab check --inventory): this process cannot send from
+            # the servers nor read switch counters; say so instead of crashing in the engine
+            return [skipped(CHECK, "path classes",
+                            f"the traffic engine sends from each server's network namespace and "
+                            f"reads switch counters there; {no_ns[0]}"
+                            + (f" and {len(no_ns) - 1} more nodes have" if len(no_ns) > 1 else " has")
+                            + " none here (SSH inventory): run RoCE probes on the hosts themselves "
+                            "or use --only to leave hops out")]
     try:
         obs.check_stop()
         if runner is measure_flows:

@@ -16,6 +16,7 @@ POSIX shell, so arguments arrive exactly as given.
 
 from __future__ import annotations
 
+import errno
 import shlex
 import time
 from collections.abc import Mapping
@@ -186,6 +187,11 @@ class SshExecutor(Executor):
             raise RailabError(f"node {node!r}: SSH to {t.user}@{hostname} failed: {exc}") from None
         except (TimeoutError, OSError) as exc:
             client.close()
+            errs = getattr(exc, "errors", None) or {}  # paramiko NoValidConnectionsError
+            if isinstance(exc, ConnectionRefusedError) or any(
+                    getattr(e, "errno", None) == errno.ECONNREFUSED for e in errs.values()):
+                raise RailabError(f"node {node!r}: cannot reach {hostname}: TCP connection "
+                                  f"refused (nothing listens on port {t.port})") from None
             raise RailabError(f"node {node!r}: cannot reach {hostname}: {exc}") from None
         self._clients[node] = client
         return client

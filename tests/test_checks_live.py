@@ -80,9 +80,10 @@ def fault_lab(tmp_path_factory):
     assert f"router bgp {planned}\n" in text
     conf.write_text(text.replace(f"router bgp {planned}\n", f"router bgp {WRONG_ASN}\n"))
     rt = NetnsRuntime()
-    from railab.checks.deploy import bring_up
+    from railab.checks.deploy import LabDiffersError, bring_up
 
-    bring_up(rt, labdir, timeout=60)
+    with pytest.raises(LabDiffersError, match="g2-leaf4 runs ASN"):  # issue 13: not "converged"
+        bring_up(rt, labdir, timeout=60, keep_on_failure=True)  # kept running for the test
     lab = LiveLab(spec, labdir, "netns", rt.executor(name), owned=True)
     try:
         yield lab

@@ -590,8 +590,9 @@ def test_oversub_golden_message_and_cause(spec):
     (bad,) = _fails(res)
     assert bad.message() == (
         f"[fail] oversub g1-leaf1: expected 1:1 (800 Gb/s down : 800 Gb/s up planned), observed 2:1 "
-        f"(800 Gb/s down : 400 Gb/s up live) -- links down: "
-        f"{up.a.node}:{up.a.interface}-{up.b.node}:{up.b.interface}")
+        f"(800 Gb/s down : 400 Gb/s up carrying traffic; BGP summary unreadable, sessions not "
+        f"judged: g1-leaf1: no executor to run vtysh) -- uplinks not carrying traffic: "
+        f"{up.a.node}:{up.a.interface}-{up.b.node}:{up.b.interface} (link down)")
     assert bad.cause.kind == "link-down" and bad.link == bad.cause.link == \
         f"{up.a.node}:{up.a.interface}--{up.b.node}:{up.b.interface}"
     assert len([r for r in res if r.status == "pass"]) == len(spec.by_role("leaf")) - 1

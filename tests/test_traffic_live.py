@@ -49,9 +49,12 @@ def test_expected_hops_and_nccl_nic_choice(mini_spec):
 
 def test_patterns_shapes(mini_spec):
     ring = flows_for(mini_spec, "ring", pxn=True)
-    assert len(ring) == 4 * 4  # 4 servers x 4 GPUs: one edge per GPU
+    # channel 0: 4 servers x 4 GPUs, one edge per GPU; channels 1-3 (one per rail, issue 13):
+    # their 4 inter-server edges each
+    assert len(ring) == 4 * 4 + 3 * 4
     inter = [f for f in ring if f.src[0] != f.dst[0]]
-    assert len(inter) == 4 and all(f.src_nic == f.dst_nic == 1 for f in inter)  # rail-aligned
+    assert len(inter) == 16 and all(f.src_nic == f.dst_nic for f in inter)  # rail-aligned
+    assert {f.dst_nic for f in inter} == {1, 2, 3, 4}  # every rail carries a channel
     a2a = flows_for(mini_spec, "all-to-all", sample=2)
     assert len(a2a) == 8 * 7 and {f.src[0] for f in a2a} == {"srv1", "srv3"}  # both groups
     assert len(flows_for(mini_spec, "cross-group", n=10)) == 10
@@ -220,8 +223,10 @@ def test_cli_traffic_json(mini_lab, capsys):
              standalone_mode=False)
     out = json.loads(capsys.readouterr().out)
     assert not rc and out["failed"] == 0
-    assert [f["hops_ttl"] for f in out["flows"]] == [1] * mini_lab.spec.gpus_per_server
-    assert out["sampled"] == "sampled 4 of 16 intra-rail GPU pairs (4 flows)"
+    # every NIC covered (issue 13): each group's two servers, every rail
+    assert [f["hops_ttl"] for f in out["flows"]] == [1] * (len(mini_lab.spec.nics) // 2)
+    assert out["sampled"] == "sampled 8 of 16 intra-rail GPU pairs (8 flows)"
+    assert out["coverage"]["nics"] == len(mini_lab.spec.nics) and not out["coverage"]["sampled"]
 
 
 @pytest.mark.integration
@@ -303,7 +308,7 @@ def test_swapped_server_cables_fail_with_a_cabling_verdict(cut_lab):
 
     spec, _ = cut_lab
     netns_of = resolve(spec.name).netns_of
-    into = flows_for(spec, "intra-rail")  # srv1 -> srv2, every rail
+    into = [f for f in flows_for(spec, "intra-rail") if f.src[0] == "srv1"]  # srv1 -> srv2, every rail
     out_of = [route(spec, Flow(("srv2", 0), ("srv1", 0)))]
     swap_server_cables(netns_of("srv2"))
     try:

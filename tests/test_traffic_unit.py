@@ -367,8 +367,11 @@ def test_sample_text_says_what_share_of_the_lab_was_sent(spec):
     classes = ("intra-server", "intra-rail", "inter-rail", "cross-group")
     assert sum(class_population(spec, c) for c in classes) == gpus * (gpus - 1)
     assert class_population(spec, "cross-group") == 128  # mini: 2 groups x 8 GPUs each way
-    assert sample_text(spec, flows_for(spec, "cross-group", n=8)) == \
-        "sampled 4 of 128 cross-group GPU pairs (8 flows)"
+    assert sample_text(spec, flows_for(spec, "cross-group", n=4)) == \
+        "sampled 4 of 128 cross-group GPU pairs (4 flows)"
+    # above the full-coverage set (8 pairs on mini) -n repeats pairs with new QPs
+    assert sample_text(spec, flows_for(spec, "cross-group", n=16)) == \
+        "sampled 8 of 128 cross-group GPU pairs (16 flows)"
     every = flows_for(spec, "all-to-all", sample=servers)
     assert sample_text(spec, every).startswith("all 48 intra-server, all ")
     assert "sampled" not in sample_text(spec, every)

@@ -249,6 +249,9 @@ def in_netns(ns: str) -> Iterator[None]:
 
     Raises RailabError when the namespace does not exist (the lab is not up).
     """
+    if not ns:
+        raise RailabError("no network namespace for this node (a real device, e.g. an SSH "
+                          "inventory): the traffic engine runs only on lab namespaces")
     path = ns if ns.startswith("/") else f"/run/netns/{ns}"
     try:
         target = os.open(path, os.O_RDONLY)
@@ -956,16 +959,49 @@ class Engine:
             out[k] = (min(a[0] - b[0], (a[2] - b[2]) // fl), min(a[1] - b[1], (a[3] - b[3]) // fl))
         return out
 
+    def _towards(self, flow: Flow, node: str, port: str) -> bool:
+        """Whether egress ``node:port`` leads towards ``flow``'s destination NIC as
+        ``lab.json`` cables it: on the destination leaf the port to that NIC, on another leaf
+        an uplink, on a spine the port to the destination leaf."""
+        dst = self.spec.nic(flow.dst[0], flow.dst_nic)
+        peer = self._peer.get((node, port))
+        if peer is None:
+            return False
+        role = self._roles.get(node)
+        if role == "leaf":
+            if node == dst.leaf:
+                return peer == (dst.server, dst.interface)
+            return self._roles.get(peer[0]) == "spine"
+        if role == "spine":
+            return peer[0] == dst.leaf
+        return False
+
     def _attribute(self, st: _FlowState, before: dict, after: dict) -> None:
+        """Counter hops and path of one measured flow, from a counter window scoped to it.
+
+        Only the flow's own route counts: the walk starts at the leaf port ``lab.json`` cables
+        the source NIC to and follows, switch by switch, the egress port that moved by at least
+        half the flow's packets (bounded by bytes, :meth:`flow_deltas`), preferring among
+        those the port towards the destination NIC. ``hops_counters`` is the number of switches
+        on that walk when it reaches a server; a walk that cannot finish (an exact tie) while
+        every packet arrived with the expected TTL leaves it None (no evidence against the
+        flow). Other flows or background traffic elsewhere in the fabric move other ports
+        and never count (issue 13: during a cable swap flows not touching srv5 failed with
+        ``counter hops 4 != 3`` when every moved switch was counted). Intra-server flows count
+        the leaves whose port from the source server took the packets (0 when NVLink kept
+        them inside)."""
         res = st.res
+        flow = st.flow
         thr = max(3, st.sent // 2)
         delta = self.flow_deltas(before, after, min(t.size for t in set(st.seq)))
-        moved = sorted({node for (node, _), (rx, _tx) in delta.items() if rx >= thr})
-        res.hops_counters = len(moved)
-        res.switches = moved
-        if st.flow.path_class == "intra-server":
+        if flow.path_class == "intra-server":
+            srv = flow.src[0]
+            leaves = sorted({n.leaf for n in self.spec.nics_of(srv)
+                             if delta.get((n.leaf, n.leaf_port), (0, 0))[0] >= thr})
+            res.hops_counters = len(leaves)
+            res.switches = leaves
             return
-        src = self.spec.nic(st.flow.src[0], st.flow.src_nic)
+        src = self.spec.nic(flow.src[0], flow.src_nic)
         node, ingress = src.leaf, src.leaf_port
         if delta.get((node, ingress), (0, 0))[0] < thr:
             # the packets did not enter the leaf port lab.json cables this NIC to: find the
@@ -974,28 +1010,38 @@ class Engine:
                           if rx >= thr and self._peer.get((n, ifn), ("",))[0] == src.server)
             if took:
                 res.egress_to = took[-1][1]
+                node, ingress = took[-1][1].split(":", 1)
         path: list[str] = []
+        reached = False
         for _ in range(len(self._roles) + 1):  # a walk visits each node once
             outs = sorted(((tx, ifn) for (n, ifn), (_rx, tx) in delta.items()
                            if n == node and ifn != ingress and tx >= thr), reverse=True)
-            if not outs or (len(outs) > 1 and outs[0][0] == outs[1][0]):
+            good = [o for o in outs if self._towards(flow, node, o[1])]
+            pick = good or outs
+            if not pick or (len(pick) > 1 and pick[0][0] == pick[1][0]):
                 # dropped here, or an exact tie between egress ports (ambiguous)
-                path.append(node if not outs else f"{node}:{'|'.join(sorted(i for _, i in outs))}")
+                path.append(node if not pick else f"{node}:{'|'.join(sorted(i for _, i in pick))}")
                 break
-            outs = [outs[0][1]]  # background (BGP, ND) never outweighs the flow on its port
-            path.append(f"{node}:{outs[0]}")
-            peer = self._peer.get((node, outs[0]))
+            port = pick[0][1]
+            path.append(f"{node}:{port}")
+            peer = self._peer.get((node, port))
             if peer is None:
                 break
             if self._roles.get(peer[0]) == "spine":
-                res.uplinks.append(f"{node}:{outs[0]}>{peer[0]}:{peer[1]}")
+                res.uplinks.append(f"{node}:{port}>{peer[0]}:{peer[1]}")
                 res.spines.append(peer[0])
             if self._roles.get(peer[0]) == "server":
+                reached = True
                 break
             node, ingress = peer
         res.path = path
-        on_path = [p.split(":")[0] for p in path]
-        res.switches = [n for n in on_path if n in moved] + [n for n in moved if n not in on_path]
+        res.switches = [p.split(":")[0] for p in path]
+        if reached:
+            res.hops_counters = len(path)
+        elif (res.delivered == st.sent and st.sent and res.hops_ttl == flow.expected_hops):
+            res.hops_counters = None  # an inconclusive walk is no evidence against the flow
+        else:
+            res.hops_counters = len(path)
 
     # ---- traceroute primitive --------------------------------------------------------------
     def probe(self, flow: Flow, ttl: int, timeout: float = 0.3) -> Hop:

@@ -118,9 +118,25 @@ def _nic(spec: LabSpec, server: str, gpu: int) -> Nic:
     return spec.nic(server, gpu + 1)
 
 
+_FABRICS: dict[int, tuple[LabSpec, Fabric]] = {}
+
+
 def fabric_of(spec: LabSpec) -> Fabric:
     """The lab's :class:`~railab.topologies.pathclasses.Fabric` (architecture, rails, rails per
-    leaf as cabled in ``lab.json``, groups): what class predicates and hop counts depend on."""
+    leaf as cabled in ``lab.json``, groups): what class predicates and hop counts depend on.
+    Computed once per ``LabSpec`` object (a walk over every NIC; routing the 512 flows of a
+    full-coverage pattern on a 1024-GPU lab would otherwise walk them 512 times)."""
+    hit = _FABRICS.get(id(spec))
+    if hit is not None and hit[0] is spec:
+        return hit[1]
+    fab = _fabric_of(spec)
+    if len(_FABRICS) > 8:
+        _FABRICS.clear()
+    _FABRICS[id(spec)] = (spec, fab)
+    return fab
+
+
+def _fabric_of(spec: LabSpec) -> Fabric:
     rails: dict[str, set[int]] = {}
     for nic in spec.nics:
         rails.setdefault(nic.leaf, set()).add(nic.rail)
@@ -198,6 +214,9 @@ def _servers_by_group(spec: LabSpec) -> dict[int, list[str]]:
 
 
 def _expand(base: list[Pair], n: int | None, **kw) -> list[Flow]:
+    """``n`` >= len(base) (or None): the base pairs, repeated with new QPs (new UDP source
+    ports, so new ECMP hashes) up to ``n`` flows. Sampling below the base is done before
+    (:func:`spread_sample`)."""
     if not base:
         return []
     count = n if n else len(base)
@@ -205,20 +224,45 @@ def _expand(base: list[Pair], n: int | None, **kw) -> list[Flow]:
             for i in range(count)]
 
 
+def rotation_pairs(items: list[str], rnd: int = 0) -> list[tuple[str, str]]:
+    """A pairing of ``items`` that uses each item once (the minimum number of pairs that
+    touches every item, ``ceil(len/2)``), rotated by round ``rnd`` (the circle method of
+    round-robin schedules: the first item stays, the others rotate by ``rnd``, then consecutive
+    items pair up), so each rail of a pattern pairs the servers differently. An odd item out
+    pairs with the first item (which is then used twice). Round 0 is ``(a0, a1), (a2, a3), ...``.
+    Fewer than two items: no pairs."""
+    if len(items) < 2:
+        return []
+    rest = items[1:]
+    k = rnd % len(rest)
+    arr = [items[0], *rest[k:], *rest[:k]]
+    out = [(arr[i], arr[i + 1]) for i in range(0, len(arr) - 1, 2)]
+    if len(arr) % 2:
+        out.append((arr[-1], arr[0]))
+    return out
+
+
 @dataclass(frozen=True)
 class PatternContext:
     """What a pattern's pair function gets: the lab, its servers by group (group -> names in
-    order), GPUs per server, and the ``sample`` size (servers for ``all-to-all``)."""
+    order), GPUs per server, and ``sample``: None (the default: the pattern covers every server
+    NIC) or a number of servers (``all-to-all`` over that many servers spread over the groups,
+    as before full coverage was the default)."""
 
     spec: LabSpec
     groups: dict[int, list[str]]
     gpus: int
-    sample: int = 4
+    sample: int | None = None
 
     @property
     def first_group(self) -> list[str]:
         """Servers of the lowest-numbered group."""
         return self.groups[min(self.groups)]
+
+    @property
+    def servers(self) -> list[str]:
+        """Every server, group by group, in lab order."""
+        return [s for g in sorted(self.groups) for s in self.groups[g]]
 
 
 @dataclass(frozen=True)
@@ -233,6 +277,11 @@ class Pattern:
 
 #: The pattern registry (name -> Pattern), in registration order.
 PATTERNS: dict[str, Pattern] = {}
+
+#: ``all-to-all`` sends every ordered GPU pair while there are at most this many; above, it
+#: sends shifted rounds (GPU r -> GPU r+k, every GPU sending and receiving once per round),
+#: as many rounds as fit in ``ALL_TO_ALL_MAX_FLOWS`` (at least one), and says it sampled.
+ALL_TO_ALL_MAX_FLOWS = 4096
 
 
 def register_pattern(name: str, description: str, *, replace: bool = False
@@ -255,88 +304,250 @@ def unregister_pattern(name: str) -> None:
     PATTERNS.pop(name, None)
 
 
-def flows_for(spec: LabSpec, pattern: str, pxn: bool = False, n: int | None = None,
-              sample: int = 4, **flow_kw) -> list[Flow]:
-    """The flows of a registered pattern, routed (NICs and expected hops filled).
+def parse_endpoints(spec: LabSpec, text: str) -> list[tuple[str, int]]:
+    """``--src`` / ``--dst``: a comma-separated list of servers (``srv3``: every GPU of it),
+    GPUs (``srv3:gpu2``, 0-based) or NICs (``srv3:nic3``, 1-based: the GPU behind it) ->
+    ``[(server, gpu), ...]`` in the order given, without repeats.
 
-    Shipped patterns: ``intra-server`` (srv1 GPU i -> GPU i+1), ``intra-rail`` (first two servers
-    of group 1, every rail), ``inter-rail`` (same servers, GPU i -> GPU i+1), ``cross-group``
-    (group 1 server -> first server of group 2, every rail), ``all-to-all`` (every GPU to every
-    GPU of ``sample`` servers spread over the groups), ``ring`` (all-reduce ring over all GPUs,
-    rail-aware order, below). ``n`` repeats the base pairs with new QPs (new UDP source ports)
-    up to ``n`` flows, e.g. to measure ECMP spread; ``flow_kw`` sets Flow fields (size, messages,
-    mtu, rate, op).
+    Raises PatternError naming the lab's servers / GPU range for an unknown endpoint."""
+    out: list[tuple[str, int]] = []
+    servers = {n.name for n in spec.by_role("server")}
+    for item in (t.strip() for t in text.split(",")):
+        if not item:
+            continue
+        if ":" not in item:
+            if item not in servers:
+                names = [n.name for n in spec.by_role("server")]
+                raise PatternError(f"endpoint {item!r}: lab {spec.name!r} has servers "
+                                   f"{names[0]}..{names[-1]} (write SERVER, SERVER:gpuN or "
+                                   "SERVER:nicN)" if names else f"lab {spec.name!r} has no servers")
+            eps = [(item, g) for g in range(spec.gpus_per_server)]
+        else:
+            eps = [parse_endpoint(spec, item)]
+        out += [e for e in eps if e not in out]
+    if not out:
+        raise PatternError(f"endpoint list {text!r} is empty: write SERVER, SERVER:gpuN or SERVER:nicN")
+    return out
 
-    Ring (NCCL rail-aware ordering): servers in order; inside a server the ring visits GPUs
-    0..G-1 over NVLink (intra-server flows); the edge between servers goes from GPU G-1 of
-    server k to GPU 0 of server k+1. With PXN, GPU G-1 hands over to GPU 0 by NVLink and the
-    inter-server hop stays on rail 1 (NCCL's PXN rail alignment); without PXN it is inter-rail.
 
-    Raises PatternError for an unknown pattern or one the lab cannot hold (e.g. cross-group on a
-    one-group lab).
-    """
-    if pattern not in PATTERNS:
+def _select(spec: LabSpec, ctx: PatternContext, pattern: str | None, pxn: bool,
+            src: list[tuple[str, int]] | None, dst: list[tuple[str, int]] | None) -> list[Pair]:
+    """The pairs from ``src`` to ``dst`` (either may be None: every GPU) that belong to
+    ``pattern``: for a pattern named after a path class, every such pair of that class (by
+    GPU position, :func:`classify` without PXN); for ``all-to-all`` or no pattern every pair;
+    for any other pattern its own pairs that start in ``src`` and end in ``dst``."""
+    every = [(s, g) for s in ctx.servers for g in range(ctx.gpus)]
+    a_side, b_side = src or every, dst or every
+    if pattern is None or pattern == "all-to-all":
+        return [(a, b) for a in a_side for b in b_side if a != b]
+    if pattern in pathclasses.path_classes():
+        return [(a, b) for a in a_side for b in b_side
+                if a != b and classify(spec, a, b) == pattern]
+    a_set, b_set = set(a_side), set(b_side)
+    return [(a, b) for a, b in PATTERNS[pattern].pairs(ctx) if a in a_set and b in b_set]
+
+
+def _send_gpu(pair: Pair, pxn: bool) -> int:
+    (_sa, ga), (_sb, gb) = pair
+    return gb if pxn and ga != gb else ga
+
+
+def spread_sample(base: list[Pair], n: int, pxn: bool = False) -> list[Pair]:
+    """``n`` of ``base`` spread over servers and rails: each pick is the pair whose two servers,
+    then two rails, then two NICs were used least so far (greedy), candidates scanned from a
+    rotating start so ties do not all fall on the first servers. Order of the picks.
+    ``n`` >= len(base): ``base`` unchanged. Above 4 million candidate looks (n x len(base)),
+    evenly spaced pairs instead."""
+    if n >= len(base):
+        return list(base)
+    if n * len(base) > 4_000_000:
+        return [base[(i * len(base)) // n] for i in range(n)]
+    srv: dict[str, int] = {}
+    rail: dict[int, int] = {}
+    nic: dict[tuple[str, int], int] = {}
+    feats = []
+    for p in base:
+        (sa, _ga), (sb, gb) = p
+        ga = _send_gpu(p, pxn)
+        feats.append(((sa, sb), (ga, gb), ((sa, ga), (sb, gb))))
+    taken = [False] * len(base)
+    out: list[Pair] = []
+    stride = max(1, int(len(base) * 0.618))
+    for i in range(n):
+        best, best_key = -1, None
+        start = (i * stride) % len(base)
+        for j in range(len(base)):
+            k = (start + j) % len(base)
+            if taken[k]:
+                continue
+            (sa, sb), (ra, rb), (na, nb) = feats[k]
+            key = (srv.get(sa, 0) + srv.get(sb, 0), rail.get(ra, 0) + rail.get(rb, 0),
+                   nic.get(na, 0) + nic.get(nb, 0))
+            if best_key is None or key < best_key:
+                best, best_key = k, key
+                if key == (0, 0, 0):
+                    break
+        taken[best] = True
+        (sa, sb), (ra, rb), (na, nb) = feats[best]
+        for d, keys in ((srv, (sa, sb)), (rail, (ra, rb)), (nic, (na, nb))):
+            for key in keys:
+                d[key] = d.get(key, 0) + 1
+        out.append(base[best])
+    return out
+
+
+def pattern_pairs(spec: LabSpec, pattern: str | None, pxn: bool = False, *,
+                  sample: int | None = None, src: list[tuple[str, int]] | None = None,
+                  dst: list[tuple[str, int]] | None = None) -> list[Pair]:
+    """The GPU pairs :func:`flows_for` sends before ``n`` samples or repeats them: the
+    pattern's full-coverage pairs, or the ``src``/``dst`` selection (see there). ``len()`` of
+    it is the full-coverage flow count ``railab traffic -n`` compares against.
+
+    Raises PatternError as :func:`flows_for` does."""
+    if pattern is not None and pattern not in PATTERNS:
         raise PatternError(f"unknown pattern {pattern!r}: use one of {', '.join(PATTERNS)}")
     ctx = PatternContext(spec, _servers_by_group(spec), spec.gpus_per_server, sample)
-    base = PATTERNS[pattern].pairs(ctx)
+    if src is not None or dst is not None:
+        if pattern is None and (src is None or dst is None):
+            raise PatternError("give a --pattern, or both --src and --dst")
+        base = _select(spec, ctx, pattern, pxn, src, dst)
+        if not base:
+            raise PatternError(f"no {pattern or 'GPU'} pair goes from the selected sources to the "
+                               "selected destinations: widen --src/--dst or pick another --pattern")
+    elif pattern is None:
+        raise PatternError("give a --pattern, or both --src and --dst")
+    else:
+        base = PATTERNS[pattern].pairs(ctx)
+    return base
+
+
+def flows_for(spec: LabSpec, pattern: str | None, pxn: bool = False, n: int | None = None,
+              sample: int | None = None, *, src: list[tuple[str, int]] | None = None,
+              dst: list[tuple[str, int]] | None = None, **flow_kw) -> list[Flow]:
+    """The flows of a registered pattern, routed (NICs and expected hops filled).
+
+    By default every shipped pattern covers every server NIC of the lab at least once (every
+    rail of every server; intra-server: every GPU of every server), with the fewest flows
+    that do, so a dead NIC anywhere fails a flow (:func:`coverage` counts them):
+
+    * ``intra-server``: on each server GPU 2k -> 2k+1 over NVLink (G/2 flows per server);
+    * ``intra-rail``: in each group, for each rail r, the servers paired by
+      :func:`rotation_pairs` round r, GPU r -> GPU r (s/2 flows per rail and group);
+    * ``inter-rail``: in each group, the servers paired (round 0), GPU i -> GPU i+1 of the
+      partner for every i (with PXN the source sends from its NIC on the partner's rail);
+    * ``cross-group``: groups paired (g1 with g2, g3 with g4, ...), for each rail r server k of
+      the first with server k+r of the second, GPU r -> GPU r;
+    * ``all-to-all``: every ordered GPU pair up to :data:`ALL_TO_ALL_MAX_FLOWS` flows (mini:
+      240), else shifted rounds (GPU t -> GPU t+k, every GPU once each way per round);
+      ``sample`` = S keeps the old form: every pair of S servers spread over the groups;
+    * ``ring``: NCCL rail-aware rings, one channel per rail (below).
+
+    Flow counts: ``mini`` 8 per pattern (all-to-all 240, ring 24); ``rail-optimized-1024-full``
+    512 for intra-server, intra-rail, inter-rail and cross-group, 1024 for all-to-all, 1920 for
+    ring.
+
+    ``n`` below that full-coverage count samples ``n`` of its pairs spread over servers and
+    rails (:func:`spread_sample`; :func:`coverage_text` then says it sampled); ``n`` above it
+    repeats the pairs with new QPs (new UDP source ports) up to ``n`` flows, e.g. to measure
+    ECMP spread. ``src`` / ``dst`` (:func:`parse_endpoints`) select the endpoints explicitly:
+    every pair of the pattern's path class from ``src`` to ``dst`` (a missing side: every GPU);
+    ``pattern`` None with both given: every pair between them. ``flow_kw`` sets Flow fields
+    (size, messages, mtu, rate, op).
+
+    Ring (NCCL rail-aware ordering): servers in order; channel 0 visits GPUs 0..G-1 of each
+    server over NVLink (intra-server flows) and goes from GPU G-1 of server k to GPU 0 of server
+    k+1; channel c (one per rail, as NCCL runs a channel per NIC) leaves server k from GPU c-1
+    for GPU c of server k+1 (its NVLink hops repeat channel 0's and are not listed). With PXN
+    the sender hands over by NVLink and the inter-server hop stays on the receiver's rail; without
+    PXN it is inter-rail.
+
+    Raises PatternError for an unknown pattern, one the lab cannot hold (e.g. cross-group on a
+    one-group lab), or a ``src``/``dst`` selection no pair of the pattern joins.
+    """
+    base = pattern_pairs(spec, pattern, pxn, sample=sample, src=src, dst=dst)
+    if n is not None and n < len(base):
+        base = spread_sample(base, n, pxn)
     return [route(spec, f) for f in _expand(base, n, pxn=pxn, **flow_kw)]
 
 
-@register_pattern("intra-server", "srv1 GPU i -> GPU i+1 over NVLink (never leaves the server)")
+@register_pattern("intra-server", "every server, GPU 2k -> GPU 2k+1 over NVLink (never leaves it)")
 def _intra_server(ctx: PatternContext) -> list[Pair]:
-    G, g1 = ctx.gpus, ctx.first_group
+    G = ctx.gpus
     if G < 2:
         raise PatternError("intra-server needs 2+ GPUs per server")
-    return [((g1[0], i), (g1[0], (i + 1) % G)) for i in range(G)]
+    gpus = [str(i) for i in range(G)]
+    return [((s, int(a)), (s, int(b))) for s in ctx.servers for a, b in rotation_pairs(gpus)]
 
 
-def _two_servers(ctx: PatternContext, pattern: str, shift: int) -> list[Pair]:
-    G, g1 = ctx.gpus, ctx.first_group
-    if len(g1) < 2:
-        raise PatternError(f"{pattern} needs 2+ servers in group 1; the lab has {len(g1)}")
-    if shift and G < 2:
-        raise PatternError("inter-rail needs 2+ GPUs per server")
-    return [((g1[0], i), (g1[1], (i + shift) % G)) for i in range(G)]
+def _multi_server_groups(ctx: PatternContext, pattern: str) -> list[list[str]]:
+    groups = [ctx.groups[g] for g in sorted(ctx.groups) if len(ctx.groups[g]) > 1]
+    if not groups:
+        raise PatternError(f"{pattern} needs a group with 2+ servers; the lab's groups have "
+                           f"{', '.join(str(len(v)) for v in ctx.groups.values())}")
+    return groups
 
 
-@register_pattern("intra-rail", "first two servers of group 1, GPU i -> GPU i (every rail)")
+@register_pattern("intra-rail", "every NIC: servers of a group paired per rail, GPU i -> GPU i")
 def _intra_rail(ctx: PatternContext) -> list[Pair]:
-    return _two_servers(ctx, "intra-rail", 0)
+    out: list[Pair] = []
+    for srvs in _multi_server_groups(ctx, "intra-rail"):
+        for r in range(ctx.gpus):
+            out += [((a, r), (b, r)) for a, b in rotation_pairs(srvs, r)]
+    return out
 
 
-@register_pattern("inter-rail", "first two servers of group 1, GPU i -> GPU i+1")
+@register_pattern("inter-rail", "every NIC: servers of a group paired, GPU i -> GPU i+1")
 def _inter_rail(ctx: PatternContext) -> list[Pair]:
-    return _two_servers(ctx, "inter-rail", 1)
+    G = ctx.gpus
+    if G < 2:
+        raise PatternError("inter-rail needs 2+ GPUs per server")
+    out: list[Pair] = []
+    for srvs in _multi_server_groups(ctx, "inter-rail"):
+        for a, b in rotation_pairs(srvs):
+            out += [((a, i), (b, (i + 1) % G)) for i in range(G)]
+    return out
 
 
-@register_pattern("cross-group", "first server of group 1 -> first server of group 2, every rail")
+@register_pattern("cross-group", "every NIC: groups paired, server k -> server k+rail, every rail")
 def _cross_group(ctx: PatternContext) -> list[Pair]:
-    groups, g1 = ctx.groups, ctx.first_group
+    groups = ctx.groups
     if len(groups) < 2:
         raise PatternError(f"cross-group needs 2+ groups; lab {ctx.spec.name!r} has one "
                            f"({ctx.spec.architecture})")
-    g2 = groups[sorted(groups)[1]]
-    return [((g1[0], i), (g2[0], i)) for i in range(ctx.gpus)]
+    out: list[Pair] = []
+    for ga, gb in rotation_pairs([str(g) for g in sorted(groups)]):
+        a, b = groups[int(ga)], groups[int(gb)]
+        for r in range(ctx.gpus):
+            out += [((a[k % len(a)], r), (b[(k + r) % len(b)], r)) for k in range(max(len(a), len(b)))]
+    return out
 
 
-@register_pattern("all-to-all", "every GPU to every GPU of `sample` servers spread over the groups")
+@register_pattern("all-to-all", "every GPU to every GPU (shifted rounds on large labs)")
 def _all_to_all(ctx: PatternContext) -> list[Pair]:
-    servers: list[str] = []
-    order = [ctx.groups[g] for g in sorted(ctx.groups)]
-    k = 0
-    while len(servers) < min(ctx.sample, sum(map(len, order))):
-        for srvs in order:
-            if k < len(srvs) and len(servers) < ctx.sample:
-                servers.append(srvs[k])
-        k += 1
-    gpus = [(s, i) for s in servers for i in range(ctx.gpus)]
-    return [(a, b) for a in gpus for b in gpus if a != b]
+    if ctx.sample is not None:
+        servers: list[str] = []
+        order = [ctx.groups[g] for g in sorted(ctx.groups)]
+        k = 0
+        while len(servers) < min(ctx.sample, sum(map(len, order))):
+            for srvs in order:
+                if k < len(srvs) and len(servers) < ctx.sample:
+                    servers.append(srvs[k])
+            k += 1
+        gpus = [(s, i) for s in servers for i in range(ctx.gpus)]
+        return [(a, b) for a in gpus for b in gpus if a != b]
+    gpus = [(s, i) for s in ctx.servers for i in range(ctx.gpus)]
+    T = len(gpus)
+    if T * (T - 1) <= ALL_TO_ALL_MAX_FLOWS:
+        return [(a, b) for a in gpus for b in gpus if a != b]
+    rounds = max(1, min(T - 1, ALL_TO_ALL_MAX_FLOWS // T // 4))
+    shifts = sorted({(T // 2 + 1 + (j * (T - 1)) // rounds) % T or 1 for j in range(rounds)})
+    return [(gpus[t], gpus[(t + k) % T]) for k in shifts for t in range(T)]
 
 
-@register_pattern("ring", "all-reduce ring over all GPUs, NCCL rail-aware order")
+@register_pattern("ring", "all-reduce rings over all GPUs, one channel per rail, NCCL rail-aware order")
 def _ring(ctx: PatternContext) -> list[Pair]:
     G = ctx.gpus
-    servers = [s for g in sorted(ctx.groups) for s in ctx.groups[g]]
+    servers = ctx.servers
     base: list[Pair] = []
     for k, s in enumerate(servers):
         for i in range(G - 1):
@@ -344,6 +555,10 @@ def _ring(ctx: PatternContext) -> list[Pair]:
         nxt = servers[(k + 1) % len(servers)]
         if nxt != s:
             base.append(((s, G - 1), (nxt, 0)))
+    if len(servers) > 1:
+        for c in range(1, G):
+            for k, s in enumerate(servers):
+                base.append(((s, c - 1), (servers[(k + 1) % len(servers)], c)))
     return base
 
 
@@ -385,6 +600,84 @@ def sample_text(spec: LabSpec, flows: list[Flow]) -> str:
     what = ", ".join(parts) + " GPU pairs"
     nf = f"({len(flows)} flow{'' if len(flows) == 1 else 's'})"
     return f"sampled {what} {nf}" if sampled else f"{what} {nf}"
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """Which server NICs, servers and rails a set of routed flows touches (either end; the
+    NIC a flow leaves from, after PXN's NVLink hand-over, and the NIC it arrives on).
+    Intra-server (NVLink) flows touch GPUs, not NICs: ``gpus`` counts those ends."""
+
+    nics: frozenset[tuple[str, int]]
+    nics_total: int
+    servers: frozenset[str]
+    servers_total: int
+    rails: frozenset[int]
+    rails_total: int
+    gpus: frozenset[tuple[str, int]]
+    gpus_total: int
+
+    @property
+    def missing_nics(self) -> list[str]:
+        """Uncovered NICs as ``srv1:eth2``, in lab order (filled by :func:`coverage`)."""
+        return list(self._missing)
+
+    @property
+    def full(self) -> bool:
+        """Every server NIC is touched (or, for NVLink-only flows, every GPU)."""
+        if self.nics:
+            return len(self.nics) == self.nics_total
+        return len(self.gpus) == self.gpus_total
+
+
+def coverage(spec: LabSpec, flows: list[Flow]) -> Coverage:
+    """:class:`Coverage` of routed ``flows`` in ``spec``."""
+    nics: set[tuple[str, int]] = set()
+    gpus: set[tuple[str, int]] = set()
+    servers: set[str] = set()
+    rails: set[int] = set()
+    for f in flows:
+        servers.update((f.src[0], f.dst[0]))
+        if f.path_class and get_path_class(f.path_class).nvlink_only:
+            gpus.update((f.src, f.dst))
+            continue
+        for srv, k in ((f.src[0], f.src_nic), (f.dst[0], f.dst_nic)):
+            nics.add((srv, k))
+            rails.add(spec.nic(srv, k).rail)
+    all_rails = {n.rail for n in spec.nics}
+    cov = Coverage(frozenset(nics), len(spec.nics), frozenset(servers),
+                   len(spec.by_role("server")), frozenset(rails), len(all_rails),
+                   frozenset(gpus), len(spec.by_role("server")) * spec.gpus_per_server)
+    object.__setattr__(cov, "_missing", tuple(f"{n.server}:{n.interface}" for n in spec.nics
+                                              if (n.server, n.nic) not in nics))
+    return cov
+
+
+def coverage_text(spec: LabSpec, flows: list[Flow], full_flows: int | None = None) -> str:
+    """One line on what ``flows`` cover, e.g. ``covers all 16 server NICs of 4 servers, every
+    rail (8 flows)`` or, when ``full_flows`` (the pattern's full-coverage count) is larger than
+    the flows sent, ``sampled 4 of 8 flows: 8 of 16 server NICs, 4 of 4 servers, 4 of 4 rails
+    (drop -n for every NIC)``."""
+    cov = coverage(spec, flows)
+    n = len(flows)
+    nf = f"{n} flow{'' if n == 1 else 's'}"
+    if cov.nics:
+        what = (f"{len(cov.nics)} of {cov.nics_total} server NICs, {len(cov.servers)} of "
+                f"{cov.servers_total} servers, {len(cov.rails)} of {cov.rails_total} rails")
+    else:
+        what = (f"{len(cov.gpus)} of {cov.gpus_total} GPUs (NVLink), {len(cov.servers)} of "
+                f"{cov.servers_total} servers")
+    if full_flows is not None and n < full_flows:
+        return f"sampled {n} of {full_flows} flows: {what} (drop -n for every NIC)"
+    if cov.full:
+        if cov.nics:
+            return (f"covers all {cov.nics_total} server NICs of {cov.servers_total} servers, "
+                    f"every rail ({nf})")
+        return f"covers all {cov.gpus_total} GPUs of {cov.servers_total} servers over NVLink ({nf})"
+    miss = cov.missing_nics
+    tail = (f"; not covered: {', '.join(miss[:4])}{' ...' if len(miss) > 4 else ''}"
+            if cov.nics and miss else "")
+    return f"covers {what} ({nf}){tail}"
 
 
 @dataclass

@@ -83,6 +83,9 @@ def register(app: typer.Typer) -> None:
             rep = measure(spec, rt.executor(name), con, steps, runtime=rt_name,
                           intent=spec.design.get("intent"), plan=plan_from_spec(spec))
             rep.timings = list(steps.timings)
+            from railab.report import faults_of
+
+            rep.faults = faults_of(st.load(name))  # injected faults (railab fault), drawn red
         elif (outdir / "report.json").exists():
             rep = Report.load(outdir)
             con.print(f"lab {name} is not running: re-rendering {outdir / 'report.json'}",

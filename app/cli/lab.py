@@ -186,8 +186,16 @@ def register(app: typer.Typer) -> None:
         runtime: str = typer.Option("netns", "--runtime", "-r", help="netns (embedded, default) or containerlab"),
         reconfigure: bool = typer.Option(False, "--reconfigure", help="containerlab: redeploy over a running lab"),
         name: str | None = typer.Option(None, "--name", help="lab name for an intent (default: the intent's name)"),
+        keep_on_failure: bool = typer.Option(
+            False, "--keep-on-failure",
+            help="keep a lab that does not converge (or differs from lab.json) for debugging "
+                 "instead of removing it"),
     ) -> None:
-        """Bring a lab up (network namespaces + FRR, or containerlab) and wait until it has converged."""
+        """Bring a lab up (network namespaces + FRR, or containerlab) and wait until it has converged.
+
+        A lab that does not converge is removed (the error names the likely cause), unless
+        --keep-on-failure; so is one that converged but runs another ASN than lab.json.
+        """
         rt = _runtime(runtime)
         target = _generated_lab(lab, name)
         if target is None:  # an intent: generate it first (lazy: jinja2 and the model, ~50 ms)
@@ -203,7 +211,8 @@ def register(app: typer.Typer) -> None:
 
         try:
             with ConvergeBar() as bar:
-                rec = bring_up(rt, target, timeout=timeout, on_progress=bar if progress else None, **kwargs)
+                rec = bring_up(rt, target, timeout=timeout, on_progress=bar if progress else None,
+                               keep_on_failure=keep_on_failure, **kwargs)
         except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP: up has rolled back already
             typer.echo(f"error: {str(exc) or 'interrupted by SIGINT'}: everything up made was removed", err=True)
             raise typer.Exit(_exit_code(exc)) from None

@@ -53,6 +53,30 @@ def _interrupted() -> None:
     raise typer.Exit(EXIT_INTERRUPTED)
 
 
+def _link_state(eng):
+    """``link_state(node, ifname) -> "up" | "admin-down" | "carrier-lost" | "missing" | None``
+    over the engine's raw netlink dumps (one per switch asked about), by the one link-up rule
+    (:func:`railab.checks.base.link_status`); None when the switch cannot be read."""
+    from railab.checks.base import link_status
+    from railab.errors import RailabError
+
+    seen: dict[str, dict[str, tuple[int, str]] | None] = {}
+
+    def link_state(node: str, ifname: str) -> str | None:
+        if node not in seen:
+            try:
+                seen[node] = eng.link_flags(node)
+            except (RailabError, OSError):
+                seen[node] = None
+        links = seen[node]
+        if links is None:
+            return None
+        st = links.get(ifname)
+        return "missing" if st is None else link_status(*st)
+
+    return link_state
+
+
 def _link_up(eng):
     """``link_up(node, ifname) -> bool | None`` for spread_warnings: the one link-up rule
     (:func:`railab.checks.base.link_status`, as ``Observer.link_up`` applies it) over the engine's
@@ -75,16 +99,109 @@ def _link_up(eng):
     return link_up
 
 
+def black_hole_text(spec, eng, flow, hops) -> str | None:
+    """Why a traceroute stopped short of the destination, in words, or None when it arrived
+    (or a switch answered ICMP unreachable, which the path line already says):
+    ``black-holed at g2-leaf2: srv4 NIC 2 is down`` (the destination NIC administratively
+    down), ``black-holed at g2-leaf2: its port eth2 to srv4 NIC 2 is carrier-lost``,
+    ``black-holed at spine1: every port to g2-leaf2 is down (eth6 admin-down)``,
+    ``black-holed at g1-leaf2: every uplink is down``, else ``black-holed after g1-leaf2: the
+    next hop did not answer; run railab check (bgp, routes)``. Link state is read live with
+    the one link-up rule (:func:`railab.checks.base.link_status`) over the engine's netlink
+    dumps; the destination NIC through :meth:`Engine.nic_is_down`."""
+    from railab.checks.base import link_status
+    from railab.errors import RailabError
+
+    if not hops or hops[-1].kind in ("destination", "unreachable", "nic-down"):
+        return None
+    answered = [h.node for h in hops if h.kind == "time-exceeded" and h.node]
+    last = answered[-1] if answered else None
+    dst = spec.nic(flow.dst[0], flow.dst_nic)
+    what = f"{dst.server} NIC {dst.nic}"
+
+    def state(node: str, port: str) -> str | None:
+        try:
+            st = eng.link_flags(node).get(port)
+        except (RailabError, OSError):
+            return None
+        return "missing" if st is None else link_status(*st)
+
+    if eng.nic_is_down(dst.server, dst.nic):
+        return f"black-holed at {dst.leaf}: {what} is down"
+    leaf_side = state(dst.leaf, dst.leaf_port)
+    if leaf_side not in (None, "up"):
+        return f"black-holed at {dst.leaf}: its port {dst.leaf_port} to {what} is {leaf_side}"
+    roles = {n.name: n.role for n in spec.nodes}
+    if last is not None and last != dst.leaf:
+        role = roles.get(last)
+        if role == "spine":
+            ports = [(p, st) for p, peer, _pp in spec.links_of(last) if peer == dst.leaf
+                     for st in [state(last, p)]]
+            if ports and all(st not in (None, "up") for _p, st in ports):
+                return (f"black-holed at {last}: every port to {dst.leaf} is down ("
+                        + ", ".join(f"{p} {st}" for p, st in ports) + ")")
+        elif role == "leaf":
+            ups = [(p, state(last, p)) for p, peer, _pp in spec.links_of(last)
+                   if roles.get(peer) == "spine"]
+            if ups and all(st not in (None, "up") for _p, st in ups):
+                return (f"black-holed at {last}: every uplink is down ("
+                        + ", ".join(f"{p} {st}" for p, st in ups) + ")")
+    where = f"after {last}" if last else f"before {spec.nic(flow.src[0], flow.src_nic).leaf}"
+    return f"black-holed {where}: the next hop did not answer; run railab check (bgp, routes)"
+
+
+def cause_text(root) -> str:
+    """Words for a root-cause row of :func:`flow_root_causes`: ``srv4:eth2 is down (link
+    g2-leaf2:eth3--srv4:eth2)``, ``dropped at g2-leaf2``, ``miswired srv5:eth1``, or the
+    flow's own verdict when no element is named."""
+    c = root.cause
+    if c is None:
+        return f"{root.name}: {root.reason}"
+    if c.kind == "link-down":
+        return f"{c.node}:{c.port} is down" + (f" (link {c.link})" if c.link else "")
+    if c.kind == "miswired":
+        return f"{c.node}:{c.port} is miswired ({root.reason})"
+    if c.kind == "unreachable":
+        return f"{c.node} answered ICMP unreachable (no route): run railab check"
+    if c.kind == "dropped":
+        return f"packets dropped at {c.node} (black hole): run railab check, railab traceroute"
+    return f"{c.kind} at {c.node}"
+
+
+def flow_root_causes(spec, results, link_state=None) -> list[dict]:
+    """Failed flows grouped under their root cause, the way ``railab check`` groups rows
+    (:func:`railab.checks.runner.group_failures` over :func:`railab.checks.hops.flow_rows`):
+    ``[{"text", "root" (first flow), "cause" (dict or None), "explains" [flow names]}]``.
+    ``link_state(node, port)`` names a leaf port that is down (see ``flow_cause``)."""
+    from railab.checks.hops import flow_rows
+    from railab.checks.runner import group_failures
+
+    out = []
+    for root, cons in group_failures(flow_rows(spec, results, link_state)):
+        out.append({"text": cause_text(root), "root": root.name,
+                    "cause": root.cause.model_dump(exclude_none=True) if root.cause else None,
+                    "explains": [c.name for c in cons]})
+    return out
+
+
 def register(app: typer.Typer) -> None:
     """Attach ``traffic`` and ``traceroute`` to ``app``."""
 
     @app.command()
     def traffic(
         lab: str = typer.Argument(..., help="running lab name or lab directory"),
-        pattern: str = typer.Option(..., "--pattern", "-p", help=f"one of {', '.join(PATTERNS)}"),
+        pattern: str | None = typer.Option(
+            None, "--pattern", "-p",
+            help=f"one of {', '.join(PATTERNS)}; by default it covers every server NIC"),
+        src: str | None = typer.Option(
+            None, "--src", help="sources: SERVER, SERVER:gpuN or SERVER:nicN, comma-separated"),
+        dst: str | None = typer.Option(
+            None, "--dst", help="destinations: SERVER, SERVER:gpuN or SERVER:nicN, comma-separated"),
         pxn: bool = typer.Option(False, "--pxn", help="NCCL PXN: cross NVLink first, stay on the rail"),
-        flows: int | None = typer.Option(None, "--flows", "-n",
-                                            help="number of flows (repeats pairs with new QPs)"),
+        flows: int | None = typer.Option(
+            None, "--flows", "-n",
+            help="number of flows: below the pattern's full coverage a sample spread over "
+                 "servers and rails, above it the pairs repeated with new QPs"),
         size: int = typer.Option(4096, help="bytes per message (>= 1)"),
         messages: int = typer.Option(4, help="messages per flow (>= 1)"),
         mtu: int = typer.Option(1024, help="RoCE path MTU, payload bytes per packet (256-4096)"),
@@ -93,43 +210,77 @@ def register(app: typer.Typer) -> None:
                                      help="one flow at a time with switch counters (paths)"),
         as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
     ) -> None:
-        """Send a RoCEv2 traffic pattern and check hops, loss and paths."""
+        """Send a RoCEv2 traffic pattern and check hops, loss and paths.
+
+        By default the pattern covers every server NIC (every rail of every server) at least
+        once; --src/--dst pick the endpoints; failed flows are grouped under their root cause
+        (one dead NIC is one cause).
+        """
         from railab.testbed.state import resolve
         from railab.traffic.engine import Engine, sigint_event, spread, spread_warnings
-        from railab.traffic.patterns import flows_for, sample_text
+        from railab.traffic.patterns import (
+            PatternError,
+            coverage_text,
+            flows_for,
+            parse_endpoints,
+            pattern_pairs,
+            sample_text,
+        )
 
-        if pattern not in PATTERNS:
+        if pattern is not None and pattern not in PATTERNS:
             _usage(f"--pattern must be one of {', '.join(PATTERNS)} (got {pattern!r})")
+        if pattern is None and (src is None or dst is None):
+            _usage(f"give --pattern (one of {', '.join(PATTERNS)}), or both --src and --dst")
         if op not in ("write", "send", "mixed"):
             _usage(f"--op must be write, send or mixed (got {op!r})")
         check_options(flows=flows, size=size, messages=messages, mtu=mtu)
         try:
             ref = resolve(lab)
             spec, netns_of = ref.spec(), ref.netns_of
-            fl = flows_for(spec, pattern, pxn=pxn, n=flows, size=size, messages=messages,
-                           mtu=mtu, op=op)
+            try:
+                sel = {"src": parse_endpoints(spec, src) if src is not None else None,
+                       "dst": parse_endpoints(spec, dst) if dst is not None else None}
+                full = len(pattern_pairs(spec, pattern, pxn, **sel))
+                fl = flows_for(spec, pattern, pxn=pxn, n=flows, size=size, messages=messages,
+                               mtu=mtu, op=op, **sel)
+            except PatternError as exc:
+                _usage(str(exc))
             with sigint_event() as stop:
                 with Engine(spec, netns_of, stop=stop) as eng:  # closes every socket, Ctrl-C too
                     results = eng.run(fl, measure=measure)
                     warnings = spread_warnings(spec, results, _link_up(eng))
+                    causes = flow_root_causes(spec, results, _link_state(eng)) if any(
+                        not r.ok for r in results) else []
                 if stop.is_set():
                     raise KeyboardInterrupt
         except KeyboardInterrupt:
             _interrupted()
         sp = spread(spec, results)
         bad = [r for r in results if not r.ok]
+        cover = coverage_text(spec, fl, full)
+        title = pattern or f"{src} -> {dst}"
         if as_json:
+            from railab.traffic.patterns import coverage
+
+            cov = coverage(spec, fl)
             print(json.dumps({
-                "lab": spec.name, "pattern": pattern, "pxn": pxn,
+                "lab": spec.name, "pattern": pattern, "pxn": pxn, "src": src, "dst": dst,
                 "flows": [r.to_dict() for r in results],
                 "spread": {"per_spine": sp.per_spine, "per_link": sp.per_link,
                            "spine_imbalance": round(sp.imbalance(sp.per_spine), 3),
                            "link_imbalance": round(sp.imbalance(sp.per_link), 3)},
                 "failed": len(bad), "warnings": warnings, "sampled": sample_text(spec, fl),
+                "coverage": {"text": cover, "full_coverage_flows": full,
+                             "sampled": len(fl) < full, "nics": len(cov.nics),
+                             "nics_total": cov.nics_total, "servers": len(cov.servers),
+                             "servers_total": cov.servers_total, "rails": len(cov.rails),
+                             "rails_total": cov.rails_total,
+                             "nics_not_covered": cov.missing_nics},
+                "root_causes": causes,
             }, indent=2, sort_keys=True))
         else:
             con = _console()
-            t = Table(title=f"{spec.name}: {pattern}{' (PXN)' if pxn else ''}, {len(results)} flows")
+            t = Table(title=f"{spec.name}: {title}{' (PXN)' if pxn else ''}, {len(results)} flows")
             for col in ("flow", "NICs", "delivered", "lost", "hops exp", "hops TTL",
                         "hops ctr", "path", "verdict"):
                 t.add_column(col, justify="right" if col in ("delivered", "lost") else "left")
@@ -142,11 +293,12 @@ def register(app: typer.Typer) -> None:
                     path += f" (unreachable at {r.unreachable_at})"
                 style = "green" if r.ok else "red"
                 t.add_row(f.name, nics, f"{r.delivered}/{r.sent}", str(r.lost),
-                          _hops(f.expected_hops), _hops(r.hops_ttl),
+                          _hops(f.expected_hops), "-" if r.hops_ttl is None else str(r.hops_ttl),
                           "-" if r.hops_counters is None else str(r.hops_counters), path,
                           f"[{style}]{r.verdict}[/{style}]")
             con.print(t)
-            con.print(sample_text(spec, fl), highlight=False)
+            con.print(cover, highlight=False)
+            con.print(f"GPU pairs sent: {sample_text(spec, fl)}", highlight=False)
             if sp.per_spine:
                 con.print("spines: " + ", ".join(f"{k}={v}" for k, v in sp.per_spine.items())
                           + "  " + sp.spread_text(sp.per_spine, "spines"), highlight=False)
@@ -155,7 +307,14 @@ def register(app: typer.Typer) -> None:
                           highlight=False)
             for w in warnings:  # traffic rerouted around a fault: say so, exit code unchanged
                 con.print(f"[yellow]warning:[/yellow] {w}", highlight=False, soft_wrap=True)
-            con.print(f"{len(results) - len(bad)}/{len(results)} flows as expected")
+            for c in causes:  # one line per root cause, not one per failed flow
+                n = 1 + len(c["explains"])
+                more = f" (+{n - 1} more)" if n > 1 else ""
+                con.print(f"[red]root cause:[/red] {c['text']}: {n} flow{'' if n == 1 else 's'} "
+                          f"failed, e.g. {c['root']}{more}", highlight=False, soft_wrap=True)
+            con.print(f"{len(results) - len(bad)}/{len(results)} flows as expected"
+                      + (f"; {len(causes)} root cause{'' if len(causes) == 1 else 's'}"
+                         if causes else ""))
         if bad:
             raise typer.Exit(EXIT_FAILED)
 
@@ -183,13 +342,15 @@ def register(app: typer.Typer) -> None:
             with sigint_event() as stop:
                 with Engine(spec, netns_of, stop=stop) as eng:
                     hops = trace(eng, flow)
+                    why = black_hole_text(spec, eng, flow, hops)
                 if stop.is_set():
                     raise KeyboardInterrupt
         except KeyboardInterrupt:
             _interrupted()
         if as_json:
             print(json.dumps({"flow": flow.name, "src_nic": flow.src_nic, "dst_nic": flow.dst_nic,
-                              "nvlink": flow.nvlink, "hops": [h.__dict__ for h in hops]}, indent=2))
+                              "nvlink": flow.nvlink, "hops": [h.__dict__ for h in hops],
+                              "black_hole": why}, indent=2))
         else:
             con = _console()
             t = Table(title=f"{flow.name} (nic{flow.src_nic} -> nic{flow.dst_nic}"
@@ -201,5 +362,7 @@ def register(app: typer.Typer) -> None:
                           "-" if h.rtt_ms is None else f"{h.rtt_ms:.3f}", h.kind)
             con.print(t)
             con.print(format_path(hops))
+            if why:
+                con.print(f"[red]{why}[/red]", highlight=False)
         if not hops or hops[-1].kind != "destination":
             raise typer.Exit(EXIT_FAILED)
