@@ -41,6 +41,8 @@ import math
 import multiprocessing as mp
 import os
 import signal
+import socket
+import struct
 import time
 import traceback
 from array import array
@@ -64,6 +66,7 @@ DEFAULT_PROBE_BYTES = 256
 DRAIN_S = 0.3
 #: Most probes one stream may send in one loop turn to catch up after the host stalled it.
 CATCH_UP = 64
+SO_TIMESTAMPNS = 35  # include/uapi/asm-generic/socket.h (SCM_TIMESTAMPNS, struct timespec)
 
 
 @dataclass(frozen=True)
@@ -252,6 +255,7 @@ class StreamEngine(Engine):
         self.probe_bytes = probe_bytes
         self._streams: list[_Stream] = []
         self._by_dqpn: dict[int, _Stream] = {}
+        self._stamps = False
 
     def add(self, flow: Flow, rate: float = DEFAULT_RATE) -> None:
         """Prepare a probe stream for the routed ``flow`` at ``rate`` packets/s."""
@@ -297,19 +301,37 @@ class StreamEngine(Engine):
             return
         s.stats.received((psn - s.start_psn) & MASK24, now, buf[22])
 
+    def _stamp_rx(self) -> None:
+        """Ask the kernel for a receive timestamp on every receive socket (SO_TIMESTAMPNS), so
+        latency does not include the time a busy host left a probe queued in the socket."""
+        for _fd, (_srv, sock) in self._rx.items():
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+            except OSError:
+                return
+        self._stamps = True
+
     def _receive(self, timeout: float) -> None:
         assert self._ep is not None
         buf = self._buf
+        views = [buf]
+        # kernel stamps are CLOCK_REALTIME: mapped onto the monotonic clock of the send times
+        off = time.time() - time.monotonic()
         for fd, _ in self._ep.poll(timeout):
             sock = self._rx[fd][1]
             while True:
                 try:
-                    n, addr = sock.recvfrom_into(buf)
+                    n, anc, _flags, addr = sock.recvmsg_into(views, 64)
                 except BlockingIOError:
                     break
                 if addr[2] == PACKET_OUTGOING:
                     continue
-                self._rx_one(buf, n, time.monotonic())
+                now = time.monotonic()
+                for level, typ, data in anc:
+                    if level == socket.SOL_SOCKET and typ == SO_TIMESTAMPNS and len(data) >= 16:
+                        sec, nsec = struct.unpack_from("=qq", data)
+                        now = min(now, sec + nsec * 1e-9 - off)
+                self._rx_one(buf, n, now)
 
     def _send_due(self, s: _Stream, now: float) -> None:
         interval = 1.0 / s.stats.rate
@@ -347,6 +369,8 @@ class StreamEngine(Engine):
         """
         if not self._streams:
             raise RailabError("no probe streams: add() at least one flow")
+        if not self._stamps:
+            self._stamp_rx()
         self.poll(0)
         self._drain_sinks()
         t0 = time.monotonic() + 0.01
