@@ -744,6 +744,7 @@ def run_drill(lab: LiveLab, kind: str, node_a: str, node_b: str | None = None, *
         "rate_pps": rate, "resolution_ms": round(1000 / rate, 3), "duration_s": hold,
         "lost_packets": sum(d["lost"] for d in out_flows),
         "longest_gap_ms": max((d["longest_gap_ms"] for d in out_flows), default=0.0),
+        "max_send_gap_ms": max((d["max_send_gap_ms"] for d in out_flows), default=0.0),
         "time_to_reroute_s": None if any(r is None for r in reroutes) else max(reroutes, default=0.0),
         "fib_reroute_s": fib_reroute,
         "time_to_green_s": green["time_to_green_s"],

@@ -66,6 +66,9 @@ DEFAULT_PROBE_BYTES = 256
 DRAIN_S = 0.3
 #: Most probes one stream may send in one loop turn to catch up after the host stalled it.
 CATCH_UP = 64
+#: Scheduling niceness of the stream process (root only; else it keeps the parent's): a sender
+#: that waits for a CPU leaves holes in the probe sequence that look like fabric outages.
+SENDER_NICE = -10
 SO_TIMESTAMPNS = 35  # include/uapi/asm-generic/socket.h (SCM_TIMESTAMPNS, struct timespec)
 
 
@@ -182,10 +185,13 @@ class SeqStats:
         return out
 
     def summary(self) -> dict:
-        """``{"tx", "rx", "lost", "loss_pct", "longest_gap_ms", "outages", "reordered",
+        """``{"tx", "rx", "lost", "max_send_gap_ms", "loss_pct", "longest_gap_ms", "outages", "reordered",
         "duplicate", "stray", "icrc_errors", "local_drops", "latency_us": {"min", "avg",
         "max"}, "ttl_min"}``; latencies None when nothing arrived; outages as dicts with
-        ``first``, ``packets``, ``start``/``end`` (monotonic s), ``ms``, ``recovered``."""
+        ``first``, ``packets``, ``start``/``end`` (monotonic s), ``ms``, ``recovered``.
+        ``max_send_gap_ms``: the longest time between two consecutive sends (the sender's own
+        stalls on a busy host: nothing inside such a gap was probed, so it bounds the resolution
+        of any outage that overlaps it)."""
         outs = self.outages()
         tx = self.tx
         lost = tx - self.rx
@@ -193,8 +199,11 @@ class SeqStats:
         if self.rx:
             lat = {"min": round(self.lat_min * 1e6, 1), "avg": round(self.lat_sum / self.rx * 1e6, 1),
                    "max": round(self.lat_max * 1e6, 1)}
+        t = self.tx_t
+        send_gap = max((t[i + 1] - t[i] for i in range(len(t) - 1)), default=0.0)
         return {
             "tx": tx, "rx": self.rx, "lost": lost,
+            "max_send_gap_ms": round(send_gap * 1000.0, 3),
             "loss_pct": round(100.0 * lost / tx, 3) if tx else 0.0,
             "longest_gap_ms": round(max((o.ms for o in outs), default=0.0), 3),
             "outages": [dict(asdict(o), ms=round(o.ms, 3)) for o in outs],
@@ -425,6 +434,10 @@ def _child(spec_json: str, ns_map: dict[str, str], flows: list[Flow], rate: floa
            probe_bytes: int, max_s: float, ppid: int, stop, conn) -> None:
     _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:  # a probe sender starved by a busy host measures its own stalls, not the fabric's
+        os.setpriority(os.PRIO_PROCESS, 0, SENDER_NICE)
+    except OSError:
+        pass
     if os.getppid() != ppid:  # the parent died before prctl took effect
         os._exit(1)
     try:
