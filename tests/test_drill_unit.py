@@ -96,3 +96,83 @@ def test_all_lost_has_no_latency_and_one_outage():
 def test_rate_must_be_positive():
     with pytest.raises(ValueError, match="rate"):
         SeqStats(0)
+
+
+# ---- the drill's pure helpers (railab.checks.drill) ------------------------------------------
+from railab.checks import drill as D  # noqa: E402
+from railab.errors import UsageError  # noqa: E402
+from railab.topologies.generator import generate  # noqa: E402
+from railab.topologies.labspec import LabSpec  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def mini_spec(tmp_path_factory) -> LabSpec:
+    return LabSpec.load(generate("mini", tmp_path_factory.mktemp("drill") / "lab", name="drillunit"))
+
+
+def _out(start: float, ms: float, packets: int, recovered: bool = True) -> dict:
+    return {"start": start, "end": start + ms / 1000, "ms": ms, "packets": packets, "recovered": recovered}
+
+
+def test_phase_loss_splits_by_injection_and_heal_and_times_the_reroute():
+    flow = {"outages": [_out(0.5, 2, 2), _out(10.1, 140, 140), _out(20.5, 3, 3)]}
+    ph = D._phase_loss(flow, t_inject=10.0, t_heal=20.0)
+    assert (ph["lost_before_fault"], ph["lost_during_fault"], ph["lost_after_heal"]) == (2, 140, 3)
+    assert ph["reroute_s"] == pytest.approx(0.24) and not ph["recovered_only_at_heal"]
+    assert [o["at_s"] for o in ph["outages"]] == [-9.5, 0.1, 10.5]
+
+
+def test_phase_loss_of_a_flow_that_only_recovers_at_the_heal():
+    ph = D._phase_loss({"outages": [_out(10.2, 9900, 9900)]}, t_inject=10.0, t_heal=20.0)
+    assert ph["reroute_s"] is None and ph["recovered_only_at_heal"]
+    assert D._phase_loss({"outages": []}, 10.0, 20.0)["reroute_s"] == 0.0  # hitless
+
+
+def test_default_hold_follows_the_detection_time():
+    assert D.default_duration(True, 1500) == pytest.approx(5.25)
+    assert D.default_duration(False, 1500) == pytest.approx(16.5)  # BGP hold 9 s
+    assert D.default_duration(True, 100) == 4.0
+
+
+def test_element_of_a_link_a_node_and_bad_input(mini_spec):
+    el = D.element_of(mini_spec, "link-down", "g1-leaf1", "spine1", None)
+    assert el.links == {"g1-leaf1:eth3--spine1:eth1"} and el.ends[0] == ("g1-leaf1", "eth3")
+    far = D.element_of(mini_spec, "grey-loss", "g1-leaf1", "spine1", None, end="spine1")
+    assert far.ends[0] == ("spine1", "eth1") and far.links == el.links
+    assert D.element_of(mini_spec, "node-off", "spine2", None, None).nodes == {"spine2"}
+    with pytest.raises(UsageError, match="spine9"):
+        D.element_of(mini_spec, "link-down", "g1-leaf1", "spine9", None)
+    with pytest.raises(UsageError, match="one node"):
+        D.element_of(mini_spec, "node-off", "spine1", "spine2", None)
+    with pytest.raises(UsageError, match="unknown fault kind"):
+        D.element_of(mini_spec, "meteor", "spine1", None, None)
+
+
+def test_crossing_and_touching_are_decided_by_the_traced_links(mini_spec):
+    el = D.element_of(mini_spec, "link-down", "g1-leaf1", "spine1", None)
+    over = D.Trace(hops=[("g1-leaf1", "eth1", "eth3"), ("spine1", "eth1", "eth2")],
+                   links=["g1-leaf1:eth3--spine1:eth1"], delivered=True)
+    beside = D.Trace(hops=[("g1-leaf1", "eth1", "eth4"), ("spine2", "eth1", "eth2")],
+                     links=["g1-leaf1:eth4--spine2:eth1"], delivered=True)
+    away = D.Trace(hops=[("g1-leaf2", "eth1", "eth4")], links=["g1-leaf2:eth4--spine2:eth2"])
+    assert el.crossed_by(over) and not el.crossed_by(beside) and not el.crossed_by(away)
+    assert el.touches(beside) and not el.touches(away)
+
+
+def test_candidates_are_every_nic_pair_on_different_leaves(mini_spec):
+    flows = D.candidate_flows(mini_spec, qps=2)
+    nics = len(mini_spec.nics)  # 16 on mini: 4 servers x 4 NICs, 2 servers per leaf
+    # not to itself's leaf (itself, the other server's NIC of that rail), not inside its server
+    # (NVLink: never on the fabric)
+    assert len(flows) == nics * (nics - 2 - 3) * 2
+    assert all(f.path_class and f.path_class != "intra-server" for f in flows)
+    assert len({D.flow_sport(f) for f in flows}) > len(flows) // 2  # QPs vary the UDP source port
+
+
+def test_spread_balances_directions_and_nic_pairs(mini_spec):
+    flows = D.candidate_flows(mini_spec, qps=2)
+    items = [(f, D.Trace()) for f in flows[::7]]
+    picked = D._spread(items, 6, lambda f, t: f.src[0] == "srv1")
+    assert len(picked) == 6
+    assert len({(f.src_nic, f.dst_nic, f.src, f.dst) for f, _ in picked}) == 6
+    assert {f.src[0] == "srv1" for f, _ in picked} == {True, False}
