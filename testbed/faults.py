@@ -22,8 +22,10 @@ far end is the other end of its link in ``lab.json``):
 ``session-shut``  ``neighbor <port> shutdown`` on the node (vtysh).
 ``wrong-asn``     ``neighbor <port> remote-as <asn>`` pushed live (the generated config peers with
                   ``remote-as external``): the session goes down with Bad Peer AS.
-``daemon-kill``   SIGKILL one FRR daemon (bgpd, zebra, bfdd, staticd); the kernel keeps the
-                  routes zebra installed (a dead bgpd's routes are withdrawn by zebra).
+``daemon-kill``   SIGKILL one FRR daemon (bgpd, zebra, bfdd, staticd). A dead zebra leaves the
+                  kernel routes in place (the data plane keeps forwarding, nothing updates it);
+                  a dead bgpd's routes are withdrawn by zebra (FRR without graceful restart),
+                  so that node keeps only its connected and static routes.
 ``node-off``      every daemon of the node killed and every link end of the node admin down.
 ``grey-loss``     an nftables ``netdev`` table on the end's egress hook dropping ``percent`` % of
                   packets (``numgen random``), or only RoCEv2 (UDP dport 4791) with ``roce_only``.
@@ -308,7 +310,22 @@ def inject(labdir: Path | str, kind: str, node_a: str, node_b: str | None = None
                          f"(supported there: {', '.join(k for k in FAULT_KINDS if k not in NETNS_ONLY)})")
     with _locked(lab.name):
         lab.reload()
-        return _INJECT[kind](lab, node_a, node_b, port, dict(params))
+        seq = lab.record.fault_seq
+        try:
+            return _INJECT[kind](lab, node_a, node_b, port, dict(params))
+        except Exception:
+            # a step failed after the record was saved: undo the part done, then drop it
+            lab.reload()
+            mine = [f for f in lab.record.faults if int(f.id[1:]) > seq]
+            for rec in mine:
+                try:
+                    _HEAL[rec.kind](lab, rec)
+                except Exception:
+                    continue  # keep the record: `railab fault LAB heal ID` retries
+                lab.reload()
+                lab.record.faults = [f for f in lab.record.faults if f.id != rec.id]
+                lab.save()
+            raise
 
 
 def _pop(params: dict, key: str, default: Any = None, cast=None) -> Any:
@@ -548,7 +565,10 @@ def _inject_wrong_asn(lab: _Lab, node_a, node_b, port, params) -> st.FaultRecord
     _busy(lab, {(node, p), (peer, pp)})
     rec = _new(lab, "wrong-asn", node, p, peer, pp, params={"asn": wrong, "local_asn": asn, "peer_asn": real},
                note=f"{node} expects AS {wrong} on {p} (peer {peer} is AS {real}): neighbor {p} remote-as {wrong}")
-    lab.vtysh(node, f"router bgp {asn}", f"neighbor {p} interface remote-as {wrong}")
+    # a peer-group member cannot override the group's `remote-as external`: the neighbour
+    # leaves the group and comes back with an explicit (wrong) remote-as
+    lab.vtysh(node, f"router bgp {asn}", f"no neighbor {p} interface",
+              f"neighbor {p} interface remote-as {wrong}", f"neighbor {p} timers connect 1")
     return rec
 
 
@@ -570,8 +590,12 @@ def _inject_daemon_kill(lab: _Lab, node_a, node_b, port, params) -> st.FaultReco
     if any(f.node == node and f.kind in ("daemon-kill", "node-off") and
            (f.kind == "node-off" or f.params.get("daemon") == daemon) for f in lab.record.faults):
         raise UsageError(f"{node} {daemon} is already held by a fault: railab fault {lab.name} list")
+    effect = {"bgpd": "zebra withdraws its BGP routes from the kernel (no graceful restart)",
+              "zebra": "the kernel keeps the routes it has; FIB updates stop",
+              "bfdd": "forwarding goes on; BGP loses fast failure detection",
+              "staticd": "the kernel keeps the blackhole aggregate"}[daemon]
     rec = _new(lab, "daemon-kill", node, params={"daemon": daemon},
-               note=f"{daemon} killed on {node} (SIGKILL; the data plane keeps the routes it has)")
+               note=f"{daemon} killed on {node} (SIGKILL: {effect})")
     rt.kill_daemons(lab.name, node, [daemon])
     return rec
 
@@ -614,7 +638,9 @@ def _nft(lab: _Lab, node: str, script: str, *, check: bool = True) -> subprocess
 def _inject_grey_loss(lab: _Lab, node_a, node_b, port, params) -> st.FaultRecord:
     node, p, peer, pp = _link_end(lab, node_a, node_b, port, params)
     roce_only = bool(params.pop("roce_only", False))
-    percent = _pop(params, "percent", 100 if roce_only else None, float)
+    percent = _pop(params, "percent", None, float)
+    if percent is None and roce_only:
+        percent = 100.0
     _no_more("grey-loss", params)
     if percent is None:
         raise UsageError("grey-loss: give --percent P (0 < P <= 100), or --roce-only")
