@@ -323,7 +323,10 @@ class Element:
 
     def crossed_by(self, tr: Trace) -> bool:
         """True when the traced path uses one of the links or passes through one of the nodes."""
-        return bool(self.links & set(tr.links)) or bool(self.nodes & set(tr.nodes))
+        if self.links & set(tr.links) or self.nodes & set(tr.nodes):
+            return True
+        # a node that is a server (node-off srv1): its NIC cables are on the path
+        return any(end.split(":")[0] in self.nodes for lk in tr.links for end in lk.split("--"))
 
     def touches(self, tr: Trace) -> bool:
         """True when the path passes through a node of the element (or the element itself)."""

@@ -157,6 +157,9 @@ def test_crossing_and_touching_are_decided_by_the_traced_links(mini_spec):
     away = D.Trace(hops=[("g1-leaf2", "eth1", "eth4")], links=["g1-leaf2:eth4--spine2:eth2"])
     assert el.crossed_by(over) and not el.crossed_by(beside) and not el.crossed_by(away)
     assert el.touches(beside) and not el.touches(away)
+    srv = D.element_of(mini_spec, "node-off", "srv1", None, None)  # a server: its NIC cables
+    assert srv.crossed_by(D.Trace(hops=[("g1-leaf1", "eth1", "eth3")], links=["g1-leaf1:eth1--srv1:eth1"]))
+    assert not srv.crossed_by(away)
 
 
 def test_candidates_are_every_nic_pair_on_different_leaves(mini_spec):
