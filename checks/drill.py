@@ -544,12 +544,13 @@ def wait_green(lab: LiveLab, view: FabricView, nodes: list[str], t_from: float, 
     within ``timeout``), ``"resolution_s"`` (time since the poll before it: the true instant is
     within that much earlier), ``"polls"``, ``"poll_period_ms"`` (mean and max time between the
     starts of consecutive polls; a confirmation run is not counted), ``"confirmed"`` (the checks
-    passed), ``"pending"`` (what was still red last)}``."""
+    passed), ``"pending"`` (what was still red last), ``"confirm_run_s"`` (how long the last
+    confirming checks run took)}``."""
     start = time.monotonic()
     starts: list[float] = []
     gaps: list[float] = []
     pending: list[str] = []
-    green_at = resolution = None
+    green_at = resolution = confirm_s = None
     confirmed = False
     while time.monotonic() - start < timeout:
         t = time.monotonic()
@@ -558,7 +559,9 @@ def wait_green(lab: LiveLab, view: FabricView, nodes: list[str], t_from: float, 
         starts.append(t)
         pending = green_now(lab, view, nodes)
         if not pending:
+            tc = time.monotonic()
             pending = checks_green(lab)
+            confirm_s = time.monotonic() - tc
             if not pending:
                 green_at, confirmed = t, True
                 resolution = (t - starts[-2]) if len(starts) > 1 else (t - t_from)
@@ -573,7 +576,8 @@ def wait_green(lab: LiveLab, view: FabricView, nodes: list[str], t_from: float, 
             "polls": len(gaps) + 1,
             "poll_period_ms": {"mean": round(1000 * sum(gaps) / len(gaps), 1) if gaps else None,
                                "max": round(1000 * max(gaps), 1) if gaps else None},
-            "confirmed": confirmed, "pending": pending[:20]}
+            "confirmed": confirmed, "pending": pending[:20],
+            "confirm_run_s": None if confirm_s is None else round(confirm_s, 3)}
 
 
 # ---- the drill -------------------------------------------------------------------------------
