@@ -269,3 +269,17 @@ def test_bad_input_changes_nothing(lab):
     assert st.load(lab.name).faults == []
     with pytest.raises(UsageError, match="no fault"):
         F.heal(lab.dir, "f999")
+
+
+def test_zz_down_removes_what_faults_made(lab):
+    """Last in the module: `railab down` with faults still injected removes the parking
+    namespace (namespace ledger) and the nft tables (inside the lab's namespaces)."""
+    from railab.testbed.runtime.netns import NetnsRuntime
+
+    F.inject(lab.dir, "carrier-loss", "g1-leaf4", "spine1")
+    F.inject(lab.dir, "grey-loss", "g1-leaf1", "srv1", percent=50)
+    park = F.parking_namespace(lab.name)
+    assert os.path.exists(f"/run/netns/{park}")
+    NetnsRuntime().down(lab.name)
+    assert not os.path.exists(f"/run/netns/{park}") and park not in st.ledger()
+    assert not [n for n in os.listdir("/run/netns") if lab.name in n]
