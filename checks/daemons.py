@@ -38,6 +38,8 @@ def check_daemons(obs: Observer) -> list[CheckResult]:
             return obs.executor.vtysh(node, CMD, timeout=15)
         except (RailabError, TimeoutError, OSError) as exc:
             return exc
+        except Exception as exc:  # an executor that cannot run this command at all: skip
+            return LookupError(f"the executor cannot run `{CMD}` ({type(exc).__name__}: {exc})")
 
     with ThreadPoolExecutor(max_workers=8) as pool:
         answers = dict(zip([n.name for n in nodes], pool.map(ask, [n.name for n in nodes]), strict=True))
@@ -47,12 +49,20 @@ def check_daemons(obs: Observer) -> list[CheckResult]:
         name = f"{n.name} daemons"
         res = answers[n.name]
         expected = " ".join(want)
+        if isinstance(res, LookupError):
+            out.append(skipped(CHECK, name, str(res), node=n.name, expected=expected))
+            continue
         if isinstance(res, Exception):
             out.append(failed(CHECK, name, node=n.name, expected=expected, observed="vtysh failed",
                               reason=f"cannot run vtysh on {n.name}: {res}",
                               cause=Cause(kind="daemon-dead", node=n.name, daemon=want[0])))
             continue
-        running = set(res.stdout.split())
+        running = set(res.stdout.split()) & set(want)
+        text = (res.stdout + res.stderr).strip()
+        if not res.ok and not running and "failed to connect" not in text and "not running" not in text:
+            out.append(skipped(CHECK, name, f"`{CMD}` failed on {n.name}: {text[:200] or res.rc}",
+                               node=n.name, expected=expected))
+            continue
         dead = [d for d in want if d not in running]
         observed = " ".join(d for d in want if d in running) or "none"
         if not dead:

@@ -25,7 +25,9 @@ far end is the other end of its link in ``lab.json``):
 ``daemon-kill``   SIGKILL one FRR daemon (bgpd, zebra, bfdd, staticd). A dead zebra leaves the
                   kernel routes in place (the data plane keeps forwarding, nothing updates it);
                   a dead bgpd's routes are withdrawn by zebra (FRR without graceful restart),
-                  so that node keeps only its connected and static routes.
+                  so that node keeps only its connected and static routes; a dead bfdd makes
+                  FRR 8.4 reset the node's BFD-tracked sessions once (~4 s without BGP routes
+                  on mini), after which they run without BFD.
 ``node-off``      every daemon of the node killed and every link end of the node admin down.
 ``grey-loss``     an nftables ``netdev`` table on the end's egress hook dropping ``percent`` % of
                   packets (``numgen random``), or only RoCEv2 (UDP dport 4791) with ``roce_only``.
@@ -592,7 +594,7 @@ def _inject_daemon_kill(lab: _Lab, node_a, node_b, port, params) -> st.FaultReco
         raise UsageError(f"{node} {daemon} is already held by a fault: railab fault {lab.name} list")
     effect = {"bgpd": "zebra withdraws its BGP routes from the kernel (no graceful restart)",
               "zebra": "the kernel keeps the routes it has; FIB updates stop",
-              "bfdd": "forwarding goes on; BGP loses fast failure detection",
+              "bfdd": "BGP resets its BFD-tracked sessions once, then runs without BFD",
               "staticd": "the kernel keeps the blackhole aggregate"}[daemon]
     rec = _new(lab, "daemon-kill", node, params={"daemon": daemon},
                note=f"{daemon} killed on {node} (SIGKILL: {effect})")
