@@ -73,6 +73,9 @@ CAUSE_KINDS = {
     "not-announced": "node, prefix: the origin does not announce the prefix",
     "upstream": "node, prefix: the neighbor behind a port lacks the route itself",
     "config": "node: anything else found in the node's configuration",
+    "mtu-mismatch": "node, port, link: a link end's live MTU differs from lab.json",
+    "port-filter": "node, port, link: a packet filter (nftables netdev chain) drops on the port",
+    "policy-route-missing": "node, port, link: a server NIC is up but lacks its rule or table route",
 }
 
 
@@ -261,7 +264,7 @@ def register_check(name: str, run: Callable[[Observer], list[CheckResult]], *, o
     """Register a check family: ``run(obs) -> list[CheckResult]`` then runs via
     ``run_checks``, is selectable with ``railab check --only NAME`` and shows in the CLI.
 
-    Built-in orders: cabling 10, bgp 20, routes 30, oversub 40, hops 50. Raises ValueError for a
+    Built-in orders: daemons 5, cabling 10, policy 15, bgp 20, routes 30, oversub 40, hops 50. Raises ValueError for a
     taken name (unless ``replace``) or a name that is not ``[a-z][a-z0-9_-]*``.
     """
     return CHECKS.register(CheckFamily(name, run, order, tuple(frr_commands), description),
@@ -331,7 +334,7 @@ class LinkState:
     ``status``: :func:`link_status` of its flags and operstate (``up``, ``admin-down``,
     ``carrier-lost``). ``peer_ifindex``/``peer_nsid`` are the veth peer's ifindex (IFLA_LINK)
     and the peer namespace id *relative to this namespace* (IFLA_LINK_NETNSID), None when not a
-    cross-ns veth.
+    cross-ns veth. ``mtu``: IFLA_MTU (bytes).
     """
 
     ifname: str
@@ -341,6 +344,7 @@ class LinkState:
     kind: str | None
     peer_ifindex: int | None
     peer_nsid: int | None
+    mtu: int | None = None
 
     @property
     def up(self) -> bool:
@@ -525,6 +529,7 @@ class Observer:
                     kind=kind,
                     peer_ifindex=msg.get("link"),
                     peer_nsid=nsid,
+                    mtu=msg.get("mtu"),
                 )
             self._links[node] = out
             self._ifnames[node] = {v.index: k for k, v in out.items()}

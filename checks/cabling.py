@@ -6,9 +6,24 @@ node whose namespace has that id and to the interface with that index there
 (:meth:`checks.base.Observer.peer`). A server NIC must land on the Rail-N leaf of its group
 (seed guide: NIC N of every server connects to the Rail-N leaf); a swapped cable is reported as
 ``srv3 NIC 3 is on g1-leaf5:eth2 (rail 5), expected g1-leaf3:eth2 (rail 3)``.
+
+A link that is down is worded by its end and its kind (:func:`railab.checks.base.link_status`):
+``admin down at g1-leaf1:eth3`` (IFF_UP clear: someone downed it), ``carrier lost on
+g1-leaf1:eth3`` (its far end is down, powered off or unplugged: the far end is not in the lab),
+``cable missing`` (neither end exists: the veth was deleted). Each link end also gets an MTU row
+(live IFLA_MTU vs lab.json's link MTU), and a port with an nftables netdev filter chain that drops
+packets (a grey failure: silent loss on a link that is up) fails a ``filter`` row naming the
+port, the hook and what is dropped. Faults recorded in the lab state
+(railab.testbed.faults) that touch a failing link are named in its reason.
 """
 
 from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
 
 from railab.checks.base import (
     Cause,
@@ -21,6 +36,8 @@ from railab.checks.base import (
     register_check,
     skipped,
 )
+from railab.testbed import state as st
+from railab.testbed.namespaces import exec_argv
 
 CHECK = "cabling"
 
@@ -55,6 +72,7 @@ def check_cabling(obs: Observer) -> list[CheckResult]:
     """
     spec = obs.spec
     results: list[CheckResult] = []
+    faults = _faults(spec.name)
     nic_by_port = {(n.server, n.interface): n for n in spec.nics}
     for link in spec.links:
         a, b = link.a, link.b
@@ -75,11 +93,26 @@ def check_cabling(obs: Observer) -> list[CheckResult]:
             results.append(skipped(CHECK, name, f"cannot read netlink: {exc}", **ref,
                                    expected=expected))
             continue
+        b_read = True
+        try:
+            b_link = obs.links(b.node).get(b.interface)
+        except (ObservationError, OSError):
+            b_link, b_read = None, False
+        note = _fault_note(faults, a.node, a.interface, b.node, b.interface)
+        if b_read and (a_link is None or b_link is None or (peer is None and a_link.status != "up")):
+            down = _unplugged(a, b, a_link, b_link)
+            if down is not None:
+                observed, reason, end = down
+                results.append(failed(CHECK, name, **ref, expected=f"{expected}, up",
+                                      observed=observed, reason=reason + note,
+                                      cause=Cause(kind="link-down", node=end[0], port=end[1],
+                                                  link=lid)))
+                continue
         if a_link is None:
             results.append(failed(CHECK, name, **ref, expected=expected,
                                   observed=f"{a.node} has no interface {a.interface}",
                                   reason=f"the runtime did not create {a.node}:{a.interface}; "
-                                         f"redeploy the lab",
+                                         f"redeploy the lab" + note,
                                   cause=Cause(kind="port-missing", node=a.node, port=a.interface,
                                               link=lid)))
             continue
@@ -87,7 +120,7 @@ def check_cabling(obs: Observer) -> list[CheckResult]:
             results.append(failed(CHECK, name, **ref, expected=expected,
                                   observed=f"{a.interface} leads to no lab node",
                                   reason="the veth peer is missing or in a namespace outside the "
-                                         "lab (cable unplugged or moved)",
+                                         "lab (cable unplugged or moved)" + note,
                                   cause=Cause(kind="miswired", node=a.node, port=a.interface,
                                               link=lid)))
             continue
@@ -103,35 +136,222 @@ def check_cabling(obs: Observer) -> list[CheckResult]:
                 reason = (f"{a.node}:{a.interface} is wired to {where}, expected {expected}: "
                           f"re-cable per lab.json")
             results.append(failed(CHECK, name, **ref, expected=expected,
-                                  observed=where, reason=reason,
+                                  observed=where, reason=reason + note,
                                   cause=Cause(kind="miswired", node=a.node, port=a.interface,
                                               link=lid)))
             continue
-        try:
-            b_link = obs.links(b.node).get(b.interface)
-        except (ObservationError, OSError):
-            b_link = None
-        ends = [(n, i, st) for n, i, st in
+        ends = [(n, i, st_) for n, i, st_ in
                 ((a.node, a.interface, a_link), (b.node, b.interface, b_link))
-                if st is not None and not st.up]
+                if st_ is not None and not st_.up]
         if ends:
-            down = [f"{n}:{i} {st.operstate}" for n, i, st in ends]
+            down = [f"{n}:{i} {st_.operstate}" for n, i, st_ in ends]
             # the end that is administratively down is the one to fix; else the first
             first = next((e for e in ends if e[2].status == "admin-down"), ends[0])
             results.append(failed(
                 CHECK, name, **ref, expected=f"{expected}, up",
                 observed=f"{expected}, " + ", ".join(down),
-                reason=f"link down ({', '.join(down)}): bring it up "
-                       f"({' / '.join(f'{n}:{i} {st.status}' for n, i, st in ends)})",
+                reason=_down_words(ends) + note,
                 cause=Cause(kind="link-down", node=first[0], port=first[1], link=lid)))
             continue
         results.append(passed(CHECK, name, **ref,
                               expected=f"{expected}, up", observed=f"{expected}, up"))
     if not results:
         results.append(skipped(CHECK, "links", "lab.json lists no links"))
+        return results
+    results += _mtu_rows(obs)
+    results += _filter_rows(obs, faults)
     return results
+
+
+def _faults(lab: str) -> list:
+    """The faults recorded for ``lab`` (railab.testbed.faults), [] when none or not a local lab."""
+    record = st.load(lab)
+    return list(record.faults) if record is not None else []
+
+
+def _fault_note(faults: list, *ends: str) -> str:
+    """`` (injected fault f3: admin down ...)`` for recorded faults on the ends
+    ``node_a, if_a, node_b, if_b``, else ``""``."""
+    pairs = {(ends[0], ends[1]), (ends[2], ends[3])}
+    hit = [f for f in faults if {(f.node, f.port), (f.peer_node, f.peer_port)} & pairs
+           or (f.kind == "node-off" and f.node in (ends[0], ends[2]))]
+    if not hit:
+        return ""
+    return " (injected fault " + "; ".join(f"{f.id}: {f.note}" for f in hit) + ")"
+
+
+def _down_words(ends: list) -> str:
+    """``link down: admin down at a:eth3 (spine1:eth1 sees carrier lost): bring a:eth3 up``."""
+    admin = [f"{n}:{i}" for n, i, s in ends if s.status == "admin-down"]
+    lost = [f"{n}:{i}" for n, i, s in ends if s.status == "carrier-lost"]
+    if admin:
+        text = f"link down: admin down at {' and '.join(admin)}"
+        if lost:
+            text += f" ({', '.join(lost)} sees carrier lost)"
+        return text + f": bring {' and '.join(admin)} up (ip link set ... up)"
+    return (f"link down: carrier lost on {' and '.join(lost)} while admin up: the far end has no "
+            f"carrier (transceiver, cable or far end powered off)")
+
+
+def _unplugged(a, b, a_link, b_link) -> tuple[str, str, tuple[str, str]] | None:
+    """Words for a link with an end that is gone: ``(observed, reason, (node, port) to fix)``,
+    or None when both ends exist and lead somewhere (other rules apply)."""
+    ea, eb = f"{a.node}:{a.interface}", f"{b.node}:{b.interface}"
+    if a_link is None and b_link is None:
+        return (f"{ea} and {eb} missing",
+                f"cable missing: neither {ea} nor {eb} exists (the cable is pulled): re-plug it",
+                (a.node, a.interface))
+    for here, gone, link, gone_end in ((ea, eb, a_link, b), (eb, ea, b_link, a)):
+        if link is not None and (gone_end is b and b_link is None or gone_end is a and a_link is None):
+            state = "carrier lost" if link.status == "carrier-lost" else link.status
+            return (f"{here} {state}, {gone} not in its node",
+                    f"link down: carrier lost on {here}: its far end {gone} is gone from "
+                    f"{gone_end.node} (unplugged, moved or powered off): plug {gone} back",
+                    (gone_end.node, gone_end.interface))
+    return None
+
+
+def _mtu_rows(obs: Observer) -> list[CheckResult]:
+    """One row per link end: live MTU (IFLA_MTU) == lab.json's link MTU. Ends that cannot be
+    read or do not exist are left to the link rows."""
+    out: list[CheckResult] = []
+    for link in obs.spec.links:
+        lid = link_id(link.a.node, link.a.interface, link.b.node, link.b.interface)
+        for end, far in ((link.a, link.b), (link.b, link.a)):
+            try:
+                live = obs.links(end.node).get(end.interface)
+            except (ObservationError, OSError):
+                continue
+            if live is None or live.mtu is None:
+                continue
+            ref = {"node": end.node, "port": end.interface, "link": lid,
+                   "subject": f"MTU towards {far.node}:{far.interface}"}
+            name = f"{end.node}:{end.interface} MTU"
+            if live.mtu == link.mtu:
+                out.append(passed(CHECK, name, **ref, expected=f"MTU {link.mtu}",
+                                  observed=f"MTU {live.mtu}"))
+                continue
+            out.append(failed(
+                CHECK, name, **ref, expected=f"MTU {link.mtu}", observed=f"MTU {live.mtu}",
+                reason=(f"MTU mismatch on {end.node}:{end.interface} ({live.mtu}, lab.json and "
+                        f"{far.node}:{far.interface} expect {link.mtu}): BGP stays up and small "
+                        f"packets pass, but frames above {min(live.mtu, link.mtu)} bytes are "
+                        f"dropped; set it back to {link.mtu}"),
+                cause=Cause(kind="mtu-mismatch", node=end.node, port=end.interface, link=lid)))
+    return out
+
+
+def _nft(ns: str, *args: str) -> str | None:
+    try:
+        res = subprocess.run(exec_argv(ns, ["nft", *args]), capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return res.stdout if res.returncode == 0 else None
+
+
+_CHAIN_DEV = re.compile(r'hook\s+(?:egress|ingress)\s+devices?\s*=?\s*\{?\s*"?([^"\s;},]+)')
+
+
+def _nft_ruleset(ns: str) -> dict | None:
+    """``nft -j list ruleset netdev`` inside namespace ``ns`` (None when nft fails), with each
+    base chain's ``dev`` filled in: nft 1.0.6 (Debian 12) leaves the device of a netdev chain
+    out of its JSON, so it is taken from the text listing's ``hook ... device "eth2"`` line."""
+    raw = _nft(ns, "-j", "list", "ruleset", "netdev")
+    if raw is None:
+        return None
+    try:
+        doc = json.loads(raw or "{}")
+    except json.JSONDecodeError:
+        return None
+    chains = [it["chain"] for it in doc.get("nftables", []) if "chain" in it and "hook" in it["chain"]]
+    if any("dev" not in c for c in chains):
+        text = _nft(ns, "list", "ruleset", "netdev") or ""
+        devs: dict[tuple[str, str], str] = {}
+        table = chain = None
+        for line in text.splitlines():
+            words = line.split()
+            if words[:2] == ["table", "netdev"]:
+                table = words[2]
+            elif words[:1] == ["chain"]:
+                chain = words[1]
+            m = _CHAIN_DEV.search(line)
+            if m and table and chain:
+                devs[(table, chain)] = m.group(1)
+        for c in chains:
+            c.setdefault("dev", devs.get((c.get("table"), c.get("name"))))
+    return doc
+
+
+def _dropping_chains(doc: dict) -> list[tuple[str, str, str, str]]:
+    """``(device, hook, table, what)`` for every netdev base chain with a rule that drops."""
+    items = doc.get("nftables", [])
+    chains = {}
+    for it in items:
+        c = it.get("chain")
+        if c and c.get("hook") in ("egress", "ingress"):
+            dev = c.get("dev") or c.get("device")
+            devs = dev if isinstance(dev, list) else [dev]
+            chains[(c["table"], c["name"])] = (devs, c["hook"])
+    out = []
+    for it in items:
+        r = it.get("rule")
+        if not r or (r.get("table"), r.get("chain")) not in chains:
+            continue
+        expr = r.get("expr", [])
+        if not any("drop" in e for e in expr):
+            continue
+        what = []
+        for e in expr:
+            m = e.get("match", {})
+            left, right = m.get("left", {}), m.get("right")
+            if "numgen" in left:
+                mod = left["numgen"].get("mod") or 1
+                if isinstance(right, int):
+                    what.append(f"{100 * right / mod:g} % at random")
+            elif "payload" in left and left["payload"].get("field") == "dport":
+                what.append(f"{left['payload'].get('protocol', '')} dport {right}".strip())
+        devs, hook = chains[(r["table"], r["chain"])]
+        for dev in devs:
+            if dev is None:
+                continue
+            out.append((dev, hook, r["table"], ", ".join(what) or "every packet"))
+    return out
+
+
+def _filter_rows(obs: Observer, faults: list) -> list[CheckResult]:
+    """A failing row per lab port that an nftables netdev chain drops packets on (skipped
+    entirely when ``nft`` is not installed or no namespace can be read)."""
+    if shutil.which("nft") is None:
+        return []
+    nodes = []
+    for n in obs.spec.nodes:
+        try:
+            nodes.append((n.name, obs.namespace(n.name)))
+        except ObservationError:
+            continue
+    if not nodes:
+        return []
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        docs = list(pool.map(lambda item: (item[0], _nft_ruleset(item[1])), nodes))
+    out: list[CheckResult] = []
+    for node, doc in docs:
+        for dev, hook, table, what in _dropping_chains(doc or {}):
+            peer = obs.spec.peers.get((node, dev))
+            lid = link_id(node, dev, *peer) if peer else None
+            note = _fault_note(faults, node, dev, *(peer or ("", "")))
+            direction = "leaving" if hook == "egress" else "entering"
+            out.append(failed(
+                CHECK, f"{node}:{dev} {hook} filter", node=node, port=dev, link=lid,
+                subject=f"packet filter towards {peer[0]}:{peer[1]}" if peer else "packet filter",
+                expected="no packet filter drops traffic", observed=f"nft table {table} drops {what}",
+                reason=(f"silent loss: packets {direction} {node}:{dev} are dropped by nftables "
+                        f"({what}) while the link and BGP stay up: remove table netdev {table}")
+                       + note,
+                cause=Cause(kind="port-filter", node=node, port=dev, link=lid)))
+    return out
 
 
 register_check(CHECK, check_cabling, order=10,
                description="every link of lab.json is up and joins the recorded ports "
-                           "(veth peers via netlink)")
+                           "(veth peers via netlink), its ends carry the planned MTU, and no "
+                           "port filter drops packets")

@@ -1,7 +1,7 @@
 """Run the check families against a lab: ``run_checks(spec, executor) -> list[CheckResult]``,
 and group failures under their root cause (:func:`group_failures`, by structured fields).
 
-Importing this module registers the built-in families (cabling, bgp, routes, oversub, hops; see
+Importing this module registers the built-in families (daemons, cabling, policy, bgp, routes, oversub, hops; see
 :func:`railab.checks.base.register_check`); a family registered anywhere else runs the same way.
 """
 
@@ -12,8 +12,10 @@ from collections.abc import Callable, Iterable
 
 from railab.checks import bgp as _bgp  # noqa: F401  (registers "bgp")
 from railab.checks import cabling as _cabling  # noqa: F401  (registers "cabling")
+from railab.checks import daemons as _daemons  # noqa: F401  (registers "daemons")
 from railab.checks import hops as _hops  # noqa: F401  (registers "hops")
 from railab.checks import oversub as _oversub  # noqa: F401  (registers "oversub")
+from railab.checks import policy as _policy  # noqa: F401  (registers "policy")
 from railab.checks import routes as _routes  # noqa: F401  (registers "routes")
 from railab.checks.base import CHECKS, Cause, CheckResult, Observer
 from railab.testbed.executor import Executor

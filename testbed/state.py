@@ -80,6 +80,35 @@ class RouterState(_Record):
     pids: dict[str, int] = Field(default_factory=dict)
 
 
+#: Fault kinds :mod:`railab.testbed.faults` injects (``FaultRecord.kind``).
+FAULT_KINDS = ("link-down", "link-flap", "carrier-loss", "cable-pull", "cross-cable", "session-shut",
+               "wrong-asn", "daemon-kill", "node-off", "grey-loss", "mtu")
+
+
+class FaultRecord(_Record):
+    """One injected fault (railab.testbed.faults), kept in ``LabState.faults`` until healed.
+
+    ``id``: ``f1``, ``f2``, ... in injection order; ``kind``: one of :data:`FAULT_KINDS`;
+    ``node``/``port``: the faulty element (the end acted on); ``peer_node``/``peer_port``: the
+    far end of its link (or the second NIC of a cross-cable), None when the fault is node-wide;
+    ``params``: what the heal needs and the knobs used (e.g. ``{"percent": 5, "roce_only":
+    true}``, ``{"mtu": 1500, "old_mtu": 9100}``, ``{"daemon": "bgpd"}``, MACs of a pulled
+    cable); ``injected_at``: Unix time (s); ``note``: one human sentence, e.g. ``"admin down
+    g1-leaf1:eth3 (link to spine1:eth1)"``. Recorded *before* the kernel is touched, so a crash
+    mid-way is still healable (every heal step is idempotent).
+    """
+
+    id: str
+    kind: str
+    node: str
+    port: str | None = None
+    peer_node: str | None = None
+    peer_port: str | None = None
+    params: dict[str, Any] = Field(default_factory=dict)
+    injected_at: float = Field(default_factory=time.time)
+    note: str = ""
+
+
 class LabState(_Record):
     """The runtime record of one lab (``/run/railab/<lab>/state.json``).
 
@@ -90,7 +119,9 @@ class LabState(_Record):
     ``routers``: FRR nodes (netns runtime); ``containers``: node -> container (containerlab);
     ``timings``: step -> seconds; ``host_sysctls``: host-wide sysctls raised, ``{key: [old,
     new]}`` (never undone); ``host_limits``: resource limits ``up`` raised in its own process,
-    ``{"RLIMIT_NOFILE": [old soft, new soft]}``.
+    ``{"RLIMIT_NOFILE": [old soft, new soft]}``; ``faults``: the faults injected and not yet
+    healed (:class:`FaultRecord`, railab.testbed.faults); ``fault_seq``: the last fault number
+    given out (ids are never reused within a lab's life).
     """
 
     version: int = STATE_VERSION
@@ -109,6 +140,8 @@ class LabState(_Record):
     timings: dict[str, float] = Field(default_factory=dict)
     host_sysctls: dict[str, tuple[int, int]] = Field(default_factory=dict)
     host_limits: dict[str, tuple[int, int]] = Field(default_factory=dict)
+    faults: list[FaultRecord] = Field(default_factory=list)
+    fault_seq: int = 0
 
     def to_json(self) -> dict[str, Any]:
         """The JSON document as stored (plain dicts and lists)."""

@@ -52,7 +52,7 @@ def test_healthy_mini_passes_every_check(mini_lab):
     res = run_checks(mini_lab.spec, mini_lab.executor)
     assert not _fails(res), "\n".join(r.message() for r in _fails(res))
     fams = {r.check for r in res if r.status == "pass"}
-    assert fams == {"cabling", "bgp", "routes", "oversub", "hops"}
+    assert fams == {"daemons", "cabling", "policy", "bgp", "routes", "oversub", "hops"}
     # the FIB was read (no skips), and ECMP is 2-wide (2 spines x 1 link) on leaves
     assert not [r for r in res if r.status == "skip"]
     leaf_remote = [r for r in res if r.check == "routes" and r.node == "g1-leaf1"

@@ -76,7 +76,8 @@ def test_one_meaning_per_option_name():
                     assert long in opts, f"railab {name}: {short} must mean {long}, not {sorted(opts)}"
             for opt in opts:
                 seen.setdefault(opt, set()).add(name)
-    assert seen["--all"] == {"down"}, seen["--all"]
+    # --all: every lab (down), or every fault of the lab (`railab fault LAB heal --all`, issue 13)
+    assert seen["--all"] == {"down", "fault"}, seen["--all"]
     assert "-o" not in {o for p in _commands()["plan"].params for o in p.opts}  # oversubscription
     assert {"generate", "up", "demo", "report", "graph"} <= seen["-o"]
 

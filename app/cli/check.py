@@ -1,10 +1,12 @@
-"""``railab check LAB [--only bgp,routes,hops,cabling,oversub] [--json] [--junit FILE] [--verbose]``.
+"""``railab check LAB [--only cabling,policy,bgp,routes,oversub,hops] [--json] [--junit FILE] [--verbose] [--wait S]``.
 
 Runs the check families (checks.runner) against a running lab and prints a rich table: one
 summary row per family, then each root-cause failure (and skip) with node, expected, observed
 and the likely cause, followed by how many failures follow from it
 (:func:`checks.runner.group_failures`); ``--verbose`` / ``-v`` lists every row. ``--json``
-and ``--junit`` always carry every row. Exit code 0 when nothing failed, 1 when any check failed, 2 for bad usage.
+and ``--junit`` always carry every row. ``--wait SECONDS`` re-checks until green or the deadline
+and prints the time to green (``time_to_green_s`` in the JSON).
+Exit code 0 when nothing failed, 1 when any check failed, 2 for bad usage.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ def register(app: typer.Typer) -> None:
     def check(
         lab: str = typer.Argument(..., help="running lab name or its lab directory"),
         only: str | None = typer.Option(
-            None, "--only", help="comma-separated subset of cabling,bgp,routes,oversub,hops"),
+            None, "--only", help="comma-separated subset of cabling,policy,bgp,routes,oversub,hops"),
         as_json: bool = typer.Option(False, "--json", help="print every result as JSON"),
         junit: Path | None = typer.Option(None, "--junit", help="also write JUnit XML here"),
         show_all: bool = typer.Option(
@@ -57,6 +59,10 @@ def register(app: typer.Typer) -> None:
                  "LAB is then the lab directory (or lab.json) that describes the fabric"),
         known_hosts: Path | None = typer.Option(
             None, "--known-hosts", help="with --inventory: known_hosts file to verify host keys against"),
+        wait: float | None = typer.Option(
+            None, "--wait", min=0,
+            help="re-check (quietly) until every check passes or SECONDS have passed, then print "
+                 "the last run and the time to green"),
     ) -> None:
         """Check a running lab against its lab.json: BGP, routes/ECMP, hops, cabling, oversubscription.
 
@@ -66,7 +72,11 @@ def register(app: typer.Typer) -> None:
 
         try:
             with sigint_event() as stop:  # SIGINT only sets stop: never lands inside pyroute2
-                n_fail = _check(lab, only, as_json, junit, show_all, inventory, known_hosts, stop)
+                if wait is not None:
+                    n_fail = _check_wait(lab, only, as_json, junit, show_all, inventory, known_hosts,
+                                         stop, wait)
+                else:
+                    n_fail = _check(lab, only, as_json, junit, show_all, inventory, known_hosts, stop)
                 if stop.is_set():
                     raise KeyboardInterrupt
         except KeyboardInterrupt:
@@ -76,8 +86,39 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(EXIT_FAILED)
 
 
+#: pause between two runs of ``check --wait`` (s); the run itself takes ~1 s on mini
+WAIT_POLL_S = 0.2
+
+
+def _check_wait(lab: str, only: str | None, as_json: bool, junit: Path | None, show_all: bool,
+                inventory: Path | None, known_hosts: Path | None, stop, wait: float) -> int:
+    """``check --wait SECONDS``: run the checks quietly until none fails or ``wait`` seconds
+    passed (at least one run), then print the last run as ``check`` does, with ``time_to_green_s``
+    (seconds from the start to the first green run; None when it never got green) in the JSON
+    and one line for humans. Returns the last run's number of failures."""
+    import time
+
+    t0 = time.monotonic()
+    while True:
+        quiet = _check(lab, only, False, None, False, inventory, known_hosts, stop, render=False)
+        elapsed = time.monotonic() - t0
+        if not quiet or elapsed >= wait or stop.is_set():
+            break
+        time.sleep(WAIT_POLL_S)
+    green = None if quiet else round(elapsed, 2)
+    n_fail = _check(lab, only, as_json, junit, show_all, inventory, known_hosts, stop,
+                    extra={"time_to_green_s": green, "wait_s": wait})
+    if not as_json:
+        if green is not None:
+            typer.echo(f"green after {green:.2f} s (railab check --wait {wait:g})")
+        else:
+            typer.echo(f"not green after {elapsed:.2f} s (--wait {wait:g}): {quiet} failing")
+    return n_fail
+
+
 def _check(lab: str, only: str | None, as_json: bool, junit: Path | None, show_all: bool,
-           inventory: Path | None, known_hosts: Path | None, stop) -> int:
+           inventory: Path | None, known_hosts: Path | None, stop, *, render: bool = True,
+           extra: dict | None = None) -> int:
     """The body of ``railab check``: run, print, return the number of failures. KeyboardInterrupt
     once ``stop`` is set (run_checks raises it at a safe point; the output is not printed)."""
     from railab.checks.lab import LiveLab
@@ -105,17 +146,20 @@ def _check(lab: str, only: str | None, as_json: bool, junit: Path | None, show_a
             executor.close()
     if stop.is_set():
         raise KeyboardInterrupt
+    n_fail = sum(r.status == "fail" for r in results)
+    if not render:
+        return n_fail
     if junit is not None:
         from railab.checks.junit import write_junit
 
         write_junit(results, junit, lab_name)
-    n_fail = sum(r.status == "fail" for r in results)
     if as_json:
         # every row with its status and structured references, plus the root causes
         typer.echo(json.dumps({
             "lab": lab_name, "ok": n_fail == 0, "summary": summary(results),
             "results": [r.model_dump() for r in results],
             "root_causes": root_causes(results),
+            **(extra or {}),
         }, indent=2))
     else:
         con = _console()

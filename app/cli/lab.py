@@ -21,7 +21,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from railab.errors import EXIT_NOT_FOUND, EXIT_USAGE, RailabError, UsageError
+from railab.errors import EXIT_FAILED, EXIT_NOT_FOUND, EXIT_USAGE, RailabError, UsageError
 from railab.testbed import state
 from railab.topologies.naming import container_name
 from railab.topologies.nodekinds import FRR_DAEMONS
@@ -298,7 +298,8 @@ def register(app: typer.Typer) -> None:
         lab: str = typer.Argument(..., help="lab name, directory or .clab.yml"),
         as_json: bool = typer.Option(False, "--json", help="print JSON"),
     ) -> None:
-        """Nodes, FRR daemons alive, BGP sessions up/expected."""
+        """Nodes, FRR daemons alive, BGP sessions up/expected, injected faults. Exit 1 when a
+        daemon is dead or sessions are missing."""
         from railab.checks.converge import observe_sessions
         from railab.topologies.labspec import LabSpec
 
@@ -310,8 +311,17 @@ def register(app: typer.Typer) -> None:
             s["sessions"] = {"up": len(up_), "expected": len(up_) + len(down_), "down": sorted(down_)}
         except (FileNotFoundError, RuntimeError, TimeoutError, RailabError) as exc:
             s["sessions"] = {"error": str(exc)}
+        dead = sorted(f"{n}:{d}" for n, info in s["nodes"].items()
+                      for d, ok in info.get("daemons", {}).items() if not ok)
+        ses_ = s["sessions"]
+        missing = "error" in ses_ or ses_.get("up", 0) < ses_.get("expected", 0)
+        s["healthy"] = not dead and not missing
+        s["faults"] = [f.model_dump(mode="json") for f in rt.record(name).faults]
+        code = 0 if s["healthy"] else EXIT_FAILED  # a dead daemon or a missing session: exit 1
         if as_json:
             typer.echo(json.dumps(s, indent=2, sort_keys=True))
+            if code:
+                raise typer.Exit(code)
             return
         con = Console()
         t = Table(title=f"lab {s['lab']} ({s['phase']})")
@@ -328,6 +338,12 @@ def register(app: typer.Typer) -> None:
             con.print(f"BGP sessions Established: {ses['up']}/{ses['expected']}")
             for d in ses["down"][:20]:
                 con.print(f"  down: {d}")
+        for f in s["faults"]:
+            con.print(f"fault {f['id']} ({f['kind']}): {f['note']}", highlight=False)
+        if code:
+            con.print(f"[bold red]not healthy[/]: {len(dead)} dead daemon(s) {', '.join(dead[:8])}"
+                      if dead else "[bold red]not healthy[/]: BGP sessions missing", highlight=False)
+            raise typer.Exit(code)
 
     @app.command(name="exec", context_settings={"allow_interspersed_args": False})
     def exec_(
