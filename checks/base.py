@@ -41,12 +41,17 @@ from pyroute2 import IPRoute
 from railab.checks import frr as F
 from railab.errors import RailabError
 from railab.testbed.executor import Executor
+from railab.testbed.namespaces import entered
 from railab.topologies.labspec import LabSpec
 from railab.topologies.naming import netns_name
 
 Status = Literal["pass", "fail", "skip"]
 
 NETNS_DIR = "/var/run/netns"
+
+#: ``rtm_protocol`` values (linux/rtnetlink.h; FRR's own in zebra/rt_netlink.h: RTPROT_BGP 186,
+#: RTPROT_ZSTATIC 196 for staticd routes, RTPROT_ZEBRA 11) -> the protocol names FRR's RIB uses.
+RTM_PROTOCOLS = {2: "kernel", 3: "boot", 4: "static", 11: "zebra", 186: "bgp", 196: "static"}
 
 #: netlink interface flags (linux/if.h)
 IFF_UP = 0x1
@@ -343,6 +348,9 @@ class FibRoute:
     prefix: str
     kind: str  # unicast | blackhole | unreachable | local ...
     oifs: tuple[str, ...]
+    #: who installed it (``rtm_protocol``): ``bgp``, ``static`` (FRR staticd), ``kernel``
+    #: (connected), ``boot``, ``zebra`` or the number (linux/rtnetlink.h, FRR zebra/rt_netlink.h)
+    protocol: str = "kernel"
 
     @property
     def width(self) -> int:
@@ -467,8 +475,11 @@ class Observer:
         self.check_stop()
         ns = self.namespace(node)
         try:
-            # flags=0: never create a missing namespace (pyroute2's default is O_CREAT)
-            ipr = IPRoute(netns=ns, flags=0)
+            # The socket is opened with this thread in the namespace (it stays bound there):
+            # pyroute2's IPRoute(netns=...) forks a helper, which can deadlock when other
+            # threads (the convergence wait polls in parallel) hold locks at the fork.
+            with entered(ns):
+                ipr = IPRoute()
         except OSError as exc:
             raise ObservationError(f"{node}: cannot open namespace {ns}: {exc}") from exc
         self._sockets[node] = ipr
@@ -556,7 +567,8 @@ class Observer:
                     oifs = (names.get(msg.get("oif"), f"if{msg.get('oif')}"),)
                 else:
                     oifs = ()
-                out[prefix] = FibRoute(prefix, kinds.get(msg["type"], str(msg["type"])), oifs)
+                out[prefix] = FibRoute(prefix, kinds.get(msg["type"], str(msg["type"])), oifs,
+                                       RTM_PROTOCOLS.get(msg["proto"], str(msg["proto"])))
             self._fib[node] = out
         return self._fib[node]
 

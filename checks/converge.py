@@ -1,4 +1,4 @@
-"""Convergence: compare FRR's JSON view of a running lab with the expected state in ``lab.json``.
+"""Convergence: compare a running lab's BGP sessions and FIBs with the expected state in ``lab.json``.
 
 A lab is converged when every ``LabSpec.bgp_sessions`` entry is Established on its ``node`` end
 and every ``LabSpec.expected_routes[node]`` prefix holds on that node, both decided by the single
@@ -7,8 +7,11 @@ predicate of :mod:`railab.checks.frr` that the bgp and routes checks use too
 installed with exactly ``ecmp_width`` FIB next hops over ``interfaces`` when listed). The commands
 and JSON field paths come from the same table (``CMD_SUMMARY``, ``CMD_RIB``).
 
-Everything goes through an ``Executor`` (testbed.executor), so the same code checks a netns lab,
-a containerlab lab or real switches. The wait re-polls only the nodes still failing (netlab's
+Sessions are read from FRR (``CMD_SUMMARY``) through an ``Executor`` (testbed.executor), so the
+same code checks a netns lab, a containerlab lab or real switches; routes are read from each
+node's kernel FIB over netlink where its namespace is on this host (``netns_of``; FRR's JSON RIB
+otherwise), turned into RIB entries (:func:`~railab.checks.frr.rib_entries_of_fib`) so the same
+route predicate decides. The wait re-polls only the nodes still failing (netlab's
 ``validate`` does the same), in parallel.
 """
 
@@ -69,12 +72,35 @@ def _read(obs: Observer, node: str, command: str) -> Any:
         return None
 
 
-def observe_node(spec, executor: Executor, node: str) -> NodeView:
+def _rib(obs: Observer, node: str, netlink: bool) -> dict[str, list[dict]]:
+    """prefix -> RIB entries of ``node``: its kernel FIB over netlink when ``netlink`` and the
+    node's namespace is readable (one RTM_GETROUTE dump: a few KB where ``show ip route json`` of
+    a leaf is ~550 KB at 1024 GPUs, and zebra is busiest while converging), else FRR's JSON."""
+    if netlink:
+        try:
+            return {p: F.rib_entries_of_fib(r) for p, r in obs.fib(node).items()}
+        except ObservationError:
+            pass  # no namespace here (SSH inventory, a node not created yet): ask FRR
+    return F.rib_of(_read(obs, node, F.CMD_RIB))
+
+
+def observe_node(spec, executor: Executor, node: str,
+                 netns_of: Callable[[str], str | None] | None = None) -> NodeView:
     """Compare one router's sessions and routes with ``spec`` (the shared predicate).
 
-    Reads FRR afresh (a new :class:`~railab.checks.base.Observer`, no netlink), so repeated
-    calls see the lab as it converges."""
-    obs = Observer(spec, executor, lambda n: None)
+    Sessions come from FRR's summary JSON; routes from the node's kernel FIB over netlink when
+    ``netns_of(node)`` names a namespace this host can enter (netns runtime, containerlab), else
+    from ``show ip route json``. Both go through the same predicate. A new
+    :class:`~railab.checks.base.Observer` per call, so repeated calls see the lab as it converges.
+    """
+    obs = Observer(spec, executor, netns_of or (lambda n: None))
+    try:
+        return _observe_node(obs, spec, node, netns_of is not None)
+    finally:
+        obs.close()
+
+
+def _observe_node(obs: Observer, spec, node: str, netlink: bool) -> NodeView:
     view = NodeView(node)
     sessions = [s for s in spec.bgp_sessions if s.node == node]
     if sessions:
@@ -89,7 +115,7 @@ def observe_node(spec, executor: Executor, node: str) -> NodeView:
                 view.missing_sessions.append(f"{node}:{s.interface} -> {s.peer}:{s.peer_interface} ({state})")
     expected = spec.expected_routes.get(node) or []
     if expected:
-        table = F.rib_of(_read(obs, node, F.CMD_RIB))
+        table = _rib(obs, node, netlink)
         for r in expected:
             view.routes_expected += 1
             verdict = F.route_verdict(table.get(r.prefix), r.ecmp_width, r.interfaces)
@@ -104,11 +130,14 @@ def observe_node(spec, executor: Executor, node: str) -> NodeView:
     return view
 
 
-def observe(spec, executor: Executor, nodes: list[str] | None = None, workers: int = 8) -> dict[str, NodeView]:
-    """Observe ``nodes`` (default: every router) in parallel; node -> NodeView."""
+def observe(spec, executor: Executor, nodes: list[str] | None = None, workers: int = 8,
+            netns_of: Callable[[str], str | None] | None = None) -> dict[str, NodeView]:
+    """Observe ``nodes`` (default: every router) in parallel; node -> NodeView (``netns_of``:
+    see :func:`observe_node`)."""
     nodes = _routers(spec) if nodes is None else nodes
     with ThreadPoolExecutor(max_workers=max(1, min(workers, len(nodes)))) as pool:
-        return dict(zip(nodes, pool.map(lambda n: observe_node(spec, executor, n), nodes), strict=True))
+        views = pool.map(lambda n: observe_node(spec, executor, n, netns_of), nodes)
+        return dict(zip(nodes, views, strict=True))
 
 
 def observe_sessions(spec, executor: Executor) -> tuple[list[str], list[str]]:
@@ -144,8 +173,10 @@ class ConvergeProgress:
 
 def wait_converged(spec, executor: Executor, *, timeout: float,
                    on_progress: Callable[[ConvergeProgress], None] | None = None,
-                   poll: float = POLL_INTERVAL_S) -> dict[str, NodeView]:
-    """Poll until every router matches ``spec``; return the final views.
+                   poll: float = POLL_INTERVAL_S,
+                   netns_of: Callable[[str], str | None] | None = None) -> dict[str, NodeView]:
+    """Poll until every router matches ``spec``; return the final views (``netns_of``: node ->
+    network namespace, to read FIBs over netlink; see :func:`observe_node`).
 
     ``on_progress`` (when given) is called after every poll with a :class:`ConvergeProgress`.
     Raises RailabError after ``timeout`` seconds listing each missing session
@@ -158,7 +189,7 @@ def wait_converged(spec, executor: Executor, *, timeout: float,
     t0 = time.monotonic()
     end = t0 + timeout
     while True:
-        views.update(observe(spec, executor, pending))
+        views.update(observe(spec, executor, pending, netns_of=netns_of))
         pending = [n for n in pending if not views[n].converged]
         if on_progress is not None:
             on_progress(ConvergeProgress(

@@ -20,6 +20,7 @@ from railab.testbed.runtime.base import Runtime
 from railab.testbed.signals import signals_ignored, signals_raise
 from railab.testbed.state import LabState
 from railab.topologies.labspec import LabSpec
+from railab.topologies.naming import netns_name
 
 
 def bring_up(runtime: Runtime, labdir: str | Path, *, timeout: float | None = None,
@@ -44,7 +45,8 @@ def bring_up(runtime: Runtime, labdir: str | Path, *, timeout: float | None = No
             record.phase = "converging"
             state.save(record)
             t0 = time.monotonic()
-            wait_converged(spec, runtime.executor(lab), timeout=budget, on_progress=on_progress)
+            wait_converged(spec, runtime.executor(lab), timeout=budget, on_progress=on_progress,
+                           netns_of=lambda node: record.namespaces.get(node) or netns_name(lab, node))
             return runtime.mark_converged(lab, time.monotonic() - t0)
         except BaseException:
             with signals_ignored():

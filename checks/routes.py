@@ -49,12 +49,13 @@ def _origin(obs: Observer, prefix: str) -> str | None:
 
 
 def _announces(obs: Observer, node: str, prefix: str) -> bool | None:
-    """True when ``node`` originates ``prefix`` in BGP (local path: empty AS path, peer unspec)."""
+    """True when ``node`` originates ``prefix`` in BGP (local path: empty AS path, sourced),
+    read for that prefix only (``cmd_bgp_prefix``); None when bgpd cannot be read."""
     try:
-        paths = obs.bgp_table(node).get(prefix)
+        doc = obs.frr(node, F.cmd_bgp_prefix(prefix))
     except ObservationError:
         return None
-    return F.locally_originated(paths)
+    return F.originated_here(doc)
 
 
 def _bgp_table_error(obs: Observer, node: str) -> tuple[str, Cause]:

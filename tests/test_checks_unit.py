@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -40,7 +41,23 @@ class RecordedExecutor(Executor):
             return ExecResult(0, json.dumps(self.snap.get(node, {}).get(cmd, {})), "")
         if node not in self.snap:
             return ExecResult(1, "", f"{node}: vtysh: failed to connect to any daemons")
+        prefix = re.fullmatch(r"show bgp vrf default ipv4 unicast (\S+/\d+) json", cmd)
+        if prefix:  # one prefix of the recorded BGP table, in FRR 8.4's per-prefix JSON shape
+            return ExecResult(0, json.dumps(_prefix_doc(self.snap[node][CMD_BGP_TABLE], prefix[1])), "")
         return ExecResult(0, json.dumps(self.snap[node][cmd]), "")
+
+
+def _prefix_doc(table: dict, prefix: str) -> dict:
+    """``show bgp vrf default ipv4 unicast PREFIX json`` as FRR 8.4 prints it, for the paths of
+    ``prefix`` in a recorded ``show bgp vrf default ipv4 unicast json`` table ({} when absent)."""
+    paths = (table.get("routes") or {}).get(prefix)
+    if not paths:
+        return {}
+    return {"prefix": prefix, "paths": [
+        {"aspath": {"string": p["path"] or "Local", "length": len(p["path"].split())},
+         "sourced": p.get("peerId") == "(unspec)" or None,
+         "peer": {"peerId": "0.0.0.0" if p.get("peerId") == "(unspec)" else p.get("peerId")}}
+        for p in paths]}
 
 
 SUMMARY, RIB, BGP = CMD_SUMMARY, CMD_RIB, CMD_BGP_TABLE

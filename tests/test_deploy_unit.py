@@ -76,7 +76,7 @@ class FakeRuntime(Runtime):
 def test_bring_up_waits_then_marks_running(run_dir, labdir, monkeypatch):
     seen = {}
 
-    def fake_wait(spec, executor, *, timeout, on_progress):
+    def fake_wait(spec, executor, *, timeout, on_progress, netns_of=None):
         seen.update(spec=spec.name, timeout=timeout, phase=st.load("dep").phase)
         on_progress(ConvergeProgress("dep", 1, 2, 3, 4, 0.5))
         return {}
@@ -96,7 +96,8 @@ def test_bring_up_default_timeout_scales_with_the_lab(run_dir, labdir, monkeypat
     from railab.checks.converge import default_timeout
 
     got = []
-    monkeypatch.setattr(deploy, "wait_converged", lambda spec, ex, *, timeout, on_progress: got.append(timeout))
+    monkeypatch.setattr(deploy, "wait_converged",
+                        lambda spec, ex, *, timeout, on_progress, netns_of=None: got.append(timeout))
     deploy.bring_up(FakeRuntime(), labdir)
     assert got == [default_timeout(LabSpec.load(labdir))]
 

@@ -10,6 +10,7 @@ import copy
 import json
 import os
 import resource
+import time
 from pathlib import Path
 
 import pytest
@@ -218,3 +219,70 @@ def test_phase_rows_nest_and_sum():
     rows = phase_rows({"deploy_s": 3.0, "converge_s": 1.0, "later_s": 1.0})
     assert [(p, s) for _, p, s, _ in rows] == [("deploy", 3.0), ("converge", 1.0), ("later", 1.0),
                                                ("total", 5.0)]
+
+
+@pytest.mark.integration
+def test_router_solicitation_reaches_the_peer_port_with_hop_limit_255():
+    """The post-config RS kick (railab.testbed.runtime.netns.solicit_router_advertisements) sends
+    one RFC 4861 Router Solicitation out of each end of a router-router link, with the hop limit
+    zebra insists on (255), and none towards a non-router node."""
+    import select
+    import socket
+    import subprocess
+    import uuid
+
+    from railab.testbed.clabfile import ClabFile, ClabLink, ClabNode
+    from railab.testbed.namespaces import entered
+    from railab.testbed.runtime.netns import solicit_router_advertisements
+
+    tag = uuid.uuid4().hex[:6]
+    ns = {"r1": f"rstest-{tag}-a", "r2": f"rstest-{tag}-b", "h1": f"rstest-{tag}-c"}
+    conf = {"/etc/frr/frr.conf": Path("/dev/null")}
+    clab = ClabFile(Path("/nonexistent/x.clab.yml"), "rstest", {
+        "r1": ClabNode("r1", "linux", binds=conf), "r2": ClabNode("r2", "linux", binds=conf),
+        "h1": ClabNode("h1", "linux")},
+        [ClabLink(("r1", "eth1"), ("r2", "eth1")), ClabLink(("r1", "eth2"), ("h1", "eth1"))])
+    try:
+        for n in ns.values():
+            subprocess.run(["ip", "netns", "add", n], check=True)
+            # no kernel RS at link up (a router's kernel sends none: forwarding is on)
+            subprocess.run(["ip", "netns", "exec", n, "sysctl", "-qw", "net.ipv6.conf.default.router_solicitations=0"],
+                           check=True)
+        for (a, pa), (b, pb) in [(("r1", "eth1"), ("r2", "eth1")), (("r1", "eth2"), ("h1", "eth1"))]:
+            subprocess.run(["ip", "link", "add", f"rs{tag}{a}{pa}"[:15], "netns", ns[a], "type", "veth",
+                            "peer", "name", f"rs{tag}{b}{pb}"[:15], "netns", ns[b]], check=True)
+            subprocess.run(["ip", "-n", ns[a], "link", "set", f"rs{tag}{a}{pa}"[:15], "name", pa, "up"], check=True)
+            subprocess.run(["ip", "-n", ns[b], "link", "set", f"rs{tag}{b}{pb}"[:15], "name", pb, "up"], check=True)
+        socks = {}
+        for node in ("r2", "h1"):
+            with entered(ns[node]):
+                s = socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_ICMPV6)
+                s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_RECVHOPLIMIT, 1)
+                # as zebra does on a port with RAs on: join all-routers (ff02::2), the RS target
+                group = socket.inet_pton(socket.AF_INET6, "ff02::2")
+                mreq = group + socket.if_nametoindex("eth1").to_bytes(4, "little")
+                s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_JOIN_GROUP, mreq)
+            socks[node] = s
+        end = time.monotonic() + 10  # IPv6 DAD of the link-local addresses
+        while time.monotonic() < end and any(
+                "tentative" in subprocess.run(["ip", "-n", n, "-6", "addr"], capture_output=True, text=True).stdout
+                or "fe80" not in subprocess.run(["ip", "-n", n, "-6", "addr"], capture_output=True, text=True).stdout
+                for n in ns.values()):
+            time.sleep(0.1)
+        assert solicit_router_advertisements(clab, ns) == 2  # r1:eth1 and r2:eth1; not r1:eth2
+        got = {}
+        end = time.monotonic() + 3
+        while time.monotonic() < end and "r2" not in got:
+            ready, _, _ = select.select(list(socks.values()), [], [], 0.2)
+            for s in ready:
+                data, anc, _, src = s.recvmsg(1500, socket.CMSG_SPACE(4))
+                node = next(k for k, v in socks.items() if v is s)
+                if data[0] == 133:
+                    hop = [int.from_bytes(d, "little") for lvl, typ, d in anc if typ == socket.IPV6_HOPLIMIT]
+                    got[node] = (src[0], hop)
+        assert "r2" in got, "r2 received no router solicitation from r1"
+        assert got["r2"][0].startswith("fe80:") and got["r2"][1] == [255]
+        assert "h1" not in got
+    finally:
+        for n in ns.values():
+            subprocess.run(["ip", "netns", "del", n], stderr=subprocess.DEVNULL)

@@ -23,7 +23,11 @@ Default rules (when the intent sets neither ``lab.bfd`` nor ``lab.ra_interval_s`
   ``clamp(ceil(ports / RA_BUDGET_PPS), 3, 1800)`` s over the fabric ports (``2 x sessions``;
   3 s up to 192 ports, FRR accepts 1..1800). RAs only (re)announce a link-local address that
   BGP already learnt: zebra sends its first RAs on an interface fast whatever the interval,
-  and a link that flaps comes back up through the same fast path.
+  and a link that flaps comes back up through the same fast path. zebra ignores RAs on a port
+  whose own RA is not on yet, so the netns runtime sends one Router Solicitation per fabric port
+  once every router is configured (``solicit_router_advertisements``), which the peer answers at
+  once: without it, sessions of routers configured late waited a whole interval (measured: 1024-GPU
+  full fabric converged in 28.5 s after the config push with the 32 s interval, 7.5 s with it).
 
 The intent may always set either explicitly (``lab.bfd: {...}``, ``lab.ra_interval_s: N``);
 ``lab.json`` records the result (``bfd``, ``ra_interval_s``) and the rule that produced it

@@ -35,6 +35,7 @@ import pwd
 import resource
 import shutil
 import signal
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -332,6 +333,59 @@ class NetnsExecutor(Executor):
 
 
 # ---- runtime ---------------------------------------------------------------------------------
+#: ICMPv6 Router Solicitation (RFC 4861 section 4.1): type 133, code 0, checksum (the kernel fills
+#: it in on raw ICMPv6 sockets, RFC 3542 section 3.1), 4 reserved bytes; no options.
+_ROUTER_SOLICITATION = bytes([133, 0, 0, 0, 0, 0, 0, 0])
+
+
+def solicit_router_advertisements(clab: ClabFile, namespaces: dict[str, str]) -> int:
+    """Send one IPv6 Router Solicitation (to ff02::2, hop limit 255) out of both ends of every
+    router-router link of ``clab`` (``namespaces``: node -> netns name); returns how many were sent.
+
+    Why: unnumbered BGP learns the peer's link-local address from the peer's router
+    advertisements, and zebra ignores RAs received on an interface whose own RA is not enabled yet
+    (FRR ``zebra/rtadv.c``: ``rtadv_process_packet`` drops them unless ``AdvSendAdvertisements``).
+    The config push reaches the routers of a large lab seconds apart, so the first fast RAs
+    (4, one per second) of early routers are lost, and the session then waits a whole
+    ``ra-interval`` (32 s on the full 1024-GPU fabric) for the next one. Once every router is
+    configured, a solicitation makes the peer's zebra answer at once (``rtadv_process_solicit``
+    with fast retransmit on, FRR's default). Ports whose link-local address is still tentative are
+    retried once after 1 s; links whose end is gone are skipped silently."""
+    routers = {n.name for n in clab.routers}
+    ports: dict[str, set[str]] = {}
+    for ln in clab.links:
+        (na, pa), (nb, pb) = ln.a, ln.b
+        if na in routers and nb in routers:
+            ports.setdefault(na, set()).add(pa)
+            ports.setdefault(nb, set()).add(pb)
+    sent = 0
+    for attempt in range(2):
+        failed: dict[str, set[str]] = {}
+        for node, names in ports.items():
+            ns = namespaces.get(node)
+            if ns is None:
+                continue
+            try:
+                with entered(ns):  # the socket and the interface indexes belong to the namespace
+                    s = socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_ICMPV6)
+                    index = {name: i for i, name in socket.if_nameindex()}
+            except OSError:  # the namespace is gone (FileNotFoundError) or the socket failed
+                continue
+            with s:
+                s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_MULTICAST_HOPS, 255)
+                for name in sorted(names & index.keys()):
+                    try:
+                        s.sendto(_ROUTER_SOLICITATION, ("ff02::2", 0, 0, index[name]))
+                        sent += 1
+                    except OSError:  # EADDRNOTAVAIL: the link-local address is still tentative (DAD)
+                        failed.setdefault(node, set()).add(name)
+        if not failed or attempt:
+            break
+        ports = failed
+        time.sleep(1.0)  # DAD: 1 probe, RetransTimer 1 s (RFC 4862 section 5.4)
+    return sent
+
+
 class NetnsRuntime(Runtime):
     """Network namespaces + Debian FRR (see the module docstring)."""
 
@@ -648,6 +702,9 @@ class NetnsRuntime(Runtime):
         }
         self._reap(procs, "vtysh -f frr.conf", lab)
         timings["frr_config_s"] = round(time.monotonic() - t_conf, 3)
+        t_rs = time.monotonic()
+        solicit_router_advertisements(clab, record.namespaces)
+        timings["frr_ra_solicit_s"] = round(time.monotonic() - t_rs, 3)
 
     def _reap(self, procs: dict[str, subprocess.Popen], what: str, lab: str) -> None:
         bad = []
