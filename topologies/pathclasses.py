@@ -283,7 +283,8 @@ register_path_class(PathClass(
     matches=lambda p: p.same_group and p.pxn, precedence=80, pattern="inter-rail", pxn=True))
 register_path_class(PathClass(
     "cross-group", "cross-group", lambda f: 3 if f.rail_optimized else None,
-    occurs=lambda f: f.rail_optimized and f.groups > 1,
+    # three tiers with one group per pod: every pair of groups is cross-pod
+    occurs=lambda f: f.rail_optimized and f.groups > 1 and f.groups_per_pod != 1,
     note=lambda f: "leaf, spine, leaf" if f.rail_optimized else "n/a: a single group",
     matches=lambda p: not p.same_group, precedence=40, pattern="cross-group"))
 register_path_class(PathClass(
