@@ -494,41 +494,42 @@ def _budget_errors(s: LabShape, d: DesignIntent) -> list[str]:
     nic, fab = s.nic_speed, s.fabric_speed
     errs = []
     down, up = s.leaf_downlinks, s.leaf_uplinks
+    leaf_key = "lab.spines" if up > down else "lab.servers_per_group"
     if nic == fab or not up:
         cap = leaf.ports_at(nic)
         if down + up > cap:
             errs.append(
-                f"a leaf would use {down + up} ports ({down} server downlinks = "
+                f"{leaf_key}: a leaf would use {down + up} ports ({down} server downlinks = "
                 f"lab.servers_per_group x lab.rails_per_leaf, + {up} uplinks = lab.spines x "
-                f"lab.links_per_pair) but a {leaf.name} has {cap} x {nic}G ports: lower "
-                f"{'lab.spines or lab.links_per_pair' if up > down else 'lab.servers_per_group'}"
-                f" so the sum is at most {cap}")
+                f"lab.links_per_pair) but its port budget is {cap} x {nic}G ({leaf.name}): lower "
+                f"{leaf_key} so the sum is at most {cap}")
     else:
         bn, bf = leaf.breakout_at(nic), leaf.breakout_at(fab)
         cages = -(-down // bn) + -(-up // bf)
         if cages > leaf.native_ports:
             errs.append(
-                f"a leaf would fill {cages} cages ({down} x {nic}G downlinks, {bn} per cage, + "
-                f"{up} x {fab}G uplinks, {bf} per cage) but a {leaf.name} has "
-                f"{leaf.native_ports}: lower lab.servers_per_group or lab.spines")
+                f"{leaf_key}: a leaf would fill {cages} cages ({down} x {nic}G downlinks, {bn} "
+                f"per cage, + {up} x {fab}G uplinks, {bf} per cage) but its port budget is "
+                f"{leaf.native_ports} cages ({leaf.name}): lower {leaf_key}")
     if s.spines:
         cap = spine.ports_at(fab)
         if s.spine_ports > cap:
-            where = ("lab.groups (per pod: groups / pods) x rails" if s.three_tier
+            where = ("(lab.groups / lab.pods) x lab.rails" if s.three_tier
                      else "lab.groups x lab.rails")
             up_txt = (f" + {s.spine_uplinks} super-spine uplinks (lab.superspines / lab.spines x "
                       "lab.superspine_links_per_pair)" if s.three_tier else "")
             errs.append(
-                f"a spine would use {s.spine_ports} ports ({s.spine_downlinks} leaf links = "
-                f"{where} leaves x lab.links_per_pair{up_txt}) but a {spine.name} has {cap} x "
-                f"{fab}G ports: lower lab.groups or lab.links_per_pair so it is at most {cap}")
+                f"lab.groups: a spine would use {s.spine_ports} ports ({s.spine_downlinks} leaf "
+                f"links = {where} leaves x lab.links_per_pair{up_txt}) but its port budget is "
+                f"{cap} x {fab}G ({spine.name}): lower lab.groups or lab.links_per_pair so it "
+                f"is at most {cap}")
     if s.three_tier:
         cap = spine.ports_at(fab)
         if s.superspine_ports > cap:
             errs.append(
-                f"a super-spine would use {s.superspine_ports} ports (lab.pods x "
-                f"lab.superspine_links_per_pair) but a {spine.name} has {cap} x {fab}G ports: "
-                f"lower lab.pods or lab.superspine_links_per_pair")
+                f"lab.pods: a super-spine would use {s.superspine_ports} ports (lab.pods x "
+                f"lab.superspine_links_per_pair) but its port budget is {cap} x {fab}G "
+                f"({spine.name}): lower lab.pods or lab.superspine_links_per_pair")
     return errs
 
 
@@ -673,7 +674,7 @@ def resolve_lab(intent: Intent, source: str = "intent") -> LabShape:
     )
     errs = _budget_errors(s, d)
     if errs:
-        raise IntentError("port budget: " + "; ".join(errs))
+        raise IntentError("; ".join(errs))
     _check_shape(s)
     warnings = list(plan_summary.get("warnings", []))
     if lab.scale == "lab":
