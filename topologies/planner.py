@@ -18,6 +18,19 @@ Rail-optimized (2-tier Clos; seed "Node Requirements Summary" / "Maximum Scalabi
   * limits: max groups = floor(spine ports / leaves per group); max servers = max groups x
     servers per group; max GPUs = max servers x GPUs per server.
 
+Three tiers (beyond the seed, which plans two; planned automatically past the two-tier limit or
+with ``tiers=3``; RFC 7938 section 3.2's 5-stage folded Clos): the seed's rules carried over,
+1:1 at every tier. A pod spine splits its ports half down, half up, so a pod holds
+floor(spine ports / 2 / leaves per group) groups (half the two-tier maximum); spines per pod =
+ceil(leaves per pod x leaf uplinks / (spine ports / 2)); pod spine ``i`` of every pod connects to
+the super-spines of plane ``i``: per plane ceil(pods x spine uplinks / super-spine ports),
+super-spines = spines per pod x per plane; max pods = super-spine ports. ``cross-pod`` = 5 hops.
+
+NIC and fabric speeds may differ (``nic_speed_gbps``, ``fabric_speed_gbps``; both
+``port_speed_gbps`` by default): the leaf then splits by cage, each cage at one speed.
+Optics are breakout-aware (:data:`OPTICS_SOURCES`: vendor datasheets; the seed says nothing of
+optics): one per NIC, one per used switch cage (an 800G twin-port serves two 400G links).
+
 ``auto`` picks Rail-only while the GPU count fits the leaf model's Rail-only limit, else
 Rail-optimized. Every bad input raises :class:`PlanError` (a ``railab.errors.UsageError``, so a
 ``ValueError``) whose message says what to change. Names follow ``docs/architecture.md``: Rail-optimized leaves
