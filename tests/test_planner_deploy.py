@@ -357,3 +357,26 @@ def test_three_tier_lab_intent_rules():
     bad("lab.superspine_links_per_pair", 1, r"lab\.superspine_links_per_pair: a pod spine has 4 "
                                              r"leaf links down and 1 super-spine links up")
     bad("lab.groups", 3, r"lab\.groups: 3 groups do not split evenly over 2 pods")
+
+
+def test_mixed_speed_lab_generates_with_both_speeds():
+    """400G NICs, 800G fabric: server-leaf links at 400G, leaf-spine at 800G; the leaf's
+    bandwidth ratio (what the oversub check reads) is 1:1 with half as many uplinks."""
+    data = _lab(groups=2, servers_per_group=2, rails=2, spines=1)
+    data["design"] = {**data["design"], "nic_speed_gbps": 400, "fabric_speed_gbps": 800}
+    spec = build_lab(parse_intent({**data, "name": "plmix"})).spec
+    speeds = {(lk.role, lk.speed_gbps) for lk in spec.links}
+    assert speeds == {("server-leaf", 400), ("leaf-spine", 800)}
+    down = sum(lk.speed_gbps for lk in spec.links if lk.role == "server-leaf"
+               and lk.b.node == "g1-leaf1")
+    up = sum(lk.speed_gbps for lk in spec.links if lk.role == "leaf-spine"
+             and lk.a.node == "g1-leaf1")
+    assert down == up == 800
+    rows = {c.a_port: c for c in lab_cables(spec) if c.a_node == "g1-leaf1"}
+    brk = spec_breakouts(spec)["g1-leaf1"]
+    assert brk == (2, 2, 1)  # 2 NIC ports, 2 per cage at 400G, 1 per cage at 800G
+    from railab.topologies.cabling import production_end
+    assert production_end(rows["eth3"].a_port, *brk)[:3] == (2, 1, "Ethernet8")  # next cage
+    data["lab"]["spines"] = 2  # 2 x 800G up for 2 x 400G down is 1:2, not the design's 1:1
+    with pytest.raises(IntentError, match=r"lab\.spines: .* oversubscription is 1:1"):
+        parse_intent(data)

@@ -11,7 +11,10 @@ An intent is a YAML document::
       leaf: CX864E-N
       spine: CX864E-N               # rail-optimized only
       port_speed_gbps: 400
+      nic_speed_gbps: 400           # optional: server NIC speed (default port_speed_gbps)
+      fabric_speed_gbps: 800        # optional: leaf-spine speed (default port_speed_gbps)
       oversubscription: "1:1"       # downlink:uplink bandwidth on a leaf (seed: 1:1 recommended)
+      tiers: 3                      # optional: 2 or 3 (default: 3 past the two-tier limit)
     lab:                            # the scaled-down copy that runs here, or the string `full`
       groups: 2
       servers_per_group: 2
@@ -19,6 +22,9 @@ An intent is a YAML document::
       rails_per_leaf: 1             # rail-only may put several rails on one leaf (seed: 512 GPUs)
       spines: 2
       links_per_pair: 1             # parallel links per leaf-spine pair
+      pods: 2                       # three tiers: pods (lab.groups split evenly over them)
+      superspines: 2                # three tiers: a multiple of lab.spines (one plane per spine)
+      superspine_links_per_pair: 4  # three tiers: pod spine 1:1 (leaf links = these links)
       kind: frr                     # or sonic-vs: a registered switch kind (railab kinds)
       mtu: 9100
       rail_pool: 10.0.0.0/16        # rail subnets per (group, rail)
@@ -33,6 +39,10 @@ full-size fabrics).
 
 ``lab: full`` (or ``lab: {scale: full, kind: ..., rail_pool: ...}``) builds the lab at the
 planner's full size (``topologies.planner.plan``).
+
+Every lab switch must fit its design model's port budget (:func:`_budget_errors`: one error
+per violated limit, naming the key); a lab larger than its production plan is a warning
+(``LabShape.warnings``, with the plan's own warnings, into ``lab.json``).
 
 Every model forbids unknown keys; every error names the key (``lab.spines: ...``) and is raised as
 :class:`IntentError` (a ``railab.errors.UsageError``, so a ``ValueError``; exit 2), which the CLI

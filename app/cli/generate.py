@@ -62,9 +62,11 @@ def register(app: typer.Typer) -> None:
             for n in names:
                 it = load_intent(n)
                 s = resolve_lab(it)
+                tiers = (f"{s.pods} pods, {s.spines}/pod spines, {s.superspines} super-spines"
+                         if s.three_tier else f"{s.spines} spines")
                 t.add_row(
                     n, it.design.architecture, f"{it.design.gpus} GPUs, {it.design.leaf}",
-                    f"{s.scale}: {s.groups}g x {s.rails}r, {s.spines} spines, "
+                    f"{s.scale}: {s.groups}g x {s.rails}r, {tiers}, "
                     f"{s.servers} servers, {s.kind}",
                 )
             con.print(t)
