@@ -380,3 +380,20 @@ def test_mixed_speed_lab_generates_with_both_speeds():
     data["lab"]["spines"] = 2  # 2 x 800G up for 2 x 400G down is 1:2, not the design's 1:1
     with pytest.raises(IntentError, match=r"lab\.spines: .* oversubscription is 1:1"):
         parse_intent(data)
+
+
+def test_uneven_split_cabling_never_overfills_a_spine(tmp_path):
+    """1536 GPUs: 64 uplinks over 12 spines (5-6 links per pair). The spines taking a sixth
+    link rotate leaf by leaf, so each 128-port spine is cabled exactly full, never past it."""
+    p = plan(Design(architecture="rail-optimized", gpus=1536, leaf="CX864E-N"))
+    assert (p.links_per_leaf_spine_pair, p.links_per_leaf_spine_pair_max) == (5, 6)
+    w, brk = plan_wiring(p, CAT)
+    per_spine: dict[str, int] = {}
+    per_pair: dict[tuple[str, str], int] = {}
+    for c in w.cables:
+        if c.kind == "leaf-spine":
+            per_spine[c.b_node] = per_spine.get(c.b_node, 0) + 1
+            per_pair[(c.a_node, c.b_node)] = per_pair.get((c.a_node, c.b_node), 0) + 1
+    assert set(per_spine.values()) == {128} and len(per_spine) == 12
+    assert set(per_pair.values()) == {5, 6}
+    assert {o.where: o.count for o in p.optics_detail}["spine"] == 12 * 64

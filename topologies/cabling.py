@@ -47,6 +47,7 @@ from railab.topologies.naming import (
 
 __all__ = ["Layout", "Cable", "Wiring", "SwitchPorts", "wire", "lab_cables", "write_csv",
            "csv_text", "CSV_COLUMNS", "CablingError", "plan_layout", "plan_wiring",
+           "extra_link_spines",
            "layout_breakouts", "spec_breakouts"]
 
 #: The CSV header (one line), then one row per cable.
@@ -67,8 +68,9 @@ class Layout:
     * ``rails`` (= NICs per server), ``rails_per_leaf`` (Rail-only may carry several);
     * ``group_servers``: servers in each group, group 1 first (a partial last group is smaller);
     * ``spines``: spines (per pod when ``superspines``), ``links_per_pair``: leaf-spine links per
-      pair, ``extra_links``: the first ``extra_links`` spines get one more link per leaf (an
-      uneven split, the planner's ``links_per_leaf_spine_pair_max``);
+      pair, ``extra_links``: each leaf gives ``extra_links`` spines one more link (an uneven
+      split, the planner's ``links_per_leaf_spine_pair_max``), rotated leaf by leaf
+      (:func:`extra_link_spines`);
     * ``groups_per_pod``, ``superspines`` (total; a multiple of ``spines``),
       ``superspine_links``: three tiers when ``superspines`` > 0;
     * ``nic_speed_gbps`` / ``fabric_speed_gbps`` and the breakouts (ports per cage) of the leaf,
@@ -164,6 +166,17 @@ class Wiring:
     leaf_of: dict[tuple[int, int], SwitchPorts]
 
 
+def extra_link_spines(leaf_pos: int, spines: int, extra: int) -> set[int]:
+    """The spines (0-based positions) that take one more link from the leaf at position
+    ``leaf_pos`` (0-based within its pod) when its uplinks split unevenly (``extra`` =
+    uplinks mod spines): rotated leaf by leaf, ``(leaf_pos x extra + k) mod spines``, so the
+    extra links spread over every spine and no spine is cabled past its share (e.g. 24 leaves x
+    64 uplinks over 12 x 128-port spines: every spine gets exactly 128 links)."""
+    if not extra or not spines:
+        return set()
+    return {(leaf_pos * extra + k) % spines for k in range(extra)}
+
+
 def wire(lay: Layout) -> Wiring:
     """Lay out every switch, server and cable of ``lay`` by the rules of the module docstring.
 
@@ -216,10 +229,14 @@ def wire(lay: Layout) -> Wiring:
                 lf.nic_ports += 1
                 cables.append(Cable("server-leaf", srv, eth(r), lf.name, port, r, g,
                                     lay.pod_of_group(g), lay.nic_speed_gbps))
+    pos_in_pod: dict[int | None, int] = {}
     for lf in leaves:
         pod_spines = [sp for sp in spines if sp.pod == lf.pod] if lay.three_tier else spines
+        pos = pos_in_pod.get(lf.pod, 0)
+        pos_in_pod[lf.pod] = pos + 1
+        more = extra_link_spines(pos, len(pod_spines), lay.extra_links)
         for j, sp in enumerate(pod_spines):
-            links = lay.links_per_pair + (1 if j < lay.extra_links else 0)
+            links = lay.links_per_pair + (1 if j in more else 0)
             for _ in range(links):
                 lport, sport = lf.next_port(), sp.next_port()
                 lf.ports.append((lport, sp.name, sport))

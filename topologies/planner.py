@@ -45,6 +45,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from railab.errors import UsageError
+from railab.topologies.cabling import extra_link_spines
 from railab.topologies.catalog import CatalogError, SwitchModel, get_model, load_catalog
 from railab.topologies.naming import leaf_name, pod_spine_name, spine_name, superspine_name
 from railab.topologies.pathclasses import Fabric, plan_classes, plan_hops
@@ -577,7 +578,8 @@ def _uneven_split_warning(up: int, down: int, n_spines: int) -> str:
     msg = (
         f"{up} leaf uplinks do not split evenly over {n_spines} spines: {rem} of the "
         f"{n_spines} spines {get} {_plural(hi, 'link')} per leaf, the others {lo} (uneven ECMP: "
-        f"{each} {more}% more of a leaf's traffic)"
+        f"{each} {more}% more of a leaf's traffic; the spines taking the extra link rotate from "
+        "leaf to leaf, see the cabling plan)"
     )
     fixes = []
     even = [k for k in range(n_spines + 1, min(2 * n_spines, up // 2) + 1) if up % k == 0]
@@ -802,11 +804,15 @@ def _plan_rail_optimized(
     bn, bf = leaf.breakout_at(nic), leaf.breakout_at(fab)
     leaf_cages = sum(_cages(lf.downlinks_used, bn, up, bf) for lf in leaves)
     sb = spine.breakout_at(fab)
-    if three:
-        per_spine = [lpg * min(gpp, groups - (p - 1) * gpp) * (hi if i < rem else lo) + su
-                     for p in range(1, pods + 1) for i in range(spp)]
-    else:
-        per_spine = [n_leaves * (hi if i < rem else lo) for i in range(n_spines)]
+    per_spine: list[int] = []
+    for pod_leaves in ([lpg * min(gpp, groups - (q - 1) * gpp) for q in range(1, pods + 1)]
+                       if three else [n_leaves]):
+        loads = [0] * (spp if three else n_spines)
+        for pos in range(pod_leaves):
+            more = extra_link_spines(pos, len(loads), rem)
+            for i in range(len(loads)):
+                loads[i] += lo + (1 if i in more else 0)
+        per_spine += [n + su for n in loads] if three else loads
     spine_cages = sum(math.ceil(n / sb) for n in per_spine)
     ss_cages = 0
     if three:
