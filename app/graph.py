@@ -236,9 +236,16 @@ def fabric_graph(spec: LabSpec, paths: Iterable[TracedPath] = (),
     leaves = spec.by_role("leaf")
     servers = spec.by_role("server")
 
+    supers = spec.by_role("superspine")  # three tiers: above the pod spines
+    if supers:
+        with g.subgraph(name="superspines") as s:
+            s.attr(rank="min")
+            for ss in supers:
+                s.node(_dot_id(ss.name), label=ss.name, shape="box", style="filled,rounded",
+                       fillcolor=SPINE_FILL, fontcolor="white", fontname="Helvetica-Bold")
     if spines:
         with g.subgraph(name="spines") as s:
-            s.attr(rank="min")
+            s.attr(rank="same" if supers else "min")
             for sp in spines:
                 s.node(
                     _dot_id(sp.name),
@@ -290,8 +297,8 @@ def fabric_graph(spec: LabSpec, paths: Iterable[TracedPath] = (),
         mark = _link_mark(lid, marks, on_link)
         if mark:
             styles_used.add(mark.pop("_kind"))
-        if link.role == "leaf-spine":
-            # a is the leaf (lower tier); spine written first so it ranks above.
+        if link.role in ("leaf-spine", "spine-superspine"):
+            # a is the lower tier (leaf, or pod spine); the upper end written first.
             g.edge(_dot_id(link.b.node), _dot_id(link.a.node), **mark)
         else:
             rail = rail_of.get((link.a.node, link.a.interface))

@@ -216,6 +216,9 @@ class LabSummary(BaseModel):
     oversubscription: str
     mtu: int
     expected_hops: dict[str, int | None]
+    superspines: int = 0
+    warnings: list[str] = Field(default_factory=list,
+                                description="lab.json warnings (production plan and lab)")
 
     @classmethod
     def from_spec(cls, spec: LabSpec) -> LabSummary:
@@ -238,6 +241,8 @@ class LabSummary(BaseModel):
             oversubscription=spec.oversubscription,
             mtu=spec.mtu,
             expected_hops=dict(spec.expected_hops),
+            superspines=len(spec.by_role("superspine")),
+            warnings=list(spec.warnings),
         )
 
 
@@ -545,7 +550,7 @@ def _plan_rows(plan: dict[str, Any]) -> list[tuple[str, str]]:
 def _scale_rows(report: Report) -> list[tuple[str, str, str]]:
     """Production vs lab for the headline counts (production from the plan or design)."""
     src: dict[str, Any] = {}
-    for d in (report.design, report.plan or {}):
+    for d in (report.design, report.design.get("plan") or {}, report.plan or {}):
         src.update({k: v for k, v in d.items() if not isinstance(v, (dict, list))})
     lab = report.lab
 
@@ -555,6 +560,11 @@ def _scale_rows(report: Report) -> list[tuple[str, str, str]]:
                 return str(src[k])
         return "—"
 
+    pair = prod("links_per_leaf_spine_pair")
+    hi = prod("links_per_leaf_spine_pair_max")
+    if hi not in ("—", pair):  # uneven split: some pairs get one more link (plan warning)
+        pair = f"{pair}-{hi}"
+
     return [
         ("architecture", prod("architecture"), lab.architecture),
         ("GPUs", prod("gpus", "total_gpus"), str(lab.servers * lab.gpus_per_server)),
@@ -563,10 +573,10 @@ def _scale_rows(report: Report) -> list[tuple[str, str, str]]:
         ("rails", prod("rails"), str(lab.rails)),
         ("leaf switches", prod("leaf_switches", "leaves"), str(lab.leaves)),
         ("spine switches", prod("spine_switches", "spines"), str(lab.spines)),
-        ("links per leaf-spine pair", prod("links_per_leaf_spine_pair"),
-         str(lab.links_per_leaf_spine_pair)),
+        ("links per leaf-spine pair", pair, str(lab.links_per_leaf_spine_pair)),
         ("oversubscription", prod("oversubscription"), lab.oversubscription),
-    ]
+    ] + ([("super-spine switches", prod("superspine_switches"), str(lab.superspines))]
+         if lab.superspines or prod("superspine_switches") not in ("—", "0") else [])
 
 
 def render_junit(report: Report) -> str:

@@ -636,8 +636,8 @@ class Observer:
     # ---- spec helpers ------------------------------------------------------------------------
     @cached_property
     def switches(self) -> list[str]:
-        """Names of the leaves and spines."""
-        return [n.name for n in self.spec.nodes if n.role in ("leaf", "spine")]
+        """Names of the switches (leaves, spines, super-spines)."""
+        return [n.name for n in self.spec.nodes if n.role != "server"]
 
     @cached_property
     def _port_links(self) -> dict[tuple[str, str], tuple[str, str]]:

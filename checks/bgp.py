@@ -95,7 +95,7 @@ def check_bgp(obs: Observer) -> list[CheckResult]:
     """
     spec = obs.spec
     results: list[CheckResult] = []
-    switches = [n for n in spec.nodes if n.role in ("leaf", "spine")]
+    switches = [n for n in spec.nodes if n.role != "server"]
     expected_ifs: dict[str, set[str]] = defaultdict(set)
     for s in spec.bgp_sessions:
         expected_ifs[s.node].add(s.interface)

@@ -15,6 +15,12 @@ g1-leaf1:eth3`` (its far end is down, powered off or unplugged: the far end is n
 packets (a grey failure: silent loss on a link that is up) fails a ``filter`` row naming the
 port, the hook and what is dropped. Faults recorded in the lab state
 (railab.testbed.faults) that touch a failing link are named in its reason.
+
+The rows audited are the cabling plan's rows (:func:`railab.topologies.cabling.lab_cables`, the
+same rows ``railab generate --cabling`` writes, one per ``lab.json`` link), and each expected
+end names its production port too (``= Ethernet4, cage 1/2``: the SONiC name and cage/sub-port
+of that lab port on the design's switch model, :func:`railab.topologies.cabling.production_end`),
+so a field engineer auditing a real fabric reads the same numbering as the CSV.
 """
 
 from __future__ import annotations
@@ -38,8 +44,22 @@ from railab.checks.base import (
 )
 from railab.testbed import state as st
 from railab.testbed.namespaces import exec_argv
+from railab.topologies.cabling import lab_cables, production_end, spec_breakouts
+from railab.topologies.labspec import Endpoint
 
 CHECK = "cabling"
+
+
+def _production(node: str, port: str, breakouts: dict) -> str:
+    """`` = Ethernet<n>, cage <c>/<s>`` for a switch port (the cabling plan's numbering), else
+    ""."""
+    if node not in breakouts:
+        return ""
+    try:
+        cage, sub, sonic, _alias = production_end(port, *breakouts[node])
+    except ValueError:
+        return ""
+    return f" = {sonic}, cage {cage}/{sub}"
 
 
 def _rail_of(obs: Observer, leaf: str, port: str | None) -> int | None:
@@ -74,16 +94,18 @@ def check_cabling(obs: Observer) -> list[CheckResult]:
     results: list[CheckResult] = []
     faults = _faults(spec.name)
     nic_by_port = {(n.server, n.interface): n for n in spec.nics}
-    for link in spec.links:
-        a, b = link.a, link.b
-        nic = nic_by_port.get((a.node, a.interface)) if link.role == "server-leaf" else None
+    breakouts = spec_breakouts(spec)
+    for cable in lab_cables(spec):
+        a = Endpoint(node=cable.a_node, interface=cable.a_port)
+        b = Endpoint(node=cable.b_node, interface=cable.b_port)
+        nic = nic_by_port.get((a.node, a.interface)) if cable.kind == "server-leaf" else None
         if nic is not None:
             name = f"{a.node} NIC {nic.nic}"
             subject = f"{a.node}:{a.interface} rail {nic.rail}"
         else:
             name = f"{a.node}:{a.interface} <-> {b.node}:{b.interface}"
-            subject = f"{link.role} link"
-        expected = _where(obs, b.node, b.interface)
+            subject = f"{cable.kind} link"
+        expected = _where(obs, b.node, b.interface) + _production(b.node, b.interface, breakouts)
         lid = link_id(a.node, a.interface, b.node, b.interface)
         ref = {"node": a.node, "subject": subject, "port": a.interface, "link": lid}
         try:

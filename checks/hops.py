@@ -120,8 +120,9 @@ def representative_flows(spec) -> list:
 
     Pairs: srvA gpu0 -> srvA gpu1 (intra-server), srvA gpu0 -> srvB gpu0 (intra-rail),
     srvA gpu0 -> srvB gpu1 (inter-rail, without and with PXN), srvA gpu0 -> first server of
-    group 2 gpu0 (cross-group); srvA/srvB are the first two servers of group 1 (one flow per
-    class: the NIC-covering patterns are railab traffic's, docs/traffic.md).
+    group 2 gpu0 (cross-group), on three-tier labs srvA gpu0 -> first server of pod 2 gpu0
+    (cross-pod); srvA/srvB are the first two servers of group 1 (one flow per class: the
+    NIC-covering patterns are railab traffic's, docs/traffic.md).
     """
     groups: dict[int, list[str]] = {}
     for n in spec.by_role("server"):
@@ -141,8 +142,11 @@ def representative_flows(spec) -> list:
         if other_gpu is not None:
             pairs.append(((a, 0), (b, other_gpu), False))
             pairs.append(((a, 0), (b, other_gpu), True))
-    if len(g) > 1:
+    gpp = spec.groups_per_pod  # three tiers: group 2 may sit in pod 2 (then cross-pod)
+    if len(g) > 1 and (not gpp or gpp > 1):
         pairs.append(((a, 0), (groups[g[1]][0], 0), False))
+    if gpp and len(g) > gpp:  # cross-pod: the first server of pod 2
+        pairs.append(((a, 0), (groups[g[gpp]][0], 0), False))
     return [route(spec, Flow(src, dst, qp=i, size=1024, messages=64, mtu=1024, pxn=pxn))
             for i, (src, dst, pxn) in enumerate(pairs)]
 

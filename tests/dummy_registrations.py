@@ -20,7 +20,7 @@ from railab.topologies.pathclasses import PathClass, register_path_class, unregi
 from railab.traffic.patterns import register_pattern, unregister_pattern
 
 KIND = "dummy-sw"
-PATH_CLASS = "cross-pod"
+PATH_CLASS = "dummy-cross-pod"  # the shipped three-tier class is "cross-pod"
 PATTERN = "dummy-pairs"
 
 register_node_kind(NodeKind(

@@ -24,6 +24,7 @@ def test_usage_errors_exit_2_without_traceback(args):
 
 
 def test_model_errors_are_one_line(tmp_path):
-    res = _railab("plan", "--gpus", "16384", "--arch", "rail-optimized", "--leaf", "CX864E-N")
+    res = _railab("plan", "--gpus", "16384", "--arch", "rail-optimized", "--leaf", "CX864E-N",
+                  "--tiers", "2")  # two tiers forced: past their limit
     assert res.returncode == 2
     assert res.stderr.startswith("error: 16384 GPUs needs 32 groups") and "Traceback" not in res.stderr

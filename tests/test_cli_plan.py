@@ -36,7 +36,8 @@ def test_json_seed_1024(run):
     assert doc["architecture"] == "rail-optimized"
     assert (doc["groups"], doc["leaf_switches"], doc["spine_switches"]) == (2, 16, 8)
     assert doc["links_per_leaf_spine_pair"] == 8
-    assert doc["limits"] == {"max_gpus": 8192, "max_servers": 1024, "max_groups": 16, "max_leaves": 128}
+    assert doc["limits"] == {"max_gpus": 8192, "max_servers": 1024, "max_groups": 16, "max_leaves": 128,
+                             "max_pods": None}
     assert doc["leaves"][8]["name"] == "g2-leaf1" and doc["leaves"][8]["rails"] == [1]
 
 
@@ -114,7 +115,7 @@ def test_table(run):
     [
         (["--gpus", "1001"], "use 1000 or 1008 GPUs"),
         (["--gpus", "2048", "--arch", "rail-only"], "use rail-optimized"),
-        (["--gpus", "16384", "--arch", "rail-optimized"], "Use at most 8192 GPUs"),
+        (["--gpus", "16384", "--arch", "rail-optimized", "--tiers", "2"], "Use at most 8192 GPUs"),
         (["--gpus", "1024", "--leaf", "NOPE"], "known models: CX732Q-N, CX864E-N"),
         (["--gpus", "1024", "--arch", "rail-optimized", "--oversubscription", "1:0"], "no uplinks"),
         # malformed ratios are errors whatever --arch picks (auto -> rail-only here)

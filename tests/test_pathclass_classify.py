@@ -1,6 +1,6 @@
 """Path classes have one home (issue 11 review, item 2): how a flow is classified, its
 reporting refinement and the demo's class list all come from railab.topologies.pathclasses, so
-a class registered in one module (tests/dummy_registrations.py: ``cross-pod``) is classified,
+a class registered in one module (tests/dummy_registrations.py: ``dummy-cross-pod``) is classified,
 routed with its hops and run by the demo."""
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ def test_demo_iterates_the_registry():
         + flows_for(spec, "inter-rail") + flows_for(spec, "inter-rail", pxn=True)
         + flows_for(spec, "cross-group"))]
     assert list(dict.fromkeys(f.path_class for f in flows)) == SHIPPED_RUN
-    assert "cross-pod" not in {f.path_class for f in flows}
+    assert "dummy-cross-pod" not in {f.path_class for f in flows}
 
 
 def test_registered_class_is_classified_and_run_by_the_demo(dummy):

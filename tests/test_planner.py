@@ -129,7 +129,8 @@ def test_rail_only_cx864_512_gpus():
     assert [leaf.rails for leaf in p.leaves] == [[1, 2], [3, 4], [5, 6], [7, 8]]
     assert p.limits.max_leaves == 8 and p.limits.max_gpus == 1024 and p.limits.max_servers == 128
     assert p.ports["leaf"].used == 512 and p.ports["leaf"].free == 0
-    assert p.optics == 1024 and p.leaf_spine_links == 0
+    # breakout-aware optics: 512 NIC optics + 256 twin-port 2x400G leaf optics (issue 16)
+    assert p.optics == 768 and p.leaf_spine_links == 0
 
 
 def test_rail_only_cx732_256_gpus():
@@ -153,6 +154,7 @@ def test_rail_only_hops():
     assert multi.hops == {
         "intra-server": 0, "intra-rail": 1, "inter-rail": None, "inter-rail-pxn": 1,
         "cross-group": None,
+        "cross-pod": None,
     }
     assert "2 per leaf" in multi.hop_notes["inter-rail"]
     assert P("rail-only", 128).hops["inter-rail"] == 1  # every rail on the one leaf
@@ -169,7 +171,9 @@ def test_rail_optimized_cx864_1024_gpus():
     assert p.leaves_per_group == 8 and p.links_per_leaf_spine_pair == 8
     assert p.links_per_leaf_spine_pair_max == 8 and p.partial_last_group is None
     assert (p.leaf_downlinks, p.leaf_uplinks) == (64, 64)
-    assert p.leaf_spine_links == 1024 and p.server_leaf_links == 1024 and p.optics == 4096
+    assert p.leaf_spine_links == 1024 and p.server_leaf_links == 1024
+    # 1024 NIC optics + (1024 leaf + 512 spine) 800G twin-port optics, two 400G links each
+    assert p.optics == 2560
     names = [leaf.name for leaf in p.leaves]
     assert names[:8] == [f"g1-leaf{r}" for r in range(1, 9)] and names[-1] == "g2-leaf8"
     assert p.leaves[9].group == 2 and p.leaves[9].rails == [2]
@@ -194,6 +198,7 @@ def test_rail_optimized_hops_and_latency():
     assert p.hops == {
         "intra-server": 0, "intra-rail": 1, "inter-rail": 3, "inter-rail-pxn": 1,
         "cross-group": 3,
+        "cross-pod": None,
     }
     # seed: intra-rail around 600 ns, inter-rail (3-hop) under 2 us
     assert p.latency_ns["intra-rail"] == 560 and p.latency_ns["inter-rail"] == 1680 < 2000
@@ -287,7 +292,8 @@ def test_plan_json_contract():
         "leaf_model", "spine_model", "latency_ns",
     ):
         assert key in doc, key
-    assert set(doc["limits"]) == {"max_gpus", "max_servers", "max_groups", "max_leaves"}
+    assert set(doc["limits"]) == {"max_gpus", "max_servers", "max_groups", "max_leaves",
+                                  "max_pods"}
     assert set(doc["ports"]) == {"leaf", "spine"}
     assert doc["leaves"][0] == {
         "name": "g1-leaf1", "group": 1, "rails": [1], "servers": 64, "downlinks_used": 64,
@@ -310,10 +316,10 @@ def test_plan_json_contract():
          r"past the Rail-only limit .* at most 128 servers / 1024 GPUs.*use rail-optimized"),
         (dict(gpus=512, architecture="rail-only", leaf="CX732Q-N"),
          r"at most 32 servers / 256 GPUs.*use rail-optimized"),
-        (dict(gpus=16384, architecture="rail-optimized"),
+        (dict(gpus=16384, architecture="rail-optimized", tiers=2),
          r"needs 32 groups, past the spine radix: .*at most 16 groups.*8192 GPUs.*"
-         r"Use at most 8192 GPUs or a spine model with at least 256 x 400G ports"),
-        (dict(gpus=1024, architecture="rail-optimized", leaf="CX732Q-N"),
+         r"Use at most 8192 GPUs or a spine model with at least 256 x 400G ports.*--tiers 3"),
+        (dict(gpus=1024, architecture="rail-optimized", leaf="CX732Q-N", tiers=2),
          r"at most 512 GPUs or a spine with at least 64 x 400G ports \(e.g. CX864E-N"),
         (dict(gpus=1024, leaf="CX999"), r"unknown switch model 'CX999'.*CX732Q-N, CX864E-N"),
         (dict(gpus=1024, architecture="rail-optimized", spine="QFX"), r"unknown switch model 'QFX'"),
@@ -343,7 +349,7 @@ def test_bigger_spine_from_user_catalog(tmp_path: Path):
     f.write_text("switches:\n  BIG-512:\n    native_ports: 512\n")
     cat = load_catalog(f)
     with pytest.raises(PlanError, match=r"e.g. BIG-512 \(512 x 400G\)"):
-        plan(Design(architecture="rail-optimized", gpus=16384, leaf="CX864E-N"), cat)
+        plan(Design(architecture="rail-optimized", gpus=16384, leaf="CX864E-N", tiers=2), cat)
     p = plan(Design(architecture="rail-optimized", gpus=16384, leaf="CX864E-N", spine="BIG-512"), cat)
     assert (p.groups, p.limits.max_groups, p.spine_switches) == (32, 64, 32)
 
@@ -381,7 +387,8 @@ designs = st.builds(
     st.integers(1, 4),
 )
 
-LIMIT_ERRORS = re.compile(r"past the Rail-only limit|past the spine radix|fewer than the \d+ leaves")
+LIMIT_ERRORS = re.compile(r"past the Rail-only limit|past the spine radix|fewer than the \d+ leaves"
+                          r"|past the three-tier limit")
 
 
 def _check_invariants(p: Plan) -> None:
@@ -413,10 +420,20 @@ def _check_invariants(p: Plan) -> None:
     if p.spine_switches:
         # the most loaded spine (uplinks spread round-robin) still fits its radix
         assert math.ceil(p.leaf_spine_links / p.spine_switches) <= p.spine_ports
-        assert p.links_per_leaf_spine_pair * p.spine_switches <= p.leaf_uplinks
-        assert p.links_per_leaf_spine_pair_max * p.spine_switches >= p.leaf_uplinks
+        seen = p.spines_per_pod or p.spine_switches  # the spines one leaf reaches
+        assert p.links_per_leaf_spine_pair * seen <= p.leaf_uplinks
+        assert p.links_per_leaf_spine_pair_max * seen >= p.leaf_uplinks
         assert p.links_per_leaf_spine_pair >= 1
-    assert p.optics == 2 * (p.server_leaf_links + p.leaf_spine_links)
+    if p.tiers == 3:  # 1:1 at the pod spine, every pod spine uplink cabled
+        assert p.spine_downlinks == p.spine_uplinks or p.spine_ports % 2
+        assert p.spine_superspine_links == p.spine_switches * p.spine_uplinks
+        assert p.superspine_switches * p.superspine_ports >= p.spine_superspine_links
+        assert p.pods <= p.limits.max_pods and p.beyond_seed
+    # one NIC optic per GPU, switch-side optics serve 1-2 links each (breakout-aware)
+    assert p.optics == sum(o.count for o in p.optics_detail)
+    fabric = p.leaf_spine_links + p.spine_superspine_links
+    assert p.server_leaf_links + (p.server_leaf_links + 2 * fabric) / 2 <= p.optics
+    assert p.optics <= 2 * p.total_links
     # within limits
     assert p.gpus <= p.limits.max_gpus and p.servers <= p.limits.max_servers
     assert p.groups <= p.limits.max_groups and p.leaf_switches <= p.limits.max_leaves
@@ -455,7 +472,8 @@ def test_property_invariants(design: Design):
 )
 def test_property_limits_are_tight(arch: str, r: int, leaf: str):
     """max_gpus itself plans; one more server does not."""
-    probe = Design(architecture=arch, gpus=r, gpus_per_server=r, leaf=leaf)
+    probe = Design(architecture=arch, gpus=r, gpus_per_server=r, leaf=leaf,
+                   tiers=2 if arch == "rail-optimized" else None)
     try:
         small = plan(probe, PROP_CAT)
     except PlanError as exc:

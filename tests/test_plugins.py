@@ -63,7 +63,7 @@ def test_plugin_pattern_in_help_and_generate_accepts_plugin_kind(tmp_path):
                 plugins="dummy_registrations")
     assert r.returncode == 0, r.stderr
     spec = json.loads((out / "lab.json").read_text())
-    assert "dummy-sw" in spec["node_kinds"] and spec["expected_hops"]["cross-pod"] == 5
+    assert "dummy-sw" in spec["node_kinds"] and spec["expected_hops"]["dummy-cross-pod"] == 5
     r = _railab("generate", str(intent), "--name", f"ph{os.getpid()}", "-o", str(tmp_path / "x"),
                 plugins=None)
     assert r.returncode == EXIT_USAGE and "dummy-sw" in r.stderr

@@ -63,6 +63,8 @@ class SwitchModel(BaseModel):
       a model given only ``ports_400g`` is taken as that many native 400G ports.
     * ``capacity_tbps`` [Tb/s] -- switching capacity (default: ports x speed).
     * ``latency_ns`` [ns] -- port-to-port latency (seed: CX864E-N 560 ns, CX732Q-N 500 ns).
+    * ``form_factor`` -- the front-panel cage (``OSFP``, ``QSFP-DD``, ...): what the optics
+      count calls the transceivers (vendor datasheets; the seed says nothing of optics).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -76,6 +78,7 @@ class SwitchModel(BaseModel):
     ports_400g: int = Field(default=0, ge=0)
     capacity_tbps: float = Field(default=0.0, ge=0)
     latency_ns: int | None = Field(default=None, ge=0)
+    form_factor: str = ""
 
     @model_validator(mode="before")
     @classmethod
@@ -119,6 +122,11 @@ class SwitchModel(BaseModel):
     def speeds_gbps(self) -> list[int]:
         """Port speeds this model supports [Gb/s], fastest first."""
         return sorted({self.native_speed_gbps, *self.breakout_speeds_gbps}, reverse=True)
+
+    def breakout_at(self, speed_gbps: int) -> int:
+        """Ports one physical cage carries at ``speed_gbps`` (1 at the native speed; CX864E-N at
+        400G: 2). Raises CatalogError like :meth:`ports_at`."""
+        return self.ports_at(speed_gbps) // self.native_ports
 
     def ports_at(self, speed_gbps: int) -> int:
         """Number of ports at ``speed_gbps`` [Gb/s] after breakout (64 x 800G -> 128 x 400G).

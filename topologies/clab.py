@@ -72,7 +72,7 @@ def validate_topology(topo: dict, schema: str | Path | None = None) -> Path | No
 
 
 def _labels(role: str, group: int | None, rails: list[int]) -> dict[str, str]:
-    labels = {"role": role, "graph-level": {"spine": "1", "leaf": "2", "server": "3"}[role],
+    labels = {"role": role, "graph-level": {"superspine": "0", "spine": "1", "leaf": "2", "server": "3"}[role],
               "graph-icon": "host" if role == "server" else "switch"}
     if group is not None:
         labels["group"] = str(group)

@@ -28,13 +28,14 @@ import ipaddress
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from railab.errors import UsageError
 from railab.topologies import clab as clab_mod
 from railab.topologies import routing
 from railab.topologies.bfd import control_plane
+from railab.topologies.cabling import Layout, Wiring, wire
 from railab.topologies.frr import Port, SwitchConfig, render_daemons, render_frr_conf
 from railab.topologies.intent import Intent, IntentError, LabShape, load_intent, resolve_lab
 from railab.topologies.labspec import (
@@ -47,37 +48,18 @@ from railab.topologies.labspec import (
     Node,
     RailSubnet,
 )
-from railab.topologies.naming import (
-    eth,
-    is_lab_name,
-    lab_name_rule,
-    leaf_name,
-    server_name,
-    sonic_port,
-    spine_name,
-)
+from railab.topologies.naming import is_lab_name, lab_name_rule, sonic_port
 from railab.topologies.nodekinds import SERVER_KIND, get_node_kind
 from railab.topologies.pathclasses import Fabric, lab_hops
 from railab.topologies.qos import DEFAULT_QOS
 from railab.topologies.sonic import SonicSwitch, render_config_db
 
 SPINE_ASN = 4200000000
+#: three tiers: the spines of pod ``p`` share ``POD_SPINE_ASN + p`` (RFC 7938 section 5.2.1)
+POD_SPINE_ASN = 4200100000
+#: three tiers: every super-spine
+SUPERSPINE_ASN = 4200200000
 TABLE_BASE = routing.TABLE_BASE
-
-
-@dataclass
-class _Sw:
-    name: str
-    role: str
-    index: int  # 1-based within its role (leaf index is lab-wide)
-    group: int | None
-    rails: list[int]
-    asn: int = 0
-    loopback: str = ""
-    ports: list[tuple[str, str, str]] = field(default_factory=list)  # (iface, peer, peer_iface)
-
-    def next_port(self) -> str:
-        return eth(len(self.ports) + 1)
 
 
 @dataclass
@@ -104,26 +86,45 @@ def build_lab(intent: Intent, *, name: str | None = None) -> BuiltLab:
     return BuiltLab(spec=spec, files=files, topology=topo)
 
 
+def layout_of(s: LabShape) -> Layout:
+    """The :class:`railab.topologies.cabling.Layout` of a resolved lab shape (the one cabling
+    rule builds the lab's ports, ``railab generate --cabling`` and the cabling check)."""
+    b = s.breakouts or {}
+    return Layout(
+        architecture=s.architecture, rails=s.rails, rails_per_leaf=s.rails_per_leaf,
+        group_servers=(s.servers_per_group,) * s.groups, spines=s.spines,
+        links_per_pair=s.links_per_pair, groups_per_pod=s.groups_per_pod,
+        superspines=s.superspines, superspine_links=s.superspine_links,
+        nic_speed_gbps=s.nic_speed, fabric_speed_gbps=s.fabric_speed,
+        leaf_breakout_nic=b.get("leaf_breakout_nic", 1),
+        leaf_breakout_fabric=b.get("leaf_breakout_fabric", 1),
+        spine_breakout=b.get("spine_breakout", 1),
+        superspine_breakout=b.get("superspine_breakout", 1),
+    )
+
+
+def _asns(w: Wiring) -> dict[str, int]:
+    """ASNs (RFC 7938 section 5.2, RFC 6996 private 4-byte): leaf ``i`` ``4200000000 + i``;
+    two tiers: every spine :data:`SPINE_ASN`; three tiers: the spines of pod ``p`` share
+    ``POD_SPINE_ASN + p``, every super-spine :data:`SUPERSPINE_ASN` (a shared ASN per tier
+    keeps routes from turning back down and up: AS_PATH loop detection)."""
+    out = {lf.name: SPINE_ASN + lf.index for lf in w.leaves}
+    for sp in w.spines:
+        out[sp.name] = POD_SPINE_ASN + sp.pod if sp.pod is not None else SPINE_ASN
+    for ss in w.superspines:
+        out[ss.name] = SUPERSPINE_ASN
+    return out
+
+
 def _build_spec(intent: Intent, s: LabShape, lab_name: str) -> LabSpec:
-    rail_opt = s.architecture == "rail-optimized"
-    spines = [_Sw(spine_name(i), "spine", i, None, [], asn=SPINE_ASN) for i in range(1, s.spines + 1)]
-    leaves: list[_Sw] = []
-    leaf_of: dict[tuple[int, int], _Sw] = {}
-    idx = 0
-    for g in range(1, s.groups + 1):
-        for j in range(s.leaves_per_group):
-            idx += 1
-            rails = list(range(j * s.rails_per_leaf + 1, (j + 1) * s.rails_per_leaf + 1))
-            nm = leaf_name(idx, group=g, rail=rails[0]) if rail_opt else leaf_name(idx)
-            lf = _Sw(nm, "leaf", idx, g, rails, asn=SPINE_ASN + idx)
-            leaves.append(lf)
-            for r in rails:
-                leaf_of[(g, r)] = lf
+    w = wire(layout_of(s))
+    spines, leaves, supers = w.spines, w.leaves, w.superspines
+    asn = _asns(w)
     pool = s.loopback_pool.network_address
-    for sw in spines:
-        sw.loopback = str(pool + sw.index)
-    for lf in leaves:
-        lf.loopback = str(pool + s.spines + lf.index)
+    # loopbacks: spines pool+1.., then leaves, then super-spines (two-tier labs unchanged)
+    loop: dict[str, str] = {}
+    for i, sw in enumerate(spines + leaves + supers, start=1):
+        loop[sw.name] = str(pool + i)
 
     # rail subnets, in (group, rail) order
     subnets = s.rail_pool.subnets(new_prefix=s.rail_prefixlen)
@@ -132,64 +133,48 @@ def _build_spec(intent: Intent, s: LabShape, lab_name: str) -> LabSpec:
         for r in range(1, s.rails + 1):
             rail_net[(g, r)] = next(subnets)
 
+    slot = {srv: (g, k) for srv, g, k in w.servers}
     nodes: list[Node] = []
     nics: list[Nic] = []
     links: list[Link] = []
-    servers: list[tuple[str, int]] = []
-    # downlinks: server order, then rail order (a leaf sees its servers in order)
-    for g in range(1, s.groups + 1):
-        for k in range(s.servers_per_group):
-            srv = server_name((g - 1) * s.servers_per_group + k + 1)
-            servers.append((srv, g))
-            for n in range(1, s.rails + 1):
-                lf = leaf_of[(g, n)]
-                port = lf.next_port()
-                net = rail_net[(g, n)]
-                leaf_ip = net.network_address + 2 * k
-                iface = eth(n)
-                lf.ports.append((port, srv, iface))
-                nics.append(Nic(
-                    server=srv, nic=n, gpu=n - 1, interface=iface, group=g, rail=n,
-                    address=f"{leaf_ip + 1}/31", gateway=str(leaf_ip), table=TABLE_BASE + n,
-                    leaf=lf.name, leaf_port=port,
-                ))
-                links.append(Link(
-                    a=Endpoint(node=srv, interface=iface), b=Endpoint(node=lf.name, interface=port),
-                    role="server-leaf", speed_gbps=s.port_speed_gbps, mtu=s.mtu,
-                ))
-    # uplinks: leaf order; per leaf spine order, then parallel link; spine ports in leaf order
     sessions: list[BgpSession] = []
-    for lf in leaves:
-        for sp in spines:
-            for _p in range(s.links_per_pair):
-                lport, sport = lf.next_port(), sp.next_port()
-                lf.ports.append((lport, sp.name, sport))
-                sp.ports.append((sport, lf.name, lport))
-                links.append(Link(
-                    a=Endpoint(node=lf.name, interface=lport),
-                    b=Endpoint(node=sp.name, interface=sport),
-                    role="leaf-spine", speed_gbps=s.port_speed_gbps, mtu=s.mtu,
-                ))
-                sessions.append(BgpSession(
-                    node=lf.name, interface=lport, peer=sp.name, peer_interface=sport,
-                    local_asn=lf.asn, remote_asn=sp.asn,
-                ))
+    for c in w.cables:
+        links.append(Link(a=Endpoint(node=c.a_node, interface=c.a_port),
+                          b=Endpoint(node=c.b_node, interface=c.b_port),
+                          role=c.kind, speed_gbps=c.speed_gbps, mtu=s.mtu))
+        if c.kind == "server-leaf":
+            g, k = slot[c.a_node]
+            net = rail_net[(g, c.rail)]
+            leaf_ip = net.network_address + 2 * k
+            nics.append(Nic(
+                server=c.a_node, nic=c.rail, gpu=c.rail - 1, interface=c.a_port, group=g,
+                rail=c.rail, address=f"{leaf_ip + 1}/31", gateway=str(leaf_ip),
+                table=TABLE_BASE + c.rail, leaf=c.b_node, leaf_port=c.b_port,
+            ))
+        else:
+            sessions.append(BgpSession(
+                node=c.a_node, interface=c.a_port, peer=c.b_node, peer_interface=c.b_port,
+                local_asn=asn[c.a_node], remote_asn=asn[c.b_node],
+            ))
 
-    for sw in spines + leaves:
+    for sw in spines + leaves + supers:
         nodes.append(Node(
-            name=sw.name, role=sw.role, kind=s.kind, group=sw.group, rails=sw.rails, asn=sw.asn,
-            router_id=sw.loopback, loopback=f"{sw.loopback}/32", ports=len(sw.ports),
+            name=sw.name, role=sw.role, kind=s.kind, group=sw.group, rails=sw.rails,
+            asn=asn[sw.name], router_id=loop[sw.name], loopback=f"{loop[sw.name]}/32",
+            ports=len(sw.ports), pod=sw.pod,
         ))
-    for srv, g in servers:
+    for srv, g, _k in w.servers:
         nodes.append(Node(name=srv, role="server", kind=SERVER_KIND, group=g,
-                          rails=list(range(1, s.rails + 1)), ports=s.rails))
+                          rails=list(range(1, s.rails + 1)), ports=s.rails,
+                          pod=w.layout.pod_of_group(g)))
 
     rail_subnets = [
-        RailSubnet(group=g, rail=r, prefix=str(net), leaf=leaf_of[(g, r)].name)
+        RailSubnet(group=g, rail=r, prefix=str(net), leaf=w.leaf_of[(g, r)].name)
         for (g, r), net in rail_net.items()
     ]
-    expected = _expected_routes(spines, leaves, rail_net, s)
-    hops = lab_hops(Fabric(s.architecture, s.rails, s.rails_per_leaf, s.groups))
+    expected = _expected_routes(w, loop, rail_net)
+    hops = lab_hops(Fabric(s.architecture, s.rails, s.rails_per_leaf, s.groups,
+                           s.groups_per_pod))
     d = intent.design
     design = {
         "intent": intent.name,
@@ -205,6 +190,11 @@ def _build_spec(intent: Intent, s: LabShape, lab_name: str) -> LabSpec:
         "rails_per_leaf": s.rails_per_leaf,
         "plan": s.plan,
     }
+    for key in ("nic_speed_gbps", "fabric_speed_gbps", "tiers"):
+        if getattr(d, key) is not None:
+            design[key] = getattr(d, key)
+    if s.breakouts:
+        design["cabling"] = dict(s.breakouts)
     timers = control_plane(len(sessions), s.bfd, s.ra_interval_s)
     return LabSpec(
         name=lab_name,
@@ -215,7 +205,7 @@ def _build_spec(intent: Intent, s: LabShape, lab_name: str) -> LabSpec:
         rails=s.rails,
         groups=s.groups,
         servers_per_group=s.servers_per_group,
-        spines=s.spines,
+        spines=s.spines * s.pods,
         links_per_leaf_spine_pair=s.links_per_pair if s.spines else 0,
         port_speed_gbps=s.port_speed_gbps,
         oversubscription=s.oversubscription,
@@ -232,50 +222,92 @@ def _build_spec(intent: Intent, s: LabShape, lab_name: str) -> LabSpec:
         bfd=timers.bfd,
         ra_interval_s=timers.ra_interval_s,
         control_plane_rule=timers.rule,
+        tiers=3 if s.three_tier else 2,
+        pods=s.pods,
+        groups_per_pod=s.groups_per_pod,
+        superspines=s.superspines,
+        warnings=list(s.warnings),
     )
 
 
-def _expected_routes(spines: list[_Sw], leaves: list[_Sw], rail_net: dict, s: LabShape
+def _expected_routes(w: Wiring, loop: dict[str, str], rail_net: dict
                      ) -> dict[str, list[ExpectedRoute]]:
     """BGP-learned prefixes per switch with their ECMP width (RFC 7938 routing).
 
-    Leaf: every other leaf's rail subnets and loopback via all uplinks (width spines x
-    links_per_pair); each spine's loopback via the links to that spine (spines share an ASN, so a
-    spine loopback is never re-advertised by another spine). Spine: each leaf's rail subnets and
-    loopback via the links to that leaf; other spines' loopbacks are never learnt (AS_PATH loop).
-    Rail-only leaves have no BGP neighbours: nothing learnt, so no route between rails that do
-    not share a leaf.
-    """
-    def prefixes(lf: _Sw) -> list[str]:
-        return [str(rail_net[(lf.group, r)]) for r in lf.rails] + [f"{lf.loopback}/32"]
+    Two tiers. Leaf: every other leaf's rail subnets and loopback via all uplinks (width spines
+    x links_per_pair); each spine's loopback via the links to that spine (spines share an ASN,
+    so a spine loopback is never re-advertised by another spine). Spine: each leaf's rail
+    subnets and loopback via the links to that leaf; other spines' loopbacks are never learnt
+    (AS_PATH loop). Rail-only leaves have no BGP neighbours: nothing learnt, so no route
+    between rails that do not share a leaf.
 
-    def ports_to(sw: _Sw, peer: str) -> list[str]:
-        return [p for p, pn, _ in sw.ports if pn == peer]
+    Three tiers (pod spines share an ASN per pod, super-spines one ASN). Leaf: every other
+    leaf's prefixes (any pod) via all its uplinks; the loopback of its pod's spine ``i`` via
+    the links to it; a super-spine's or another pod's spine ``i`` loopback via the links to its
+    own pod's spine ``i`` (plane ``i``). Pod spine ``i``: its pod's leaves via the links to
+    each; other pods' leaves via every link to the super-spines of plane ``i``; a plane-``i``
+    super-spine loopback via the links to it; other pods' spine ``i`` loopbacks via every
+    plane-``i`` super-spine link. Super-spine: every leaf's prefixes and its plane's spine
+    loopbacks via the links to that pod's plane spine. Nothing else is learnt (a route back
+    through the own pod's or the super-spine ASN is an AS_PATH loop).
+    """
+    def prefixes(lf) -> list[str]:
+        return [str(rail_net[(lf.group, r)]) for r in lf.rails] + [f"{loop[lf.name]}/32"]
+
+    def ports_to(sw, peers: set[str]) -> list[str]:
+        return [p for p, pn, _ in sw.ports if pn in peers]
 
     out: dict[str, list[ExpectedRoute]] = {}
+    spines, leaves, supers = w.spines, w.leaves, w.superspines
     spine_names = {sp.name for sp in spines}
+    three = bool(supers)
+
+    def add(routes, pfx, via):
+        routes.append(ExpectedRoute(prefix=pfx, ecmp_width=len(via), interfaces=via))
+
     for lf in leaves:
         routes: list[ExpectedRoute] = []
-        uplinks = [p for p, pn, _ in lf.ports if pn in spine_names]
+        uplinks = ports_to(lf, spine_names)
         if spines:
             for other in leaves:
-                if other is lf:
-                    continue
-                for pfx in prefixes(other):
-                    routes.append(ExpectedRoute(prefix=pfx, ecmp_width=len(uplinks),
-                                                interfaces=uplinks))
-            for sp in spines:
-                via = ports_to(lf, sp.name)
-                routes.append(ExpectedRoute(prefix=f"{sp.loopback}/32", ecmp_width=len(via),
-                                            interfaces=via))
+                if other is not lf:
+                    for pfx in prefixes(other):
+                        add(routes, pfx, uplinks)
+            mine = [sp for sp in spines if sp.pod == lf.pod]
+            for sp in mine:
+                add(routes, f"{loop[sp.name]}/32", ports_to(lf, {sp.name}))
+            if three:
+                by_plane = {sp.plane: sp for sp in mine}
+                for sp in spines:
+                    if sp.pod != lf.pod:
+                        add(routes, f"{loop[sp.name]}/32", ports_to(lf, {by_plane[sp.plane].name}))
+                for ss in supers:
+                    add(routes, f"{loop[ss.name]}/32", ports_to(lf, {by_plane[ss.plane].name}))
         out[lf.name] = _sorted_routes(routes)
     for sp in spines:
         routes = []
+        plane_ss = {ss.name for ss in supers if ss.plane == sp.plane}
+        up = ports_to(sp, plane_ss)
         for lf in leaves:
-            via = ports_to(sp, lf.name)
+            via = ports_to(sp, {lf.name}) if lf.pod == sp.pod else up
             for pfx in prefixes(lf):
-                routes.append(ExpectedRoute(prefix=pfx, ecmp_width=len(via), interfaces=via))
+                add(routes, pfx, via)
+        for ss in supers:
+            if ss.plane == sp.plane:
+                add(routes, f"{loop[ss.name]}/32", ports_to(sp, {ss.name}))
+        for other in spines:
+            if three and other.pod != sp.pod and other.plane == sp.plane:
+                add(routes, f"{loop[other.name]}/32", up)
         out[sp.name] = _sorted_routes(routes)
+    for ss in supers:
+        routes = []
+        plane = {sp.pod: sp for sp in spines if sp.plane == ss.plane}
+        for lf in leaves:
+            for pfx in prefixes(lf):
+                add(routes, pfx, ports_to(ss, {plane[lf.pod].name}))
+        for sp in plane.values():
+            add(routes, f"{loop[sp.name]}/32", ports_to(ss, {sp.name}))
+        out[ss.name] = _sorted_routes(routes)
     return out
 
 

@@ -11,7 +11,10 @@ An intent is a YAML document::
       leaf: CX864E-N
       spine: CX864E-N               # rail-optimized only
       port_speed_gbps: 400
+      nic_speed_gbps: 400           # optional: server NIC speed (default port_speed_gbps)
+      fabric_speed_gbps: 800        # optional: leaf-spine speed (default port_speed_gbps)
       oversubscription: "1:1"       # downlink:uplink bandwidth on a leaf (seed: 1:1 recommended)
+      tiers: 3                      # optional: 2 or 3 (default: 3 past the two-tier limit)
     lab:                            # the scaled-down copy that runs here, or the string `full`
       groups: 2
       servers_per_group: 2
@@ -19,6 +22,9 @@ An intent is a YAML document::
       rails_per_leaf: 1             # rail-only may put several rails on one leaf (seed: 512 GPUs)
       spines: 2
       links_per_pair: 1             # parallel links per leaf-spine pair
+      pods: 2                       # three tiers: pods (lab.groups split evenly over them)
+      superspines: 2                # three tiers: a multiple of lab.spines (one plane per spine)
+      superspine_links_per_pair: 4  # three tiers: pod spine 1:1 (leaf links = these links)
       kind: frr                     # or sonic-vs: a registered switch kind (railab kinds)
       mtu: 9100
       rail_pool: 10.0.0.0/16        # rail subnets per (group, rail)
@@ -34,6 +40,10 @@ full-size fabrics).
 ``lab: full`` (or ``lab: {scale: full, kind: ..., rail_pool: ...}``) builds the lab at the
 planner's full size (``topologies.planner.plan``).
 
+Every lab switch must fit its design model's port budget (:func:`_budget_errors`: one error
+per violated limit, naming the key); a lab larger than its production plan is a warning
+(``LabShape.warnings``, with the plan's own warnings, into ``lab.json``).
+
 Every model forbids unknown keys; every error names the key (``lab.spines: ...``) and is raised as
 :class:`IntentError` (a ``railab.errors.UsageError``, so a ``ValueError``; exit 2), which the CLI
 prints as one ``error: ...`` line.
@@ -42,7 +52,7 @@ prints as one ``error: ...`` line.
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from pathlib import Path
 from typing import Any, Literal
@@ -109,8 +119,14 @@ class DesignIntent(_Strict):
     gpus_per_server: int = Field(8, ge=1, le=64, description="GPUs (= NICs = rails) per server")
     leaf: str = Field(min_length=1, description="leaf switch model, e.g. CX864E-N")
     spine: str | None = Field(None, description="spine model (rail-optimized); None = same as leaf")
-    port_speed_gbps: int = Field(400, gt=0, description="server-facing port speed, Gb/s")
+    port_speed_gbps: int = Field(400, gt=0, description="port speed, Gb/s: the NIC and the "
+                                 "fabric speed unless nic_/fabric_speed_gbps say otherwise")
+    nic_speed_gbps: int | None = Field(None, gt=0, description="server NIC (server-leaf) speed")
+    fabric_speed_gbps: int | None = Field(None, gt=0, description="leaf-spine (and spine-"
+                                          "super-spine) link speed")
     oversubscription: str = Field("1:1", description="leaf downlink:uplink bandwidth ratio")
+    tiers: Literal[2, 3] | None = Field(None, description="switch tiers; None: 2, or 3 past "
+                                        "the two-tier limit (railab.topologies.planner)")
 
     @field_validator("oversubscription", mode="before")
     @classmethod
@@ -150,6 +166,12 @@ class LabIntent(_Strict):
     rails_per_leaf: int | None = Field(None, ge=1, le=64)
     spines: int | None = Field(None, ge=0, le=256)
     links_per_pair: int | None = Field(None, ge=1, le=64)
+    pods: int | None = Field(None, ge=1, le=64, description="three tiers: pods (groups split "
+                             "evenly over them)")
+    superspines: int | None = Field(None, ge=1, le=256, description="three tiers: super-spines, "
+                                    "a multiple of lab.spines (one plane per pod spine)")
+    superspine_links_per_pair: int | None = Field(None, ge=1, le=64, description="three tiers: "
+                                                  "links per pod spine - super-spine pair")
     kind: str = Field("frr", description="switch node kind (railab.topologies.nodekinds)")
     mtu: int = Field(9100, ge=1280, le=9216, description="link MTU, bytes (IPv6 minimum 1280)")
     oversubscription: str | None = Field(None, description="lab ratio; default: the design's")
@@ -215,7 +237,12 @@ class LabShape:
     """The resolved lab size (after ``lab: full`` is expanded through the planner).
 
     ``leaves_per_group`` = rails / rails_per_leaf. Oversubscription is the leaf's
-    downlink:uplink port ratio (all ports run at ``port_speed_gbps``).
+    downlink:uplink bandwidth ratio (downlinks at ``nic_speed_gbps``, uplinks at
+    ``fabric_speed_gbps``; both ``port_speed_gbps`` unless the design splits them). Three tiers
+    when ``superspines`` > 0: ``groups`` (total) split into ``pods`` of ``groups_per_pod``,
+    ``spines`` per pod, pod spine ``i`` cabled to the super-spines of plane ``i``
+    (``superspines / spines`` each, ``superspine_links`` per pair). ``warnings``: the
+    production plan's and the lab's (lab.json ``warnings``).
     """
 
     architecture: str
@@ -237,6 +264,14 @@ class LabShape:
     plan: dict = field(default_factory=dict)
     bfd: BfdProfile | None = None  # None: the lab-size rule (railab.topologies.bfd)
     ra_interval_s: int | None = None  # None: the lab-size rule
+    nic_speed_gbps: int = 0  # 0: port_speed_gbps
+    fabric_speed_gbps: int = 0  # 0: port_speed_gbps
+    pods: int = 1
+    groups_per_pod: int = 0
+    superspines: int = 0
+    superspine_links: int = 1
+    warnings: tuple[str, ...] = ()
+    breakouts: dict = field(default_factory=dict)  # production ports per cage (cabling)
 
     @property
     def node_kind(self) -> NodeKind:
@@ -264,8 +299,47 @@ class LabShape:
         return self.spines * self.links_per_pair
 
     @property
+    def three_tier(self) -> bool:
+        return self.superspines > 0
+
+    @property
+    def nic_speed(self) -> int:
+        """Server-leaf link speed [Gb/s]."""
+        return self.nic_speed_gbps or self.port_speed_gbps
+
+    @property
+    def fabric_speed(self) -> int:
+        """Leaf-spine / spine-super-spine link speed [Gb/s]."""
+        return self.fabric_speed_gbps or self.port_speed_gbps
+
+    @property
+    def leaves_per_pod(self) -> int:
+        return self.groups_per_pod * self.leaves_per_group if self.three_tier else self.leaves
+
+    @property
+    def spine_downlinks(self) -> int:
+        """Ports of one (pod) spine towards its leaves."""
+        return self.leaves_per_pod * self.links_per_pair
+
+    @property
+    def spine_uplinks(self) -> int:
+        """Ports of one pod spine towards the super-spines of its plane (0 on two tiers)."""
+        if not self.three_tier:
+            return 0
+        return self.superspines // self.spines * self.superspine_links
+
+    @property
     def spine_ports(self) -> int:
-        return self.leaves * self.links_per_pair
+        return self.spine_downlinks + self.spine_uplinks
+
+    @property
+    def superspine_ports(self) -> int:
+        """Ports of one super-spine: one link bundle to its plane's spine in every pod."""
+        return self.pods * self.superspine_links if self.three_tier else 0
+
+    @property
+    def switches(self) -> int:
+        return self.leaves + self.spines * self.pods + self.superspines
 
 
 # ---- loading ------------------------------------------------------------------------------------
@@ -378,7 +452,10 @@ def _plan_for(design: DesignIntent) -> Any:
         leaf=design.leaf,
         spine=design.spine,
         port_speed_gbps=design.port_speed_gbps,
+        nic_speed_gbps=design.nic_speed_gbps,
+        fabric_speed_gbps=design.fabric_speed_gbps,
         oversubscription=design.oversubscription,
+        tiers=design.tiers,
     )
     try:
         return planner.plan(planner.Design(**kwargs))
@@ -394,8 +471,91 @@ def _plan_summary(p: Any) -> dict:
         return {}
     dump = p.model_dump(mode="json") if hasattr(p, "model_dump") else dict(p)
     keep = ("servers", "rails", "groups", "servers_per_group", "leaf_switches", "spine_switches",
-            "links_per_leaf_spine_pair")
+            "links_per_leaf_spine_pair", "links_per_leaf_spine_pair_max", "tiers", "pods",
+            "groups_per_pod", "spines_per_pod", "superspine_switches",
+            "links_per_spine_superspine_pair", "nic_speed_gbps", "fabric_speed_gbps", "warnings")
     return {k: dump[k] for k in keep if k in dump}
+
+
+def _breakouts(d: DesignIntent, arch: str) -> dict:
+    """Production ports per cage of the design's models at its NIC and fabric speeds (the
+    cabling file's cage/sub-port and SONiC names: :mod:`railab.topologies.cabling`)."""
+    cat = load_catalog()
+    nic = d.nic_speed_gbps or d.port_speed_gbps
+    fab = d.fabric_speed_gbps or d.port_speed_gbps
+    leaf = get_model(cat, d.leaf)
+    spine = get_model(cat, d.spine) if d.spine else leaf
+    out = {"leaf_breakout_nic": leaf.breakout_at(nic)}
+    if arch == "rail-optimized":
+        out.update(leaf_breakout_fabric=leaf.breakout_at(fab),
+                   spine_breakout=spine.breakout_at(fab), superspine_breakout=spine.breakout_at(fab))
+    return out
+
+
+def _budget_errors(s: LabShape, d: DesignIntent) -> list[str]:
+    """One message per port budget a lab switch breaks (lab level; the planner checks the
+    production design the same way): every leaf, spine and super-spine's downlinks + uplinks
+    must fit the design model's ports at the chosen speeds. A leaf at one speed counts ports
+    (``ports_at``); with NIC and fabric speeds apart it counts cages, each cage running one
+    speed (``native_ports`` cages, ``breakout_at`` ports each)."""
+    cat = load_catalog()
+    leaf = get_model(cat, d.leaf)
+    spine = get_model(cat, d.spine) if d.spine else leaf
+    nic, fab = s.nic_speed, s.fabric_speed
+    errs = []
+    down, up = s.leaf_downlinks, s.leaf_uplinks
+    leaf_key = "lab.spines" if up > down else "lab.servers_per_group"
+    if nic == fab or not up:
+        cap = leaf.ports_at(nic)
+        if down + up > cap:
+            errs.append(
+                f"{leaf_key}: a leaf would use {down + up} ports ({down} server downlinks = "
+                f"lab.servers_per_group x lab.rails_per_leaf, + {up} uplinks = lab.spines x "
+                f"lab.links_per_pair) but its port budget is {cap} x {nic}G ({leaf.name}): lower "
+                f"{leaf_key} so the sum is at most {cap}")
+    else:
+        bn, bf = leaf.breakout_at(nic), leaf.breakout_at(fab)
+        cages = -(-down // bn) + -(-up // bf)
+        if cages > leaf.native_ports:
+            errs.append(
+                f"{leaf_key}: a leaf would fill {cages} cages ({down} x {nic}G downlinks, {bn} "
+                f"per cage, + {up} x {fab}G uplinks, {bf} per cage) but its port budget is "
+                f"{leaf.native_ports} cages ({leaf.name}): lower {leaf_key}")
+    if s.spines:
+        cap = spine.ports_at(fab)
+        if s.spine_ports > cap:
+            where = ("(lab.groups / lab.pods) x lab.rails" if s.three_tier
+                     else "lab.groups x lab.rails")
+            up_txt = (f" + {s.spine_uplinks} super-spine uplinks (lab.superspines / lab.spines x "
+                      "lab.superspine_links_per_pair)" if s.three_tier else "")
+            errs.append(
+                f"lab.groups: a spine would use {s.spine_ports} ports ({s.spine_downlinks} leaf "
+                f"links = {where} leaves x lab.links_per_pair{up_txt}) but its port budget is "
+                f"{cap} x {fab}G ({spine.name}): lower lab.groups or lab.links_per_pair so it "
+                f"is at most {cap}")
+    if s.three_tier:
+        cap = spine.ports_at(fab)
+        if s.superspine_ports > cap:
+            errs.append(
+                f"lab.pods: a super-spine would use {s.superspine_ports} ports (lab.pods x "
+                f"lab.superspine_links_per_pair) but its port budget is {cap} x {fab}G "
+                f"({spine.name}): lower lab.pods or lab.superspine_links_per_pair")
+    return errs
+
+
+def _bigger_than_plan(s: LabShape, p: Any) -> list[str]:
+    """Warnings for a lab larger than its production design (more groups, servers per group,
+    spines or pods than the plan)."""
+    out = []
+    spines = p.spines_per_pod or p.spine_switches
+    for key, lab_v, plan_v in (("groups", s.groups, p.groups),
+                               ("servers_per_group", s.servers_per_group, p.servers_per_group),
+                               ("spines", s.spines, spines),
+                               ("pods", s.pods, p.pods)):
+        if plan_v and lab_v > plan_v:
+            out.append(f"lab.{key} is {lab_v} but the production design has {plan_v}: the lab "
+                       f"is larger than the fabric it models (design {p.gpus} GPUs)")
+    return out
 
 
 def resolve_lab(intent: Intent, source: str = "intent") -> LabShape:
@@ -417,9 +577,11 @@ def resolve_lab(intent: Intent, source: str = "intent") -> LabShape:
     d, lab = intent.design, intent.lab
     arch = d.architecture
     plan_summary: dict = {}
+    three: dict = {}
     if lab.scale == "full":
         for key in ("groups", "servers_per_group", "rails", "rails_per_leaf", "spines",
-                    "links_per_pair", "oversubscription"):
+                    "links_per_pair", "oversubscription", "pods", "superspines",
+                    "superspine_links_per_pair"):
             if getattr(lab, key) is not None:
                 raise IntentError(
                     f"lab.{key}: not allowed with `scale: full` (the planner sizes the lab); "
@@ -434,17 +596,27 @@ def resolve_lab(intent: Intent, source: str = "intent") -> LabShape:
                 f"GPU count that fills whole groups ({p.servers_per_group * p.gpus_per_server} "
                 "GPUs per group) or a scaled lab"
             )
+        if p.tiers == 3 and (p.groups % p.groups_per_pod or p.links_per_spine_superspine_pair
+                             != p.links_per_spine_superspine_pair_max):
+            raise IntentError("lab: full: the plan's last pod is partial or its super-spine "
+                              "links split unevenly, which a full-size lab does not model; use "
+                              "a scaled lab")
         shape = dict(
             groups=int(p.groups),
             servers_per_group=int(p.servers_per_group),
             rails=int(p.rails),
             rails_per_leaf=int(p.rails_per_leaf),
-            spines=int(p.spine_switches or 0),
+            spines=int(p.spines_per_pod or p.spine_switches or 0),
             links_per_pair=int(p.links_per_leaf_spine_pair or 1),
             oversubscription=d.oversubscription,
         )
+        if p.tiers == 3:
+            three = dict(pods=p.pods, groups_per_pod=p.groups_per_pod,
+                         superspines=p.superspine_switches,
+                         superspine_links=p.links_per_spine_superspine_pair)
     else:
-        plan_summary = _plan_summary(_plan_for(d))  # the production design must be plannable
+        p = _plan_for(d)  # the production design must be plannable
+        plan_summary = _plan_summary(p)
         if lab.servers_per_group is None:
             raise IntentError("lab.servers_per_group: required key is missing (servers per group)")
         rails = lab.rails if lab.rails is not None else d.gpus_per_server
@@ -490,6 +662,7 @@ def resolve_lab(intent: Intent, source: str = "intent") -> LabShape:
                 raise IntentError("lab.spines: required key is missing (spines in the lab)")
             if shape["spines"] < 1:
                 raise IntentError("lab.spines: a rail-optimized fabric needs at least 1 spine")
+        three = _three_tier_lab(lab, shape, p, arch)
     s = LabShape(
         architecture=arch,
         kind=lab.kind,
@@ -503,19 +676,68 @@ def resolve_lab(intent: Intent, source: str = "intent") -> LabShape:
         plan=plan_summary,
         bfd=lab.bfd,
         ra_interval_s=lab.ra_interval_s,
+        nic_speed_gbps=d.nic_speed_gbps or 0,
+        fabric_speed_gbps=d.fabric_speed_gbps or 0,
+        breakouts=_breakouts(d, arch),
+        **three,
         **shape,
     )
+    errs = _budget_errors(s, d)
+    if errs:
+        raise IntentError("; ".join(errs))
     _check_shape(s)
-    return s
+    warnings = list(plan_summary.get("warnings", []))
+    if lab.scale == "lab":
+        warnings += _bigger_than_plan(s, p)
+    return replace(s, warnings=tuple(warnings))
+
+
+def _three_tier_lab(lab: LabIntent, shape: dict, p: Any, arch: str) -> dict:
+    """Check the three-tier keys of a scaled lab (``lab.pods``, ``lab.superspines``,
+    ``lab.superspine_links_per_pair``) and return the LabShape fields they set (empty for a
+    two-tier lab). Rules: all or none of pods/superspines given; rail-optimized only; the
+    production plan is three-tier (``design.tiers: 3`` or past the two-tier limit); groups
+    split evenly over pods; super-spines a whole number of planes (one per pod spine); pod
+    spines 1:1 (leaf links down = super-spine links up)."""
+    keys = {k: getattr(lab, k) for k in ("pods", "superspines", "superspine_links_per_pair")}
+    if all(v is None for v in keys.values()):
+        return {}
+    if arch != "rail-optimized":
+        raise IntentError("lab.pods: pods and super-spines need architecture rail-optimized")
+    if p.tiers != 3:
+        raise IntentError(
+            f"lab.pods: the production design is {p.tiers}-tier ({p.gpus} GPUs fit two tiers): "
+            "set design.tiers: 3 for a three-tier design, or remove lab.pods/lab.superspines")
+    for k in ("pods", "superspines"):
+        if keys[k] is None:
+            raise IntentError(f"lab.{k}: required key is missing (three-tier labs give lab.pods "
+                              "and lab.superspines)")
+    pods, ss, links = keys["pods"], keys["superspines"], keys["superspine_links_per_pair"] or 1
+    if shape["groups"] % pods:
+        raise IntentError(f"lab.groups: {shape['groups']} groups do not split evenly over "
+                          f"{pods} pods; use a multiple of lab.pods")
+    if ss % shape["spines"]:
+        raise IntentError(f"lab.superspines: {ss} super-spines are not a whole number of planes "
+                          f"(one plane per pod spine, lab.spines = {shape['spines']}); use a "
+                          "multiple of lab.spines")
+    gpp = shape["groups"] // pods
+    down = gpp * shape["rails"] // shape["rails_per_leaf"] * shape["links_per_pair"]
+    up = ss // shape["spines"] * links
+    if down != up:
+        raise IntentError(
+            f"lab.superspine_links_per_pair: a pod spine has {down} leaf links down and {up} "
+            f"super-spine links up (lab.superspines / lab.spines x "
+            f"lab.superspine_links_per_pair); every tier is 1:1, so make them equal")
+    return dict(pods=pods, groups_per_pod=gpp, superspines=ss, superspine_links=links)
 
 
 def _check_shape(s: LabShape) -> None:
     over_key = "lab.oversubscription" if s.scale == "lab" else "design.oversubscription"
     if s.architecture == "rail-optimized" and s.scale == "lab":
         want = _ratio(s.oversubscription, over_key)
-        have = Fraction(s.leaf_downlinks, s.leaf_uplinks)
+        have = Fraction(s.leaf_downlinks * s.nic_speed, s.leaf_uplinks * s.fabric_speed)
         if have != want:
-            need = Fraction(s.leaf_downlinks) / want
+            need = Fraction(s.leaf_downlinks * s.nic_speed, s.fabric_speed) / want
             fix = (f"make spines x links_per_pair = {need}" if need.denominator == 1
                    else "change servers_per_group or spines")
             raise IntentError(
@@ -527,6 +749,8 @@ def _check_shape(s: LabShape) -> None:
     worst = [("leaf", s.leaf_downlinks + s.leaf_uplinks)]
     if s.spines:
         worst.append(("spine", s.spine_ports))
+    if s.three_tier:
+        worst.append(("super-spine", s.superspine_ports))
     nk = s.node_kind
     if nk.max_ports is not None:
         for role, ports in worst:
@@ -537,7 +761,7 @@ def _check_shape(s: LabShape) -> None:
                     f"lab.kind: a {nk.name} {role} would need {ports} data ports but {nk.name} has "
                     f"{nk.max_ports}{where}; use kind: frr or fewer servers/spines/links"
                 )
-    widest = max(s.leaf_uplinks, s.links_per_pair if s.spines else 1)
+    widest = max(s.leaf_uplinks, s.links_per_pair if s.spines else 1, s.spine_uplinks)
     if nk.max_ecmp is not None and widest > nk.max_ecmp:
         raise IntentError(
             f"lab.spines: a leaf would need {widest}-way ECMP but FRR (Debian 8.4, "
@@ -568,7 +792,7 @@ def _check_shape(s: LabShape) -> None:
             f"lab.rail_prefixlen: a /{s.rail_prefixlen} rail subnet holds {size // 2} server /31s "
             f"but a rail has {s.servers_per_group} servers; use a shorter prefix length"
         )
-    switches = s.leaves + s.spines
+    switches = s.switches
     if switches > s.loopback_pool.num_addresses - 2:
         raise IntentError(
             f"lab.loopback_pool: {s.loopback_pool} has {max(0, s.loopback_pool.num_addresses - 2)} "

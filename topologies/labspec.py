@@ -35,11 +35,12 @@ from railab.topologies.qos import QosProfile
 
 SCHEMA_VERSION = 1
 
-Role = Literal["leaf", "spine", "server"]
+Role = Literal["leaf", "spine", "server", "superspine"]
 Architecture = Literal["rail-only", "rail-optimized"]
 #: a registered node kind (:mod:`railab.topologies.nodekinds`): frr, sonic-vs, linux, ...
 NodeKindName = str
-LinkRole = Literal["server-leaf", "leaf-spine"]
+#: ``spine-superspine``: a pod spine to a super-spine of its plane (three-tier labs)
+LinkRole = Literal["server-leaf", "leaf-spine", "spine-superspine"]
 #: a registered path class (:mod:`railab.topologies.pathclasses`)
 PathClassName = str
 
@@ -62,6 +63,7 @@ class Node(_Strict):
     router_id: IPv4Address | None = None
     loopback: IPv4Interface | None = Field(None, description="IPv4 address/32 on lo")
     ports: int | None = Field(None, description="fabric ports the node uses in the lab")
+    pod: int | None = Field(None, description="1-based pod (three-tier labs); None otherwise")
 
 
 class Nic(_Strict):
@@ -160,6 +162,13 @@ class LabSpec(_Strict):
     ra_interval_s: int = Field(3, ge=1, le=1800,
                                description="IPv6 RA interval on fabric ports, s (topologies.bfd)")
     control_plane_rule: str = Field("", description="how bfd and ra_interval_s were chosen")
+    tiers: int = Field(2, ge=2, le=3, description="switch tiers: 2 (leaf/spine) or 3 (pods "
+                       "under super-spines); Rail-only labs say 2 and have no spines")
+    pods: int = Field(1, ge=1, description="pods (three-tier); 1 otherwise")
+    groups_per_pod: int = Field(0, ge=0, description="groups per pod (three-tier); 0 otherwise")
+    superspines: int = Field(0, ge=0, description="super-spines (three-tier); 0 otherwise")
+    warnings: list[str] = Field(default_factory=list,
+                                description="the production plan's and the lab's warnings")
 
     # ---- indexed accessors (built once per LabSpec; the model is frozen) ----------------------
     @cached_property

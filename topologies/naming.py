@@ -7,6 +7,8 @@ Rules (docs/architecture.md, "Naming"):
   ``clab-<lab>-<node>`` is also the container name), so traffic and executors work on either;
 * nodes: spines ``spine<i>``; Rail-optimized leaves ``g<group>-leaf<rail>``; Rail-only leaves
   ``leaf<i>``; servers ``srv<i>`` numbered across the whole lab (group 1 first); all 1-based;
+  three-tier fabrics (pods under super-spines): pod spines ``p<pod>-spine<i>``, super-spines
+  ``superspine<i>`` (groups and leaves keep their lab-wide numbers);
 * lab ports: ``eth<k>`` (k >= 1; server NIC ``n`` is ``eth<n>`` on rail ``n``);
 * SONiC ports: ``eth<k>`` <-> ``Ethernet<4(k-1)>`` (sonic-vs maps the container interface
   ``eth<k>`` to the port of index ``k-1``; the vs HwSKU Force10-S6000 gives every port 4 lanes);
@@ -17,6 +19,11 @@ Rules (docs/architecture.md, "Naming"):
   (sonic-net/SONiC ``doc/dynamic-port-breakout/sonic-dynamic-port-breakout-HLD.md``: child ports
   are named after their first lane, ``platform.json`` ``breakout_modes``) and the ``etp<cage><a..>``
   aliases of NVIDIA's Spectrum SKUs in sonic-buildimage (``device/mellanox/*/platform.json``).
+* production port of a lab port (:func:`production_port`, :func:`production_port_name`): the
+  lab's ``eth<k>`` is the switch's k-th port at the fabric speed, counted cage by cage, so with
+  ``breakout`` ports per cage (CX864E-N at 400G: 2) ``eth<k>`` is cage ``ceil(k / breakout)``,
+  sub-port ``(k-1) mod breakout + 1`` (``eth24`` = cage 12 breakout 2 = ``Ethernet92``,
+  ``etp12b``). The cabling plan and the cabling check both print these.
 """
 
 from __future__ import annotations
@@ -100,6 +107,17 @@ def leaf_name(index: int, *, group: int | None = None, rail: int | None = None) 
     if group is not None and rail is not None:
         return f"g{group}-leaf{rail}"
     return f"leaf{index}"
+
+
+def pod_spine_name(pod: int, i: int) -> str:
+    """Spine ``i`` (1-based within its pod) of pod ``pod`` (1-based) in a three-tier fabric:
+    ``p<pod>-spine<i>``."""
+    return f"p{pod}-spine{i}"
+
+
+def superspine_name(i: int) -> str:
+    """Super-spine ``i`` (1-based across the fabric) of a three-tier fabric: ``superspine<i>``."""
+    return f"superspine{i}"
 
 
 def server_name(i: int) -> str:
@@ -192,3 +210,28 @@ def parse_breakout_port(name: str, *, breakout: int = 1,
     if lane % width:
         raise NamingError(f"{name!r} does not start a {width}-lane sub-port (breakout {breakout})")
     return lane // lanes_per_cage + 1, (lane % lanes_per_cage) // width + 1
+
+
+def production_port(k: int, *, breakout: int = 1) -> tuple[int, int]:
+    """The front-panel ``(cage, sub-port)`` (both 1-based) of lab port ``eth<k>`` on a switch
+    whose cages each carry ``breakout`` ports at the fabric speed (1: unsplit; CX864E-N 800G
+    cages at 400G: 2). Ports fill cages in order: ``eth1``/``eth2`` share cage 1.
+
+    Raises NamingError for ``k < 1`` or ``breakout < 1``.
+    """
+    if k < 1:
+        raise NamingError(f"port numbers start at 1 (eth1), got {k}")
+    if breakout < 1:
+        raise NamingError(f"a cage carries at least 1 port, got breakout {breakout}")
+    return (k - 1) // breakout + 1, (k - 1) % breakout + 1
+
+
+def production_port_name(k: int, *, breakout: int = 1,
+                         lanes_per_cage: int = CAGE_LANES) -> tuple[str, str]:
+    """``(SONiC name, front-panel alias)`` of lab port ``eth<k>`` on a production switch
+    (:func:`production_port` then :func:`breakout_port` / :func:`breakout_alias`): ``eth24``
+    with breakout 2 -> ``("Ethernet92", "etp12b")``; unsplit ``eth5`` -> ``("Ethernet32",
+    "etp5")``."""
+    cage, sub = production_port(k, breakout=breakout)
+    return (breakout_port(cage, sub, breakout=breakout, lanes_per_cage=lanes_per_cage),
+            breakout_alias(cage, sub, breakout=breakout))

@@ -17,6 +17,9 @@ class                         Rail-optimized               Rail-only
                                                            unreachable (no spine tier: use PXN)
 ``inter-rail-pxn``            1                            1
 ``cross-group``               3 (lab: only with 2+ groups) n/a (a single group)
+``cross-pod``                 5 (three tiers: leaf, spine, n/a (a single tier)
+                              super-spine, spine, leaf;
+                              lab: only with 2+ pods)
 ============================  ===========================  ======================================
 
 Reconciled labels (before this registry the planner and the generator disagreed on Rail-only):
@@ -38,7 +41,10 @@ it and it matches. ``nvlink_only`` marks the class whose flows never leave the s
 ``pattern`` / ``pxn`` name the registered traffic pattern (``railab.traffic.patterns``) whose
 flows exercise the class (the demo runs one set per class the lab lists).
 
-Add a class (e.g. a ``cross-pod`` class for a 3-tier fabric) with :func:`register_path_class`.
+``cross-pod`` is the three-tier class (pods of groups under a super-spine tier, planned past the
+two-tier limit; RFC 7938 section 3.2's 5-stage Clos): a flow between groups of different pods
+climbs leaf, pod spine, super-spine, pod spine, leaf = 5 routed hops. Add a class with
+:func:`register_path_class`.
 """
 
 from __future__ import annotations
@@ -56,13 +62,28 @@ class PathClassError(UsageError):
 @dataclass(frozen=True)
 class Fabric:
     """What hop counts depend on: ``architecture`` (``rail-only``/``rail-optimized``), ``rails``
-    (= GPUs per server), ``rails_per_leaf`` and ``groups`` (production for the planner, the lab's
-    own for ``lab.json``)."""
+    (= GPUs per server), ``rails_per_leaf``, ``groups`` (production for the planner, the lab's
+    own for ``lab.json``) and ``groups_per_pod`` (0: two tiers; else three tiers, groups
+    numbered fabric-wide, pod ``p`` holding groups ``(p-1) x groups_per_pod + 1 ..``)."""
 
     architecture: str
     rails: int
     rails_per_leaf: int = 1
     groups: int = 1
+    groups_per_pod: int = 0
+
+    @property
+    def three_tier(self) -> bool:
+        return self.groups_per_pod > 0
+
+    @property
+    def pods(self) -> int:
+        """Pods of the fabric (1 on two tiers)."""
+        return -(-self.groups // self.groups_per_pod) if self.three_tier else 1
+
+    def pod_of(self, group: int) -> int:
+        """Pod (1-based) of ``group`` (1 on two tiers)."""
+        return (group - 1) // self.groups_per_pod + 1 if self.three_tier else 1
 
     @property
     def rail_optimized(self) -> bool:
@@ -111,6 +132,11 @@ class FlowPath:
     @property
     def same_leaf(self) -> bool:
         return self.src.leaf == self.dst.leaf
+
+    @property
+    def same_pod(self) -> bool:
+        """Both ends' groups sit in one pod (always on a two-tier fabric)."""
+        return self.fabric.pod_of(self.src.group) == self.fabric.pod_of(self.dst.group)
 
 
 @dataclass(frozen=True)
@@ -257,6 +283,14 @@ register_path_class(PathClass(
     matches=lambda p: p.same_group and p.pxn, precedence=80, pattern="inter-rail", pxn=True))
 register_path_class(PathClass(
     "cross-group", "cross-group", lambda f: 3 if f.rail_optimized else None,
-    occurs=lambda f: f.rail_optimized and f.groups > 1,
+    # three tiers with one group per pod: every pair of groups is cross-pod
+    occurs=lambda f: f.rail_optimized and f.groups > 1 and f.groups_per_pod != 1,
     note=lambda f: "leaf, spine, leaf" if f.rail_optimized else "n/a: a single group",
     matches=lambda p: not p.same_group, precedence=40, pattern="cross-group"))
+register_path_class(PathClass(
+    "cross-pod", "cross-pod (three tiers: leaf, spine, super-spine, spine, leaf)",
+    lambda f: 5 if f.rail_optimized and f.three_tier else None,
+    occurs=lambda f: f.rail_optimized and f.three_tier and f.pods > 1,
+    note=lambda f: ("leaf, spine, super-spine, spine, leaf" if f.rail_optimized and f.three_tier
+                    else "n/a: two tiers, no pods"),
+    matches=lambda p: not p.same_pod, precedence=35, pattern="cross-pod"))

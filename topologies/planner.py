@@ -18,6 +18,19 @@ Rail-optimized (2-tier Clos; seed "Node Requirements Summary" / "Maximum Scalabi
   * limits: max groups = floor(spine ports / leaves per group); max servers = max groups x
     servers per group; max GPUs = max servers x GPUs per server.
 
+Three tiers (beyond the seed, which plans two; planned automatically past the two-tier limit or
+with ``tiers=3``; RFC 7938 section 3.2's 5-stage folded Clos): the seed's rules carried over,
+1:1 at every tier. A pod spine splits its ports half down, half up, so a pod holds
+floor(spine ports / 2 / leaves per group) groups (half the two-tier maximum); spines per pod =
+ceil(leaves per pod x leaf uplinks / (spine ports / 2)); pod spine ``i`` of every pod connects to
+the super-spines of plane ``i``: per plane ceil(pods x spine uplinks / super-spine ports),
+super-spines = spines per pod x per plane; max pods = super-spine ports. ``cross-pod`` = 5 hops.
+
+NIC and fabric speeds may differ (``nic_speed_gbps``, ``fabric_speed_gbps``; both
+``port_speed_gbps`` by default): the leaf then splits by cage, each cage at one speed.
+Optics are breakout-aware (:data:`OPTICS_SOURCES`: vendor datasheets; the seed says nothing of
+optics): one per NIC, one per used switch cage (an 800G twin-port serves two 400G links).
+
 ``auto`` picks Rail-only while the GPU count fits the leaf model's Rail-only limit, else
 Rail-optimized. Every bad input raises :class:`PlanError` (a ``railab.errors.UsageError``, so a
 ``ValueError``) whose message says what to change. Names follow ``docs/architecture.md``: Rail-optimized leaves
@@ -32,8 +45,9 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from railab.errors import UsageError
+from railab.topologies.cabling import extra_link_spines
 from railab.topologies.catalog import CatalogError, SwitchModel, get_model, load_catalog
-from railab.topologies.naming import leaf_name, spine_name
+from railab.topologies.naming import leaf_name, pod_spine_name, spine_name, superspine_name
 from railab.topologies.pathclasses import Fabric, plan_classes, plan_hops
 from railab.topologies.units import RatioError, ratio_parts, ratio_text
 
@@ -70,8 +84,14 @@ class Design(BaseModel):
     * ``gpus`` [GPUs] -- total GPU count; must be whole servers.
     * ``gpus_per_server`` [GPUs] -- also the number of rails (default 8, DGX H100).
     * ``leaf`` / ``spine`` -- catalog model names; ``spine`` defaults to the leaf model.
-    * ``port_speed_gbps`` [Gb/s] -- speed of every fabric port (default 400).
+    * ``port_speed_gbps`` [Gb/s] -- speed of every port (default 400) unless split by:
+    * ``nic_speed_gbps`` [Gb/s] -- server NIC / leaf downlink speed (default: port speed);
+    * ``fabric_speed_gbps`` [Gb/s] -- leaf-spine and spine-super-spine speed (default: port
+      speed); e.g. 400G NICs with 800G leaf-spine links;
     * ``oversubscription`` -- leaf downlink:uplink bandwidth ratio ``d:u`` (default ``1:1``).
+    * ``tiers`` -- ``2``, ``3`` or None (default: 2, or 3 past the two-tier limit; Rail-only is
+      always one tier);
+    * ``superspine`` -- super-spine model (three tiers); defaults to the spine model.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -82,7 +102,21 @@ class Design(BaseModel):
     leaf: str
     spine: str | None = None
     port_speed_gbps: int = 400
+    nic_speed_gbps: int | None = None
+    fabric_speed_gbps: int | None = None
     oversubscription: str = "1:1"
+    tiers: Literal[2, 3] | None = None
+    superspine: str | None = None
+
+    @property
+    def nic_speed(self) -> int:
+        """Server NIC speed [Gb/s]."""
+        return self.nic_speed_gbps or self.port_speed_gbps
+
+    @property
+    def fabric_speed(self) -> int:
+        """Leaf-spine / spine-super-spine link speed [Gb/s]."""
+        return self.fabric_speed_gbps or self.port_speed_gbps
 
 
 class LeafPlan(BaseModel):
@@ -112,7 +146,8 @@ class TierPorts(BaseModel):
 
 
 class Limits(BaseModel):
-    """Scaling limits of the chosen architecture with these switch models."""
+    """Scaling limits of the chosen architecture and tier count with these switch models
+    (``max_pods``: three tiers only, else null)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -120,6 +155,33 @@ class Limits(BaseModel):
     max_servers: int
     max_groups: int
     max_leaves: int
+    max_pods: int | None = None
+
+
+class OpticsLine(BaseModel):
+    """One line of the optics bill: ``where`` (``server NIC``, ``leaf``, ``spine``,
+    ``superspine``), the ``part`` (form factor, speed, breakout), how many (``count``) and how
+    many links one transceiver serves (``links_each``: 2 for an 800G twin-port split 2 x 400G)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    where: str
+    part: str
+    count: int
+    links_each: int
+
+
+class CableLine(BaseModel):
+    """One line of the cable bill: link ``kind``, link ``speed_gbps``, the ``part`` (fibre type),
+    ``count`` fibres (``per_link`` per link)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: str
+    speed_gbps: int
+    part: str
+    count: int
+    per_link: int
 
 
 class Plan(BaseModel):
@@ -168,11 +230,38 @@ class Plan(BaseModel):
     server_leaf_links: int
     leaf_spine_links: int
     total_links: int
-    optics: int = Field(description="transceivers: two per link")
+    optics: int = Field(description="transceivers, breakout-aware: one per server NIC, one per "
+                        "used switch cage (an 800G twin-port cage split 2 x 400G serves two "
+                        "links); see optics_detail")
+    optics_detail: list[OpticsLine] = Field(default_factory=list)
+    cables: list[CableLine] = Field(default_factory=list, description="fibres by link kind")
+    assumptions: list[str] = Field(default_factory=list, description="what the optics and "
+                                   "three-tier figures assume, with their sources")
+    nic_speed_gbps: int = Field(0, description="server NIC / leaf downlink speed, Gb/s")
+    fabric_speed_gbps: int = Field(0, description="leaf-spine / spine-super-spine speed, Gb/s")
+    tiers: int = Field(2, description="switch tiers: 1 (Rail-only), 2 (leaf/spine) or 3 "
+                       "(pods of leaves and spines under super-spines)")
+    beyond_seed: bool = Field(False, description="true for three tiers: the seed guide plans "
+                              "two tiers only; the rules are carried over (1:1 at every tier)")
+    pods: int = Field(1, description="pods (three tiers), else 1")
+    groups_per_pod: int | None = Field(None, description="groups one pod holds (three tiers)")
+    spines_per_pod: int | None = Field(None, description="spines in each pod (three tiers)")
+    spine_downlinks: int | None = Field(None, description="pod spine ports towards leaves")
+    spine_uplinks: int | None = Field(None, description="pod spine ports towards super-spines")
+    superspine_model: str | None = None
+    superspine_ports: int | None = None
+    superspine_switches: int = Field(0, description="super-spines (three tiers), else 0")
+    superspines_per_plane: int | None = Field(None, description="super-spines each pod spine "
+                                              "index (plane) connects to")
+    links_per_spine_superspine_pair: int | None = None
+    links_per_spine_superspine_pair_max: int | None = None
+    spine_superspine_links: int = 0
+    superspine_latency_ns: int | None = None
     ports: dict[str, TierPorts]
     limits: Limits
     leaves: list[LeafPlan]
     spines: list[str]
+    superspines: list[str] = Field(default_factory=list)
     hops: dict[str, int | None] = Field(
         description="path class -> routed switch hops NIC to NIC; null means unreachable"
     )
@@ -224,8 +313,10 @@ def _check_common(design: Design) -> int:
         )
     if design.gpus <= 0:
         raise PlanError(f"GPU count must be positive (got {design.gpus}); e.g. --gpus 1024")
-    if design.port_speed_gbps <= 0:
-        raise PlanError(f"port speed must be positive (got {design.port_speed_gbps}G); e.g. 400G")
+    for what, v in (("port", design.port_speed_gbps), ("NIC", design.nic_speed_gbps),
+                    ("fabric", design.fabric_speed_gbps)):
+        if v is not None and v <= 0:
+            raise PlanError(f"{what} speed must be positive (got {v}G); e.g. 400G")
     if design.gpus % r:
         lo = design.gpus // r * r
         hi = lo + r
@@ -264,22 +355,91 @@ def hop_text(p: Plan | dict, path_class: str) -> str:
     return "unreachable"
 
 
-def _latency(hops: dict, leaf: SwitchModel, spine: SwitchModel | None) -> dict[str, int | None]:
+def _latency(hops: dict, leaf: SwitchModel, spine: SwitchModel | None,
+             superspine: SwitchModel | None = None) -> dict[str, int | None]:
+    """Path class -> summed switch port-to-port latency [ns] (None when unreachable or a
+    model's latency is unknown): 1 hop a leaf, 3 leaf-spine-leaf, 5 leaf-spine-super-spine-
+    spine-leaf."""
     out: dict[str, int | None] = {}
     for cls, h in hops.items():
-        if h is None:
+        tiers = {0: [], 1: [leaf], 3: [leaf, spine, leaf],
+                 5: [leaf, spine, superspine, spine, leaf]}.get(h) if h is not None else None
+        if tiers is None or any(m is None or m.latency_ns is None for m in tiers):
             out[cls] = None
-        elif h == 0:
-            out[cls] = 0
-        elif leaf.latency_ns is None:
-            out[cls] = None
-        elif h == 1:
-            out[cls] = leaf.latency_ns
-        elif spine is None or spine.latency_ns is None:
-            out[cls] = None
-        else:  # leaf, spine, leaf
-            out[cls] = 2 * leaf.latency_ns + spine.latency_ns
+        else:
+            out[cls] = sum(m.latency_ns for m in tiers)
     return out
+
+
+def _cages(down: int, down_breakout: int, up: int, up_breakout: int) -> int:
+    """Cages a leaf fills with ``down`` ports at the NIC speed and ``up`` at the fabric speed
+    (one speed: the ports share cages; two speeds: every cage runs one speed)."""
+    if down_breakout == up_breakout:
+        return math.ceil((down + up) / down_breakout)
+    return math.ceil(down / down_breakout) + math.ceil(up / up_breakout)
+
+
+#: Sources of the optics bill (the seed says nothing of optics).
+OPTICS_SOURCES = (
+    "switch-side optics: one transceiver per used cage; an 800G OSFP twin-port transceiver "
+    "(2x400G, e.g. 2xDR4/2xSR4 with two MPO-12/APC connectors) serves two 400G links (NVIDIA "
+    "MMS4X00-NM / MMA4Z00-NS datasheets, docs.nvidia.com/networking/display/"
+    "mms4x00nm800g500m/application+overview, .../400g100gpam4ovpub/"
+    "transceivers-and-fiber-details-100g-pam4); a cage at its native speed takes one "
+    "transceiver per link (400G QSFP-DD DR4/SR4 on CX732Q-N, QSFP-DD MSA)",
+    "server-side optics: one single-port 400G OSFP or QSFP112 transceiver per NIC "
+    "(ConnectX-7 class NICs; the same datasheets: twin-port switch optics link to single-port "
+    "400G NIC optics over straight fibres)",
+    "fibres: one straight MPO-12 fibre per 400G link (DR4/SR4 use 4 lanes of one MPO-12), two "
+    "per 800G link (2xDR4: the twin-port datasheets: 'require ordering two fibers'); copper "
+    "DAC/ACC for short in-rack runs is not counted",
+)
+
+
+def _optic_part(model: SwitchModel | None, speed: int) -> tuple[str, int]:
+    """``(part text, links per transceiver)`` for a switch model's cage at ``speed``, or the
+    NIC optic when ``model`` is None."""
+    if model is None:
+        return f"{speed}G single-port OSFP/QSFP112 (NIC)", 1
+    b = model.breakout_at(speed)
+    ff = model.form_factor or "cage"
+    if b == 1:
+        return f"{speed}G {ff}", 1
+    twin = "twin-port " if b == 2 else ""
+    return f"{model.native_speed_gbps}G {ff} {twin}{b}x{speed}G", b
+
+
+def _fibres(speed: int) -> tuple[str, int]:
+    if speed >= 800:
+        return f"MPO-12 fibre ({speed // 400} per {speed}G link, 2xDR4)", speed // 400
+    return f"MPO-12 fibre ({speed}G DR4/SR4)", 1
+
+
+def _bill(design: Design, leaf: SwitchModel, spine: SwitchModel | None,
+          superspine: SwitchModel | None, ends: list[tuple], links: dict[str, tuple[int, int]]
+          ) -> tuple[list[OpticsLine], list[CableLine], list[str]]:
+    """Optics and cable bill: ``ends`` = ``(where, model | None for NICs, transceivers,
+    speed)`` (the leaf's speed None: its part names both speeds), ``links`` = ``kind ->
+    (links, speed)``. Returns the lines and the printed assumptions (with sources)."""
+    optics: list[OpticsLine] = []
+    for where, model, count, spd in ends:
+        if count <= 0:
+            continue
+        if where == "leaf" and spd is None:
+            nic, fab = design.nic_speed, design.fabric_speed
+            part, each = _optic_part(model, nic)
+            if nic != fab:
+                part += f" (downlinks) / {_optic_part(model, fab)[0]} (uplinks)"
+        else:
+            part, each = _optic_part(model, spd)
+        optics.append(OpticsLine(where=where, part=part, count=count, links_each=each))
+    cables = []
+    for kind, (n, spd) in links.items():
+        if n:
+            part, per = _fibres(spd)
+            cables.append(CableLine(kind=kind, speed_gbps=spd, part=part, count=n * per,
+                                    per_link=per))
+    return optics, cables, list(OPTICS_SOURCES)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -293,7 +453,7 @@ def _rail_only_limit(leaf_ports: int, rails: int) -> int:
 def _plan_rail_only(design: Design, leaf: SwitchModel, selected_by: str) -> Plan:
     servers = _check_common(design)
     rails = design.gpus_per_server
-    speed = design.port_speed_gbps
+    speed = design.nic_speed
     p = _ports(leaf, speed, "leaf")
     warnings: list[str] = []
     max_gpus = _rail_only_limit(p, rails)
@@ -331,6 +491,17 @@ def _plan_rail_only(design: Design, leaf: SwitchModel, selected_by: str) -> Plan
     ]
     used = design.gpus
     hops, notes = _hops("rail-only", per_leaf, rails, 1)
+    if design.fabric_speed_gbps and design.fabric_speed_gbps != speed:
+        warnings.append(f"fabric speed {design.fabric_speed_gbps}G does not apply: Rail-only "
+                        "leaves have no uplinks")
+    if design.tiers == 2:
+        warnings.append("tiers 2 does not apply: Rail-only is a single leaf tier")
+    brk = leaf.breakout_at(speed)
+    optics, cables, assumptions = _bill(
+        design, leaf, None, None,
+        [("server NIC", None, design.gpus, speed),
+         ("leaf", leaf, n * math.ceil(servers * per_leaf / brk), speed)],
+        {"server-leaf": (design.gpus, speed)})
     return Plan(
         architecture="rail-only",
         selected_by=selected_by,
@@ -344,7 +515,10 @@ def _plan_rail_only(design: Design, leaf: SwitchModel, selected_by: str) -> Plan
         rails_per_leaf=per_leaf,
         leaf_model=leaf.name,
         spine_model=None,
-        port_speed_gbps=speed,
+        port_speed_gbps=design.port_speed_gbps,
+        nic_speed_gbps=speed,
+        fabric_speed_gbps=0,
+        tiers=1,
         oversubscription=design.oversubscription,
         oversubscription_actual=None,
         leaf_ports=p,
@@ -362,7 +536,10 @@ def _plan_rail_only(design: Design, leaf: SwitchModel, selected_by: str) -> Plan
         server_leaf_links=design.gpus,
         leaf_spine_links=0,
         total_links=design.gpus,
-        optics=2 * design.gpus,
+        optics=sum(o.count for o in optics),
+        optics_detail=optics,
+        cables=cables,
+        assumptions=assumptions,
         ports={
             "leaf": TierPorts(
                 switches=n, ports_per_switch=p, total=n * p, used=used, free=n * p - used
@@ -401,7 +578,8 @@ def _uneven_split_warning(up: int, down: int, n_spines: int) -> str:
     msg = (
         f"{up} leaf uplinks do not split evenly over {n_spines} spines: {rem} of the "
         f"{n_spines} spines {get} {_plural(hi, 'link')} per leaf, the others {lo} (uneven ECMP: "
-        f"{each} {more}% more of a leaf's traffic)"
+        f"{each} {more}% more of a leaf's traffic; the spines taking the extra link rotate from "
+        "leaf to leaf, see the cabling plan)"
     )
     fixes = []
     even = [k for k in range(n_spines + 1, min(2 * n_spines, up // 2) + 1) if up % k == 0]
@@ -428,23 +606,50 @@ def _bigger_spines(catalog: dict[str, SwitchModel], speed: int, need_ports: int)
     return out
 
 
+def _leaf_split(design: Design, leaf: SwitchModel, d: int, u: int) -> tuple[int, int]:
+    """Leaf ``(downlinks, uplinks)`` [ports] for oversubscription ``d:u`` (bandwidth).
+
+    One speed: ports = the model's ports at that speed, downlinks = floor(ports x d / (d+u)).
+    NIC and fabric speeds differ: the split is by cage (every cage runs one speed), downlink
+    cages = floor(cages x d / (d+u)), each carrying ``native / nic speed`` downlinks, the rest
+    ``native / fabric speed`` uplinks (CX864E-N, 400G NICs, 800G fabric, 1:1: 64 x 400G down,
+    32 x 800G up).
+    """
+    nic, fab = design.nic_speed, design.fabric_speed
+    if nic == fab:
+        pl = _ports(leaf, nic, "leaf")
+        down = pl * d // (d + u)
+        return down, pl - down
+    bn, bf = _ports(leaf, nic, "leaf") // leaf.native_ports, _ports(leaf, fab, "leaf") // leaf.native_ports
+    cages = leaf.native_ports
+    dc = cages * d // (d + u)
+    return dc * bn, (cages - dc) * bf
+
+
+def _split(total: int, over: int) -> tuple[int, int, int]:
+    """``total`` links over ``over`` switches: ``(lo, hi, switches that get hi)``."""
+    lo, rem = divmod(total, over)
+    return lo, lo + (1 if rem else 0), rem
+
+
 def _plan_rail_optimized(
     design: Design,
     leaf: SwitchModel,
     spine: SwitchModel,
     catalog: dict[str, SwitchModel],
     selected_by: str,
+    superspine: SwitchModel | None = None,
 ) -> Plan:
     servers = _check_common(design)
     rails = design.gpus_per_server
-    speed = design.port_speed_gbps
+    nic, fab = design.nic_speed, design.fabric_speed
+    speed = fab
     d, u = parse_oversubscription(design.oversubscription)
-    pl = _ports(leaf, speed, "leaf")
-    ps = _ports(spine, speed, "spine")
+    ps = _ports(spine, fab, "spine")
     warnings: list[str] = []
 
-    down = pl * d // (d + u)
-    up = pl - down
+    down, up = _leaf_split(design, leaf, d, u)
+    pl = down + up
     if down == 0:
         raise PlanError(
             f"oversubscription {design.oversubscription} leaves no server ports on a {pl}-port "
@@ -455,16 +660,16 @@ def _plan_rail_optimized(
             f"oversubscription {design.oversubscription} leaves no uplinks on a {pl}-port "
             f"{leaf.name} leaf: use a smaller ratio, e.g. 1:1, 2:1 or 3:1"
         )
-    actual = ratio_text(down, up)
-    if down * u != up * d:
+    actual = ratio_text(down * nic, up * fab)
+    if down * nic * u != up * fab * d:
         warnings.append(
             f"{pl} leaf ports do not split exactly {design.oversubscription}: planned {down} "
-            f"downlinks : {up} uplinks ({down / up:.2f}:1)"
+            f"downlinks : {up} uplinks ({down * nic / (up * fab):.2f}:1)"
         )
-    if d > u:
+    if down * nic > up * fab:
         warnings.append(
-            f"oversubscription {actual} is blocking: leaf uplinks carry {up * speed} Gb/s for "
-            f"{down * speed} Gb/s of servers (the seed recommends 1:1 for AI backends)"
+            f"oversubscription {actual} is blocking: leaf uplinks carry {up * fab} Gb/s for "
+            f"{down * nic} Gb/s of servers (the seed recommends 1:1 for AI backends)"
         )
 
     lpg = rails
@@ -487,7 +692,8 @@ def _plan_rail_optimized(
     max_groups = ps // lpg
     max_servers = max_groups * spg
     max_gpus = max_servers * rails
-    if groups > max_groups:
+    tiers = design.tiers or (3 if groups > max_groups else 2)
+    if tiers == 2 and groups > max_groups:
         bigger = _bigger_spines(catalog, speed, groups * lpg)
         alt = (
             f" or a spine with at least {groups * lpg} x {speed}G ports (e.g. {', '.join(bigger)})"
@@ -499,18 +705,74 @@ def _plan_rail_optimized(
         raise PlanError(
             f"{design.gpus} GPUs needs {groups} groups, past the spine radix: {ps}-port "
             f"{spine.name} spines{dflt} reach at most {max_groups} groups of {lpg} leaves = "
-            f"{max_servers} servers / {max_gpus} GPUs. Use at most {max_gpus} GPUs{alt}"
+            f"{max_servers} servers / {max_gpus} GPUs. Use at most {max_gpus} GPUs{alt}, "
+            "or three tiers (--tiers 3: super-spines above pods)"
         )
+    two_tier_max = max_gpus
 
     partial = servers - (groups - 1) * spg
     partial_last = partial if partial != spg else None
     n_leaves = lpg * groups
     links = n_leaves * up
-    n_spines = math.ceil(links / ps)
-    lo, rem = divmod(up, n_spines)
-    hi = lo + (1 if rem else 0)
+    three = tiers == 3
+    ss_model = superspine or spine
+    gpp = pods = spp = sd = su = pss = sspp = n_ss = 0
+    ss_lo = ss_hi = ss_rem = 0
+    if not three:
+        n_spines = math.ceil(links / ps)
+        lo, hi, rem = _split(up, n_spines)
+    else:
+        # a pod spine at 1:1 splits its ports half down (to the pod's leaves), half up
+        sd = ps // 2
+        su = ps - sd
+        gpp = sd // lpg
+        if gpp < 1:
+            raise PlanError(
+                f"three tiers: a {ps}-port {spine.name} pod spine has {sd} ports down at 1:1, "
+                f"fewer than the {lpg} leaves of one group: choose a spine with at least "
+                f"{2 * lpg} x {speed}G ports (--spine)"
+            )
+        leaves_per_pod = gpp * lpg
+        spp = math.ceil(leaves_per_pod * up / sd)
+        lo, hi, rem = _split(up, spp)
+        pods = math.ceil(groups / gpp)
+        pss = _ports(ss_model, fab, "super-spine")
+        max_pods = pss
+        if pods > max_pods:
+            raise PlanError(
+                f"{design.gpus} GPUs needs {pods} pods of {gpp} groups, past the three-tier "
+                f"limit: {pss}-port {ss_model.name} super-spines reach at most {max_pods} pods = "
+                f"{max_pods * gpp * spg * rails} GPUs. Use fewer GPUs or a larger super-spine "
+                "(--superspine)"
+            )
+        sspp = math.ceil(pods * su / pss)
+        ss_lo, ss_hi, ss_rem = _split(su, sspp)
+        n_ss = spp * sspp
+        n_spines = pods * spp
+        max_groups = max_pods * gpp
+        max_servers = max_groups * spg
+        max_gpus = max_servers * rails
+        pod_gpus = gpp * spg * rails
+        beyond = (
+            f"three tiers go beyond the seed guide (it plans two tiers: at most "
+            f"{two_tier_max} GPUs on {leaf.name} leaves and {spine.name} spines); the seed's "
+            "rules are carried over: 1:1 at every tier, a pod spine splits its ports half down, "
+            f"half up, so a pod holds half the two-tier maximum ({gpp} groups, {pod_gpus} GPUs); "
+            f"pod spine i connects to super-spine plane i (RFC 7938 section 3.2, 5-stage Clos)"
+        )
+        warnings.append(beyond)
+        if groups % gpp:
+            warnings.append(
+                f"last pod (pod {pods}) is partial: {groups - (pods - 1) * gpp} of {gpp} groups; "
+                "its spines keep full uplinks so the pod can grow"
+            )
+        if ss_rem:
+            warnings.append(
+                f"{su} pod spine uplinks do not split evenly over the {sspp} super-spines of a "
+                f"plane: {ss_rem} get {ss_hi} links per spine, the others {ss_lo} (uneven ECMP)"
+            )
     if rem:
-        warnings.append(_uneven_split_warning(up, down, n_spines))
+        warnings.append(_uneven_split_warning(up, down, spp if three else n_spines))
     if partial_last is not None:
         warnings.append(
             f"last group (group {groups}) is partial: {partial_last} of {spg} servers; its "
@@ -531,7 +793,51 @@ def _plan_rail_optimized(
                 )
             )
     leaf_used = design.gpus + links
-    hops, notes = _hops("rail-optimized", 1, rails, groups)
+    ss_links = n_spines * su if three else 0
+    spine_used = links + ss_links
+    hops, notes = plan_hops(Fabric("rail-optimized", rails, 1, groups, gpp if three else 0))
+    if three:
+        spine_names = [pod_spine_name(p, i) for p in range(1, pods + 1) for i in range(1, spp + 1)]
+    else:
+        spine_names = [spine_name(i) for i in range(1, n_spines + 1)]
+    # optics: per switch, the cages its used ports fill
+    bn, bf = leaf.breakout_at(nic), leaf.breakout_at(fab)
+    leaf_cages = sum(_cages(lf.downlinks_used, bn, up, bf) for lf in leaves)
+    sb = spine.breakout_at(fab)
+    per_spine: list[int] = []
+    for pod_leaves in ([lpg * min(gpp, groups - (q - 1) * gpp) for q in range(1, pods + 1)]
+                       if three else [n_leaves]):
+        loads = [0] * (spp if three else n_spines)
+        for pos in range(pod_leaves):
+            more = extra_link_spines(pos, len(loads), rem)
+            for i in range(len(loads)):
+                loads[i] += lo + (1 if i in more else 0)
+        per_spine += [n + su for n in loads] if three else loads
+    spine_cages = sum(math.ceil(n / sb) for n in per_spine)
+    ss_cages = 0
+    if three:
+        ssb = ss_model.breakout_at(fab)
+        ss_cages = sum(math.ceil(pods * (ss_hi if k < ss_rem else ss_lo) / ssb)
+                       for _ in range(spp) for k in range(sspp))
+    optics, cables, assumptions = _bill(
+        design, leaf, spine, ss_model if three else None,
+        [("server NIC", None, design.gpus, nic), ("leaf", leaf, leaf_cages, None),
+         ("spine", spine, spine_cages, fab)] + ([("superspine", ss_model, ss_cages, fab)]
+                                                if three else []),
+        {"server-leaf": (design.gpus, nic), "leaf-spine": (links, fab),
+         **({"spine-superspine": (ss_links, fab)} if three else {})},
+    )
+    if three:
+        assumptions.append(warnings[[w.startswith("three tiers") for w in warnings].index(True)])
+    ports = {
+        "leaf": TierPorts(switches=n_leaves, ports_per_switch=pl, total=n_leaves * pl,
+                          used=leaf_used, free=n_leaves * pl - leaf_used),
+        "spine": TierPorts(switches=n_spines, ports_per_switch=ps, total=n_spines * ps,
+                           used=spine_used, free=n_spines * ps - spine_used),
+    }
+    if three:
+        ports["superspine"] = TierPorts(switches=n_ss, ports_per_switch=pss, total=n_ss * pss,
+                                        used=ss_links, free=n_ss * pss - ss_links)
     return Plan(
         architecture="rail-optimized",
         selected_by=selected_by,
@@ -545,52 +851,59 @@ def _plan_rail_optimized(
         rails_per_leaf=1,
         leaf_model=leaf.name,
         spine_model=spine.name,
-        port_speed_gbps=speed,
+        port_speed_gbps=design.port_speed_gbps,
+        nic_speed_gbps=nic,
+        fabric_speed_gbps=fab,
         oversubscription=design.oversubscription,
         oversubscription_actual=actual,
         leaf_ports=pl,
         spine_ports=ps,
         leaf_switches=n_leaves,
         spine_switches=n_spines,
-        total_switches=n_leaves + n_spines,
+        total_switches=n_leaves + n_spines + n_ss,
         leaves_per_group=lpg,
         leaf_downlinks=down,
         leaf_uplinks=up,
-        leaf_downlink_gbps=down * speed,
-        leaf_uplink_gbps=up * speed,
+        leaf_downlink_gbps=down * nic,
+        leaf_uplink_gbps=up * fab,
         links_per_leaf_spine_pair=lo,
         links_per_leaf_spine_pair_max=hi,
         server_leaf_links=design.gpus,
         leaf_spine_links=links,
-        total_links=design.gpus + links,
-        optics=2 * (design.gpus + links),
-        ports={
-            "leaf": TierPorts(
-                switches=n_leaves,
-                ports_per_switch=pl,
-                total=n_leaves * pl,
-                used=leaf_used,
-                free=n_leaves * pl - leaf_used,
-            ),
-            "spine": TierPorts(
-                switches=n_spines,
-                ports_per_switch=ps,
-                total=n_spines * ps,
-                used=links,
-                free=n_spines * ps - links,
-            ),
-        },
+        total_links=design.gpus + links + ss_links,
+        optics=sum(o.count for o in optics),
+        optics_detail=optics,
+        cables=cables,
+        assumptions=assumptions,
+        tiers=tiers,
+        beyond_seed=three,
+        pods=pods if three else 1,
+        groups_per_pod=gpp if three else None,
+        spines_per_pod=spp if three else None,
+        spine_downlinks=sd if three else None,
+        spine_uplinks=su if three else None,
+        superspine_model=ss_model.name if three else None,
+        superspine_ports=pss if three else None,
+        superspine_switches=n_ss,
+        superspines_per_plane=sspp if three else None,
+        links_per_spine_superspine_pair=ss_lo if three else None,
+        links_per_spine_superspine_pair_max=ss_hi if three else None,
+        spine_superspine_links=ss_links,
+        superspine_latency_ns=ss_model.latency_ns if three else None,
+        ports=ports,
         limits=Limits(
             max_gpus=max_gpus,
             max_servers=max_servers,
             max_groups=max_groups,
             max_leaves=max_groups * lpg,
+            max_pods=pss if three else None,
         ),
         leaves=leaves,
-        spines=[spine_name(i) for i in range(1, n_spines + 1)],
+        spines=spine_names,
+        superspines=[superspine_name(k) for k in range(1, n_ss + 1)],
         hops=hops,
         hop_notes=notes,
-        latency_ns=_latency(hops, leaf, spine),
+        latency_ns=_latency(hops, leaf, spine, ss_model if three else None),
         leaf_latency_ns=leaf.latency_ns,
         spine_latency_ns=spine.latency_ns,
         warnings=warnings,
@@ -621,38 +934,56 @@ def plan(design: Design, catalog: dict[str, SwitchModel] | None = None) -> Plan:
     selected_by = "user"
     if arch == "auto":
         selected_by = "auto"
-        leaf_ports = _ports(leaf, design.port_speed_gbps, "leaf")
+        leaf_ports = _ports(leaf, design.nic_speed, "leaf")
         limit = _rail_only_limit(leaf_ports, design.gpus_per_server)
-        arch = "rail-only" if design.gpus <= limit else "rail-optimized"
+        fits = design.gpus <= limit and design.tiers != 3
+        arch = "rail-only" if fits else "rail-optimized"
     if arch == "rail-only":
         if design.spine:
             _lookup(catalog, design.spine)
+        if design.tiers == 3:
+            raise PlanError("Rail-only is a single leaf tier: --tiers 3 needs rail-optimized "
+                            "(--arch rail-optimized)")
         return _plan_rail_only(design, leaf, selected_by)
     spine = _lookup(catalog, design.spine) if design.spine else leaf
-    return _plan_rail_optimized(design, leaf, spine, catalog, selected_by)
+    ss = _lookup(catalog, design.superspine) if design.superspine else None
+    return _plan_rail_optimized(design, leaf, spine, catalog, selected_by, ss)
 
 
-def compare(design: Design, catalog: dict[str, SwitchModel] | None = None) -> dict:
-    """Plan ``design`` as both architectures, side by side.
+def compare(design: Design, catalog: dict[str, SwitchModel] | None = None,
+            leaves: list[str] | tuple[str, ...] | None = None) -> dict:
+    """Plan ``design`` as both architectures on each leaf model of ``leaves`` (default: the
+    design's leaf; spines default to the leaf model unless the design names one), side by side.
 
-    Returns ``{"rail-only": {"plan": <Plan JSON> | None, "error": str | None},
-    "rail-optimized": {...}}``. Raises PlanError only when neither architecture can be built
-    (e.g. the GPU count is not whole servers), with the Rail-optimized message.
+    Returns ``{column: {"architecture", "leaf", "plan": <Plan JSON> | None, "error": str |
+    None}}`` in column order; a column is ``rail-only`` / ``rail-optimized`` for one model and
+    ``<arch> <model>`` for several. An impossible column keeps its PlanError message as
+    ``error`` (the others are still planned). Raises PlanError only when every column fails with
+    the same message (a problem of the design itself, e.g. GPUs not whole servers).
     """
     if catalog is None:
         catalog = load_catalog()
+    models = list(dict.fromkeys(leaves or [design.leaf]))
     out: dict[str, dict] = {}
     errors: list[PlanError] = []
-    for arch in ("rail-only", "rail-optimized"):
-        d = design.model_copy(update={"architecture": arch})
-        if arch == "rail-only":
-            d = d.model_copy(update={"spine": None, "oversubscription": "1:1"})
+    for model in models:
         try:
-            out[arch] = {"plan": plan(d, catalog).model_dump(mode="json"), "error": None}
-        except PlanError as exc:
-            errors.append(exc)
-            out[arch] = {"plan": None, "error": str(exc)}
-    if len(errors) == 2:
+            name = get_model(catalog, model).name
+        except CatalogError as exc:
+            raise PlanError(str(exc)) from None
+        for arch in ("rail-only", "rail-optimized"):
+            d = design.model_copy(update={"architecture": arch, "leaf": name})
+            if arch == "rail-only":
+                d = d.model_copy(update={"spine": None, "oversubscription": "1:1",
+                                         "tiers": None, "superspine": None})
+            label = arch if len(models) == 1 else f"{arch} {name}"
+            try:
+                res = {"plan": plan(d, catalog).model_dump(mode="json"), "error": None}
+            except PlanError as exc:
+                errors.append(exc)
+                res = {"plan": None, "error": str(exc)}
+            out[label] = {"architecture": arch, "leaf": name, **res}
+    if len(errors) == len(out) and len({str(e) for e in errors}) == 1:
         raise errors[-1]
     return out
 
@@ -667,8 +998,9 @@ def node_table(
     oversubscription: str = "1:1",
     catalog: dict[str, SwitchModel] | None = None,
 ) -> list[dict]:
-    """Rail-optimized node requirements per cluster size (the seed's Tables 4 and 5, generated
-    from its rules since the guide's text does not print them).
+    """Rail-optimized two-tier node requirements per cluster size (the seed's Tables 4 and 5,
+    generated from its rules since the guide's text does not print them; two tiers, as the
+    seed: a size past the two-tier limit is an error row).
 
     One dict per GPU count: ``gpus, servers, groups, partial_last_group, leaves, spines,
     switches, links_per_leaf_spine_pair, server_leaf_links, leaf_spine_links, optics, error``
@@ -680,6 +1012,7 @@ def node_table(
         catalog = load_catalog()
     base = Design(
         architecture="rail-optimized",
+        tiers=2,
         gpus=max(gpus_per_server, 1),
         gpus_per_server=gpus_per_server,
         leaf=leaf_model,

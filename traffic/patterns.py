@@ -141,7 +141,8 @@ def _fabric_of(spec: LabSpec) -> Fabric:
     for nic in spec.nics:
         rails.setdefault(nic.leaf, set()).add(nic.rail)
     per_leaf = max((len(r) for r in rails.values()), default=1)
-    return Fabric(spec.architecture, spec.gpus_per_server, per_leaf, spec.groups)
+    return Fabric(spec.architecture, spec.gpus_per_server, per_leaf, spec.groups,
+                  spec.groups_per_pod)
 
 
 def flow_path(spec: LabSpec, src: tuple[str, int], dst: tuple[str, int], pxn: bool = False
@@ -520,6 +521,17 @@ def _cross_group(ctx: PatternContext) -> list[Pair]:
         for r in range(ctx.gpus):
             out += [((a[k % len(a)], r), (b[(k + r) % len(b)], r)) for k in range(max(len(a), len(b)))]
     return out
+
+
+@register_pattern("cross-pod", "first server of pod 1 -> first server of pod 2, every rail "
+                  "(three-tier labs)")
+def _cross_pod(ctx: PatternContext) -> list[Pair]:
+    gpp = ctx.spec.groups_per_pod
+    if not gpp or len(ctx.groups) <= gpp:
+        raise PatternError(f"cross-pod needs a three-tier lab with 2+ pods; lab "
+                           f"{ctx.spec.name!r} has {ctx.spec.pods} pod(s)")
+    other = ctx.groups[sorted(ctx.groups)[gpp]]
+    return [((ctx.first_group[0], i), (other[0], i)) for i in range(ctx.gpus)]
 
 
 @register_pattern("all-to-all", "every GPU to every GPU (shifted rounds on large labs)")

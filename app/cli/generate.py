@@ -1,9 +1,12 @@
-"""``railab generate INTENT [-o/--out DIR] [--name NAME]``: emit a lab directory (topologies.generator).
+"""``railab generate INTENT [-o/--out DIR] [--name NAME] [--cabling FILE.csv]``: emit a lab
+directory (topologies.generator).
 
 Writes ``<lab>.clab.yml``, ``lab.json`` and ``configs/<switch>/...`` (docs/architecture.md,
-docs/generator.md). ``--list`` shows the shipped intents. A bad intent prints one
-``error: <key>: ...`` line on stderr and exits 2, as does an output directory that cannot be
-written; other failures exit 1.
+docs/generator.md); ``--cabling`` also writes the lab's cabling plan (one row per cable,
+:mod:`railab.topologies.cabling`, the rows the cabling check audits). The production plan's and
+the lab's warnings (lab.json ``warnings``) are printed after the summary line. ``--list`` shows
+the shipped intents. A bad intent prints one ``error: <key>: ...`` line on stderr and exits 2,
+as does an output directory that cannot be written; other failures exit 1.
 """
 
 from __future__ import annotations
@@ -34,8 +37,14 @@ def register(app: typer.Typer) -> None:
         frr_check: bool = typer.Option(
             False, "--check", help="also run FRR's dry-run parser on every frr.conf"
         ),
+        cabling: Path | None = typer.Option(
+            None, "--cabling", metavar="FILE.csv",
+            help="also write the lab's cabling plan (one row per cable: kind, both ends' node, "
+            "ethK port, production cage/sub-port and SONiC name, rail, group)",
+        ),
     ) -> None:
         """Generate a lab (containerlab topology, FRR/SONiC configs, lab.json) from an intent."""
+        from railab.topologies.cabling import CablingError, lab_cables, spec_breakouts, write_csv
         from railab.topologies.frr import dry_run
         from railab.topologies.generator import OutputError, generate
         from railab.topologies.intent import IntentError, load_intent, resolve_lab, shipped_intents
@@ -53,9 +62,11 @@ def register(app: typer.Typer) -> None:
             for n in names:
                 it = load_intent(n)
                 s = resolve_lab(it)
+                tiers = (f"{s.pods} pods, {s.spines}/pod spines, {s.superspines} super-spines"
+                         if s.three_tier else f"{s.spines} spines")
                 t.add_row(
                     n, it.design.architecture, f"{it.design.gpus} GPUs, {it.design.leaf}",
-                    f"{s.scale}: {s.groups}g x {s.rails}r, {s.spines} spines, "
+                    f"{s.scale}: {s.groups}g x {s.rails}r, {tiers}, "
                     f"{s.servers} servers, {s.kind}",
                 )
             con.print(t)
@@ -76,12 +87,23 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(EXIT_USAGE) from None
         spec = LabSpec.load(labdir)
-        roles = {r: len(spec.by_role(r)) for r in ("spine", "leaf", "server")}
+        roles = {r: len(spec.by_role(r)) for r in ("superspine", "spine", "leaf", "server")}
+        supers = (f"{roles['superspine']} super-spines, {spec.pods} pods, "
+                  if roles["superspine"] else "")
         con.print(
-            f"[bold]{spec.name}[/]: {spec.architecture}, {roles['spine']} spines, "
+            f"[bold]{spec.name}[/]: {spec.architecture}, {supers}{roles['spine']} spines, "
             f"{roles['leaf']} leaves, {roles['server']} servers x {spec.rails} NICs, "
             f"{len(spec.links)} links, {len(spec.bgp_sessions)} BGP sessions -> {labdir}"
         )
+        for w in spec.warnings:
+            con.print(f"[yellow]warning:[/yellow] {w}", highlight=False, soft_wrap=True)
+        if cabling is not None:
+            try:
+                write_csv(cabling, lab_cables(spec), spec_breakouts(spec))
+            except CablingError as exc:
+                typer.echo(f"error: {exc}", err=True)
+                raise typer.Exit(EXIT_USAGE) from None
+            con.print(f"cabling plan: {len(spec.links)} cables -> {cabling}", highlight=False)
         if frr_check:
             bad = []
             for conf in sorted(labdir.glob("configs/*/frr.conf")):
