@@ -34,8 +34,8 @@ from pathlib import Path
 from railab.errors import UsageError
 from railab.topologies import clab as clab_mod
 from railab.topologies import routing
-from railab.topologies.bfd import control_plane
-from railab.topologies.frr import Port, SwitchConfig, render_daemons, render_frr_conf
+from railab.topologies.bfd import BfdProfile, control_plane
+from railab.topologies.frr import FRR_VERSION, Port, SwitchConfig, render_daemons, render_frr_conf
 from railab.topologies.intent import Intent, IntentError, LabShape, load_intent, resolve_lab
 from railab.topologies.labspec import (
     BgpSession,
@@ -52,8 +52,8 @@ from railab.topologies.naming import (
     is_lab_name,
     lab_name_rule,
     leaf_name,
+    nos_port,
     server_name,
-    sonic_port,
     spine_name,
 )
 from railab.topologies.nodekinds import SERVER_KIND, get_node_kind
@@ -97,7 +97,7 @@ def build_lab(intent: Intent, *, name: str | None = None) -> BuiltLab:
         raise IntentError(lab_name_rule(name, "name"))
     spec = _build_spec(intent, shape, lab_name)
     files = _render_configs(spec, shape)
-    topo = clab_mod.build_topology(spec, shape.images)
+    topo = clab_mod.build_topology(spec, shape.images, sonic_image=shape.sonic_image)
     clab_mod.validate_topology(topo)
     files[f"{lab_name}.clab.yml"] = clab_mod.dump_topology(topo)
     files["lab.json"] = spec.dump()
@@ -106,6 +106,11 @@ def build_lab(intent: Intent, *, name: str | None = None) -> BuiltLab:
 
 def _build_spec(intent: Intent, s: LabShape, lab_name: str) -> LabSpec:
     rail_opt = s.architecture == "rail-optimized"
+    kind = s.node_kind
+
+    def nos(port: str) -> str:  # the switch NOS's name of a lab port (lab.json records it)
+        return nos_port(port, kind.port_naming, kind.max_ports)
+
     spines = [_Sw(spine_name(i), "spine", i, None, [], asn=SPINE_ASN) for i in range(1, s.spines + 1)]
     leaves: list[_Sw] = []
     leaf_of: dict[tuple[int, int], _Sw] = {}
@@ -151,7 +156,7 @@ def _build_spec(intent: Intent, s: LabShape, lab_name: str) -> LabSpec:
                 nics.append(Nic(
                     server=srv, nic=n, gpu=n - 1, interface=iface, group=g, rail=n,
                     address=f"{leaf_ip + 1}/31", gateway=str(leaf_ip), table=TABLE_BASE + n,
-                    leaf=lf.name, leaf_port=port,
+                    leaf=lf.name, leaf_port=nos(port),
                 ))
                 links.append(Link(
                     a=Endpoint(node=srv, interface=iface), b=Endpoint(node=lf.name, interface=port),
@@ -171,7 +176,7 @@ def _build_spec(intent: Intent, s: LabShape, lab_name: str) -> LabSpec:
                     role="leaf-spine", speed_gbps=s.port_speed_gbps, mtu=s.mtu,
                 ))
                 sessions.append(BgpSession(
-                    node=lf.name, interface=lport, peer=sp.name, peer_interface=sport,
+                    node=lf.name, interface=nos(lport), peer=sp.name, peer_interface=nos(sport),
                     local_asn=lf.asn, remote_asn=sp.asn,
                 ))
 
@@ -188,7 +193,7 @@ def _build_spec(intent: Intent, s: LabShape, lab_name: str) -> LabSpec:
         RailSubnet(group=g, rail=r, prefix=str(net), leaf=leaf_of[(g, r)].name)
         for (g, r), net in rail_net.items()
     ]
-    expected = _expected_routes(spines, leaves, rail_net, s)
+    expected = _expected_routes(spines, leaves, rail_net, s, nos)
     hops = lab_hops(Fabric(s.architecture, s.rails, s.rails_per_leaf, s.groups))
     d = intent.design
     design = {
@@ -206,6 +211,7 @@ def _build_spec(intent: Intent, s: LabShape, lab_name: str) -> LabSpec:
         "plan": s.plan,
     }
     timers = control_plane(len(sessions), s.bfd, s.ra_interval_s)
+    bfd = timers.bfd if "bfdd" in kind.daemons else BfdProfile(enabled=False)  # sonic-vs: no bfdd
     return LabSpec(
         name=lab_name,
         architecture=s.architecture,
@@ -229,14 +235,14 @@ def _build_spec(intent: Intent, s: LabShape, lab_name: str) -> LabSpec:
         expected_hops=hops,
         node_kinds={k: get_node_kind(k).record() for k in dict.fromkeys([s.kind, SERVER_KIND])},
         qos=DEFAULT_QOS,
-        bfd=timers.bfd,
+        bfd=bfd,
         ra_interval_s=timers.ra_interval_s,
         control_plane_rule=timers.rule,
     )
 
 
-def _expected_routes(spines: list[_Sw], leaves: list[_Sw], rail_net: dict, s: LabShape
-                     ) -> dict[str, list[ExpectedRoute]]:
+def _expected_routes(spines: list[_Sw], leaves: list[_Sw], rail_net: dict, s: LabShape,
+                     nos=lambda p: p) -> dict[str, list[ExpectedRoute]]:
     """BGP-learned prefixes per switch with their ECMP width (RFC 7938 routing).
 
     Leaf: every other leaf's rail subnets and loopback via all uplinks (width spines x
@@ -244,19 +250,19 @@ def _expected_routes(spines: list[_Sw], leaves: list[_Sw], rail_net: dict, s: La
     spine loopback is never re-advertised by another spine). Spine: each leaf's rail subnets and
     loopback via the links to that leaf; other spines' loopbacks are never learnt (AS_PATH loop).
     Rail-only leaves have no BGP neighbours: nothing learnt, so no route between rails that do
-    not share a leaf.
+    not share a leaf. ``nos`` maps a lab port to the NOS's name (route interfaces as FRR shows them).
     """
     def prefixes(lf: _Sw) -> list[str]:
         return [str(rail_net[(lf.group, r)]) for r in lf.rails] + [f"{lf.loopback}/32"]
 
     def ports_to(sw: _Sw, peer: str) -> list[str]:
-        return [p for p, pn, _ in sw.ports if pn == peer]
+        return [nos(p) for p, pn, _ in sw.ports if pn == peer]
 
     out: dict[str, list[ExpectedRoute]] = {}
     spine_names = {sp.name for sp in spines}
     for lf in leaves:
         routes: list[ExpectedRoute] = []
-        uplinks = [p for p, pn, _ in lf.ports if pn in spine_names]
+        uplinks = [nos(p) for p, pn, _ in lf.ports if pn in spine_names]
         if spines:
             for other in leaves:
                 if other is lf:
@@ -290,7 +296,11 @@ def _render_configs(spec: LabSpec, s: LabShape) -> dict[str, str]:
         rails_of_leaf.setdefault(rs.leaf, []).append(rs.prefix)
     kind = s.node_kind
     sonic = kind.port_naming == "sonic"
-    ifname = (lambda e: sonic_port(e, kind.max_ports)) if sonic else (lambda e: e)
+
+    def ifname(e: str) -> str:
+        return nos_port(e, kind.port_naming, kind.max_ports)
+
+    p2p = _p2p_addresses(spec, s) if sonic else {}
     for node in spec.nodes:
         if node.role == "server":
             continue
@@ -299,7 +309,7 @@ def _render_configs(spec: LabSpec, s: LabShape) -> dict[str, str]:
         srv_addr: dict[str, str] = {}
         for iface, peer, peer_if in links:
             desc = f"{peer}:{peer_if}"
-            nic = spec.nic_at(node.name, iface)
+            nic = spec.nic_at(node.name, ifname(iface))
             if nic is not None:
                 addr = f"{nic.gateway}/31"
                 srv_addr[iface] = addr
@@ -312,6 +322,7 @@ def _render_configs(spec: LabSpec, s: LabShape) -> dict[str, str]:
             rail_subnets=rails_of_leaf.get(node.name, []), server_ports=server_ports,
             fabric_ports=fabric_ports, loopback_interface=kind.loopback_interface,
             bfd=spec.bfd, ra_interval_s=spec.ra_interval_s, max_ecmp=kind.max_ecmp,
+            frr_version=None if sonic else FRR_VERSION,
         )
         base = f"configs/{node.name}"
         files[f"{base}/frr.conf"] = render_frr_conf(cfg)
@@ -323,8 +334,28 @@ def _render_configs(spec: LabSpec, s: LabShape) -> dict[str, str]:
                 fabric_ports=[e for e, _, _ in links if e not in srv_addr],
                 descriptions={e: f"{pn}:{pi}" for e, pn, pi in links},
                 max_ports=kind.max_ports, qos=spec.qos,
+                fabric_addresses={e: a for (n, e), a in p2p.items() if n == node.name},
             ))
     return files
+
+
+def _p2p_addresses(spec: LabSpec, s: LabShape) -> dict[tuple[str, str], str]:
+    """Numbered /31s of the leaf-spine links when a pair has parallel links (sonic-vs: every
+    port has the switch MAC, so parallel unnumbered links share one IPv6 link-local,
+    sonic-net/sonic-buildimage#12042): link ``i`` (lab.json order) takes the ``i``-th /31 of
+    ``lab.p2p_pool``, leaf side the even address. ``{(node, ethK): "a.b.c.d/31"}``; empty with
+    one link per pair."""
+    if spec.links_per_leaf_spine_pair < 2:
+        return {}
+    subnets = s.p2p_pool.subnets(new_prefix=31)
+    out: dict[tuple[str, str], str] = {}
+    for lk in spec.links:
+        if lk.role != "leaf-spine":
+            continue
+        net = next(subnets)
+        out[(lk.a.node, lk.a.interface)] = f"{net.network_address}/31"
+        out[(lk.b.node, lk.b.interface)] = f"{net.network_address + 1}/31"
+    return out
 
 
 class OutputError(UsageError):

@@ -7,8 +7,10 @@ runtime and the CLI need to know about one kind of node. Three are shipped:
   ``railab/frr:8.4.4`` built from ``images/frr``), binds ``configs/<n>/frr.conf`` and
   ``configs/<n>/daemons``;
 * ``sonic-vs``: a SONiC virtual switch (containerlab kind ``sonic-vs``), binds
-  ``config_db.json`` (the kind ignores ``startup-config``) and the integrated ``frr.conf``; 32 data
-  ports (the vs HwSKU Force10-S6000: ``eth1..eth32 -> Ethernet0..Ethernet124``);
+  ``config_db.json`` and the integrated ``frr.conf`` under ``/etc/railab/`` (or config_db.json at
+  ``/var/sonic/`` on master images), loaded after boot by the containerlab runtime
+  (:mod:`railab.topologies.sonic`); 32 data ports (the vs HwSKU Force10-S6000:
+  ``eth1..eth32 -> Ethernet0..Ethernet124``); FRR zebra, staticd, bgpd (no bfdd in the image);
 * ``linux``: the GPU server (containerlab kind ``linux``), one NIC per rail.
 
 Add a kind with :func:`register_node_kind` (one module, one call); the intent's ``lab.kind``
@@ -24,6 +26,8 @@ from types import MappingProxyType
 from typing import Literal
 
 from railab.errors import UsageError
+from railab.topologies.sonic import DEFAULT_SONIC_IMAGE, SONIC_FRR_DAEMONS, SONIC_IMAGES
+from railab.topologies.sonic import FRR_CONF_TARGET as SONIC_FRR_CONF_TARGET
 
 #: FRR's ECMP cap: Debian's frr 8.4 is built with ``--enable-multipath=256`` (``vtysh -h`` shows
 #: the configure line), so ``maximum-paths`` accepts 1..256 and zebra installs at most 256 paths.
@@ -90,7 +94,10 @@ SERVER_SYSCTLS = MappingProxyType({
 
 FRR_CONF = ("frr.conf", "/etc/frr/frr.conf")
 FRR_DAEMONS_FILE = ("daemons", "/etc/frr/daemons")
-SONIC_CONFIG_DB = ("config_db.json", "/etc/sonic/config_db.json")
+#: sonic-vs binds: never a path docker-sonic-vs's start.sh moves onto (topologies.sonic); the
+#: default image generation's target here, ``lab.sonic_image`` picks another in the clab file.
+SONIC_CONFIG_DB = ("config_db.json", SONIC_IMAGES[DEFAULT_SONIC_IMAGE].config_db_target)
+SONIC_FRR_CONF = ("frr.conf", SONIC_FRR_CONF_TARGET)
 
 
 class NodeKindError(UsageError):
@@ -207,10 +214,10 @@ FRR = register_node_kind(NodeKind(
 ))
 SONIC_VS = register_node_kind(NodeKind(
     name="sonic-vs", role="switch", clab_kind="sonic-vs", image="docker-sonic-vs:202305",
-    image_key="sonic_vs", binds=(SONIC_CONFIG_DB, FRR_CONF), sysctls=SWITCH_SYSCTLS,
-    daemons=FRR_DAEMONS, max_ports=32, max_ecmp=FRR_MAX_ECMP, port_naming="sonic",
+    image_key="sonic_vs", binds=(SONIC_CONFIG_DB, SONIC_FRR_CONF), sysctls=SWITCH_SYSCTLS,
+    daemons=SONIC_FRR_DAEMONS, max_ports=32, max_ecmp=FRR_MAX_ECMP, port_naming="sonic",
     loopback_interface=None,
-    description="SONiC virtual switch (HwSKU Force10-S6000, 32 ports), FRR split-unified",
+    description="SONiC virtual switch (HwSKU Force10-S6000, 32 ports), FRR via vtysh -f, no BFD",
 ))
 LINUX = register_node_kind(NodeKind(
     name="linux", role="server", clab_kind="linux", image="railab/gpu-server:latest",
