@@ -169,7 +169,7 @@ def post_deploy_steps(config_db_target: str | None, frr_conf_target: str | None,
     """What railab runs in a sonic-vs node after ``containerlab deploy`` (whose own post-deploy
     started supervisord), in order:
 
-    1. wait until redis answers (``sonic-db-cli PING`` -> ``PONG``);
+    1. wait until redis answers (``sonic-db-cli PING`` prints ``PONG``, as configdb-load.sh waits);
     2. wait until start.sh's ``configdb-load.sh`` loaded CONFIG_DB (``CONFIG_DB_INITIALIZED`` 1:
        loading before it would be overwritten by the image's defaults, ports admin-down);
     3. when config_db.json is staged (not at :data:`VAR_SONIC_CONFIG_DB`): merge it into
@@ -184,7 +184,8 @@ def post_deploy_steps(config_db_target: str | None, frr_conf_target: str | None,
     """
     t = boot_timeout_s
     steps = [
-        Step("redis answers", ("sonic-db-cli", "PING"), expect="PONG", timeout_s=t),
+        Step("redis answers", ("sh", "-c", "sonic-db-cli PING | grep -q PONG && echo PONG"),
+             expect="PONG", timeout_s=t),
         Step("start.sh loaded CONFIG_DB", ("sonic-db-cli", CONFIG_DB, "GET", "CONFIG_DB_INITIALIZED"),
              expect="1", timeout_s=t),
     ]

@@ -39,7 +39,10 @@ from railab.errors import UsageError
 
 #: The model sets railab checks its configs against (sub-directories of the shared copy).
 MODEL_SETS = ("202305", "master")
+#: ``<repo>/../shared/sonic-yang-models`` (CI clones the repo next to ``shared/``).
 SHARED_MODELS = Path(__file__).resolve().parents[2] / "shared" / "sonic-yang-models"
+#: The machine-wide copy (a git worktree's ``..`` is not the main clone's).
+HOST_MODELS = Path("/work/shared/sonic-yang-models")
 KEY_SEPARATOR = "|"
 
 
@@ -49,11 +52,13 @@ class SonicYangError(UsageError):
 
 def find_models(model_set: str | None = None) -> Path | None:
     """The directory of SONiC YANG models to use: ``$RAILAB_SONIC_YANG`` if set, else
-    ``<repo>/../shared/sonic-yang-models/<model_set>`` (``model_set`` one of :data:`MODEL_SETS`,
-    default ``202305``). None when it does not exist."""
+    ``<repo>/../shared/sonic-yang-models/<model_set>``, else
+    ``/work/shared/sonic-yang-models/<model_set>`` (``model_set`` one of :data:`MODEL_SETS`,
+    default ``202305``). None when none exists."""
     env = os.environ.get("RAILAB_SONIC_YANG")
-    cand = Path(env) if env else SHARED_MODELS / (model_set or MODEL_SETS[0])
-    return cand if cand.is_dir() else None
+    sub = model_set or MODEL_SETS[0]
+    cands = [Path(env)] if env else [SHARED_MODELS / sub, HOST_MODELS / sub]
+    return next((c for c in cands if c.is_dir()), None)
 
 
 def _libyang():

@@ -34,6 +34,10 @@ def register(app: typer.Typer) -> None:
         frr_check: bool = typer.Option(
             False, "--check", help="also run FRR's dry-run parser on every frr.conf"
         ),
+        sonic_yang: Path | None = typer.Option(
+            None, "--sonic-yang", metavar="DIR",
+            help="validate every config_db.json against the SONiC YANG models in DIR "
+                 "(sonic-buildimage src/sonic-yang-models/yang-models, rendered; needs libyang)"),
     ) -> None:
         """Generate a lab (containerlab topology, FRR/SONiC configs, lab.json) from an intent."""
         from railab.topologies.frr import dry_run
@@ -82,6 +86,20 @@ def register(app: typer.Typer) -> None:
             f"{roles['leaf']} leaves, {roles['server']} servers x {spec.rails} NICs, "
             f"{len(spec.links)} links, {len(spec.bgp_sessions)} BGP sessions -> {labdir}"
         )
+        if sonic_yang is not None:
+            from railab.topologies.sonic_yang import SonicYangError, load_models, validate_lab
+
+            try:
+                load_models(str(sonic_yang))
+            except SonicYangError as exc:
+                typer.echo(f"error: --sonic-yang: {exc}", err=True)
+                raise typer.Exit(EXIT_USAGE) from None
+            try:
+                n = validate_lab(labdir, sonic_yang)
+            except SonicYangError as exc:
+                typer.echo(f"error: {exc}", err=True)
+                raise typer.Exit(EXIT_FAILED) from None
+            con.print(f"SONiC YANG: {n} config_db.json files valid against {sonic_yang}")
         if frr_check:
             bad = []
             for conf in sorted(labdir.glob("configs/*/frr.conf")):

@@ -186,8 +186,12 @@ def register(app: typer.Typer) -> None:
         runtime: str = typer.Option("netns", "--runtime", "-r", help="netns (embedded, default) or containerlab"),
         reconfigure: bool = typer.Option(False, "--reconfigure", help="containerlab: redeploy over a running lab"),
         name: str | None = typer.Option(None, "--name", help="lab name for an intent (default: the intent's name)"),
+        dry_run: bool = typer.Option(False, "--dry-run", help="containerlab: print the commands up would run "
+                                     "(deploy, sonic-vs post-deploy steps) and exit"),
     ) -> None:
         """Bring a lab up (network namespaces + FRR, or containerlab) and wait until it has converged."""
+        if dry_run and runtime != "containerlab":
+            raise UsageError("--dry-run shows the containerlab runtime's commands: add --runtime containerlab")
         rt = _runtime(runtime)
         target = _generated_lab(lab, name)
         if target is None:  # an intent: generate it first (lazy: jinja2 and the model, ~50 ms)
@@ -196,6 +200,10 @@ def register(app: typer.Typer) -> None:
 
             intent = load_intent(lab)  # IntentError: a usage error (exit 2)
             target = generate(intent, _intent_target(name or intent.name, out), name=name)
+        if dry_run:
+            for line in rt.plan(Path(target), reconfigure=reconfigure):
+                typer.echo(line)
+            return
         t0 = time.monotonic()
         kwargs = {"reconfigure": True} if reconfigure and runtime == "containerlab" else {}
         from railab.checks.deploy import bring_up
@@ -258,6 +266,9 @@ def register(app: typer.Typer) -> None:
             raise UsageError("name a lab (railab down LAB) or pass --all")
         name = _lab_name(lab)
         if state.load(name) is None and name not in state.ledger().values() and not state.unreadable(name):
+            if _runtime("containerlab").destroy_by_name(name):  # no record, but containerlab knows it
+                typer.echo(f"lab {name} is down (no railab record: containerlab destroy --name {name})")
+                return
             typer.echo(f"lab {name} is not up: nothing to remove ({state.running_labs()})")
             return
         _runtime_of(name).down(name)
