@@ -67,6 +67,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from railab.topologies.naming import eth_index, sonic_port
@@ -206,16 +207,23 @@ def post_deploy_steps(config_db_target: str | None, frr_conf_target: str | None,
     return steps
 
 
-def start_sh_config_step(bound: str) -> list[str]:
-    """The shell lines of start.sh that touch config_db.json (both generations), for a bind at
-    ``bound``: master first copies ``/var/sonic/config_db.json`` (``cp``); both then merge
-    ``/etc/sonic/config_db.json`` (when present) into ``/tmp`` and ``mv`` it back. Tests run
-    them with the emitted binds as real bind mounts."""
-    return [
-        f"if [ -f {VAR_SONIC_CONFIG_DB} ]; then cp {VAR_SONIC_CONFIG_DB} /etc/sonic/config_db.json; fi",
-        "if [ -f /etc/sonic/config_db.json ]; then cat /etc/sonic/config_db.json > /tmp/config_db.json; "
-        "mv /tmp/config_db.json /etc/sonic/config_db.json; fi",
-    ]
+def post_deploy_for_binds(binds: Mapping[str, str], *,
+                          boot_timeout_s: float = 300.0) -> list[Step]:
+    """The sonic-vs node kind's post-deploy hook (``NodeKind.post_deploy``): the steps of
+    :func:`post_deploy_steps` for a node whose ``binds`` map container paths to the names of
+    the bound files (``{"/etc/railab/config_db.json": "config_db.json", ...}``).
+
+    Raises ValueError naming the path when a bind targets a path start.sh moves or writes onto
+    (:data:`START_SH_WRITES`: the ``mv`` fails with EBUSY and SONiC never starts).
+    """
+    bad = sorted(t for t in binds if t in START_SH_WRITES)
+    if bad:
+        raise ValueError(f"binds {', '.join(bad)}, which docker-sonic-vs's start.sh moves onto (mv fails "
+                         f"with EBUSY and SONiC never starts): regenerate the lab (railab generate), "
+                         f"which binds /etc/railab/ or /var/sonic/ (docs/containerlab.md)")
+    by_file = {name: target for target, name in binds.items()}
+    return post_deploy_steps(by_file.get("config_db.json"), by_file.get("frr.conf"),
+                             boot_timeout_s=boot_timeout_s)
 
 
 @dataclass

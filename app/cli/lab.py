@@ -191,7 +191,9 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Bring a lab up (network namespaces + FRR, or containerlab) and wait until it has converged."""
         if dry_run and runtime != "containerlab":
-            raise UsageError("--dry-run shows the containerlab runtime's commands: add --runtime containerlab")
+            typer.echo("error: --dry-run shows the containerlab runtime's commands: add --runtime containerlab",
+                       err=True)
+            raise typer.Exit(EXIT_USAGE)
         rt = _runtime(runtime)
         target = _generated_lab(lab, name)
         if target is None:  # an intent: generate it first (lazy: jinja2 and the model, ~50 ms)

@@ -38,12 +38,13 @@ from typing import Any
 
 from railab.errors import RailabError, UsageError
 from railab.testbed import state as st
-from railab.testbed.clabfile import ClabFile, ClabNode, load_clab
+from railab.testbed.clabfile import ClabFile, load_clab
 from railab.testbed.runtime.base import Runtime
 from railab.testbed.signals import signals_ignored, signals_raise
 from railab.topologies.labspec import LabSpec
 from railab.topologies.naming import container_name, netns_name, netns_prefix
-from railab.topologies.sonic import START_SH_WRITES, Step, post_deploy_steps
+from railab.topologies.nodekinds import kind_of_clab
+from railab.topologies.sonic import Step
 
 BINARY = "containerlab"
 #: Suggestion appended to every "missing piece" error.
@@ -206,41 +207,29 @@ def preflight(images: Iterable[str], *, binary: str = BINARY, docker_url: str | 
 
 
 # ---- sonic-vs post-deploy (pure plan, executed through an Executor) ---------------------------
-#: containerlab kind of SONiC's virtual switch.
-SONIC_KIND = "sonic-vs"
 #: seconds each sonic-vs boot wait may take (redis, CONFIG_DB, PortInitDone).
 SONIC_BOOT_TIMEOUT_S = 300.0
 
 
-def _bound(node: ClabNode, filename: str) -> str | None:
-    """The container path where ``node`` binds a host file called ``filename`` (None if none)."""
-    for target, src in node.binds.items():
-        if src.name == filename:
-            return target
-    return None
+def post_deploy_plan(clab: ClabFile, *, boot_timeout_s: float = SONIC_BOOT_TIMEOUT_S) -> dict[str, list[Step]]:
+    """``{node: [Step, ...]}`` for every node of ``clab`` (file order) whose registered node kind
+    has a ``post_deploy`` hook (sonic-vs: :func:`railab.topologies.sonic.post_deploy_for_binds`),
+    for the paths the node binds its files on.
 
-
-def sonic_plan(clab: ClabFile, *, boot_timeout_s: float = SONIC_BOOT_TIMEOUT_S) -> dict[str, list[Step]]:
-    """``{node: [Step, ...]}`` for every sonic-vs node of ``clab`` (file order): railab's
-    post-deploy steps (:func:`railab.topologies.sonic.post_deploy_steps`) for the paths the node
-    binds ``config_db.json`` and ``frr.conf`` on.
-
-    Raises UsageError naming the node when it binds anything onto a path docker-sonic-vs's
-    start.sh moves or writes onto (``/etc/sonic/config_db.json`` ...: start.sh's ``mv`` fails
-    with EBUSY and it stops before redis); regenerate the lab.
+    Raises UsageError naming the node when the hook refuses its binds (sonic-vs: a bind onto a
+    path docker-sonic-vs's start.sh moves onto, e.g. ``/etc/sonic/config_db.json``: start.sh's
+    ``mv`` fails with EBUSY and it stops before redis).
     """
     plan: dict[str, list[Step]] = {}
     for node in clab.nodes.values():
-        if node.kind != SONIC_KIND:
+        binds = {target: src.name for target, src in node.binds.items()}
+        kind = kind_of_clab(node.kind, binds)
+        if kind is None or kind.post_deploy is None:
             continue
-        bad = sorted(t for t in node.binds if t in START_SH_WRITES)
-        if bad:
-            raise UsageError(
-                f"{clab.path.name}: node {node.name} binds {', '.join(bad)}, which docker-sonic-vs's "
-                f"start.sh moves onto (mv fails with EBUSY and SONiC never starts): regenerate the "
-                f"lab (railab generate), which binds /etc/railab/ or /var/sonic/ (docs/containerlab.md)")
-        plan[node.name] = post_deploy_steps(_bound(node, "config_db.json"), _bound(node, "frr.conf"),
-                                            boot_timeout_s=boot_timeout_s)
+        try:
+            plan[node.name] = kind.post_deploy(binds, boot_timeout_s=boot_timeout_s)
+        except ValueError as exc:
+            raise UsageError(f"{clab.path.name}: {kind.name} node {node.name} {exc}") from None
     return plan
 
 
@@ -267,11 +256,11 @@ def run_steps(executor: Any, node: str, steps: list[Step], *,
             else:
                 err = (last.stderr or last.stdout).strip()[-300:]
             if step.expect is None:
-                if last is not None and (last.returncode == 0 or not step.check):
+                if last is not None and (last.rc == 0 or not step.check):
                     break
                 raise RailabError(f"sonic-vs node {node}: step '{step.name}' (`{step.text()}`) failed"
-                                  f"{f' (rc={last.returncode})' if last is not None else ''}: {err}")
-            if last is not None and last.returncode == 0 and last.stdout.strip() == step.expect:
+                                  f"{f' (rc={last.rc})' if last is not None else ''}: {err}")
+            if last is not None and last.rc == 0 and last.stdout.strip() == step.expect:
                 break
             if clock() - t0 > step.timeout_s:
                 seen = last.stdout.strip()[-200:] if last is not None else err
@@ -292,7 +281,7 @@ def plan_lines(clab: ClabFile, *, reconfigure: bool = False, binary: str = BINAR
     import shlex
 
     lines = [shlex.join(deploy_argv(clab.path, reconfigure=reconfigure, binary=binary))]
-    for node, steps in sonic_plan(clab, boot_timeout_s=boot_timeout_s).items():
+    for node, steps in post_deploy_plan(clab, boot_timeout_s=boot_timeout_s).items():
         ctr = container_name(clab.name, node)
         for step in steps:
             line = f"docker exec {ctr} {step.text()}"
@@ -333,11 +322,11 @@ class ContainerlabRuntime(Runtime):
         return plan_lines(clab, reconfigure=reconf, binary=self.binary, boot_timeout_s=self.boot_timeout_s)
 
     def post_deploy(self, clab: ClabFile, executor: Any = None) -> dict[str, list[dict[str, Any]]]:
-        """Run the sonic-vs post-deploy steps (:func:`sonic_plan`) in every sonic-vs node, all
-        nodes in parallel; returns ``{node: step records}``. ``executor``: default a
+        """Run the post-deploy steps (:func:`post_deploy_plan`) in every node that has them
+        (sonic-vs), all nodes in parallel; returns ``{node: step records}``. ``executor``: default a
         DockerExecutor on the lab. Raises RailabError for the first node that fails (the
         others are finished first)."""
-        plan = sonic_plan(clab, boot_timeout_s=self.boot_timeout_s)
+        plan = post_deploy_plan(clab, boot_timeout_s=self.boot_timeout_s)
         if not plan:
             return {}
         from concurrent.futures import ThreadPoolExecutor
@@ -388,7 +377,7 @@ class ContainerlabRuntime(Runtime):
         """
         reconf = self.reconfigure if reconfigure is None else reconfigure
         clab = load_clab(labdir, validate=True)
-        sonic_plan(clab)  # a bind start.sh would break: one usage error before anything runs
+        post_deploy_plan(clab)  # e.g. a bind start.sh would break: one usage error before anything runs
         lab = clab.name
         try:
             LabSpec.load(clab.directory)
@@ -420,12 +409,12 @@ class ContainerlabRuntime(Runtime):
                 self._clab(deploy_argv(clab.path, reconfigure=reconf, binary=self.binary), "deploy",
                            timeout=DEPLOY_TIMEOUT_S)
                 record.timings["deploy_s"] = round(time.monotonic() - t0, 3)
-                if any(n.kind == SONIC_KIND for n in clab.nodes.values()):
+                if post_deploy_plan(clab):
                     record.phase = "post-deploy"
                     st.save(record)
                     t1 = time.monotonic()
                     self.post_deploy(clab)
-                    record.timings["sonic_post_deploy_s"] = round(time.monotonic() - t1, 3)
+                    record.timings["post_deploy_s"] = round(time.monotonic() - t1, 3)
                 record.phase = "started"
                 return st.save(record)
             except BaseException:
