@@ -330,3 +330,49 @@ def test_down_without_record_destroys_by_name(tmp_path, monkeypatch):
     rows.write_text(json.dumps({"gone": [{"lab_name": "gone", "name": "clab-gone-spine1", "state": "running"}]}))
     r = CliRunner().invoke(app, ["down", "gone"])
     assert r.exit_code == 0 and "containerlab destroy --name gone" in r.output, r.output
+
+
+# ---- intent keys ---------------------------------------------------------------------------------
+def _intent(**lab):
+    data = yaml.safe_load((INTENTS / "mini.yml").read_text())
+    data["lab"].update({"kind": "sonic-vs", **lab})
+    return data
+
+
+def test_sonic_image_key_is_checked():
+    from railab.topologies.intent import IntentError
+
+    with pytest.raises(IntentError, match="lab.sonic_image"):
+        parse_intent(_intent(sonic_image="201911"))
+
+
+def test_parallel_links_get_numbered_p2p_addresses(tmp_path):
+    from railab.topologies.intent import IntentError
+
+    labdir = generate(parse_intent(_intent(spines=1, links_per_pair=2)), tmp_path / "p2", name="svp2")
+    db = json.loads((labdir / "configs/spine1/config_db.json").read_text())
+    addrs = sorted(k.split("|")[1] for k in db["INTERFACE"] if k.count("|") == 1 and k.split("|")[1].startswith("10.254."))
+    assert len(addrs) == len(db["PORT"]) == 16  # every spine port: 8 leaves x 2 links
+    leaf = json.loads((labdir / "configs/g1-leaf1/config_db.json").read_text())
+    assert "Ethernet8|10.254.0.0/31" in leaf["INTERFACE"] and "Ethernet0|10.254.0.1/31" in db["INTERFACE"]
+    frr = (labdir / "configs/g1-leaf1/frr.conf").read_text()
+    assert "neighbor Ethernet8 interface peer-group FABRIC" in frr  # still keyed by interface
+    with pytest.raises(IntentError, match="lab.p2p_pool: 10.0.0.0/24 overlaps lab.rail_pool"):
+        parse_intent(_intent(spines=1, links_per_pair=2, p2p_pool="10.0.0.0/24"))
+    with pytest.raises(IntentError, match="lab.p2p_pool: 10.254.0.0/29 holds 4 /31s"):
+        parse_intent(_intent(spines=1, links_per_pair=2, p2p_pool="10.254.0.0/29"))
+
+
+def test_steps_stop_when_asked():
+    import threading
+
+    from railab.topologies.sonic import post_deploy_steps
+
+    class Never:
+        def run(self, node, argv, *, timeout=30.0):
+            raise AssertionError("nothing may run once stop is set")
+
+    stop = threading.Event()
+    stop.set()
+    with pytest.raises(RailabError, match="stopped at step 'redis answers'"):
+        run_steps(Never(), "g1-leaf1", post_deploy_steps(None, "/etc/railab/frr.conf"), stop=stop)

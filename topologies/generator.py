@@ -6,7 +6,11 @@ per-device rendering (:mod:`topologies.frr`, :mod:`topologies.sonic`, :mod:`topo
 atomic write. Every convention is docs/architecture.md's:
 
 * names (:mod:`railab.topologies.naming`): ``spine<i>``, ``g<g>-leaf<r>`` (Rail-optimized),
-  ``leaf<i>`` (Rail-only), ``srv<i>``, ports ``eth<k>``;
+  ``leaf<i>`` (Rail-only), ``srv<i>``, ports ``eth<k>``; lab.json's session interfaces, expected
+  route interfaces and NIC leaf ports use the switch NOS's name (``naming.nos_port``:
+  ``Ethernet<4(k-1)>`` on sonic-vs), links keep ``eth<k>``;
+* sonic-vs: parallel leaf-spine links get numbered /31s from ``lab.p2p_pool``
+  (:func:`_p2p_addresses`), no BFD (no bfdd in the image), binds by ``lab.sonic_image``;
 * node kinds (:mod:`railab.topologies.nodekinds`): images, binds, sysctls, daemons, port limits;
   ``expected_hops`` from the path class registry (:mod:`railab.topologies.pathclasses`); the QoS
   and BFD profiles and the RA interval (:mod:`railab.topologies.qos`, :mod:`railab.topologies.bfd`,

@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
@@ -235,18 +236,22 @@ def post_deploy_plan(clab: ClabFile, *, boot_timeout_s: float = SONIC_BOOT_TIMEO
 
 def run_steps(executor: Any, node: str, steps: list[Step], *,
               clock: Callable[[], float] = time.monotonic,
-              sleep: Callable[[float], None] = time.sleep) -> list[dict[str, Any]]:
+              sleep: Callable[[float], None] = time.sleep,
+              stop: threading.Event | None = None) -> list[dict[str, Any]]:
     """Run ``steps`` in ``node`` through ``executor`` (``run(node, argv, timeout=)``), in order;
     a step with ``expect`` is polled until its stripped stdout equals it. Returns one record
     per step ``{step, command, seconds, polls}``.
 
     Raises RailabError naming the node, the step, the command and its last output when a step
-    fails (non-zero exit with ``check``) or a wait times out.
+    fails (non-zero exit with ``check``) or a wait times out; RailabError("stopped") as soon as
+    ``stop`` is set (Ctrl-C in the caller: no poll outlives ``up``'s rollback).
     """
     done: list[dict[str, Any]] = []
     for step in steps:
         t0, polls, last = clock(), 0, None
         while True:
+            if stop is not None and stop.is_set():
+                raise RailabError(f"sonic-vs node {node}: stopped at step '{step.name}'")
             polls += 1
             try:
                 last = executor.run(node, list(step.argv), timeout=max(5.0, min(step.timeout_s, 60.0)))
@@ -332,14 +337,19 @@ class ContainerlabRuntime(Runtime):
         from concurrent.futures import ThreadPoolExecutor
 
         ex = executor if executor is not None else self.executor(clab.name)
-        with ThreadPoolExecutor(max_workers=min(8, len(plan))) as pool:
-            futs = {n: pool.submit(run_steps, ex, n, steps) for n, steps in plan.items()}
+        stop = threading.Event()
+        pool = ThreadPoolExecutor(max_workers=min(8, len(plan)))
+        try:
+            futs = {n: pool.submit(run_steps, ex, n, steps, stop=stop) for n, steps in plan.items()}
             out, errors = {}, []
             for n, f in futs.items():
                 try:
                     out[n] = f.result()
                 except RailabError as exc:
                     errors.append(str(exc))
+        finally:  # Ctrl-C: the workers stop at their next poll instead of running out their waits
+            stop.set()
+            pool.shutdown(wait=True, cancel_futures=True)
         if errors:
             more = f" (and {len(errors) - 1} more node(s))" if len(errors) > 1 else ""
             raise RailabError(errors[0] + more)
