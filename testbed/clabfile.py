@@ -14,8 +14,9 @@ against containerlab's JSON schema
 (:func:`railab.topologies.clab.validate_topology`, whose ECMA-262 patterns such as the
 ``\p{L}`` of a vxlan ``remote`` are translated for Python).
 
-A node runs FRR when it binds a file onto ``/etc/frr/frr.conf`` (``frr`` and ``sonic-vs`` nodes
-in railab's layout, see docs/architecture.md); its ``/etc/frr/daemons`` bind, if any, says which
+A node runs FRR when it binds a file onto ``/etc/frr/frr.conf`` (``frr`` nodes in railab's
+layout, see docs/architecture.md; sonic-vs nodes bind theirs under ``/etc/railab/`` and only the
+containerlab runtime runs them); its ``/etc/frr/daemons`` bind, if any, says which
 daemons to start, in which order and with which options (``ClabNode.daemons``,
 ``ClabNode.daemon_options``).
 """

@@ -3,7 +3,9 @@
 The topology is built as a dict and written with ``yaml.safe_dump`` (sorted keys): never from a
 text template (peer NOTES.md). It is then validated against containerlab's own schema
 (``clab.schema.json``) with ``jsonschema.Draft202012Validator``: the schema declares draft-07,
-but its link ``endpoints`` use ``prefixItems``, a 2020-12 keyword that draft-07 ignores.
+but its link ``endpoints`` use ``prefixItems``, a 2020-12 keyword that draft-07 ignores. Its
+patterns are ECMA-262 (``\\p{L}``, ``\\p{N}``), which Python's ``re`` rejects: they are translated
+first (:func:`ecma_pattern`, :func:`python_schema`).
 
 Node mapping (docs/architecture.md):
 
