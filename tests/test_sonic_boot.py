@@ -376,3 +376,91 @@ def test_steps_stop_when_asked():
     stop.set()
     with pytest.raises(RailabError, match="stopped at step 'redis answers'"):
         run_steps(Never(), "g1-leaf1", post_deploy_steps(None, "/etc/railab/frr.conf"), stop=stop)
+
+
+# ---- the whole `up` on Docker, with a stand-in containerlab -------------------------------------
+FAKE_DEPLOY = '''#!{python}
+"""Stand-in for containerlab: deploy creates the sonic-vs nodes' containers (name
+clab-<lab>-<node>, the topology's binds as bind mounts, a start.sh-like boot), destroy removes
+them, inspect lists them. Every call is appended to the log."""
+import json, pathlib, sys
+import docker, yaml
+args = sys.argv[1:]
+with open({log!r}, "a") as fh:
+    fh.write(" ".join(args) + "\\n")
+client = docker.DockerClient(base_url={url!r}) if {url!r} else docker.from_env()
+def lab_of():
+    if "-t" in args:
+        return yaml.safe_load(pathlib.Path(args[args.index("-t") + 1]).read_text())["name"]
+    return args[args.index("--name") + 1]
+if args[0] == "deploy":
+    f = pathlib.Path(args[args.index("-t") + 1])
+    topo = yaml.safe_load(f.read_text())
+    for name, n in topo["topology"]["nodes"].items():
+        if n["kind"] != "sonic-vs":
+            continue
+        vols = {{str((f.parent / b.split(":")[0]).resolve()): {{"bind": b.split(":")[1], "mode": "ro"}}
+                for b in n.get("binds", [])}}
+        client.containers.run(n["image"], ["sh", "-c", {boot!r}], name=f"clab-{{topo['name']}}-{{name}}",
+                              detach=True, network_mode="none", volumes=vols,
+                              labels={{"containerlab": topo["name"]}})
+elif args[0] == "destroy":
+    for c in client.containers.list(all=True, filters={{"label": f"containerlab={{lab_of()}}"}}):
+        c.remove(force=True)
+elif args[0] == "inspect":
+    lab = lab_of()
+    rows = [{{"lab_name": lab, "name": c.name, "state": c.status}}
+            for c in client.containers.list(all=True, filters={{"label": f"containerlab={{lab}}"}})]
+    print(json.dumps({{lab: rows}} if rows else {{}}))
+'''
+BOOT = "sleep 1; touch /state/redis; sleep 1; echo 1 > /state/cfginit; sleep 1; touch /state/portinit; exec sleep 3600"
+
+
+def _fake_containerlab(tmp_path, engine, monkeypatch, boot=BOOT) -> Path:  # noqa: F811
+    import sys
+
+    bindir, log = tmp_path / "bin", tmp_path / "clab.log"
+    bindir.mkdir(exist_ok=True)
+    exe = bindir / "containerlab"
+    exe.write_text(FAKE_DEPLOY.format(python=sys.executable, log=str(log), url=engine.railab_url or "",
+                                      boot=boot))
+    exe.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
+    monkeypatch.setenv("RAILAB_RUN_DIR", str(tmp_path / "run"))
+    return log
+
+
+def _fake_lab(tmp_path, image: str, name: str) -> Path:
+    return generate(parse_intent(_intent(images={"sonic-vs": image, "server": image})), tmp_path / name, name=name)
+
+
+def test_up_runs_post_deploy_in_every_sonic_node(engine, fake_sonic_image, tmp_path, monkeypatch):  # noqa: F811
+    log = _fake_containerlab(tmp_path, engine, monkeypatch)
+    lab = f"svup{PID % 10000}"
+    labdir = _fake_lab(tmp_path, fake_sonic_image, lab)
+    rt = ContainerlabRuntime(docker_url=engine.railab_url)
+    try:
+        rec = rt.up(labdir)
+        assert rec.phase == "started" and rec.timings["post_deploy_s"] > 0
+        switches = [n for n in load_clab(labdir).nodes if not n.startswith("srv")]
+        for node in switches:
+            calls = _log(engine.containers.get(f"clab-{lab}-{node}"))
+            assert calls[-1] == "vtysh -f /etc/railab/frr.conf", (node, calls)
+            assert "sonic-cfggen -j /etc/railab/config_db.json --write-to-db" in calls
+    finally:
+        rt.down(lab)
+    assert log.read_text().splitlines()[0].startswith("deploy -t ")
+    assert st.load(lab) is None
+    assert not engine.containers.list(all=True, filters={"label": f"containerlab={lab}"})
+
+
+def test_up_that_never_gets_ready_is_rolled_back(engine, fake_sonic_image, tmp_path, monkeypatch):  # noqa: F811
+    boot = "sleep 1; touch /state/redis; echo 1 > /state/cfginit; exec sleep 3600"  # no PortInitDone
+    log = _fake_containerlab(tmp_path, engine, monkeypatch, boot=boot)
+    lab = f"svrb{PID % 10000}"
+    labdir = _fake_lab(tmp_path, fake_sonic_image, lab)
+    with pytest.raises(RailabError, match="'ports initialised' not reached within 3 s"):
+        ContainerlabRuntime(docker_url=engine.railab_url, boot_timeout_s=3).up(labdir)
+    assert [ln.split()[0] for ln in log.read_text().splitlines()] == ["deploy", "destroy"]
+    assert st.load(lab) is None
+    assert not engine.containers.list(all=True, filters={"label": f"containerlab={lab}"})
