@@ -56,7 +56,7 @@ from railab.errors import UsageError
 from railab.topologies import planner
 from railab.topologies.bfd import BfdProfile
 from railab.topologies.catalog import get_model, load_catalog
-from railab.topologies.naming import is_lab_name, lab_name_rule
+from railab.topologies.naming import is_lab_name, lab_name_rule, nos_port
 from railab.topologies.nodekinds import (
     FRR,
     LINUX,
@@ -544,7 +544,8 @@ def _check_shape(s: LabShape) -> None:
     if nk.max_ports is not None:
         for role, ports in worst:
             if ports > nk.max_ports:
-                where = (f" (eth1..eth{nk.max_ports} -> Ethernet0..Ethernet{4 * (nk.max_ports - 1)})"
+                last = f"eth{nk.max_ports}"
+                where = (f" (eth1..{last} -> {nos_port('eth1', 'sonic')}..{nos_port(last, 'sonic')})"
                          if nk.port_naming == "sonic" else "")
                 raise IntentError(
                     f"lab.kind: a {nk.name} {role} would need {ports} data ports but {nk.name} has "
