@@ -304,6 +304,9 @@ def _render_configs(spec: LabSpec, s: LabShape) -> dict[str, str]:
     def ifname(e: str) -> str:
         return nos_port(e, kind.port_naming, kind.max_ports)
 
+    def peer_port(peer: str, port: str) -> str:  # a switch peer's port as its NOS names it
+        return port if spec.node(peer).role == "server" else ifname(port)
+
     p2p = _p2p_addresses(spec, s) if sonic else {}
     for node in spec.nodes:
         if node.role == "server":
@@ -312,7 +315,7 @@ def _render_configs(spec: LabSpec, s: LabShape) -> dict[str, str]:
         server_ports, fabric_ports = [], []
         srv_addr: dict[str, str] = {}
         for iface, peer, peer_if in links:
-            desc = f"{peer}:{peer_if}"
+            desc = f"{peer}:{peer_port(peer, peer_if)}"
             nic = spec.nic_at(node.name, ifname(iface))
             if nic is not None:
                 addr = f"{nic.gateway}/31"
@@ -336,7 +339,7 @@ def _render_configs(spec: LabSpec, s: LabShape) -> dict[str, str]:
                 name=node.name, role=node.role, asn=node.asn, loopback=node.router_id,
                 mtu=s.mtu, server_ports=srv_addr,
                 fabric_ports=[e for e, _, _ in links if e not in srv_addr],
-                descriptions={e: f"{pn}:{pi}" for e, pn, pi in links},
+                descriptions={e: f"{pn}:{peer_port(pn, pi)}" for e, pn, pi in links},
                 max_ports=kind.max_ports, qos=spec.qos,
                 fabric_addresses={e: a for (n, e), a in p2p.items() if n == node.name},
             ))
