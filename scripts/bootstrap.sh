@@ -2,7 +2,8 @@
 # Install what railab needs on a Debian machine, as root. Idempotent: skips what is present.
 #   scripts/bootstrap.sh          runtime needs (FRR, iproute2, graphviz, the railab package)
 #   scripts/bootstrap.sh --test   also what the test suite uses (OpenSSH server, Docker, Chromium,
-#                                 and the test, containerlab and ssh extras: pytest, ruff, docker, paramiko)
+#                                 and the test, containerlab and ssh extras: pytest, ruff, docker, paramiko,
+#                                 libyang 2.7 built against Debian's libyang2-dev for the SONiC YANG tests)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "$(id -u)" -ne 0 ]; then
@@ -11,7 +12,7 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 pkgs=(frr iproute2 graphviz procps)
 if [ "${1:-}" = "--test" ]; then
-  pkgs+=(openssh-server docker.io chromium busybox-static)
+  pkgs+=(openssh-server docker.io chromium busybox-static libyang2-dev python3-dev gcc)
 fi
 missing=()
 for p in "${pkgs[@]}"; do

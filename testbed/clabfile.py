@@ -1,12 +1,22 @@
-"""Read a containerlab topology (``<lab>.clab.yml``) into what the netns runtime deploys.
+r"""Read a containerlab topology (``<lab>.clab.yml``) into what the netns runtime deploys.
 
 Only the parts a runtime needs are read: the lab ``name``, nodes (kind, image, binds, sysctls,
 labels, merged from ``topology.defaults`` < ``topology.kinds[<kind>]`` < the node, as containerlab
 merges them), and links (``endpoints: ["a:eth1", "b:eth3"]`` plus an optional ``mtu``).
 Bind sources are resolved relative to the clab file's directory, as containerlab does.
 
-A node runs FRR when it binds a file onto ``/etc/frr/frr.conf`` (``frr`` and ``sonic-vs`` nodes
-in railab's layout, see docs/architecture.md); its ``/etc/frr/daemons`` bind, if any, says which
+Links are containerlab's short form (``endpoints: ["a:eth1", "b:eth3"]``) or its extended form
+(``type: veth`` with ``endpoints: [{node, interface}, ...]``); single-ended links (``vxlan``,
+``vxlan-stitch``, ``host``, ``mgmt-net``, ``macvlan``, ``dummy``: one ``endpoint``) are kept
+apart in ``ClabFile.external_links`` (only containerlab can make them). With ``validate=True``
+(the containerlab runtime's ``up``), after railab's own checks the whole document is validated
+against containerlab's JSON schema
+(:func:`railab.topologies.clab.validate_topology`, whose ECMA-262 patterns such as the
+``\p{L}`` of a vxlan ``remote`` are translated for Python).
+
+A node runs FRR when it binds a file onto ``/etc/frr/frr.conf`` (``frr`` nodes in railab's
+layout, see docs/architecture.md; sonic-vs nodes bind theirs under ``/etc/railab/`` and only the
+containerlab runtime runs them); its ``/etc/frr/daemons`` bind, if any, says which
 daemons to start, in which order and with which options (``ClabNode.daemons``,
 ``ClabNode.daemon_options``).
 """
@@ -22,6 +32,7 @@ from typing import Any
 import yaml
 
 from railab.errors import UsageError
+from railab.topologies.clab import validate_topology
 from railab.topologies.nodekinds import FRR_DAEMON_OPTIONS, FRR_DAEMONS, FRR_DEFAULT_OPTIONS
 
 FRR_CONF_TARGET = "/etc/frr/frr.conf"
@@ -105,13 +116,26 @@ class ClabLink:
 
 
 @dataclass(frozen=True)
+class ClabExternalLink:
+    """A single-ended containerlab link (``type`` vxlan, host, macvlan ...): ``endpoint``
+    ``(node, interface)``, the rest of its keys in ``options`` (``remote``, ``vni`` ...)."""
+
+    type: str
+    endpoint: tuple[str, str]
+    options: dict[str, Any] = field(default_factory=dict)
+    mtu: int = DEFAULT_MTU
+
+
+@dataclass(frozen=True)
 class ClabFile:
-    """A parsed ``<lab>.clab.yml``: ``nodes`` in file order, ``links`` in file order."""
+    """A parsed ``<lab>.clab.yml``: ``nodes`` in file order, ``links`` (veth pairs) and
+    ``external_links`` (single-ended) in file order."""
 
     path: Path
     name: str
     nodes: dict[str, ClabNode]
     links: list[ClabLink]
+    external_links: list[ClabExternalLink] = field(default_factory=list)
 
     @property
     def directory(self) -> Path:
@@ -160,6 +184,8 @@ def _binds(value: Any, base: Path, where: str) -> dict[str, Path]:
 
 
 def _endpoint(text: Any, where: str, nodes: dict[str, ClabNode]) -> tuple[str, str]:
+    if isinstance(text, dict):  # extended form: {node: a, interface: eth1}
+        text = f"{text.get('node', '')}:{text.get('interface', '')}"
     node, sep, ifname = str(text).partition(":")
     if not sep or not node or not ifname:
         raise UsageError(f"{where}: endpoint {text!r} is not 'node:interface'")
@@ -170,11 +196,17 @@ def _endpoint(text: Any, where: str, nodes: dict[str, ClabNode]) -> tuple[str, s
     return node, ifname
 
 
-def load_clab(path: str | Path) -> ClabFile:
+#: containerlab link types with one endpoint (the other end is outside the lab's containers).
+SINGLE_ENDED = ("vxlan", "vxlan-stitch", "host", "mgmt-net", "macvlan", "dummy")
+
+
+def load_clab(path: str | Path, *, validate: bool = False) -> ClabFile:
     """Parse a clab file (or the one in a lab directory).
 
     Raises UsageError (exit 2) for unreadable YAML, a missing ``name``/``topology.nodes``, a bad endpoint,
-    an endpoint used twice, or a bound frr.conf that does not exist.
+    an endpoint used twice, a bound frr.conf that does not exist, an unknown link ``type``, or
+    (``validate``) a document containerlab's schema rejects (ClabSchemaError, naming the JSON
+    paths).
     """
     p = find_clab_file(path).resolve()
     try:
@@ -210,16 +242,34 @@ def load_clab(path: str | Path) -> ClabFile:
             raise UsageError(f"{p.name}: node {name} binds {node.frr_conf}, which does not exist")
         nodes[str(name)] = node
     links: list[ClabLink] = []
+    external: list[ClabExternalLink] = []
     used: set[tuple[str, str]] = set()
+
+    def use(ep: tuple[str, str], where: str) -> None:
+        if ep in used:
+            raise UsageError(f"{where}: endpoint {ep[0]}:{ep[1]} is used by another link")
+        used.add(ep)
+
     for i, link in enumerate(topo.get("links") or []):
         where = f"{p.name}: links[{i}]"
+        kind = str(link.get("type", "veth"))
+        mtu = int(link.get("mtu") or DEFAULT_MTU)
+        if kind in SINGLE_ENDED:
+            ep = _endpoint(link.get("endpoint") or {}, where, nodes)
+            use(ep, where)
+            opts = {k: v for k, v in link.items() if k not in ("type", "endpoint", "mtu")}
+            external.append(ClabExternalLink(kind, ep, opts, mtu))
+            continue
+        if kind != "veth":
+            raise UsageError(f"{where}: unknown link type {kind!r}; containerlab knows veth, "
+                             f"{', '.join(SINGLE_ENDED)}")
         eps = link.get("endpoints") or []
         if len(eps) != 2:
             raise UsageError(f"{where}: needs exactly two endpoints, got {eps!r}")
         a, b = (_endpoint(e, where, nodes) for e in eps)
         for ep in (a, b):
-            if ep in used:
-                raise UsageError(f"{where}: endpoint {ep[0]}:{ep[1]} is used by another link")
-            used.add(ep)
-        links.append(ClabLink(a, b, int(link.get("mtu") or DEFAULT_MTU)))
-    return ClabFile(p, str(doc["name"]), nodes, links)
+            use(ep, where)
+        links.append(ClabLink(a, b, mtu))
+    if validate:
+        validate_topology(doc)
+    return ClabFile(p, str(doc["name"]), nodes, links, external)

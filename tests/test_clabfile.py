@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -103,3 +104,90 @@ def test_ledger_roundtrip(tmp_path, monkeypatch):
     st.ledger_remove("clab-a-x")
     st.remove_lab_dir("a")
     assert st.ledger() == {"clab-a-y": "a"} and st.labs() == [] and st.load("a") is None
+
+
+# ---- containerlab's schema: ECMA-262 patterns (\p{L}, \p{N}) translated for Python --------------
+def _schema_topology(**over):
+    topo = {
+        "name": "sch",
+        "mgmt": {"network": "sch-mgmt", "ipv4-subnet": "172.20.20.0/24", "ipv4-range": "172.20.20.128/25"},
+        "topology": {
+            "nodes": {"a": {"kind": "linux", "image": "alpine:3", "mgmt-ipv4": "172.20.20.5",
+                            "ports": ["8080:80", "127.0.0.1:2222:22/tcp"]},
+                      "b": {"kind": "linux", "image": "alpine:3"}},
+            "links": [{"endpoints": ["a:eth1", "b:eth1"]},
+                      {"type": "vxlan", "endpoint": {"node": "a", "interface": "eth2"},
+                       "remote": "10.1.0.1", "vni": 1301, "dst-port": 4789, "mtu": 9100}],
+        },
+    }
+    for path, value in over.items():
+        d = topo
+        keys = path.split("/")
+        for k in keys[:-1]:
+            d = d[int(k)] if isinstance(d, list) else d[k]
+        d[int(keys[-1]) if isinstance(d, list) else keys[-1]] = value
+    return topo
+
+
+def test_stock_jsonschema_cannot_compile_the_schema_patterns():
+    """What railab hit before: Python's re rejects containerlab's ECMA-262 \\p{...} patterns."""
+    import re
+
+    import jsonschema
+
+    from railab.topologies.clab import find_schema
+
+    schema = json.loads(find_schema().read_text())
+    with pytest.raises(re.error, match="bad escape"):
+        list(jsonschema.Draft202012Validator(schema).iter_errors(_schema_topology()))
+
+
+def test_ecma_pattern_translation():
+    import re
+
+    from railab.topologies.clab import ecma_pattern
+
+    zone = re.compile(ecma_pattern(r"^x(%[\p{N}\p{L}]+)?$"))
+    assert zone.match("x%eth0") and zone.match("x%Ethernet٣") and zone.match("x")
+    assert not zone.match("x%eth_0") and not zone.match("x%")
+    assert re.fullmatch(ecma_pattern(r"\p{L}+"), "réseau") and not re.fullmatch(ecma_pattern(r"\p{L}+"), "a1")
+    assert re.fullmatch(ecma_pattern(r"[a\-\p{L}]+"), "a-b")
+    assert ecma_pattern(r"^[0-9]{1,3}\.\d$") == r"^[0-9]{1,3}\.\d$"  # the rest is left alone
+    with pytest.raises(ValueError, match="unsupported"):
+        ecma_pattern(r"\p{Greek}")
+
+
+@pytest.mark.parametrize("over, where", [
+    ({}, None),
+    ({"topology/links/1/remote": "10.1.0.1%eth0"}, None),
+    ({"topology/links/1/remote": "2001:db8::1"}, None),
+    ({"topology/links/1/remote": "10.1.0.999"}, "topology/links/1"),
+    ({"topology/nodes/a/mgmt-ipv4": "172.20.20.300"}, "topology/nodes/a"),
+    ({"mgmt/ipv4-range": "not-a-range"}, "mgmt/ipv4-range"),
+    ({"topology/nodes/a/ports": ["80:eighty"]}, "topology/nodes/a"),
+])
+def test_schema_with_mgmt_ports_range_and_vxlan(over, where):
+    from railab.topologies.clab import ClabSchemaError, validate_topology
+
+    topo = _schema_topology(**over)
+    if where is None:
+        assert validate_topology(topo) is not None
+    else:
+        with pytest.raises(ClabSchemaError, match=where):
+            validate_topology(topo)
+
+
+def test_vxlan_link_is_read_and_validated(tmp_path):
+    doc = _schema_topology()
+    p = _write(tmp_path, doc)
+    c = load_clab(p, validate=True)
+    assert [(lk.a, lk.b) for lk in c.links] == [(("a", "eth1"), ("b", "eth1"))]
+    (x,) = c.external_links
+    assert (x.type, x.endpoint, x.mtu, x.options["remote"], x.options["vni"]) == (
+        "vxlan", ("a", "eth2"), 9100, "10.1.0.1", 1301)
+    doc["topology"]["links"][1]["remote"] = "10.1.0.999"
+    with pytest.raises(RailabError, match="clab topology fails"):
+        load_clab(_write(tmp_path, doc), validate=True)
+    doc["topology"]["links"][1]["type"] = "wormhole"
+    with pytest.raises(RailabError, match="unknown link type 'wormhole'"):
+        load_clab(_write(tmp_path, doc))

@@ -53,7 +53,7 @@ def test_every_import_is_declared_and_every_dependency_is_imported():
     extras = {k: {_name(r) for r in v} for k, v in PROJECT["optional-dependencies"].items()}
     used = _dists(_imported(PACKAGE_DIRS))
     # optional imports: the containerlab runtime, SSH checks, and the pytest plugin (pytest loads it)
-    optional = {"docker": "containerlab", "paramiko": "ssh", "pytest": "pytest"}
+    optional = {"docker": "containerlab", "paramiko": "ssh", "pytest": "pytest", "libyang": "sonic-yang"}
     assert _imported(PACKAGE_DIRS)["pytest"] == {"app/pytest_plugin.py"}
     for module, dist in used.items():
         if module in optional:

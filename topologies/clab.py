@@ -3,11 +3,15 @@
 The topology is built as a dict and written with ``yaml.safe_dump`` (sorted keys): never from a
 text template (peer NOTES.md). It is then validated against containerlab's own schema
 (``clab.schema.json``) with ``jsonschema.Draft202012Validator``: the schema declares draft-07,
-but its link ``endpoints`` use ``prefixItems``, a 2020-12 keyword that draft-07 ignores.
+but its link ``endpoints`` use ``prefixItems``, a 2020-12 keyword that draft-07 ignores. Its
+patterns are ECMA-262 (``\\p{L}``, ``\\p{N}``), which Python's ``re`` rejects: they are translated
+first (:func:`ecma_pattern`, :func:`python_schema`).
 
 Node mapping (docs/architecture.md):
 
-* every node: containerlab kind, image, binds and sysctls of its node kind
+* every node: ``restart-policy: "no"`` (:data:`RESTART_POLICY`); containerlab kind, image, binds
+  and sysctls of its node kind (sonic-vs binds: :func:`railab.topologies.sonic.sonic_binds`, by
+  image generation)
   (:mod:`railab.topologies.nodekinds`: ``frr``, ``sonic-vs``, the ``linux`` GPU server, or a
   registered one); the intent's ``lab.images`` overrides the image;
 * servers also get ``exec:`` lines giving each NIC its /31, a policy rule and a per-NIC table
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -32,6 +37,12 @@ from railab.errors import UsageError
 from railab.topologies import routing
 from railab.topologies.labspec import LabSpec
 from railab.topologies.nodekinds import get_node_kind
+from railab.topologies.sonic import sonic_binds
+
+#: containerlab's ``restart-policy`` for every node. The linux kind's default is ``always``:
+#: Docker would restart a crashed FRR or server container without its data veths
+#: (srl-labs/containerlab#730), a node that looks alive with no links. netlab emits ``no`` too.
+RESTART_POLICY = "no"
 
 VENDORED_SCHEMA = Path(__file__).resolve().parent / "schema" / "clab.schema.json"
 SHARED_SCHEMA = Path(__file__).resolve().parents[2] / "shared" / "containerlab" / "clab.schema.json"
@@ -50,9 +61,89 @@ def find_schema() -> Path | None:
     return None
 
 
+#: ECMA-262 Unicode property escapes containerlab's schema uses, as Python ``re`` classes:
+#: ``\p{L}`` letters (``[^\W\d_]``), ``\p{N}`` numbers (``\d`` plus ``str.isnumeric``
+#: characters: inside ``\w`` minus letters and ``_``). A class holding both is ``[^\W_]``.
+_PROPS = {frozenset("L"): r"[^\W\d_]", frozenset("N"): r"(?:(?![^\W\d_])[^\W_])",
+          frozenset("LN"): r"[^\W_]"}
+_PROP = re.compile(r"\\p\{([LN])\}")
+
+
+def ecma_pattern(pattern: str) -> str:
+    r"""Translate an ECMA-262 regular expression (JSON Schema's dialect) into Python ``re``.
+
+    Python rejects ``\p{...}`` (``re.error: bad escape \p``); containerlab's schema uses
+    ``\p{L}`` and ``\p{N}`` (alone or in a class, e.g. the zone of ``mgmt-ipv4``,
+    ``ports``, ``ipv4-range`` and a vxlan link's ``remote``: ``(%[\p{N}\p{L}]+)?``). Each is
+    replaced by the equivalent Python class (:data:`_PROPS`); a class mixing them with other
+    members becomes an alternation. Other syntax is left as is (the rest of the schema's
+    patterns mean the same in both dialects). Raises ValueError for another ``\p{X}``.
+    """
+    out: list[str] = []
+    i = 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\" and i + 1 < len(pattern):
+            m = _PROP.match(pattern, i)
+            if m:
+                out.append(_PROPS[frozenset(m[1])])
+                i = m.end()
+                continue
+            if pattern[i + 1] in "pP":
+                raise ValueError(f"unsupported ECMA-262 property escape in {pattern!r} at {i}")
+            out.append(pattern[i:i + 2])
+            i += 2
+            continue
+        if c == "[":
+            j, members, props = i + 1, [], set()
+            negated = j < len(pattern) and pattern[j] == "^"
+            j += negated
+            while j < len(pattern) and (pattern[j] != "]" or j == i + 1 + negated and not members):
+                m = _PROP.match(pattern, j)
+                if m:
+                    props.add(m[1])
+                    j = m.end()
+                elif pattern[j] == "\\":
+                    members.append(pattern[j:j + 2])
+                    j += 2
+                else:
+                    members.append(pattern[j])
+                    j += 1
+            if not props:
+                out.append(pattern[i:j + 1])
+            elif negated:
+                raise ValueError(f"negated class with a property escape in {pattern!r}")
+            else:
+                alt = [_PROPS[frozenset(props)]] + ([f"[{''.join(members)}]"] if members else [])
+                out.append(alt[0] if len(alt) == 1 else f"(?:{'|'.join(alt)})")
+            i = j + 1
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def python_schema(node: Any) -> Any:
+    """A copy of a JSON schema whose ``pattern`` values and ``patternProperties`` keys are
+    Python regular expressions (:func:`ecma_pattern`)."""
+    if isinstance(node, list):
+        return [python_schema(x) for x in node]
+    if not isinstance(node, dict):
+        return node
+    out = {}
+    for k, v in node.items():
+        if k == "pattern" and isinstance(v, str):
+            out[k] = ecma_pattern(v)
+        elif k == "patternProperties" and isinstance(v, dict):
+            out[k] = {ecma_pattern(p): python_schema(sub) for p, sub in v.items()}
+        else:
+            out[k] = python_schema(v)
+    return out
+
+
 @lru_cache(maxsize=4)
 def _validator(path: str):
-    schema = json.loads(Path(path).read_text())
+    schema = python_schema(json.loads(Path(path).read_text()))
     return jsonschema.Draft202012Validator(schema)
 
 
@@ -95,16 +186,22 @@ def server_exec(spec: LabSpec, server: str) -> list[str]:
     return lines
 
 
-def build_topology(spec: LabSpec, images: Any) -> dict:
-    """The containerlab topology dict for ``spec`` (``images``: ``topologies.intent.Images``).
+def build_topology(spec: LabSpec, images: Any, *, sonic_image: str | None = None) -> dict:
+    """The containerlab topology dict for ``spec`` (``images``: ``topologies.intent.Images``;
+    ``sonic_image``: the docker-sonic-vs image generation, :data:`railab.topologies.sonic.SONIC_IMAGES`,
+    None for the default), with ``restart-policy: "no"`` on every node.
 
-    Raises NodeKindError for a node whose kind is not registered.
+    Raises NodeKindError for a node whose kind is not registered, ValueError for an unknown
+    ``sonic_image``.
     """
     nodes: dict[str, dict] = {}
     for n in spec.nodes:
         kind = get_node_kind(n.kind)
-        node: dict[str, Any] = {"kind": kind.clab_kind, "image": images.for_kind(kind)}
-        if kind.binds:
+        node: dict[str, Any] = {"kind": kind.clab_kind, "image": images.for_kind(kind),
+                                "restart-policy": RESTART_POLICY}
+        if kind.clab_kind == "sonic-vs":
+            node["binds"] = sonic_binds(n.name, sonic_image)
+        elif kind.binds:
             node["binds"] = kind.clab_binds(n.name)
         if n.role == "server":
             node["exec"] = server_exec(spec, n.name)

@@ -98,6 +98,8 @@ class SwitchConfig:
     bfd: BfdProfile = DEFAULT_BFD
     ra_interval_s: int = RA_MIN_S
     max_ecmp: int | None = None
+    #: the ``frr version`` line (None: omitted; sonic-vs images ship their own FRR release)
+    frr_version: str | None = FRR_VERSION
 
     @property
     def maximum_paths(self) -> int:
@@ -130,7 +132,7 @@ def render_frr_conf(cfg: SwitchConfig) -> str:
             f"({cap}); use fewer spines or parallel links"
         )
     return _env().get_template("frr.conf.j2").render(
-        frr_version=FRR_VERSION,
+        frr_version=cfg.frr_version,
         name=cfg.name,
         role=cfg.role,
         group=cfg.group,

@@ -6,7 +6,11 @@ per-device rendering (:mod:`topologies.frr`, :mod:`topologies.sonic`, :mod:`topo
 atomic write. Every convention is docs/architecture.md's:
 
 * names (:mod:`railab.topologies.naming`): ``spine<i>``, ``g<g>-leaf<r>`` (Rail-optimized),
-  ``leaf<i>`` (Rail-only), ``srv<i>``, ports ``eth<k>``;
+  ``leaf<i>`` (Rail-only), ``srv<i>``, ports ``eth<k>``; lab.json's session interfaces, expected
+  route interfaces and NIC leaf ports use the switch NOS's name (``naming.nos_port``:
+  ``Ethernet<4(k-1)>`` on sonic-vs), links keep ``eth<k>``;
+* sonic-vs: parallel leaf-spine links get numbered /31s from ``lab.p2p_pool``
+  (:func:`_p2p_addresses`), no BFD (no bfdd in the image), binds by ``lab.sonic_image``;
 * node kinds (:mod:`railab.topologies.nodekinds`): images, binds, sysctls, daemons, port limits;
   ``expected_hops`` from the path class registry (:mod:`railab.topologies.pathclasses`); the QoS
   and BFD profiles and the RA interval (:mod:`railab.topologies.qos`, :mod:`railab.topologies.bfd`,
@@ -34,9 +38,9 @@ from pathlib import Path
 from railab.errors import UsageError
 from railab.topologies import clab as clab_mod
 from railab.topologies import routing
-from railab.topologies.bfd import control_plane
+from railab.topologies.bfd import BfdProfile, control_plane
 from railab.topologies.cabling import Layout, Wiring, wire
-from railab.topologies.frr import Port, SwitchConfig, render_daemons, render_frr_conf
+from railab.topologies.frr import FRR_VERSION, Port, SwitchConfig, render_daemons, render_frr_conf
 from railab.topologies.intent import Intent, IntentError, LabShape, load_intent, resolve_lab
 from railab.topologies.labspec import (
     BgpSession,
@@ -48,7 +52,7 @@ from railab.topologies.labspec import (
     Node,
     RailSubnet,
 )
-from railab.topologies.naming import is_lab_name, lab_name_rule, sonic_port
+from railab.topologies.naming import is_lab_name, lab_name_rule, nos_port
 from railab.topologies.nodekinds import SERVER_KIND, get_node_kind
 from railab.topologies.pathclasses import Fabric, lab_hops
 from railab.topologies.qos import DEFAULT_QOS
@@ -79,7 +83,7 @@ def build_lab(intent: Intent, *, name: str | None = None) -> BuiltLab:
         raise IntentError(lab_name_rule(name, "name"))
     spec = _build_spec(intent, shape, lab_name)
     files = _render_configs(spec, shape)
-    topo = clab_mod.build_topology(spec, shape.images)
+    topo = clab_mod.build_topology(spec, shape.images, sonic_image=shape.sonic_image)
     clab_mod.validate_topology(topo)
     files[f"{lab_name}.clab.yml"] = clab_mod.dump_topology(topo)
     files["lab.json"] = spec.dump()
@@ -120,6 +124,11 @@ def _build_spec(intent: Intent, s: LabShape, lab_name: str) -> LabSpec:
     w = wire(layout_of(s))
     spines, leaves, supers = w.spines, w.leaves, w.superspines
     asn = _asns(w)
+    kind = s.node_kind
+
+    def nos(port: str) -> str:  # the switch NOS's name of a lab port (lab.json records it)
+        return nos_port(port, kind.port_naming, kind.max_ports)
+
     pool = s.loopback_pool.network_address
     # loopbacks: spines pool+1.., then leaves, then super-spines (two-tier labs unchanged)
     loop: dict[str, str] = {}
@@ -149,11 +158,11 @@ def _build_spec(intent: Intent, s: LabShape, lab_name: str) -> LabSpec:
             nics.append(Nic(
                 server=c.a_node, nic=c.rail, gpu=c.rail - 1, interface=c.a_port, group=g,
                 rail=c.rail, address=f"{leaf_ip + 1}/31", gateway=str(leaf_ip),
-                table=TABLE_BASE + c.rail, leaf=c.b_node, leaf_port=c.b_port,
+                table=TABLE_BASE + c.rail, leaf=c.b_node, leaf_port=nos(c.b_port),
             ))
         else:
             sessions.append(BgpSession(
-                node=c.a_node, interface=c.a_port, peer=c.b_node, peer_interface=c.b_port,
+                node=c.a_node, interface=nos(c.a_port), peer=c.b_node, peer_interface=nos(c.b_port),
                 local_asn=asn[c.a_node], remote_asn=asn[c.b_node],
             ))
 
@@ -172,7 +181,7 @@ def _build_spec(intent: Intent, s: LabShape, lab_name: str) -> LabSpec:
         RailSubnet(group=g, rail=r, prefix=str(net), leaf=w.leaf_of[(g, r)].name)
         for (g, r), net in rail_net.items()
     ]
-    expected = _expected_routes(w, loop, rail_net)
+    expected = _expected_routes(w, loop, rail_net, nos)
     hops = lab_hops(Fabric(s.architecture, s.rails, s.rails_per_leaf, s.groups,
                            s.groups_per_pod))
     d = intent.design
@@ -196,6 +205,7 @@ def _build_spec(intent: Intent, s: LabShape, lab_name: str) -> LabSpec:
     if s.breakouts:
         design["cabling"] = dict(s.breakouts)
     timers = control_plane(len(sessions), s.bfd, s.ra_interval_s)
+    bfd = timers.bfd if "bfdd" in kind.daemons else BfdProfile(enabled=False)  # sonic-vs: no bfdd
     return LabSpec(
         name=lab_name,
         architecture=s.architecture,
@@ -219,7 +229,7 @@ def _build_spec(intent: Intent, s: LabShape, lab_name: str) -> LabSpec:
         expected_hops=hops,
         node_kinds={k: get_node_kind(k).record() for k in dict.fromkeys([s.kind, SERVER_KIND])},
         qos=DEFAULT_QOS,
-        bfd=timers.bfd,
+        bfd=bfd,
         ra_interval_s=timers.ra_interval_s,
         control_plane_rule=timers.rule,
         tiers=3 if s.three_tier else 2,
@@ -230,8 +240,8 @@ def _build_spec(intent: Intent, s: LabShape, lab_name: str) -> LabSpec:
     )
 
 
-def _expected_routes(w: Wiring, loop: dict[str, str], rail_net: dict
-                     ) -> dict[str, list[ExpectedRoute]]:
+def _expected_routes(w: Wiring, loop: dict[str, str], rail_net: dict,
+                     nos=lambda p: p) -> dict[str, list[ExpectedRoute]]:
     """BGP-learned prefixes per switch with their ECMP width (RFC 7938 routing).
 
     Two tiers. Leaf: every other leaf's rail subnets and loopback via all uplinks (width spines
@@ -249,13 +259,14 @@ def _expected_routes(w: Wiring, loop: dict[str, str], rail_net: dict
     super-spine loopback via the links to it; other pods' spine ``i`` loopbacks via every
     plane-``i`` super-spine link. Super-spine: every leaf's prefixes and its plane's spine
     loopbacks via the links to that pod's plane spine. Nothing else is learnt (a route back
-    through the own pod's or the super-spine ASN is an AS_PATH loop).
+    through the own pod's or the super-spine ASN is an AS_PATH loop). ``nos`` maps a lab port to
+    the NOS's name (route interfaces as FRR shows them).
     """
     def prefixes(lf) -> list[str]:
         return [str(rail_net[(lf.group, r)]) for r in lf.rails] + [f"{loop[lf.name]}/32"]
 
     def ports_to(sw, peers: set[str]) -> list[str]:
-        return [p for p, pn, _ in sw.ports if pn in peers]
+        return [nos(p) for p, pn, _ in sw.ports if pn in peers]
 
     out: dict[str, list[ExpectedRoute]] = {}
     spines, leaves, supers = w.spines, w.leaves, w.superspines
@@ -322,7 +333,14 @@ def _render_configs(spec: LabSpec, s: LabShape) -> dict[str, str]:
         rails_of_leaf.setdefault(rs.leaf, []).append(rs.prefix)
     kind = s.node_kind
     sonic = kind.port_naming == "sonic"
-    ifname = (lambda e: sonic_port(e, kind.max_ports)) if sonic else (lambda e: e)
+
+    def ifname(e: str) -> str:
+        return nos_port(e, kind.port_naming, kind.max_ports)
+
+    def peer_port(peer: str, port: str) -> str:  # a switch peer's port as its NOS names it
+        return port if spec.node(peer).role == "server" else ifname(port)
+
+    p2p = _p2p_addresses(spec, s) if sonic else {}
     for node in spec.nodes:
         if node.role == "server":
             continue
@@ -330,8 +348,8 @@ def _render_configs(spec: LabSpec, s: LabShape) -> dict[str, str]:
         server_ports, fabric_ports = [], []
         srv_addr: dict[str, str] = {}
         for iface, peer, peer_if in links:
-            desc = f"{peer}:{peer_if}"
-            nic = spec.nic_at(node.name, iface)
+            desc = f"{peer}:{peer_port(peer, peer_if)}"
+            nic = spec.nic_at(node.name, ifname(iface))
             if nic is not None:
                 addr = f"{nic.gateway}/31"
                 srv_addr[iface] = addr
@@ -344,6 +362,7 @@ def _render_configs(spec: LabSpec, s: LabShape) -> dict[str, str]:
             rail_subnets=rails_of_leaf.get(node.name, []), server_ports=server_ports,
             fabric_ports=fabric_ports, loopback_interface=kind.loopback_interface,
             bfd=spec.bfd, ra_interval_s=spec.ra_interval_s, max_ecmp=kind.max_ecmp,
+            frr_version=None if sonic else FRR_VERSION,
         )
         base = f"configs/{node.name}"
         files[f"{base}/frr.conf"] = render_frr_conf(cfg)
@@ -353,10 +372,30 @@ def _render_configs(spec: LabSpec, s: LabShape) -> dict[str, str]:
                 name=node.name, role=node.role, asn=node.asn, loopback=node.router_id,
                 mtu=s.mtu, server_ports=srv_addr,
                 fabric_ports=[e for e, _, _ in links if e not in srv_addr],
-                descriptions={e: f"{pn}:{pi}" for e, pn, pi in links},
+                descriptions={e: f"{pn}:{peer_port(pn, pi)}" for e, pn, pi in links},
                 max_ports=kind.max_ports, qos=spec.qos,
+                fabric_addresses={e: a for (n, e), a in p2p.items() if n == node.name},
             ))
     return files
+
+
+def _p2p_addresses(spec: LabSpec, s: LabShape) -> dict[tuple[str, str], str]:
+    """Numbered /31s of the leaf-spine links when a pair has parallel links (sonic-vs: every
+    port has the switch MAC, so parallel unnumbered links share one IPv6 link-local,
+    sonic-net/sonic-buildimage#12042): link ``i`` (lab.json order) takes the ``i``-th /31 of
+    ``lab.p2p_pool``, leaf side the even address. ``{(node, ethK): "a.b.c.d/31"}``; empty with
+    one link per pair."""
+    if spec.links_per_leaf_spine_pair < 2:
+        return {}
+    subnets = s.p2p_pool.subnets(new_prefix=31)
+    out: dict[tuple[str, str], str] = {}
+    for lk in spec.links:
+        if lk.role != "leaf-spine":
+            continue
+        net = next(subnets)
+        out[(lk.a.node, lk.a.interface)] = f"{net.network_address}/31"
+        out[(lk.b.node, lk.b.interface)] = f"{net.network_address + 1}/31"
+    return out
 
 
 class OutputError(UsageError):

@@ -32,6 +32,8 @@ An intent is a YAML document::
       loopback_pool: 10.255.0.0/24  # switch loopbacks / router-ids
       bfd: {tx_ms: 300, rx_ms: 300, multiplier: 5, enabled: true}  # fabric BFD (topologies.bfd)
       ra_interval_s: 3              # IPv6 RA interval on fabric ports (topologies.bfd)
+      sonic_image: "202305"         # sonic-vs image generation: 202305 (any image) or master
+      p2p_pool: 10.254.0.0/16       # /31s of parallel sonic-vs fabric links (topologies.sonic)
 
 ``lab.bfd`` and ``lab.ra_interval_s`` default to the lab-size rules of
 :mod:`railab.topologies.bfd` (300 ms x 5 and 3 s on small labs; BFD off and slower RAs on the
@@ -64,7 +66,7 @@ from railab.errors import UsageError
 from railab.topologies import planner
 from railab.topologies.bfd import BfdProfile
 from railab.topologies.catalog import get_model, load_catalog
-from railab.topologies.naming import is_lab_name, lab_name_rule
+from railab.topologies.naming import is_lab_name, lab_name_rule, nos_port
 from railab.topologies.nodekinds import (
     FRR,
     LINUX,
@@ -184,6 +186,13 @@ class LabIntent(_Strict):
     ra_interval_s: int | None = Field(
         None, ge=1, le=1800,
         description="IPv6 RA interval on fabric ports, s; default: scaled (topologies.bfd)")
+    sonic_image: Literal["202305", "master"] = Field(
+        "202305", description="docker-sonic-vs image generation (topologies.sonic.SONIC_IMAGES): "
+                              "202305 loads configs after boot on any image; master binds "
+                              "/var/sonic/config_db.json (images since 2026-03)")
+    p2p_pool: ipaddress.IPv4Network = Field(
+        ipaddress.IPv4Network("10.254.0.0/16"),
+        description="numbered /31s for parallel leaf-spine links on sonic-vs (topologies.sonic)")
 
     @field_validator("kind")
     @classmethod
@@ -272,6 +281,8 @@ class LabShape:
     superspine_links: int = 1
     warnings: tuple[str, ...] = ()
     breakouts: dict = field(default_factory=dict)  # production ports per cage (cabling)
+    sonic_image: str = "202305"  # sonic-vs image generation (topologies.sonic.SONIC_IMAGES)
+    p2p_pool: ipaddress.IPv4Network = ipaddress.IPv4Network("10.254.0.0/16")
 
     @property
     def node_kind(self) -> NodeKind:
@@ -680,6 +691,8 @@ def resolve_lab(intent: Intent, source: str = "intent") -> LabShape:
         fabric_speed_gbps=d.fabric_speed_gbps or 0,
         breakouts=_breakouts(d, arch),
         **three,
+        sonic_image=lab.sonic_image,
+        p2p_pool=lab.p2p_pool,
         **shape,
     )
     errs = _budget_errors(s, d)
@@ -755,7 +768,8 @@ def _check_shape(s: LabShape) -> None:
     if nk.max_ports is not None:
         for role, ports in worst:
             if ports > nk.max_ports:
-                where = (f" (eth1..eth{nk.max_ports} -> Ethernet0..Ethernet{4 * (nk.max_ports - 1)})"
+                last = f"eth{nk.max_ports}"
+                where = (f" (eth1..{last} -> {nos_port('eth1', 'sonic')}..{nos_port(last, 'sonic')})"
                          if nk.port_naming == "sonic" else "")
                 raise IntentError(
                     f"lab.kind: a {nk.name} {role} would need {ports} data ports but {nk.name} has "
@@ -773,6 +787,14 @@ def _check_shape(s: LabShape) -> None:
             f"lab.loopback_pool: {s.loopback_pool} overlaps lab.rail_pool {s.rail_pool}; "
             "pick disjoint pools"
         )
+    if nk.port_naming == "sonic" and s.links_per_pair > 1 and s.spines:
+        for key, pool in (("lab.rail_pool", s.rail_pool), ("lab.loopback_pool", s.loopback_pool)):
+            if s.p2p_pool.overlaps(pool):
+                raise IntentError(f"lab.p2p_pool: {s.p2p_pool} overlaps {key} {pool}; pick disjoint pools")
+        need = s.leaves * s.spines * s.links_per_pair
+        if need > s.p2p_pool.num_addresses // 2:
+            raise IntentError(f"lab.p2p_pool: {s.p2p_pool} holds {s.p2p_pool.num_addresses // 2} /31s "
+                              f"but the parallel sonic-vs links need {need}; use a larger pool")
     if s.rail_prefixlen < s.rail_pool.prefixlen:
         raise IntentError(
             f"lab.rail_prefixlen: /{s.rail_prefixlen} is shorter than lab.rail_pool "

@@ -12,6 +12,9 @@ Rules (docs/architecture.md, "Naming"):
 * lab ports: ``eth<k>`` (k >= 1; server NIC ``n`` is ``eth<n>`` on rail ``n``);
 * SONiC ports: ``eth<k>`` <-> ``Ethernet<4(k-1)>`` (sonic-vs maps the container interface
   ``eth<k>`` to the port of index ``k-1``; the vs HwSKU Force10-S6000 gives every port 4 lanes);
+  :func:`nos_port` / :func:`lab_port` convert between the two for any node kind (its
+  ``port_naming``): links stay ``eth<k>`` (the container's interfaces), while ``lab.json``'s
+  session interfaces, expected route interfaces and NIC leaf ports use the NOS name;
 * production breakout ports (:func:`breakout_port`): SONiC names a port after the first lane it
   uses, ``Ethernet<lanes_per_cage x (cage-1) + lane offset>``. An 800G OSFP cage has 8 lanes; split
   2x400G, cage 12 becomes ``Ethernet88`` (lanes 88-91) and ``Ethernet92`` (lanes 92-95), aliases
@@ -168,6 +171,29 @@ def eth_of_sonic(name: str) -> str:
     if not m or int(m["n"]) % SONIC_VS_LANES_PER_PORT:
         raise NamingError(f"{name!r} is not a sonic-vs port (Ethernet0, Ethernet4, ...)")
     return eth(int(m["n"]) // SONIC_VS_LANES_PER_PORT + 1)
+
+
+def nos_port(name: str, naming: str = "eth", max_ports: int | None = None) -> str:
+    """The name the switch's NOS gives lab port ``name`` (``eth<k>``): itself on ``eth`` kinds
+    (FRR), ``Ethernet<4(k-1)>`` on ``sonic`` kinds (:func:`sonic_port`). ``naming`` is the node
+    kind's ``port_naming``. This is the name ``frr.conf``, config_db and FRR's JSON use, so
+    ``lab.json`` records it for session interfaces, expected route interfaces and NIC leaf ports.
+    Raises NamingError for a name that is not ``eth<k>`` (or beyond ``max_ports``) on sonic
+    kinds, and for an unknown ``naming``."""
+    if naming == "eth":
+        return name
+    if naming == "sonic":
+        return sonic_port(name, max_ports)
+    raise NamingError(f"unknown port naming {naming!r}: use 'eth' or 'sonic'")
+
+
+def lab_port(name: str) -> str:
+    """Inverse of :func:`nos_port`: the lab (container) interface ``eth<k>`` of a port name a NOS
+    uses. ``eth<k>`` stays itself; ``Ethernet<4(k-1)>`` -> ``eth<k>`` (:func:`eth_of_sonic`).
+    Raises NamingError for any other name."""
+    if _ETH.match(name):
+        return name
+    return eth_of_sonic(name)
 
 
 def breakout_port(cage: int, sub: int = 1, *, breakout: int = 1,

@@ -7,8 +7,10 @@ runtime and the CLI need to know about one kind of node. Three are shipped:
   ``railab/frr:8.4.4`` built from ``images/frr``), binds ``configs/<n>/frr.conf`` and
   ``configs/<n>/daemons``;
 * ``sonic-vs``: a SONiC virtual switch (containerlab kind ``sonic-vs``), binds
-  ``config_db.json`` (the kind ignores ``startup-config``) and the integrated ``frr.conf``; 32 data
-  ports (the vs HwSKU Force10-S6000: ``eth1..eth32 -> Ethernet0..Ethernet124``);
+  ``config_db.json`` and the integrated ``frr.conf`` under ``/etc/railab/`` (or config_db.json at
+  ``/var/sonic/`` on master images), loaded after boot by the containerlab runtime
+  (:mod:`railab.topologies.sonic`); 32 data ports (the vs HwSKU Force10-S6000:
+  ``eth1..eth32 -> Ethernet0..Ethernet124``); FRR zebra, staticd, bgpd (no bfdd in the image);
 * ``linux``: the GPU server (containerlab kind ``linux``), one NIC per rail.
 
 Add a kind with :func:`register_node_kind` (one module, one call); the intent's ``lab.kind``
@@ -18,12 +20,19 @@ accepts every registered switch kind, ``lab.json`` records the kinds a lab uses
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Literal
 
 from railab.errors import UsageError
+from railab.topologies.sonic import (
+    DEFAULT_SONIC_IMAGE,
+    SONIC_FRR_DAEMONS,
+    SONIC_IMAGES,
+    post_deploy_for_binds,
+)
+from railab.topologies.sonic import FRR_CONF_TARGET as SONIC_FRR_CONF_TARGET
 
 #: FRR's ECMP cap: Debian's frr 8.4 is built with ``--enable-multipath=256`` (``vtysh -h`` shows
 #: the configure line), so ``maximum-paths`` accepts 1..256 and zebra installs at most 256 paths.
@@ -90,7 +99,10 @@ SERVER_SYSCTLS = MappingProxyType({
 
 FRR_CONF = ("frr.conf", "/etc/frr/frr.conf")
 FRR_DAEMONS_FILE = ("daemons", "/etc/frr/daemons")
-SONIC_CONFIG_DB = ("config_db.json", "/etc/sonic/config_db.json")
+#: sonic-vs binds: never a path docker-sonic-vs's start.sh moves onto (topologies.sonic); the
+#: default image generation's target here, ``lab.sonic_image`` picks another in the clab file.
+SONIC_CONFIG_DB = ("config_db.json", SONIC_IMAGES[DEFAULT_SONIC_IMAGE].config_db_target)
+SONIC_FRR_CONF = ("frr.conf", SONIC_FRR_CONF_TARGET)
 
 
 class NodeKindError(UsageError):
@@ -115,7 +127,11 @@ class NodeKind:
     * ``max_ports``: data ports the node has (None: no limit); ``max_ecmp``: widest ECMP set;
     * ``port_naming``: how ``frr.conf``/config_db name a port: ``eth`` (the lab's ``eth<k>``) or
       ``sonic`` (``Ethernet<4(k-1)>``); ``loopback_interface``: where the loopback /32 sits in
-      ``frr.conf`` (None: elsewhere, e.g. config_db's ``Loopback0``).
+      ``frr.conf`` (None: elsewhere, e.g. config_db's ``Loopback0``);
+    * ``post_deploy``: the steps the containerlab runtime runs in the node after ``containerlab
+      deploy``, as data: ``post_deploy(binds, boot_timeout_s=...)`` -> a list of
+      ``railab.topologies.sonic.Step`` for ``binds`` ``{container path: bound file name}``
+      (None: nothing to run; sonic-vs: :func:`railab.topologies.sonic.post_deploy_for_binds`).
     """
 
     name: str
@@ -132,6 +148,7 @@ class NodeKind:
     port_naming: Literal["eth", "sonic"] = "eth"
     loopback_interface: str | None = "lo"
     description: str = ""
+    post_deploy: Callable[..., list] | None = None
 
     def clab_binds(self, node: str) -> list[str]:
         """containerlab ``binds`` lines for ``node``: ``configs/<node>/<file>:<path>``."""
@@ -153,6 +170,8 @@ class NodeKind:
         d["binds"] = [list(b) for b in self.binds]
         d["daemons"] = list(self.daemons)
         d["daemon_options"] = {n: self.options_of(n) for n in self.daemons}
+        d["post_deploy"] = (f"{self.post_deploy.__module__}.{self.post_deploy.__qualname__}"
+                            if self.post_deploy else None)
         return d
 
 
@@ -195,6 +214,16 @@ def get_node_kind(name: str) -> NodeKind:
             f"unknown node kind {name!r}; registered kinds: {', '.join(_KINDS)}") from None
 
 
+def kind_of_clab(clab_kind: str, binds: Mapping[str, str] | None = None) -> NodeKind | None:
+    """The registered kind a containerlab node of kind ``clab_kind`` is: the one kind with that
+    ``clab_kind`` (several share ``linux``: then the one whose bind targets match ``binds``
+    ``{container path: file name}``, else None)."""
+    cands = [k for k in _KINDS.values() if k.clab_kind == clab_kind]
+    if len(cands) > 1 and binds is not None:
+        cands = [k for k in cands if {dst for _, dst in k.binds} == set(binds)]
+    return cands[0] if len(cands) == 1 else None
+
+
 def switch_kind_names() -> list[str]:
     """Names of the registered switch kinds (what ``lab.kind`` accepts)."""
     return list(node_kinds("switch"))
@@ -207,10 +236,10 @@ FRR = register_node_kind(NodeKind(
 ))
 SONIC_VS = register_node_kind(NodeKind(
     name="sonic-vs", role="switch", clab_kind="sonic-vs", image="docker-sonic-vs:202305",
-    image_key="sonic_vs", binds=(SONIC_CONFIG_DB, FRR_CONF), sysctls=SWITCH_SYSCTLS,
-    daemons=FRR_DAEMONS, max_ports=32, max_ecmp=FRR_MAX_ECMP, port_naming="sonic",
-    loopback_interface=None,
-    description="SONiC virtual switch (HwSKU Force10-S6000, 32 ports), FRR split-unified",
+    image_key="sonic_vs", binds=(SONIC_CONFIG_DB, SONIC_FRR_CONF), sysctls=SWITCH_SYSCTLS,
+    daemons=SONIC_FRR_DAEMONS, max_ports=32, max_ecmp=FRR_MAX_ECMP, port_naming="sonic",
+    loopback_interface=None, post_deploy=post_deploy_for_binds,
+    description="SONiC virtual switch (HwSKU Force10-S6000, 32 ports), FRR via vtysh -f, no BFD",
 ))
 LINUX = register_node_kind(NodeKind(
     name="linux", role="server", clab_kind="linux", image="railab/gpu-server:latest",

@@ -42,6 +42,10 @@ def register(app: typer.Typer) -> None:
             help="also write the lab's cabling plan (one row per cable: kind, both ends' node, "
             "ethK port, production cage/sub-port and SONiC name, rail, group)",
         ),
+        sonic_yang: Path | None = typer.Option(
+            None, "--sonic-yang", metavar="DIR",
+            help="validate every config_db.json against the SONiC YANG models in DIR "
+                 "(sonic-buildimage src/sonic-yang-models/yang-models, rendered; needs libyang)"),
     ) -> None:
         """Generate a lab (containerlab topology, FRR/SONiC configs, lab.json) from an intent."""
         from railab.topologies.cabling import CablingError, lab_cables, spec_breakouts, write_csv
@@ -104,6 +108,20 @@ def register(app: typer.Typer) -> None:
                 typer.echo(f"error: {exc}", err=True)
                 raise typer.Exit(EXIT_USAGE) from None
             con.print(f"cabling plan: {len(spec.links)} cables -> {cabling}", highlight=False)
+        if sonic_yang is not None:
+            from railab.topologies.sonic_yang import SonicYangError, load_models, validate_lab
+
+            try:
+                load_models(str(sonic_yang))
+            except SonicYangError as exc:
+                typer.echo(f"error: --sonic-yang: {exc}", err=True)
+                raise typer.Exit(EXIT_USAGE) from None
+            try:
+                n = validate_lab(labdir, sonic_yang)
+            except SonicYangError as exc:
+                typer.echo(f"error: {exc}", err=True)
+                raise typer.Exit(EXIT_FAILED) from None
+            con.print(f"SONiC YANG: {n} config_db.json files valid against {sonic_yang}")
         if frr_check:
             bad = []
             for conf in sorted(labdir.glob("configs/*/frr.conf")):

@@ -190,12 +190,18 @@ def register(app: typer.Typer) -> None:
             False, "--keep-on-failure",
             help="keep a lab that does not converge (or differs from lab.json) for debugging "
                  "instead of removing it"),
+        dry_run: bool = typer.Option(False, "--dry-run", help="containerlab: print the commands up would run "
+                                     "(deploy, sonic-vs post-deploy steps) and exit"),
     ) -> None:
         """Bring a lab up (network namespaces + FRR, or containerlab) and wait until it has converged.
 
         A lab that does not converge is removed (the error names the likely cause), unless
         --keep-on-failure; so is one that converged but runs another ASN than lab.json.
         """
+        if dry_run and runtime != "containerlab":
+            typer.echo("error: --dry-run shows the containerlab runtime's commands: add --runtime containerlab",
+                       err=True)
+            raise typer.Exit(EXIT_USAGE)
         rt = _runtime(runtime)
         target = _generated_lab(lab, name)
         if target is None:  # an intent: generate it first (lazy: jinja2 and the model, ~50 ms)
@@ -204,6 +210,10 @@ def register(app: typer.Typer) -> None:
 
             intent = load_intent(lab)  # IntentError: a usage error (exit 2)
             target = generate(intent, _intent_target(name or intent.name, out), name=name)
+        if dry_run:
+            for line in rt.plan(Path(target), reconfigure=reconfigure):
+                typer.echo(line)
+            return
         t0 = time.monotonic()
         kwargs = {"reconfigure": True} if reconfigure and runtime == "containerlab" else {}
         from railab.checks.deploy import bring_up
@@ -267,6 +277,9 @@ def register(app: typer.Typer) -> None:
             raise UsageError("name a lab (railab down LAB) or pass --all")
         name = _lab_name(lab)
         if state.load(name) is None and name not in state.ledger().values() and not state.unreadable(name):
+            if _runtime("containerlab").destroy_by_name(name):  # no record, but containerlab knows it
+                typer.echo(f"lab {name} is down (no railab record: containerlab destroy --name {name})")
+                return
             typer.echo(f"lab {name} is not up: nothing to remove ({state.running_labs()})")
             return
         _runtime_of(name).down(name)

@@ -5,8 +5,16 @@ railab drives containerlab's CLI and never reimplements it:
 * ``up``: ``containerlab deploy -t <lab>.clab.yml [--reconfigure]`` and a record in
   ``/run/railab/<lab>/state.json`` (testbed.state) with ``runtime: containerlab``. Waiting for
   convergence is the caller's (railab.checks.deploy.bring_up, through a DockerExecutor).
+* sonic-vs nodes: containerlab's own post-deploy only starts ``supervisord`` and bgpd, so ``up``
+  then runs railab's post-deploy steps in every sonic-vs node (``docker exec``, all nodes in
+  parallel; :func:`railab.topologies.sonic.post_deploy_steps`): wait for redis and start.sh's
+  CONFIG_DB load, load the bound config_db.json into CONFIG_DB (202305 generation), wait for
+  ``PORT_TABLE:PortInitDone``, start zebra/staticd/bgpd, ``vtysh -f`` the bound frr.conf.
+  :meth:`ContainerlabRuntime.plan` (``railab up --runtime containerlab --dry-run``) prints the
+  whole sequence without running it;
 * ``down``: ``containerlab destroy -t <lab>.clab.yml --cleanup`` (``--name <lab>`` when the file
-  is gone), then the record is removed.
+  is gone), then the record is removed; without a record (a crash, ``/run`` wiped) containerlab
+  itself is asked (``inspect --name <lab>``) and the lab destroyed by name if it has containers.
 * ``status`` / ``inspect``: ``containerlab inspect --format json``, whose shape changed: since
   containerlab 0.68 (PR srl-labs/containerlab#2552) it is keyed by lab name
   (``{"<lab>": [ {...}, ... ]}``); before, a flat ``{"containers": [ ... ]}`` (and, in the first
@@ -22,6 +30,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
@@ -30,11 +39,13 @@ from typing import Any
 
 from railab.errors import RailabError, UsageError
 from railab.testbed import state as st
-from railab.testbed.clabfile import load_clab
+from railab.testbed.clabfile import ClabFile, load_clab
 from railab.testbed.runtime.base import Runtime
 from railab.testbed.signals import signals_ignored, signals_raise
 from railab.topologies.labspec import LabSpec
-from railab.topologies.naming import netns_name, netns_prefix
+from railab.topologies.naming import container_name, netns_name, netns_prefix
+from railab.topologies.nodekinds import kind_of_clab
+from railab.topologies.sonic import Step
 
 BINARY = "containerlab"
 #: Suggestion appended to every "missing piece" error.
@@ -196,6 +207,97 @@ def preflight(images: Iterable[str], *, binary: str = BINARY, docker_url: str | 
     return client
 
 
+# ---- sonic-vs post-deploy (pure plan, executed through an Executor) ---------------------------
+#: seconds each sonic-vs boot wait may take (redis, CONFIG_DB, PortInitDone).
+SONIC_BOOT_TIMEOUT_S = 300.0
+
+
+def post_deploy_plan(clab: ClabFile, *, boot_timeout_s: float = SONIC_BOOT_TIMEOUT_S) -> dict[str, list[Step]]:
+    """``{node: [Step, ...]}`` for every node of ``clab`` (file order) whose registered node kind
+    has a ``post_deploy`` hook (sonic-vs: :func:`railab.topologies.sonic.post_deploy_for_binds`),
+    for the paths the node binds its files on.
+
+    Raises UsageError naming the node when the hook refuses its binds (sonic-vs: a bind onto a
+    path docker-sonic-vs's start.sh moves onto, e.g. ``/etc/sonic/config_db.json``: start.sh's
+    ``mv`` fails with EBUSY and it stops before redis).
+    """
+    plan: dict[str, list[Step]] = {}
+    for node in clab.nodes.values():
+        binds = {target: src.name for target, src in node.binds.items()}
+        kind = kind_of_clab(node.kind, binds)
+        if kind is None or kind.post_deploy is None:
+            continue
+        try:
+            plan[node.name] = kind.post_deploy(binds, boot_timeout_s=boot_timeout_s)
+        except ValueError as exc:
+            raise UsageError(f"{clab.path.name}: {kind.name} node {node.name} {exc}") from None
+    return plan
+
+
+def run_steps(executor: Any, node: str, steps: list[Step], *,
+              clock: Callable[[], float] = time.monotonic,
+              sleep: Callable[[float], None] = time.sleep,
+              stop: threading.Event | None = None) -> list[dict[str, Any]]:
+    """Run ``steps`` in ``node`` through ``executor`` (``run(node, argv, timeout=)``), in order;
+    a step with ``expect`` is polled until its stripped stdout equals it. Returns one record
+    per step ``{step, command, seconds, polls}``.
+
+    Raises RailabError naming the node, the step, the command and its last output when a step
+    fails (non-zero exit with ``check``) or a wait times out; RailabError("stopped") as soon as
+    ``stop`` is set (Ctrl-C in the caller: no poll outlives ``up``'s rollback).
+    """
+    done: list[dict[str, Any]] = []
+    for step in steps:
+        t0, polls, last = clock(), 0, None
+        while True:
+            if stop is not None and stop.is_set():
+                raise RailabError(f"sonic-vs node {node}: stopped at step '{step.name}'")
+            polls += 1
+            try:
+                last = executor.run(node, list(step.argv), timeout=max(5.0, min(step.timeout_s, 60.0)))
+            except TimeoutError as exc:
+                last = None
+                err = str(exc)
+            else:
+                err = (last.stderr or last.stdout).strip()[-300:]
+            if step.expect is None:
+                if last is not None and (last.rc == 0 or not step.check):
+                    break
+                raise RailabError(f"sonic-vs node {node}: step '{step.name}' (`{step.text()}`) failed"
+                                  f"{f' (rc={last.rc})' if last is not None else ''}: {err}")
+            if last is not None and last.rc == 0 and last.stdout.strip() == step.expect:
+                break
+            if clock() - t0 > step.timeout_s:
+                seen = last.stdout.strip()[-200:] if last is not None else err
+                raise RailabError(f"sonic-vs node {node}: '{step.name}' not reached within "
+                                  f"{step.timeout_s:g} s (`{step.text()}` printed {seen!r}, wanted "
+                                  f"{step.expect!r}); docker logs {node} shows SONiC's start.sh")
+            sleep(step.interval_s)
+        done.append({"step": step.name, "command": step.text(), "seconds": round(clock() - t0, 3),
+                     "polls": polls})
+    return done
+
+
+def plan_lines(clab: ClabFile, *, reconfigure: bool = False, binary: str = BINARY,
+               boot_timeout_s: float = SONIC_BOOT_TIMEOUT_S) -> list[str]:
+    """The commands ``up`` runs for ``clab``, as shell lines: ``containerlab deploy ...``, then
+    per sonic-vs node its post-deploy steps as ``docker exec <container> ...`` (a waited step is
+    marked ``# until ... prints X``). Raises what :func:`sonic_plan` raises."""
+    import shlex
+
+    lines = [shlex.join(deploy_argv(clab.path, reconfigure=reconfigure, binary=binary))]
+    for node, steps in post_deploy_plan(clab, boot_timeout_s=boot_timeout_s).items():
+        ctr = container_name(clab.name, node)
+        for step in steps:
+            line = f"docker exec {ctr} {step.text()}"
+            if step.expect is not None:
+                line += f"  # {step.name}: until it prints {step.expect} (<= {step.timeout_s:g} s)"
+            else:
+                line += f"  # {step.name}"
+            lines.append(line)
+    return lines
+
+
 # ---- runtime ---------------------------------------------------------------------------------
 Runner = Callable[..., subprocess.CompletedProcess]
 
@@ -209,10 +311,49 @@ class ContainerlabRuntime(Runtime):
 
     name = "containerlab"
 
-    def __init__(self, *, binary: str = BINARY, docker_url: str | None = None, reconfigure: bool = False) -> None:
+    def __init__(self, *, binary: str = BINARY, docker_url: str | None = None, reconfigure: bool = False,
+                 boot_timeout_s: float = SONIC_BOOT_TIMEOUT_S) -> None:
         self.binary = binary
         self.docker_url = docker_url
         self.reconfigure = reconfigure
+        self.boot_timeout_s = boot_timeout_s
+
+    def plan(self, labdir: Path, *, reconfigure: bool | None = None) -> list[str]:
+        """The commands ``up`` would run for ``labdir`` (dry run: nothing is executed, no
+        binary or Docker needed): :func:`plan_lines`. Raises UsageError for a topology
+        containerlab's schema rejects or a sonic-vs bind start.sh would break."""
+        reconf = self.reconfigure if reconfigure is None else reconfigure
+        clab = load_clab(labdir, validate=True)
+        return plan_lines(clab, reconfigure=reconf, binary=self.binary, boot_timeout_s=self.boot_timeout_s)
+
+    def post_deploy(self, clab: ClabFile, executor: Any = None) -> dict[str, list[dict[str, Any]]]:
+        """Run the post-deploy steps (:func:`post_deploy_plan`) in every node that has them
+        (sonic-vs), all nodes in parallel; returns ``{node: step records}``. ``executor``: default a
+        DockerExecutor on the lab. Raises RailabError for the first node that fails (the
+        others are finished first)."""
+        plan = post_deploy_plan(clab, boot_timeout_s=self.boot_timeout_s)
+        if not plan:
+            return {}
+        from concurrent.futures import ThreadPoolExecutor
+
+        ex = executor if executor is not None else self.executor(clab.name)
+        stop = threading.Event()
+        pool = ThreadPoolExecutor(max_workers=min(8, len(plan)))
+        try:
+            futs = {n: pool.submit(run_steps, ex, n, steps, stop=stop) for n, steps in plan.items()}
+            out, errors = {}, []
+            for n, f in futs.items():
+                try:
+                    out[n] = f.result()
+                except RailabError as exc:
+                    errors.append(str(exc))
+        finally:  # Ctrl-C: the workers stop at their next poll instead of running out their waits
+            stop.set()
+            pool.shutdown(wait=True, cancel_futures=True)
+        if errors:
+            more = f" (and {len(errors) - 1} more node(s))" if len(errors) > 1 else ""
+            raise RailabError(errors[0] + more)
+        return out
 
     def executor(self, lab: str):
         """A DockerExecutor on the lab's containers (``clab-<lab>-<node>``)."""
@@ -245,7 +386,8 @@ class ContainerlabRuntime(Runtime):
         SIGHUP) likewise after destroying it.
         """
         reconf = self.reconfigure if reconfigure is None else reconfigure
-        clab = load_clab(labdir)
+        clab = load_clab(labdir, validate=True)
+        post_deploy_plan(clab)  # e.g. a bind start.sh would break: one usage error before anything runs
         lab = clab.name
         try:
             LabSpec.load(clab.directory)
@@ -277,6 +419,12 @@ class ContainerlabRuntime(Runtime):
                 self._clab(deploy_argv(clab.path, reconfigure=reconf, binary=self.binary), "deploy",
                            timeout=DEPLOY_TIMEOUT_S)
                 record.timings["deploy_s"] = round(time.monotonic() - t0, 3)
+                if post_deploy_plan(clab):
+                    record.phase = "post-deploy"
+                    st.save(record)
+                    t1 = time.monotonic()
+                    self.post_deploy(clab)
+                    record.timings["post_deploy_s"] = round(time.monotonic() - t1, 3)
                 record.phase = "started"
                 return st.save(record)
             except BaseException:
@@ -289,10 +437,13 @@ class ContainerlabRuntime(Runtime):
 
     # -- down ----------------------------------------------------------------------------------
     def down(self, lab: str) -> None:
-        """``containerlab destroy --cleanup`` the lab and drop its record. Idempotent: a lab
-        with no record is left alone. RailabError when containerlab is missing or fails."""
+        """``containerlab destroy --cleanup`` the lab and drop its record. Idempotent. Without a
+        record, :meth:`destroy_by_name` (containerlab finds the lab by name; nothing happens when
+        containerlab is not installed or knows no such lab). RailabError when containerlab
+        fails."""
         record = st.load(lab)
         if record is None:
+            self.destroy_by_name(lab)
             return
         if record.runtime != self.name:
             raise RailabError(f"lab {lab} runs on the {record.runtime} runtime: "
@@ -306,6 +457,23 @@ class ContainerlabRuntime(Runtime):
             raise RailabError(f"lab {lab} was deployed with containerlab, which is no longer on PATH: "
                               f"reinstall it and run railab down {lab}")
         st.remove_lab_dir(lab)
+
+    def destroy_by_name(self, lab: str) -> bool:
+        """Destroy a lab containerlab knows by name although railab has no record of it
+        (``containerlab inspect --name LAB`` lists containers -> ``containerlab destroy --name LAB
+        --cleanup``). Returns True when something was destroyed; False when containerlab is not
+        on PATH or has no container of ``lab``. RailabError when containerlab fails."""
+        if shutil.which(self.binary) is None:
+            return False
+        try:
+            rows = parse_inspect(self._clab(inspect_argv(lab=lab, binary=self.binary), "inspect"))
+        except RailabError:
+            return False  # containerlab says "no containers found" with a non-zero exit on some releases
+        if not [c for c in rows if c.lab in ("", lab)]:
+            return False
+        self._clab(destroy_argv(lab=lab, binary=self.binary), "destroy")
+        st.remove_lab_dir(lab)
+        return True
 
     # -- status / inspect ----------------------------------------------------------------------
     def containers(self, lab: str) -> list[ClabContainer]:

@@ -417,6 +417,11 @@ class NetnsRuntime(Runtime):
                 f"{', ...' if len(foreign) > 4 else ''}) need their own images: the netns runtime runs "
                 f"FRR on `linux` nodes only. Use --runtime containerlab, or set `kind: frr` in the intent's lab:"
             )
+        if clab.external_links:
+            x = clab.external_links[0]
+            raise RailabError(f"lab {lab}: {len(clab.external_links)} {x.type} link(s) ({x.endpoint[0]}:"
+                              f"{x.endpoint[1]} ...): the netns runtime makes veth pairs only; "
+                              f"use --runtime containerlab")
         if not is_lab_name(lab):
             raise RailabError(lab_name_rule(lab, "lab"))
         try:
