@@ -25,31 +25,15 @@ import yaml
 from railab.checks.converge import observe_node
 from railab.checks.frr import CMD_SUMMARY
 from railab.checks.runner import run_checks
-from railab.testbed.executor import ExecResult, Executor
 from railab.topologies.generator import generate
 from railab.topologies.intent import parse_intent
 from railab.topologies.labspec import LabSpec
 from railab.topologies.naming import lab_port, nos_port
 
 DATA = Path(__file__).parent / "data" / "frr"
+from tests.test_checks_unit import RecordedExecutor  # noqa: E402 (FRR JSON replayed, per-prefix BGP too)
+
 INTENTS = Path(__file__).resolve().parents[1] / "topologies" / "intents"
-
-
-class RecordedExecutor(Executor):
-    """Answers ``vtysh -c CMD`` with recorded FRR JSON ({node: {command: doc}})."""
-
-    def __init__(self, snapshot: dict) -> None:
-        self.snap = snapshot
-
-    def run(self, node, argv, *, timeout=30.0):
-        if argv[:2] != ["vtysh", "-c"]:
-            return ExecResult(127, "", "not recorded")
-        cmd = argv[2]
-        if cmd.startswith("show bgp neighbors"):
-            return ExecResult(0, json.dumps(self.snap.get(node, {}).get(cmd, {})), "")
-        if node not in self.snap:
-            return ExecResult(1, "", f"{node}: vtysh: failed to connect to any daemons")
-        return ExecResult(0, json.dumps(self.snap[node][cmd]), "")
 
 
 @pytest.fixture(scope="module")

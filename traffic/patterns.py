@@ -523,15 +523,23 @@ def _cross_group(ctx: PatternContext) -> list[Pair]:
     return out
 
 
-@register_pattern("cross-pod", "first server of pod 1 -> first server of pod 2, every rail "
+@register_pattern("cross-pod", "every server NIC to a server of another pod, same rail "
                   "(three-tier labs)")
 def _cross_pod(ctx: PatternContext) -> list[Pair]:
     gpp = ctx.spec.groups_per_pod
     if not gpp or len(ctx.groups) <= gpp:
         raise PatternError(f"cross-pod needs a three-tier lab with 2+ pods; lab "
                            f"{ctx.spec.name!r} has {ctx.spec.pods} pod(s)")
-    other = ctx.groups[sorted(ctx.groups)[gpp]]
-    return [((ctx.first_group[0], i), (other[0], i)) for i in range(ctx.gpus)]
+    gs = sorted(ctx.groups)
+    pods = [[srv for g in gs[i:i + gpp] for srv in ctx.groups[g]] for i in range(0, len(gs), gpp)]
+    out: list[Pair] = []
+    # pods paired as groups are by cross-group; on each rail, server k of one pod talks to server
+    # k + rail of the other, so every NIC of both pods is used at least once
+    for pa, pb in rotation_pairs([str(i) for i in range(len(pods))]):
+        a, b = pods[int(pa)], pods[int(pb)]
+        for r in range(ctx.gpus):
+            out += [((a[k % len(a)], r), (b[(k + r) % len(b)], r)) for k in range(max(len(a), len(b)))]
+    return out
 
 
 @register_pattern("all-to-all", "every GPU to every GPU (shifted rounds on large labs)")
