@@ -26,6 +26,7 @@ from railab.topologies.bfd import (
     BfdProfile,
     control_plane,
     scaled_bfd,
+    scaled_bgp_timers,
     scaled_ra_interval,
 )
 from railab.topologies.estimate import GIB, estimate_memory
@@ -92,6 +93,15 @@ def test_small_labs_keep_their_frr_conf(tmp_path):
         assert "default rule" in doc["control_plane_rule"]
 
 
+def test_bgp_timer_rule_keeps_3_9_then_scales_keepalives_with_the_lab():
+    assert scaled_bgp_timers(16)[:2] == (3, 9)  # mini
+    assert scaled_bgp_timers(1024)[:2] == (3, 9)  # the 1024-GPU full fabric: unchanged
+    assert scaled_bgp_timers(4096)[:2] == (9, 27)  # the 4096-GPU full fabric: 8192 ends / 1000 pps
+    assert scaled_bgp_timers(10**6)[:2] == (60, 180)  # capped
+    cp = control_plane(4096)
+    assert (cp.bgp_keepalive_s, cp.bgp_hold_s) == (9, 27) and "BGP timers 9/27 s" in cp.rule
+
+
 def test_full_1024_lab_has_no_bfd_and_slow_ras(full1024):
     conf = full1024.files["configs/g1-leaf1/frr.conf"]
     assert "bfd" not in conf.replace("bfdd", "")
@@ -101,6 +111,8 @@ def test_full_1024_lab_has_no_bfd_and_slow_ras(full1024):
     assert doc["bfd"]["enabled"] is False and doc["ra_interval_s"] == 32
     assert doc["control_plane_rule"].startswith("1024 fabric sessions; BFD off")
     assert LabSpec.model_validate(doc).bfd.detect_ms == DEFAULT_BFD.detect_ms  # timers kept
+    assert (doc["bgp_keepalive_s"], doc["bgp_hold_s"]) == (3, 9)
+    assert " timers bgp 3 9\n" in conf and " neighbor FABRIC timers 3 9\n" in conf
 
 
 def test_intent_may_set_bfd_and_ra_on_a_full_lab():

@@ -44,11 +44,17 @@ from pydantic import BaseModel, ConfigDict, Field
 #: received once): ~10 % of one core at the cost measured above (~0.1 ms per packet handled).
 BFD_TX_BUDGET_PPS = 500
 #: BGP hold time of the fabric sessions, ms (``timers bgp 3 9`` in templates/frr.conf.j2).
-BGP_HOLD_MS = 9000
+BGP_HOLD_MS = 9000  # the hold time of labs up to 1500 sessions (scaled_bgp_timers)
 #: Lab-wide IPv6 router advertisements per second that the default RA rule allows.
 RA_BUDGET_PPS = 64
 #: FRR's ``ipv6 nd ra-interval`` range, seconds; railab's historic (and minimum) value is 3.
 RA_MIN_S, RA_MAX_S = 3, 1800
+#: Lab-wide BGP KEEPALIVEs per second that the default BGP timer rule allows (each session end
+#: sends one per keepalive interval).
+BGP_KEEPALIVE_BUDGET_PPS = 1000
+#: railab's historic BGP timers (``timers bgp 3 9``), the minimum the rule gives, and the largest
+#: keepalive it gives (hold = 3 x keepalive, RFC 4271 section 10's suggested ratio).
+BGP_KEEPALIVE_MIN_S, BGP_KEEPALIVE_MAX_S = 3, 60
 
 
 class BfdProfile(BaseModel):
@@ -82,6 +88,8 @@ class ControlPlane(BaseModel):
 
     bfd: BfdProfile = DEFAULT_BFD
     ra_interval_s: int = Field(RA_MIN_S, ge=1, le=RA_MAX_S)
+    bgp_keepalive_s: int = Field(BGP_KEEPALIVE_MIN_S, ge=1, le=21845)
+    bgp_hold_s: int = Field(3 * BGP_KEEPALIVE_MIN_S, ge=3, le=65535)
     rule: str = ""
 
 
@@ -108,10 +116,25 @@ def scaled_ra_interval(ports: int) -> tuple[int, str]:
     return s, f"RA every {s} s: {ports} fabric ports within {RA_BUDGET_PPS} RA/s (minimum {RA_MIN_S} s)"
 
 
+def scaled_bgp_timers(sessions: int) -> tuple[int, int, str]:
+    """The default BGP ``(keepalive_s, hold_s, reason)`` for ``sessions`` fabric sessions: the
+    lab sends at most :data:`BGP_KEEPALIVE_BUDGET_PPS` KEEPALIVEs per second, so keepalive =
+    ``clamp(ceil(2 x sessions / budget), 3, 60)`` s and hold = 3 x keepalive (3/9 s up to 1500
+    sessions: every intent shipped but the 4096-GPU full fabric, which gets 9/27 s). Besides the
+    idle cost, a short hold time is what a starved host misses first: on the 4096-GPU fabric at
+    load ~100, sessions with a 9 s hold flapped while the lab converged."""
+    ka = min(BGP_KEEPALIVE_MAX_S, max(BGP_KEEPALIVE_MIN_S,
+                                      math.ceil(2 * max(0, sessions) / BGP_KEEPALIVE_BUDGET_PPS)))
+    return ka, 3 * ka, (f"BGP timers {ka}/{3 * ka} s: {2 * sessions} session ends within "
+                        f"{BGP_KEEPALIVE_BUDGET_PPS} keepalives/s (minimum {BGP_KEEPALIVE_MIN_S}/"
+                        f"{3 * BGP_KEEPALIVE_MIN_S} s)")
+
+
 def control_plane(sessions: int, bfd: BfdProfile | None = None,
                   ra_interval_s: int | None = None) -> ControlPlane:
     """Resolve the lab's timers: the intent's ``bfd`` / ``ra_interval_s`` when given, else the
-    scaled defaults for ``sessions`` fabric BGP sessions (``2 x sessions`` ports and endpoints)."""
+    scaled defaults for ``sessions`` fabric BGP sessions (``2 x sessions`` ports and endpoints);
+    the BGP keepalive/hold timers always follow :func:`scaled_bgp_timers`."""
     if bfd is None:
         bfd, why_bfd = scaled_bfd(sessions)
         why_bfd = f"{why_bfd} (default rule)"
@@ -122,5 +145,6 @@ def control_plane(sessions: int, bfd: BfdProfile | None = None,
         why_ra = f"{why_ra} (default rule)"
     else:
         why_ra = "RA interval from lab.ra_interval_s"
-    return ControlPlane(bfd=bfd, ra_interval_s=ra_interval_s,
-                        rule=f"{sessions} fabric sessions; {why_bfd}; {why_ra}")
+    ka, hold, why_bgp = scaled_bgp_timers(sessions)
+    return ControlPlane(bfd=bfd, ra_interval_s=ra_interval_s, bgp_keepalive_s=ka, bgp_hold_s=hold,
+                        rule=f"{sessions} fabric sessions; {why_bfd}; {why_ra}; {why_bgp}")

@@ -97,6 +97,8 @@ class SwitchConfig:
     loopback_interface: str | None = "lo"
     bfd: BfdProfile = DEFAULT_BFD
     ra_interval_s: int = RA_MIN_S
+    bgp_keepalive_s: int = 3
+    bgp_hold_s: int = 9
     max_ecmp: int | None = None
     #: the ``frr version`` line (None: omitted; sonic-vs images ship their own FRR release)
     frr_version: str | None = FRR_VERSION
@@ -147,6 +149,8 @@ def render_frr_conf(cfg: SwitchConfig) -> str:
         maximum_paths=cfg.maximum_paths,
         bfd=cfg.bfd,
         ra_interval_s=cfg.ra_interval_s,
+        bgp_keepalive_s=cfg.bgp_keepalive_s,
+        bgp_hold_s=cfg.bgp_hold_s,
     )
 
 

@@ -231,6 +231,8 @@ def _build_spec(intent: Intent, s: LabShape, lab_name: str) -> LabSpec:
         qos=DEFAULT_QOS,
         bfd=bfd,
         ra_interval_s=timers.ra_interval_s,
+        bgp_keepalive_s=timers.bgp_keepalive_s,
+        bgp_hold_s=timers.bgp_hold_s,
         control_plane_rule=timers.rule,
         tiers=3 if s.three_tier else 2,
         pods=s.pods,
@@ -362,6 +364,7 @@ def _render_configs(spec: LabSpec, s: LabShape) -> dict[str, str]:
             rail_subnets=rails_of_leaf.get(node.name, []), server_ports=server_ports,
             fabric_ports=fabric_ports, loopback_interface=kind.loopback_interface,
             bfd=spec.bfd, ra_interval_s=spec.ra_interval_s, max_ecmp=kind.max_ecmp,
+            bgp_keepalive_s=spec.bgp_keepalive_s, bgp_hold_s=spec.bgp_hold_s,
             frr_version=None if sonic else FRR_VERSION,
         )
         base = f"configs/{node.name}"

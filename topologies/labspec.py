@@ -161,6 +161,8 @@ class LabSpec(_Strict):
     bfd: BfdProfile = Field(default_factory=BfdProfile, description="fabric BFD timers")
     ra_interval_s: int = Field(3, ge=1, le=1800,
                                description="IPv6 RA interval on fabric ports, s (topologies.bfd)")
+    bgp_keepalive_s: int = Field(3, ge=1, description="BGP keepalive interval, s (timers bgp K H)")
+    bgp_hold_s: int = Field(9, ge=3, description="BGP hold time, s: a dead peer is detected by then")
     control_plane_rule: str = Field("", description="how bfd and ra_interval_s were chosen")
     tiers: int = Field(2, ge=2, le=3, description="switch tiers: 2 (leaf/spine) or 3 (pods "
                        "under super-spines); Rail-only labs say 2 and have no spines")
