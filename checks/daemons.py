@@ -36,7 +36,9 @@ def check_daemons(obs: Observer) -> list[CheckResult]:
         obs.check_stop()
         try:
             return obs.executor.vtysh(node, CMD, timeout=15)
-        except (RailabError, TimeoutError, OSError) as exc:
+        except TimeoutError as exc:  # a slow answer is not a dead daemon (a loaded host)
+            return LookupError(str(exc))
+        except (RailabError, OSError) as exc:
             return exc
         except Exception as exc:  # an executor that cannot run this command at all: skip
             return LookupError(f"the executor cannot run `{CMD}` ({type(exc).__name__}: {exc})")
