@@ -5,6 +5,7 @@ message naming the node, the session/prefix/NIC, expected vs observed and the li
 from __future__ import annotations
 
 import os
+import re
 import time
 from pathlib import Path
 
@@ -195,9 +196,10 @@ def test_faults_in_sequence(fault_lab):
     caused = {r.name for r in _fails(res) if r.name not in baseline} - {link_name}
     assert caused and caused <= {r.name for r in groups[link_name]}, groups.keys()
     cli = CliRunner().invoke(app, ["check", spec.name, "--only", "cabling,bgp,routes,oversub"],
-                             env={"COLUMNS": "250"})
+                             env={"COLUMNS": "500"})
     assert cli.exit_code == 1
-    assert f"more failures follow from {link_name}" in cli.output, cli.output
+    flat = " ".join(re.sub(r"[│┃]", " ", cli.output).split())  # table cells wrap: join their lines
+    assert f"more failures follow from {link_name}" in flat, cli.output
     every = CliRunner().invoke(app, ["check", spec.name, "--only", "cabling,bgp,routes,oversub",
                                      "--verbose"], env={"COLUMNS": "250"})
     assert "follow from" not in every.output and every.output.count("│ routes ") > len(caused)

@@ -175,7 +175,8 @@ def test_cross_cable_is_a_real_miswire(healed):
 def test_session_shut(healed):
     lab = healed
     rec = F.inject(lab.dir, "session-shut", "g1-leaf2", "spine1")
-    res = _until(lab, lambda r: _fails(r, check="bgp"), only="bgp")
+    # the session fails at once; the NOTIFICATION that names the cause follows the next OPEN
+    res = _until(lab, lambda r: any("Bad Peer AS" in x.reason for x in _fails(r, check="bgp")), only="bgp")
     (row,) = _fails(res, check="bgp")
     assert (row.node, row.port) == ("g1-leaf2", rec.port) and row.cause.kind == "session-down"
     assert "Idle (Admin)" in row.observed
@@ -184,7 +185,8 @@ def test_session_shut(healed):
 def test_wrong_asn_pushed_live(healed):
     lab = healed
     rec = F.inject(lab.dir, "wrong-asn", "g1-leaf2", "spine2", asn=4199999998)
-    res = _until(lab, lambda r: _fails(r, check="bgp"), only="bgp")
+    # the session fails at once; the NOTIFICATION that names the cause follows the next OPEN
+    res = _until(lab, lambda r: any("Bad Peer AS" in x.reason for x in _fails(r, check="bgp")), only="bgp")
     (row,) = _fails(res, check="bgp")
     assert (row.node, row.port) == ("g1-leaf2", rec.port)
     assert "remote AS 4199999998" in row.observed

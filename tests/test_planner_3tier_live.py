@@ -32,7 +32,7 @@ def test_three_tier_lab_passes_every_check(lab3):
     res = run_checks(lab3.spec, lab3.executor)
     bad = [r for r in res if r.status != "pass"]
     assert not bad, "\n".join(r.message() for r in bad)
-    assert {r.check for r in res} == {"cabling", "bgp", "routes", "oversub", "hops"}
+    assert {r.check for r in res} == {"cabling", "bgp", "routes", "oversub", "hops", "daemons", "policy"}
     # every super-spine runs BGP with its own ASN row, and every spine-superspine link is cabled
     supers = [n.name for n in lab3.spec.by_role("superspine")]
     assert supers == ["superspine1", "superspine2"]
