@@ -73,7 +73,7 @@ def check_daemons(obs: Observer) -> list[CheckResult]:
         every = len(dead) == len(want)
         reason = (f"{n.name} runs no FRR daemon at all (powered off or crashed)" if every else
                   f"{', '.join(dead)} not running on {n.name}") + (
-            f": bring it back (railab restart LAB {n.name})")
+            f": bring it back (railab restart {obs.spec.name} {n.name})")
         out.append(failed(CHECK, name, node=n.name, subject=", ".join(dead), expected=expected,
                           observed=observed, reason=reason,
                           cause=Cause(kind="daemon-dead", node=n.name, daemon=dead[0])))

@@ -58,6 +58,7 @@ from railab.errors import RailabError, UsageError
 from railab.testbed import state as st
 from railab.testbed.namespaces import create_netns, entered, exec_argv, netns_path
 from railab.testbed.runtime import get_runtime
+from railab.testbed.signals import signals_ignored
 from railab.topologies import routing
 from railab.topologies.labspec import LabSpec
 from railab.topologies.naming import netns_name
@@ -315,18 +316,20 @@ def inject(labdir: Path | str, kind: str, node_a: str, node_b: str | None = None
         seq = lab.record.fault_seq
         try:
             return _INJECT[kind](lab, node_a, node_b, port, dict(params))
-        except Exception:
-            # a step failed after the record was saved: undo the part done, then drop it
-            lab.reload()
-            mine = [f for f in lab.record.faults if int(f.id[1:]) > seq]
-            for rec in mine:
-                try:
-                    _HEAL[rec.kind](lab, rec)
-                except Exception:
-                    continue  # keep the record: `railab fault LAB heal ID` retries
+        except BaseException:
+            # a step failed, or Ctrl-C / SIGTERM came (e.g. mid link-flap), after the record was
+            # saved: undo the part done, then drop it (a second Ctrl-C does not cut the undo short)
+            with signals_ignored():
                 lab.reload()
-                lab.record.faults = [f for f in lab.record.faults if f.id != rec.id]
-                lab.save()
+                mine = [f for f in lab.record.faults if int(f.id[1:]) > seq]
+                for rec in mine:
+                    try:
+                        _HEAL[rec.kind](lab, rec)
+                    except Exception:
+                        continue  # keep the record: `railab fault LAB heal ID` retries
+                    lab.reload()
+                    lab.record.faults = [f for f in lab.record.faults if f.id != rec.id]
+                    lab.save()
             raise
 
 

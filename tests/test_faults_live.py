@@ -132,6 +132,28 @@ def test_link_flap_leaves_a_server_without_its_route_until_healed(healed):
     assert pol.cause.kind == "policy-route-missing" and pol.link == "g1-leaf3:eth2--srv2:eth3"
 
 
+def test_ctrl_c_mid_flap_undoes_the_flap_and_records_nothing(lab):
+    """SIGINT while `railab fault LAB link-flap` has the link down: exit 130, the link is up
+    again with its server route, no fault is recorded, and policy routing is green at once
+    (found by a new-user review: the flap used to stay recorded as done, the link left down)."""
+    import signal
+    import sys
+
+    entry = "import sys; from railab.__main__ import main; sys.argv[0] = 'railab'; main()"
+    proc = subprocess.Popen([sys.executable, "-c", entry, "fault", lab.name, "link-flap", "srv2", "g1-leaf3",
+                             "--count", "5", "--down", "2", "--up", "2"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(3)  # past the first `down` of a 5 x (2 s down, 2 s up) flap
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    assert st.load(lab.name).faults == []
+    link = lab.exec("srv2", ["ip", "-o", "link", "show", "eth3"])
+    assert link.ok and "state UP" in link.stdout, link.stdout
+    res = lab.check(only="policy")
+    assert not _fails(res), [r.message() for r in _fails(res)]
+
+
 def test_carrier_loss_parks_the_far_end(healed):
     lab = healed
     rec = F.inject(lab.dir, "carrier-loss", "g2-leaf2", "spine2")
