@@ -618,8 +618,9 @@ def _inject_node_off(lab: _Lab, node_a, node_b, port, params) -> st.FaultRecord:
         raise UsageError(f"{node} already has fault {held.id} ({held.kind}): heal it first "
                          f"(railab fault {lab.name} heal {held.id})")
     rt = lab.netns_rt
+    what = "every daemon killed, " if node in lab.record.routers else ""  # a server runs no daemon
     rec = _new(lab, "node-off", node, params={"ports": ports},
-               note=f"{node} powered off: every daemon killed, {len(ports)} link(s) down")
+               note=f"{node} powered off: {what}{len(ports)} link(s) down")
     if node in lab.record.routers:
         rt.kill_daemons(lab.name, node)
     for p in ports:

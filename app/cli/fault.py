@@ -62,7 +62,7 @@ def register(app: typer.Typer) -> None:
                 typer.echo(json.dumps([r.model_dump(mode="json") for r in records], indent=2))
                 return
             if not records:
-                typer.echo(f"no faults {verb}")
+                typer.echo(f"no faults {verb.rstrip(':')}")
             for r in records:
                 typer.echo(f"{verb} {_row(r)}" if verb != "injected:" else _row(r))
 
