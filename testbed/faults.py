@@ -333,6 +333,28 @@ def inject(labdir: Path | str, kind: str, node_a: str, node_b: str | None = None
             raise
 
 
+def cli_params(kind: str, *, end: str | None = None, count: int = 3, down_s: float = 1.0, up_s: float = 1.0,
+               percent: float | None = None, roce_only: bool = False, mtu: int | None = None,
+               asn: int | None = None, daemon: str = "bgpd") -> dict[str, Any]:
+    """The ``**params`` of :func:`inject` for fault ``kind`` from the command-line options that
+    ``railab fault`` and ``railab drill`` share (only the ones that kind reads; :func:`inject`
+    validates them). ``down_s``/``up_s`` seconds, ``percent`` 0-100, ``mtu`` bytes."""
+    params: dict[str, Any] = {}
+    if end is not None:
+        params["end"] = end
+    if kind == "link-flap":
+        params.update(count=count, down_s=down_s, up_s=up_s)
+    if kind == "grey-loss":
+        params.update(percent=percent, roce_only=roce_only)
+    if kind == "mtu":
+        params["mtu"] = mtu
+    if kind == "wrong-asn" and asn is not None:
+        params["asn"] = asn
+    if kind == "daemon-kill":
+        params["daemon"] = daemon
+    return params
+
+
 def _pop(params: dict, key: str, default: Any = None, cast=None) -> Any:
     value = params.pop(key, default)
     if value is None or cast is None:

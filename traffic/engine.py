@@ -179,34 +179,29 @@ class Rtnl:
             yield typ & 0x3FFF, payload[off + _RTA.size:off + ln]
             off += (ln + 3) & ~3
 
-    def links(self) -> dict[int, tuple[str, str]]:
-        """``ifindex -> (ifname, MAC "aa:bb:..")`` of every link in the namespace (one dump)."""
-        out: dict[int, tuple[str, str]] = {}
+    def _link_rows(self) -> Iterator[tuple[int, int, str, str, str]]:
+        """``(ifindex, ifi_flags, ifname, MAC "aa:bb:..", operstate name)`` per link (one
+        RTM_GETLINK dump)."""
         for p in self.dump(RTM_GETLINK, struct.pack("=BxHiII", socket.AF_UNSPEC, 0, 0, 0, 0)):
-            index = struct.unpack_from("=i", p, 4)[0]
-            name, mac = "", ""
+            index, flags = struct.unpack_from("=iI", p, 4)
+            name, mac, oper = "", "", "UNKNOWN"
             for typ, val in self._attrs(p, 16):
                 if typ == IFLA_IFNAME:
                     name = bytes(val).split(b"\0", 1)[0].decode()
                 elif typ == IFLA_ADDRESS:
                     mac = bytes(val).hex(":")
-            out[index] = (name, mac)
-        return out
+                elif typ == IFLA_OPERSTATE and len(val):
+                    oper = OPERSTATES[val[0]] if val[0] < len(OPERSTATES) else "UNKNOWN"
+            yield index, flags, name, mac, oper
+
+    def links(self) -> dict[int, tuple[str, str]]:
+        """``ifindex -> (ifname, MAC "aa:bb:..")`` of every link in the namespace (one dump)."""
+        return {index: (name, mac) for index, _, name, mac, _ in self._link_rows()}
 
     def link_flags(self) -> dict[str, tuple[int, str]]:
         """``ifname -> (ifi_flags, operstate name)`` of every link (one RTM_GETLINK dump); feed
         it to :func:`railab.checks.base.link_status`, the one link-up rule."""
-        out: dict[str, tuple[int, str]] = {}
-        for p in self.dump(RTM_GETLINK, struct.pack("=BxHiII", socket.AF_UNSPEC, 0, 0, 0, 0)):
-            flags = struct.unpack_from("=I", p, 8)[0]
-            name, oper = "", "UNKNOWN"
-            for typ, val in self._attrs(p, 16):
-                if typ == IFLA_IFNAME:
-                    name = bytes(val).split(b"\0", 1)[0].decode()
-                elif typ == IFLA_OPERSTATE and len(val):
-                    oper = OPERSTATES[val[0]] if val[0] < len(OPERSTATES) else "UNKNOWN"
-            out[name] = (flags, oper)
-        return out
+        return {name: (flags, oper) for _, flags, name, _, oper in self._link_rows()}
 
     def stats(self) -> dict[int, tuple[int, int, int, int]]:
         """``ifindex -> (rx_packets, tx_packets, rx_bytes, tx_bytes)`` of every link (one

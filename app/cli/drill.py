@@ -109,19 +109,10 @@ def register(app: typer.Typer) -> None:
 
         if len(targets) > 2:
             raise UsageError(f"drill LAB {kind} takes NODE_A [NODE_B] (or NODE:PORT), got {' '.join(targets)}")
-        params: dict = {}
-        if end is not None:
-            params["end"] = end
-        if kind == "link-flap":
-            params.update(count=count, down_s=down_s, up_s=up_s)
-        if kind == "grey-loss":
-            params.update(percent=percent, roce_only=roce_only)
-        if kind == "mtu":
-            params["mtu"] = mtu
-        if kind == "wrong-asn" and asn is not None:
-            params["asn"] = asn
-        if kind == "daemon-kill":
-            params["daemon"] = daemon
+        from railab.testbed import faults as F
+
+        params = F.cli_params(kind, end=end, count=count, down_s=down_s, up_s=up_s, percent=percent,
+                              roce_only=roce_only, mtu=mtu, asn=asn, daemon=daemon)
         live = LiveLab.attach(lab)
         con = _console()
         say = None if as_json else (lambda text: con.print(f"[dim]{text}[/dim]", highlight=False))

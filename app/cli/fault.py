@@ -98,19 +98,8 @@ def register(app: typer.Typer) -> None:
             raise UsageError(f"unknown fault action {action!r}: use {_KINDS_HELP}")
         if not targets or len(targets) > 2:
             raise UsageError(f"fault LAB {action} takes NODE_A [NODE_B] (or NODE:PORT)")
-        params: dict = {}
-        if end is not None:
-            params["end"] = end
-        if action == "link-flap":
-            params.update(count=count, down_s=down_s, up_s=up_s)
-        if action == "grey-loss":
-            params.update(percent=percent, roce_only=roce_only)
-        if action == "mtu":
-            params["mtu"] = mtu
-        if action == "wrong-asn" and asn is not None:
-            params["asn"] = asn
-        if action == "daemon-kill":
-            params["daemon"] = daemon
+        params = F.cli_params(action, end=end, count=count, down_s=down_s, up_s=up_s, percent=percent,
+                              roce_only=roce_only, mtu=mtu, asn=asn, daemon=daemon)
         rec = F.inject(lab, action, targets[0], targets[1] if len(targets) > 1 else None, port=port, **params)
         if as_json:
             typer.echo(json.dumps(rec.model_dump(mode="json"), indent=2))
