@@ -21,6 +21,22 @@ when the lossless queue reaches xOFF, RESUME below xON). The seed gives no numbe
   one cable round trip plus the PFC response time, plus two maximum-size frames (one being sent
   when PAUSE arrives, one being received), for 400G, 100 m and 9216-byte frames; xON is two
   frames below xOFF (hysteresis so PAUSE/RESUME do not oscillate).
+
+Capacity and time scale (:class:`CapacityProfile`, the intent's ``lab.capacity``): a lab port
+cannot run at 400 Gb/s, so every port runs at ``port_rate_mbps`` and time is scaled by
+``time_scale = fabric rate / lab rate`` (10000 at the 40 Mb/s default). Byte thresholds
+(Kmin/Kmax, buffers, xOFF/xON, DCQCN's byte counter) keep their production values; every time
+constant (CNP interval, DCQCN timers) is multiplied by the scale and every rate (DCQCN's
+additive/hyper increase, minimum rate) divided by it (:meth:`CapacityProfile.lab_seconds`,
+:meth:`CapacityProfile.lab_bps`).
+
+DCQCN (:class:`DcqcnProfile`): Zhu et al., "Congestion Control for Large-Scale RDMA
+Deployments", SIGCOMM 2015, section 3 (the reaction point's alpha update with gain ``g``, rate
+decrease ``Rc * (1 - alpha/2)``, fast recovery for ``F`` steps, additive then hyper increase,
+driven by a timer and a byte counter) with the paper's parameter values (section 5: g = 1/256,
+alpha timer 55 us, rate-increase timer 55 us, byte counter 10 MB, F = 5, R_AI 40 Mb/s), the
+hyper-increase step ``R_HAI`` 10x R_AI and the CNP interval of the notification point 50 us
+(one CNP per QP per interval at most, as the paper's NP).
 """
 
 from __future__ import annotations
@@ -74,6 +90,61 @@ class PfcProfile(BaseModel):
     speed_gbps: int = 400
 
 
+class DcqcnProfile(BaseModel):
+    """DCQCN reaction-point (sender NIC) and notification-point (receiver NIC) parameters, in
+    fabric units (us, Mb/s, bytes); the lab engine converts them with the lab's
+    :class:`CapacityProfile`. Source: Zhu et al., SIGCOMM 2015 (module docstring)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    g: float = Field(1 / 256, gt=0, lt=1, description="alpha gain")
+    alpha_timer_us: float = Field(55.0, gt=0, description="alpha update period without CNP, us")
+    rate_timer_us: float = Field(55.0, gt=0, description="rate-increase timer T, us")
+    byte_counter_bytes: int = Field(10 * 1000 * 1000, gt=0, description="byte counter B, bytes")
+    fast_recovery_steps: int = Field(5, ge=1, description="F: fast-recovery steps")
+    ai_rate_mbps: float = Field(40.0, gt=0, description="R_AI additive increase, Mb/s")
+    hai_rate_mbps: float = Field(400.0, gt=0, description="R_HAI hyper increase, Mb/s")
+    min_rate_mbps: float = Field(10.0, gt=0, description="floor of the current rate, Mb/s")
+    cnp_interval_us: float = Field(50.0, gt=0, description="NP: at most one CNP per QP per "
+                                   "interval, us")
+    initial_alpha: float = Field(1.0, ge=0, le=1)
+
+
+class CapacityProfile(BaseModel):
+    """Port capacity, queues and time scale of an FRR lab (intent ``lab.capacity``; lab.json
+    ``qos.capacity``). ``enabled`` false: veth links stay unlimited (the path-test labs).
+
+    ``port_rate_mbps`` is the lab rate of every leaf, spine and NIC egress port, Mb/s;
+    ``buffer_bytes`` the egress buffer per port (a tail-drop byte limit beyond which packets
+    drop); ``pfc`` whether the lossless class is paused at xOFF (the PFC emulation)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    enabled: bool = False
+    port_rate_mbps: float = Field(40.0, gt=0, le=10000, description="lab port rate, Mb/s")
+    fabric_rate_gbps: int = Field(400, gt=0, description="the production port rate it stands "
+                                  "for, Gb/s")
+    buffer_bytes: int = Field(4 * 1048576, gt=0, description="egress buffer per port, bytes")
+    pfc: bool = Field(True, description="PFC emulation on the lossless class")
+
+    @property
+    def time_scale(self) -> float:
+        """Lab seconds per fabric second: ``fabric_rate_gbps * 1000 / port_rate_mbps``."""
+        return self.fabric_rate_gbps * 1000.0 / self.port_rate_mbps
+
+    def lab_seconds(self, fabric_us: float) -> float:
+        """A fabric time constant (us) in lab seconds (multiplied by the time scale)."""
+        return fabric_us * 1e-6 * self.time_scale
+
+    def fabric_us(self, lab_s: float) -> float:
+        """A measured lab time (s) back in fabric microseconds."""
+        return lab_s / self.time_scale * 1e6
+
+    def lab_bps(self, fabric_mbps: float) -> float:
+        """A fabric rate (Mb/s) in lab bits per second (divided by the time scale)."""
+        return fabric_mbps * 1e6 / self.time_scale
+
+
 class QosProfile(BaseModel):
     """The whole RoCEv2 QoS profile of a lab (``lab.json`` ``qos``)."""
 
@@ -87,6 +158,8 @@ class QosProfile(BaseModel):
     default_tc: int = Field(0, ge=0, le=7)
     ecn: EcnProfile = Field(default_factory=EcnProfile)
     pfc: PfcProfile = Field(default_factory=PfcProfile)
+    dcqcn: DcqcnProfile = Field(default_factory=DcqcnProfile)
+    capacity: CapacityProfile = Field(default_factory=CapacityProfile)
 
     def dscp_to_tc(self) -> dict[int, int]:
         """DSCP (0-63) -> traffic class: RoCE and CNP DSCPs to their TCs, the rest default."""
@@ -98,6 +171,26 @@ class QosProfile(BaseModel):
     def tc_to_queue(self) -> dict[int, int]:
         """Traffic class -> egress queue (identity, 0-7)."""
         return {t: t for t in range(8)}
+
+    @property
+    def pfc_pause_bytes(self) -> int:
+        """Lossless-queue depth (bytes) at which the PFC emulation PAUSEs the upstream port:
+        the port buffer minus the PFC headroom (``pfc.xoff_bytes``), so the headroom absorbs what
+        is in flight when PAUSE is sent. Above ECN's Kmax by design (ECN first, PFC second);
+        raises ValueError if the buffer is too small for that."""
+        pause = self.capacity.buffer_bytes - self.pfc.xoff_bytes
+        if pause <= self.ecn.kmax_bytes:
+            raise ValueError(
+                f"capacity.buffer_bytes {self.capacity.buffer_bytes} leaves a PFC pause threshold "
+                f"of {pause} B, not above ECN Kmax {self.ecn.kmax_bytes} B: raise "
+                f"lab.capacity.buffer_bytes above {self.ecn.kmax_bytes + self.pfc.xoff_bytes}")
+        return pause
+
+    @property
+    def pfc_resume_bytes(self) -> int:
+        """Depth (bytes) under which a paused upstream port RESUMEs: the pause threshold less
+        the xOFF-xON hysteresis."""
+        return self.pfc_pause_bytes - (self.pfc.xoff_bytes - self.pfc.xon_bytes)
 
     @property
     def lossless_queues(self) -> tuple[int, ...]:
