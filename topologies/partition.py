@@ -48,6 +48,7 @@ from railab.errors import UsageError
 from railab.topologies import clab as clab_mod
 from railab.topologies import clabernetes
 from railab.topologies.clab import vxlan_link
+from railab.topologies.generator import OutputError, build_lab, generate
 from railab.topologies.labspec import LabSpec
 
 #: the first VNI railab gives a cut link (VNI 1 is often a default; stay clear of small numbers)
@@ -383,3 +384,22 @@ def write_partition(labdir: str | Path, files: dict[str, str]) -> list[Path]:
         os.replace(tmp, p)
         out.append(p)
     return out
+
+
+def generate_hosts(intent: Any, outdir: str | Path, hosts: list[Host], *,
+                   name: str | None = None) -> tuple[Path, Partition]:
+    """``railab generate INTENT --hosts ...``: build the lab and its partition in memory
+    (:func:`emit`: every file validated), then write the lab directory
+    (:func:`railab.topologies.generator.generate`) and the partition's files into it. Returns
+    ``(lab directory, partition)``. A lab that cannot be split raises PartitionError before
+    anything is written; IntentError / OutputError as ``generate``."""
+    built = build_lab(intent, name=name)
+    part, files = emit(built.spec, built.topology, hosts, built.files)
+    labdir = generate(intent, outdir, name=name)
+    try:
+        write_partition(labdir, files)
+    except OSError as exc:
+        raise OutputError(f"cannot write the partition under {labdir} ({exc.strerror or exc}): "
+                          f"free space or pick another -o") from None
+    return labdir, part
+

@@ -102,27 +102,17 @@ def register(app: typer.Typer) -> None:
                 typer.echo(f"error: {out} holds running lab {holder}: railab down {holder} first, "
                            f"or generate into another -o", err=True)
                 raise typer.Exit(EXIT_USAGE)
-            extra: dict[str, str] = {}
             part = None
-            if hosts is not None:  # build and validate the partition before writing anything
-                from railab.topologies.generator import build_lab
-                from railab.topologies.partition import emit, parse_hosts
+            if hosts is not None:  # the partition is built and validated before anything is written
+                from railab.topologies.partition import generate_hosts, parse_hosts
 
                 try:
                     pool = ipaddress.ip_network(underlay_pool)
                 except ValueError as exc:
                     raise PartitionError(f"--underlay-pool {underlay_pool}: {exc}") from None
-                built = build_lab(it, name=name)
-                part, extra = emit(built.spec, built.topology, parse_hosts(hosts, pool=pool), built.files)
-            labdir = generate(it, out, name=name)
-            if extra:
-                from railab.topologies.partition import write_partition
-
-                try:
-                    write_partition(labdir, extra)
-                except OSError as exc:
-                    raise OutputError(f"cannot write the partition under {labdir} "
-                                      f"({exc.strerror or exc}): free space or pick another -o") from None
+                labdir, part = generate_hosts(it, out, parse_hosts(hosts, pool=pool), name=name)
+            else:
+                labdir = generate(it, out, name=name)
         except (IntentError, OutputError, PartitionError) as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(EXIT_USAGE) from None
