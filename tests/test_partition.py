@@ -195,14 +195,23 @@ def test_ipv6_underlay_needs_70_bytes_more():
 
 def test_names_railab_makes_are_prefix_free():
     """clabernetes#252: a tool that matches by prefix must not confuse two of railab's names."""
-    assert P.prefix_free(["vx-leaf1-eth1", "vx-leaf1-eth10", "vx-leaf1-eth2"]) == [
+    assert C.prefix_free(["vx-leaf1-eth1", "vx-leaf1-eth10", "vx-leaf1-eth2"]) == [
         ("vx-leaf1-eth1", "vx-leaf1-eth10")]
     tunnels = [P.tunnel_name(v) for v in (1, 9, 10, 99, 10000, 10001, 100000, P.VNI_MAX)]
-    assert not P.prefix_free(tunnels) and {len(t) for t in tunnels} == {10}
+    assert not C.prefix_free(tunnels) and {len(t) for t in tunnels} == {10}
     from railab.testbed.stitch import bridge_port
-    assert not P.prefix_free([bridge_port(k) for k in range(1, 255)])
+    assert not C.prefix_free([bridge_port(k) for k in range(1, 255)])
     with pytest.raises(ValueError):
         P.tunnel_name(0)
+
+
+def test_clabernetes_tunnel_name_clashes_are_named(ro1024):
+    """The names Clabernetes itself makes (``vx-<node>-<iface>``) do clash on a spine with
+    eth1 and eth10..eth16: the CLI says which version is needed."""
+    out, text = ro1024
+    clashes = C.tunnel_clashes(yaml.safe_load((out / "pt.clab.yml").read_text()))
+    assert ("vx-spine1-eth1", "vx-spine1-eth10") in clashes
+    assert "newer than v0.4.1" in " ".join(text.split()) and "clabernetes#252" in text
 
 
 def test_cli_refuses_an_impossible_partition_and_writes_nothing(tmp_path):

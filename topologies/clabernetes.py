@@ -51,6 +51,31 @@ class ClabernetesSchemaError(UsageError):
     """The emitted manifest does not validate (CRD schema or Kubernetes rules)."""
 
 
+def prefix_free(names: list[str]) -> list[tuple[str, str]]:
+    """Pairs ``(a, b)`` of ``names`` where ``a`` is a proper prefix of ``b`` (empty: no tool
+    matching by prefix can confuse them). Sorted order puts a prefix right before its
+    extensions, so one pass over neighbours finds every clash's shortest form."""
+    out = []
+    s = sorted(set(names))
+    for i, a in enumerate(s):
+        for b in s[i + 1:]:
+            if not b.startswith(a):
+                break
+            out.append((a, b))
+    return out
+
+
+def tunnel_clashes(topo: dict) -> list[tuple[str, str]]:
+    """Pairs of the host-side tunnel names a Clabernetes launcher makes for ``topo``'s links
+    (``vx-<node>-<interface>``, one per link end: every node is its own pod) where one name is a
+    prefix of the other, e.g. ``vx-spine1-eth1`` / ``vx-spine1-eth10``: on Clabernetes up to
+    v0.4.1, whose launcher deleted stale tunnels with ``containerlab tools vxlan delete --prefix``,
+    setting up the first deleted the second (clabernetes#252). Node interfaces stay ``ethK``, so
+    a node with 10 or more ports always has such pairs: the CLI names the minimum version."""
+    names = [f"vx-{e}".replace(":", "-") for lk in topo["topology"]["links"] for e in lk.get("endpoints", [])]
+    return prefix_free(names)
+
+
 def configmap_name(lab: str, node: str) -> str:
     """``<lab>-<node>``: the ConfigMap of ``node``'s config files."""
     return f"{lab}-{node}"

@@ -29,7 +29,7 @@ Names (clabernetes#252): containerlab's ``tools vxlan delete --prefix`` deleted 
 name *starts with* the given one, so ``vx-leaf1-eth1`` took ``vx-leaf1-eth10`` with it. Node
 interfaces stay ``ethK``; the tunnel names railab itself makes (:func:`tunnel_name`,
 ``vx`` + the VNI in 8 digits) all have the same length, so none is a prefix of another
-(:func:`prefix_free`).
+(:func:`railab.topologies.clabernetes.prefix_free`).
 """
 
 from __future__ import annotations
@@ -166,20 +166,6 @@ def tunnel_name(vni: int) -> str:
     if not 1 <= vni <= VNI_MAX:
         raise ValueError(f"VNI {vni} outside 1..{VNI_MAX}")
     return f"vx{vni:08d}"
-
-
-def prefix_free(names: list[str]) -> list[tuple[str, str]]:
-    """Pairs ``(a, b)`` of ``names`` where ``a`` is a proper prefix of ``b`` (empty: no tool
-    matching by prefix can confuse them). Sorted order puts a prefix right before its
-    extensions, so one pass over neighbours finds every clash's shortest form."""
-    out = []
-    s = sorted(set(names))
-    for i, a in enumerate(s):
-        for b in s[i + 1:]:
-            if not b.startswith(a):
-                break
-            out.append((a, b))
-    return out
 
 
 def parse_hosts(text: str, *, pool: str | ipaddress.IPv4Network = UNDERLAY_POOL) -> list[Host]:

@@ -135,6 +135,16 @@ def register(app: typer.Typer) -> None:
                       f"{part.cut[-1].vni}, UDP {part.dst_port}); the underlay between hosts must "
                       f"carry MTU {part.underlay_mtu}; Clabernetes: {labdir / (spec.name + '.clabernetes.yaml')}"
                       if part.cut else "1 host: nothing cut", highlight=False)
+            import yaml
+
+            from railab.topologies.clabernetes import tunnel_clashes
+
+            clashes = tunnel_clashes(yaml.safe_load((labdir / f"{spec.name}.clab.yml").read_text()))
+            if clashes:
+                a, b = clashes[0]
+                con.print(f"note: Clabernetes makes {len(clashes)} tunnel names that are prefixes of "
+                          f"others ({a} / {b}): use a Clabernetes newer than v0.4.1, which deletes "
+                          f"tunnels by exact name (clabernetes#252; docs/scale-out.md)", highlight=False)
         if cabling is not None:
             try:
                 write_csv(cabling, lab_cables(spec), spec_breakouts(spec))
