@@ -324,3 +324,33 @@ def test_two_namespace_hosts_converge_check_and_keep_hop_counts(stitched):
                 over = [r for r in results for u in r.uplinks if part.cut_at(*u.split(">")[0].split(":"))]
                 assert over, [r.uplinks for r in results]
     assert ul_tx() - before >= 8  # cross-group flows leave host1 through the VXLAN underlay
+
+
+@pytest.mark.integration
+def test_a_failed_stitched_up_leaves_nothing(tmp_path, monkeypatch):
+    """A failure after the hosts, underlay and tunnels exist (here: right after they were made)
+    rolls all of it back with the lab's namespaces."""
+    from tests.conftest import integration_skip_reason
+
+    reason = integration_skip_reason()
+    if reason:
+        pytest.skip(reason)
+    from railab.errors import RailabError
+    from railab.testbed import stitch
+    from railab.testbed.runtime.netns import NetnsRuntime
+
+    name = f"mhf{PID}"
+    labdir, _ = P.generate_hosts(load_intent("mini"), tmp_path / name, P.parse_hosts("2"), name=name)
+    real = stitch.build
+    made: list[str] = []
+
+    def build_then_fail(plan, fds):
+        real(plan, fds)
+        made.extend(sorted(n for n in os.listdir("/run/netns") if name in n))
+        raise RailabError("injected failure after the stitching")
+
+    monkeypatch.setattr(stitch, "build", build_then_fail)
+    with pytest.raises(RailabError, match="injected"):
+        NetnsRuntime().up(labdir, stitch=True)
+    assert f"railab-{name}-underlay" in made and f"railab-{name}-host2" in made
+    assert sorted(n for n in os.listdir("/run/netns") if name in n) == []
