@@ -429,7 +429,9 @@ class NetnsRuntime(Runtime):
             x = clab.external_links[0]
             raise RailabError(f"lab {lab}: {len(clab.external_links)} {x.type} link(s) ({x.endpoint[0]}:"
                               f"{x.endpoint[1]} ...): the netns runtime makes veth pairs only; "
-                              f"use --runtime containerlab")
+                              f"use --runtime containerlab (for one host of a partitioned lab: "
+                              f"--host HOST), or deploy every host of the partition on this "
+                              f"machine with railab up LABDIR --stitch")
         if not is_lab_name(lab):
             raise RailabError(lab_name_rule(lab, "lab"))
         try:
