@@ -252,7 +252,10 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(_exit_code(exc)) from None
         typer.echo(
             f"lab {rec['lab']} is up and converged in {time.monotonic() - t0:.1f} s "
-            f"({len(rec['namespaces'])} nodes, {len(rec['links'])} links); railab down {rec['lab']} removes it"
+            f"({len(rec['namespaces'])} nodes, {len(rec['links'])} links"
+            + (f" + {len(rec['stitch']['tunnels']) // 2} cut links as VXLAN over "
+               f"{len(rec['stitch']['hosts'])} namespace hosts" if "stitch" in rec else "")
+            + f"); railab down {rec['lab']} removes it"
         )
 
     @app.command()
