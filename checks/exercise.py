@@ -85,6 +85,8 @@ ALIASES: dict[str, str] = {
 _SAME = {"nic-down": {"nic-down", "link-down"}, "link-down": {"link-down", "nic-down"}}
 _POINTS_FOUND, _POINTS_HINT, _POINTS_WRONG, _POINTS_REPAIR = 100, 15, 5, 50
 _MTU_WRONG = 1500
+#: the families ``start`` requires green and ``fix`` polls before running every family
+_QUICK = "daemons,cabling,policy,bgp"
 
 
 def normalise_kind(kind: str) -> str:
@@ -354,7 +356,7 @@ def start(labdir: Path | str, level: int = 1, seed: int | None = None, *, kind: 
     if precheck:
         from railab.checks.lab import LiveLab
 
-        failing = [r for r in LiveLab.attach(name).check(only="daemons,cabling,policy,bgp") if r.status == "fail"]
+        failing = [r for r in LiveLab.attach(name).check(only=_QUICK) if r.status == "fail"]
         if failing:
             raise UsageError(f"lab {name} is not green before the exercise ({len(failing)} failing checks, "
                              f"e.g. {failing[0].check}: {failing[0].name}): railab check {name}, fix it first")
@@ -500,8 +502,10 @@ def fix(labdir: Path | str, wait: float = 60.0, poll: float = 1.0) -> dict[str, 
     live = LiveLab.attach(name)
     t0 = time.monotonic()
     while True:
-        rows = live.check()
-        failing = [r for r in rows if r.status == "fail"]
+        # the cheap families first (no traffic, no RIB walk); the whole set once they pass
+        failing = [r for r in live.check(only=_QUICK) if r.status == "fail"]
+        if not failing:
+            failing = [r for r in live.check() if r.status == "fail"]
         elapsed = time.monotonic() - t0
         if not failing or elapsed >= wait:
             break
@@ -572,7 +576,8 @@ def score_sheet(lab: str, rec: dict[str, Any] | None = None) -> dict[str, Any] |
         sheet["faults"] = [
             {"element": f["element"], "kind": f["kind"], "also_accepted": [e for e in f["accept"] if e != f["element"]],
              "symptom": f["symptom"], "found": i in found,
-             "hints_used": sum(1 for h in rec["hints"] if h["fault"] == i), "note": f["record"].get("note", "")}
+             "hints_used": sum(1 for h in rec["hints"] if h["fault"] == i),
+             "note": (f.get("record") or {}).get("note", "")}
             for i, f in enumerate(rec["faults"])]
     return sheet
 
