@@ -425,10 +425,10 @@ def _parse_text(spec: LabSpec, text: str) -> tuple[list[str], str | None]:
     names = sorted((n.name for n in spec.nodes), key=len, reverse=True)
     elements: list[str] = []
     pattern = (r"(?<![\w-])(" + "|".join(map(re.escape, names)) +
-               r")(?![\w-])(?:[:\s]+(eth\d+|gpu\d+|nic\d+))?")
+               r")(?![\w-])(?:[:\s]+(eth|gpu|nic)\s*(\d+))?")
     for m in re.finditer(pattern, t):
         try:
-            elements.append(_element(spec, m.group(1) + (f":{m.group(2)}" if m.group(2) else "")))
+            elements.append(_element(spec, m.group(1) + (f":{m.group(2)}{m.group(3)}" if m.group(2) else "")))
         except UsageError:
             elements.append(m.group(1))
     rules = [(r"cross|swap|miswir|mis-cabl|wrong (rail|leaf|port)", "cross-cable"),

@@ -98,6 +98,7 @@ def test_free_text_answers(spec):
     assert X._parse_text(spec, "bgpd is dead on spine2")[1] == "daemon-kill"
     assert X._parse_text(spec, "the neighbor on g2-leaf1 eth4 is shut down in bgp")[1] == "session-shut"
     assert X._parse_text(spec, "g1-leaf3 eth1 runs MTU 1500") == (["g1-leaf3:eth1"], "mtu")
+    assert X._parse_text(spec, "srv4 nic 4 is down") == (["srv4:eth4"], "nic-down")
     assert X._element(spec, "srv1:gpu3") == "srv1:eth4" and X._element(spec, "srv1:nic3") == "srv1:eth3"
     with pytest.raises(UsageError, match="has no port 'eth9'"):
         X._element(spec, "srv1:eth9")
@@ -191,3 +192,17 @@ def test_gated_commands_keep_their_signature():
     assert r.exit_code == 0
     for sub in ("start", "hint", "answer", "fix", "reveal", "score", "swap-cables"):
         assert sub in r.output
+
+
+def test_report_page_carries_the_exercise_line(spec, tmp_path):
+    from railab.report import Report, write_report
+    from tests.test_report import _synthetic
+
+    rep = _synthetic(spec)
+    rep.exercise = "Training exercise (level 2, started 2026-12-01T10:00:00+00:00, running): 0/1 fault(s) found"
+    files = write_report(rep, spec, tmp_path / "out")
+    html = files.html.read_text()
+    assert 'id="exercise-score"' in html and "0/1 fault(s) found" in html
+    assert Report.load(tmp_path / "out").exercise == rep.exercise
+    rep.exercise = None
+    assert 'id="exercise-score"' not in write_report(rep, spec, tmp_path / "out2").html.read_text()
