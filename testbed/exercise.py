@@ -59,13 +59,16 @@ def _host_key() -> bytes:
     root.mkdir(parents=True, exist_ok=True)
     os.chmod(root, 0o700)
     key = secrets.token_bytes(32)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    tmp = root / f".key.{os.getpid()}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(key)
     try:
-        os.write(fd, key)
-    except BaseException:
-        os.close(fd)
-        raise
-    os.close(fd)
+        os.link(tmp, path)  # atomic: the first writer's key wins, a racing one reads it
+    except FileExistsError:
+        key = path.read_bytes()
+    finally:
+        tmp.unlink()
     return key
 
 
