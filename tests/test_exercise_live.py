@@ -187,7 +187,9 @@ def test_exercise_kind_graded_repaired_and_revealed(ex, level, kind):
     lab = ex
     planned = X.plan_faults(lab.spec, level, SEED, kind)  # the trainer's view: same seed, same faults
     disable = ["--disable", "check"] if kind == "mtu" else []
-    r = _cli("exercise", "start", NAME, "--level", level, "--seed", SEED, "--kind", kind, *disable)
+    # the first case checks the lab is green first; the others follow a verified repair
+    pre = [] if kind == "link-down" else ["--no-precheck"]
+    r = _cli("exercise", "start", NAME, "--level", level, "--seed", SEED, "--kind", kind, *disable, *pre)
     assert r.exit_code == 0, r.output
     assert all(f["symptom"] in r.stdout for f in planned)
     _hidden(lab, planned, r.stdout, commands=kind in ("daemon-kill", "two-faults"))
@@ -240,6 +242,8 @@ def test_unrepaired_faults_go_back_to_the_fault_list_at_reveal_and_down_removes_
     faults = st.load(NAME).faults
     assert [(x.kind, f"{x.node}:{x.port}") for x in faults] == [("link-down", f["element"])]
     assert _cli("exercise", "answer", NAME, "--element", f["element"], "--kind", "link-down").exit_code == 2
+    refused = _cli("exercise", "start", NAME, "--level", 1)  # the handed-back fault is in the list
+    assert refused.exit_code == 2 and "heal --all first" in refused.output
     assert st.exercise_dir(NAME).exists()
     lab.close()  # railab down: the lab and its exercise record go
     assert not st.exercise_dir(NAME).exists()

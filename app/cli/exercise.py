@@ -46,6 +46,9 @@ def start(
                                     "e.g. cross-cable or two-faults"),
     disable: str | None = typer.Option(None, "--disable", help="commands switched off for the trainee, "
                                        "comma-separated (e.g. check,report at level 3)"),
+    precheck: bool = typer.Option(True, "--precheck/--no-precheck",
+                                  help="refuse a lab whose daemons, cabling, policy or bgp checks fail "
+                                       "(--no-precheck: you know it is green)"),
     as_json: bool = typer.Option(False, "--json", help="print JSON (symptoms, level, disabled; no faults)"),
 ) -> None:
     """Inject the exercise's faults (hidden from status/inspect/report/fault list) and print the
@@ -53,7 +56,7 @@ def start(
     from railab.checks import exercise as X
 
     cmds = [c.strip() for c in (disable or "").split(",") if c.strip()]
-    view = X.start(lab, level, seed, kind=kind, disable=cmds)
+    view = X.start(lab, level, seed, kind=kind, disable=cmds, precheck=precheck)
     if _out({k: v for k, v in view.items() if k != "seed"}, as_json):
         return
     typer.echo(f"exercise started on lab {view['lab']} (level {view['level']}); the customer says:")
