@@ -119,6 +119,8 @@ def _repair(lab, f: dict) -> None:
               "table", str(nic.table))
     elif kind == "cross-cable":
         a, b = f["accept"]
+        bad = _cli("exercise", "swap-cables", NAME, a, "g1-leaf1:eth1")  # a switch port: refused
+        assert bad.exit_code == 2 and "is not a server NIC" in bad.output
         r = _cli("exercise", "swap-cables", NAME, a, b)
         assert r.exit_code == 0, r.output
     elif kind == "session-shut":
