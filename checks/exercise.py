@@ -313,7 +313,7 @@ def _require(name: str, *, running: bool = True) -> dict[str, Any]:
         raise UsageError(f"lab {name} runs no exercise: railab exercise start {name} --level N")
     if running and rec.get("revealed_at"):
         raise UsageError(f"the exercise on lab {name} has ended (revealed): railab exercise score {name}, "
-                         f"or start a new one after `railab fault {name} heal --all`")
+                         f"or railab exercise start {name} for a new one")
     return rec
 
 
@@ -465,22 +465,27 @@ def answer(labdir: Path | str, element: str | None = None, kind: str | None = No
     kind = normalise_kind(kind)
     elements = [_element(spec, e) for e in elements]
     with store.locked(name):
-        rec = _require(name)
+        rec = _require(name, running=False)
         hit, why = None, ""
         for e in elements:
             hit, why = grade(rec, e, kind)
             if hit is not None:
                 element = e
                 break
-        rec["answers"].append({"element": elements[0] if hit is None else element, "kind": kind,
-                               "right": hit is not None, "at": _now(), "text": text})
-        if hit is not None and hit not in rec["found"]:
-            rec["found"].append(hit)
-            rec["faults"][hit]["found_at"] = _now()
-        _save(rec)
+        scored = not rec.get("revealed_at")  # after reveal: graded for practice, not scored
+        if scored:
+            rec["answers"].append({"element": elements[0] if hit is None else element, "kind": kind,
+                                   "right": hit is not None, "at": _now(), "text": text})
+            if hit is not None and hit not in rec["found"]:
+                rec["found"].append(hit)
+                rec["faults"][hit]["found_at"] = _now()
+            _save(rec)
         total = len(rec["faults"])
         msg = why if hit is None else f"{why} ({len(rec['found'])}/{total} found)"
-        return {"right": hit is not None, "message": msg, "found": len(rec["found"]), "total": total}
+        if not scored:
+            msg += " (the exercise was revealed: not scored)"
+        return {"right": hit is not None, "message": msg, "found": len(rec["found"]), "total": total,
+                "scored": scored}
 
 
 def fix(labdir: Path | str, wait: float = 60.0, poll: float = 1.0) -> dict[str, Any]:
@@ -520,11 +525,14 @@ def fix(labdir: Path | str, wait: float = 60.0, poll: float = 1.0) -> dict[str, 
             "failing": [f"{r.check}: {r.name}" for r in failing[:10]], "n_failing": len(failing)}
 
 
-def reveal(labdir: Path | str, *, heal: bool = False) -> dict[str, Any]:
+def reveal(labdir: Path | str, *, heal: bool = True) -> dict[str, Any]:
     """End the exercise and return the full :func:`score_sheet` (with ``faults``: ``[{"element",
-    "kind", ...}]``). Faults the repair did not verify go back into the lab's fault list, so
-    ``railab fault LAB heal --all`` (or ``heal=True`` here) undoes them; the command gate is
-    lifted. Revealing again returns the same sheet."""
+    "kind", ...}]``). Faults the repair did not verify go back into the lab's fault list and,
+    with ``heal`` (the default), are healed at once (every heal step is idempotent, so a fault
+    the trainee half-repaired heals too); ``heal=False`` leaves them in the lab, listed by
+    ``railab fault LAB list`` for ``railab fault LAB heal --all``. The command gate is lifted;
+    answers are still graded afterwards but not scored. Revealing again returns the same
+    sheet."""
     name, _, _ = _lab(labdir)
     with store.locked(name):
         rec = _require(name, running=False)

@@ -233,18 +233,29 @@ def test_exercise_kind_graded_repaired_and_revealed(ex, level, kind):
         assert _cli("check", NAME, "--only", "cabling").exit_code == 0  # the gate lifted
 
 
-def test_unrepaired_faults_go_back_to_the_fault_list_at_reveal_and_down_removes_the_record(ex):
+def test_reveal_heals_or_keeps_unrepaired_faults_and_down_removes_the_record(ex):
     lab = ex
-    r = _cli("exercise", "start", NAME, "--level", 1, "--seed", SEED, "--kind", "link-down", "--json")
+    r = _cli("exercise", "start", NAME, "--level", 1, "--seed", SEED, "--json")
     assert r.exit_code == 0 and "symptoms" in json.loads(r.stdout)
     again = _cli("exercise", "start", NAME, "--level", 1)
     assert again.exit_code == 2 and "already has an exercise" in again.output
-    sheet = json.loads(_cli("exercise", "reveal", NAME, "--json").stdout)
-    (f,) = sheet["faults"]
-    faults = st.load(NAME).faults
-    assert [(x.kind, f"{x.node}:{x.port}") for x in faults] == [("link-down", f["element"])]
-    assert _cli("exercise", "answer", NAME, "--element", f["element"], "--kind", "link-down").exit_code == 2
-    refused = _cli("exercise", "start", NAME, "--level", 1)  # the handed-back fault is in the list
+    first = json.loads(_cli("exercise", "reveal", NAME, "--json").stdout)
+    (f,) = first["faults"]
+    assert st.load(NAME).faults == []  # not repaired: healed by reveal
+    assert first["repair"]["verified"] is False and first["points"] == 0
+    late = _cli("exercise", "answer", NAME, "--element", f["element"], "--kind", f["kind"])
+    assert late.exit_code == 0 and "not scored" in late.stdout  # graded for practice after reveal
+    wrong = _wrong_element(lab, [{"kind": f["kind"], "accept": [f["element"], *f["also_accepted"]]}])
+    assert _cli("exercise", "answer", NAME, "--element", wrong, "--kind", f["kind"]).exit_code == 1
+    assert X.score_sheet(NAME)["faults_found"] == 0
+
+    # the same seed on the same lab: the same fault; --keep-faults hands it to `railab fault`
+    assert _cli("exercise", "start", NAME, "--level", 1, "--seed", SEED, "--no-precheck").exit_code == 0
+    second = json.loads(_cli("exercise", "reveal", NAME, "--keep-faults", "--json").stdout)
+    assert [(x["element"], x["kind"]) for x in second["faults"]] == [(f["element"], f["kind"])]
+    kept = st.load(NAME).faults
+    assert [f"{x.node}:{x.port}" for x in kept] == [f["element"]] and kept[0].kind == "link-down"
+    refused = _cli("exercise", "start", NAME, "--level", 1)  # the kept fault is in the fault list
     assert refused.exit_code == 2 and "heal --all first" in refused.output
     assert st.exercise_dir(NAME).exists()
     lab.close()  # railab down: the lab and its exercise record go

@@ -206,3 +206,12 @@ def test_report_page_carries_the_exercise_line(spec, tmp_path):
     assert Report.load(tmp_path / "out").exercise == rep.exercise
     rep.exercise = None
     assert 'id="exercise-score"' not in write_report(rep, spec, tmp_path / "out2").html.read_text()
+
+
+def test_same_seed_same_faults_on_another_lab_of_the_same_shape(spec, tmp_path):
+    other = LabSpec.load(generate("mini", tmp_path / "xu2", name="another-lab"))
+    for level in (1, 2, 3):
+        for seed in (1, 7, 11):
+            a = [(f["kind"], f["element"], f["symptom"]) for f in X.plan_faults(spec, level, seed)]
+            b = [(f["kind"], f["element"], f["symptom"]) for f in X.plan_faults(other, level, seed)]
+            assert a == b

@@ -94,7 +94,8 @@ def answer(
                                     "wrong-asn, daemon-kill, grey-loss, mtu"),
     as_json: bool = typer.Option(False, "--json", help="print JSON"),
 ) -> None:
-    """Grade a diagnosis: exit 0 when it names an injected fault, 1 when not."""
+    """Grade a diagnosis: exit 0 when it names an injected fault, 1 when not (after reveal:
+    still graded, not scored)."""
     from railab.checks import exercise as X
 
     res = X.answer(lab, element=element, kind=kind, text=text)
@@ -176,23 +177,25 @@ def score(
 @exercise_app.command("reveal")
 def reveal(
     lab: str = typer.Argument(..., help="lab name"),
-    heal: bool = typer.Option(False, "--heal", help="also undo the faults the repair did not verify"),
+    keep_faults: bool = typer.Option(False, "--keep-faults", help="leave the faults the repair did not "
+                                     "verify in the lab (listed by `railab fault LAB list`) instead of healing them"),
     out: Path | None = typer.Option(None, "--out", "-o", help="also write the score sheet JSON here"),
     as_json: bool = typer.Option(False, "--json", help="print the score sheet JSON, with faults: "
                                  "[{element, kind, ...}]"),
 ) -> None:
-    """End the exercise and show the injected faults and the score sheet. Unrepaired faults go
-    back into the lab's fault list (`railab fault LAB heal --all` undoes them, or --heal)."""
+    """End the exercise and show the injected faults and the score sheet. Faults the repair did
+    not verify are healed (--keep-faults: left in the lab, in `railab fault LAB list`)."""
     from railab.checks import exercise as X
 
-    sheet = X.reveal(lab, heal=heal)
+    sheet = X.reveal(lab, heal=not keep_faults)
     if _out(sheet, as_json, out):
         return
     typer.echo(X.report_line(sheet["lab"]))
     for f in sheet["faults"]:
         typer.echo(f"  {f['kind']} at {f['element']}: {f['note']}")
-    if not sheet["repair"]["verified"] and not heal:
-        typer.echo(f"unrepaired faults are back in the fault list: railab fault {sheet['lab']} heal --all")
+    if not sheet["repair"]["verified"]:
+        typer.echo(f"unrepaired faults left in the lab: railab fault {sheet['lab']} heal --all undoes them"
+                   if keep_faults else "unrepaired faults healed")
 
 
 @exercise_app.command("swap-cables")
