@@ -266,6 +266,8 @@ class Report(BaseModel):
     faults: list[dict[str, Any]] = Field(
         default_factory=list, description="faults injected when the report was made "
         "(LabState.faults records as dicts: id, kind, node, port, peer_node, peer_port, note)")
+    exercise: str | None = Field(None, description="the training exercise's score line "
+                                 "(railab.checks.exercise.report_line; names no fault while it runs)")
     timings: list[StepTiming] = Field(default_factory=list)
     errors: list[str] = Field(default_factory=list, description="steps that raised, with message")
 

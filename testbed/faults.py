@@ -76,7 +76,8 @@ WRONG_ASN_DEFAULT = 4199999999
 NFT_PREFIX = "railab_"
 ROCE_UDP_PORT = 4791
 
-__all__ = ["FAULT_KINDS", "inject", "heal", "list_faults", "restart_node", "parking_namespace"]
+__all__ = ["FAULT_KINDS", "inject", "heal", "list_faults", "restart_node", "parking_namespace",
+           "detach", "attach", "swap_cables"]
 
 
 # ---- lab handle -----------------------------------------------------------------------------
@@ -285,6 +286,33 @@ def list_faults(labdir: Path | str) -> list[st.FaultRecord]:
     """The faults injected into the lab and not yet healed, in injection order.
     RailabError when the lab is not up."""
     return list(_Lab(labdir).record.faults)
+
+
+def detach(labdir: Path | str, fault_ids: list[str]) -> list[st.FaultRecord]:
+    """Take faults ``fault_ids`` out of ``LabState.faults`` without healing them and return
+    their records: the fault stays in the lab, but ``status``, ``inspect``, ``check``'s reasons,
+    the report and ``fault list/heal`` no longer see it (training exercises,
+    railab.checks.exercise, keep the records hidden). ``fault_seq`` is kept, so later ids (and
+    the nft table names they make) never clash. RailabError when the lab is not up."""
+    lab = _Lab(labdir)
+    with _locked(lab.name):
+        lab.reload()
+        out = [f for f in lab.record.faults if f.id in set(fault_ids)]
+        lab.record.faults = [f for f in lab.record.faults if f.id not in set(fault_ids)]
+        lab.save()
+        return out
+
+
+def attach(labdir: Path | str, records: list[st.FaultRecord]) -> None:
+    """Put detached fault ``records`` back into ``LabState.faults`` (ids already there are
+    skipped), so ``railab fault LAB heal`` can undo them (every heal step is idempotent: a fault
+    the trainee already repaired heals to the same planned state)."""
+    lab = _Lab(labdir)
+    with _locked(lab.name):
+        lab.reload()
+        have = {f.id for f in lab.record.faults}
+        lab.record.faults = [*lab.record.faults, *(r for r in records if r.id not in have)]
+        lab.save()
 
 
 # ---- inject ---------------------------------------------------------------------------------
@@ -858,6 +886,71 @@ def _drop_parking(lab: _Lab) -> None:
     if netns_path(ns).exists():
         pnetns.remove(ns)
     st.ledger_remove(ns)
+
+
+# ---- a field engineer's hands: swap two server cables ------------------------------------------
+def _live_peer(lab: _Lab, node: str, port: str) -> tuple[str, str] | None:
+    """The switch port the veth at server NIC ``node:port`` is plugged into now, among the
+    planned leaf ends of every server NIC (a crossed cable lands on one of those): the
+    candidate whose ifindex is the NIC's IFLA_LINK and whose IFLA_LINK is the NIC's ifindex.
+    None when the NIC is absent or plugged into none of them."""
+    with _ipr(lab.ns(node)) as ipr:
+        idx = _index(ipr, port)
+        if idx is None:
+            return None
+        peer_idx = ipr.get_links(idx)[0].get_attr("IFLA_LINK")
+    by_leaf: dict[str, list[str]] = {}
+    for nic in lab.spec.nics:
+        leaf, lp = lab.spec.peer(nic.server, nic.interface)
+        by_leaf.setdefault(leaf, []).append(lp)
+    for leaf, ports in sorted(by_leaf.items()):
+        with _ipr(lab.ns(leaf)) as ipr:
+            for lp in ports:
+                li = _index(ipr, lp)
+                if li == peer_idx and ipr.get_links(li)[0].get_attr("IFLA_LINK") == idx:
+                    return leaf, lp
+    return None
+
+
+def swap_cables(labdir: Path | str, a: str, b: str) -> tuple[tuple[str, str], tuple[str, str]]:
+    """Swap the server ends of the cables at server NICs ``a`` and ``b`` (``"srv2:eth1"``), as a
+    field engineer does at the rack: whatever switch port is plugged into ``a`` now is plugged
+    into ``b`` and the other way round. The NICs keep their names, MACs and addresses (what a
+    re-patch keeps); the leaf ports get their FRR config re-applied and the servers' policy
+    routes are re-added. Not a fault and not recorded: it is the trainee's repair of crossed
+    cables (``railab exercise swap-cables``) and works on any two server NICs. Returns the new
+    ``((leaf, port) at a, (leaf, port) at b)``. UsageError when a NIC is not a server NIC, is
+    unplugged, or a recorded fault holds it; needs the netns runtime."""
+    lab = _Lab(labdir)
+    lab.netns_rt  # noqa: B018 -- raises UsageError on another runtime
+    ends = []
+    for ref in (a, b):
+        s, i = _split(ref)
+        _node(lab.spec, s)
+        if not i or not any(n.interface == i for n in lab.spec.nics_of(s)):
+            raise UsageError(f"{ref} is not a server NIC of lab {lab.name} (give SERVER:ethN)")
+        ends.append((s, i))
+    if ends[0] == ends[1]:
+        raise UsageError("swap-cables needs two different NICs")
+    with _locked(lab.name):
+        lab.reload()
+        (s1, i1), (s2, i2) = ends
+        peers = [_live_peer(lab, s, i) for s, i in ends]
+        for (s, i), p in zip(ends, peers, strict=True):
+            if p is None:
+                raise UsageError(f"{s}:{i} is not plugged into any leaf port: nothing to swap")
+        (l1, p1), (l2, p2) = peers
+        _busy(lab, {(s1, i1), (s2, i2), (l1, p1), (l2, p2)})
+        macs = {f"{n}:{i}": _veth_ends(lab, n, i)["mac"] for n, i in ((s1, i1), (s2, i2), (l1, p1), (l2, p2))}
+        with signals_ignored():  # half a swap leaves two NICs unplugged: finish it
+            _delete_link(lab, s1, i1)
+            _delete_link(lab, s2, i2)
+            _make_veth(lab, (s1, i1, macs[f"{s1}:{i1}"]), (l2, p2, macs[f"{l2}:{p2}"]), _mtu_of(lab, s1, i1))
+            _make_veth(lab, (s2, i2, macs[f"{s2}:{i2}"]), (l1, p1, macs[f"{l1}:{p1}"]), _mtu_of(lab, s2, i2))
+            for leaf in {l1, l2}:
+                _reapply_switch_port(lab, leaf)
+            _restore_ends(lab, (s1, i1), (s2, i2))
+        return (l2, p2), (l1, p1)
 
 
 # ---- restart --------------------------------------------------------------------------------

@@ -160,6 +160,19 @@ def lab_dir(lab: str) -> Path:
     return run_root() / lab
 
 
+def exercise_root() -> Path:
+    """Root of the hidden training-exercise records (``/var/lib/railab/exercises``, or
+    ``$RAILAB_EXERCISE_DIR``): outside ``/run/railab`` and outside every lab directory, so
+    ``status``, ``inspect`` and the lab directory do not show them (railab.testbed.exercise)."""
+    return Path(os.environ.get("RAILAB_EXERCISE_DIR", "/var/lib/railab/exercises"))
+
+
+def exercise_dir(lab: str) -> Path:
+    """``<exercise root>/<lab>``: one lab's exercise record; removed with the lab
+    (:func:`remove_lab_dir`, called by every runtime's ``down``)."""
+    return exercise_root() / lab
+
+
 def node_dir(lab: str, node: str) -> Path:
     """``/run/railab/<lab>/<node>``: pid files, vty sockets, zserv socket, logs of one node."""
     return lab_dir(lab) / node
@@ -241,8 +254,9 @@ def ledger() -> dict[str, str]:
 
 
 def remove_lab_dir(lab: str) -> None:
-    """Delete ``/run/railab/<lab>`` (idempotent)."""
+    """Delete ``/run/railab/<lab>`` and the lab's exercise record, if any (idempotent)."""
     shutil.rmtree(lab_dir(lab), ignore_errors=True)
+    shutil.rmtree(exercise_dir(lab), ignore_errors=True)
 
 
 def running_lab_in(directory: str | Path) -> str | None:

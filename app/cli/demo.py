@@ -86,6 +86,9 @@ def register(app: typer.Typer) -> None:
             from railab.report import faults_of
 
             rep.faults = faults_of(st.load(name))  # injected faults (railab fault), drawn red
+            from railab.checks.exercise import report_line
+
+            rep.exercise = report_line(name)  # a running training exercise's score (no fault named)
         elif (outdir / "report.json").exists():
             rep = Report.load(outdir)
             con.print(f"lab {name} is not running: re-rendering {outdir / 'report.json'}",

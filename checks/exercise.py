@@ -1,0 +1,612 @@
+"""Training exercises: railab sets a fault, watches the trainee and grades the diagnosis and the
+repair (``railab exercise``; docs/training.md).
+
+The faults are railab's own (:mod:`railab.testbed.faults`, the same kinds as ``railab fault``):
+an exercise injects them, then takes their records out of the lab state
+(:func:`railab.testbed.faults.detach`) into the sealed exercise record
+(:mod:`railab.testbed.exercise`), so ``status``, ``inspect``, ``check``'s reasons, the report,
+``fault list`` and ``fault heal`` do not see them, while ``check`` and ``traffic`` still
+diagnose what the lab shows.
+
+Catalogue (exercise kind -> the fault it injects; the answer names ``--element NODE[:PORT]`` and
+``--kind KIND`` with these spellings, which ``reveal`` prints):
+
+level 1  ``link-down``     a leaf-spine link admin down at one end (element: that end)
+         ``nic-down``      a server NIC admin down (element ``srvN:ethK``; it also loses its
+                           ``default ... table 100+K`` route, which the repair must put back)
+level 2  ``cross-cable``   two NICs of one server re-cabled to each other's leaf ports
+                           (element: either NIC); repaired with ``railab exercise swap-cables``
+         ``session-shut``  ``neighbor <port> shutdown`` on one end of a leaf-spine session
+         ``wrong-asn``     one end peers with a wrong ``remote-as`` (a mis-configured session)
+         ``daemon-kill``   bgpd killed on a leaf or a spine (element: the node)
+level 3  ``grey-loss``     a leaf's port towards a server silently drops some egress packets
+                           (all, or only RoCEv2) through an nftables netdev table
+         ``mtu``           one end of a server link runs MTU 1500 (planned: lab.json's MTU)
+         ``two-faults``    two of the kinds above (not cross-cable, daemon-kill) at once, on
+                           different nodes
+
+A link-scoped fault is named by either end of its link (or session); a cross-cable by either
+NIC; a daemon-kill by its node. The same ``--seed`` on the same lab shape (node and port names)
+gives the same faults: the choice is drawn from candidates sorted by name with
+``random.Random(f"railab-exercise:{seed}:{level}:{kind}")``.
+
+Scoring (the score sheet): 100 points per fault found, minus 15 per hint and 5 per wrong
+answer, plus 50 when ``exercise fix`` verified the repair (every check family green, with the
+faults still recorded as injected: the trainee's own repair, not ``fault heal``, which cannot
+reach hidden faults); never below 0.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import random
+import re
+import secrets
+import time
+from pathlib import Path
+from typing import Any
+
+from railab.errors import RailabError, UsageError
+from railab.testbed import exercise as store
+from railab.testbed import faults as F
+from railab.testbed import state as st
+from railab.topologies.labspec import LabSpec
+
+__all__ = ["KINDS", "LEVELS", "plan_faults", "start", "hint", "answer", "grade", "fix", "reveal",
+           "score_sheet", "public_view", "normalise_kind", "GATEABLE", "report_line"]
+
+#: exercise kinds by level (``two-faults`` draws two of :data:`PAIRABLE`)
+LEVELS: dict[int, tuple[str, ...]] = {
+    1: ("link-down", "nic-down"),
+    2: ("cross-cable", "session-shut", "wrong-asn", "daemon-kill"),
+    3: ("grey-loss", "mtu", "two-faults"),
+}
+#: every kind a fault of an exercise can have (what ``reveal`` prints and ``answer`` takes)
+KINDS: tuple[str, ...] = ("link-down", "nic-down", "cross-cable", "session-shut", "wrong-asn",
+                          "daemon-kill", "grey-loss", "mtu")
+PAIRABLE: tuple[str, ...] = ("link-down", "nic-down", "session-shut", "wrong-asn", "grey-loss", "mtu")
+GATEABLE = store.GATEABLE  # commands a trainer may switch off (exercise start --disable)
+#: other spellings an answer may use, -> the kind
+ALIASES: dict[str, str] = {
+    "port-down": "link-down", "interface-down": "link-down", "admin-down": "link-down",
+    "link-flap": "link-down", "cable-down": "link-down",
+    "nic-shut": "nic-down", "server-nic-down": "nic-down",
+    "crossed-cables": "cross-cable", "crossed-cable": "cross-cable", "swapped-cables": "cross-cable",
+    "miswire": "cross-cable", "miscabled": "cross-cable",
+    "bgp-shut": "session-shut", "neighbor-shutdown": "session-shut", "session-shutdown": "session-shut",
+    "bad-peer-as": "wrong-asn", "asn-mismatch": "wrong-asn", "remote-as": "wrong-asn",
+    "bgp-misconfig": "wrong-asn",
+    "dead-daemon": "daemon-kill", "bgpd-dead": "daemon-kill", "bgpd-down": "daemon-kill",
+    "daemon-dead": "daemon-kill",
+    "gray-loss": "grey-loss", "packet-loss": "grey-loss", "loss": "grey-loss",
+    "mtu-mismatch": "mtu",
+}
+#: kinds a grader counts as the same fault (a NIC down is a link down at the server end)
+_SAME = {"nic-down": {"nic-down", "link-down"}, "link-down": {"link-down", "nic-down"}}
+_POINTS_FOUND, _POINTS_HINT, _POINTS_WRONG, _POINTS_REPAIR = 100, 15, 5, 50
+_MTU_WRONG = 1500
+#: the families ``start`` requires green and ``fix`` polls before running every family
+_QUICK = "daemons,cabling,policy,bgp"
+
+
+def normalise_kind(kind: str) -> str:
+    """An answer's kind in catalogue spelling (``"Crossed cables"`` -> ``cross-cable``).
+    UsageError listing the kinds for an unknown one."""
+    k = re.sub(r"[\s_]+", "-", kind.strip().lower())
+    k = ALIASES.get(k, k)
+    if k not in KINDS:
+        raise UsageError(f"unknown fault kind {kind!r}: use one of {', '.join(KINDS)}")
+    return k
+
+
+def _element(spec: LabSpec, ref: str) -> str:
+    """``NODE[:PORT]`` checked against the lab (``srv2:gpu0`` / ``srv2:nic1`` -> ``srv2:eth1``).
+    UsageError for a node or port the lab does not have."""
+    node, _, port = ref.strip().partition(":")
+    try:
+        spec.node(node)
+    except KeyError:
+        raise UsageError(f"lab {spec.name} has no node {node!r}") from None
+    if not port:
+        return node
+    m = re.fullmatch(r"(gpu|nic)(\d+)", port)
+    if m and spec.nics_of(node):
+        port = f"eth{int(m.group(2)) + (1 if m.group(1) == 'gpu' else 0)}"
+    if port not in {p for p, _, _ in spec.links_of(node)}:
+        raise UsageError(f"{node} has no port {port!r} (its ports: "
+                         f"{', '.join(p for p, _, _ in spec.links_of(node))})")
+    return f"{node}:{port}"
+
+
+# ---- choosing the faults (pure: lab.json + seed) ----------------------------------------------
+def _leaf_spine(spec: LabSpec) -> list[tuple[str, str, str, str]]:
+    return sorted((lk.a.node, lk.a.interface, lk.b.node, lk.b.interface)
+                  for lk in spec.links if lk.role == "leaf-spine")
+
+
+def _gpu(port: str) -> int:
+    return int(port.removeprefix("eth")) - 1
+
+
+def _far_server(spec: LabSpec, server: str, rng: random.Random) -> str:
+    me = next(n for n in spec.nics if n.server == server)
+    others = sorted({n.server for n in spec.nics if n.server != server and n.group != me.group}) or \
+        sorted({n.server for n in spec.nics if n.server != server})
+    return rng.choice(others) if others else server
+
+
+def _rail_of_leaf(spec: LabSpec, leaf: str) -> tuple[int | None, int | None]:
+    nic = next((n for n in spec.nics if n.leaf == leaf), None)
+    return (nic.rail, nic.group) if nic else (None, None)
+
+
+def _link_fault(spec: LabSpec, rng: random.Random, kind: str) -> dict[str, Any]:
+    a, pa, b, pb = rng.choice(_leaf_spine(spec))
+    (node, port, peer, pp) = (a, pa, b, pb) if rng.random() < 0.5 else (b, pb, a, pa)
+    leaf = a
+    rail, group = _rail_of_leaf(spec, leaf)
+    where = f"rail {rail}" + (f" of group {group}" if spec.groups > 1 else "")
+    fault = {"kind": {"link-down": "link-down", "session-shut": "session-shut",
+                      "wrong-asn": "wrong-asn"}[kind], "node_a": f"{node}:{port}", "params": {}}
+    cross = "between the groups" if spec.groups > 1 else "across rails"
+    symptom = {
+        "link-down": f"Since this morning all-reduce {cross} on {where} runs at about half its speed; "
+                     f"nothing else changed on our side.",
+        "session-shut": f"After last night's maintenance window, collective traffic {cross} on {where} "
+                        f"is slower than before; no job fails.",
+        "wrong-asn": f"After a configuration change on the network last night, NCCL all-to-all {cross} "
+                     f"on {where} only reaches half its usual bandwidth.",
+    }[kind]
+    look = {"link-down": ("Start at the physical layer: is every fabric link up? "
+                          "(railab check --only cabling, or `ip -br link` on the switches)"),
+            "session-shut": ("Look at the routing layer: are all BGP sessions Established? "
+                             "(`vtysh -c 'show bgp summary'` on the switches)"),
+            "wrong-asn": ("Look at the routing layer: are all BGP sessions Established, and why "
+                          "not? (`vtysh -c 'show bgp neighbors'`: the last notification)")}[kind]
+    detail = {"link-down": f"`railab exec LAB {node} -- ip -br link show {port}`",
+              "session-shut": f"`railab exec LAB {node} -- vtysh -c 'show bgp neighbors {port}'`",
+              "wrong-asn": f"`railab exec LAB {node} -- vtysh -c 'show running-config bgpd'` "
+                           f"(compare neighbor {port} with the others)"}[kind]
+    return {"kind": kind, "element": f"{node}:{port}", "accept": [f"{node}:{port}", f"{peer}:{pp}"],
+            "fault": fault, "symptom": symptom,
+            "hints": [look, f"The trouble is on the link between {leaf} and {b}.",
+                      f"Look closely at {node}:{port}: {detail}."]}
+
+
+def _nic_fault(spec: LabSpec, rng: random.Random, kind: str) -> dict[str, Any]:
+    nic = rng.choice(sorted(spec.nics, key=lambda n: (n.server, n.nic)))
+    s, i = nic.server, nic.interface
+    leaf, lp = nic.leaf, nic.leaf_port
+    far = _far_server(spec, s, rng)
+    if kind == "nic-down":
+        return {"kind": kind, "element": f"{s}:{i}", "accept": [f"{s}:{i}", f"{leaf}:{lp}"],
+                "fault": {"kind": "link-down", "node_a": f"{s}:{i}", "params": {}},
+                "symptom": f"{s} cannot reach {far} on GPU {nic.gpu}; its other GPUs work.",
+                "hints": ["Start at the server: does every NIC of the server have its link, address "
+                          "and route? (`ip -br link`, `ip route show table all` in the server)",
+                          f"Look at {s}, rail {nic.rail}.",
+                          f"{s}:{i}: `railab exec LAB {s} -- ip -br link show {i}` and its route in "
+                          f"table {nic.table} (`ip route show table {nic.table}`)."]}
+    if kind == "grey-loss":
+        roce_only = rng.random() < 0.5
+        percent = 100.0 if roce_only else float(rng.choice((10, 20, 30)))
+        params = {"percent": percent, "roce_only": roce_only}
+        return {"kind": kind, "element": f"{leaf}:{lp}", "accept": [f"{leaf}:{lp}", f"{s}:{i}"],
+                "fault": {"kind": "grey-loss", "node_a": f"{leaf}:{lp}", "params": params},
+                "symptom": (f"All-reduce on rail {nic.rail} is slow, and NCCL on {s} logs retransmissions "
+                            f"on GPU {nic.gpu}; ping looks fine." if not roce_only else
+                            f"{s} GPU {nic.gpu} cannot receive RDMA traffic from anyone, but ping to it works."),
+                "hints": ["A link can be up and still lose packets: look for loss and for filters "
+                          "on the path (railab traffic, `nft list ruleset` on the switches)",
+                          f"Look at the rail-{nic.rail} leaf {leaf}.",
+                          f"{leaf}:{lp} (towards {s}): `railab exec LAB {leaf} -- nft list ruleset`."]}
+    if kind == "mtu":
+        node, port, peer, pp = (s, i, leaf, lp) if rng.random() < 0.5 else (leaf, lp, s, i)
+        return {"kind": kind, "element": f"{node}:{port}", "accept": [f"{node}:{port}", f"{peer}:{pp}"],
+                "fault": {"kind": "mtu", "node_a": f"{node}:{port}", "params": {"mtu": _MTU_WRONG}},
+                "symptom": (f"{s} GPU {nic.gpu}: small messages go through, but large transfers to and "
+                            f"from {far} stall."),
+                "hints": ["Small packets pass, large ones do not: compare the interface settings of "
+                          f"both ends of every link on the path with the plan (MTU {spec.mtu})",
+                          f"Look at the link between {s} and {leaf}.",
+                          f"`ip link show {port}` on {node}."]}
+    raise AssertionError(kind)
+
+
+def _cross_fault(spec: LabSpec, rng: random.Random) -> dict[str, Any]:
+    servers = sorted({n.server for n in spec.nics if len(spec.nics_of(n.server)) >= 2})
+    if not servers:
+        raise UsageError(f"lab {spec.name} has no server with two NICs: no cross-cable exercise")
+    s = rng.choice(servers)
+    a, b = sorted(rng.sample(spec.nics_of(s), 2), key=lambda n: n.nic)
+    return {"kind": "cross-cable", "element": f"{s}:{a.interface}",
+            "accept": [f"{s}:{a.interface}", f"{s}:{b.interface}"],
+            "fault": {"kind": "cross-cable", "node_a": f"{s}:{a.interface}", "node_b": f"{s}:{b.interface}",
+                      "params": {}},
+            "symptom": (f"Since the hardware swap on {s} yesterday, jobs using GPUs {a.gpu} and {b.gpu} of "
+                        f"{s} hang; its other GPUs are fine."),
+            "hints": ["Rail alignment: NIC N belongs on the rail-N leaf. Compare the live cabling with "
+                      "the plan (railab check --only cabling, `ip -d link` shows a veth's far namespace)",
+                      f"Look at the cables of {s}.",
+                      f"{s}:{a.interface} and {s}:{b.interface}: where does each cable land? "
+                      f"(`railab exec LAB {s} -- ip -d link show {a.interface}`)"]}
+
+
+def _daemon_fault(spec: LabSpec, rng: random.Random) -> dict[str, Any]:
+    switches = sorted(n.name for n in spec.nodes if n.role in ("leaf", "spine"))
+    node = rng.choice(switches)
+    rail, group = _rail_of_leaf(spec, node)
+    if rail is None:
+        symptom = ("Every job that spans the groups got slower at the same time last night; jobs inside "
+                   "one rail are fine.")
+    else:
+        other = "the other group" if spec.groups > 1 else "the other rails"
+        symptom = (f"GPU {rail - 1} of the servers in group {group} cannot reach {other} any more; "
+                   f"between those servers on rail {rail} it still works.")
+    return {"kind": "daemon-kill", "element": node, "accept": [node],
+            "fault": {"kind": "daemon-kill", "node_a": node, "params": {"daemon": "bgpd"}},
+            "symptom": symptom,
+            "hints": ["Look at the control plane of the switches: does every switch run all its "
+                      "routing daemons? (railab status, `ps` in the node)",
+                      f"Look at {node}.",
+                      f"`railab exec LAB {node} -- vtysh -c 'show bgp summary'`: who answers?"]}
+
+
+def _one(spec: LabSpec, rng: random.Random, kind: str) -> dict[str, Any]:
+    if kind in ("link-down", "session-shut", "wrong-asn"):
+        return _link_fault(spec, rng, kind)
+    if kind in ("nic-down", "grey-loss", "mtu"):
+        return _nic_fault(spec, rng, kind)
+    if kind == "cross-cable":
+        return _cross_fault(spec, rng)
+    if kind == "daemon-kill":
+        return _daemon_fault(spec, rng)
+    raise UsageError(f"unknown exercise kind {kind!r}: use one of {', '.join(KINDS)} or two-faults")
+
+
+def _nodes(f: dict[str, Any]) -> set[str]:
+    return {e.partition(":")[0] for e in f["accept"]}
+
+
+def plan_faults(spec: LabSpec, level: int, seed: int, kind: str | None = None) -> list[dict[str, Any]]:
+    """The faults an exercise of ``level`` (1-3) with ``seed`` injects on lab ``spec``: a list of
+    ``{"kind", "element", "accept" (elements that name it), "fault" (railab.testbed.faults.inject
+    arguments), "symptom", "hints" (3, graded: area, node, element)}``. ``kind`` forces one
+    catalogue kind of that level (or ``two-faults`` at level 3). Deterministic in (lab shape,
+    level, kind, seed). UsageError for a level outside 1-3 or a kind not of that level."""
+    if level not in LEVELS:
+        raise UsageError(f"--level {level}: use 1, 2 or 3")
+    if kind is not None and kind not in LEVELS[level]:
+        lv = next((lv for lv, ks in LEVELS.items() if kind in ks), None)
+        raise UsageError(f"kind {kind!r} is not a level-{level} fault"
+                         + (f" (it is level {lv}: --level {lv})" if lv else
+                            f": level {level} has {', '.join(LEVELS[level])}"))
+    rng = random.Random(f"railab-exercise:{seed}:{level}:{kind or ''}")
+    kind = kind or rng.choice(LEVELS[level])
+    if kind != "two-faults":
+        return [_one(spec, rng, kind)]
+    for _ in range(100):
+        k1, k2 = rng.sample(PAIRABLE, 2)
+        f1, f2 = _one(spec, rng, k1), _one(spec, rng, k2)
+        if not _nodes(f1) & _nodes(f2):
+            return [f1, f2]
+    raise UsageError(f"lab {spec.name} is too small for two faults on different nodes")
+
+
+# ---- the record ------------------------------------------------------------------------------
+def _now() -> float:
+    return time.time()
+
+
+def _iso(t: float | None) -> str | None:
+    return None if t is None else _dt.datetime.fromtimestamp(t, _dt.UTC).isoformat(timespec="seconds")
+
+
+def _lab(labdir: Path | str) -> tuple[str, LabSpec, st.LabState]:
+    ref = st.resolve(labdir)
+    return ref.name, ref.spec(), ref.require_up()
+
+
+def _require(name: str, *, running: bool = True) -> dict[str, Any]:
+    rec = store.load(name)
+    if rec is None:
+        raise UsageError(f"lab {name} runs no exercise: railab exercise start {name} --level N")
+    if running and rec.get("revealed_at"):
+        raise UsageError(f"the exercise on lab {name} has ended (revealed): railab exercise score {name}, "
+                         f"or railab exercise start {name} for a new one")
+    return rec
+
+
+def public_view(rec: dict[str, Any]) -> dict[str, Any]:
+    """What every command may show of an exercise record: no fault names until revealed."""
+    return {"lab": rec["lab"], "level": rec["level"], "started_at": _iso(rec["started_at"]),
+            "started_ts": rec["started_at"], "symptoms": [f["symptom"] for f in rec["faults"]],
+            "disabled": rec.get("disabled", []), "labdir": rec.get("labdir"),
+            "revealed": bool(rec.get("revealed_at"))}
+
+
+def _save(rec: dict[str, Any]) -> None:
+    store.save(rec["lab"], rec, public_view(rec))
+
+
+def start(labdir: Path | str, level: int = 1, seed: int | None = None, *, kind: str | None = None,
+          disable: list[str] | tuple[str, ...] = (), precheck: bool = True) -> dict[str, Any]:
+    """Start an exercise on a running lab: choose the faults (:func:`plan_faults`), inject them
+    (railab.testbed.faults), hide their records, and return :func:`public_view` (the symptoms
+    to tell the trainee) plus ``seed``.
+
+    ``disable``: commands switched off for the trainee while it runs (:data:`GATEABLE`).
+    ``precheck``: refuse a lab that is not green before (daemons, cabling, policy, bgp), since
+    ``exercise fix`` could never pass there. UsageError (nothing injected) when the lab already
+    runs an exercise, has recorded faults, is not green, or for a bad level/kind/command; a fault
+    that fails half-way is healed before the error is raised."""
+    name, spec, record = _lab(labdir)
+    bad = [c for c in disable if c not in GATEABLE]
+    if bad:
+        raise UsageError(f"--disable {','.join(bad)}: commands that can be switched off: {', '.join(GATEABLE)}")
+    if store.exists(name) and not (store.load(name) or {}).get("revealed_at"):
+        raise UsageError(f"lab {name} already has an exercise: railab exercise reveal {name} ends it "
+                         f"(railab down {name} removes it)")
+    if record.faults:
+        raise UsageError(f"lab {name} has injected faults ({', '.join(f.id for f in record.faults)}): "
+                         f"railab fault {name} heal --all first")
+    if seed is None:
+        seed = secrets.randbelow(1_000_000)
+    planned = plan_faults(spec, level, seed, kind)
+    if precheck:
+        from railab.checks.lab import LiveLab
+
+        failing = [r for r in LiveLab.attach(name).check(only=_QUICK) if r.status == "fail"]
+        if failing:
+            raise UsageError(f"lab {name} is not green before the exercise ({len(failing)} failing checks, "
+                             f"e.g. {failing[0].check}: {failing[0].name}): railab check {name}, fix it first")
+    injected: list[st.FaultRecord] = []
+    try:
+        for f in planned:
+            a = f["fault"]
+            injected.append(F.inject(name, a["kind"], a["node_a"], a.get("node_b"), **a["params"]))
+        for f, r in zip(planned, injected, strict=True):
+            f["record"] = r.model_dump(mode="json")
+        rec = {"lab": name, "labdir": str(st.resolve(name).labdir), "level": level, "seed": seed,
+               "kind": kind, "started_at": _now(), "faults": planned, "disabled": sorted(set(disable)),
+               "found": [], "answers": [], "hints": [], "fix": {"attempts": 0, "verified_at": None}}
+        with store.locked(name):
+            _save(rec)
+        F.detach(name, [r.id for r in injected])
+    except BaseException:
+        store.remove(name)
+        for r in reversed(injected):
+            try:
+                F.heal(name, r.id)
+            except Exception:
+                pass
+        raise
+    return {**public_view(rec), "seed": seed}
+
+
+def hint(labdir: Path | str) -> dict[str, Any]:
+    """The next graded hint (area, then node, then element) for the first fault not yet found:
+    ``{"hint", "grade" (1-3), "fault" (1-based), "hints_used"}``; ``hint`` is None when the three
+    hints of every unfound fault are used (or all are found). Each hint costs points."""
+    name, _, _ = _lab(labdir)
+    with store.locked(name):
+        rec = _require(name)
+        open_ = [i for i in range(len(rec["faults"])) if i not in rec["found"]]
+        for i in open_:
+            given = sum(1 for h in rec["hints"] if h["fault"] == i)
+            if given < len(rec["faults"][i]["hints"]):
+                text = rec["faults"][i]["hints"][given].replace("LAB", name)
+                rec["hints"].append({"fault": i, "grade": given + 1, "at": _now()})
+                _save(rec)
+                return {"hint": text, "grade": given + 1, "fault": i + 1, "hints_used": len(rec["hints"])}
+        return {"hint": None, "grade": None, "fault": None, "hints_used": len(rec["hints"])}
+
+
+def grade(rec: dict[str, Any], element: str, kind: str) -> tuple[int | None, str]:
+    """Which fault of ``rec`` the answer (``element`` in lab spelling, ``kind`` normalised)
+    names: ``(index, why)``; index None when it names none (``why`` says how close it was,
+    without naming the fault)."""
+    node = element.partition(":")[0]
+    close = ""
+    for i, f in enumerate(rec["faults"]):
+        same = _SAME.get(f["kind"], {f["kind"]})
+        if element in f["accept"] and kind in same:
+            return i, f"right: {kind} at {element}"
+        if kind in same and node in _nodes(f) and ":" not in element and any(":" in e for e in f["accept"]):
+            close = "the right kind on the right node, but name the port (NODE:PORT)"
+        elif element in f["accept"] and not close:
+            close = "the right place, but another kind of fault"
+    return None, close or "no injected fault is that"
+
+
+def _parse_text(spec: LabSpec, text: str) -> tuple[list[str], str | None]:
+    """Elements and a kind read from a free-text answer (``"g1-leaf2 eth3 is admin down"``)."""
+    t = text.lower()
+    names = sorted((n.name for n in spec.nodes), key=len, reverse=True)
+    elements: list[str] = []
+    pattern = (r"(?<![\w-])(" + "|".join(map(re.escape, names)) +
+               r")(?![\w-])(?:[:\s]+(eth|gpu|nic)\s*(\d+))?")
+    for m in re.finditer(pattern, t):
+        try:
+            elements.append(_element(spec, m.group(1) + (f":{m.group(2)}{m.group(3)}" if m.group(2) else "")))
+        except UsageError:
+            elements.append(m.group(1))
+    rules = [(r"cross|swap|miswir|mis-cabl|wrong (rail|leaf|port)", "cross-cable"),
+             (r"\bmtu\b|jumbo|frame size", "mtu"),
+             (r"loss|drop|grey|gray|nft|filter|discard", "grey-loss"),
+             (r"\basn?\b|remote-as|bad peer|as number|autonomous", "wrong-asn"),
+             (r"bgpd|daemon|dead|killed|crash|not running", "daemon-kill"),
+             (r"(shut|shutdown|admin).*(session|neighbou?r|bgp)|(session|neighbou?r|bgp).*(shut|shutdown)",
+              "session-shut"),
+             (r"\bnic\b.*down|down.*\bnic\b", "nic-down"),
+             (r"down|unplug|no carrier|disabled", "link-down")]
+    kind = next((k for pat, k in rules if re.search(pat, t)), None)
+    return elements, kind
+
+
+def answer(labdir: Path | str, element: str | None = None, kind: str | None = None,
+           text: str | None = None) -> dict[str, Any]:
+    """Grade one answer against the injected faults and record it: ``{"right": bool, "message",
+    "found" (faults found so far), "total"}``. Structured (``element`` ``NODE[:PORT]`` and
+    ``kind``) or free ``text`` (nodes, ports and a kind read from it). UsageError for an
+    unknown node, port or kind, or nothing to grade."""
+    name, spec, _ = _lab(labdir)
+    if text and not (element and kind):
+        els, k = _parse_text(spec, text)
+        elements = [element] if element else els
+        kind = kind or k
+        if not elements or not kind:
+            raise UsageError("the answer names no " + ("element (NODE or NODE:PORT)" if not elements else
+                             f"fault kind ({', '.join(KINDS)})") + ": or use --element and --kind")
+    elif element and kind:
+        elements = [element]
+    else:
+        raise UsageError("answer with --element NODE[:PORT] --kind KIND, or a sentence")
+    kind = normalise_kind(kind)
+    elements = [_element(spec, e) for e in elements]
+    with store.locked(name):
+        rec = _require(name, running=False)
+        hit, why = None, ""
+        for e in elements:
+            hit, why = grade(rec, e, kind)
+            if hit is not None:
+                element = e
+                break
+        scored = not rec.get("revealed_at")  # after reveal: graded for practice, not scored
+        if scored:
+            rec["answers"].append({"element": elements[0] if hit is None else element, "kind": kind,
+                                   "right": hit is not None, "at": _now(), "text": text})
+            if hit is not None and hit not in rec["found"]:
+                rec["found"].append(hit)
+                rec["faults"][hit]["found_at"] = _now()
+            _save(rec)
+        total = len(rec["faults"])
+        msg = why if hit is None else f"{why} ({len(rec['found'])}/{total} found)"
+        if not scored:
+            msg += " (the exercise was revealed: not scored)"
+        return {"right": hit is not None, "message": msg, "found": len(rec["found"]), "total": total,
+                "scored": scored}
+
+
+def fix(labdir: Path | str, wait: float = 60.0, poll: float = 1.0) -> dict[str, Any]:
+    """Check that the trainee's repair made the lab green: every check family passes (polled for
+    up to ``wait`` seconds), and the exercise's faults are still recorded as injected and hidden
+    (none was handed to ``railab fault LAB heal``). ``{"green": bool, "elapsed_s",
+    "failing": [first failing rows], "attempts"}``; records the verdict for the score sheet."""
+    from railab.checks.lab import LiveLab
+
+    name, _, record = _lab(labdir)
+    with store.locked(name):
+        rec = _require(name)
+        rec["fix"]["attempts"] += 1
+        _save(rec)
+    ids = {f["record"]["id"] for f in rec["faults"]}
+    if ids & {f.id for f in record.faults}:
+        raise UsageError(f"the exercise's faults are in lab {name}'s fault list: the exercise is not "
+                         f"hidden any more (railab exercise reveal {name})")
+    live = LiveLab.attach(name)
+    t0 = time.monotonic()
+    while True:
+        # the cheap families first (no traffic, no RIB walk); the whole set once they pass
+        failing = [r for r in live.check(only=_QUICK) if r.status == "fail"]
+        if not failing:
+            failing = [r for r in live.check() if r.status == "fail"]
+        elapsed = time.monotonic() - t0
+        if not failing or elapsed >= wait:
+            break
+        time.sleep(poll)
+    green = not failing
+    with store.locked(name):
+        rec = _require(name)
+        if green and rec["fix"]["verified_at"] is None:
+            rec["fix"]["verified_at"] = _now()
+        _save(rec)
+    return {"green": green, "elapsed_s": round(elapsed, 2), "attempts": rec["fix"]["attempts"],
+            "failing": [f"{r.check}: {r.name}" for r in failing[:10]], "n_failing": len(failing)}
+
+
+def reveal(labdir: Path | str, *, heal: bool = True) -> dict[str, Any]:
+    """End the exercise and return the full :func:`score_sheet` (with ``faults``: ``[{"element",
+    "kind", ...}]``). Faults the repair did not verify go back into the lab's fault list and,
+    with ``heal`` (the default), are healed at once (every heal step is idempotent, so a fault
+    the trainee half-repaired heals too); ``heal=False`` leaves them in the lab, listed by
+    ``railab fault LAB list`` for ``railab fault LAB heal --all``. The command gate is lifted;
+    answers are still graded afterwards but not scored. Revealing again returns the same
+    sheet."""
+    name, _, _ = _lab(labdir)
+    with store.locked(name):
+        rec = _require(name, running=False)
+        if not rec.get("revealed_at"):
+            rec["revealed_at"] = _now()
+            _save(rec)
+    if rec["fix"]["verified_at"] is None and not rec.get("returned"):
+        F.attach(name, [st.FaultRecord.model_validate(f["record"]) for f in rec["faults"]])
+        with store.locked(name):
+            rec["returned"] = True
+            _save(rec)
+        if heal:
+            for f in reversed(rec["faults"]):
+                try:
+                    F.heal(name, f["record"]["id"])
+                except UsageError:
+                    pass  # already healed
+    return score_sheet(name, rec)
+
+
+def score_sheet(lab: str, rec: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """The score sheet of ``lab``'s exercise (None without one): level, seed, start, faults
+    found/total, ``time_to_diagnosis_s`` (start to the last fault found; None until all are),
+    hints used, wrong answers, the repair verdict, points; ``faults`` (element, kind, symptom,
+    found, hints, note) only once revealed, so the sheet can be shown while it runs."""
+    rec = rec or store.load(lab)
+    if rec is None:
+        return None
+    t0 = rec["started_at"]
+    n = len(rec["faults"])
+    found = sorted(rec["found"])
+    found_at = [rec["faults"][i].get("found_at") for i in found]
+    ttd = round(max(found_at) - t0, 1) if found and len(found) == n else None
+    wrong = sum(1 for a in rec["answers"] if not a["right"])
+    verified = rec["fix"]["verified_at"]
+    points = (_POINTS_FOUND * len(found) - _POINTS_HINT * len(rec["hints"]) - _POINTS_WRONG * wrong
+              + (_POINTS_REPAIR if verified else 0))
+    sheet: dict[str, Any] = {
+        "lab": rec["lab"], "level": rec["level"], "seed": rec["seed"], "started_at": _iso(t0),
+        "revealed": bool(rec.get("revealed_at")), "faults_total": n, "faults_found": len(found),
+        "time_to_diagnosis_s": ttd, "hints_used": len(rec["hints"]), "answers": len(rec["answers"]),
+        "wrong_answers": wrong,
+        "repair": {"verified": verified is not None, "attempts": rec["fix"]["attempts"],
+                   "verified_after_s": None if verified is None else round(verified - t0, 1)},
+        "points": max(0, points), "max_points": _POINTS_FOUND * n + _POINTS_REPAIR,
+        "disabled": rec.get("disabled", []),
+    }
+    if rec.get("revealed_at"):
+        sheet["faults"] = [
+            {"element": f["element"], "kind": f["kind"], "also_accepted": [e for e in f["accept"] if e != f["element"]],
+             "symptom": f["symptom"], "found": i in found,
+             "hints_used": sum(1 for h in rec["hints"] if h["fault"] == i),
+             "note": (f.get("record") or {}).get("note", "")}
+            for i, f in enumerate(rec["faults"])]
+    return sheet
+
+
+def report_line(lab: str) -> str | None:
+    """One line for the HTML report (no fault named while the exercise runs), or None."""
+    try:
+        sheet = score_sheet(lab)
+    except RailabError:
+        return None
+    if sheet is None:
+        return None
+    ttd = sheet["time_to_diagnosis_s"]
+    seed = f", seed {sheet['seed']}" if sheet["revealed"] else ""  # the seed gives the faults away
+    words = [f"Training exercise (level {sheet['level']}{seed}, started {sheet['started_at']}"
+             f"{', revealed' if sheet['revealed'] else ', running'}):",
+             f"{sheet['faults_found']}/{sheet['faults_total']} fault(s) found"
+             + (f" in {ttd:g} s" if ttd is not None else ""),
+             f"{sheet['hints_used']} hint(s)", f"{sheet['wrong_answers']} wrong answer(s)",
+             f"repair {'verified' if sheet['repair']['verified'] else 'not verified'}",
+             f"{sheet['points']}/{sheet['max_points']} points"]
+    if sheet.get("faults"):
+        words.append("faults: " + "; ".join(f"{f['kind']} at {f['element']}" for f in sheet["faults"]))
+    return words[0] + " " + ", ".join(words[1:])

@@ -1,0 +1,180 @@
+"""The hidden record of a training exercise (``railab exercise``): where it lives, how it is
+sealed, and its removal with the lab.
+
+A running exercise keeps two files in ``<exercise root>/<lab>/`` (``/var/lib/railab/exercises``,
+or ``$RAILAB_EXERCISE_DIR``: outside ``/run/railab/<lab>`` and outside the lab directory, so
+``railab status``, ``railab inspect``, the report and the lab directory never show it):
+
+``public.json``  what every command may read: level, start time, the commands the trainer
+                 switched off, the lab directory (the command gate, ``exercise status``). It
+                 names no fault.
+``sealed``       everything else (the injected faults, their symptoms and hints, answers,
+                 hints given, the repair verdict) as JSON, encrypted: a PRF stream cipher
+                 (SHA-256 in counter mode over a random 16-byte nonce) with an HMAC-SHA-256
+                 tag (encrypt-then-MAC), keyed by ``HMAC(host key, lab name)``. The host key
+                 is 32 random bytes in ``<exercise root>/.key`` (mode 0600), never in a lab
+                 directory. This keeps the faults out of plain sight; a root trainee can
+                 always dig (the key is on the same host).
+
+``railab down`` removes the lab's folder (``railab.testbed.state.remove_lab_dir``).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import hmac
+import json
+import os
+import secrets
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from railab.errors import RailabError
+from railab.testbed import state as st
+
+#: commands a trainer may switch off for an exercise (``railab exercise start --disable``); the
+#: CLI wraps them (railab.cli.exercise.gate_commands)
+GATEABLE: tuple[str, ...] = ("check", "traffic", "traceroute", "report", "drill", "status", "inspect",
+                             "graph", "fault", "restart", "exec")
+
+__all__ = ["GATEABLE", "exists", "save", "load", "load_public", "remove", "locked", "labs", "seal", "unseal"]
+
+_NONCE = 16
+_TAG = 32
+
+
+def _host_key() -> bytes:
+    root = st.exercise_root()
+    path = root / ".key"
+    try:
+        key = path.read_bytes()
+        if len(key) == 32:
+            return key
+    except FileNotFoundError:
+        pass
+    root.mkdir(parents=True, exist_ok=True)
+    os.chmod(root, 0o700)
+    key = secrets.token_bytes(32)
+    tmp = root / f".key.{os.getpid()}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(key)
+    try:
+        os.link(tmp, path)  # atomic: the first writer's key wins, a racing one reads it
+    except FileExistsError:
+        key = path.read_bytes()
+    finally:
+        tmp.unlink()
+    return key
+
+
+def _lab_key(lab: str) -> bytes:
+    return hmac.new(_host_key(), f"railab-exercise:{lab}".encode(), hashlib.sha256).digest()
+
+
+def _stream(key: bytes, nonce: bytes, n: int) -> bytes:
+    out = bytearray()
+    counter = 0
+    while len(out) < n:
+        out += hashlib.sha256(key + nonce + counter.to_bytes(8, "big")).digest()
+        counter += 1
+    return bytes(out[:n])
+
+
+def _xor(a: bytes, b: bytes) -> bytes:
+    return (int.from_bytes(a, "big") ^ int.from_bytes(b, "big")).to_bytes(len(a), "big")
+
+
+def seal(lab: str, data: dict[str, Any]) -> bytes:
+    """``data`` (JSON-able) as sealed bytes: nonce | ciphertext | tag (see the module doc)."""
+    key = _lab_key(lab)
+    plain = json.dumps(data, sort_keys=True).encode()
+    nonce = secrets.token_bytes(_NONCE)
+    ct = _xor(plain, _stream(key, nonce, len(plain)))
+    tag = hmac.new(key, nonce + ct, hashlib.sha256).digest()
+    return nonce + ct + tag
+
+
+def unseal(lab: str, blob: bytes) -> dict[str, Any]:
+    """The inverse of :func:`seal`. RailabError when the tag does not match (the record was
+    edited, or sealed for another lab or host key)."""
+    key = _lab_key(lab)
+    if len(blob) < _NONCE + _TAG:
+        raise RailabError(f"exercise record of lab {lab} is truncated")
+    nonce, ct, tag = blob[:_NONCE], blob[_NONCE:-_TAG], blob[-_TAG:]
+    if not hmac.compare_digest(tag, hmac.new(key, nonce + ct, hashlib.sha256).digest()):
+        raise RailabError(f"exercise record of lab {lab} does not verify (edited, or another host key): "
+                          f"railab exercise reveal cannot read it; railab down {lab} removes it")
+    plain = _xor(ct, _stream(key, nonce, len(ct)))
+    return json.loads(plain)
+
+
+def _write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+def exists(lab: str) -> bool:
+    """True when lab ``lab`` has an exercise record (running, or revealed and not yet down)."""
+    return (st.exercise_dir(lab) / "sealed").exists()
+
+
+def save(lab: str, secret: dict[str, Any], public: dict[str, Any]) -> None:
+    """Write both files of ``lab``'s exercise (``public`` must name no fault)."""
+    d = st.exercise_dir(lab)
+    d.mkdir(parents=True, exist_ok=True)
+    os.chmod(d, 0o700)
+    _write(d / "sealed", seal(lab, secret))
+    _write(d / "public.json", json.dumps(public, indent=2, sort_keys=True).encode())
+
+
+def load(lab: str) -> dict[str, Any] | None:
+    """The unsealed record of ``lab``'s exercise, or None when there is none."""
+    try:
+        blob = (st.exercise_dir(lab) / "sealed").read_bytes()
+    except FileNotFoundError:
+        return None
+    return unseal(lab, blob)
+
+
+def load_public(lab: str) -> dict[str, Any] | None:
+    """``public.json`` of ``lab``'s exercise, or None (no exercise, or unreadable)."""
+    try:
+        return json.loads((st.exercise_dir(lab) / "public.json").read_text())
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def labs() -> list[str]:
+    """Names of the labs that have an exercise record on this host."""
+    root = st.exercise_root()
+    if not root.is_dir():
+        return []
+    return sorted(p.name for p in root.iterdir() if p.is_dir() and (p / "public.json").exists())
+
+
+def remove(lab: str) -> None:
+    """Delete ``lab``'s exercise record (idempotent)."""
+    shutil.rmtree(st.exercise_dir(lab), ignore_errors=True)
+
+
+@contextmanager
+def locked(lab: str) -> Iterator[None]:
+    """Serialise changes to one lab's exercise record (flock on ``<exercise root>/<lab>/lock``)."""
+    d = st.exercise_dir(lab)
+    d.mkdir(parents=True, exist_ok=True)
+    os.chmod(d, 0o700)
+    path = d / "lock"
+    with open(path, "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)

@@ -1,0 +1,263 @@
+"""Live training exercises (``railab exercise``) on one ``mini`` lab (real namespaces + FRR): for
+every fault kind of the catalogue, with a fixed seed, the exercise starts hidden (status,
+inspect, fault list and the lab directory name no fault), a wrong answer is graded wrong (exit
+1), the right one right (exit 0), the trainee repairs the lab through the trainee's tools
+(``railab exec`` ip/vtysh/nft, ``railab restart``, ``railab exercise swap-cables``),
+``exercise fix`` passes, and ``reveal --json`` prints the faults with the answer's spelling.
+The last test shows ``railab down`` removes the exercise record with the lab."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+
+import pytest
+from typer.testing import CliRunner
+
+from railab.checks import exercise as X
+from railab.checks.lab import LiveLab
+from railab.errors import RailabError
+from railab.testbed import state as st
+from tests.conftest import PID, integration_skip_reason
+
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("no_leaks")]
+
+NAME = f"trn{PID}"
+SEED = 11
+
+
+class _Res:
+    def __init__(self, exit_code: int, stdout: str, output: str) -> None:
+        self.exit_code, self.stdout, self.output = exit_code, stdout, output
+
+
+def _cli(*args) -> _Res:
+    """``railab ARGS`` in-process; a RailabError ends as ``main()`` ends it (its exit code and
+    an ``error:`` line)."""
+    from railab.cli import app
+
+    r = CliRunner().invoke(app, [str(a) for a in args], env={"COLUMNS": "250"})
+    if isinstance(r.exception, RailabError):
+        return _Res(r.exception.exit_code, r.stdout, f"{r.output}error: {r.exception}")
+    if r.exception and not isinstance(r.exception, SystemExit):
+        raise r.exception
+    return _Res(r.exit_code, r.stdout, r.output)
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    if integration_skip_reason():
+        pytest.skip(integration_skip_reason())
+    old = os.environ.get("RAILAB_EXERCISE_DIR")
+    os.environ["RAILAB_EXERCISE_DIR"] = str(tmp_path_factory.mktemp("exercises"))
+    live = LiveLab.bring_up("mini", name=NAME)
+    try:
+        yield live
+    finally:
+        live.close()
+        assert not st.exercise_dir(NAME).exists()
+        if old is None:
+            os.environ.pop("RAILAB_EXERCISE_DIR", None)
+        else:
+            os.environ["RAILAB_EXERCISE_DIR"] = old
+
+
+@pytest.fixture
+def ex(lab):
+    """Each case ends with the exercise revealed and nothing of it left in the lab (a failed
+    case heals what it left, so the next one starts green)."""
+    yield lab
+    from railab.testbed import exercise as store
+    from railab.testbed import faults as F
+
+    if st.load(lab.name) is None:  # the case took the lab down
+        return
+    rec = store.load(lab.name)
+    if rec is not None and not rec.get("revealed_at"):
+        X.reveal(lab.name, heal=True)
+    if st.load(lab.name).faults:
+        F.heal(lab.name)
+    if rec is not None and any(f["kind"] == "grey-loss" for f in rec["faults"]):
+        assert _nft_tables(lab, {f["element"].partition(":")[0] for f in rec["faults"]}) == []
+    if rec is not None and rec["fix"]["verified_at"] is None:  # a failed case: back to green
+        import time
+
+        end = time.monotonic() + 60
+        while (rows := [r for r in lab.check() if r.status == "fail"]) and time.monotonic() < end:
+            time.sleep(1)
+        assert not rows, [r.name for r in rows]
+
+
+def _nft_tables(lab, nodes: set[str]) -> list[str]:
+    out = []
+    for n in sorted(nodes):
+        r = lab.exec(n, ["nft", "list", "tables"])
+        out += [f"{n}: {t}" for t in r.stdout.splitlines() if t.strip()]
+    return out
+
+
+def _exec(*argv) -> None:
+    r = _cli("exec", NAME, *argv)
+    assert r.exit_code == 0, (argv, r.output)
+
+
+def _asn(lab, node: str) -> int:
+    return lab.spec.node(node).asn
+
+
+def _repair(lab, f: dict) -> None:
+    """The trainee's repair of fault ``f`` (what a field engineer types once diagnosed)."""
+    kind, element = f["kind"], f["element"]
+    node, _, port = element.partition(":")
+    if kind == "link-down":
+        _exec(node, "--", "ip", "link", "set", port, "up")
+    elif kind == "nic-down":
+        nic = next(n for n in lab.spec.nics_of(node) if n.interface == port)
+        _exec(node, "--", "ip", "link", "set", port, "up")
+        _exec(node, "--", "ip", "route", "replace", "default", "via", str(nic.gateway), "dev", port,
+              "table", str(nic.table))
+    elif kind == "cross-cable":
+        a, b = f["accept"]
+        bad = _cli("exercise", "swap-cables", NAME, a, "g1-leaf1:eth1")  # a switch port: refused
+        assert bad.exit_code == 2 and "is not a server NIC" in bad.output
+        r = _cli("exercise", "swap-cables", NAME, a, b)
+        assert r.exit_code == 0, r.output
+    elif kind == "session-shut":
+        _exec(node, "--", "vtysh", "-c", "conf t", "-c", f"router bgp {_asn(lab, node)}",
+              "-c", f"no neighbor {port} shutdown")
+    elif kind == "wrong-asn":
+        _exec(node, "--", "vtysh", "-c", "conf t", "-c", f"router bgp {_asn(lab, node)}",
+              "-c", f"no neighbor {port} interface", "-c", f"neighbor {port} interface peer-group FABRIC")
+    elif kind == "daemon-kill":
+        r = _cli("restart", NAME, node)
+        assert r.exit_code == 0, r.output
+    elif kind == "grey-loss":
+        tables = lab.exec(node, ["nft", "list", "tables"]).stdout
+        (table,) = re.findall(r"table netdev (\S+)", tables)
+        _exec(node, "--", "nft", "delete", "table", "netdev", table)
+    elif kind == "mtu":
+        _exec(node, "--", "ip", "link", "set", port, "mtu", str(lab.spec.mtu))
+    else:
+        raise AssertionError(kind)
+
+
+def _wrong_element(lab, faults: list[dict]) -> str:
+    """An element of the lab that names none of ``faults`` (same shape: a port, or a switch)."""
+    taken = {e.partition(":")[0] for f in faults for e in f["accept"]}
+    if faults[0]["kind"] == "daemon-kill":
+        return next(n.name for n in lab.spec.nodes if n.role in ("leaf", "spine") and n.name not in taken)
+    return next(f"{lk.a.node}:{lk.a.interface}" for lk in lab.spec.links
+                if lk.a.node not in taken and lk.b.node not in taken)
+
+
+def _hidden(lab, planned: list[dict], start_output: str, *, commands: bool) -> None:
+    """While it runs: the lab directory and the start output name no injected fault; the record
+    is outside the lab directory and not in clear text; with ``commands`` also status, inspect,
+    the fault list and the report's exercise line name none."""
+    if commands:
+        s = json.loads(_cli("status", NAME, "--json").stdout)
+        assert s["faults"] == []
+        insp = json.loads(_cli("inspect", NAME, "--json").stdout)
+        assert insp["faults"] == []
+        assert "no faults" in _cli("fault", NAME, "list").stdout
+        line = X.report_line(NAME)
+        assert "running" in line and not any(f["element"] in line or f["kind"] in line for f in planned)
+    from railab.testbed import exercise as store
+
+    rec = store.load(NAME)
+    for path in lab.dir.rglob("*"):
+        if path.is_file():
+            text = path.read_text(errors="replace")
+            for f in rec["faults"]:
+                assert f["record"]["note"] not in text, path
+    assert not str(st.exercise_dir(NAME)).startswith(str(lab.dir))
+    sealed = (st.exercise_dir(NAME) / "sealed").read_bytes()
+    public = (st.exercise_dir(NAME) / "public.json").read_text()
+    for f in planned:
+        assert f["element"] not in start_output
+        assert f["element"].encode() not in sealed and f["element"] not in public
+        assert f["kind"] not in public
+
+
+CASES = [(1, "link-down"), (1, "nic-down"), (2, "cross-cable"), (2, "session-shut"), (2, "wrong-asn"),
+         (2, "daemon-kill"), (3, "grey-loss"), (3, "mtu"), (3, "two-faults")]
+
+
+@pytest.mark.parametrize("level,kind", CASES, ids=[k for _, k in CASES])
+def test_exercise_kind_graded_repaired_and_revealed(ex, level, kind):
+    lab = ex
+    planned = X.plan_faults(lab.spec, level, SEED, kind)  # the trainer's view: same seed, same faults
+    disable = ["--disable", "check"] if kind == "mtu" else []
+    # the first case checks the lab is green first; the others follow a verified repair
+    pre = [] if kind == "link-down" else ["--no-precheck"]
+    r = _cli("exercise", "start", NAME, "--level", level, "--seed", SEED, "--kind", kind, *disable, *pre)
+    assert r.exit_code == 0, r.output
+    assert all(f["symptom"] in r.stdout for f in planned)
+    _hidden(lab, planned, r.stdout, commands=kind in ("daemon-kill", "two-faults"))
+    if kind == "mtu":  # the trainer switched check off: refused by name and by lab directory
+        for ref in (NAME, lab.dir):
+            g = _cli("check", ref)
+            assert g.exit_code == 2 and "switched off for the exercise" in g.output
+        assert _cli("status", NAME).exit_code == 0  # not switched off
+
+    wrong = _cli("exercise", "answer", NAME, "--element", _wrong_element(lab, planned), "--kind", planned[0]["kind"])
+    assert wrong.exit_code == 1 and "WRONG" in wrong.stdout
+    other_kind = "mtu" if planned[0]["kind"] != "mtu" else "grey-loss"
+    wrong = _cli("exercise", "answer", NAME, "--element", planned[0]["element"], "--kind", other_kind)
+    assert wrong.exit_code == 1 and "another kind" in wrong.stdout
+    h = _cli("exercise", "hint", NAME)
+    assert h.exit_code == 0 and "hint 1/3" in h.stdout
+    for f in planned:
+        right = _cli("exercise", "answer", NAME, "--element", f["element"], "--kind", f["kind"])
+        assert right.exit_code == 0 and "RIGHT" in right.stdout, right.output
+
+    if kind in ("link-down", "two-faults"):  # before the repair: not green (exit 1)
+        not_yet = _cli("exercise", "fix", NAME, "--wait", "0")
+        assert not_yet.exit_code == 1 and "NOT REPAIRED" in not_yet.stdout
+    for f in planned:
+        _repair(lab, f)
+    fixed = _cli("exercise", "fix", NAME, "--wait", "60")
+    assert fixed.exit_code == 0 and "REPAIRED" in fixed.stdout, fixed.output
+
+    rev = _cli("exercise", "reveal", NAME, "--json")
+    assert rev.exit_code == 0, rev.output
+    sheet = json.loads(rev.stdout)
+    assert [{"element": f["element"], "kind": f["kind"]} for f in sheet["faults"]] == \
+        [{"element": f["element"], "kind": f["kind"]} for f in planned]
+    assert sheet["faults_found"] == len(planned) and sheet["hints_used"] == 1
+    assert sheet["wrong_answers"] == 2 and sheet["repair"]["verified"] is True
+    assert sheet["seed"] == SEED and sheet["points"] == 100 * len(planned) - 15 - 10 + 50
+    assert st.load(NAME).faults == []  # verified repair: nothing handed back to `fault heal`
+    if kind == "mtu":
+        assert _cli("check", NAME, "--only", "cabling").exit_code == 0  # the gate lifted
+
+
+def test_reveal_heals_or_keeps_unrepaired_faults_and_down_removes_the_record(ex):
+    lab = ex
+    r = _cli("exercise", "start", NAME, "--level", 1, "--seed", SEED, "--json")
+    assert r.exit_code == 0 and "symptoms" in json.loads(r.stdout)
+    again = _cli("exercise", "start", NAME, "--level", 1)
+    assert again.exit_code == 2 and "already has an exercise" in again.output
+    first = json.loads(_cli("exercise", "reveal", NAME, "--json").stdout)
+    (f,) = first["faults"]
+    assert st.load(NAME).faults == []  # not repaired: healed by reveal
+    assert first["repair"]["verified"] is False and first["points"] == 0
+    late = _cli("exercise", "answer", NAME, "--element", f["element"], "--kind", f["kind"])
+    assert late.exit_code == 0 and "not scored" in late.stdout  # graded for practice after reveal
+    wrong = _wrong_element(lab, [{"kind": f["kind"], "accept": [f["element"], *f["also_accepted"]]}])
+    assert _cli("exercise", "answer", NAME, "--element", wrong, "--kind", f["kind"]).exit_code == 1
+    assert X.score_sheet(NAME)["faults_found"] == 0
+
+    # the same seed on the same lab: the same fault; --keep-faults hands it to `railab fault`
+    assert _cli("exercise", "start", NAME, "--level", 1, "--seed", SEED, "--no-precheck").exit_code == 0
+    second = json.loads(_cli("exercise", "reveal", NAME, "--keep-faults", "--json").stdout)
+    assert [(x["element"], x["kind"]) for x in second["faults"]] == [(f["element"], f["kind"])]
+    kept = st.load(NAME).faults
+    assert [f"{x.node}:{x.port}" for x in kept] == [f["element"]] and kept[0].kind == "link-down"
+    refused = _cli("exercise", "start", NAME, "--level", 1)  # the kept fault is in the fault list
+    assert refused.exit_code == 2 and "heal --all first" in refused.output
+    assert st.exercise_dir(NAME).exists()
+    lab.close()  # railab down: the lab and its exercise record go
+    assert not st.exercise_dir(NAME).exists()
+    assert not [n for n in os.listdir("/run/netns") if n.startswith(f"clab-{NAME}-")]

@@ -1,0 +1,217 @@
+"""Root-free parts of training exercises (railab.checks.exercise, railab.testbed.exercise): the
+seeded choice of faults, grading (structured, aliases, free text), the sealed record, the score
+sheet and the command gate."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from railab.checks import exercise as X
+from railab.errors import RailabError, UsageError
+from railab.testbed import exercise as store
+from railab.topologies.generator import generate
+from railab.topologies.labspec import LabSpec
+
+
+@pytest.fixture(scope="module")
+def spec(tmp_path_factory):
+    return LabSpec.load(generate("mini", tmp_path_factory.mktemp("xu") / "xu1", name="xu1"))
+
+
+@pytest.fixture
+def exdir(tmp_path, monkeypatch):
+    monkeypatch.setenv("RAILAB_EXERCISE_DIR", str(tmp_path / "ex"))
+    return tmp_path / "ex"
+
+
+def _rec(spec, level=2, kind="cross-cable", seed=3):
+    return {"lab": spec.name, "labdir": "/nowhere", "level": level, "seed": seed, "kind": kind,
+            "started_at": 1000.0, "faults": X.plan_faults(spec, level, seed, kind), "disabled": ["check"],
+            "found": [], "answers": [], "hints": [], "fix": {"attempts": 0, "verified_at": None}}
+
+
+def test_same_seed_same_faults_other_seeds_differ(spec):
+    for level in (1, 2, 3):
+        a = X.plan_faults(spec, level, 42)
+        b = X.plan_faults(spec, level, 42)
+        assert [(f["kind"], f["element"]) for f in a] == [(f["kind"], f["element"]) for f in b]
+    picks = {tuple((f["kind"], f["element"]) for f in X.plan_faults(spec, 2, s)) for s in range(30)}
+    assert len(picks) > 5  # the seed matters
+    kinds = {f["kind"] for s in range(40) for f in X.plan_faults(spec, 2, s)}
+    assert kinds == set(X.LEVELS[2])  # every level-2 kind is drawn for some seed
+
+
+def test_every_kind_plans_an_injectable_fault(spec):
+    for level, kinds in X.LEVELS.items():
+        for kind in kinds:
+            for f in X.plan_faults(spec, level, 5, kind):
+                assert f["kind"] in X.KINDS
+                assert f["element"] in f["accept"]
+                assert len(f["hints"]) == 3 and f["symptom"]
+                node = f["element"].partition(":")[0]
+                assert node not in f["hints"][0]  # grade 1 names the area, not the node
+                assert node in f["hints"][1] or node in f["hints"][2]
+                assert f["fault"]["kind"] in ("link-down", "cross-cable", "session-shut", "wrong-asn",
+                                              "daemon-kill", "grey-loss", "mtu")
+
+
+def test_two_faults_are_on_different_nodes(spec):
+    for seed in range(20):
+        f1, f2 = X.plan_faults(spec, 3, seed, "two-faults")
+        assert not X._nodes(f1) & X._nodes(f2)
+        assert f1["kind"] in X.PAIRABLE and f2["kind"] in X.PAIRABLE
+
+
+def test_level_and_kind_are_validated(spec):
+    with pytest.raises(UsageError, match="use 1, 2 or 3"):
+        X.plan_faults(spec, 4, 1)
+    with pytest.raises(UsageError, match="it is level 3: --level 3"):
+        X.plan_faults(spec, 1, 1, "mtu")
+    with pytest.raises(UsageError, match="unknown fault kind"):
+        X.normalise_kind("gremlins")
+    assert X.normalise_kind("Crossed cables") == "cross-cable"
+    assert X.normalise_kind("bad_peer_as") == "wrong-asn"
+
+
+def test_grade_names_both_ends_and_refuses_near_misses(spec):
+    rec = _rec(spec, 1, "link-down", 9)
+    f = rec["faults"][0]
+    end, far = f["accept"]
+    assert X.grade(rec, end, "link-down")[0] == 0
+    assert X.grade(rec, far, "link-down")[0] == 0
+    assert X.grade(rec, end, "nic-down")[0] == 0  # a NIC down is a link down at the server end
+    idx, why = X.grade(rec, end, "mtu")
+    assert idx is None and "another kind" in why
+    idx, why = X.grade(rec, end.partition(":")[0], "link-down")
+    assert idx is None and "name the port" in why
+    other = next(f"{lk.a.node}:{lk.a.interface}" for lk in spec.links
+                 if f"{lk.a.node}:{lk.a.interface}" not in f["accept"])
+    assert X.grade(rec, other, "link-down") == (None, "no injected fault is that")
+
+
+def test_free_text_answers(spec):
+    els, kind = X._parse_text(spec, "srv2 gpu0 and gpu2 have their cables swapped")
+    assert els[0] == "srv2:eth1" and kind == "cross-cable"
+    assert X._parse_text(spec, "g1-leaf2:eth3 is admin down") == (["g1-leaf2:eth3"], "link-down")
+    assert X._parse_text(spec, "bgpd is dead on spine2")[1] == "daemon-kill"
+    assert X._parse_text(spec, "the neighbor on g2-leaf1 eth4 is shut down in bgp")[1] == "session-shut"
+    assert X._parse_text(spec, "g1-leaf3 eth1 runs MTU 1500") == (["g1-leaf3:eth1"], "mtu")
+    assert X._parse_text(spec, "srv4 nic 4 is down") == (["srv4:eth4"], "nic-down")
+    assert X._element(spec, "srv1:gpu3") == "srv1:eth4" and X._element(spec, "srv1:nic3") == "srv1:eth3"
+    with pytest.raises(UsageError, match="has no port 'eth9'"):
+        X._element(spec, "srv1:eth9")
+
+
+def test_sealed_record_round_trips_and_hides_the_faults(spec, exdir):
+    rec = _rec(spec)
+    store.save(spec.name, rec, X.public_view(rec))
+    assert store.load(spec.name) == rec
+    sealed = (exdir / spec.name / "sealed").read_bytes()
+    public = (exdir / spec.name / "public.json").read_text()
+    for f in rec["faults"]:
+        for e in f["accept"]:
+            assert e.encode() not in sealed
+            assert e not in public
+        assert f["kind"] not in public
+    assert b"cross-cable" not in sealed and b"faults" not in sealed
+    assert oct((exdir / ".key").stat().st_mode & 0o777) == "0o600"
+    assert store.labs() == [spec.name]
+    tampered = bytearray(sealed)
+    tampered[20] ^= 1
+    (exdir / spec.name / "sealed").write_bytes(bytes(tampered))
+    with pytest.raises(RailabError, match="does not verify"):
+        store.load(spec.name)
+    store.remove(spec.name)
+    assert store.load(spec.name) is None and store.labs() == []
+
+
+def test_score_sheet_and_report_line(spec, exdir):
+    rec = _rec(spec, 3, "two-faults", 4)
+    rec["found"] = [0]
+    rec["faults"][0]["found_at"] = 1030.0
+    rec["hints"] = [{"fault": 1, "grade": 1, "at": 1010.0}]
+    rec["answers"] = [{"right": False}, {"right": True}]
+    sheet = X.score_sheet(spec.name, rec)
+    assert sheet["faults_found"] == 1 and sheet["faults_total"] == 2
+    assert sheet["time_to_diagnosis_s"] is None  # not every fault found yet
+    assert sheet["points"] == 100 - 15 - 5 and sheet["max_points"] == 250
+    assert "faults" not in sheet
+    rec["found"] = [0, 1]
+    rec["faults"][1]["found_at"] = 1100.0
+    rec["fix"]["verified_at"] = 1200.0
+    sheet = X.score_sheet(spec.name, rec)
+    assert sheet["time_to_diagnosis_s"] == 100.0 and sheet["repair"]["verified_after_s"] == 200.0
+    assert sheet["points"] == 200 - 15 - 5 + 50
+    store.save(spec.name, rec, X.public_view(rec))
+    line = X.report_line(spec.name)
+    assert "2/2 fault(s) found in 100 s" in line and "repair verified" in line
+    assert "seed" not in line  # the seed gives the faults away while it runs
+    for f in rec["faults"]:
+        assert f["element"] not in line
+    rec["revealed_at"] = 1300.0
+    store.save(spec.name, rec, X.public_view(rec))
+    sheet = X.score_sheet(spec.name)
+    assert [(f["element"], f["kind"]) for f in sheet["faults"]] == [(f["element"], f["kind"]) for f in rec["faults"]]
+    assert rec["faults"][0]["element"] in X.report_line(spec.name)
+    json.dumps(sheet)
+
+
+def test_gate_refuses_switched_off_commands_by_name_and_directory(spec, exdir, tmp_path):
+    from railab.cli.exercise import gate
+
+    labdir = tmp_path / "lab"
+    labdir.mkdir()
+    (labdir / "lab.clab.yml").write_text("")
+    rec = {**_rec(spec), "labdir": str(labdir)}
+    store.save(spec.name, rec, X.public_view(rec))
+    with pytest.raises(UsageError, match="railab check is switched off for the exercise on lab xu1"):
+        gate("check", [spec.name])
+    with pytest.raises(UsageError, match="switched off"):
+        gate("check", [str(labdir)])
+    with pytest.raises(UsageError, match="switched off"):
+        gate("check", [str(labdir / "lab.clab.yml")])
+    gate("check", ["otherlab"])  # another lab: allowed
+    gate("traffic", [spec.name])  # not switched off
+    gate("exercise", [spec.name])
+    rec["revealed_at"] = 2000.0
+    store.save(spec.name, rec, X.public_view(rec))
+    gate("check", [spec.name])  # the gate lifts at reveal
+
+
+def test_gated_commands_keep_their_signature():
+    """The CLI wraps the switchable commands; Typer still sees their parameters."""
+    from typer.testing import CliRunner
+
+    from railab.cli import app
+
+    r = CliRunner().invoke(app, ["check", "-h"], env={"COLUMNS": "200"})
+    assert r.exit_code == 0 and "--only" in r.output
+    r = CliRunner().invoke(app, ["exercise", "-h"], env={"COLUMNS": "200"})
+    assert r.exit_code == 0
+    for sub in ("start", "hint", "answer", "fix", "reveal", "score", "swap-cables"):
+        assert sub in r.output
+
+
+def test_report_page_carries_the_exercise_line(spec, tmp_path):
+    from railab.report import Report, write_report
+    from tests.test_report import _synthetic
+
+    rep = _synthetic(spec)
+    rep.exercise = "Training exercise (level 2, started 2026-12-01T10:00:00+00:00, running): 0/1 fault(s) found"
+    files = write_report(rep, spec, tmp_path / "out")
+    html = files.html.read_text()
+    assert 'id="exercise-score"' in html and "0/1 fault(s) found" in html
+    assert Report.load(tmp_path / "out").exercise == rep.exercise
+    rep.exercise = None
+    assert 'id="exercise-score"' not in write_report(rep, spec, tmp_path / "out2").html.read_text()
+
+
+def test_same_seed_same_faults_on_another_lab_of_the_same_shape(spec, tmp_path):
+    other = LabSpec.load(generate("mini", tmp_path / "xu2", name="another-lab"))
+    for level in (1, 2, 3):
+        for seed in (1, 7, 11):
+            a = [(f["kind"], f["element"], f["symptom"]) for f in X.plan_faults(spec, level, seed)]
+            b = [(f["kind"], f["element"], f["symptom"]) for f in X.plan_faults(other, level, seed)]
+            assert a == b
