@@ -281,7 +281,7 @@ class _QP:
                  "start_psn", "rp", "next_t", "frame_bits", "sent", "sent_bytes", "goal",
                  "rx", "rx_bytes", "max_idx", "ooo", "ce", "cnp_sent", "cnp_rx", "bp",
                  "deficit_bytes", "t_start", "t_last_rx", "sport", "ppm", "s_tx", "s_rx",
-                 "s_ce", "s_cnp", "series", "active", "icrc_errors", "nic_down")
+                 "s_ce", "s_cnp", "series", "active", "icrc_errors", "nic_down", "ttl")
 
 
 class LoadEngine(Engine):
@@ -380,6 +380,7 @@ class LoadEngine(Engine):
         q.series = {"t": [], "tx_mbps": [], "rx_mbps": [], "cc_mbps": [], "ce": [], "cnp": []}
         q.active = False
         q.nic_down = False
+        q.ttl = None
         self._qps.append(q)
         self._by_dqpn[q.dqpn] = q
         self._by_sqpn[q.sqpn] = q
@@ -405,6 +406,7 @@ class LoadEngine(Engine):
         q.rx += 1
         q.rx_bytes += n
         q.t_last_rx = now
+        q.ttl = buf[22]
         if idx < q.max_idx:
             q.ooo += 1
         else:
@@ -573,7 +575,8 @@ class LoadEngine(Engine):
                  "rx_bytes": q.rx_bytes, "lost": max(0, q.sent - q.rx), "ooo": q.ooo,
                  "ce_marked": q.ce, "cnp_sent": q.cnp_sent, "cnp_received": q.cnp_rx,
                  "backpressure": q.bp, "nic_down": q.nic_down, "icrc_errors": q.icrc_errors,
-                 "goal_packets": q.goal,
+                 "goal_packets": q.goal, "expected_hops": f.expected_hops,
+                 "hops": None if q.ttl is None else self.ttl - q.ttl,
                  "fct_s": (round(q.t_last_rx - q.t_start, 4)
                            if q.goal is not None and q.rx >= q.goal else None),
                  "rate_mbps_last_half": half, "rx_mbps_last_half": rx_half,
