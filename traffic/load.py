@@ -736,9 +736,9 @@ def run_load(spec: LabSpec, netns_of: Callable[[str], str], flows: Iterable[Load
         if msg[0] != "started":
             raise RailabError(f"load engine did not start: {msg[1]}")
         t0 = msg[1]
-        prev_tx = reader.read()
         prev_cap = port_sampler() if port_sampler else {}
         first_cap = prev_cap
+        prev_tx = reader.read()
         prev_t = time.monotonic()
         next_t = prev_t + sample_s
         while True:
@@ -747,8 +747,11 @@ def run_load(spec: LabSpec, netns_of: Callable[[str], str], flows: Iterable[Load
             if parent.poll(max(0.0, next_t - time.monotonic())):
                 break
             now = time.monotonic()
+            if now - prev_t < 0.5 * sample_s:  # too short a window: a packet is a big rate
+                next_t = prev_t + sample_s
+                continue
             tx = reader.read()
-            dt = max(1e-6, now - prev_t)
+            dt = now - prev_t
             for port, b in tx.items():
                 s = series.setdefault(port, {"t": [], "tx_mbps": []})
                 s["t"].append(round(now - t0, 4))
