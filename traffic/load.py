@@ -41,6 +41,7 @@ from __future__ import annotations
 import errno
 import multiprocessing as mp
 import os
+import random
 import signal
 import socket
 import time
@@ -58,6 +59,7 @@ from railab.traffic.patterns import Flow
 from railab.traffic.stream import _die_with_parent, flow_sport
 
 MASK24 = 0xFFFFFF
+_random = random.random
 CcMode = Literal["dcqcn", "none"]
 SportMode = Literal["per-qp", "fixed", "spray"]
 CC_MODES = ("dcqcn", "none")
@@ -82,6 +84,10 @@ MAX_LAG_S = 0.02
 #: The engine "keeps its rate" when its shortfall is below this share of what it meant to send.
 SHORTFALL_LIMIT = 0.10
 SENDER_NICE = -10
+#: Each inter-packet gap is the rate's gap times a uniform factor in 1 +- this: a NIC's pacer is
+#: not a metronome, and strictly periodic senders at the port rate phase-lock onto a token-bucket
+#: virtual queue (one of them takes every token, is never marked, and never slows down).
+PACING_JITTER = 0.5
 
 
 # ---- DCQCN reaction point (pure) -------------------------------------------------------------
@@ -474,7 +480,7 @@ class LoadEngine(Engine):
             q.sent += 1
             q.sent_bytes += tpl.size
             rate = q.rp.rc if q.rp is not None else self.line_bps
-            q.next_t += tpl.size * 8 / rate
+            q.next_t += tpl.size * 8 / rate * (1.0 + PACING_JITTER * (2.0 * _random() - 1.0))
             if q.rp is not None:
                 q.rp.on_sent(tpl.size)
             burst += 1

@@ -10,6 +10,7 @@ names the switches one flow crosses.
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 
 import typer
 from rich.console import Console
@@ -223,9 +224,9 @@ def _capacity_sampler(ref, spec):
     if not spec.qos.capacity.enabled:
         return None, None
     from railab.testbed import capacity
+    from railab.testbed.state import lab_dir
 
-    run_dir = getattr(capacity, "run_dir_of", lambda r: None)(ref)
-    smp = capacity.CapacitySampler(spec, ref.netns_of, run_dir=run_dir)
+    smp = capacity.CapacitySampler(spec, ref.netns_of, run_dir=lab_dir(spec.name))
 
     def sample() -> dict[str, dict[str, float]]:
         return {f"{n}:{p}": {"backlog_bytes": c.backlog_bytes, "dropped": c.dropped,
@@ -293,17 +294,14 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
         except PatternError as exc:
             _usage(str(exc))
         sampler, close = _capacity_sampler(ref, spec)
-        pfc_ctl = _pfc_control(ref, spec, pfc_on) if capacity else None
         try:
-            with sigint_event() as stop:
+            with sigint_event() as stop, _pfc(spec, ref.netns_of, pfc_on, capacity):
                 res = run_load(spec, ref.netns_of, [LoadFlow(f) for f in fl], cc=cc,
                                seconds=secs, sport_mode=sport, port_sampler=sampler,
                                stop=stop.is_set, **({"mtu": mtu} if mtu else {}))
                 if stop.is_set():
                     raise KeyboardInterrupt
         finally:
-            if pfc_ctl is not None:
-                pfc_ctl()
             if close is not None:
                 close()
     except KeyboardInterrupt:
@@ -355,21 +353,17 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
         raise typer.Exit(EXIT_FAILED)
 
 
-def _pfc_control(ref, spec, on: bool):
-    """Switch the lab's PFC emulation for one run (:mod:`railab.testbed.pfc`), returning the
-    function that puts it back as the intent has it; None when there is nothing to switch."""
-    try:
-        from railab.testbed import pfc as pfc_mod
-    except ImportError:
-        return None
-    switch = getattr(pfc_mod, "set_enabled", None)
-    if switch is None:
-        return None
-    want = spec.qos.capacity.pfc
-    if on == want:
-        return None
-    switch(ref, on)
-    return lambda: switch(ref, want)
+@contextmanager
+def _pfc(spec, netns_of, on: bool, capacity: bool):
+    """The PFC emulation for one load run (:func:`railab.testbed.pfc.pfc_session`: its loop
+    runs while the block does, ``on`` or not); nothing on a lab without ``lab.capacity``."""
+    if not capacity:
+        yield None
+        return
+    from railab.testbed.pfc import pfc_session
+
+    with pfc_session(spec, netns_of, enabled=on) as sess:
+        yield sess
 
 
 def register(app: typer.Typer) -> None:
