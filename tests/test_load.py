@@ -314,3 +314,58 @@ def test_live_cli_incast_json_and_exit_codes(mini_lab):
     bad = CliRunner().invoke(app, ["traffic", mini_lab.name, "--pattern", "incast",
                                    "--senders", "99"])
     assert bad.exit_code == 2 and "--senders 12 or fewer" in bad.output
+
+
+# ---- live, mini-lossless (the capacity dataplane: queues, ECN, PFC) -------------------------------
+@pytest.fixture(scope="module")
+def lossless_lab(tmp_path_factory):
+    """``mini-lossless`` (40 Mb/s ports, 4 MiB buffers, WRED/ECN, PFC), up for this module."""
+    from tests.conftest import PID, _bring_down, _bring_up
+
+    name = f"ld{PID}"
+    try:
+        yield _bring_up("mini-lossless", name, tmp_path_factory)
+    finally:
+        _bring_down(name)
+
+
+def _cli_incast(lab, cc: str, pfc: str, seconds: float = 6.0) -> tuple[int, dict]:
+    from typer.testing import CliRunner
+
+    from railab.cli import app
+
+    res = CliRunner().invoke(app, ["traffic", lab.name, "--pattern", "incast", "--senders", "8",
+                                   "--cc", cc, "--pfc", pfc, "--seconds", str(seconds), "--json"])
+    try:
+        return res.exit_code, json.loads(res.output)
+    except ValueError:
+        pytest.fail(f"exit {res.exit_code}: {res.output}")
+
+
+@pytest.mark.integration
+@pytest.mark.usefixtures("no_leaks")
+def test_live_lossless_incast_pfc_off_dcqcn_drops_less_than_none(lossless_lab):
+    rc, none = _cli_incast(lossless_lab, "none", "off")
+    assert rc == 0, none["failures"]  # drops PFC-off predicts are a result, not a failure
+    c = none["congestion"]
+    assert none["senders"] == 8 and len({f["src"].split(":")[0] for f in c["flows"]}) == 8
+    assert c["dropped"] > 0 and c["lost"] > 0 and c["pause_events"] == 0
+    rc, dc = _cli_incast(lossless_lab, "dcqcn", "off")
+    assert rc == 0, dc["failures"]
+    d = dc["congestion"]
+    assert d["ce_marked"] > 0 and d["cnp_sent"] > 0 and d["cnp_received"] > 0
+    assert d["dropped"] < 0.5 * c["dropped"], (d["dropped"], c["dropped"])  # DCQCN does the work
+    # the senders share the port: over the last half their sum is the port rate, within 25 %
+    total = sum(f["rx_mbps_last_half"] for f in d["flows"])
+    assert total == pytest.approx(none["port_rate_mbps"], rel=0.25)
+
+
+@pytest.mark.integration
+@pytest.mark.usefixtures("no_leaks")
+def test_live_lossless_incast_dcqcn_pfc_on_is_lossless(lossless_lab):
+    pytest.importorskip("railab.testbed.pfc", reason="the PFC emulation is not installed")
+    rc, dc = _cli_incast(lossless_lab, "dcqcn", "on")
+    d = dc["congestion"]
+    assert rc == 0, dc["failures"]
+    assert d["ce_marked"] > 0 and d["cnp_sent"] > 0
+    assert d["dropped"] == 0 and d["lost"] == 0

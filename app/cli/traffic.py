@@ -360,8 +360,16 @@ def _pfc(spec, netns_of, on: bool, capacity: bool):
     if not capacity:
         yield None
         return
-    from railab.testbed.pfc import pfc_session
+    try:
+        from railab.testbed.pfc import pfc_session
+    except ImportError:  # a railab without the PFC emulation: only "off" can be honoured
+        if on:
+            from railab.errors import RailabError
 
+            raise RailabError("this railab has no PFC emulation (railab.testbed.pfc): "
+                              "run with --pfc off") from None
+        yield None
+        return
     with pfc_session(spec, netns_of, enabled=on) as sess:
         yield sess
 
