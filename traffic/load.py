@@ -84,6 +84,8 @@ MAX_LAG_S = 0.02
 #: The engine "keeps its rate" when its shortfall is below this share of what it meant to send.
 SHORTFALL_LIMIT = 0.10
 SENDER_NICE = -10
+#: Send buffer per NIC socket, bytes (see :meth:`LoadEngine.open`).
+SNDBUF_BYTES = 256 << 10
 #: Each inter-packet gap is the rate's gap times a uniform factor in 1 +- this: a NIC's pacer is
 #: not a metronome, and strictly periodic senders at the port rate phase-lock onto a token-bucket
 #: virtual queue (one of them takes every token, is never marked, and never slows down).
@@ -324,13 +326,14 @@ class LoadEngine(Engine):
         self._by_sqpn: dict[int, _QP] = {}
 
     def open(self) -> None:
-        """Open the engine's sockets; the NIC send buffers are cut to a quarter of the port
-        buffer (at most 1 MiB; the kernel doubles it) so a full NIC queue back-pressures the
-        sender (EAGAIN) before its qdisc would drop; the UDP 4791 sinks get the smallest
-        receive buffer, so the kernel discards the datagrams there instead of this process
+        """Open the engine's sockets; the NIC send buffers are cut to :data:`SNDBUF_BYTES`
+        (at most 1/16 of the port buffer; the kernel doubles it and counts each frame's whole
+        allocation) so a held NIC queue back-pressures the sender (EAGAIN) after about a
+        hundred 4 KiB frames, not after megabytes a DCQCN cut would then wait behind; the UDP
+        4791 sinks get the smallest receive buffer, so the kernel discards the datagrams there instead of this process
         reading each one (the sink exists only so no ICMP port-unreachable goes back)."""
         super().open()
-        sndbuf = max(64 << 10, min(1 << 20, self.qos.capacity.buffer_bytes // 4))
+        sndbuf = max(64 << 10, min(SNDBUF_BYTES, self.qos.capacity.buffer_bytes // 16))
         for s in self._tx.values():
             s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, sndbuf)
         for s in self._sinks:  # the kernel drops RoCE datagrams there (no ICMP), no drain needed
