@@ -274,6 +274,9 @@ class Pattern:
     name: str
     description: str
     pairs: Callable[[PatternContext], list[Pair]]
+    #: The pattern covers every server NIC by default (the shipped path-coverage patterns);
+    #: False for a load shape such as ``incast`` (one receiver NIC by design).
+    full_coverage: bool = True
 
 
 #: The pattern registry (name -> Pattern), in registration order.
@@ -285,17 +288,19 @@ PATTERNS: dict[str, Pattern] = {}
 ALL_TO_ALL_MAX_FLOWS = 4096
 
 
-def register_pattern(name: str, description: str, *, replace: bool = False
+def register_pattern(name: str, description: str, *, replace: bool = False,
+                     full_coverage: bool = True
                      ) -> Callable[[Callable[[PatternContext], list[Pair]]],
                                    Callable[[PatternContext], list[Pair]]]:
-    """Decorator: register ``func(ctx) -> pairs`` as pattern ``name``.
+    """Decorator: register ``func(ctx) -> pairs`` as pattern ``name``; ``full_coverage``
+    False declares a pattern that by design does not touch every server NIC (``incast``).
 
     Raises PatternError when ``name`` is taken (unless ``replace``).
     """
     def deco(func: Callable[[PatternContext], list[Pair]]) -> Callable[[PatternContext], list[Pair]]:
         if name in PATTERNS and not replace:
             raise PatternError(f"traffic pattern {name!r} is already registered")
-        PATTERNS[name] = Pattern(name, description, func)
+        PATTERNS[name] = Pattern(name, description, func, full_coverage)
         return func
     return deco
 
@@ -779,6 +784,6 @@ def incast_pairs(spec: LabSpec, senders: int = DEFAULT_INCAST_SENDERS,
 
 
 @register_pattern("incast", f"{DEFAULT_INCAST_SENDERS} sender NICs on distinct servers across "
-                  "the fabric to one receiver NIC (--senders N)")
+                  "the fabric to one receiver NIC (--senders N; a load run)", full_coverage=False)
 def _incast(ctx: PatternContext) -> list[Pair]:
     return incast_candidates(ctx.spec)[:DEFAULT_INCAST_SENDERS]
