@@ -369,3 +369,37 @@ def test_live_lossless_incast_dcqcn_pfc_on_is_lossless(lossless_lab):
     assert rc == 0, dc["failures"]
     assert d["ce_marked"] > 0 and d["cnp_sent"] > 0
     assert d["dropped"] == 0 and d["lost"] == 0
+
+
+@pytest.mark.integration
+@pytest.mark.usefixtures("no_leaks")
+def test_live_ctrl_c_stops_the_load_run(mini_lab):
+    import signal
+    import sys
+    import time
+
+    p = subprocess.Popen([sys.executable, "-m", "railab", "traffic", mini_lab.name, "--pattern",
+                          "incast", "--senders", "2", "--cc", "dcqcn", "--seconds", "60"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        cmd = f"traffic {mini_lab.name} --pattern incast --senders 2"
+        end = time.monotonic() + 60
+        while time.monotonic() < end:  # until the engine's child is forked (it then sends)
+            ps = subprocess.run(["pgrep", "-f", cmd], capture_output=True, text=True)
+            if len(ps.stdout.split()) >= 2:
+                break
+            time.sleep(0.2)
+        time.sleep(1.0)
+        t = time.monotonic()
+        p.send_signal(signal.SIGINT)
+        _out, err = p.communicate(timeout=20)
+        assert p.returncode == 130, err
+        assert time.monotonic() - t < 10
+        assert "interrupted" in err
+        # no load engine left sending: the forked child (same command line) is gone too
+        time.sleep(0.5)
+        left = subprocess.run(["pgrep", "-f", cmd], capture_output=True, text=True)
+        assert left.stdout.strip() == "", left.stdout
+    finally:
+        if p.poll() is None:
+            p.kill()
