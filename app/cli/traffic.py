@@ -355,14 +355,21 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
 
 @contextmanager
 def _pfc(spec, netns_of, on: bool, capacity: bool):
-    """The PFC emulation for one load run (:func:`railab.testbed.pfc.pfc_session`: its loop
-    runs while the block does, ``on`` or not); nothing on a lab without ``lab.capacity``."""
+    """The capacity dataplane's switch agent for one load run
+    (:func:`railab.testbed.capacity.pfc_session`: ECN marking always, the PFC emulation when
+    ``on``; it runs while the block does); nothing on a lab without ``lab.capacity``."""
     if not capacity:
         yield None
         return
-    try:
-        from railab.testbed.pfc import pfc_session
-    except ImportError:  # a railab without the PFC emulation: only "off" can be honoured
+    from railab.testbed import capacity as _cap
+
+    pfc_session = getattr(_cap, "pfc_session", None)
+    if pfc_session is None:
+        try:
+            from railab.testbed.pfc import pfc_session
+        except ImportError:
+            pfc_session = None
+    if pfc_session is None:  # a railab without the switch agent: only "off" can be honoured
         if on:
             from railab.errors import RailabError
 
