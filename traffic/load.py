@@ -74,8 +74,10 @@ DEFAULT_MTU = 4096
 DEFAULT_MESSAGE_BYTES = 1 << 20
 #: Default sampling period of the time series, lab seconds.
 DEFAULT_SAMPLE_S = 0.1
-#: After sending stops, how long (s) the receiver keeps reading before the rest counts as lost.
+#: After sending stops the receiver keeps reading until nothing arrived for this long (s) ...
 DRAIN_S = 0.5
+#: ... or this long (s) in all; what has not arrived then counts as lost.
+DRAIN_MAX_S = 10.0
 #: Most packets one QP sends in one loop turn to catch up.
 CATCH_UP = 8
 #: A QP later than this (s) behind its schedule without back-pressure has lost time to the host
@@ -512,8 +514,9 @@ class LoadEngine(Engine):
             deadline: float | None = None, on_started: Callable[[float], None] | None = None
             ) -> LoadResult:
         """Send every added QP, paced, for ``seconds`` (lab s; None: until every byte flow has
-        sent its bytes), then drain :data:`DRAIN_S` s (a byte run ends early once every byte
-        arrived). ``on_started(t0)`` is called when sending begins. Returns the
+        sent its bytes), then drain until :data:`DRAIN_S` s pass without a packet (at most
+        :data:`DRAIN_MAX_S`; it ends early once every packet arrived). ``on_started(t0)`` is
+        called when sending begins. Returns the
         :class:`LoadResult` (no ``ports``: the caller samples those)."""
         if not self._qps:
             raise RailabError("no load flows: add() at least one")
@@ -562,12 +565,19 @@ class LoadEngine(Engine):
                 self._drain_sinks()
                 next_sink = now + 0.5
         t_end = time.monotonic()
-        drain_end = t_end + DRAIN_S
-        while (left := drain_end - time.monotonic()) > 0:
-            self._receive(min(0.02, left))
-            self._drain_sinks()
+        # drain: while packets still arrive (a paused or deep queue empties at the port rate:
+        # a 4 MiB buffer takes 0.8 s at 40 Mb/s), at most DRAIN_MAX_S; stop early once every
+        # packet arrived, or DRAIN_S after the last one
+        hard = t_end + DRAIN_MAX_S
+        last, seen = time.monotonic(), sum(q.rx for q in self._qps)
+        while (now := time.monotonic()) < hard and now - last < DRAIN_S:
+            self._receive(0.02)
+            got = sum(q.rx for q in self._qps)
+            if got != seen:
+                last, seen = time.monotonic(), got
             if all(q.rx >= q.sent for q in self._qps):
                 break
+        self._drain_sinks()
         return self._result(t0, t_end)
 
     def _result(self, t0: float, t_end: float) -> LoadResult:
