@@ -413,3 +413,18 @@ def test_live_ctrl_c_stops_the_load_run(mini_lab):
     finally:
         if p.poll() is None:
             p.kill()
+
+
+def test_frame_shared_is_frame_without_the_copy_or_the_crc_pass():
+    import random
+
+    pkt = roce.roce_packet(src_mac="02:00:00:00:00:01", dst_mac="02:00:00:00:00:02",
+                           src_ip="10.0.0.1", dst_ip="10.0.0.2", dst_qpn=0x1235, psn=0,
+                           opcode=roce.RC_RDMA_WRITE_MIDDLE, payload=bytes(range(256)) * 16)
+    t = roce.FrameTemplate(pkt)
+    rnd = random.Random(14)
+    for psn in [0, 1, 0xFFFFFF, 0x800000] + [rnd.randrange(1 << 24) for _ in range(300)]:
+        for ack in (False, True):
+            assert bytes(t.frame_shared(psn, ack)) == bytes(t.frame(psn, ack))
+            assert roce.check_icrc(t.frame_shared(psn, ack))
+    assert t.frame_shared(5) is t.frame_shared(6)  # one buffer, patched in place

@@ -378,6 +378,9 @@ class LoadEngine(Engine):
         q.tpls = [{op: roce.FrameTemplate(_with_sport(raw, p)) for op, raw in base.items()}
                   for p in ports]
         q.ntpl = len(q.tpls)
+        for per_port in q.tpls:  # the ICRC tables of FrameTemplate.frame_shared, built now
+            for tpl in per_port.values():
+                tpl.frame_shared(0)
         q.frame_bits = 8 * q.tpls[0][ops[-1] if q.ppm == 1 else roce.RC_RDMA_WRITE_MIDDLE].size
         q.cnp_frame = bytes(roce.roce_packet(
             src_mac=self._src_mac[(flow.dst[0], flow.dst_nic)],
@@ -468,8 +471,8 @@ class LoadEngine(Engine):
             else:
                 op = roce.RC_RDMA_WRITE_MIDDLE
             tpl = q.tpls[i % q.ntpl][op]
-            frame = tpl.frame((q.start_psn + i) & MASK24, op in (roce.RC_RDMA_WRITE_LAST,
-                                                                 roce.RC_RDMA_WRITE_ONLY))
+            frame = tpl.frame_shared((q.start_psn + i) & MASK24,
+                                     op in (roce.RC_RDMA_WRITE_LAST, roce.RC_RDMA_WRITE_ONLY))
             try:
                 q.tx.send(frame, socket.MSG_DONTWAIT)
             except (BlockingIOError, InterruptedError):
