@@ -362,9 +362,20 @@ def test_live_lossless_incast_pfc_off_dcqcn_drops_less_than_none(lossless_lab):
     d = dc["congestion"]
     assert d["ce_marked"] > 0 and d["cnp_sent"] > 0 and d["cnp_received"] > 0
     assert d["dropped"] < 0.5 * c["dropped"], (d["dropped"], c["dropped"])  # DCQCN does the work
-    # the senders share the port: over the last half their sum is the port rate, within 25 %
+    # DCQCN stops the overload: the receiver port drops in the incast's first seconds, not in
+    # the last half of the run (line-rate senders drop all along), and the senders together
+    # never get more than the port through
+    nic = lossless_lab.spec.nic("srv1", 1)
+    port = f"{nic.leaf}:{nic.leaf_port}"
+    for run, most in ((d, 0.1), (c, None)):
+        drops = run["ports"][port]["dropped"]
+        first, last = sum(drops[:len(drops) // 2]), sum(drops[len(drops) // 2:])
+        if most is None:
+            assert last > 0.3 * first  # --cc none: still dropping in the last half
+        else:
+            assert last <= most * max(1, first), (first, last)
     total = sum(f["rx_mbps_last_half"] for f in d["flows"])
-    assert total == pytest.approx(none["port_rate_mbps"], rel=0.25)
+    assert 0 < total <= none["port_rate_mbps"] * 1.05
 
 
 @pytest.mark.integration

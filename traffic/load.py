@@ -814,6 +814,10 @@ def run_load(spec: LabSpec, netns_of: Callable[[str], str], flows: Iterable[Load
             proc.join(2.0)
         parent.close()
         reader.close()
+    # the port series cover the sending period (as the flow series do), not the drain
+    horizon = res.seconds + 0.5 * sample_s
+    series = {p: _until(s, horizon) for p, s in series.items()}
+    cap_series = {p: _until(s, horizon) for p, s in cap_series.items()}
     peak = max((sum(s["tx_mbps"]) for s in series.values()), default=0.0)
     for port, s in series.items():
         if peak and sum(s["tx_mbps"]) >= min_port_share * peak:
@@ -823,6 +827,12 @@ def run_load(spec: LabSpec, netns_of: Callable[[str], str], flows: Iterable[Load
                     row[k] = v
             res.ports[port] = row
     return res
+
+
+def _until(s: dict, horizon: float) -> dict:
+    """A columnar series cut to the samples with ``t <= horizon``."""
+    n = sum(1 for t in s["t"] if t <= horizon)
+    return {k: v[:n] for k, v in s.items()}
 
 
 def _recv(conn, timeout: float) -> tuple[str, object]:
