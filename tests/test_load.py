@@ -439,3 +439,29 @@ def test_frame_shared_is_frame_without_the_copy_or_the_crc_pass():
             assert bytes(t.frame_shared(psn, ack)) == bytes(t.frame(psn, ack))
             assert roce.check_icrc(t.frame_shared(psn, ack))
     assert t.frame_shared(5) is t.frame_shared(6)  # one buffer, patched in place
+
+
+def test_load_verdict_exit_rules():
+    from railab.cli.traffic import load_verdict
+
+    def res(dropped=0, lost=0, short=0.0, flows=()):
+        return LoadResult(cc="dcqcn", sport_mode="per-qp", seconds=1, sample_s=0.1,
+                          port_rate_mbps=40, time_scale=1e4, flows=list(flows), lost=lost,
+                          dropped=dropped, engine_shortfall=short)
+
+    ok = {"name": "a", "expected_hops": 3, "hops": 3, "rx_packets": 5, "tx_packets": 5}
+    assert load_verdict(res(flows=[ok]), pfc_on=True, capacity=True) == []
+    # drops with PFC off (or no capacity at all) are a measured result
+    assert load_verdict(res(dropped=9, lost=9), pfc_on=False, capacity=True) == []
+    assert load_verdict(res(lost=9), pfc_on=True, capacity=False) == []
+    # loss where PFC promises lossless, a slow engine, an unexpected path, a black hole
+    assert "PFC on" in load_verdict(res(dropped=1), pfc_on=True, capacity=True)[0]
+    assert "PFC on" in load_verdict(res(lost=1), pfc_on=True, capacity=True)[0]
+    assert "short" in load_verdict(res(short=0.11), pfc_on=False, capacity=True)[0]
+    assert load_verdict(res(short=0.09), pfc_on=False, capacity=True) == []
+    odd = dict(ok, hops=5)
+    assert "unexpected path" in load_verdict(res(flows=[odd]), pfc_on=False, capacity=True)[0]
+    dead = dict(ok, rx_packets=0, hops=None)
+    assert "nothing arrived" in load_verdict(res(flows=[dead]), pfc_on=False, capacity=True)[0]
+    by_design = dict(dead, expected_hops=None)  # Rail-only across rails, no PXN
+    assert load_verdict(res(flows=[by_design]), pfc_on=False, capacity=True) == []
