@@ -58,6 +58,8 @@ def rail_only(tmp_path_factory):
 def test_every_pattern_covers_every_server_nic_by_default(lab, request):
     spec = request.getfixturevalue(lab)
     for name in PATTERNS:
+        if not PATTERNS[name].full_coverage:  # e.g. incast: one receiver NIC by design
+            continue
         if name == "cross-group" and len({n.group for n in spec.by_role("server")}) < 2:
             with pytest.raises(PatternError, match="2\\+ groups"):
                 flows_for(spec, name)

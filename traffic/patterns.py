@@ -274,6 +274,9 @@ class Pattern:
     name: str
     description: str
     pairs: Callable[[PatternContext], list[Pair]]
+    #: The pattern covers every server NIC by default (the shipped path-coverage patterns);
+    #: False for a load shape such as ``incast`` (one receiver NIC by design).
+    full_coverage: bool = True
 
 
 #: The pattern registry (name -> Pattern), in registration order.
@@ -285,17 +288,19 @@ PATTERNS: dict[str, Pattern] = {}
 ALL_TO_ALL_MAX_FLOWS = 4096
 
 
-def register_pattern(name: str, description: str, *, replace: bool = False
+def register_pattern(name: str, description: str, *, replace: bool = False,
+                     full_coverage: bool = True
                      ) -> Callable[[Callable[[PatternContext], list[Pair]]],
                                    Callable[[PatternContext], list[Pair]]]:
-    """Decorator: register ``func(ctx) -> pairs`` as pattern ``name``.
+    """Decorator: register ``func(ctx) -> pairs`` as pattern ``name``; ``full_coverage``
+    False declares a pattern that by design does not touch every server NIC (``incast``).
 
     Raises PatternError when ``name`` is taken (unless ``replace``).
     """
     def deco(func: Callable[[PatternContext], list[Pair]]) -> Callable[[PatternContext], list[Pair]]:
         if name in PATTERNS and not replace:
             raise PatternError(f"traffic pattern {name!r} is already registered")
-        PATTERNS[name] = Pattern(name, description, func)
+        PATTERNS[name] = Pattern(name, description, func, full_coverage)
         return func
     return deco
 
@@ -727,3 +732,58 @@ class SpreadStats:
             return f"{label}={SpreadStats.imbalance(counts):.2f}"
         return (f"too few flows for a spread figure ({n} flow{'' if n == 1 else 's'} over {k} "
                 f"{members}; use --flows {2 * k} or more)")
+
+
+
+#: ``incast`` senders by default (the seed's 8:1 incast).
+DEFAULT_INCAST_SENDERS = 8
+
+
+def incast_candidates(spec: LabSpec, receiver: tuple[str, int] | None = None,
+                      pxn: bool = False) -> list[Pair]:
+    """Every (sender GPU, receiver GPU) pair an incast to ``receiver`` (default the first
+    server's GPU 0) may use, in the order :func:`incast_pairs` takes them: the receiver's rail
+    first, then the next rails; on each, every other server once (groups interleaved, so the
+    senders come from across the fabric). Pairs the design makes unreachable (Rail-only across
+    rails without PXN) are left out."""
+    groups = _servers_by_group(spec)
+    if receiver is None:
+        receiver = (groups[min(groups)][0], 0)
+    order: list[str] = []
+    lists = [groups[g] for g in sorted(groups)]
+    for k in range(max(map(len, lists))):
+        order += [s[k] for s in lists if k < len(s)]
+    out: list[Pair] = []
+    G = spec.gpus_per_server
+    for off in range(G):
+        gpu = (receiver[1] + off) % G
+        for s in order:
+            if s != receiver[0] and route(spec, Flow((s, gpu), receiver, pxn=pxn)).expected_hops is not None:
+                out.append(((s, gpu), receiver))
+    return out
+
+
+def incast_pairs(spec: LabSpec, senders: int = DEFAULT_INCAST_SENDERS,
+                 receiver: tuple[str, int] | None = None, pxn: bool = False) -> list[Pair]:
+    """``senders`` sender GPUs -> one receiver GPU: the first ``senders`` of
+    :func:`incast_candidates` (sender NICs on distinct servers first).
+
+    Raises PatternError when ``senders`` < 1 or the lab has fewer reachable sender NICs (the
+    message gives the most it has)."""
+    if senders < 1:
+        raise PatternError(f"--senders must be at least 1 (got {senders})")
+    out = incast_candidates(spec, receiver, pxn)
+    if len(out) < senders:
+        rcv = out[0][1] if out else receiver
+        where = f"{rcv[0]}:gpu{rcv[1]}" if rcv else "the receiver"
+        raise PatternError(f"incast --senders {senders}: lab {spec.name!r} has {len(out)} sender "
+                           f"NIC{'' if len(out) == 1 else 's'} that reach {where}"
+                           f"{'' if pxn else ' without PXN'}; use --senders {len(out)} or fewer"
+                           + ("" if pxn else " (or --pxn)"))
+    return out[:senders]
+
+
+@register_pattern("incast", f"{DEFAULT_INCAST_SENDERS} sender NICs on distinct servers across "
+                  "the fabric to one receiver NIC (--senders N; a load run)", full_coverage=False)
+def _incast(ctx: PatternContext) -> list[Pair]:
+    return incast_candidates(ctx.spec)[:DEFAULT_INCAST_SENDERS]

@@ -10,6 +10,7 @@ names the switches one flow crosses.
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 
 import typer
 from rich.console import Console
@@ -184,6 +185,202 @@ def flow_root_causes(spec, results, link_state=None) -> list[dict]:
     return out
 
 
+#: Default and longest load run (``--seconds``), lab seconds: long enough for DCQCN's timers
+#: (0.55 lab s at the default 10000x time scale) to cut and recover several times, short enough
+#: for the test suite.
+DEFAULT_LOAD_S = 8.0
+MAX_LOAD_S = 120.0
+
+
+def load_verdict(res, *, pfc_on: bool, capacity: bool) -> list[str]:
+    """Why a load run failed (empty: it passed), from a :class:`railab.traffic.load.LoadResult`:
+    loss where PFC promises lossless (queue drops or end-to-end loss with ``pfc_on``), an
+    engine that fell more than 10 % short of what it meant to send, or a flow that arrived over
+    an unexpected hop count or not at all although the design reaches it. Drops with PFC off,
+    or on a lab without ``lab.capacity``, are a measured result, not a failure."""
+    out = []
+    if pfc_on and capacity and ((res.dropped or 0) > 0 or res.lost > 0):
+        out.append(f"loss with PFC on (lossless promised): {res.dropped or 0} queue drops, "
+                   f"{res.lost} packets lost end to end")
+    if not res.keeps_rate:
+        out.append(f"the engine fell {res.engine_shortfall:.0%} short of its configured rate "
+                   "(host too busy): the figures understate the offered load")
+    for f in res.flows:
+        if f["expected_hops"] is None:
+            continue
+        if f["rx_packets"] == 0 and f["tx_packets"] > 0:
+            out.append(f"{f['name']}: nothing arrived ({f['tx_packets']} sent), the design "
+                       f"reaches it in {f['expected_hops']} hops")
+        elif f["hops"] is not None and f["hops"] != f["expected_hops"]:
+            out.append(f"{f['name']}: arrived over {f['hops']} hops, expected "
+                       f"{f['expected_hops']} (unexpected path)")
+    return out
+
+
+def _capacity_sampler(ref, spec):
+    """A :data:`railab.traffic.load.PortSampler` over the capacity dataplane's counters
+    (:class:`railab.testbed.capacity.CapacitySampler`, CE marks read too), and its closer;
+    ``(None, None)`` for a lab without ``lab.capacity``."""
+    if not spec.qos.capacity.enabled:
+        return None, None
+    from railab.testbed import capacity
+    from railab.testbed.state import lab_dir
+
+    smp = capacity.CapacitySampler(spec, ref.netns_of, run_dir=lab_dir(spec.name))
+
+    def sample() -> dict[str, dict[str, float]]:
+        return {f"{n}:{p}": {"backlog_bytes": c.backlog_bytes, "dropped": c.dropped,
+                             "pause_events": c.pause_events, "paused_s": c.paused_s}
+                for (n, p), c in smp.sample().items()}
+    return sample, smp.close
+
+
+def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, seconds, sport,
+                 mtu, as_json) -> None:
+    """``railab traffic`` on the load engine (:func:`railab.traffic.load.run_load`): see the
+    command's help; prints a per-flow table or the JSON object with ``congestion``."""
+    from railab.testbed.state import resolve
+    from railab.traffic.engine import sigint_event
+    from railab.traffic.load import CC_MODES, SPORT_MODES, LoadFlow, fairness, run_load
+    from railab.traffic.patterns import (
+        DEFAULT_INCAST_SENDERS,
+        PatternError,
+        flows_for,
+        incast_pairs,
+        parse_endpoint,
+        parse_endpoints,
+        route,
+    )
+    from railab.traffic.patterns import Flow as _Flow
+
+    cc = cc or "dcqcn"
+    sport = sport or "per-qp"
+    if cc not in CC_MODES:
+        _usage(f"--cc must be one of {', '.join(CC_MODES)} (got {cc!r})")
+    if pfc is not None and pfc not in ("on", "off"):
+        _usage(f"--pfc must be on or off (got {pfc!r})")
+    if sport not in SPORT_MODES:
+        _usage(f"--sport must be one of {', '.join(SPORT_MODES)} (got {sport!r})")
+    secs = DEFAULT_LOAD_S if seconds is None else seconds
+    if not 0 < secs <= MAX_LOAD_S:
+        _usage(f"--seconds must be > 0 and <= {MAX_LOAD_S:g} (got {secs:g})")
+    if senders is not None and pattern != "incast":
+        _usage("--senders counts incast sender NICs: use it with --pattern incast")
+    if pattern is None and (src is None or dst is None):
+        _usage("give --pattern (e.g. incast), or both --src and --dst")
+    if mtu is not None and not 256 <= mtu <= 4096:
+        _usage(f"--mtu must be 256-4096 (got {mtu})")
+    try:
+        ref = resolve(lab)
+        spec = ref.spec()
+        capacity = spec.qos.capacity.enabled
+        pfc_on = (spec.qos.capacity.pfc if pfc is None else pfc == "on") and capacity
+        if pfc == "on" and not capacity:
+            _usage(f"--pfc on: lab {spec.name} has no lab.capacity (no queues to pause); "
+                   "use an intent with lab.capacity, e.g. mini-lossless")
+        try:
+            if pattern == "incast":
+                rcv = parse_endpoint(spec, dst) if dst is not None else None
+                pairs = incast_pairs(spec, senders or DEFAULT_INCAST_SENDERS, rcv, pxn)
+                fl = [route(spec, _Flow(a, b, pxn=pxn)) for a, b in pairs]
+            else:
+                sel = {"src": parse_endpoints(spec, src) if src is not None else None,
+                       "dst": parse_endpoints(spec, dst) if dst is not None else None}
+                fl = [f for f in flows_for(spec, pattern, pxn=pxn, n=flows, **sel)
+                      if f.path_class != "intra-server"]
+                if not fl:
+                    _usage("every flow of this selection is intra-server (NVLink): a load run "
+                           "needs flows between servers")
+        except PatternError as exc:
+            _usage(str(exc))
+        sampler, close = _capacity_sampler(ref, spec)
+        try:
+            with sigint_event() as stop, _pfc(spec, ref.netns_of, pfc_on, capacity):
+                res = run_load(spec, ref.netns_of, [LoadFlow(f) for f in fl], cc=cc,
+                               seconds=secs, sport_mode=sport, port_sampler=sampler,
+                               stop=stop.is_set, **({"mtu": mtu} if mtu else {}))
+                if stop.is_set():
+                    raise KeyboardInterrupt
+        finally:
+            if close is not None:
+                close()
+    except KeyboardInterrupt:
+        _interrupted()
+    if res.dropped is None:
+        res.dropped = res.lost  # no queues to count: the fabric's loss is what was measured
+    if res.pause_events is None:
+        res.pause_events = 0
+    fair = fairness(res)
+    bad = load_verdict(res, pfc_on=pfc_on, capacity=capacity)
+    if as_json:
+        cong = res.to_dict()
+        cong["fairness_last_half"] = fair
+        print(json.dumps({
+            "lab": spec.name, "pattern": pattern, "pxn": pxn, "cc": cc,
+            "pfc": "on" if pfc_on else "off", "capacity": capacity, "seconds": secs,
+            "senders": len(fl) if pattern == "incast" else None,
+            "receiver": (f"{fl[0].dst[0]}:gpu{fl[0].dst[1]}" if pattern == "incast" else None),
+            "port_rate_mbps": res.port_rate_mbps, "time_scale": res.time_scale,
+            "congestion": cong, "failures": bad,
+        }, indent=2, sort_keys=True))
+    else:
+        con = _console()
+        t = Table(title=f"{spec.name}: {pattern or f'{src} -> {dst}'} load, {len(fl)} QPs, "
+                  f"cc {cc}, PFC {'on' if pfc_on else 'off'}, {res.seconds:g} lab s "
+                  f"(= {res.seconds / res.time_scale * 1e6:.0f} us fabric, x{res.time_scale:g})")
+        for col in ("flow", "NICs", "tx Mb/s", "rx Mb/s", "rx/fair", "CE", "CNP", "lost",
+                    "hops"):
+            t.add_column(col, justify="left" if col in ("flow", "NICs") else "right")
+        for f, share in zip(res.flows, fair, strict=True):
+            t.add_row(f["name"], f"nic{f['src_nic']}->nic{f['dst_nic']}",
+                      f"{f['rate_mbps_last_half']:.2f}", f"{f['rx_mbps_last_half']:.2f}",
+                      f"{share:.2f}", str(f["ce_marked"]), str(f["cnp_received"]),
+                      str(f["lost"]), "-" if f["hops"] is None else str(f["hops"]))
+        con.print(t)
+        con.print(f"port rate {res.port_rate_mbps:g} Mb/s; rates over the last half of the run; "
+                  f"rx/fair = rx rate / (port rate / {len(fl)})", highlight=False)
+        con.print(f"ce_marked {res.ce_marked}, cnp_sent {res.cnp_sent}, cnp_received "
+                  f"{res.cnp_received}, dropped {res.dropped}, lost {res.lost}, pause_events "
+                  f"{res.pause_events}; offered {res.offered_mbps:g} Mb/s, engine shortfall "
+                  f"{res.engine_shortfall:.1%}", highlight=False)
+        if not capacity:
+            con.print(f"[yellow]note:[/yellow] lab {spec.name} has no lab.capacity: links are "
+                      "unlimited, nothing congests (use an intent with lab.capacity, e.g. "
+                      "mini-lossless)", highlight=False)
+        for b in bad:
+            con.print(f"[red]failed:[/red] {b}", highlight=False, soft_wrap=True)
+    if bad:
+        raise typer.Exit(EXIT_FAILED)
+
+
+@contextmanager
+def _pfc(spec, netns_of, on: bool, capacity: bool):
+    """The capacity dataplane's switch agent for one load run
+    (:func:`railab.testbed.capacity.pfc_session`: ECN marking always, the PFC emulation when
+    ``on``; it runs while the block does); nothing on a lab without ``lab.capacity``."""
+    if not capacity:
+        yield None
+        return
+    from railab.testbed import capacity as _cap
+
+    pfc_session = getattr(_cap, "pfc_session", None)
+    if pfc_session is None:
+        try:
+            from railab.testbed.pfc import pfc_session
+        except ImportError:
+            pfc_session = None
+    if pfc_session is None:  # a railab without the switch agent: only "off" can be honoured
+        if on:
+            from railab.errors import RailabError
+
+            raise RailabError("this railab has no PFC emulation (railab.testbed.pfc): "
+                              "run with --pfc off") from None
+        yield None
+        return
+    with pfc_session(spec, netns_of, enabled=on) as sess:
+        yield sess
+
+
 def register(app: typer.Typer) -> None:
     """Attach ``traffic`` and ``traceroute`` to ``app``."""
 
@@ -209,13 +406,40 @@ def register(app: typer.Typer) -> None:
         measure: bool = typer.Option(True, "--measure/--no-measure",
                                      help="one flow at a time with switch counters (paths)"),
         as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
+        senders: int | None = typer.Option(
+            None, "--senders", help="incast: number of sender NICs (default 8); the receiver "
+            "is one NIC"),
+        cc: str | None = typer.Option(
+            None, "--cc", help="load run: dcqcn | none (senders at line rate whatever CNPs "
+            "say); default dcqcn"),
+        pfc: str | None = typer.Option(
+            None, "--pfc", help="load run: PFC emulation on | off (default: the intent's "
+            "lab.capacity.pfc)"),
+        seconds: float | None = typer.Option(
+            None, "--seconds", help=f"load run length, lab seconds (default {DEFAULT_LOAD_S:g}, "
+            f"at most {MAX_LOAD_S:g})"),
+        sport: str | None = typer.Option(
+            None, "--sport", help="load run: UDP source port per QP: per-qp (Linux "
+            "rdma_get_udp_sport) | fixed (one port: low entropy) | spray (per packet)"),
     ) -> None:
         """Send a RoCEv2 traffic pattern and check hops, loss and paths.
 
         By default the pattern covers every server NIC (every rail of every server) at least
         once; --src/--dst pick the endpoints; failed flows are grouped under their root cause
         (one dead NIC is one cause).
+
+        Load runs (--pattern incast, or any of --cc/--pfc/--seconds/--sport): every flow is a
+        QP sending at the lab's port rate, paced, with DCQCN (--cc dcqcn) reacting to the CNPs
+        the receiver NIC sends for CE-marked packets; the result is the congestion object
+        (CE marks, CNPs, drops, PAUSE events, per-flow and per-port series). Drops the
+        configuration predicts (PFC off) exit 0; loss with PFC on, an engine that could not
+        keep its rate or a flow on an unexpected path exit 1.
         """
+        if pattern == "incast" or any(v is not None for v in (senders, cc, pfc, seconds, sport)):
+            load_command(lab, pattern=pattern, src=src, dst=dst, pxn=pxn, flows=flows,
+                         senders=senders, cc=cc, pfc=pfc, seconds=seconds, sport=sport,
+                         mtu=mtu if mtu != 1024 else None, as_json=as_json)
+            return
         from railab.testbed.state import resolve
         from railab.traffic.engine import Engine, sigint_event, spread, spread_warnings
         from railab.traffic.patterns import (

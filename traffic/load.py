@@ -1,0 +1,857 @@
+"""The load engine: paced RoCEv2 senders per QP, DCQCN, CNPs, per-flow and per-port time series.
+
+Where :mod:`railab.traffic.stream` sends small probes to measure outages, the load engine fills
+ports: each :class:`LoadFlow` is one QP sending RDMA WRITEs of ``mtu``-byte packets (4096 B by
+default, RoCE's largest path MTU, so the packet rate stays low) at its current rate, paced per
+QP, from the sockets of :class:`railab.traffic.engine.Engine`. Rates are the lab's: the capacity
+dataplane (:mod:`railab.testbed.capacity`) runs every port at ``qos.capacity.port_rate_mbps``
+and the engine starts every QP at that line rate; rates are counted on Ethernet frame bytes
+(what tbf/htb count), not on payload.
+
+Sender (reaction point, RP): per QP a :class:`DcqcnRP` (Zhu et al., "Congestion Control for
+Large-Scale RDMA Deployments", SIGCOMM 2015, section 3; parameters from ``qos.dcqcn``, times
+multiplied by the time scale with :meth:`CapacityProfile.lab_seconds`, rates divided by it with
+:meth:`CapacityProfile.lab_bps`). ``cc="none"`` keeps every QP at line rate whatever CNPs come
+(they are still counted). Sending never blocks: ``send(MSG_DONTWAIT)``; EAGAIN / ENOBUFS (the
+NIC's own queue is full, e.g. held by a PFC PAUSE) is back-pressure, counted, the packet is not
+sent and the QP waits; a paused NIC does not bank sending credit. The socket send buffer is
+kept below the NIC queue's byte limit so the host back-pressures before the qdisc drops.
+
+Receiver (notification point, NP): on a CE-marked data packet of QP q the receiver NIC sends a
+CNP (BTH opcode 0x81, BECN set, DSCP ``qos.cnp_dscp``, ECN Not-ECT, 16 reserved bytes + ICRC;
+IBTA Annex A17.9.3) to the sender NIC, destination QP = the sender's QP, at most one per QP per
+``qos.dcqcn.cnp_interval_us`` (scaled) -- :class:`CnpPacer`.
+
+UDP source port (ECMP entropy) per QP, ``sport_mode``: ``per-qp`` (Linux
+``rdma_get_udp_sport`` of the flow's logical QPs, :func:`railab.traffic.stream.flow_sport`),
+``fixed`` (every QP :data:`FIXED_SPORT`: the low-entropy case) or ``spray`` (per packet one of
+:data:`SPRAY_PORTS` source ports, so consecutive packets may take different uplinks; the
+receiver counts out-of-order PSNs).
+
+One run (:func:`run_load`) forks a child process (its own GIL; ``PR_SET_PDEATHSIG`` and a hard
+deadline, like :class:`railab.traffic.stream.StreamProcess`) that sends and receives; the parent
+samples switch port counters (tx bytes, from rtnetlink) and, when given, the capacity
+dataplane's counters (backlog, drops, CE marks, PAUSE events) every ``sample_s``.
+:class:`LoadResult` carries the totals, per-flow and per-port series; its ``to_dict()`` is the
+``congestion`` object of ``railab traffic --json`` (shape in docs/congestion.md).
+"""
+
+from __future__ import annotations
+
+import errno
+import multiprocessing as mp
+import os
+import random
+import signal
+import socket
+import time
+import traceback
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Literal
+
+from railab.errors import RailabError
+from railab.topologies.labspec import LabSpec
+from railab.topologies.qos import QosProfile
+from railab.traffic import roce
+from railab.traffic.engine import PACKET_OUTGOING, Engine, Rtnl, in_netns
+from railab.traffic.patterns import Flow
+from railab.traffic.stream import _die_with_parent, flow_sport
+
+MASK24 = 0xFFFFFF
+_random = random.random
+CcMode = Literal["dcqcn", "none"]
+SportMode = Literal["per-qp", "fixed", "spray"]
+CC_MODES = ("dcqcn", "none")
+SPORT_MODES = ("per-qp", "fixed", "spray")
+#: The one UDP source port of every QP in ``sport_mode="fixed"`` (the low-entropy case).
+FIXED_SPORT = 0xC000
+#: How many source ports a ``spray`` QP cycles through, per packet (49152 + k * 1021 ...).
+SPRAY_PORTS = 16
+#: RDMA WRITE payload bytes per packet (RoCE's largest path MTU, IBTA 256..4096).
+DEFAULT_MTU = 4096
+#: Bytes per RDMA WRITE message (FIRST / MIDDLE ... / LAST, ack request on LAST).
+DEFAULT_MESSAGE_BYTES = 1 << 20
+#: Default sampling period of the time series, lab seconds.
+DEFAULT_SAMPLE_S = 0.1
+#: After sending stops the receiver keeps reading until nothing arrived for this long (s) ...
+DRAIN_S = 0.5
+#: ... or this long (s) in all; what has not arrived then counts as lost.
+DRAIN_MAX_S = 10.0
+#: Most packets one QP sends in one loop turn to catch up.
+CATCH_UP = 8
+#: A QP later than this (s) behind its schedule without back-pressure has lost time to the host
+#: (CPU): the debt is dropped and counted as the engine's shortfall, not sent in a burst.
+MAX_LAG_S = 0.02
+#: The engine "keeps its rate" when its shortfall is below this share of what it meant to send.
+SHORTFALL_LIMIT = 0.10
+SENDER_NICE = -10
+#: Send buffer per NIC socket, bytes (see :meth:`LoadEngine.open`).
+SNDBUF_BYTES = 256 << 10
+#: Each inter-packet gap is the rate's gap times a uniform factor in 1 +- this: a NIC's pacer is
+#: not a metronome, and strictly periodic senders at the port rate phase-lock onto a token-bucket
+#: virtual queue (one of them takes every token, is never marked, and never slows down).
+PACING_JITTER = 0.5
+
+
+# ---- DCQCN reaction point (pure) -------------------------------------------------------------
+class DcqcnRP:
+    """DCQCN reaction point of one QP (Zhu et al. 2015, section 3 and Fig. 7), pure: fed with
+    times (monotonic s) and byte counts, no sockets. Rates in bits/s, times in seconds.
+
+    * ``on_cnp(now)``: ``RT = RC``; ``RC = RC * (1 - alpha/2)`` (floor ``min_bps``);
+      ``alpha = (1-g) alpha + g``; the timer, byte counter and their step counts T, BC restart.
+    * alpha timer: every ``alpha_timer_s`` without a CNP, ``alpha = (1-g) alpha``.
+    * rate-increase events: each ``rate_timer_s`` (T += 1) and each ``byte_counter`` bytes sent
+      (BC += 1) since the last cut. On an event: fast recovery while ``max(T, BC) <= F``
+      (RT unchanged), hyper increase once ``min(T, BC) > F`` (``RT += i * R_HAI``, ``i =
+      min(T, BC) - F``), additive increase otherwise (``RT += R_AI``); then ``RC = (RT + RC)/2``.
+      RT and RC never exceed ``line_bps``.
+
+    Counters: ``cnps``, ``cuts``, ``fast``, ``additive``, ``hyper``. Raises ValueError for
+    non-positive rates or times.
+    """
+
+    __slots__ = ("line_bps", "g", "alpha_timer_s", "rate_timer_s", "byte_counter", "F", "rai",
+                 "rhai", "min_bps", "rc", "rt", "alpha", "t_steps", "bc_steps", "bytes_since",
+                 "next_alpha", "next_rate", "cnps", "cuts", "fast", "additive", "hyper")
+
+    def __init__(self, line_bps: float, *, g: float, alpha_timer_s: float, rate_timer_s: float,
+                 byte_counter: int, fast_recovery_steps: int, rai_bps: float, rhai_bps: float,
+                 min_bps: float, initial_alpha: float = 1.0, now: float = 0.0) -> None:
+        if line_bps <= 0 or alpha_timer_s <= 0 or rate_timer_s <= 0 or byte_counter <= 0:
+            raise ValueError("DcqcnRP: line rate, timers and byte counter must be positive")
+        self.line_bps = float(line_bps)
+        self.g = g
+        self.alpha_timer_s = alpha_timer_s
+        self.rate_timer_s = rate_timer_s
+        self.byte_counter = byte_counter
+        self.F = fast_recovery_steps
+        self.rai, self.rhai = rai_bps, rhai_bps
+        self.min_bps = min(min_bps, self.line_bps)
+        self.rc = self.rt = self.line_bps
+        self.alpha = initial_alpha
+        self.t_steps = self.bc_steps = 0
+        self.bytes_since = 0
+        self.next_alpha = now + alpha_timer_s
+        self.next_rate = now + rate_timer_s
+        self.cnps = self.cuts = self.fast = self.additive = self.hyper = 0
+
+    @classmethod
+    def from_qos(cls, qos: QosProfile, now: float = 0.0, line_bps: float | None = None) -> DcqcnRP:
+        """The RP of a lab's QoS profile: ``qos.dcqcn`` scaled by ``qos.capacity`` (timers x
+        time scale, rates / time scale), line rate ``port_rate_mbps`` unless ``line_bps``."""
+        d, cap = qos.dcqcn, qos.capacity
+        return cls(line_bps if line_bps is not None else cap.port_rate_mbps * 1e6, g=d.g,
+                   alpha_timer_s=cap.lab_seconds(d.alpha_timer_us),
+                   rate_timer_s=cap.lab_seconds(d.rate_timer_us),
+                   byte_counter=d.byte_counter_bytes, fast_recovery_steps=d.fast_recovery_steps,
+                   rai_bps=cap.lab_bps(d.ai_rate_mbps), rhai_bps=cap.lab_bps(d.hai_rate_mbps),
+                   min_bps=cap.lab_bps(d.min_rate_mbps), initial_alpha=d.initial_alpha, now=now)
+
+    @property
+    def rate(self) -> float:
+        """The current sending rate RC, bits/s."""
+        return self.rc
+
+    def on_cnp(self, now: float) -> None:
+        """A CNP arrived for this QP at ``now``: cut the rate, raise alpha, restart the timers."""
+        self.cnps += 1
+        self.cuts += 1
+        self.rt = self.rc
+        self.rc = max(self.min_bps, self.rc * (1.0 - self.alpha / 2.0))
+        self.alpha = (1.0 - self.g) * self.alpha + self.g
+        self.t_steps = self.bc_steps = 0
+        self.bytes_since = 0
+        self.next_alpha = now + self.alpha_timer_s
+        self.next_rate = now + self.rate_timer_s
+
+    def _increase(self) -> None:
+        F = self.F
+        if max(self.t_steps, self.bc_steps) <= F:
+            self.fast += 1
+        elif min(self.t_steps, self.bc_steps) > F:
+            self.hyper += 1
+            self.rt = min(self.line_bps, self.rt + (min(self.t_steps, self.bc_steps) - F) * self.rhai)
+        else:
+            self.additive += 1
+            self.rt = min(self.line_bps, self.rt + self.rai)
+        self.rc = min(self.line_bps, (self.rt + self.rc) / 2.0)
+
+    def on_sent(self, nbytes: int) -> None:
+        """``nbytes`` left the QP: the byte counter may fire a rate-increase event."""
+        self.bytes_since += nbytes
+        while self.bytes_since >= self.byte_counter:
+            self.bytes_since -= self.byte_counter
+            self.bc_steps += 1
+            self._increase()
+
+    def tick(self, now: float) -> None:
+        """Run the alpha and rate-increase timers up to ``now`` (every period that passed)."""
+        while now >= self.next_alpha:
+            self.alpha *= 1.0 - self.g
+            self.next_alpha += self.alpha_timer_s
+        while now >= self.next_rate:
+            self.t_steps += 1
+            self._increase()
+            self.next_rate += self.rate_timer_s
+
+
+class CnpPacer:
+    """The NP's CNP pacing: at most one CNP per QP per ``interval_s`` (lab seconds)."""
+
+    __slots__ = ("interval_s", "_last")
+
+    def __init__(self, interval_s: float) -> None:
+        if interval_s < 0:
+            raise ValueError("CNP interval must be >= 0 s")
+        self.interval_s = interval_s
+        self._last: dict[int, float] = {}
+
+    def due(self, qp: int, now: float) -> bool:
+        """True (and the QP's interval restarts) when a CE-marked packet of ``qp`` at ``now``
+        earns a CNP; False while the QP's last CNP is less than ``interval_s`` old."""
+        last = self._last.get(qp)
+        if last is not None and now - last < self.interval_s:
+            return False
+        self._last[qp] = now
+        return True
+
+
+def spray_ports(base: int, n: int = SPRAY_PORTS) -> list[int]:
+    """The ``n`` source ports a spraying QP cycles through: ``base`` and ``n - 1`` others
+    spread over 49152-65535 (step 1021, a prime, so they differ in their low bits too)."""
+    return [0xC000 | ((base - 0xC000 + k * 1021) & 0x3FFF) for k in range(n)]
+
+
+def qp_sport(flow: Flow, mode: str) -> int:
+    """A QP's UDP source port in ``mode`` (``per-qp``/``spray``: the flow's own,
+    :func:`railab.traffic.stream.flow_sport`; ``fixed``: :data:`FIXED_SPORT`)."""
+    if mode not in SPORT_MODES:
+        raise RailabError(f"source port mode must be one of {', '.join(SPORT_MODES)} (got {mode!r})")
+    return FIXED_SPORT if mode == "fixed" else flow_sport(flow)
+
+
+# ---- flows and results -----------------------------------------------------------------------
+@dataclass(frozen=True)
+class LoadFlow:
+    """One QP of a load run: the routed ``flow`` (:func:`railab.traffic.patterns.route`),
+    ``bytes`` to send (None: send for the whole run) and ``start_s`` (delay from the run's
+    start, lab s). A run with byte counts ends when every flow has sent its bytes and they
+    were delivered (or the drain timed out)."""
+
+    flow: Flow
+    bytes: int | None = None
+    start_s: float = 0.0
+
+
+@dataclass
+class LoadResult:
+    """What one load run measured.
+
+    ``flows``: one dict per flow (documented in docs/congestion.md: name, src, dst, NICs, sport,
+    tx/rx packets and bytes, lost, ooo, ce_marked, cnp_sent, cnp_received, backpressure,
+    fct_s, rate_mbps_last_half, and ``series`` columns t / tx_mbps / rx_mbps / cc_mbps / ce /
+    cnp). ``ports``: ``"node:port" -> {"t": [...], "tx_mbps": [...], and the capacity
+    counters' columns when a port sampler was given}``. Totals are integers over the run.
+    """
+
+    cc: str
+    sport_mode: str
+    seconds: float
+    sample_s: float
+    port_rate_mbps: float
+    time_scale: float
+    flows: list[dict] = field(default_factory=list)
+    ports: dict[str, dict] = field(default_factory=dict)
+    ce_marked: int = 0
+    cnp_sent: int = 0
+    cnp_received: int = 0
+    lost: int = 0
+    dropped: int | None = None
+    pause_events: int | None = None
+    backpressure: int = 0
+    engine_shortfall: float = 0.0
+    offered_mbps: float = 0.0
+
+    @property
+    def keeps_rate(self) -> bool:
+        """The engine sent what it meant to within :data:`SHORTFALL_LIMIT`."""
+        return self.engine_shortfall <= SHORTFALL_LIMIT
+
+    def to_dict(self) -> dict:
+        """JSON-ready (the ``congestion`` object): totals, then ``flows`` and ``ports``."""
+        d = asdict(self)
+        d["keeps_rate"] = self.keeps_rate
+        return d
+
+
+class _QP:
+    __slots__ = ("lf", "flow", "tx", "cnp_tx", "tpls", "ntpl", "cnp_frame", "dqpn", "sqpn",
+                 "start_psn", "rp", "next_t", "frame_bits", "sent", "sent_bytes", "goal",
+                 "rx", "rx_bytes", "max_idx", "ooo", "ce", "cnp_sent", "cnp_rx", "bp",
+                 "deficit_bytes", "t_start", "t_last_rx", "sport", "ppm", "s_tx", "s_rx",
+                 "s_ce", "s_cnp", "series", "active", "icrc_errors", "nic_down", "ttl")
+
+
+class LoadEngine(Engine):
+    """The engine's sockets driving paced load per QP, with DCQCN and the NP's CNPs.
+
+    ``add(load_flow)`` prepares one QP (raises RailabError for an unrouted or intra-server
+    flow); :meth:`run` sends until ``seconds`` pass (or every byte flow finished), ``stop()``
+    says so, or the monotonic ``deadline``; returns a :class:`LoadResult` without port series
+    (:func:`run_load` adds them). Use as a context manager like :class:`Engine`.
+    """
+
+    def __init__(self, spec: LabSpec, netns_of: Callable[[str], str] | None = None, *,
+                 cc: str = "dcqcn", sport_mode: str = "per-qp", mtu: int = DEFAULT_MTU,
+                 message_bytes: int = DEFAULT_MESSAGE_BYTES, sample_s: float = DEFAULT_SAMPLE_S,
+                 line_mbps: float | None = None) -> None:
+        super().__init__(spec, netns_of)
+        if cc not in CC_MODES:
+            raise RailabError(f"congestion control must be one of {', '.join(CC_MODES)} (got {cc!r})")
+        if sport_mode not in SPORT_MODES:
+            raise RailabError(f"source port mode must be one of {', '.join(SPORT_MODES)} "
+                              f"(got {sport_mode!r})")
+        if not 256 <= mtu <= 4096:
+            raise RailabError(f"RoCE MTU must be 256-4096 payload bytes (got {mtu})")
+        if not 0.01 <= sample_s <= 10:
+            raise RailabError(f"sample period must be 0.01-10 s (got {sample_s:g})")
+        self.cc, self.sport_mode, self.mtu = cc, sport_mode, mtu
+        self.message_bytes = max(mtu, message_bytes)
+        self.sample_s = sample_s
+        cap = self.qos.capacity
+        self.line_bps = (line_mbps if line_mbps is not None else cap.port_rate_mbps) * 1e6
+        self.pacer = CnpPacer(cap.lab_seconds(self.qos.dcqcn.cnp_interval_us))
+        self._qps: list[_QP] = []
+        self._by_dqpn: dict[int, _QP] = {}
+        self._by_sqpn: dict[int, _QP] = {}
+
+    def open(self) -> None:
+        """Open the engine's sockets; the NIC send buffers are cut to :data:`SNDBUF_BYTES`
+        (at most 1/16 of the port buffer; the kernel doubles it and counts each frame's whole
+        allocation) so a held NIC queue back-pressures the sender (EAGAIN) after about a
+        hundred 4 KiB frames, not after megabytes a DCQCN cut would then wait behind; the UDP
+        4791 sinks get the smallest receive buffer, so the kernel discards the datagrams there instead of this process
+        reading each one (the sink exists only so no ICMP port-unreachable goes back)."""
+        super().open()
+        sndbuf = max(64 << 10, min(SNDBUF_BYTES, self.qos.capacity.buffer_bytes // 16))
+        for s in self._tx.values():
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, sndbuf)
+        for s in self._sinks:  # the kernel drops RoCE datagrams there (no ICMP), no drain needed
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1)
+
+    def add(self, lf: LoadFlow) -> None:
+        """Prepare the QP of one :class:`LoadFlow`."""
+        flow = lf.flow
+        if not flow.path_class:
+            raise RailabError(f"flow {flow.name} is not routed: build it with railab.traffic.patterns.route()")
+        if flow.path_class == "intra-server":
+            raise RailabError(f"flow {flow.name} is intra-server (NVLink): it never reaches the fabric; "
+                              "pick flows between servers")
+        if lf.bytes is not None and lf.bytes < 1:
+            raise RailabError(f"flow {flow.name}: bytes must be at least 1 (got {lf.bytes})")
+        q = _QP()
+        q.lf, q.flow = lf, flow
+        q.dqpn = self._qpn_next
+        q.sqpn = self._qpn_next + 1
+        self._qpn_next = (self._qpn_next + 2) & MASK24 or 0x10000
+        q.start_psn = (q.dqpn * 2654435761) & MASK24
+        src = self.spec.nic(flow.src[0], flow.src_nic)
+        dst = self.spec.nic(flow.dst[0], flow.dst_nic)
+        q.tx = self._tx[(flow.src[0], flow.src_nic)]
+        q.cnp_tx = self._tx[(flow.dst[0], flow.dst_nic)]
+        q.sport = qp_sport(flow, self.sport_mode)
+        ports = spray_ports(q.sport) if self.sport_mode == "spray" else [q.sport]
+        payload = bytes((i * 31 + flow.qp) & 0xFF for i in range(self.mtu))
+        q.ppm = max(1, self.message_bytes // self.mtu)
+        common = dict(src_mac=self._src_mac[(flow.src[0], flow.src_nic)],
+                      dst_mac=self._gw_mac[(flow.src[0], flow.src_nic)],
+                      src_ip=str(src.address.ip), dst_ip=str(dst.address.ip), dst_qpn=q.dqpn,
+                      psn=0, ttl=self.ttl, qos=self.qos, payload=payload)
+        ops = ((roce.RC_RDMA_WRITE_ONLY,) if q.ppm == 1 else
+               (roce.RC_RDMA_WRITE_FIRST, roce.RC_RDMA_WRITE_MIDDLE, roce.RC_RDMA_WRITE_LAST))
+        base = {op: bytes(roce.roce_packet(opcode=op, sport=q.sport, va=0x7F0000000000,
+                                           rkey=q.dqpn, dmalen=self.message_bytes, **common))
+                for op in ops}
+        # one template per (source port, opcode): spray patches the UDP source port bytes
+        q.tpls = [{op: roce.FrameTemplate(_with_sport(raw, p)) for op, raw in base.items()}
+                  for p in ports]
+        q.ntpl = len(q.tpls)
+        for per_port in q.tpls:  # the ICRC tables of FrameTemplate.frame_shared, built now
+            for tpl in per_port.values():
+                tpl.frame_shared(0)
+        q.frame_bits = 8 * q.tpls[0][ops[-1] if q.ppm == 1 else roce.RC_RDMA_WRITE_MIDDLE].size
+        q.cnp_frame = bytes(roce.roce_packet(
+            src_mac=self._src_mac[(flow.dst[0], flow.dst_nic)],
+            dst_mac=self._gw_mac[(flow.dst[0], flow.dst_nic)], src_ip=str(dst.address.ip),
+            dst_ip=str(src.address.ip), dst_qpn=q.sqpn, psn=0, opcode=roce.CNP, qos=self.qos,
+            ecn=roce.ECN_NOT_ECT, ttl=self.ttl, sport=q.sport))
+        q.goal = None if lf.bytes is None else max(1, -(-lf.bytes // self.mtu))
+        q.rp = None
+        q.next_t = 0.0
+        q.sent = q.sent_bytes = q.rx = q.rx_bytes = q.ooo = q.ce = q.cnp_sent = q.cnp_rx = 0
+        q.bp = q.deficit_bytes = q.icrc_errors = 0
+        q.max_idx = -1
+        q.t_start = q.t_last_rx = 0.0
+        q.s_tx = q.s_rx = q.s_ce = q.s_cnp = 0
+        q.series = {"t": [], "tx_mbps": [], "rx_mbps": [], "cc_mbps": [], "ce": [], "cnp": []}
+        q.active = False
+        q.nic_down = False
+        q.ttl = None
+        self._qps.append(q)
+        self._by_dqpn[q.dqpn] = q
+        self._by_sqpn[q.sqpn] = q
+
+    # ---- receive -----------------------------------------------------------------------------
+    def _rx_one(self, buf: bytearray, n: int, now: float) -> None:
+        if n < 14 + 20 + 8 + 12 or buf[23] != 17:
+            return
+        o = 14 + (buf[14] & 0x0F) * 4 + 8
+        dqpn = (buf[o + 5] << 16) | (buf[o + 6] << 8) | buf[o + 7]
+        if buf[o] == roce.CNP:
+            q = self._by_sqpn.get(dqpn)
+            if q is not None:
+                q.cnp_rx += 1
+                if q.rp is not None:
+                    q.rp.on_cnp(now)
+            return
+        q = self._by_dqpn.get(dqpn)
+        if q is None:
+            return
+        psn = (buf[o + 9] << 16) | (buf[o + 10] << 8) | buf[o + 11]
+        idx = (psn - q.start_psn) & MASK24
+        q.rx += 1
+        q.rx_bytes += n
+        q.t_last_rx = now
+        q.ttl = buf[22]
+        if idx < q.max_idx:
+            q.ooo += 1
+        else:
+            q.max_idx = idx
+        if buf[15] & 3 == roce.ECN_CE:
+            q.ce += 1
+            if self.pacer.due(q.dqpn, now):
+                try:
+                    q.cnp_tx.send(q.cnp_frame, socket.MSG_DONTWAIT)
+                    q.cnp_sent += 1
+                except OSError:
+                    pass  # the receiver NIC's own queue is full: the CNP is lost, as on a NIC
+
+    def _receive(self, timeout: float) -> None:
+        assert self._ep is not None
+        buf = self._buf
+        for fd, _ in self._ep.poll(timeout):
+            sock = self._rx[fd][1]
+            while True:
+                try:
+                    n, addr = sock.recvfrom_into(buf)
+                except BlockingIOError:
+                    break
+                if addr[2] == PACKET_OUTGOING:
+                    continue
+                self._rx_one(buf, n, time.monotonic())
+
+    # ---- send --------------------------------------------------------------------------------
+    def _send_due(self, q: _QP, now: float) -> None:
+        burst = 0
+        ppm = q.ppm
+        while q.next_t <= now and burst < CATCH_UP:
+            if q.goal is not None and q.sent >= q.goal:
+                q.active = False
+                return
+            i = q.sent
+            pos = i % ppm
+            if ppm == 1:
+                op = roce.RC_RDMA_WRITE_ONLY
+            elif pos == 0:
+                op = roce.RC_RDMA_WRITE_FIRST
+            elif pos == ppm - 1 or (q.goal is not None and i == q.goal - 1):
+                op = roce.RC_RDMA_WRITE_LAST
+            else:
+                op = roce.RC_RDMA_WRITE_MIDDLE
+            tpl = q.tpls[i % q.ntpl][op]
+            frame = tpl.frame_shared((q.start_psn + i) & MASK24,
+                                     op in (roce.RC_RDMA_WRITE_LAST, roce.RC_RDMA_WRITE_ONLY))
+            try:
+                q.tx.send(frame, socket.MSG_DONTWAIT)
+            except (BlockingIOError, InterruptedError):
+                q.bp += 1
+                q.next_t = now  # held by the NIC's queue: no credit banked
+                return
+            except OSError as e:
+                if e.errno in (errno.ENOBUFS, errno.EAGAIN):
+                    q.bp += 1
+                    q.next_t = now
+                    return
+                if e.errno in (errno.ENETDOWN, errno.ENXIO):
+                    q.nic_down = True
+                    q.active = False
+                    return
+                raise
+            q.sent += 1
+            q.sent_bytes += tpl.size
+            rate = q.rp.rc if q.rp is not None else self.line_bps
+            q.next_t += tpl.size * 8 / rate * (1.0 + PACING_JITTER * (2.0 * _random() - 1.0))
+            if q.rp is not None:
+                q.rp.on_sent(tpl.size)
+            burst += 1
+        if q.next_t < now - MAX_LAG_S:  # the host stalled us: count the debt, do not burst
+            rate = q.rp.rc if q.rp is not None else self.line_bps
+            q.deficit_bytes += int((now - q.next_t) * rate / 8)
+            q.next_t = now
+
+    def _sample(self, now: float, t0: float, dt: float) -> None:
+        for q in self._qps:
+            s = q.series
+            s["t"].append(round(now - t0, 4))
+            s["tx_mbps"].append(round((q.sent_bytes - q.s_tx) * 8 / dt / 1e6, 3))
+            s["rx_mbps"].append(round((q.rx_bytes - q.s_rx) * 8 / dt / 1e6, 3))
+            s["cc_mbps"].append(round((q.rp.rc if q.rp is not None else
+                                       (self.line_bps if q.active else 0.0)) / 1e6, 3))
+            s["ce"].append(q.ce - q.s_ce)
+            s["cnp"].append(q.cnp_rx - q.s_cnp)
+            q.s_tx, q.s_rx, q.s_ce, q.s_cnp = q.sent_bytes, q.rx_bytes, q.ce, q.cnp_rx
+
+    def run(self, seconds: float | None = None, *, stop: Callable[[], bool] = lambda: False,
+            deadline: float | None = None, on_started: Callable[[float], None] | None = None
+            ) -> LoadResult:
+        """Send every added QP, paced, for ``seconds`` (lab s; None: until every byte flow has
+        sent its bytes), then drain until :data:`DRAIN_S` s pass without a packet (at most
+        :data:`DRAIN_MAX_S`; it ends early once every packet arrived). ``on_started(t0)`` is
+        called when sending begins. Returns the
+        :class:`LoadResult` (no ``ports``: the caller samples those)."""
+        if not self._qps:
+            raise RailabError("no load flows: add() at least one")
+        if seconds is None and any(q.goal is None for q in self._qps):
+            raise RailabError("give seconds, or a byte count for every flow")
+        self.poll(0)
+        self._drain_sinks()
+        t0 = time.monotonic() + 0.01
+        k = len(self._qps)
+        for i, q in enumerate(self._qps):
+            q.t_start = t0 + q.lf.start_s
+            q.next_t = q.t_start + i * q.frame_bits / self.line_bps / k  # staggered
+            q.active = True
+            if self.cc == "dcqcn":
+                q.rp = DcqcnRP.from_qos(self.qos, now=q.t_start, line_bps=self.line_bps)
+        if on_started is not None:
+            on_started(t0)
+        end = t0 + seconds if seconds is not None else None
+        next_sample = t0 + self.sample_s
+        next_sink = t0
+        while True:
+            now = time.monotonic()
+            if stop() or (deadline is not None and now >= deadline) or (end is not None and now >= end):
+                break
+            wait = 0.001
+            busy = False
+            for q in self._qps:
+                if not q.active:
+                    continue
+                busy = True
+                if q.rp is not None:
+                    q.rp.tick(now)
+                if q.next_t <= now:
+                    self._send_due(q, now)
+                wait = min(wait, q.next_t - now)
+            if not busy and end is None:
+                break
+            self._receive(max(0.0, wait))
+            now = time.monotonic()
+            if now >= next_sample:
+                self._sample(now, t0, now - next_sample + self.sample_s)
+                next_sample += self.sample_s
+                if next_sample < now:
+                    next_sample = now + self.sample_s
+            if now >= next_sink:
+                self._drain_sinks()
+                next_sink = now + 0.5
+        t_end = time.monotonic()
+        # drain: while packets still arrive (a paused or deep queue empties at the port rate:
+        # a 4 MiB buffer takes 0.8 s at 40 Mb/s), at most DRAIN_MAX_S; stop early once every
+        # packet arrived, or DRAIN_S after the last one
+        hard = t_end + DRAIN_MAX_S
+        last, seen = time.monotonic(), sum(q.rx for q in self._qps)
+        while (now := time.monotonic()) < hard and now - last < DRAIN_S:
+            self._receive(0.02)
+            got = sum(q.rx for q in self._qps)
+            if got != seen:
+                last, seen = time.monotonic(), got
+            if all(q.rx >= q.sent for q in self._qps):
+                break
+        self._drain_sinks()
+        return self._result(t0, t_end)
+
+    def _result(self, t0: float, t_end: float) -> LoadResult:
+        cap = self.qos.capacity
+        dur = max(1e-9, t_end - t0)
+        res = LoadResult(cc=self.cc, sport_mode=self.sport_mode, seconds=round(dur, 3),
+                         sample_s=self.sample_s, port_rate_mbps=self.line_bps / 1e6,
+                         time_scale=cap.time_scale)
+        meant = done = 0
+        for q in self._qps:
+            f = q.flow
+            half = _last_half_mbps(q.series)
+            rx_half = _last_half_mbps(q.series, "rx_mbps")
+            d = {"name": f.name, "src": f"{f.src[0]}:gpu{f.src[1]}",
+                 "dst": f"{f.dst[0]}:gpu{f.dst[1]}", "src_nic": f.src_nic, "dst_nic": f.dst_nic,
+                 "path_class": f.path_class, "qpn": q.sqpn, "dest_qpn": q.dqpn, "sport": q.sport,
+                 "tx_packets": q.sent, "tx_bytes": q.sent_bytes, "rx_packets": q.rx,
+                 "rx_bytes": q.rx_bytes, "lost": max(0, q.sent - q.rx), "ooo": q.ooo,
+                 "ce_marked": q.ce, "cnp_sent": q.cnp_sent, "cnp_received": q.cnp_rx,
+                 "backpressure": q.bp, "nic_down": q.nic_down, "icrc_errors": q.icrc_errors,
+                 "goal_packets": q.goal, "expected_hops": f.expected_hops,
+                 "hops": None if q.ttl is None else self.ttl - q.ttl,
+                 "fct_s": (round(q.t_last_rx - q.t_start, 4)
+                           if q.goal is not None and q.rx >= q.goal else None),
+                 "rate_mbps_last_half": half, "rx_mbps_last_half": rx_half,
+                 "series": q.series}
+            if q.rp is not None:
+                d["dcqcn"] = {"rate_mbps": round(q.rp.rc / 1e6, 3), "target_mbps":
+                              round(q.rp.rt / 1e6, 3), "alpha": round(q.rp.alpha, 4),
+                              "cuts": q.rp.cuts, "fast_recovery": q.rp.fast,
+                              "additive": q.rp.additive, "hyper": q.rp.hyper}
+            res.flows.append(d)
+            res.ce_marked += q.ce
+            res.cnp_sent += q.cnp_sent
+            res.cnp_received += q.cnp_rx
+            res.lost += max(0, q.sent - q.rx)
+            res.backpressure += q.bp
+            meant += q.sent_bytes + q.deficit_bytes
+            done += q.sent_bytes
+        res.engine_shortfall = round(1 - done / meant, 4) if meant else 0.0
+        res.offered_mbps = round(done * 8 / dur / 1e6, 3)
+        return res
+
+
+def _with_sport(raw: bytes, sport: int) -> bytes:
+    b = bytearray(raw)
+    b[34], b[35] = sport >> 8, sport & 0xFF  # Ethernet 14 + IPv4 20: UDP source port
+    return bytes(b)
+
+
+def _last_half_mbps(series: dict, col: str = "tx_mbps") -> float:
+    """Mean of a series column over the last half of its samples (0.0 when empty)."""
+    v = series[col]
+    tail = v[len(v) // 2:]
+    return round(sum(tail) / len(tail), 3) if tail else 0.0
+
+
+# ---- the parent: port sampling ---------------------------------------------------------------
+#: A capacity-dataplane counters reader: ``() -> {"node:port": {"backlog_bytes": int,
+#: "dropped": int, "ce_marked": int, "pause_events": int, "paused_s": float, ...}}``,
+#: cumulative counters read now (railab.testbed.capacity's counters API fits this shape).
+PortSampler = Callable[[], dict[str, dict[str, float]]]
+#: Columns of a port sampler that are cumulative (the series holds per-sample deltas).
+CUMULATIVE = ("dropped", "ce_marked", "pause_events", "paused_s", "tx_bytes", "tx_packets")
+
+
+class PortReader:
+    """Switch port tx byte counters of a lab (one raw rtnetlink socket per switch,
+    :class:`railab.traffic.engine.Rtnl`): ``read() -> {"node:port": tx_bytes}``."""
+
+    def __init__(self, spec: LabSpec, netns_of: Callable[[str], str]) -> None:
+        self._nl: dict[str, Rtnl] = {}
+        self._names: dict[str, dict[int, str]] = {}
+        try:
+            for n in spec.nodes:
+                if n.role == "server":
+                    continue
+                with in_netns(netns_of(n.name)):
+                    nl = self._nl[n.name] = Rtnl()
+                self._names[n.name] = {i: name for i, (name, _mac) in nl.links().items()}
+        except BaseException:
+            self.close()
+            raise
+
+    def read(self) -> dict[str, int]:
+        """``"node:port" -> tx_bytes`` of every switch port but ``lo``, read now."""
+        out = {}
+        for node, nl in self._nl.items():
+            names = self._names[node]
+            for idx, st in nl.stats().items():
+                name = names.get(idx)
+                if name and name != "lo":
+                    out[f"{node}:{name}"] = st[3]
+        return out
+
+    def close(self) -> None:
+        """Close every socket (idempotent)."""
+        for nl in self._nl.values():
+            nl.close()
+        self._nl = {}
+
+
+def _child(spec_json: str, ns_map: dict[str, str], flows: list[LoadFlow], kw: dict,
+           seconds: float | None, max_s: float, ppid: int, stop, conn) -> None:
+    _die_with_parent()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        os.setpriority(os.PRIO_PROCESS, 0, SENDER_NICE)
+    except OSError:
+        pass
+    if os.getppid() != ppid:
+        os._exit(1)
+    try:
+        spec = LabSpec.model_validate_json(spec_json)
+        with LoadEngine(spec, ns_map.__getitem__, **kw) as eng:
+            for lf in flows:
+                eng.add(lf)
+            res = eng.run(seconds, stop=stop.is_set, deadline=time.monotonic() + max_s,
+                          on_started=lambda t0: conn.send(("started", t0)))
+        conn.send(("done", res))
+    except BaseException as exc:  # noqa: BLE001  (reported to the parent, which raises it)
+        msg = str(exc) if isinstance(exc, RailabError) else "".join(
+            traceback.format_exception_only(type(exc), exc)).strip()
+        try:
+            conn.send(("error", msg))
+        except OSError:
+            pass
+    finally:
+        conn.close()
+
+
+def run_load(spec: LabSpec, netns_of: Callable[[str], str], flows: Iterable[LoadFlow], *,
+             cc: str = "dcqcn", seconds: float | None = None, sport_mode: str = "per-qp",
+             sample_s: float = DEFAULT_SAMPLE_S, mtu: int = DEFAULT_MTU,
+             message_bytes: int = DEFAULT_MESSAGE_BYTES, line_mbps: float | None = None,
+             port_sampler: PortSampler | None = None, stop: Callable[[], bool] | None = None,
+             max_s: float = 300.0, min_port_share: float = 0.01) -> LoadResult:
+    """Run ``flows`` on the lab's load engine in a child process and measure.
+
+    ``cc``: ``dcqcn`` | ``none``; ``seconds``: run length in lab seconds (None: until every
+    flow, each with ``LoadFlow.bytes``, has delivered its bytes); ``sport_mode``: ``per-qp`` |
+    ``fixed`` | ``spray``; ``sample_s``: period of every time series; ``line_mbps``: the QPs'
+    line rate (default ``qos.capacity.port_rate_mbps``). ``port_sampler`` (see
+    :data:`PortSampler`) adds the capacity dataplane's counters to the port series and fills
+    ``dropped`` and ``pause_events``; without one they stay None (and ``lost``, measured end to
+    end, is what there is). Ports whose tx bytes moved by less than ``min_port_share`` of the
+    busiest port's are left out of ``ports`` (BGP/BFD-only ports). ``stop()`` ends the run
+    early (Ctrl-C); ``max_s`` is the child's hard limit. Raises RailabError when the engine
+    cannot open its sockets or fails (its message).
+
+    Example (what ``railab collective`` builds on)::
+
+        flows = [LoadFlow(route(spec, Flow(("srv2", 0), ("srv1", 0))), bytes=8 << 20)]
+        res = run_load(spec, ref.netns_of, flows, cc="dcqcn")
+        res.flows[0]["fct_s"], res.ports["g1-leaf1:eth1"]["tx_mbps"]
+    """
+    flows = list(flows)
+    if not flows:
+        raise RailabError("no load flows to run")
+    if seconds is not None and not 0 < seconds <= max_s:
+        raise RailabError(f"run length must be > 0 and <= {max_s:g} s (got {seconds:g})")
+    kw = dict(cc=cc, sport_mode=sport_mode, mtu=mtu, message_bytes=message_bytes,
+              sample_s=sample_s, line_mbps=line_mbps)
+    LoadEngine(spec, netns_of, **kw)  # validate the options here, before forking
+    ns = {n.name: netns_of(n.name) for n in spec.nodes}
+    reader = PortReader(spec, netns_of)
+    ctx = mp.get_context("fork")
+    stop_ev = ctx.Event()
+    parent, child = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_child, name="railab-load", daemon=True,
+                       args=(spec.model_dump_json(), ns, flows, kw, seconds, max_s, os.getpid(),
+                             stop_ev, child))
+    series: dict[str, dict] = {}
+    cap_series: dict[str, dict] = {}
+    try:
+        proc.start()
+        child.close()
+        msg = _recv(parent, 60.0)
+        if msg[0] != "started":
+            raise RailabError(f"load engine did not start: {msg[1]}")
+        t0 = msg[1]
+        prev_cap = port_sampler() if port_sampler else {}
+        first_cap = prev_cap
+        prev_tx = reader.read()
+        prev_t = time.monotonic()
+        next_t = prev_t + sample_s
+        while True:
+            if stop is not None and stop():
+                stop_ev.set()
+            if parent.poll(max(0.0, next_t - time.monotonic())):
+                break
+            now = time.monotonic()
+            if now - prev_t < 0.5 * sample_s:  # too short a window: a packet is a big rate
+                next_t = prev_t + sample_s
+                continue
+            tx = reader.read()
+            dt = now - prev_t
+            for port, b in tx.items():
+                s = series.setdefault(port, {"t": [], "tx_mbps": []})
+                s["t"].append(round(now - t0, 4))
+                s["tx_mbps"].append(round((b - prev_tx.get(port, b)) * 8 / dt / 1e6, 3))
+            prev_tx, prev_t = tx, now
+            if port_sampler is not None:
+                cur = port_sampler()
+                for port, row in cur.items():
+                    s = cap_series.setdefault(port, {"t": []})
+                    s["t"].append(round(now - t0, 4))
+                    for k, v in row.items():
+                        base = prev_cap.get(port, {}).get(k, v) if k in CUMULATIVE else 0
+                        s.setdefault(k, []).append(round(v - base, 6))
+                prev_cap = cur
+            next_t += sample_s
+            if next_t < time.monotonic():
+                next_t = time.monotonic() + sample_s
+        msg = _recv(parent, 60.0)
+        if msg[0] != "done":
+            raise RailabError(f"load engine failed: {msg[1]}")
+        res: LoadResult = msg[1]
+        if port_sampler is not None:
+            last = port_sampler()
+            res.dropped = int(sum(r.get("dropped", 0) - first_cap.get(p, {}).get("dropped", 0)
+                                  for p, r in last.items()))
+            res.pause_events = int(sum(r.get("pause_events", 0)
+                                       - first_cap.get(p, {}).get("pause_events", 0)
+                                       for p, r in last.items()))
+    finally:
+        stop_ev.set()
+        proc.join(5.0)
+        if proc.is_alive():
+            proc.kill()
+            proc.join(2.0)
+        parent.close()
+        reader.close()
+    # the port series cover the sending period (as the flow series do), not the drain
+    horizon = res.seconds + 0.5 * sample_s
+    series = {p: _until(s, horizon) for p, s in series.items()}
+    cap_series = {p: _until(s, horizon) for p, s in cap_series.items()}
+    peak = max((sum(s["tx_mbps"]) for s in series.values()), default=0.0)
+    for port, s in series.items():
+        if peak and sum(s["tx_mbps"]) >= min_port_share * peak:
+            row = dict(s)
+            for k, v in cap_series.get(port, {}).items():
+                if k != "t":
+                    row[k] = v
+            res.ports[port] = row
+    return res
+
+
+def _until(s: dict, horizon: float) -> dict:
+    """A columnar series cut to the samples with ``t <= horizon``."""
+    n = sum(1 for t in s["t"] if t <= horizon)
+    return {k: v[:n] for k, v in s.items()}
+
+
+def _recv(conn, timeout: float) -> tuple[str, object]:
+    if not conn.poll(timeout):
+        return "error", f"no answer from the load engine within {timeout:g} s"
+    try:
+        return conn.recv()
+    except (EOFError, OSError):
+        return "error", "the load engine exited without a result"
+
+
+def fairness(result: LoadResult, share_mbps: float | None = None) -> list[float]:
+    """Each flow's receive rate over the last half of the run divided by the fair share
+    (``share_mbps``, default the port rate / number of flows): 1.0 = exactly fair."""
+    n = len(result.flows)
+    share = share_mbps if share_mbps is not None else result.port_rate_mbps / max(1, n)
+    return [round(f["rx_mbps_last_half"] / share, 3) for f in result.flows]
+
+
+__all__ = ["CC_MODES", "FIXED_SPORT", "SPORT_MODES", "CnpPacer", "DcqcnRP", "LoadEngine",
+           "LoadFlow", "LoadResult", "PortReader", "PortSampler", "fairness", "qp_sport",
+           "run_load", "spray_ports"]
