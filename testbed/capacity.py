@@ -6,33 +6,42 @@ port; docs/congestion.md):
 
 * **Queues** (tc, built in here): an ``htb`` root ``1:`` on the port, one class ``1:1`` at the
   port's lab rate (:func:`port_rate_bps`), and two leaf classes under it, each with a ``bfifo``
-  child (a tail-drop byte limit, so ``tc -s`` and :func:`port_counters` count backlog and drops):
+  child qdisc (a tail-drop byte limit, so ``tc -s`` and :func:`port_counters` count backlog
+  and drops):
 
   - ``1:13`` **lossless** (traffic class ``qos.roce_tc`` = 3: RoCEv2 data, DSCP ``qos.roce_dscp``
-    = 26, picked by a ``u32`` filter on the IPv4 DSCP), rate 90 % of the port, ceil the port;
-    limit ``buffer_bytes`` on a switch, :data:`NIC_BUFFER_BYTES` on a server NIC (a NIC's own
+    = 26, picked by a ``u32`` filter on the IPv4 DSCP), rate 90 % of the port, ceil the port,
+    its child a ``tbf`` at the port rate (the PFC emulation's pause point, :func:`lossless_qdisc`)
+    with a limit of ``buffer_bytes`` on a switch, :data:`NIC_BUFFER_BYTES` on a server NIC (a NIC's own
     send queue back-pressures its sender instead of dropping);
   - ``1:10`` **control/default** (everything else: BGP, BFD, ND/RA, ARP, CNPs at DSCP 48),
     rate 10 % of the port guaranteed (:data:`CONTROL_SHARE`), ceil the port, and first claim on
-    spare bandwidth (htb ``prio 0``), limit ``buffer_bytes``. The PFC emulation
-    (:mod:`railab.testbed.pfc`) only ever changes ``1:13``, so a pause never stops BGP or BFD.
+    spare bandwidth (htb ``prio 0``), a ``bfifo`` child of ``buffer_bytes``. The PFC emulation
+    (:mod:`railab.testbed.pfc`) only ever changes the tbf under ``1:13``: a pause never stops BGP
+    or BFD.
 
 * **WRED/ECN** (nftables, switch ports only; NICs do not mark): one ``netdev`` table
-  :data:`NFT_TABLE` per switch namespace with one chain per port on the **egress** hook. The
-  hook runs before the qdisc, where the queue depth is not visible, so marking runs on a
-  *virtual queue*: ``limit rate over R bytes/second burst B bytes`` on RoCE (DSCP 26) packets, at
-  the port rate ``R``, is a token bucket whose "over" verdict means "a queue served at ``R`` holds
-  more than ``B`` bytes". :data:`ECN_BANDS` buckets with ``B`` from ``Kmin`` up to ``Kmax`` give
-  the depth band of each packet; a packet in band ``i`` (depth between band edges) is marked CE
-  with the WRED probability at the band's midpoint, ``Pmax x (mid - Kmin) / (Kmax - Kmin)``
-  (``numgen random``), every packet beyond ``Kmax`` is marked, and a packet beyond
-  ``buffer_bytes`` (which the bfifo is about to tail-drop) is not marked. Only ECN-capable packets
-  (ECN bits != 00) are marked (``ip ecn != not-ect``), as WRED's ``ecn_all`` does; a named nft
-  counter ``ce_<port>`` counts the marks. Kmin/Kmax/Pmax: ``qos.ecn`` (SONiC's
-  ``WRED_PROFILE|AZURE_LOSSLESS`` by default, the same numbers ``config_db.json`` gets).
+  :data:`NFT_TABLE` per switch namespace with one chain per port on the **egress** hook (it runs
+  as a packet is enqueued). An ECN-capable (ECN bits != 00, as WRED's ``ecn_all``) RoCE
+  (DSCP 26) packet is marked CE with probability ``p``: a random number below
+  ``p x ECN_SCALE`` (``numgen random``) must be in the port's set ``p_<port>``. The switch agent
+  (:mod:`railab.testbed.pfc`, which also runs the PFC emulation) reads the real lossless-queue
+  depth of every switch port each cycle (a few ms of lab time, well under a microsecond of
+  fabric time) and keeps the set at the WRED probability of that depth
+  (:func:`ecn_probability`: 0 under Kmin, linear to Pmax at Kmax, 1 beyond), so marks follow
+  the queue as a switch's WRED on the instantaneous depth does. A named nft counter
+  ``ce_<port>`` counts the marks (at enqueue: a mark on a packet the full queue then drops is
+  counted too). Kmin/Kmax/Pmax: ``qos.ecn`` (SONiC's ``WRED_PROFILE|AZURE_LOSSLESS`` by
+  default, the same numbers ``config_db.json`` gets). Why not a virtual queue in nft: a
+  ``limit rate over`` bucket in byte mode holds one second of the rate on top of its burst (5 MB
+  at 40 Mb/s, above Kmax), and in any mode an "over" packet does not count, so once full the
+  bucket admits packets as "under" while the real queue stands above Kmax (measured: marks stop).
+  Without the agent running (outside a traffic run that opens :func:`railab.testbed.pfc.pfc_session`)
+  the sets are empty and nothing is marked.
 
-Counters (:func:`port_counters`, :class:`CapacitySampler`) come from tc class statistics over
-rtnetlink (pyroute2), the nft counters (``nft -j``) and the PFC emulation's state file.
+Counters (:func:`port_counters`, :class:`CapacitySampler`) come from qdisc statistics over
+rtnetlink (:class:`QdiscReader`), the nft counters (``nft -j``) and the PFC emulation's state
+file.
 
 Everything here lives inside the lab's namespaces: deleting them (``railab down``, a failed or
 interrupted ``up``) removes every qdisc, filter and nft table with them.
@@ -66,8 +75,6 @@ CONTROL_SHARE = 0.10
 #: Lossless-class byte limit of a server NIC's egress queue (its send queue): large, so a paused
 #: NIC back-pressures its sender (which reads the backlog) instead of dropping.
 NIC_BUFFER_BYTES = 64 * 1048576
-#: Depth bands between Kmin and Kmax for the WRED probability (each marks at its midpoint).
-ECN_BANDS = 4
 #: nftables table (family ``netdev``) holding the ECN chains of a switch namespace.
 NFT_TABLE = "railab_ecn"
 #: Per-port state file of the PFC emulation, under the lab's run directory.
@@ -161,11 +168,26 @@ def tc_batch(p: Port, qos: QosProfile) -> str:
         f"ceil {rate}bit burst {b} cburst {b} prio 1 quantum {q}\n"
         f"qdisc add dev {dev} parent {_tc_id(ctl)} handle {ctl & 0xFFFF:x}: bfifo "
         f"limit {p.control_limit}\n"
-        f"qdisc add dev {dev} parent {_tc_id(ll)} handle {ll & 0xFFFF:x}: bfifo "
-        f"limit {p.lossless_limit}\n"
+        f"qdisc add dev {dev} parent {_tc_id(ll)} handle {ll & 0xFFFF:x}: "
+        f"{lossless_qdisc(p)}\n"
         f"filter add dev {dev} parent 1: protocol ip prio 1 u32 match ip dsfield "
         f"{dsfield:#04x} 0xfc flowid {_tc_id(ll)}\n"
     )
+
+
+#: Rate of a paused lossless queue (the PFC emulation): the lowest tbf rate whose bucket still
+#: holds a jumbo frame (tc's tick arithmetic overflows below it); see railab.testbed.pfc.
+PAUSED_RATE_BPS = 8000
+
+
+def lossless_qdisc(p: Port, *, paused: bool = False, extra_bytes: int = 0) -> str:
+    """The lossless class's leaf qdisc as tc arguments: a ``tbf`` at the port rate (paused:
+    :data:`PAUSED_RATE_BPS`) with a two-frame bucket and ``lossless_limit + extra_bytes`` of
+    queue (tail drop beyond). A tbf, not a bfifo, because ``tc qdisc change`` of a tbf refills
+    its bucket and keeps its queue: the PFC emulation's PAUSE/RESUME (railab.testbed.pfc)."""
+    rate = PAUSED_RATE_BPS if paused else p.rate_bps
+    burst = (p.mtu + 14) if paused else _burst(p)
+    return f"tbf rate {rate}bit burst {burst} limit {p.lossless_limit + extra_bytes}"
 
 
 def lossless_rate_bps(p: Port) -> int:
@@ -174,49 +196,60 @@ def lossless_rate_bps(p: Port) -> int:
 
 
 # ---- ECN --------------------------------------------------------------------------------------
-def ecn_bands(qos: QosProfile) -> list[tuple[int, float]]:
-    """WRED on the virtual queue as ``[(depth threshold bytes, mark probability)]``, shallowest
-    first: band ``i`` starts at ``Kmin + i (Kmax - Kmin) / ECN_BANDS`` and marks with the WRED
-    probability at its midpoint (``Pmax x (i + 0.5) / ECN_BANDS``); the last row is Kmax, 1.0."""
+#: Resolution of the marking probability: the set holds random numbers below ``p x`` this.
+ECN_SCALE = 1_000_000
+
+
+def ecn_probability(qos: QosProfile, depth_bytes: int) -> float:
+    """WRED/ECN marking probability (0..1) at lossless queue depth ``depth_bytes``: 0 under
+    ``Kmin``, rising linearly to ``Pmax`` at ``Kmax``, 1 from ``Kmax`` on (WRED marks every
+    packet above the max threshold). Source: SONiC ``WRED_PROFILE`` semantics (``qos.ecn``)."""
     e = qos.ecn
-    step = (e.kmax_bytes - e.kmin_bytes) / ECN_BANDS
-    rows = [(int(e.kmin_bytes + i * step), e.pmax_percent / 100 * (i + 0.5) / ECN_BANDS)
-            for i in range(ECN_BANDS)]
-    return rows + [(e.kmax_bytes, 1.0)]
+    if depth_bytes < e.kmin_bytes:
+        return 0.0
+    if depth_bytes >= e.kmax_bytes:
+        return 1.0
+    return e.pmax_percent / 100 * (depth_bytes - e.kmin_bytes) / (e.kmax_bytes - e.kmin_bytes)
+
+
+def ecn_set_update(port: str, probability: float) -> str:
+    """nft commands (one line each) that make port ``port`` mark with ``probability``."""
+    n = int(round(max(0.0, min(1.0, probability)) * ECN_SCALE))
+    line = f"flush set netdev {NFT_TABLE} p_{port}\n"
+    if n > 0:
+        line += f"add element netdev {NFT_TABLE} p_{port} {{ 0-{n - 1} }}\n"
+    return line
 
 
 def nft_script(node_ports: Iterable[Port], qos: QosProfile) -> str:
-    """The nft script (one ``netdev`` table, a chain per port) of the ECN marking of one switch
-    (module docstring). ``meta mark`` carries the depth band from the buckets to the marking
-    rules and is cleared at the end of the chain."""
-    bands = ecn_bands(qos)
+    """The nft script of one switch (module docstring): per port a chain on the egress hook
+    marking ECN-capable RoCE packets CE when a random number in ``[0, ECN_SCALE)`` is in the
+    port's set ``p_<port>`` (the switch agent, :mod:`railab.testbed.pfc`, keeps the set at
+    ``[0, p x ECN_SCALE)`` for the WRED probability ``p`` of the port's real queue depth), and a
+    named counter ``ce_<port>`` of the marks. ``meta mark`` carries the random number only
+    within the chain."""
     lines = [f"table netdev {NFT_TABLE} {{"]
     for p in node_ports:
-        rate = p.rate_bps // 8
-        lines.append(f"  counter ce_{p.interface} {{ }}")
-        lines.append(f"  chain {p.interface} {{")
-        lines.append(f"    type filter hook egress device \"{p.interface}\" priority 0; "
-                     "policy accept;")
-        lines.append("    meta protocol != ip accept")
-        lines.append(f"    ip dscp != {qos.roce_dscp} accept")
-        for k, (depth, _pr) in enumerate(bands, start=1):
-            lines.append(f"    limit rate over {rate} bytes/second burst {depth} bytes "
-                         f"meta mark set {k}")
-        # beyond the buffer: the bfifo drops it; no mark (WRED marks what it enqueues)
-        lines.append(f"    limit rate over {rate} bytes/second burst {p.lossless_limit} bytes "
-                     "meta mark set 0 accept")
-        for k, (_depth, prob) in enumerate(bands, start=1):
-            rand = "" if prob >= 1 else f"numgen random mod 1000000 < {int(round(prob * 1e6))} "
-            lines.append(f"    meta mark {k} {rand}ip ecn != not-ect ip ecn set ce "
-                         f"counter name ce_{p.interface} meta mark set 0 accept")
-        lines.append("    meta mark set 0")
-        lines.append("  }")
+        dev = p.interface
+        lines += [
+            f"  counter ce_{dev} {{ }}",
+            f"  set p_{dev} {{ type mark; flags interval; }}",
+            f"  chain {dev} {{",
+            f"    type filter hook egress device \"{dev}\" priority 0; policy accept;",
+            "    meta protocol != ip accept",
+            f"    ip dscp != {qos.roce_dscp} accept",
+            "    ip ecn not-ect accept",
+            f"    meta mark set numgen random mod {ECN_SCALE}",
+            f"    meta mark @p_{dev} meta mark set 0 ip ecn set ce counter name ce_{dev} accept",
+            "    meta mark set 0",
+            "  }",
+        ]
     lines.append("}")
     return "\n".join(lines) + "\n"
 
 
 # ---- apply ------------------------------------------------------------------------------------
-def _run_parallel(jobs: Mapping[str, tuple[list[str], str]], what: str) -> None:
+def run_batches(jobs: Mapping[str, tuple[list[str], str]], what: str) -> None:
     """Run ``{node: (argv, stdin)}`` concurrently; RailabError naming the first nodes that fail."""
     procs = {}
     try:
@@ -253,10 +286,10 @@ def apply(spec: LabSpec, netns_of: Callable[[str], str]) -> list[Port]:
     by_node: dict[str, list[Port]] = {}
     for p in all_ports:
         by_node.setdefault(p.node, []).append(p)
-    _run_parallel({n: (exec_argv(netns_of(n), ["tc", "-batch", "-"]),
+    run_batches({n: (exec_argv(netns_of(n), ["tc", "-batch", "-"]),
                        "".join(tc_batch(p, qos) for p in ps)) for n, ps in by_node.items()},
                   "tc (port queues)")
-    _run_parallel({n: (exec_argv(netns_of(n), ["nft", "-f", "-"]), nft_script(ps, qos))
+    run_batches({n: (exec_argv(netns_of(n), ["nft", "-f", "-"]), nft_script(ps, qos))
                    for n, ps in by_node.items() if ps[0].switch}, "nft (ECN marking)")
     return all_ports
 
@@ -351,7 +384,7 @@ class CapacitySampler:
         try:
             for node in dict.fromkeys(p.node for p in self._ports):
                 self._readers[node] = QdiscReader(self.netns_of(node))
-                self._index.update(_ifindexes(self.netns_of(node),
+                self._index.update(ifindexes(self.netns_of(node),
                                               [p.interface for p in self._ports if p.node == node],
                                               node))
         except FileNotFoundError:
@@ -413,7 +446,7 @@ class CapacitySampler:
         self.close()
 
 
-def _ifindexes(ns: str, names: list[str], node: str) -> dict[tuple[str, str], int]:
+def ifindexes(ns: str, names: list[str], node: str) -> dict[tuple[str, str], int]:
     """``{(node, ifname): ifindex}`` in namespace ``ns``; RailabError for a missing interface."""
     with entered(ns):
         ipr = IPRoute()
@@ -466,7 +499,8 @@ def totals(counters: Mapping[tuple[str, str], PortCounters]) -> dict[str, float]
 def delta(before: Mapping[tuple[str, str], PortCounters],
           after: Mapping[tuple[str, str], PortCounters]) -> dict[tuple[str, str], PortCounters]:
     """``after - before`` per port for the cumulative counters (backlog and ``paused`` from
-    ``after``): what a run did, net of what the lab did before it."""
+    ``after``): what a run did, net of what the lab did before it. PFC counts that went down
+    (a new :func:`railab.testbed.pfc.pfc_session` in between) are the new session's."""
     cum = ("tx_bytes", "tx_packets", "lossless_tx_bytes", "dropped", "lossless_dropped",
            "pause_events", "resume_events")
     out = {}
@@ -476,6 +510,10 @@ def delta(before: Mapping[tuple[str, str], PortCounters],
         if b is not None:
             for f in cum:
                 setattr(d, f, getattr(a, f) - getattr(b, f))
+            if a.pause_events < b.pause_events or a.paused_s < b.paused_s:
+                # a new PFC session started in between: its counts start at zero
+                d.pause_events, d.resume_events = a.pause_events, a.resume_events
+                b = PortCounters(**{**asdict(b), "paused_s": 0.0})
             if a.ce_marked is not None and b.ce_marked is not None:
                 d.ce_marked = a.ce_marked - b.ce_marked
             d.paused_s = a.paused_s - b.paused_s
