@@ -1,35 +1,43 @@
-"""The PFC emulation of a lab with ``lab.capacity``: PAUSE/RESUME on the lossless class.
+"""The switch agent of a lab with ``lab.capacity``: ECN marking and the PFC emulation.
 
-Real PFC (IEEE 802.1Qbb): when a lossless priority's buffer use on a switch passes xOFF, the
-switch sends PAUSE frames for that priority to the upstream port, which stops sending that
-priority until RESUME (XON) once the use falls under xON; other priorities keep flowing. veth
-links carry no PAUSE frames and the kernel has no PFC, so railab emulates the effect:
+One process (``python -m railab.testbed.pfc``, its own GIL; started and stopped per traffic run
+by :func:`pfc_session`) runs a control loop over every switch: each cycle reads the
+lossless-queue backlog of every switch port (one raw rtnetlink qdisc dump per switch,
+:class:`railab.testbed.capacity.QdiscReader`) and
 
-* a control loop in its own process (``python -m railab.testbed.pfc``, its own GIL; started and
-  stopped per traffic run by :func:`pfc_session`) reads the lossless-queue backlog of every
-  switch port (one raw rtnetlink qdisc dump per switch per cycle,
-  :class:`railab.testbed.capacity.QdiscReader`);
-* when any lossless queue of switch ``S`` holds at least ``QosProfile.pfc_pause_bytes`` (the
-  port buffer minus the PFC headroom, above ECN's Kmax: ECN first, PFC second), ``S`` PAUSEs its
-  upstream neighbours: the egress port of every neighbour facing ``S`` (except the neighbours on
-  the congested ports themselves, which are downstream of those queues) gets its **lossless htb
-  class only** (``1:13``) set to 8 bit/s, so it holds its backlog without dropping (a paused
-  server NIC's queue grows: its limit is large, and the load engine reads it to stop sending);
-  the control class (BGP, BFD, ND, CNP) is never touched, so a pause never flaps a session;
-* once every lossless queue of ``S`` is at or under ``QosProfile.pfc_resume_bytes`` (the xOFF -
-  xON hysteresis lower), ``S`` RESUMEs them: the class gets its rate back;
-* each change is one ``tc class change`` line written to a long-lived ``tc -batch`` process in
-  the node's namespace (no round trip in the loop; they run on the other core).
+* **ECN**: keeps each port's marking probability at the WRED value of its depth
+  (:func:`railab.testbed.capacity.ecn_probability`; the nft set the egress chain reads), so
+  marks follow the real queue;
+* **PFC** (when on). Real PFC (IEEE 802.1Qbb): when a lossless priority's buffer use on a switch
+  passes xOFF, the switch sends PAUSE frames for that priority upstream, and the upstream port
+  stops sending that priority until RESUME (XON) once the use falls under xON; other priorities
+  keep flowing. veth links carry no PAUSE frames and the kernel has no PFC, so railab emulates
+  the effect: when any lossless queue of switch ``S`` holds at least
+  ``QosProfile.pfc_pause_bytes`` (the port buffer minus the PFC headroom, above ECN's Kmax: ECN
+  first, PFC second), ``S`` PAUSEs its upstream neighbours: the egress port of every neighbour
+  facing ``S`` (except the neighbours on the congested ports, downstream of those queues) gets
+  the ``tbf`` under its **lossless class only** (``1:13``) changed to 8 kbit/s, which holds its
+  backlog without dropping (``tc qdisc change`` of a tbf keeps the queue and refills the bucket:
+  at most one two-frame burst gets out after PAUSE, like the frame on the wire when a PAUSE
+  arrives); a paused server NIC's queue grows (its limit is large; the load engine reads it to
+  stop sending). The control class (BGP, BFD, ND, CNP) is never touched, so a pause never flaps
+  a session. Once every lossless queue of ``S`` is at or under ``QosProfile.pfc_resume_bytes``
+  (xOFF - xON lower), ``S`` RESUMEs them (full rate again) and sends a kick frame out of each so
+  the kernel runs the queue at once.
+
+Each change is one line written to a long-lived ``tc -batch`` (PFC) or ``nft -i`` (ECN) process
+in the node's namespace (no round trip in the loop; they run on the other core).
 
 What differs from a switch (docs/congestion.md): the pause decision is per switch (any lossless
 queue over xOFF pauses all its other neighbours), not per ingress port and priority group; the
-loop's reaction time (one cycle, ~1-10 ms lab time, i.e. 0.1-1 us of fabric time at the
-default time scale 10000) lets more bytes arrive after the threshold than a switch's sub-us
-response would, so while the loop runs each switch's lossless queue limit grows by an
-**emulation headroom** (:data:`REACTION_BUDGET_S` x the sum of the switch's port rates) beyond
-``buffer_bytes``; it is restored when the loop stops. Counts per paused port: PAUSE and RESUME
-events and the paused time (lab seconds), written to ``/run/railab/<lab>/pfc.json`` every
-:data:`STATE_EVERY_S` and at exit (:func:`railab.testbed.capacity.pfc_state` reads it).
+loop's reaction time (one cycle: ~5 ms on an idle machine, tens of ms on a loaded one; at the
+default time scale of 10000 that is 0.5 us to a few us of fabric time) lets more bytes arrive
+after the threshold than a switch's sub-us response would, so while PFC runs each switch's
+lossless queue limit grows by an **emulation headroom** (:data:`REACTION_BUDGET_S` x the sum of
+the switch's port rates) beyond ``buffer_bytes``; it is restored when the loop stops. Counts per
+paused port: PAUSE and RESUME events and the paused time (lab seconds), written to
+``/run/railab/<lab>/pfc.json`` every :data:`STATE_EVERY_S` and at exit
+(:func:`railab.testbed.capacity.pfc_state` reads it), with the loop's cycle times.
 """
 
 from __future__ import annotations
