@@ -51,17 +51,40 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import signal
 import subprocess
+import sys
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pyroute2 import IPRoute
-
 from railab.errors import RailabError, UsageError
-from railab.testbed.namespaces import entered, exec_argv
+from railab.testbed import state as st
+from railab.testbed.namespaces import exec_argv
+from railab.testbed.pfc import (  # noqa: F401 - re-exported: the agent's plain-data side
+    CONTROL_SHARE,
+    ECN_SCALE,
+    NFT_TABLE,
+    PAUSED_RATE_BPS,
+    PFC_STATE_FILE,
+    START_TIMEOUT_S,
+    STOP_TIMEOUT_S,
+    AgentPlan,
+    Port,
+    QdiscReader,
+    QdiscStat,
+    _burst,
+    ecn_set_update,
+    ifindexes,
+    lossless_qdisc,
+    lossless_rate_bps,
+    tbf_line,
+    wred_probability,
+)
 from railab.topologies.labspec import LabSpec
 from railab.topologies.qos import QosProfile
 
@@ -70,15 +93,9 @@ from railab.topologies.qos import QosProfile
 ROOT_HANDLE = 0x10000
 PORT_CLASS = 0x10001
 CLASS_BASE = 0x10
-#: Guaranteed share of the port for the control/default class (BGP, BFD, ND, CNP).
-CONTROL_SHARE = 0.10
 #: Lossless-class byte limit of a server NIC's egress queue (its send queue): large, so a paused
 #: NIC back-pressures its sender (which reads the backlog) instead of dropping.
 NIC_BUFFER_BYTES = 64 * 1048576
-#: nftables table (family ``netdev``) holding the ECN chains of a switch namespace.
-NFT_TABLE = "railab_ecn"
-#: Per-port state file of the PFC emulation, under the lab's run directory.
-PFC_STATE_FILE = "pfc.json"
 
 
 def lossless_class(qos: QosProfile) -> int:
@@ -94,27 +111,6 @@ def control_class(qos: QosProfile) -> int:
 def _tc_id(handle: int) -> str:
     return f"{handle >> 16:x}:{handle & 0xFFFF:x}"
 
-
-@dataclass(frozen=True)
-class Port:
-    """One shaped egress port: ``node:interface`` sending to ``peer:peer_interface``.
-    ``switch``: a leaf/spine/super-spine port (ECN-marking); else a server NIC.
-    ``rate_bps``: lab rate, bit/s; ``lossless_limit`` / ``control_limit``: bfifo limits, bytes;
-    ``mtu``: the link MTU, bytes."""
-
-    node: str
-    interface: str
-    peer: str
-    peer_interface: str
-    switch: bool
-    rate_bps: int
-    lossless_limit: int
-    control_limit: int
-    mtu: int
-
-    @property
-    def key(self) -> tuple[str, str]:
-        return (self.node, self.interface)
 
 
 def port_rate_bps(spec: LabSpec, speed_gbps: int) -> int:
@@ -146,10 +142,6 @@ def ports(spec: LabSpec) -> list[Port]:
 
 
 # ---- queues -----------------------------------------------------------------------------------
-def _burst(p: Port) -> int:
-    """htb burst, bytes: two maximum-size frames (a class sends a whole jumbo frame at once)."""
-    return 2 * (p.mtu + 14)
-
 
 def tc_batch(p: Port, qos: QosProfile) -> str:
     """The ``tc -batch`` lines that build port ``p``'s queues (module docstring)."""
@@ -175,50 +167,13 @@ def tc_batch(p: Port, qos: QosProfile) -> str:
     )
 
 
-#: Rate of a paused lossless queue (the PFC emulation): the lowest tbf rate whose bucket still
-#: holds a jumbo frame (tc's tick arithmetic overflows below it); see railab.testbed.pfc.
-PAUSED_RATE_BPS = 8000
-
-
-def lossless_qdisc(p: Port, *, paused: bool = False, extra_bytes: int = 0) -> str:
-    """The lossless class's leaf qdisc as tc arguments: a ``tbf`` at the port rate (paused:
-    :data:`PAUSED_RATE_BPS`) with a two-frame bucket and ``lossless_limit + extra_bytes`` of
-    queue (tail drop beyond). A tbf, not a bfifo, because ``tc qdisc change`` of a tbf refills
-    its bucket and keeps its queue: the PFC emulation's PAUSE/RESUME (railab.testbed.pfc)."""
-    rate = PAUSED_RATE_BPS if paused else p.rate_bps
-    burst = (p.mtu + 14) if paused else _burst(p)
-    return f"tbf rate {rate}bit burst {burst} limit {p.lossless_limit + extra_bytes}"
-
-
-def lossless_rate_bps(p: Port) -> int:
-    """The lossless class's guaranteed rate on ``p`` (what a RESUME restores), bit/s."""
-    return p.rate_bps - max(int(p.rate_bps * CONTROL_SHARE), 8000)
-
-
 # ---- ECN --------------------------------------------------------------------------------------
-#: Resolution of the marking probability: the set holds random numbers below ``p x`` this.
-ECN_SCALE = 1_000_000
-
 
 def ecn_probability(qos: QosProfile, depth_bytes: int) -> float:
-    """WRED/ECN marking probability (0..1) at lossless queue depth ``depth_bytes``: 0 under
-    ``Kmin``, rising linearly to ``Pmax`` at ``Kmax``, 1 from ``Kmax`` on (WRED marks every
-    packet above the max threshold). Source: SONiC ``WRED_PROFILE`` semantics (``qos.ecn``)."""
+    """WRED/ECN marking probability (0..1) of lossless queue depth ``depth_bytes`` under the
+    lab's ``qos.ecn`` (:func:`railab.testbed.pfc.wred_probability`)."""
     e = qos.ecn
-    if depth_bytes < e.kmin_bytes:
-        return 0.0
-    if depth_bytes >= e.kmax_bytes:
-        return 1.0
-    return e.pmax_percent / 100 * (depth_bytes - e.kmin_bytes) / (e.kmax_bytes - e.kmin_bytes)
-
-
-def ecn_set_update(port: str, probability: float) -> str:
-    """nft commands (one line each) that make port ``port`` mark with ``probability``."""
-    n = int(round(max(0.0, min(1.0, probability)) * ECN_SCALE))
-    line = f"flush set netdev {NFT_TABLE} p_{port}\n"
-    if n > 0:
-        line += f"add element netdev {NFT_TABLE} p_{port} {{ 0-{n - 1} }}\n"
-    return line
+    return wred_probability(e.kmin_bytes, e.kmax_bytes, e.pmax_percent, depth_bytes)
 
 
 def nft_script(node_ports: Iterable[Port], qos: QosProfile) -> str:
@@ -446,21 +401,6 @@ class CapacitySampler:
         self.close()
 
 
-def ifindexes(ns: str, names: list[str], node: str) -> dict[tuple[str, str], int]:
-    """``{(node, ifname): ifindex}`` in namespace ``ns``; RailabError for a missing interface."""
-    with entered(ns):
-        ipr = IPRoute()
-    try:
-        out = {}
-        for name in names:
-            idx = ipr.link_lookup(ifname=name)
-            if not idx:
-                raise RailabError(f"{node}:{name} does not exist: is the lab up?")
-            out[(node, name)] = idx[0]
-        return out
-    finally:
-        ipr.close()
-
 
 def _nft_many(nss: Mapping[str, str]) -> dict[str, dict[str, int]]:
     """:func:`nft_counters` of several switches at once: ``{node: {port: marks}}``."""
@@ -521,103 +461,120 @@ def delta(before: Mapping[tuple[str, str], PortCounters],
     return out
 
 
-# ---- fast qdisc statistics (raw rtnetlink) -----------------------------------------------------
-#: rtnetlink constants (linux/rtnetlink.h, linux/pkt_sched.h, linux/gen_stats.h)
-_RTM_GETQDISC, _NLM_F_REQUEST, _NLM_F_DUMP, _NLMSG_DONE, _NLMSG_ERROR = 38, 1, 0x300, 3, 2
-_TCA_KIND, _TCA_STATS2 = 1, 7
-_TCA_STATS_BASIC, _TCA_STATS_QUEUE = 1, 3
+# ---- the switch agent (ECN + PFC emulation) of a traffic run ---------------------------------
+def agent_plan(spec: LabSpec, netns_of: Callable[[str], str], *, pfc: bool) -> AgentPlan:
+    """The switch agent's :class:`railab.testbed.pfc.AgentPlan` of lab ``spec``: thresholds from
+    ``qos`` (raises ValueError for a buffer too small for PFC), every shaped port, namespaces."""
+    q = spec.qos
+    return AgentPlan(lab=spec.name, pfc=pfc, pause_bytes=q.pfc_pause_bytes,
+                     resume_bytes=q.pfc_resume_bytes, kmin_bytes=q.ecn.kmin_bytes,
+                     kmax_bytes=q.ecn.kmax_bytes, pmax_percent=q.ecn.pmax_percent,
+                     lossless_handle=lossless_class(q), ports=tuple(ports(spec)),
+                     namespaces={n.name: netns_of(n.name) for n in spec.nodes})
 
 
-@dataclass(frozen=True)
-class QdiscStat:
-    """One qdisc's statistics: interface ``index``, ``parent`` and ``handle`` (tc handles),
-    ``kind``; ``bytes``/``packets`` dequeued, ``backlog`` bytes queued, ``qlen`` packets queued,
-    ``drops`` packets."""
-
-    index: int
-    parent: int
-    handle: int
-    kind: str
-    bytes: int
-    packets: int
-    backlog: int
-    qlen: int
-    drops: int
-
-
-class QdiscReader:
-    """Every qdisc's statistics of one network namespace in one ``RTM_GETQDISC`` dump over a raw
-    rtnetlink socket opened in that namespace.
-
-    Why not pyroute2 here: it decodes every attribute of every message in Python, 11.6 ms for
-    the 49 qdiscs of a mini-lossless leaf (measured), too slow for the PFC emulation's control
-    loop and for 50-100 ms time series; this reads only the kind and TCA_STATS2 (basic and
-    queue), ~1.3 ms for the same dump. Setup and changes still go through tc / pyroute2."""
-
-    def __init__(self, ns: str) -> None:
-        import socket
-
-        with entered(ns):
-            self._sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0)  # NETLINK_ROUTE
-        self._sock.bind((0, 0))
-        self._seq = 0
-
-    def read(self) -> list[QdiscStat]:
-        """One dump: a :class:`QdiscStat` per qdisc. OSError when the namespace is gone."""
-        import struct
-
-        self._seq += 1
-        req = struct.pack("=LHHLLBxxxiLLL", 36, _RTM_GETQDISC, _NLM_F_REQUEST | _NLM_F_DUMP,
-                          self._seq, 0, 0, 0, 0, 0, 0)
-        self._sock.send(req)
-        out: list[QdiscStat] = []
-        while True:
-            data = self._sock.recv(1 << 20)
-            off = 0
-            while off + 16 <= len(data):
-                ln, typ, _fl, seq, _pid = struct.unpack_from("=LHHLL", data, off)
-                if ln < 16:
-                    return out
-                if typ == _NLMSG_DONE:
-                    return out
-                if typ == _NLMSG_ERROR:
-                    err = struct.unpack_from("=i", data, off + 16)[0]
-                    if err:
-                        raise OSError(-err, "RTM_GETQDISC dump failed")
-                    return out
-                if typ == 36 and seq == self._seq:  # RTM_NEWQDISC
-                    out.append(_parse_qdisc(data, off + 16, off + ln))
-                off += (ln + 3) & ~3
-
-    def close(self) -> None:
-        self._sock.close()
+def reset(spec: LabSpec, netns_of: Callable[[str], str]) -> None:
+    """Undo any emulation state a killed loop left behind: every lossless class back to its
+    rate and limit (``buffer_bytes``), every ECN set empty (no marks). Idempotent."""
+    by_node: dict[str, list[Port]] = {}
+    for p in ports(spec):
+        by_node.setdefault(p.node, []).append(p)
+    jobs = {}
+    for node, ps in by_node.items():
+        script = "".join(tbf_line(p, lossless_class(spec.qos), paused=False, extra=0) for p in ps)
+        jobs[node] = (exec_argv(netns_of(node), ["tc", "-batch", "-"]), script)
+    run_batches(jobs, "tc (PFC reset)")
+    run_batches({node: (exec_argv(netns_of(node), ["nft", "-f", "-"]),
+                                 "".join(ecn_set_update(p.interface, 0.0) for p in ps))
+                          for node, ps in by_node.items() if ps[0].switch}, "nft (ECN reset)")
 
 
-def _parse_qdisc(data: bytes, off: int, end: int) -> QdiscStat:
-    import struct
+@dataclass
+class PfcSession:
+    """What :func:`pfc_session` yields: ``enabled``; ``state()`` reads the loop's record
+    (``{}`` when off); ``pid`` of the loop (None when off)."""
 
-    _fam, index, handle, parent, _info = struct.unpack_from("=BxxxiLLL", data, off)
-    off += 20
-    kind, basic, queue = "", (0, 0), (0, 0, 0)
-    while off + 4 <= end:
-        alen, atyp = struct.unpack_from("=HH", data, off)
-        if alen < 4:
-            break
-        atyp &= 0x3FFF
-        if atyp == _TCA_KIND:
-            kind = data[off + 4:off + alen].split(b"\0", 1)[0].decode()
-        elif atyp == _TCA_STATS2:
-            o, e = off + 4, off + alen
-            while o + 4 <= e:
-                sl, st_ = struct.unpack_from("=HH", data, o)
-                if sl < 4:
-                    break
-                if st_ == _TCA_STATS_BASIC:
-                    basic = struct.unpack_from("=QL", data, o + 4)
-                elif st_ == _TCA_STATS_QUEUE:
-                    q = struct.unpack_from("=LLLLL", data, o + 4)
-                    queue = (q[0], q[1], q[2])
-                o += (sl + 3) & ~3
-        off += (alen + 3) & ~3
-    return QdiscStat(index=index, parent=parent, handle=handle, kind=kind, bytes=basic[0],
-                     packets=basic[1], qlen=queue[0], backlog=queue[1], drops=queue[2])
+    lab: str
+    enabled: bool
+    pid: int | None = None
+
+    @property
+    def state_path(self) -> Path:
+        return st.lab_dir(self.lab) / PFC_STATE_FILE
+
+    def state(self) -> dict[str, Any]:
+        try:
+            return json.loads(self.state_path.read_text())
+        except (OSError, ValueError):
+            return {}
+
+
+@contextmanager
+def pfc_session(spec: LabSpec, netns_of: Callable[[str], str],
+                enabled: bool | None = None) -> Iterator[PfcSession]:
+    """Run the switch agent for the block (a traffic run): ECN marking from the real queue
+    depths always, the PFC emulation when ``enabled`` (default the lab's ``qos.capacity.pfc``;
+    off: tail drops only). The agent is a process of its own, recorded in
+    ``LabState.agents["pfc"]``; the block starts once it watches every switch, and its end stops
+    it (RESUME everything, limits back, marking off) and removes the record. Any state a killed
+    agent left behind is undone first (:func:`reset`). The counts of the session (``pfc.json``)
+    start at zero and stay readable after it (:func:`port_counters`
+    with ``run_dir``).
+
+    UsageError for a lab without ``lab.capacity``; RailabError when the loop does not start
+    (its stderr in the message)."""
+    if not spec.qos.capacity.enabled:
+        raise UsageError(f"lab {spec.name} has no lab.capacity: PFC needs port queues (use an "
+                         "intent with lab.capacity, e.g. mini-lossless)")
+    on = spec.qos.capacity.pfc if enabled is None else bool(enabled)
+    sess = PfcSession(lab=spec.name, enabled=on)
+    prev, rec = sess.state(), st.load(spec.name)
+    if (prev and not prev.get("final")) or (rec is not None and rec.agents.get("pfc")):
+        reset(spec, netns_of)  # an earlier agent was killed before it could undo its changes
+    try:
+        sess.state_path.unlink()
+    except FileNotFoundError:
+        pass
+    log = st.lab_dir(spec.name) / "pfc.log"
+    plan_path = st.lab_dir(spec.name) / "pfc-plan.json"
+    plan_path.write_text(json.dumps(agent_plan(spec, netns_of, pfc=on).to_json()))
+    with open(log, "w") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "railab.testbed.pfc", "--plan", str(plan_path),
+                                 "--state", str(sess.state_path), "--parent", str(os.getpid()),
+                                 *([] if on else ["--no-pfc"])],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
+    sess.pid = proc.pid
+    try:
+        _record_agent(spec.name, proc.pid)
+        end = time.monotonic() + START_TIMEOUT_S
+        while not sess.state().get("ready"):
+            if proc.poll() is not None or time.monotonic() > end:
+                proc.kill()
+                proc.wait()
+                raise RailabError(f"lab {spec.name}: the PFC emulation did not start: "
+                                  f"{log.read_text().strip()[-400:] or 'no output'}")
+            time.sleep(0.02)
+        yield sess
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+                reset(spec, netns_of)
+        _record_agent(spec.name, None)
+
+
+def _record_agent(lab: str, pid: int | None) -> None:
+    rec = st.load(lab)
+    if rec is None:
+        return
+    agents = dict(rec.agents)
+    if pid is None:
+        agents.pop("pfc", None)
+    else:
+        agents["pfc"] = pid
+    rec.agents = agents
+    st.save(rec)

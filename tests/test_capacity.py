@@ -142,8 +142,9 @@ def test_wred_probability_and_set_updates():
 def test_pfc_lines_touch_only_the_lossless_queue():
     spec = build_lab(load_intent("mini-lossless")).spec
     p = next(q for q in cap.ports(spec) if q.switch)
-    paused = pfc._tbf_line(p, spec, paused=True, extra=0)
-    resumed = pfc._tbf_line(p, spec, paused=False, extra=1000)
+    ll = cap.lossless_class(spec.qos)
+    paused = pfc.tbf_line(p, ll, paused=True, extra=0)
+    resumed = pfc.tbf_line(p, ll, paused=False, extra=1000)
     assert paused.startswith(f"qdisc change dev {p.interface} parent 1:13 handle 13: tbf rate 8000bit")
     assert "rate 40000000bit" in resumed and f"limit {p.lossless_limit + 1000}" in resumed
     assert "1:10" not in paused + resumed
@@ -266,7 +267,7 @@ def test_live_every_port_shaped_and_bgp_converged(lab):
 
 @pytest.mark.integration
 def test_live_pfc_off_drops_at_the_port_and_marks_ce(lab):
-    with pfc.pfc_session(lab.spec, lab.netns_of, enabled=False) as sess:
+    with cap.pfc_session(lab.spec, lab.netns_of, enabled=False) as sess:
         assert sess.pid and not sess.state().get("pfc")
         r = _flood(lab, 3.0)
     port = r["port"]
@@ -281,7 +282,7 @@ def test_live_pfc_off_drops_at_the_port_and_marks_ce(lab):
 
 @pytest.mark.integration
 def test_live_pfc_on_pauses_upstream_without_drops_and_keeps_bgp(lab):
-    with pfc.pfc_session(lab.spec, lab.netns_of, enabled=True) as sess:
+    with cap.pfc_session(lab.spec, lab.netns_of, enabled=True) as sess:
         assert st.load(lab.name).agents == {"pfc": sess.pid}
         up_during: list[tuple[int, int]] = []
         t = threading.Thread(target=lambda: [up_during.append(_sessions_established(lab, "g1-leaf1")),
@@ -306,9 +307,11 @@ def test_live_pfc_on_pauses_upstream_without_drops_and_keeps_bgp(lab):
 @pytest.mark.integration
 def test_live_down_removes_everything(lab):
     # an agent left running (a traffic run killed hard) is still removed by down
-    proc = subprocess.Popen([sys.executable, "-m", "railab.testbed.pfc", "--lab", lab.name,
+    plan = st.lab_dir(lab.name) / "pfc-plan.json"
+    plan.write_text(json.dumps(cap.agent_plan(lab.spec, lab.netns_of, pfc=True).to_json()))
+    proc = subprocess.Popen([sys.executable, "-m", "railab.testbed.pfc", "--plan", str(plan),
                              "--state", str(st.lab_dir(lab.name) / "pfc.json")])
-    ready = pfc.PfcSession(lab=lab.name, enabled=True)
+    ready = cap.PfcSession(lab=lab.name, enabled=True)
     end = time.monotonic() + 10
     while ready.state().get("pid") != proc.pid and time.monotonic() < end:
         time.sleep(0.05)
@@ -316,7 +319,7 @@ def test_live_down_removes_everything(lab):
     lab.close()
     proc.wait(timeout=10)
     assert not [n for n in _netns() if NAME in n]
-    left = subprocess.run(["pgrep", "-f", f"railab.testbed.pfc --lab {lab.name}"],
+    left = subprocess.run(["pgrep", "-f", f"railab.testbed.pfc --plan {st.lab_dir(lab.name)}/"],
                           capture_output=True, text=True)
     assert left.stdout.strip() == ""
 
