@@ -36,12 +36,13 @@ port; docs/congestion.md):
   ``limit rate over`` bucket in byte mode holds one second of the rate on top of its burst (5 MB
   at 40 Mb/s, above Kmax), and in any mode an "over" packet does not count, so once full the
   bucket admits packets as "under" while the real queue stands above Kmax (measured: marks stop).
-  Without the agent running (outside a traffic run that opens :func:`railab.testbed.pfc.pfc_session`)
-  the sets are empty and nothing is marked.
+  Without the agent running (outside a traffic run that opens :func:`pfc_session`) the sets
+  are empty and nothing is marked.
 
 Counters (:func:`port_counters`, :class:`CapacitySampler`) come from qdisc statistics over
 rtnetlink (:class:`QdiscReader`), the nft counters (``nft -j``) and the PFC emulation's state
-file.
+file. A traffic run opens :func:`pfc_session` (``--pfc on|off``) to run the switch agent
+(:mod:`railab.testbed.pfc`) for its duration.
 
 Everything here lives inside the lab's namespaces: deleting them (``railab down``, a failed or
 interrupted ``up``) removes every qdisc, filter and nft table with them.
@@ -440,7 +441,7 @@ def delta(before: Mapping[tuple[str, str], PortCounters],
           after: Mapping[tuple[str, str], PortCounters]) -> dict[tuple[str, str], PortCounters]:
     """``after - before`` per port for the cumulative counters (backlog and ``paused`` from
     ``after``): what a run did, net of what the lab did before it. PFC counts that went down
-    (a new :func:`railab.testbed.pfc.pfc_session` in between) are the new session's."""
+    (a new :func:`pfc_session` in between) are the new session's."""
     cum = ("tx_bytes", "tx_packets", "lossless_tx_bytes", "dropped", "lossless_dropped",
            "pause_events", "resume_events")
     out = {}
