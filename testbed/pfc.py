@@ -31,8 +31,9 @@ in the node's namespace (no round trip in the loop; they run on the other core).
 
 What differs from a switch (docs/congestion.md): the pause decision is per switch (any lossless
 queue over xOFF pauses all its other neighbours), not per ingress port and priority group; the
-loop's reaction time (one cycle: ~5 ms on an idle machine, tens of ms on a loaded one; at the
-default time scale of 10000 that is 0.5 us to a few us of fabric time) lets more bytes arrive
+loop's reaction time (one cycle: 6-7 ms mean at real-time priority on a loaded 2-core machine,
+:data:`RT_PRIORITY`; at the default time scale of 10000 that is under a microsecond of fabric
+time) lets more bytes arrive
 after the threshold than a switch's sub-us response would, so while PFC runs each switch's
 lossless queue limit grows by an **emulation headroom** (:data:`REACTION_BUDGET_S` x the sum of
 the switch's port rates) beyond ``buffer_bytes``; it is restored when the loop stops. Counts per

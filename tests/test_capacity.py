@@ -154,11 +154,13 @@ def test_pfc_lines_touch_only_the_lossless_queue():
 FLOOD = r"""
 import socket, sys, time
 dst, src, mbps, secs = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
+start_at = float(sys.argv[5])  # wall clock: every sender starts together, however slow its start
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 s.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, (26 << 2) | 2)   # DSCP 26, ECT(0)
 s.setsockopt(socket.SOL_SOCKET, 32, 64 << 20)                  # SO_SNDBUFFORCE: NIC queue
 s.bind((src, 0)); s.setblocking(False)
-size = 1000; gap = size * 8 / (mbps * 1e6); t0 = time.monotonic(); n = 0
+size = 1000; gap = size * 8 / (mbps * 1e6); n = 0
+time.sleep(max(0.0, start_at - time.time())); t0 = time.monotonic()
 while (now := time.monotonic()) - t0 < secs:   # paced in 2 ms bursts: the rate, little CPU
     while n < int((now - t0) / gap) + 1:
         try:
@@ -208,9 +210,10 @@ def _flood(lab, seconds: float) -> dict:
     with cap.CapacitySampler(spec, lab.netns_of, nodes=["g1-leaf1", "srv1", "srv2"],
                              run_dir=st.lab_dir(lab.name)) as s:
         before = s.sample(ce=True)
+        start_at = str(time.time() + 3.0)
         procs = [subprocess.Popen(exec_argv(lab.netns_of(n.server),
                                             [sys.executable, "-c", FLOOD, str(dst.address.ip),
-                                             str(n.address.ip), "39", str(seconds)]),
+                                             str(n.address.ip), "39", str(seconds), start_at]),
                                   stdout=subprocess.PIPE, text=True) for n in srcs]
         depth = 0
         while any(p.poll() is None for p in procs):
@@ -336,3 +339,25 @@ def test_live_down_removes_everything(lab):
 
 def _netns() -> list[str]:
     return subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
+
+
+@pytest.mark.integration
+def test_live_failed_capacity_step_rolls_the_lab_back(tmp_path, monkeypatch):
+    if integration_skip_reason():
+        pytest.skip(integration_skip_reason())
+    from railab.errors import RailabError
+    from railab.testbed.runtime.netns import NetnsRuntime
+
+    name = f"capf{PID}"
+    labdir = generate("mini-lossless", tmp_path / "lab", name=name)
+    real = cap.apply
+
+    def half_then_fail(spec, netns_of):
+        real(spec, netns_of)  # queues and nft tables exist, then the step fails
+        raise RailabError("injected: capacity step failed")
+
+    monkeypatch.setattr(cap, "apply", half_then_fail)
+    with pytest.raises(RailabError, match="injected"):
+        NetnsRuntime().up(labdir)
+    assert not [n for n in _netns() if name in n]
+    assert not st.lab_dir(name).exists()
