@@ -150,6 +150,15 @@ def test_pfc_lines_touch_only_the_lossless_queue():
     assert "1:10" not in paused + resumed
 
 
+def test_containerlab_runtime_refuses_capacity(tmp_path):
+    from railab.errors import UsageError
+    from railab.testbed.runtime.containerlab import ContainerlabRuntime
+
+    labdir = generate("mini-lossless", tmp_path / "lab", name="capclab")
+    with pytest.raises(UsageError, match="only the netns runtime builds"):
+        ContainerlabRuntime().up(labdir)
+
+
 # ---- live -----------------------------------------------------------------------------------
 FLOOD = r"""
 import socket, sys, time

@@ -383,16 +383,21 @@ class ContainerlabRuntime(Runtime):
         RailabError when containerlab, Docker or an image is missing (one message naming each,
         suggesting ``--runtime netns``), when the lab is already up (unless reconfigure), or when
         deploy fails, after destroying what was deployed; KeyboardInterrupt (Ctrl-C, SIGTERM,
-        SIGHUP) likewise after destroying it.
+        SIGHUP) likewise after destroying it. UsageError for a lab with ``lab.capacity`` (the
+        queues, ECN and PFC emulation are built by the netns runtime only).
         """
         reconf = self.reconfigure if reconfigure is None else reconfigure
         clab = load_clab(labdir, validate=True)
         post_deploy_plan(clab)  # e.g. a bind start.sh would break: one usage error before anything runs
         lab = clab.name
         try:
-            LabSpec.load(clab.directory)
+            spec = LabSpec.load(clab.directory)
         except FileNotFoundError as exc:
             raise RailabError(str(exc)) from None
+        if spec.qos.capacity.enabled:
+            raise UsageError(f"lab {lab} has lab.capacity (port queues, ECN, PFC: "
+                             "docs/congestion.md), which only the netns runtime builds; use "
+                             "--runtime netns, or remove lab.capacity from the intent")
         images = [n.image for n in clab.nodes.values() if n.image]
         preflight(images, binary=self.binary, docker_url=self.docker_url)
         prior = st.load(lab)
