@@ -11,7 +11,7 @@ port; docs/congestion.md):
 
   - ``1:13`` **lossless** (traffic class ``qos.roce_tc`` = 3: RoCEv2 data, DSCP ``qos.roce_dscp``
     = 26, picked by a ``u32`` filter on the IPv4 DSCP), rate 90 % of the port, ceil the port,
-    its child a ``tbf`` at the port rate (the PFC emulation's pause point, :func:`lossless_qdisc`)
+    its child a ``tbf`` (the PFC emulation's pause point, :func:`lossless_qdisc`)
     with a limit of ``buffer_bytes`` on a switch, :data:`NIC_BUFFER_BYTES` on a server NIC (a NIC's own
     send queue back-pressures its sender instead of dropping);
   - ``1:10`` **control/default** (everything else: BGP, BFD, ND/RA, ARP, CNPs at DSCP 48),
@@ -111,7 +111,6 @@ def control_class(qos: QosProfile) -> int:
 
 def _tc_id(handle: int) -> str:
     return f"{handle >> 16:x}:{handle & 0xFFFF:x}"
-
 
 
 def port_rate_bps(spec: LabSpec, speed_gbps: int) -> int:

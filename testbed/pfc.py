@@ -126,11 +126,12 @@ PAUSED_RATE_BPS = 8000
 
 
 def lossless_qdisc(p: Port, *, paused: bool = False, extra_bytes: int = 0) -> str:
-    """The lossless class's leaf qdisc as tc arguments: a ``tbf`` at the port rate (paused:
+    """The lossless class's leaf qdisc as tc arguments: a ``tbf`` at twice the port rate (the
+    htb class above it shapes to the port rate; the tbf only has to stop when paused: then
     :data:`PAUSED_RATE_BPS`) with a two-frame bucket and ``lossless_limit + extra_bytes`` of
     queue (tail drop beyond). A tbf, not a bfifo, because ``tc qdisc change`` of a tbf refills
     its bucket and keeps its queue: the PFC emulation's PAUSE/RESUME (railab.testbed.pfc)."""
-    rate = PAUSED_RATE_BPS if paused else p.rate_bps
+    rate = PAUSED_RATE_BPS if paused else 2 * p.rate_bps
     burst = (p.mtu + 14) if paused else _burst(p)
     return f"tbf rate {rate}bit burst {burst} limit {p.lossless_limit + extra_bytes}"
 

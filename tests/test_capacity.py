@@ -119,7 +119,7 @@ def test_tc_batch_keeps_control_apart_from_lossless():
     assert "classid 1:10 htb rate 4000000bit ceil 40000000bit" in text and "prio 0" in text
     assert "classid 1:13 htb rate 36000000bit" in text
     assert "match ip dsfield 0x68 0xfc flowid 1:13" in text  # DSCP 26 only
-    assert "handle 13: tbf rate 40000000bit" in text and "limit 4194304" in text
+    assert "handle 13: tbf rate 80000000bit" in text and "limit 4194304" in text
     assert cap.lossless_class(spec.qos) == 0x10013 and cap.control_class(spec.qos) == 0x10010
 
 
@@ -146,7 +146,7 @@ def test_pfc_lines_touch_only_the_lossless_queue():
     paused = pfc.tbf_line(p, ll, paused=True, extra=0)
     resumed = pfc.tbf_line(p, ll, paused=False, extra=1000)
     assert paused.startswith(f"qdisc change dev {p.interface} parent 1:13 handle 13: tbf rate 8000bit")
-    assert "rate 40000000bit" in resumed and f"limit {p.lossless_limit + 1000}" in resumed
+    assert "rate 80000000bit" in resumed and f"limit {p.lossless_limit + 1000}" in resumed
     assert "1:10" not in paused + resumed
 
 
