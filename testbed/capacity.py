@@ -6,33 +6,43 @@ port; docs/congestion.md):
 
 * **Queues** (tc, built in here): an ``htb`` root ``1:`` on the port, one class ``1:1`` at the
   port's lab rate (:func:`port_rate_bps`), and two leaf classes under it, each with a ``bfifo``
-  child (a tail-drop byte limit, so ``tc -s`` and :func:`port_counters` count backlog and drops):
+  child qdisc (a tail-drop byte limit, so ``tc -s`` and :func:`port_counters` count backlog
+  and drops):
 
   - ``1:13`` **lossless** (traffic class ``qos.roce_tc`` = 3: RoCEv2 data, DSCP ``qos.roce_dscp``
-    = 26, picked by a ``u32`` filter on the IPv4 DSCP), rate 90 % of the port, ceil the port;
-    limit ``buffer_bytes`` on a switch, :data:`NIC_BUFFER_BYTES` on a server NIC (a NIC's own
+    = 26, picked by a ``u32`` filter on the IPv4 DSCP), rate 90 % of the port, ceil the port,
+    its child a ``tbf`` (the PFC emulation's pause point, :func:`lossless_qdisc`)
+    with a limit of ``buffer_bytes`` on a switch, :data:`NIC_BUFFER_BYTES` on a server NIC (a NIC's own
     send queue back-pressures its sender instead of dropping);
   - ``1:10`` **control/default** (everything else: BGP, BFD, ND/RA, ARP, CNPs at DSCP 48),
     rate 10 % of the port guaranteed (:data:`CONTROL_SHARE`), ceil the port, and first claim on
-    spare bandwidth (htb ``prio 0``), limit ``buffer_bytes``. The PFC emulation
-    (:mod:`railab.testbed.pfc`) only ever changes ``1:13``, so a pause never stops BGP or BFD.
+    spare bandwidth (htb ``prio 0``), a ``bfifo`` child of ``buffer_bytes``. The PFC emulation
+    (:mod:`railab.testbed.pfc`) only ever changes the tbf under ``1:13``: a pause never stops BGP
+    or BFD.
 
 * **WRED/ECN** (nftables, switch ports only; NICs do not mark): one ``netdev`` table
-  :data:`NFT_TABLE` per switch namespace with one chain per port on the **egress** hook. The
-  hook runs before the qdisc, where the queue depth is not visible, so marking runs on a
-  *virtual queue*: ``limit rate over R bytes/second burst B bytes`` on RoCE (DSCP 26) packets, at
-  the port rate ``R``, is a token bucket whose "over" verdict means "a queue served at ``R`` holds
-  more than ``B`` bytes". :data:`ECN_BANDS` buckets with ``B`` from ``Kmin`` up to ``Kmax`` give
-  the depth band of each packet; a packet in band ``i`` (depth between band edges) is marked CE
-  with the WRED probability at the band's midpoint, ``Pmax x (mid - Kmin) / (Kmax - Kmin)``
-  (``numgen random``), every packet beyond ``Kmax`` is marked, and a packet beyond
-  ``buffer_bytes`` (which the bfifo is about to tail-drop) is not marked. Only ECN-capable packets
-  (ECN bits != 00) are marked (``ip ecn != not-ect``), as WRED's ``ecn_all`` does; a named nft
-  counter ``ce_<port>`` counts the marks. Kmin/Kmax/Pmax: ``qos.ecn`` (SONiC's
-  ``WRED_PROFILE|AZURE_LOSSLESS`` by default, the same numbers ``config_db.json`` gets).
+  :data:`NFT_TABLE` per switch namespace with one chain per port on the **egress** hook (it runs
+  as a packet is enqueued). An ECN-capable (ECN bits != 00, as WRED's ``ecn_all``) RoCE
+  (DSCP 26) packet is marked CE with probability ``p``: a random number below
+  ``p x ECN_SCALE`` (``numgen random``) must be in the port's set ``p_<port>``. The switch agent
+  (:mod:`railab.testbed.pfc`, which also runs the PFC emulation) reads the real lossless-queue
+  depth of every switch port each cycle (a few ms of lab time, well under a microsecond of
+  fabric time) and keeps the set at the WRED probability of that depth
+  (:func:`ecn_probability`: 0 under Kmin, linear to Pmax at Kmax, 1 beyond), so marks follow
+  the queue as a switch's WRED on the instantaneous depth does. A named nft counter
+  ``ce_<port>`` counts the marks (at enqueue: a mark on a packet the full queue then drops is
+  counted too). Kmin/Kmax/Pmax: ``qos.ecn`` (SONiC's ``WRED_PROFILE|AZURE_LOSSLESS`` by
+  default, the same numbers ``config_db.json`` gets). Why not a virtual queue in nft: a
+  ``limit rate over`` bucket in byte mode holds one second of the rate on top of its burst (5 MB
+  at 40 Mb/s, above Kmax), and in any mode an "over" packet does not count, so once full the
+  bucket admits packets as "under" while the real queue stands above Kmax (measured: marks stop).
+  Without the agent running (outside a traffic run that opens :func:`pfc_session`) the sets
+  are empty and nothing is marked.
 
-Counters (:func:`port_counters`, :class:`CapacitySampler`) come from tc class statistics over
-rtnetlink (pyroute2), the nft counters (``nft -j``) and the PFC emulation's state file.
+Counters (:func:`port_counters`, :class:`CapacitySampler`) come from qdisc statistics over
+rtnetlink (:class:`QdiscReader`), the nft counters (``nft -j``) and the PFC emulation's state
+file. A traffic run opens :func:`pfc_session` (``--pfc on|off``) to run the switch agent
+(:mod:`railab.testbed.pfc`) for its duration.
 
 Everything here lives inside the lab's namespaces: deleting them (``railab down``, a failed or
 interrupted ``up``) removes every qdisc, filter and nft table with them.
@@ -42,17 +52,40 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import signal
 import subprocess
+import sys
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pyroute2 import IPRoute
-
 from railab.errors import RailabError, UsageError
-from railab.testbed.namespaces import entered, exec_argv
+from railab.testbed import state as st
+from railab.testbed.namespaces import exec_argv
+from railab.testbed.pfc import (  # noqa: F401 - re-exported: the agent's plain-data side
+    CONTROL_SHARE,
+    ECN_SCALE,
+    NFT_TABLE,
+    PAUSED_RATE_BPS,
+    PFC_STATE_FILE,
+    START_TIMEOUT_S,
+    STOP_TIMEOUT_S,
+    AgentPlan,
+    Port,
+    QdiscReader,
+    QdiscStat,
+    _burst,
+    ecn_set_update,
+    ifindexes,
+    lossless_qdisc,
+    lossless_rate_bps,
+    tbf_line,
+    wred_probability,
+)
 from railab.topologies.labspec import LabSpec
 from railab.topologies.qos import QosProfile
 
@@ -61,17 +94,9 @@ from railab.topologies.qos import QosProfile
 ROOT_HANDLE = 0x10000
 PORT_CLASS = 0x10001
 CLASS_BASE = 0x10
-#: Guaranteed share of the port for the control/default class (BGP, BFD, ND, CNP).
-CONTROL_SHARE = 0.10
 #: Lossless-class byte limit of a server NIC's egress queue (its send queue): large, so a paused
 #: NIC back-pressures its sender (which reads the backlog) instead of dropping.
 NIC_BUFFER_BYTES = 64 * 1048576
-#: Depth bands between Kmin and Kmax for the WRED probability (each marks at its midpoint).
-ECN_BANDS = 4
-#: nftables table (family ``netdev``) holding the ECN chains of a switch namespace.
-NFT_TABLE = "railab_ecn"
-#: Per-port state file of the PFC emulation, under the lab's run directory.
-PFC_STATE_FILE = "pfc.json"
 
 
 def lossless_class(qos: QosProfile) -> int:
@@ -86,28 +111,6 @@ def control_class(qos: QosProfile) -> int:
 
 def _tc_id(handle: int) -> str:
     return f"{handle >> 16:x}:{handle & 0xFFFF:x}"
-
-
-@dataclass(frozen=True)
-class Port:
-    """One shaped egress port: ``node:interface`` sending to ``peer:peer_interface``.
-    ``switch``: a leaf/spine/super-spine port (ECN-marking); else a server NIC.
-    ``rate_bps``: lab rate, bit/s; ``lossless_limit`` / ``control_limit``: bfifo limits, bytes;
-    ``mtu``: the link MTU, bytes."""
-
-    node: str
-    interface: str
-    peer: str
-    peer_interface: str
-    switch: bool
-    rate_bps: int
-    lossless_limit: int
-    control_limit: int
-    mtu: int
-
-    @property
-    def key(self) -> tuple[str, str]:
-        return (self.node, self.interface)
 
 
 def port_rate_bps(spec: LabSpec, speed_gbps: int) -> int:
@@ -139,10 +142,6 @@ def ports(spec: LabSpec) -> list[Port]:
 
 
 # ---- queues -----------------------------------------------------------------------------------
-def _burst(p: Port) -> int:
-    """htb burst, bytes: two maximum-size frames (a class sends a whole jumbo frame at once)."""
-    return 2 * (p.mtu + 14)
-
 
 def tc_batch(p: Port, qos: QosProfile) -> str:
     """The ``tc -batch`` lines that build port ``p``'s queues (module docstring)."""
@@ -161,62 +160,51 @@ def tc_batch(p: Port, qos: QosProfile) -> str:
         f"ceil {rate}bit burst {b} cburst {b} prio 1 quantum {q}\n"
         f"qdisc add dev {dev} parent {_tc_id(ctl)} handle {ctl & 0xFFFF:x}: bfifo "
         f"limit {p.control_limit}\n"
-        f"qdisc add dev {dev} parent {_tc_id(ll)} handle {ll & 0xFFFF:x}: bfifo "
-        f"limit {p.lossless_limit}\n"
+        f"qdisc add dev {dev} parent {_tc_id(ll)} handle {ll & 0xFFFF:x}: "
+        f"{lossless_qdisc(p)}\n"
         f"filter add dev {dev} parent 1: protocol ip prio 1 u32 match ip dsfield "
         f"{dsfield:#04x} 0xfc flowid {_tc_id(ll)}\n"
     )
 
 
-def lossless_rate_bps(p: Port) -> int:
-    """The lossless class's guaranteed rate on ``p`` (what a RESUME restores), bit/s."""
-    return p.rate_bps - max(int(p.rate_bps * CONTROL_SHARE), 8000)
-
-
 # ---- ECN --------------------------------------------------------------------------------------
-def ecn_bands(qos: QosProfile) -> list[tuple[int, float]]:
-    """WRED on the virtual queue as ``[(depth threshold bytes, mark probability)]``, shallowest
-    first: band ``i`` starts at ``Kmin + i (Kmax - Kmin) / ECN_BANDS`` and marks with the WRED
-    probability at its midpoint (``Pmax x (i + 0.5) / ECN_BANDS``); the last row is Kmax, 1.0."""
+
+def ecn_probability(qos: QosProfile, depth_bytes: int) -> float:
+    """WRED/ECN marking probability (0..1) of lossless queue depth ``depth_bytes`` under the
+    lab's ``qos.ecn`` (:func:`railab.testbed.pfc.wred_probability`)."""
     e = qos.ecn
-    step = (e.kmax_bytes - e.kmin_bytes) / ECN_BANDS
-    rows = [(int(e.kmin_bytes + i * step), e.pmax_percent / 100 * (i + 0.5) / ECN_BANDS)
-            for i in range(ECN_BANDS)]
-    return rows + [(e.kmax_bytes, 1.0)]
+    return wred_probability(e.kmin_bytes, e.kmax_bytes, e.pmax_percent, depth_bytes)
 
 
 def nft_script(node_ports: Iterable[Port], qos: QosProfile) -> str:
-    """The nft script (one ``netdev`` table, a chain per port) of the ECN marking of one switch
-    (module docstring). ``meta mark`` carries the depth band from the buckets to the marking
-    rules and is cleared at the end of the chain."""
-    bands = ecn_bands(qos)
+    """The nft script of one switch (module docstring): per port a chain on the egress hook
+    marking ECN-capable RoCE packets CE when a random number in ``[0, ECN_SCALE)`` is in the
+    port's set ``p_<port>`` (the switch agent, :mod:`railab.testbed.pfc`, keeps the set at
+    ``[0, p x ECN_SCALE)`` for the WRED probability ``p`` of the port's real queue depth), and a
+    named counter ``ce_<port>`` of the marks. ``meta mark`` carries the random number only
+    within the chain."""
     lines = [f"table netdev {NFT_TABLE} {{"]
     for p in node_ports:
-        rate = p.rate_bps // 8
-        lines.append(f"  counter ce_{p.interface} {{ }}")
-        lines.append(f"  chain {p.interface} {{")
-        lines.append(f"    type filter hook egress device \"{p.interface}\" priority 0; "
-                     "policy accept;")
-        lines.append("    meta protocol != ip accept")
-        lines.append(f"    ip dscp != {qos.roce_dscp} accept")
-        for k, (depth, _pr) in enumerate(bands, start=1):
-            lines.append(f"    limit rate over {rate} bytes/second burst {depth} bytes "
-                         f"meta mark set {k}")
-        # beyond the buffer: the bfifo drops it; no mark (WRED marks what it enqueues)
-        lines.append(f"    limit rate over {rate} bytes/second burst {p.lossless_limit} bytes "
-                     "meta mark set 0 accept")
-        for k, (_depth, prob) in enumerate(bands, start=1):
-            rand = "" if prob >= 1 else f"numgen random mod 1000000 < {int(round(prob * 1e6))} "
-            lines.append(f"    meta mark {k} {rand}ip ecn != not-ect ip ecn set ce "
-                         f"counter name ce_{p.interface} meta mark set 0 accept")
-        lines.append("    meta mark set 0")
-        lines.append("  }")
+        dev = p.interface
+        lines += [
+            f"  counter ce_{dev} {{ }}",
+            f"  set p_{dev} {{ type mark; flags interval; }}",
+            f"  chain {dev} {{",
+            f"    type filter hook egress device \"{dev}\" priority 0; policy accept;",
+            "    meta protocol != ip accept",
+            f"    ip dscp != {qos.roce_dscp} accept",
+            "    ip ecn not-ect accept",
+            f"    meta mark set numgen random mod {ECN_SCALE}",
+            f"    meta mark @p_{dev} meta mark set 0 ip ecn set ce counter name ce_{dev} accept",
+            "    meta mark set 0",
+            "  }",
+        ]
     lines.append("}")
     return "\n".join(lines) + "\n"
 
 
 # ---- apply ------------------------------------------------------------------------------------
-def _run_parallel(jobs: Mapping[str, tuple[list[str], str]], what: str) -> None:
+def run_batches(jobs: Mapping[str, tuple[list[str], str]], what: str) -> None:
     """Run ``{node: (argv, stdin)}`` concurrently; RailabError naming the first nodes that fail."""
     procs = {}
     try:
@@ -253,10 +241,10 @@ def apply(spec: LabSpec, netns_of: Callable[[str], str]) -> list[Port]:
     by_node: dict[str, list[Port]] = {}
     for p in all_ports:
         by_node.setdefault(p.node, []).append(p)
-    _run_parallel({n: (exec_argv(netns_of(n), ["tc", "-batch", "-"]),
+    run_batches({n: (exec_argv(netns_of(n), ["tc", "-batch", "-"]),
                        "".join(tc_batch(p, qos) for p in ps)) for n, ps in by_node.items()},
                   "tc (port queues)")
-    _run_parallel({n: (exec_argv(netns_of(n), ["nft", "-f", "-"]), nft_script(ps, qos))
+    run_batches({n: (exec_argv(netns_of(n), ["nft", "-f", "-"]), nft_script(ps, qos))
                    for n, ps in by_node.items() if ps[0].switch}, "nft (ECN marking)")
     return all_ports
 
@@ -351,7 +339,7 @@ class CapacitySampler:
         try:
             for node in dict.fromkeys(p.node for p in self._ports):
                 self._readers[node] = QdiscReader(self.netns_of(node))
-                self._index.update(_ifindexes(self.netns_of(node),
+                self._index.update(ifindexes(self.netns_of(node),
                                               [p.interface for p in self._ports if p.node == node],
                                               node))
         except FileNotFoundError:
@@ -413,21 +401,6 @@ class CapacitySampler:
         self.close()
 
 
-def _ifindexes(ns: str, names: list[str], node: str) -> dict[tuple[str, str], int]:
-    """``{(node, ifname): ifindex}`` in namespace ``ns``; RailabError for a missing interface."""
-    with entered(ns):
-        ipr = IPRoute()
-    try:
-        out = {}
-        for name in names:
-            idx = ipr.link_lookup(ifname=name)
-            if not idx:
-                raise RailabError(f"{node}:{name} does not exist: is the lab up?")
-            out[(node, name)] = idx[0]
-        return out
-    finally:
-        ipr.close()
-
 
 def _nft_many(nss: Mapping[str, str]) -> dict[str, dict[str, int]]:
     """:func:`nft_counters` of several switches at once: ``{node: {port: marks}}``."""
@@ -466,7 +439,8 @@ def totals(counters: Mapping[tuple[str, str], PortCounters]) -> dict[str, float]
 def delta(before: Mapping[tuple[str, str], PortCounters],
           after: Mapping[tuple[str, str], PortCounters]) -> dict[tuple[str, str], PortCounters]:
     """``after - before`` per port for the cumulative counters (backlog and ``paused`` from
-    ``after``): what a run did, net of what the lab did before it."""
+    ``after``): what a run did, net of what the lab did before it. PFC counts that went down
+    (a new :func:`pfc_session` in between) are the new session's."""
     cum = ("tx_bytes", "tx_packets", "lossless_tx_bytes", "dropped", "lossless_dropped",
            "pause_events", "resume_events")
     out = {}
@@ -476,6 +450,10 @@ def delta(before: Mapping[tuple[str, str], PortCounters],
         if b is not None:
             for f in cum:
                 setattr(d, f, getattr(a, f) - getattr(b, f))
+            if a.pause_events < b.pause_events or a.paused_s < b.paused_s:
+                # a new PFC session started in between: its counts start at zero
+                d.pause_events, d.resume_events = a.pause_events, a.resume_events
+                b = PortCounters(**{**asdict(b), "paused_s": 0.0})
             if a.ce_marked is not None and b.ce_marked is not None:
                 d.ce_marked = a.ce_marked - b.ce_marked
             d.paused_s = a.paused_s - b.paused_s
@@ -483,103 +461,120 @@ def delta(before: Mapping[tuple[str, str], PortCounters],
     return out
 
 
-# ---- fast qdisc statistics (raw rtnetlink) -----------------------------------------------------
-#: rtnetlink constants (linux/rtnetlink.h, linux/pkt_sched.h, linux/gen_stats.h)
-_RTM_GETQDISC, _NLM_F_REQUEST, _NLM_F_DUMP, _NLMSG_DONE, _NLMSG_ERROR = 38, 1, 0x300, 3, 2
-_TCA_KIND, _TCA_STATS2 = 1, 7
-_TCA_STATS_BASIC, _TCA_STATS_QUEUE = 1, 3
+# ---- the switch agent (ECN + PFC emulation) of a traffic run ---------------------------------
+def agent_plan(spec: LabSpec, netns_of: Callable[[str], str], *, pfc: bool) -> AgentPlan:
+    """The switch agent's :class:`railab.testbed.pfc.AgentPlan` of lab ``spec``: thresholds from
+    ``qos`` (raises ValueError for a buffer too small for PFC), every shaped port, namespaces."""
+    q = spec.qos
+    return AgentPlan(lab=spec.name, pfc=pfc, pause_bytes=q.pfc_pause_bytes,
+                     resume_bytes=q.pfc_resume_bytes, kmin_bytes=q.ecn.kmin_bytes,
+                     kmax_bytes=q.ecn.kmax_bytes, pmax_percent=q.ecn.pmax_percent,
+                     lossless_handle=lossless_class(q), ports=tuple(ports(spec)),
+                     namespaces={n.name: netns_of(n.name) for n in spec.nodes})
 
 
-@dataclass(frozen=True)
-class QdiscStat:
-    """One qdisc's statistics: interface ``index``, ``parent`` and ``handle`` (tc handles),
-    ``kind``; ``bytes``/``packets`` dequeued, ``backlog`` bytes queued, ``qlen`` packets queued,
-    ``drops`` packets."""
-
-    index: int
-    parent: int
-    handle: int
-    kind: str
-    bytes: int
-    packets: int
-    backlog: int
-    qlen: int
-    drops: int
-
-
-class QdiscReader:
-    """Every qdisc's statistics of one network namespace in one ``RTM_GETQDISC`` dump over a raw
-    rtnetlink socket opened in that namespace.
-
-    Why not pyroute2 here: it decodes every attribute of every message in Python, 11.6 ms for
-    the 49 qdiscs of a mini-lossless leaf (measured), too slow for the PFC emulation's control
-    loop and for 50-100 ms time series; this reads only the kind and TCA_STATS2 (basic and
-    queue), ~1.3 ms for the same dump. Setup and changes still go through tc / pyroute2."""
-
-    def __init__(self, ns: str) -> None:
-        import socket
-
-        with entered(ns):
-            self._sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0)  # NETLINK_ROUTE
-        self._sock.bind((0, 0))
-        self._seq = 0
-
-    def read(self) -> list[QdiscStat]:
-        """One dump: a :class:`QdiscStat` per qdisc. OSError when the namespace is gone."""
-        import struct
-
-        self._seq += 1
-        req = struct.pack("=LHHLLBxxxiLLL", 36, _RTM_GETQDISC, _NLM_F_REQUEST | _NLM_F_DUMP,
-                          self._seq, 0, 0, 0, 0, 0, 0)
-        self._sock.send(req)
-        out: list[QdiscStat] = []
-        while True:
-            data = self._sock.recv(1 << 20)
-            off = 0
-            while off + 16 <= len(data):
-                ln, typ, _fl, seq, _pid = struct.unpack_from("=LHHLL", data, off)
-                if ln < 16:
-                    return out
-                if typ == _NLMSG_DONE:
-                    return out
-                if typ == _NLMSG_ERROR:
-                    err = struct.unpack_from("=i", data, off + 16)[0]
-                    if err:
-                        raise OSError(-err, "RTM_GETQDISC dump failed")
-                    return out
-                if typ == 36 and seq == self._seq:  # RTM_NEWQDISC
-                    out.append(_parse_qdisc(data, off + 16, off + ln))
-                off += (ln + 3) & ~3
-
-    def close(self) -> None:
-        self._sock.close()
+def reset(spec: LabSpec, netns_of: Callable[[str], str]) -> None:
+    """Undo any emulation state a killed loop left behind: every lossless class back to its
+    rate and limit (``buffer_bytes``), every ECN set empty (no marks). Idempotent."""
+    by_node: dict[str, list[Port]] = {}
+    for p in ports(spec):
+        by_node.setdefault(p.node, []).append(p)
+    jobs = {}
+    for node, ps in by_node.items():
+        script = "".join(tbf_line(p, lossless_class(spec.qos), paused=False, extra=0) for p in ps)
+        jobs[node] = (exec_argv(netns_of(node), ["tc", "-batch", "-"]), script)
+    run_batches(jobs, "tc (PFC reset)")
+    run_batches({node: (exec_argv(netns_of(node), ["nft", "-f", "-"]),
+                                 "".join(ecn_set_update(p.interface, 0.0) for p in ps))
+                          for node, ps in by_node.items() if ps[0].switch}, "nft (ECN reset)")
 
 
-def _parse_qdisc(data: bytes, off: int, end: int) -> QdiscStat:
-    import struct
+@dataclass
+class PfcSession:
+    """What :func:`pfc_session` yields: ``enabled``; ``state()`` reads the loop's record
+    (``{}`` when off); ``pid`` of the loop (None when off)."""
 
-    _fam, index, handle, parent, _info = struct.unpack_from("=BxxxiLLL", data, off)
-    off += 20
-    kind, basic, queue = "", (0, 0), (0, 0, 0)
-    while off + 4 <= end:
-        alen, atyp = struct.unpack_from("=HH", data, off)
-        if alen < 4:
-            break
-        atyp &= 0x3FFF
-        if atyp == _TCA_KIND:
-            kind = data[off + 4:off + alen].split(b"\0", 1)[0].decode()
-        elif atyp == _TCA_STATS2:
-            o, e = off + 4, off + alen
-            while o + 4 <= e:
-                sl, st_ = struct.unpack_from("=HH", data, o)
-                if sl < 4:
-                    break
-                if st_ == _TCA_STATS_BASIC:
-                    basic = struct.unpack_from("=QL", data, o + 4)
-                elif st_ == _TCA_STATS_QUEUE:
-                    q = struct.unpack_from("=LLLLL", data, o + 4)
-                    queue = (q[0], q[1], q[2])
-                o += (sl + 3) & ~3
-        off += (alen + 3) & ~3
-    return QdiscStat(index=index, parent=parent, handle=handle, kind=kind, bytes=basic[0],
-                     packets=basic[1], qlen=queue[0], backlog=queue[1], drops=queue[2])
+    lab: str
+    enabled: bool
+    pid: int | None = None
+
+    @property
+    def state_path(self) -> Path:
+        return st.lab_dir(self.lab) / PFC_STATE_FILE
+
+    def state(self) -> dict[str, Any]:
+        try:
+            return json.loads(self.state_path.read_text())
+        except (OSError, ValueError):
+            return {}
+
+
+@contextmanager
+def pfc_session(spec: LabSpec, netns_of: Callable[[str], str],
+                enabled: bool | None = None) -> Iterator[PfcSession]:
+    """Run the switch agent for the block (a traffic run): ECN marking from the real queue
+    depths always, the PFC emulation when ``enabled`` (default the lab's ``qos.capacity.pfc``;
+    off: tail drops only). The agent is a process of its own, recorded in
+    ``LabState.agents["pfc"]``; the block starts once it watches every switch, and its end stops
+    it (RESUME everything, limits back, marking off) and removes the record. Any state a killed
+    agent left behind is undone first (:func:`reset`). The counts of the session (``pfc.json``)
+    start at zero and stay readable after it (:func:`port_counters`
+    with ``run_dir``).
+
+    UsageError for a lab without ``lab.capacity``; RailabError when the loop does not start
+    (its stderr in the message)."""
+    if not spec.qos.capacity.enabled:
+        raise UsageError(f"lab {spec.name} has no lab.capacity: PFC needs port queues (use an "
+                         "intent with lab.capacity, e.g. mini-lossless)")
+    on = spec.qos.capacity.pfc if enabled is None else bool(enabled)
+    sess = PfcSession(lab=spec.name, enabled=on)
+    prev, rec = sess.state(), st.load(spec.name)
+    if (prev and not prev.get("final")) or (rec is not None and rec.agents.get("pfc")):
+        reset(spec, netns_of)  # an earlier agent was killed before it could undo its changes
+    try:
+        sess.state_path.unlink()
+    except FileNotFoundError:
+        pass
+    log = st.lab_dir(spec.name) / "pfc.log"
+    plan_path = st.lab_dir(spec.name) / "pfc-plan.json"
+    plan_path.write_text(json.dumps(agent_plan(spec, netns_of, pfc=on).to_json()))
+    with open(log, "w") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "railab.testbed.pfc", "--plan", str(plan_path),
+                                 "--state", str(sess.state_path), "--parent", str(os.getpid()),
+                                 *([] if on else ["--no-pfc"])],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
+    sess.pid = proc.pid
+    try:
+        _record_agent(spec.name, proc.pid)
+        end = time.monotonic() + START_TIMEOUT_S
+        while not sess.state().get("ready"):
+            if proc.poll() is not None or time.monotonic() > end:
+                proc.kill()
+                proc.wait()
+                raise RailabError(f"lab {spec.name}: the PFC emulation did not start: "
+                                  f"{log.read_text().strip()[-400:] or 'no output'}")
+            time.sleep(0.02)
+        yield sess
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+                reset(spec, netns_of)
+        _record_agent(spec.name, None)
+
+
+def _record_agent(lab: str, pid: int | None) -> None:
+    rec = st.load(lab)
+    if rec is None:
+        return
+    agents = dict(rec.agents)
+    if pid is None:
+        agents.pop("pfc", None)
+    else:
+        agents["pfc"] = pid
+    rec.agents = agents
+    st.save(rec)

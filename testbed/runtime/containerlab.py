@@ -402,7 +402,8 @@ class ContainerlabRuntime(Runtime):
         RailabError when containerlab, Docker or an image is missing (one message naming each,
         suggesting ``--runtime netns``), when the lab is already up (unless reconfigure), or when
         deploy fails, after destroying what was deployed; KeyboardInterrupt (Ctrl-C, SIGTERM,
-        SIGHUP) likewise after destroying it.
+        SIGHUP) likewise after destroying it. UsageError for a lab with ``lab.capacity`` (the
+        queues, ECN and PFC emulation are built by the netns runtime only).
         """
         reconf = self.reconfigure if reconfigure is None else reconfigure
         clab = load_clab(host_clab_file(labdir, host) if host else labdir, validate=True)
@@ -410,9 +411,13 @@ class ContainerlabRuntime(Runtime):
         lab = clab.name
         spec_dir = clab.directory.parent if host else clab.directory
         try:
-            LabSpec.load(spec_dir)
+            spec = LabSpec.load(spec_dir)
         except FileNotFoundError as exc:
             raise RailabError(str(exc)) from None
+        if spec.qos.capacity.enabled:
+            raise UsageError(f"lab {lab} has lab.capacity (port queues, ECN, PFC: "
+                             "docs/congestion.md), which only the netns runtime builds; use "
+                             "--runtime netns, or remove lab.capacity from the intent")
         images = [n.image for n in clab.nodes.values() if n.image]
         preflight(images, binary=self.binary, docker_url=self.docker_url)
         prior = st.load(lab)

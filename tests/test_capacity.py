@@ -1,0 +1,372 @@
+"""Port capacity, ECN and the PFC emulation (railab.testbed.capacity, railab.testbed.pfc).
+
+Unit tests: the intent's ``lab.capacity`` block and its checks, lab.json ``qos``, the queue and
+nft scripts, the WRED probability. Live tests (one ``mini-lossless`` lab, real FRR and kernel):
+BGP converges with every port shaped; a flood through one leaf port drops there with PFC off and
+is CE-marked (as seen by the receiver) beyond Kmin; with PFC on the same flood pauses upstream
+ports, drops nothing and leaves BGP Established; ``down`` leaves no namespace and no agent.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from railab.testbed import capacity as cap
+from railab.testbed import pfc
+from railab.testbed import state as st
+from railab.testbed.namespaces import entered, exec_argv
+from railab.topologies.generator import build_lab, generate
+from railab.topologies.intent import IntentError, load_intent
+from railab.topologies.labspec import LabSpec
+from railab.topologies.qos import DEFAULT_QOS
+from tests.conftest import PID, integration_skip_reason
+
+NAME = f"cap{PID}"
+
+
+def _intent_text(capacity: str) -> str:
+    return f"""
+name: capx
+design: {{architecture: rail-optimized, gpus: 1024, gpus_per_server: 8, leaf: CX864E-N,
+          spine: CX864E-N, port_speed_gbps: 400, oversubscription: "1:1"}}
+lab:
+  groups: 1
+  servers_per_group: 2
+  rails: 2
+  spines: 2
+  {capacity}
+"""
+
+
+def _load(tmp_path, capacity: str):
+    p = tmp_path / "i.yml"
+    p.write_text(_intent_text(capacity))
+    return load_intent(p)
+
+
+# ---- unit -----------------------------------------------------------------------------------
+def test_mini_lossless_shape():
+    spec = build_lab(load_intent("mini-lossless")).spec
+    c = spec.qos.capacity
+    assert spec.name == "mini-lossless" and c.enabled and c.pfc
+    assert (c.port_rate_mbps, c.buffer_bytes, c.time_scale) == (40.0, 4194304, 10000.0)
+    servers = [n for n in spec.nodes if n.role == "server"]
+    assert len(servers) == 16
+    for leaf in (n for n in spec.nodes if n.role == "leaf"):
+        ups = [p for p, peer, _ in spec.links_of(leaf.name) if spec.node(peer).role == "spine"]
+        assert len(ups) >= 4, leaf.name
+    # ECN profile = SONiC's AZURE_LOSSLESS WRED, the same object the SONiC config renders
+    assert spec.qos.ecn == DEFAULT_QOS.ecn
+    assert spec.qos.pfc_pause_bytes > spec.qos.ecn.kmax_bytes
+
+
+def test_capacity_block_reaches_lab_json(tmp_path):
+    intent = _load(tmp_path, "capacity: {port_rate_mbps: 25, buffer_bytes: 8388608, pfc: false, "
+                             "ecn: {kmin_bytes: 100000, kmax_bytes: 400000, pmax_percent: 10}}")
+    out = generate(intent, tmp_path / "lab")
+    doc = json.loads((out / "lab.json").read_text())
+    assert doc["qos"]["capacity"] == {"enabled": True, "port_rate_mbps": 25.0,
+                                      "fabric_rate_gbps": 400, "buffer_bytes": 8388608,
+                                      "pfc": False}
+    assert doc["qos"]["ecn"]["kmin_bytes"] == 100000 and doc["qos"]["ecn"]["pmax_percent"] == 10
+    spec = LabSpec.load(out)
+    assert spec.qos.capacity.time_scale == 16000.0
+
+
+def test_no_capacity_block_leaves_links_unlimited(tmp_path):
+    spec = build_lab(_load(tmp_path, "")).spec
+    assert not spec.qos.capacity.enabled and not cap.enabled(spec)
+
+
+@pytest.mark.parametrize("block, words", [
+    ("capacity: {ecn: {kmin_bytes: 3000000, kmax_bytes: 2000000}}", ["kmin_bytes", "kmax_bytes"]),
+    ("capacity: {buffer_bytes: 2000000}", ["kmax_bytes", "buffer_bytes"]),
+    ("capacity: {buffer_bytes: 2100000}", ["buffer_bytes", "raise"]),
+    ("capacity: {port_rate_mbps: 0}", ["port_rate_mbps"]),
+    ("capacity: {queues: 3}", ["queues"]),
+])
+def test_bad_capacity_block_names_the_key(tmp_path, block, words):
+    with pytest.raises(IntentError) as e:
+        _load(tmp_path, block)
+    msg = str(e.value)
+    assert "capacity" in msg and all(w in msg for w in words), msg
+
+
+def test_ports_rates_and_limits():
+    spec = build_lab(load_intent("mini-lossless")).spec
+    ports = cap.ports(spec)
+    assert len(ports) == 2 * len(spec.links)
+    nic = next(p for p in ports if not p.switch)
+    sw = next(p for p in ports if p.switch)
+    assert nic.rate_bps == sw.rate_bps == 40_000_000
+    assert sw.lossless_limit == 4194304 and nic.lossless_limit >= cap.NIC_BUFFER_BYTES
+    # an 800G uplink runs at twice the lab rate of a 400G NIC
+    assert cap.port_rate_bps(spec, 800) == 80_000_000
+
+
+def test_tc_batch_keeps_control_apart_from_lossless():
+    spec = build_lab(load_intent("mini-lossless")).spec
+    p = next(q for q in cap.ports(spec) if q.switch)
+    text = cap.tc_batch(p, spec.qos)
+    assert "htb default 10" in text  # everything unclassified (BGP, BFD, ND, CNP) is control
+    assert "classid 1:10 htb rate 4000000bit ceil 40000000bit" in text and "prio 0" in text
+    assert "classid 1:13 htb rate 36000000bit" in text
+    assert "match ip dsfield 0x68 0xfc flowid 1:13" in text  # DSCP 26 only
+    assert "handle 13: tbf rate 80000000bit" in text and "limit 4194304" in text
+    assert cap.lossless_class(spec.qos) == 0x10013 and cap.control_class(spec.qos) == 0x10010
+
+
+def test_wred_probability_and_set_updates():
+    q = DEFAULT_QOS
+    k0, k1 = q.ecn.kmin_bytes, q.ecn.kmax_bytes
+    assert cap.ecn_probability(q, k0 - 1) == 0.0
+    assert cap.ecn_probability(q, k0) == 0.0
+    assert cap.ecn_probability(q, (k0 + k1) // 2) == pytest.approx(0.025, abs=1e-6)
+    assert cap.ecn_probability(q, k1) == 1.0
+    assert cap.ecn_set_update("eth3", 0.0) == f"flush set netdev {cap.NFT_TABLE} p_eth3\n"
+    assert "{ 0-24999 }" in cap.ecn_set_update("eth3", 0.025)
+    assert "{ 0-999999 }" in cap.ecn_set_update("eth3", 1.0)
+    spec = build_lab(load_intent("mini-lossless")).spec
+    text = cap.nft_script([p for p in cap.ports(spec) if p.node == "g1-leaf1"], spec.qos)
+    assert "hook egress device \"eth1\"" in text and "ip ecn not-ect accept" in text
+    assert text.count("chain ") == 16 and "ip dscp != 26 accept" in text
+
+
+def test_pfc_lines_touch_only_the_lossless_queue():
+    spec = build_lab(load_intent("mini-lossless")).spec
+    p = next(q for q in cap.ports(spec) if q.switch)
+    ll = cap.lossless_class(spec.qos)
+    paused = pfc.tbf_line(p, ll, paused=True, extra=0)
+    resumed = pfc.tbf_line(p, ll, paused=False, extra=1000)
+    assert paused.startswith(f"qdisc change dev {p.interface} parent 1:13 handle 13: tbf rate 8000bit")
+    assert "rate 80000000bit" in resumed and f"limit {p.lossless_limit + 1000}" in resumed
+    assert "1:10" not in paused + resumed
+
+
+def test_containerlab_runtime_refuses_capacity(tmp_path):
+    from railab.errors import UsageError
+    from railab.testbed.runtime.containerlab import ContainerlabRuntime
+
+    labdir = generate("mini-lossless", tmp_path / "lab", name="capclab")
+    with pytest.raises(UsageError, match="only the netns runtime builds"):
+        ContainerlabRuntime().up(labdir)
+
+
+# ---- live -----------------------------------------------------------------------------------
+FLOOD = r"""
+import socket, sys, time
+dst, src, mbps, secs = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
+start_at = float(sys.argv[5])  # wall clock: every sender starts together, however slow its start
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, (26 << 2) | 2)   # DSCP 26, ECT(0)
+s.setsockopt(socket.SOL_SOCKET, 32, 64 << 20)                  # SO_SNDBUFFORCE: NIC queue
+s.bind((src, 0)); s.setblocking(False)
+size = 1000; gap = size * 8 / (mbps * 1e6); n = 0
+time.sleep(max(0.0, start_at - time.time())); t0 = time.monotonic()
+while (now := time.monotonic()) - t0 < secs:   # paced in 2 ms bursts: the rate, little CPU
+    while n < int((now - t0) / gap) + 1:
+        try:
+            s.sendto(b"x" * size, (dst, 4791))
+        except OSError:
+            pass
+        n += 1
+    time.sleep(0.002)
+print(n)
+"""
+
+
+class _Receiver(threading.Thread):
+    """Counts UDP 4791 packets and their CE marks on a server NIC (AF_PACKET, cooked)."""
+
+    def __init__(self, ns: str, ifname: str):
+        super().__init__(daemon=True)
+        with entered(ns):
+            self.sock = socket.socket(socket.AF_PACKET, socket.SOCK_DGRAM, socket.htons(0x0800))
+        self.sock.setsockopt(socket.SOL_SOCKET, 33, 64 << 20)  # SO_RCVBUFFORCE
+        self.sock.bind((ifname, 0))
+        self.sock.settimeout(0.2)
+        self.stop = threading.Event()
+        self.packets = self.ce = 0
+
+    def run(self):
+        while not self.stop.is_set():
+            try:
+                d = self.sock.recv(65535)
+            except TimeoutError:
+                continue
+            if len(d) > 23 and d[9] == 17 and d[22:24] == b"\x12\xb7":
+                self.packets += 1
+                self.ce += (d[1] & 3) == 3
+
+
+def _flood(lab, seconds: float) -> dict:
+    """srv1:nic1 and srv2:nic1 each send 39 Mb/s of ECT RoCE-DSCP UDP to srv3:nic1 for
+    ``seconds``: 2:1 onto g1-leaf1's port to srv3 (40 Mb/s). Returns the receiver's counts and
+    the port's counters over the run."""
+    spec = lab.spec
+    dst = spec.nic("srv3", 1)
+    srcs = [spec.nic("srv1", 1), spec.nic("srv2", 1)]
+    port = ("g1-leaf1", dst.leaf_port)
+    rx = _Receiver(lab.netns_of("srv3"), dst.interface)
+    rx.start()
+    with cap.CapacitySampler(spec, lab.netns_of, nodes=["g1-leaf1", "srv1", "srv2"],
+                             run_dir=st.lab_dir(lab.name)) as s:
+        before = s.sample(ce=True)
+        start_at = str(time.time() + 3.0)
+        procs = [subprocess.Popen(exec_argv(lab.netns_of(n.server),
+                                            [sys.executable, "-c", FLOOD, str(dst.address.ip),
+                                             str(n.address.ip), "39", str(seconds), start_at]),
+                                  stdout=subprocess.PIPE, text=True) for n in srcs]
+        depth = 0
+        while any(p.poll() is None for p in procs):
+            depth = max(depth, s.sample()[port].lossless_backlog_bytes)
+            time.sleep(0.05)
+        sent = sum(int(p.communicate()[0]) for p in procs)
+        end = time.monotonic() + 15  # let the queues drain (a paused NIC holds its backlog)
+        while time.monotonic() < end:
+            now = s.sample()
+            if all(c.backlog_bytes == 0 for c in now.values()):
+                break
+            time.sleep(0.1)
+        time.sleep(0.3)
+        after = s.sample(ce=True)
+    rx.stop.set()
+    rx.join()
+    d = cap.delta(before, after)
+    nic_bytes = sum(d[(n.server, n.interface)].lossless_tx_bytes for n in srcs)
+    return {"sent": sent, "received": rx.packets, "ce_seen": rx.ce, "port": d[port],
+            "max_depth": depth, "all": d, "nic_bytes": nic_bytes}
+
+
+@pytest.fixture(scope="module")
+def lab():
+    if integration_skip_reason():
+        pytest.skip(integration_skip_reason())
+    from railab.checks.lab import LiveLab
+
+    live = LiveLab.bring_up("mini-lossless", name=NAME)
+    try:
+        yield live
+    finally:
+        live.close()
+
+
+def _sessions_established(lab, node: str) -> tuple[int, int]:
+    r = lab.executor.vtysh(node, "show bgp summary json")
+    peers = json.loads(r.stdout)["ipv4Unicast"]["peers"]
+    return sum(p["state"] == "Established" for p in peers.values()), len(peers)
+
+
+@pytest.mark.integration
+def test_live_every_port_shaped_and_bgp_converged(lab):
+    counters = cap.port_counters(lab.spec, lab.netns_of, run_dir=st.lab_dir(lab.name))
+    assert set(counters) == {p.key for p in cap.ports(lab.spec)}
+    assert all(c.ce_marked == 0 and c.dropped == 0 for c in counters.values())
+    # control traffic (BGP, BFD, RAs) went through the control class, not the lossless one
+    leaf = [c for (n, _), c in counters.items() if n == "g1-leaf1"]
+    assert sum(c.tx_bytes for c in leaf) > 0 and sum(c.lossless_tx_bytes for c in leaf) == 0
+    up, total = _sessions_established(lab, "g1-leaf1")
+    assert up == total == 8
+
+
+@pytest.mark.integration
+def test_live_pfc_off_drops_at_the_port_and_marks_ce(lab):
+    with cap.pfc_session(lab.spec, lab.netns_of, enabled=False) as sess:
+        assert sess.pid and not sess.state().get("pfc")
+        r = _flood(lab, 3.0)
+    port = r["port"]
+    assert port.lossless_dropped > 0 and port.dropped == port.lossless_dropped
+    assert port.ce_marked > 0 and r["ce_seen"] > 0  # marked at the leaf, seen by the receiver
+    frame = 1000 + 8 + 20 + 14  # UDP payload + UDP + IPv4 + Ethernet, as the qdisc counts it
+    # every byte the NICs sent either left the leaf port or was dropped there
+    assert r["nic_bytes"] == port.lossless_tx_bytes + port.lossless_dropped * frame
+    assert cap.totals(r["all"])["pause_events"] == 0
+    assert r["max_depth"] >= lab.spec.qos.ecn.kmax_bytes
+
+
+@pytest.mark.integration
+def test_live_pfc_on_pauses_upstream_without_drops_and_keeps_bgp(lab):
+    with cap.pfc_session(lab.spec, lab.netns_of, enabled=True) as sess:
+        assert st.load(lab.name).agents == {"pfc": sess.pid}
+        up_during: list[tuple[int, int, bool]] = []
+        flooding = threading.Event()
+
+        def watch():  # BGP sessions of the congested leaf, and whether a port is paused then
+            while not flooding.is_set():
+                paused = any(v.get("paused") for v in cap.pfc_state(st.lab_dir(lab.name)).values())
+                up_during.append((*_sessions_established(lab, "g1-leaf1"), paused))
+                time.sleep(0.2)
+
+        t = threading.Thread(target=watch)
+        t.start()
+        try:
+            r = _flood(lab, 3.0)
+        finally:
+            flooding.set()
+            t.join()
+    state = sess.state()  # the final record stays readable after the session
+    assert st.load(lab.name).agents == {}
+    port, tot = r["port"], cap.totals(r["all"])
+    assert port.dropped == 0 and tot["lossless_dropped"] == 0, r
+    assert r["nic_bytes"] == port.lossless_tx_bytes == r["sent"] * (1000 + 8 + 20 + 14)
+    assert tot["pause_events"] > 0 and tot["resume_events"] == tot["pause_events"], r["max_depth"]
+    paused = r["all"][("srv1", "eth1")]
+    assert paused.pause_events > 0 and paused.paused_s > 0 and not paused.paused
+    assert port.ce_marked > 0  # ECN first: the queue passed Kmax before xOFF
+    assert state["final"] and state["switches"]["g1-leaf1"]["pauses"] > 0
+    # the control class is never paused: BGP stays Established while ports are paused
+    assert any(p for _, _, p in up_during), up_during
+    assert all(u == total == 8 for u, total, _ in up_during), up_during
+
+
+@pytest.mark.integration
+def test_live_down_removes_everything(lab):
+    # an agent left running (a traffic run killed hard) is still removed by down
+    plan = st.lab_dir(lab.name) / "pfc-plan.json"
+    plan.write_text(json.dumps(cap.agent_plan(lab.spec, lab.netns_of, pfc=True).to_json()))
+    proc = subprocess.Popen([sys.executable, "-m", "railab.testbed.pfc", "--plan", str(plan),
+                             "--state", str(st.lab_dir(lab.name) / "pfc.json")])
+    ready = cap.PfcSession(lab=lab.name, enabled=True)
+    end = time.monotonic() + 10
+    while ready.state().get("pid") != proc.pid and time.monotonic() < end:
+        time.sleep(0.05)
+    assert ready.state().get("ready") and ready.state().get("pid") == proc.pid
+    lab.close()
+    proc.wait(timeout=10)
+    assert not [n for n in _netns() if NAME in n]
+    left = subprocess.run(["pgrep", "-f", f"railab.testbed.pfc --plan {st.lab_dir(lab.name)}/"],
+                          capture_output=True, text=True)
+    assert left.stdout.strip() == ""
+
+
+def _netns() -> list[str]:
+    return subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
+
+
+@pytest.mark.integration
+def test_live_failed_capacity_step_rolls_the_lab_back(tmp_path, monkeypatch):
+    if integration_skip_reason():
+        pytest.skip(integration_skip_reason())
+    from railab.errors import RailabError
+    from railab.testbed.runtime.netns import NetnsRuntime
+
+    name = f"capf{PID}"
+    labdir = generate("mini-lossless", tmp_path / "lab", name=name)
+    real = cap.apply
+
+    def half_then_fail(spec, netns_of):
+        real(spec, netns_of)  # queues and nft tables exist, then the step fails
+        raise RailabError("injected: capacity step failed")
+
+    monkeypatch.setattr(cap, "apply", half_then_fail)
+    with pytest.raises(RailabError, match="injected"):
+        NetnsRuntime().up(labdir)
+    assert not [n for n in _netns() if name in n]
+    assert not st.lab_dir(name).exists()
