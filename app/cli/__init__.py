@@ -53,6 +53,7 @@ def _root(
 
 
 from railab.cli import check as _check  # noqa: E402
+from railab.cli import collective as _collective  # noqa: E402
 from railab.cli import demo as _demo  # noqa: E402
 from railab.cli import drill as _drill  # noqa: E402
 from railab.cli import fault as _fault  # noqa: E402
@@ -62,7 +63,7 @@ from railab.cli import plan as _plan  # noqa: E402
 from railab.cli import registry as _registry  # noqa: E402
 from railab.cli import traffic as _traffic  # noqa: E402
 
-for _mod in (_plan, _generate, _lab, _traffic, _check, _demo, _registry, _fault, _drill):
+for _mod in (_plan, _generate, _lab, _traffic, _check, _demo, _registry, _fault, _drill, _collective):
     _mod.register(app)
 
 
