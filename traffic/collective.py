@@ -107,6 +107,7 @@ class Schedule:
     flow_bytes: list[int]
     nvlink_bytes: int = 0
     notes: list[str] = field(default_factory=list)
+    qps: int = 1
 
     @property
     def unreachable(self) -> list[Flow]:
@@ -125,7 +126,7 @@ class Schedule:
 
     def to_dict(self) -> dict:
         return {"op": self.op, "bytes_per_rank": self.bytes_per_rank, "ranks": self.ranks,
-                "pxn": self.pxn, "network_flows": len(self.flows),
+                "pxn": self.pxn, "qps": self.qps, "network_flows": len(self.flows),
                 "network_bytes": self.network_bytes, "nvlink_bytes": self.nvlink_bytes,
                 "flows_by_class": self.by_class(), "unreachable_flows": len(self.unreachable),
                 "notes": list(self.notes)}
@@ -136,15 +137,19 @@ def ranks_of(spec: LabSpec) -> list[tuple[str, int]]:
     return [(s.name, g) for s in spec.by_role("server") for g in range(spec.gpus_per_server)]
 
 
-def schedule(spec: LabSpec, op: str, nbytes: int, *, pxn: bool = False) -> Schedule:
+def schedule(spec: LabSpec, op: str, nbytes: int, *, pxn: bool = False, qps: int = 1) -> Schedule:
     """The :class:`Schedule` of collective ``op`` (:data:`OPS`) with ``nbytes`` per rank on
-    ``spec`` (module docstring). UsageError for an unknown op, ``nbytes`` below
-    :data:`MIN_BYTES`, a lab with fewer than two servers (no network flow) or more network
-    flows than :data:`MAX_FLOWS`."""
+    ``spec`` (module docstring). ``qps``: QPs per connection (NCCL_IB_QPS_PER_CONNECTION): each
+    network flow is split over that many QPs (each its own UDP source port under ``per-qp``
+    entropy), each carrying 1/qps of its bytes. UsageError for an unknown op, ``nbytes`` below
+    :data:`MIN_BYTES`, ``qps`` outside 1..64, a lab with fewer than two servers (no network
+    flow) or more network flows than :data:`MAX_FLOWS`."""
     if op not in OPS:
         raise UsageError(f"collective must be one of {', '.join(OPS)} (got {op!r})")
     if nbytes < MIN_BYTES:
         raise UsageError(f"--bytes must be at least {MIN_BYTES} bytes per rank (got {nbytes})")
+    if not 1 <= qps <= 64:
+        raise UsageError(f"--qps must be 1-64 QPs per connection (got {qps})")
     servers = [s.name for s in spec.by_role("server")]
     if len(servers) < 2:
         raise UsageError(f"lab {spec.name!r} has {len(servers)} server(s): a collective over the "
@@ -183,15 +188,19 @@ def schedule(spec: LabSpec, op: str, nbytes: int, *, pxn: bool = False) -> Sched
             notes.append("PXN: inter-rail data crosses NVLink to the GPU on the destination's "
                          "rail first, then stays on that rail")
         notes.append(f"each rank sends bytes / n = {per} bytes to every other rank")
-    if len(pairs) > MAX_FLOWS:
-        raise UsageError(f"{op} on lab {spec.name!r} needs {len(pairs)} network flows; railab "
-                         f"runs at most {MAX_FLOWS} at once: use a smaller lab")
+    if len(pairs) * qps > MAX_FLOWS:
+        raise UsageError(f"{op} on lab {spec.name!r} needs {len(pairs) * qps} network flows; "
+                         f"railab runs at most {MAX_FLOWS} at once: use a smaller lab or fewer --qps")
     flows, sizes = [], []
     for f, b in pairs:
-        routed = route(spec, Flow(f.src, f.dst, qp=f.qp, pxn=f.pxn, mtu=COLLECTIVE_MTU))
-        flows.append(size_flow(routed, b))
-        sizes.append(b)
-    sched = Schedule(op, nbytes, n, pxn, flows, sizes, nvlink, notes)
+        part = math.ceil(b / qps)
+        for q in range(qps):
+            routed = route(spec, Flow(f.src, f.dst, qp=q, pxn=f.pxn, mtu=COLLECTIVE_MTU))
+            flows.append(size_flow(routed, part))
+            sizes.append(part)
+    if qps > 1:
+        notes.append(f"{qps} QPs per connection: each carries 1/{qps} of the connection's bytes")
+    sched = Schedule(op, nbytes, n, pxn, flows, sizes, nvlink, notes, qps)
     if sched.unreachable:
         sched.notes.append(f"{len(sched.unreachable)} of {len(flows)} network flows are "
                            f"unreachable by design ({spec.architecture}, "

@@ -60,6 +60,7 @@ def register(app: typer.Typer) -> None:
                                    help="bytes per rank, as nccl-tests (-b): 1048576, 64K, 1M, 1G"),
         pxn: bool = typer.Option(False, "--pxn",
                                  help="NCCL PXN: inter-rail data crosses NVLink first, then stays on the rail"),
+        qps: int = typer.Option(1, "--qps", help="QPs per connection (NCCL_IB_QPS_PER_CONNECTION), 1-64"),
         sport: str = typer.Option("per-qp", "--sport",
                                   help="UDP source port per QP: per-qp (Linux rdma_get_udp_sport) | "
                                        "fixed (one port: the low-entropy case)"),
@@ -89,6 +90,8 @@ def register(app: typer.Typer) -> None:
             _usage(f"--hash must be one of {', '.join(HASH_POLICIES)} (got {hash_policy!r})")
         if not 0 <= seed < 2 ** 32:
             _usage(f"--seed must be 0..{2 ** 32 - 1} (got {seed})")
+        if not 1 <= qps <= 64:
+            _usage(f"--qps must be 1-64 QPs per connection (got {qps})")
         try:
             size = parse_bytes(nbytes)
         except ValueError as exc:
@@ -97,7 +100,7 @@ def register(app: typer.Typer) -> None:
             ref = resolve(lab)
             spec = ref.spec()
             try:
-                sched = schedule(spec, op, size, pxn=pxn)
+                sched = schedule(spec, op, size, pxn=pxn, qps=qps)
             except RailabError as exc:
                 _usage(str(exc))
             runs = [sport] if not compare_sport else ["per-qp", "fixed"]
