@@ -225,3 +225,58 @@ def test_rail_only_all_to_all_needs_pxn(railonly_lab):
     rc, yes = _run(railonly_lab.name, "all-to-all", "--bytes", "128K", "--pxn")
     assert rc == 0 and yes["completed"] and yes["time_s"] > 0, yes
     assert not yes["unreachable_by_design"]
+
+
+# ---- the report's load section --------------------------------------------------------------
+def _congestion_doc() -> dict:
+    t = [round(0.1 * i, 1) for i in range(1, 21)]
+    flows = [{"name": f"srv{k + 2}:gpu0->srv1:gpu0",
+              "series": {"t": t, "tx_mbps": [40 / (k + 1)] * 20, "rx_mbps": [40 / (k + 1)] * 20,
+                         "ce": [1 if i < 5 else 0 for i in range(20)],
+                         "cnp": [1 if i < 3 else 0 for i in range(20)]}} for k in range(3)]
+    ports = {"g1-leaf1:eth1": {"t": t, "tx_mbps": [39.0] * 20,
+                               "backlog_bytes": [200_000 * i for i in range(20)],
+                               "pause_events": [1 if i == 10 else 0 for i in range(20)]}}
+    return {"pattern": "incast", "pfc": False,
+            "congestion": {"cc": "dcqcn", "sport_mode": "per-qp", "port_rate_mbps": 40.0,
+                           "time_scale": 10000.0, "flows": flows, "ports": ports, "ce_marked": 15,
+                           "cnp_sent": 9, "cnp_received": 9, "dropped": 0, "pause_events": 1}}
+
+
+def _collective_doc() -> dict:
+    share = {"g1-leaf1:eth2>spine1:eth1": 1.0, "g1-leaf1:eth3>spine2:eth1": 0.0}
+    return {"op": "all-to-all", "bytes": 1 << 20, "ranks": 16, "pxn": True, "completed": True,
+            "time_s": 0.5, "algbw_gbps": 0.0168, "busbw_gbps": 0.0157, "lost": 0,
+            "fabric": {"time_us": 50.0, "algbw_gbps": 168.0, "busbw_gbps": 157.0},
+            "unreachable_by_design": False, "sport_mode": "per-qp",
+            "uplink_load": {"max_imbalance": 2.0, "leaves": {"g1-leaf1": {
+                "leaf": "g1-leaf1", "uplinks": 2, "share": share, "fair_share": 0.5,
+                "imbalance": 2.0, "max_share_ratio": 2.0}}}}
+
+
+def test_report_plots_load_runs_and_keeps_them(mini, tmp_path):
+    from railab.report import LabSummary, Report, add_runs, render_html
+
+    (tmp_path / "incast.json").write_text(json.dumps(_congestion_doc()))
+    (tmp_path / "a2a.json").write_text(json.dumps(_collective_doc()))
+    rep = Report(lab=LabSummary.from_spec(mini))
+    add_runs(rep, [tmp_path / "incast.json", tmp_path / "a2a.json"])
+    assert [r.label for r in rep.congestion] == ["incast cc=dcqcn pfc=off"]
+    assert [r.label for r in rep.collectives] == ["all-to-all 1048576 B PXN"]
+    page = render_html(rep, mini, diagram_svg="<svg></svg>")
+    load = page[page.index('<section id="load">'):page.index('<section id="fabric">')]
+    assert "What this lab does not model" in load and "NVLink" in load
+    assert load.count("<svg") == 2  # one rate/queue chart, one uplink-load chart
+    for text in ("srv2:gpu0-&gt;srv1:gpu0", "ECN Kmin", "PFC xOFF", "queue depth (KiB)",
+                 "fair share", "max/mean imbalance 2.00", "168"):
+        assert text in load, text
+    again = Report.model_validate_json(rep.dump())  # re-rendering a lab that is down keeps them
+    assert again.congestion == rep.congestion and again.collectives == rep.collectives
+
+
+def test_report_add_refuses_other_json(tmp_path):
+    from railab.report import Report, add_runs
+
+    (tmp_path / "x.json").write_text(json.dumps({"flows": []}))
+    with pytest.raises(ValueError, match="x.json: not the JSON of"):
+        add_runs(Report.model_construct(congestion=[], collectives=[]), [tmp_path / "x.json"])

@@ -58,6 +58,10 @@ def register(app: typer.Typer) -> None:
             None, "--out", "-o",
             help="report directory (default: <labdir>/report, or <out>/report for a demo's lab)"
         ),
+        add: list[Path] = typer.Option(
+            [], "--add", metavar="FILE.json",
+            help="add a load run to the report and plot it: the JSON of `railab traffic "
+                 "--pattern incast --json` or `railab collective --json` (repeatable)"),
     ) -> None:
         """Write the HTML/JSON/JUnit report of a lab (measures it if it is running).
 
@@ -95,6 +99,10 @@ def register(app: typer.Typer) -> None:
                 f"lab {name} is not running and {outdir / 'report.json'} does not exist: "
                 f"`railab up {labdir}` first, or pass -o to the directory of an earlier report"
             )
+        if add:
+            from railab.report import add_runs
+
+            add_runs(rep, add)
         files = write_report(rep, spec, outdir)
         print_failures(con, rep)
         con.print(f"{'[green]PASS[/]' if rep.passed else '[red]FAIL[/]'} report: {files.html}",
