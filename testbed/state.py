@@ -121,7 +121,8 @@ class LabState(_Record):
     new]}`` (never undone); ``host_limits``: resource limits ``up`` raised in its own process,
     ``{"RLIMIT_NOFILE": [old soft, new soft]}``; ``faults``: the faults injected and not yet
     healed (:class:`FaultRecord`, railab.testbed.faults); ``fault_seq``: the last fault number
-    given out (ids are never reused within a lab's life).
+    given out (ids are never reused within a lab's life); ``agents``: helper processes running
+    for the lab, name -> PID (the PFC emulation, railab.testbed.pfc; ``down`` kills them).
     """
 
     version: int = STATE_VERSION
@@ -142,6 +143,7 @@ class LabState(_Record):
     host_limits: dict[str, tuple[int, int]] = Field(default_factory=dict)
     faults: list[FaultRecord] = Field(default_factory=list)
     fault_seq: int = 0
+    agents: dict[str, int] = Field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """The JSON document as stored (plain dicts and lists)."""

@@ -55,7 +55,6 @@ from railab.topologies.labspec import (
 from railab.topologies.naming import is_lab_name, lab_name_rule, nos_port
 from railab.topologies.nodekinds import SERVER_KIND, get_node_kind
 from railab.topologies.pathclasses import Fabric, lab_hops
-from railab.topologies.qos import DEFAULT_QOS
 from railab.topologies.sonic import SonicSwitch, render_config_db
 
 SPINE_ASN = 4200000000
@@ -228,7 +227,7 @@ def _build_spec(intent: Intent, s: LabShape, lab_name: str) -> LabSpec:
         expected_routes=expected,
         expected_hops=hops,
         node_kinds={k: get_node_kind(k).record() for k in dict.fromkeys([s.kind, SERVER_KIND])},
-        qos=DEFAULT_QOS,
+        qos=s.qos,
         bfd=bfd,
         ra_interval_s=timers.ra_interval_s,
         bgp_keepalive_s=timers.bgp_keepalive_s,

@@ -34,10 +34,21 @@ An intent is a YAML document::
       ra_interval_s: 3              # IPv6 RA interval on fabric ports (topologies.bfd)
       sonic_image: "202305"         # sonic-vs image generation: 202305 (any image) or master
       p2p_pool: 10.254.0.0/16       # /31s of parallel sonic-vs fabric links (topologies.sonic)
+      capacity:                     # port capacity, queues, ECN, PFC (topologies.qos, docs/congestion.md)
+        port_rate_mbps: 40          # lab rate of a port at the NIC speed; time scale = fabric / lab
+        buffer_bytes: 4194304       # egress buffer per port (tail drop beyond it)
+        pfc: true                   # PFC emulation on the lossless class (railab traffic --pfc)
+        ecn: {kmin_bytes: 1048576, kmax_bytes: 2097152, pmax_percent: 5}  # WRED override
 
 ``lab.bfd`` and ``lab.ra_interval_s`` default to the lab-size rules of
 :mod:`railab.topologies.bfd` (300 ms x 5 and 3 s on small labs; BFD off and slower RAs on the
 full-size fabrics).
+
+``lab.capacity`` (absent: unlimited veth links, the path-test labs) gives every leaf, spine and
+server NIC egress port a queue at ``port_rate_mbps`` (scaled by the link's speed over
+``fabric_rate_gbps``, default the design's NIC speed), WRED/ECN marking and the PFC emulation;
+its numbers default to :class:`railab.topologies.qos.CapacityProfile` and the ECN override to
+SONiC's ``AZURE_LOSSLESS`` WRED profile, recorded in lab.json ``qos``.
 
 ``lab: full`` (or ``lab: {scale: full, kind: ..., rail_pool: ...}``) builds the lab at the
 planner's full size (``topologies.planner.plan``).
@@ -75,6 +86,7 @@ from railab.topologies.nodekinds import (
     get_node_kind,
     switch_kind_names,
 )
+from railab.topologies.qos import DEFAULT_QOS, CapacityProfile, EcnProfile, QosProfile
 from railab.topologies.units import RatioError, ratio_parts
 
 INTENTS_DIR = Path(__file__).resolve().parent / "intents"
@@ -158,6 +170,45 @@ class Images(_Strict):
         return override or kind.image
 
 
+class CapacityIntent(_Strict):
+    """The intent's ``lab.capacity`` block: present means on (``enabled`` defaults to true).
+    Units as :class:`railab.topologies.qos.CapacityProfile` (Mb/s, Gb/s, bytes); ``ecn``
+    overrides the WRED/ECN profile (bytes, percent) of the lab and of its SONiC config alike."""
+
+    enabled: bool = True
+    port_rate_mbps: float = Field(CapacityProfile.model_fields["port_rate_mbps"].default, gt=0,
+                                  le=10000, description="lab port rate at the NIC speed, Mb/s")
+    fabric_rate_gbps: int | None = Field(None, gt=0, description="the production rate a "
+                                         "port_rate_mbps port stands for; default: NIC speed")
+    buffer_bytes: int = Field(CapacityProfile.model_fields["buffer_bytes"].default, gt=0,
+                              le=1 << 30, description="egress buffer per port, bytes")
+    pfc: bool = Field(True, description="PFC emulation on the lossless class")
+    ecn: EcnProfile | None = Field(None, description="WRED/ECN override (default AZURE_LOSSLESS)")
+
+    @model_validator(mode="after")
+    def _thresholds(self) -> CapacityIntent:
+        ecn = self.ecn or DEFAULT_QOS.ecn
+        if ecn.kmin_bytes >= ecn.kmax_bytes:
+            raise ValueError(f"ecn.kmin_bytes ({ecn.kmin_bytes}) must be below ecn.kmax_bytes "
+                             f"({ecn.kmax_bytes})")
+        if ecn.kmax_bytes >= self.buffer_bytes:
+            raise ValueError(f"ecn.kmax_bytes ({ecn.kmax_bytes}) must be below buffer_bytes "
+                             f"({self.buffer_bytes}): marks must start before the queue drops")
+        try:
+            _ = self.qos(400).pfc_pause_bytes
+        except ValueError as exc:
+            raise ValueError(str(exc)) from None
+        return self
+
+    def qos(self, nic_speed_gbps: int) -> QosProfile:
+        """The lab's :class:`QosProfile`: :data:`DEFAULT_QOS` with this capacity (and ECN
+        override); ``fabric_rate_gbps`` defaults to ``nic_speed_gbps``."""
+        cap = CapacityProfile(enabled=self.enabled, port_rate_mbps=self.port_rate_mbps,
+                              fabric_rate_gbps=self.fabric_rate_gbps or nic_speed_gbps,
+                              buffer_bytes=self.buffer_bytes, pfc=self.pfc)
+        return DEFAULT_QOS.model_copy(update={"capacity": cap, "ecn": self.ecn or DEFAULT_QOS.ecn})
+
+
 class LabIntent(_Strict):
     """The lab scale-down. Size fields must be omitted when ``scale`` is ``full``."""
 
@@ -193,6 +244,9 @@ class LabIntent(_Strict):
     p2p_pool: ipaddress.IPv4Network = Field(
         ipaddress.IPv4Network("10.254.0.0/16"),
         description="numbered /31s for parallel leaf-spine links on sonic-vs (topologies.sonic)")
+    capacity: CapacityIntent | None = Field(
+        None, description="port capacity, queues, ECN/WRED and PFC (docs/congestion.md); "
+                          "absent: unlimited links")
 
     @field_validator("kind")
     @classmethod
@@ -283,6 +337,7 @@ class LabShape:
     breakouts: dict = field(default_factory=dict)  # production ports per cage (cabling)
     sonic_image: str = "202305"  # sonic-vs image generation (topologies.sonic.SONIC_IMAGES)
     p2p_pool: ipaddress.IPv4Network = ipaddress.IPv4Network("10.254.0.0/16")
+    qos: QosProfile = DEFAULT_QOS  # lab.capacity applied (CapacityIntent.qos)
 
     @property
     def node_kind(self) -> NodeKind:
@@ -693,6 +748,7 @@ def resolve_lab(intent: Intent, source: str = "intent") -> LabShape:
         **three,
         sonic_image=lab.sonic_image,
         p2p_pool=lab.p2p_pool,
+        qos=lab.capacity.qos(d.nic_speed_gbps or d.port_speed_gbps) if lab.capacity else DEFAULT_QOS,
         **shape,
     )
     errs = _budget_errors(s, d)

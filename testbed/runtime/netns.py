@@ -26,6 +26,12 @@ convergence is the caller's job (railab.checks.deploy.bring_up), which then reco
 
 Ownership: see testbed.state; ``up`` records everything before creating it, and rolls back on
 any failure, Ctrl-C (SIGINT), SIGTERM or SIGHUP.
+
+A lab with ``lab.capacity`` gets its port queues and ECN tables (railab.testbed.capacity) once
+its links and server addresses exist, before FRR starts; the PFC emulation's agent
+(railab.testbed.pfc) runs only inside a traffic run and is recorded in ``LabState.agents``;
+``down`` kills it with the lab's other processes (its command line names the lab's run
+directory).
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ from pyroute2 import IPRoute
 from pyroute2 import netns as pnetns
 
 from railab.errors import RailabError, UsageError
+from railab.testbed import capacity
 from railab.testbed import state as st
 from railab.testbed.clabfile import ClabFile, load_clab
 from railab.testbed.executor import ExecResult, Executor
@@ -577,6 +584,13 @@ class NetnsRuntime(Runtime):
                 ipr.route("add", dst="0.0.0.0/0", gateway=str(nic.gateway), oif=idx[0], table=nic.table)
                 ipr.rule("add", src=addr, src_len=32, table=nic.table, priority=routing.rule_priority(nic.nic))
             timings["servers_s"] = round(time.monotonic() - t2, 3)
+
+            # 4b. lab.capacity: egress queues on every link end, ECN tables on the switches
+            # (railab.testbed.capacity); they live in the namespaces and go with them.
+            if capacity.enabled(spec):
+                t_cap = time.monotonic()
+                capacity.apply(spec, record.namespaces.__getitem__)
+                timings["capacity_s"] = round(time.monotonic() - t_cap, 3)
         finally:
             for s in socks.values():
                 s.close()
