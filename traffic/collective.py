@@ -66,6 +66,9 @@ COLLECTIVE_MTU = 4096
 MIN_BYTES = 1024
 #: Most network flows one run may hold (one process sends and receives them all).
 MAX_FLOWS = 4096
+#: The engine "keeps its rate" when no paced flow's last packet left more than this share of
+#: its planned sending time late (:attr:`railab.traffic.ecmp.FlowTiming.lag`).
+LAG_LIMIT = 0.10
 
 
 def bus_factor(op: str, n: int) -> float:
@@ -234,10 +237,17 @@ class CollectiveResult:
     sport_mode: str = "per-qp"
     hash_policy: str | None = None
     unreachable_delivered: int = 0
+    sender_lag: float = 0.0
 
     @property
     def unreachable_by_design(self) -> bool:
         return bool(self.schedule.unreachable)
+
+    @property
+    def keeps_rate(self) -> bool:
+        """The engine sent every paced flow within :data:`LAG_LIMIT` of its planned time (a
+        slower sender makes the collective's time the host's, not the fabric's)."""
+        return self.sender_lag <= LAG_LIMIT
 
     @property
     def ok(self) -> bool:
@@ -263,6 +273,7 @@ class CollectiveResult:
             "per_class_time_s": {k: (None if v is None else round(v, 6))
                                  for k, v in self.per_class.items()},
             "sport_mode": self.sport_mode, "hash_policy": self.hash_policy,
+            "sender_lag": round(self.sender_lag, 4), "keeps_rate": self.keeps_rate,
             "schedule": s.to_dict(),
             "uplink_load": self.uplink_load.to_dict() if self.uplink_load else None,
         }
@@ -319,10 +330,11 @@ def run_collective(spec: LabSpec, netns_of: Callable[[str], str], sched: Schedul
                       "time_us": round(cap.fabric_us(time_s), 3),
                       "algbw_gbps": round(alg * scale, 3), "busbw_gbps": round(bus * scale, 3)}
     load = uplink_load(spec, before, after, t1 - t0, bg)
+    lag = max((t.lag for _, _, t in reach if t is not None), default=0.0)
     return CollectiveResult(sched, completed, time_s, alg, bus, fabric, lost, delivered_bytes,
                             per_class, load, cap.port_rate_mbps if cap.enabled else None,
                             cap.time_scale if cap.enabled else None, sport_mode, policy,
-                            unreachable_delivered)
+                            unreachable_delivered, lag)
 
 
 def slowdown(base: CollectiveResult, other: CollectiveResult) -> float | None:

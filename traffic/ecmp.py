@@ -140,15 +140,28 @@ def flow_sport(flow: Flow, mode: str = "per-qp") -> int:
 @dataclass
 class FlowTiming:
     """When a flow ran, on this process's monotonic clock (s): ``start`` = its first packet
-    could leave, ``last_rx`` = its last packet arrived (None: nothing arrived)."""
+    could leave, ``last_rx`` = its last packet arrived (None: nothing arrived), ``last_tx`` = its
+    last packet left (None: not all were sent), ``planned_s`` = how long sending should take at
+    the flow's rate (0 for an unpaced flow)."""
 
     start: float
     last_rx: float | None
+    last_tx: float | None = None
+    planned_s: float = 0.0
 
     @property
     def seconds(self) -> float | None:
         """Completion time: last delivery minus start, s (None when nothing arrived)."""
         return None if self.last_rx is None else max(0.0, self.last_rx - self.start)
+
+    @property
+    def lag(self) -> float:
+        """How much later than planned the last packet left, as a share of the planned sending
+        time (0.0 on time; > 0.1: the engine did not keep the flow's rate). A sender held back
+        by its own NIC's full queue (back-pressure, e.g. a PFC pause) lags too."""
+        if not self.planned_s or self.last_tx is None:
+            return 0.0
+        return max(0.0, (self.last_tx - self.start) / self.planned_s - 1.0)
 
 
 class PacedEngine(Engine):
@@ -163,6 +176,21 @@ class PacedEngine(Engine):
         super().__init__(spec, netns_of, **kw)
         self.sport_mode = sport_mode
         self.timings: dict[int, FlowTiming] = {}
+        self._last_tx: dict[int, float] = {}
+
+    def open(self) -> None:
+        """:meth:`Engine.open`, then every NIC send socket non-blocking: a NIC whose queue is
+        full (a PFC pause holds it) refuses the packet (EAGAIN/ENOBUFS, retried on the next turn)
+        instead of stalling every other flow and the receiver behind one blocked send."""
+        super().open()
+        for s in self._tx.values():
+            s.setblocking(False)
+
+    def _send_some(self, st, budget: int) -> int:
+        n = super()._send_some(st, budget)
+        if st.sent == len(st.seq) and id(st) not in self._last_tx:
+            self._last_tx[id(st)] = time.monotonic()
+        return n
 
     def _prepare(self, flow: Flow, acks: bool):
         st = super()._prepare(flow, acks)
@@ -177,7 +205,10 @@ class PacedEngine(Engine):
         return st
 
     def _forget(self, st) -> None:
-        self.timings[id(st.res)] = FlowTiming(st.t0, st.last_rx or None)
+        rate = st.flow.rate
+        self.timings[id(st.res)] = FlowTiming(
+            st.t0, st.last_rx or None, self._last_tx.pop(id(st), None),
+            (len(st.seq) - 1) / rate if rate > 0 and len(st.seq) > 1 else 0.0)
         super()._forget(st)
 
     def timing(self, result: FlowResult) -> FlowTiming | None:

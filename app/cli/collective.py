@@ -6,7 +6,9 @@ Exit codes: 0 when the collective completed, or when the design makes part of it
 (Rail-only inter-rail without PXN: said in words and in ``unreachable_by_design``), or when
 packets were lost on a lab whose configuration predicts drops (ports shaped, PFC off: a measured
 result, ``completed`` false); 1 when packets were lost where the lab promises lossless (PFC on,
-or unshaped ports) or a flow the design says is unreachable delivered; 2 for bad options.
+or unshaped ports), a flow the design says is unreachable delivered, or the engine could not
+keep its rate (a paced flow finished sending more than 10 % late: ``keeps_rate`` false); 2 for
+bad options.
 """
 
 from __future__ import annotations
@@ -118,7 +120,8 @@ def register(app: typer.Typer) -> None:
         promised = lossless_promised(spec)
         failed = (not main.ok) or any(
             r.lost and promised for r in results.values()) or any(
-            r.unreachable_delivered for r in results.values())
+            r.unreachable_delivered for r in results.values()) or any(
+            not r.keeps_rate for r in results.values())
         out = main.to_dict()
         out["lab"] = spec.name
         out["lossless_promised"] = promised
@@ -172,6 +175,12 @@ def _show(spec, results: dict, promised: bool) -> None:
                    "PFC off: drops under congestion are what this configuration predicts")
             con.print(f"[red]{mode}: lost {r.lost} packets[/red] ({why}); the collective did "
                       "not complete", highlight=False)
+    for mode, r in results.items():
+        if not r.keeps_rate:
+            con.print(f"[red]{mode}: the engine did not keep its rate[/red] (its slowest flow "
+                      f"finished sending {r.sender_lag:.0%} late: the host's CPU, not the fabric, "
+                      "set the time; run on a quieter machine or a smaller --bytes/lab)",
+                      highlight=False)
     if "fixed" in results and "per-qp" in results:
         sd = slowdown(results["per-qp"], results["fixed"])
         con.print(f"hash collisions (fixed source port vs per-QP): slowdown "
