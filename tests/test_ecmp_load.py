@@ -96,3 +96,17 @@ def test_collective_cli_reports_the_collision_slowdown(lab):
     fixed = out["compare_sport"]["fixed"]["uplink_load"]["leaves"]["g1-leaf1"]
     assert fixed["max_share_ratio"] >= 2.0 > per_qp["max_share_ratio"], (fixed, per_qp)
     assert out["compare_sport"]["slowdown"] is not None
+
+
+def test_ecmp_cli_compares_source_port_modes(lab):
+    r = CliRunner().invoke(app, ["ecmp", lab.name, "srv1:gpu0", "srv2:gpu0", "--qps", "16",
+                                 "--bytes", "64K", "--json"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    assert out["leaf"] == "g1-leaf1"
+    per_qp = out["runs"]["per-qp"]["uplink_load"]["leaves"]["g1-leaf1"]
+    fixed = out["runs"]["fixed"]["uplink_load"]["leaves"]["g1-leaf1"]
+    assert fixed["max_share_ratio"] >= 2.0 > per_qp["max_share_ratio"]
+    assert out["runs"]["fixed"]["lost"] == 0
+    bad = CliRunner().invoke(app, ["ecmp", lab.name, "srv1:gpu0", "srv1:gpu0"])
+    assert bad.exit_code == 2 and "does not cross the spines" in bad.output

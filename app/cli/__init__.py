@@ -65,6 +65,7 @@ from railab.cli import traffic as _traffic  # noqa: E402
 
 for _mod in (_plan, _generate, _lab, _traffic, _check, _demo, _registry, _fault, _drill, _collective):
     _mod.register(app)
+_collective.register_ecmp(app)
 
 
 # Newer Typer vendors click as typer._click (and no longer installs click): take the usage-error

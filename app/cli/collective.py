@@ -138,6 +138,98 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(EXIT_FAILED)
 
 
+def register_ecmp(app: typer.Typer) -> None:
+    """Attach ``ecmp`` to ``app``."""
+
+    @app.command()
+    def ecmp(
+        lab: str = typer.Argument(..., help="running lab name or lab directory"),
+        src: str = typer.Argument(..., help="source GPU, e.g. srv1:gpu0 (or srv1:nic1)"),
+        dst: str = typer.Argument(..., help="destination GPU on another leaf, e.g. srv9:gpu0"),
+        qps: int = typer.Option(16, "--qps", help="QPs of the connection (1-256), each its own flow"),
+        nbytes: str = typer.Option("256K", "--bytes", "-b", help="bytes per QP: 65536, 256K, 1M"),
+        sport: str = typer.Option("both", "--sport",
+                                  help="per-qp | fixed | both (run each, compare)"),
+        hash_policy: str | None = typer.Option(
+            None, "--hash", help="switches' ECMP hash for the run: l3 | l4 (default: the lab's)"),
+        seed: int = typer.Option(0x7261696C, "--seed", help="fib_multipath_hash_seed for the run"),
+        as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
+    ) -> None:
+        """ECMP under load: QPs of one connection across the spines, per-uplink byte load (port
+        counters, net of BGP/BFD background), with per-QP or fixed UDP source ports.
+
+        Exits 1 when packets were lost where the lab promises lossless; 0 otherwise, whatever
+        the spread (the spread is the measurement)."""
+        from railab.testbed.state import resolve
+        from railab.traffic import ecmp as E
+        from railab.traffic.engine import sigint_event
+        from railab.traffic.patterns import Flow, PatternError, parse_endpoint, route
+
+        modes = list(E.SPORT_MODES) if sport == "both" else [sport]
+        if sport != "both" and sport not in E.SPORT_MODES:
+            _usage(f"--sport must be per-qp, fixed or both (got {sport!r})")
+        if hash_policy is not None and hash_policy not in E.HASH_POLICIES:
+            _usage(f"--hash must be one of {', '.join(E.HASH_POLICIES)} (got {hash_policy!r})")
+        if not 1 <= qps <= 256:
+            _usage(f"--qps must be 1-256 (got {qps})")
+        if not 0 <= seed < 2 ** 32:
+            _usage(f"--seed must be 0..{2 ** 32 - 1} (got {seed})")
+        try:
+            size = parse_bytes(nbytes)
+        except ValueError as exc:
+            _usage(str(exc))
+        try:
+            ref = resolve(lab)
+            spec = ref.spec()
+            try:
+                a, b = parse_endpoint(spec, src), parse_endpoint(spec, dst)
+            except PatternError as exc:
+                _usage(str(exc))
+            base = [route(spec, Flow(a, b, qp=q, mtu=4096)) for q in range(qps)]
+            if base[0].expected_hops in (None, 0, 1):
+                _usage(f"{src} -> {dst} does not cross the spines "
+                       f"({'unreachable' if base[0].expected_hops is None else 'same leaf'}): "
+                       "pick a destination on another leaf (e.g. another group, same rail)")
+            flows = [E.size_flow(f, size) for f in base]
+            cap = spec.qos.capacity
+            flows = E.pace(flows, cap.port_rate_mbps if cap.enabled else 400.0)
+            runs = {}
+            with sigint_event() as stop:
+                for mode in modes:
+                    runs[mode] = E.run_ecmp(spec, ref.netns_of, flows, sport_mode=mode,
+                                            policy=hash_policy, seed=seed, stop=stop)
+                if stop.is_set():
+                    raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            typer.echo("error: interrupted", err=True)
+            raise typer.Exit(EXIT_INTERRUPTED) from None
+        leaf = spec.nic(base[0].src[0], base[0].src_nic).leaf
+        out = {"lab": spec.name, "src": src, "dst": dst, "qps": qps, "bytes_per_qp": size,
+               "leaf": leaf, "runs": {m: r.to_dict() for m, r in runs.items()}}
+        if as_json:
+            print(json.dumps(out, indent=2, sort_keys=True))
+        else:
+            con = Console() if Console().is_terminal else Console(width=160)
+            t = Table(title=f"{spec.name}: {qps} QPs {src} -> {dst}, uplinks of {leaf}",
+                      title_justify="left")
+            t.add_column("uplink")
+            for m in runs:
+                t.add_column(f"{m} share", justify="right")
+            names = list(E.uplinks(spec)[leaf])
+            for u in names:
+                t.add_row(u.name, *[f"{runs[m].load.leaves[leaf].share.get(u.name, 0):.2f}"
+                                    if leaf in runs[m].load.leaves else "-" for m in runs])
+            con.print(t)
+            for m, r in runs.items():
+                ll = r.load.leaves.get(leaf)
+                if ll:
+                    con.print(f"{m}: busiest uplink {ll.max_share_ratio:.2f}x the fair share "
+                              f"1/{ll.uplink_count}, max/mean {ll.imbalance:.2f}; lost {r.lost}",
+                              highlight=False)
+        if any(r.lost for r in runs.values()) and lossless_promised(spec):
+            raise typer.Exit(EXIT_FAILED)
+
+
 def _show(spec, results: dict, promised: bool) -> None:
     from railab.traffic.collective import slowdown
 
