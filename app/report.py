@@ -860,6 +860,7 @@ def collective_rows(report: Report) -> list[dict[str, Any]]:
                     "completed": d.get("completed"),
                     "unreachable": d.get("unreachable_by_design"),
                     "imbalance": ul.get("max_imbalance"),
+                    "keeps_rate": d.get("keeps_rate", True),
                     "slowdown": (d.get("compare_sport") or {}).get("slowdown")})
     return out
 
