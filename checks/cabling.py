@@ -42,10 +42,12 @@ from railab.checks.base import (
     register_check,
     skipped,
 )
+from railab.errors import UsageError
 from railab.testbed import state as st
 from railab.testbed.namespaces import exec_argv
 from railab.topologies.cabling import lab_cables, production_end, spec_breakouts
 from railab.topologies.labspec import Endpoint
+from railab.topologies.partition import Partition
 
 CHECK = "cabling"
 
@@ -95,6 +97,7 @@ def check_cabling(obs: Observer) -> list[CheckResult]:
     faults = _faults(spec.name)
     nic_by_port = {(n.server, n.interface): n for n in spec.nics}
     breakouts = spec_breakouts(spec)
+    partition = _partition(spec.name)
     for cable in lab_cables(spec):
         a = Endpoint(node=cable.a_node, interface=cable.a_port)
         b = Endpoint(node=cable.b_node, interface=cable.b_port)
@@ -137,6 +140,10 @@ def check_cabling(obs: Observer) -> list[CheckResult]:
                                          f"redeploy the lab" + note,
                                   cause=Cause(kind="port-missing", node=a.node, port=a.interface,
                                               link=lid)))
+            continue
+        if peer is None and a_link.kind == "vxlan":  # a link cut between hosts (topologies.partition)
+            results.append(_vxlan_row(obs, name, ref, expected, a, b, a_link, b_link,
+                                      partition, note, lid))
             continue
         if peer is None:
             results.append(failed(CHECK, name, **ref, expected=expected,
@@ -183,6 +190,92 @@ def check_cabling(obs: Observer) -> list[CheckResult]:
     results += _mtu_rows(obs)
     results += _filter_rows(obs, faults)
     return results
+
+
+def _partition(lab: str) -> Partition | None:
+    """The partition of ``lab`` (``partition.json`` of its recorded lab directory) or None."""
+    record = st.load(lab)
+    if record is None or not record.labdir:
+        return None
+    try:
+        return Partition.load(record.labdir)
+    except UsageError:
+        return None
+
+
+def vxlan_info(obs: Observer, node: str, ifname: str) -> dict | None:
+    """The VXLAN parameters of ``node:ifname`` read live (``ip -d -j link show``, iproute2's
+    ``linkinfo.info_data``): ``{"vni", "local", "remote", "port"}``, None when the interface is
+    not a VXLAN device or cannot be read."""
+    try:
+        ns = obs.namespace(node)
+    except ObservationError:
+        return None
+    try:
+        res = subprocess.run(exec_argv(ns, ["ip", "-d", "-j", "link", "show", "dev", ifname]),
+                             capture_output=True, text=True, timeout=10)
+        doc = json.loads(res.stdout or "[]")
+    except (OSError, subprocess.TimeoutExpired, ValueError):
+        return None
+    info = (doc[0].get("linkinfo") or {}) if doc else {}
+    if info.get("info_kind") != "vxlan":
+        return None
+    d = info.get("info_data") or {}
+    return {"vni": d.get("id"), "local": d.get("local") or d.get("local6"),
+            "remote": d.get("remote") or d.get("remote6") or d.get("group") or d.get("group6"),
+            "port": d.get("port")}
+
+
+def _vxlan_row(obs: Observer, name: str, ref: dict, expected: str, a: Endpoint, b: Endpoint,
+               a_link, b_link, partition: Partition | None, note: str, lid: str) -> CheckResult:
+    """The row of a link cut between hosts and stitched with VXLAN (RFC 7348): both ends are
+    VXLAN devices with one VNI whose ``remote`` is the other end's ``local`` (and, with the lab's
+    partition.json, the partition's VNI for this link, the far host's underlay address and UDP
+    port 4789), and both are up. A tunnel has no carrier: a far end that is down shows only
+    there, so both ends are read."""
+    va, vb = vxlan_info(obs, a.node, a.interface), vxlan_info(obs, b.node, b.interface)
+    cut = partition.cut_at(a.node, a.interface) if partition is not None else None
+    exp = expected + (f" over vxlan VNI {cut.vni} ({cut.a.host} <-> {cut.b.host})" if cut else " over vxlan")
+    problems = []
+    if va is None:
+        problems.append(f"cannot read {a.node}:{a.interface}'s VXLAN parameters")
+    elif vb is None:
+        problems.append(f"{b.node}:{b.interface} is not a VXLAN device (the far end of VNI {va['vni']})")
+    else:
+        if va["vni"] != vb["vni"]:
+            problems.append(f"VNIs differ: {a.node}:{a.interface} {va['vni']}, {b.node}:{b.interface} {vb['vni']}")
+        if va["remote"] != vb["local"] or vb["remote"] != va["local"]:
+            problems.append(f"remotes do not meet: {va['local']} -> {va['remote']} and "
+                            f"{vb['local']} -> {vb['remote']}")
+        if cut is not None:
+            ha, hb = partition.host(cut.a.host).underlay, partition.host(cut.b.host).underlay
+            want = {(a.node, a.interface): (ha, hb), (b.node, b.interface): (hb, ha)}
+            for (n, i), v in (((a.node, a.interface), va), ((b.node, b.interface), vb)):
+                if v["vni"] != cut.vni:
+                    problems.append(f"{n}:{i} carries VNI {v['vni']}, the partition gives this link {cut.vni}")
+                if (v["local"], v["remote"]) != want[(n, i)]:
+                    problems.append(f"{n}:{i} tunnels {v['local']} -> {v['remote']}, the partition "
+                                    f"{want[(n, i)][0]} -> {want[(n, i)][1]}")
+                if v["port"] != partition.dst_port:
+                    problems.append(f"{n}:{i} uses UDP port {v['port']}, not {partition.dst_port}")
+    if va is not None:
+        seen = f"vxlan VNI {va['vni']} {va['local']} -> {va['remote']}"
+    else:
+        seen = f"{a.interface} is a vxlan device"
+    if problems:
+        return failed(CHECK, name, **ref, expected=exp, observed=seen,
+                      reason="VXLAN stitching wrong: " + "; ".join(problems[:3]) +
+                             ": redeploy the hosts' parts from one railab generate --hosts" + note,
+                      cause=Cause(kind="miswired", node=a.node, port=a.interface, link=lid))
+    ends = [(n, i, st_) for n, i, st_ in ((a.node, a.interface, a_link), (b.node, b.interface, b_link))
+            if st_ is not None and not st_.up]
+    if ends:
+        first = next((e for e in ends if e[2].status == "admin-down"), ends[0])
+        return failed(CHECK, name, **ref, expected=f"{exp}, up",
+                      observed=f"{seen}, " + ", ".join(f"{n}:{i} {s.operstate}" for n, i, s in ends),
+                      reason=_down_words(ends) + note,
+                      cause=Cause(kind="link-down", node=first[0], port=first[1], link=lid))
+    return passed(CHECK, name, **ref, expected=f"{exp}, up", observed=f"{seen}, up")
 
 
 def _faults(lab: str) -> list:

@@ -218,6 +218,18 @@ def build_topology(spec: LabSpec, images: Any, *, sonic_image: str | None = None
     return {"name": spec.name, "topology": {"nodes": nodes, "links": links}}
 
 
+def vxlan_link(node: str, interface: str, *, remote: str, vni: int, dst_port: int = 4789,
+               mtu: int) -> dict:
+    """A containerlab ``vxlan`` link (schema ``link-type-vxlan``: ``type``, ``endpoint``,
+    ``remote``, ``vni``, ``dst-port`` required): ``node:interface`` tunnelled to the host at
+    ``remote`` (IPv4/IPv6 underlay address) with VNI ``vni`` (1..16777215), UDP ``dst_port``
+    (4789, IANA) and the overlay ``mtu`` (bytes; the underlay must carry ``mtu + 50`` over IPv4,
+    :func:`railab.topologies.partition.underlay_mtu`). One per end of a link cut between hosts
+    (:mod:`railab.topologies.partition`)."""
+    return {"type": "vxlan", "endpoint": {"node": node, "interface": interface},
+            "remote": remote, "vni": vni, "dst-port": dst_port, "mtu": mtu}
+
+
 def dump_topology(topo: dict) -> str:
     """Deterministic YAML text (sorted keys, block style)."""
     return yaml.safe_dump(topo, sort_keys=True, default_flow_style=False, width=200)

@@ -1,5 +1,5 @@
-"""``railab generate INTENT [-o/--out DIR] [--name NAME] [--cabling FILE.csv]``: emit a lab
-directory (topologies.generator).
+"""``railab generate INTENT [-o/--out DIR] [--name NAME] [--cabling FILE.csv] [--hosts N]``: emit
+a lab directory (topologies.generator).
 
 Writes ``<lab>.clab.yml``, ``lab.json`` and ``configs/<switch>/...`` (docs/architecture.md,
 docs/generator.md); ``--cabling`` also writes the lab's cabling plan (one row per cable,
@@ -7,10 +7,17 @@ docs/generator.md); ``--cabling`` also writes the lab's cabling plan (one row pe
 the lab's warnings (lab.json ``warnings``) are printed after the summary line. ``--list`` shows
 the shipped intents. A bad intent prints one ``error: <key>: ...`` line on stderr and exits 2,
 as does an output directory that cannot be written; other failures exit 1.
+
+``--hosts N`` (or ``--hosts name=address,...``) also partitions the lab over hosts
+(:mod:`railab.topologies.partition`): ``DIR/partition.json``, ``DIR/<host>/<lab>.clab.yml`` per
+host (cut leaf-spine links as containerlab ``vxlan`` links) and ``DIR/<lab>.clabernetes.yaml``
+(:mod:`railab.topologies.clabernetes`); the partition is built and validated before anything is
+written, so a lab that cannot be split leaves no directory behind (docs/scale-out.md).
 """
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 
 import typer
@@ -46,6 +53,14 @@ def register(app: typer.Typer) -> None:
             None, "--sonic-yang", metavar="DIR",
             help="validate every config_db.json against the SONiC YANG models in DIR "
                  "(sonic-buildimage src/sonic-yang-models/yang-models, rendered; needs libyang)"),
+        hosts: str | None = typer.Option(
+            None, "--hosts", metavar="N|NAME=ADDR,...",
+            help="also partition the lab over N hosts (host1..hostN, underlay addresses from "
+                 "--underlay-pool) or the named hosts: DIR/<host>/<lab>.clab.yml with vxlan links, "
+                 "DIR/<lab>.clabernetes.yaml, DIR/partition.json (docs/scale-out.md)"),
+        underlay_pool: str = typer.Option(
+            "10.253.0.0/24", "--underlay-pool", metavar="CIDR",
+            help="with --hosts N: host k's underlay address is the pool's k-th address"),
     ) -> None:
         """Generate a lab (containerlab topology, FRR/SONiC configs, lab.json) from an intent."""
         from railab.topologies.cabling import CablingError, lab_cables, spec_breakouts, write_csv
@@ -53,6 +68,7 @@ def register(app: typer.Typer) -> None:
         from railab.topologies.generator import OutputError, generate
         from railab.topologies.intent import IntentError, load_intent, resolve_lab, shipped_intents
         from railab.topologies.labspec import LabSpec
+        from railab.topologies.partition import PartitionError
 
         con = Console()
         if list_:
@@ -86,8 +102,18 @@ def register(app: typer.Typer) -> None:
                 typer.echo(f"error: {out} holds running lab {holder}: railab down {holder} first, "
                            f"or generate into another -o", err=True)
                 raise typer.Exit(EXIT_USAGE)
-            labdir = generate(it, out, name=name)
-        except (IntentError, OutputError) as exc:
+            part = None
+            if hosts is not None:  # the partition is built and validated before anything is written
+                from railab.topologies.partition import generate_hosts, parse_hosts
+
+                try:
+                    pool = ipaddress.ip_network(underlay_pool)
+                except ValueError as exc:
+                    raise PartitionError(f"--underlay-pool {underlay_pool}: {exc}") from None
+                labdir, part = generate_hosts(it, out, parse_hosts(hosts, pool=pool), name=name)
+            else:
+                labdir = generate(it, out, name=name)
+        except (IntentError, OutputError, PartitionError) as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(EXIT_USAGE) from None
         spec = LabSpec.load(labdir)
@@ -101,6 +127,24 @@ def register(app: typer.Typer) -> None:
         )
         for w in spec.warnings:
             con.print(f"[yellow]warning:[/yellow] {w}", highlight=False, soft_wrap=True)
+        if part is not None:
+            for h in part.hosts:
+                con.print(f"{h.name} ({h.underlay}): {len(part.nodes_of(h.name))} nodes -> "
+                          f"{labdir / h.name / (spec.name + '.clab.yml')}", highlight=False)
+            con.print(f"{len(part.cut)} leaf-spine links cut as vxlan (VNI {part.cut[0].vni}.."
+                      f"{part.cut[-1].vni}, UDP {part.dst_port}); the underlay between hosts must "
+                      f"carry MTU {part.underlay_mtu}; Clabernetes: {labdir / (spec.name + '.clabernetes.yaml')}"
+                      if part.cut else "1 host: nothing cut", highlight=False)
+            import yaml
+
+            from railab.topologies.clabernetes import tunnel_clashes
+
+            clashes = tunnel_clashes(yaml.safe_load((labdir / f"{spec.name}.clab.yml").read_text()))
+            if clashes:
+                a, b = clashes[0]
+                con.print(f"note: Clabernetes makes {len(clashes)} tunnel names that are prefixes of "
+                          f"others ({a} / {b}): use a Clabernetes newer than v0.4.1, which deletes "
+                          f"tunnels by exact name (clabernetes#252; docs/scale-out.md)", highlight=False)
         if cabling is not None:
             try:
                 write_csv(cabling, lab_cables(spec), spec_breakouts(spec))

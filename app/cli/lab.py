@@ -192,6 +192,14 @@ def register(app: typer.Typer) -> None:
                  "instead of removing it"),
         dry_run: bool = typer.Option(False, "--dry-run", help="containerlab: print the commands up would run "
                                      "(deploy, sonic-vs post-deploy steps) and exit"),
+        host: str | None = typer.Option(
+            None, "--host", metavar="HOST",
+            help="containerlab: deploy only HOST's part of a partitioned lab "
+                 "(DIR/HOST/<lab>.clab.yml from generate --hosts; docs/scale-out.md)"),
+        stitch: bool = typer.Option(
+            False, "--stitch",
+            help="netns: deploy a partitioned lab (generate --hosts) on this machine, every host "
+                 "a namespace, the cut links kernel VXLAN over their underlay (docs/scale-out.md)"),
     ) -> None:
         """Bring a lab up (network namespaces + FRR, or containerlab) and wait until it has converged.
 
@@ -202,6 +210,14 @@ def register(app: typer.Typer) -> None:
             typer.echo("error: --dry-run shows the containerlab runtime's commands: add --runtime containerlab",
                        err=True)
             raise typer.Exit(EXIT_USAGE)
+        if host is not None and runtime != "containerlab":
+            typer.echo("error: --host deploys one host's part with containerlab: add --runtime containerlab "
+                       "(on one machine, --stitch deploys every host's part with the netns runtime)", err=True)
+            raise typer.Exit(EXIT_USAGE)
+        if stitch and runtime != "netns":
+            typer.echo("error: --stitch is the netns runtime's one-machine proof; with containerlab deploy "
+                       "each host's part with --host HOST on that host", err=True)
+            raise typer.Exit(EXIT_USAGE)
         rt = _runtime(runtime)
         target = _generated_lab(lab, name)
         if target is None:  # an intent: generate it first (lazy: jinja2 and the model, ~50 ms)
@@ -211,11 +227,19 @@ def register(app: typer.Typer) -> None:
             intent = load_intent(lab)  # IntentError: a usage error (exit 2)
             target = generate(intent, _intent_target(name or intent.name, out), name=name)
         if dry_run:
-            for line in rt.plan(Path(target), reconfigure=reconfigure):
+            for line in rt.plan(Path(target), reconfigure=reconfigure, **({"host": host} if host else {})):
                 typer.echo(line)
             return
+        if host is not None:  # one host's part: the others deploy theirs; no local view of the whole lab
+            rec = rt.up(Path(target), host=host, **({"reconfigure": True} if reconfigure else {}))
+            typer.echo(f"lab {rec['lab']}: host {host}'s part deployed ({len(rec['namespaces'])} nodes); it "
+                       f"converges once every host has deployed its part (docs/scale-out.md); "
+                       f"railab down {rec['lab']} removes this host's part")
+            return
         t0 = time.monotonic()
-        kwargs = {"reconfigure": True} if reconfigure and runtime == "containerlab" else {}
+        kwargs: dict = {"reconfigure": True} if reconfigure and runtime == "containerlab" else {}
+        if stitch:
+            kwargs["stitch"] = True
         from railab.checks.deploy import bring_up
         from railab.progress import ConvergeBar
 
@@ -228,7 +252,10 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(_exit_code(exc)) from None
         typer.echo(
             f"lab {rec['lab']} is up and converged in {time.monotonic() - t0:.1f} s "
-            f"({len(rec['namespaces'])} nodes, {len(rec['links'])} links); railab down {rec['lab']} removes it"
+            f"({len(rec['namespaces'])} nodes, {len(rec['links'])} links"
+            + (f" + {len(rec['stitch']['tunnels']) // 2} cut links as VXLAN over "
+               f"{len(rec['stitch']['hosts'])} namespace hosts" if "stitch" in rec else "")
+            + f"); railab down {rec['lab']} removes it"
         )
 
     @app.command()

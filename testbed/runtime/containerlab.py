@@ -39,7 +39,7 @@ from typing import Any
 
 from railab.errors import RailabError, UsageError
 from railab.testbed import state as st
-from railab.testbed.clabfile import ClabFile, load_clab
+from railab.testbed.clabfile import ClabFile, find_clab_file, load_clab
 from railab.testbed.runtime.base import Runtime
 from railab.testbed.signals import signals_ignored, signals_raise
 from railab.topologies.labspec import LabSpec
@@ -298,6 +298,20 @@ def plan_lines(clab: ClabFile, *, reconfigure: bool = False, binary: str = BINAR
     return lines
 
 
+def host_clab_file(labdir: str | Path, host: str) -> Path:
+    """``DIR/<host>/<lab>.clab.yml``: one host's part of a lab partitioned with ``railab
+    generate --hosts`` (railab.topologies.partition). UsageError naming the hosts the
+    directory has when ``host`` is not one of them."""
+    top = find_clab_file(labdir)
+    path = top.parent / host / top.name
+    if not path.is_file():
+        have = sorted(p.parent.name for p in top.parent.glob(f"*/{top.name}"))
+        raise UsageError(f"{top.parent} has no part for host {host!r} ({path} missing); "
+                         + (f"its hosts: {', '.join(have)}" if have else
+                            "generate it with railab generate INTENT --hosts N"))
+    return path
+
+
 # ---- runtime ---------------------------------------------------------------------------------
 Runner = Callable[..., subprocess.CompletedProcess]
 
@@ -318,12 +332,13 @@ class ContainerlabRuntime(Runtime):
         self.reconfigure = reconfigure
         self.boot_timeout_s = boot_timeout_s
 
-    def plan(self, labdir: Path, *, reconfigure: bool | None = None) -> list[str]:
+    def plan(self, labdir: Path, *, reconfigure: bool | None = None, host: str | None = None) -> list[str]:
         """The commands ``up`` would run for ``labdir`` (dry run: nothing is executed, no
-        binary or Docker needed): :func:`plan_lines`. Raises UsageError for a topology
-        containerlab's schema rejects or a sonic-vs bind start.sh would break."""
+        binary or Docker needed): :func:`plan_lines`; ``host``: that host's part
+        (:func:`host_clab_file`). Raises UsageError for a topology containerlab's schema
+        rejects or a sonic-vs bind start.sh would break."""
         reconf = self.reconfigure if reconfigure is None else reconfigure
-        clab = load_clab(labdir, validate=True)
+        clab = load_clab(host_clab_file(labdir, host) if host else labdir, validate=True)
         return plan_lines(clab, reconfigure=reconf, binary=self.binary, boot_timeout_s=self.boot_timeout_s)
 
     def post_deploy(self, clab: ClabFile, executor: Any = None) -> dict[str, list[dict[str, Any]]]:
@@ -375,9 +390,13 @@ class ContainerlabRuntime(Runtime):
         return res.stdout
 
     # -- up ------------------------------------------------------------------------------------
-    def up(self, labdir: Path, *, reconfigure: bool | None = None) -> st.LabState:
+    def up(self, labdir: Path, *, reconfigure: bool | None = None, host: str | None = None) -> st.LabState:
         """Deploy ``labdir`` (directory or ``.clab.yml``) with ``containerlab deploy``; returns
         the record (phase ``started``) without waiting for convergence.
+
+        ``host``: deploy only that host's part of a partitioned lab (``DIR/<host>/<lab>.clab.yml``,
+        :func:`host_clab_file`; its cut links are containerlab ``vxlan`` links to the other
+        hosts, which deploy their parts themselves); the record's ``labdir`` stays ``DIR``.
 
         ``reconfigure`` (default: the constructor's) passes ``--reconfigure``. Raises
         RailabError when containerlab, Docker or an image is missing (one message naming each,
@@ -386,11 +405,12 @@ class ContainerlabRuntime(Runtime):
         SIGHUP) likewise after destroying it.
         """
         reconf = self.reconfigure if reconfigure is None else reconfigure
-        clab = load_clab(labdir, validate=True)
+        clab = load_clab(host_clab_file(labdir, host) if host else labdir, validate=True)
         post_deploy_plan(clab)  # e.g. a bind start.sh would break: one usage error before anything runs
         lab = clab.name
+        spec_dir = clab.directory.parent if host else clab.directory
         try:
-            LabSpec.load(clab.directory)
+            LabSpec.load(spec_dir)
         except FileNotFoundError as exc:
             raise RailabError(str(exc)) from None
         images = [n.image for n in clab.nodes.values() if n.image]
@@ -405,7 +425,7 @@ class ContainerlabRuntime(Runtime):
             lab=lab,
             runtime=self.name,
             phase="deploying",
-            labdir=str(clab.directory),
+            labdir=str(spec_dir),
             clab_file=str(clab.path),
             namespaces={n: netns_name(lab, n) for n in clab.nodes},
             containers={n: netns_name(lab, n) for n in clab.nodes},

@@ -53,6 +53,7 @@ from pyroute2 import netns as pnetns
 from railab.errors import RailabError, UsageError
 from railab.testbed import capacity
 from railab.testbed import state as st
+from railab.testbed import stitch as stitch_mod
 from railab.testbed.clabfile import ClabFile, load_clab
 from railab.testbed.executor import ExecResult, Executor
 from railab.testbed.namespaces import create_netns, entered, exec_argv, netns_path
@@ -402,10 +403,14 @@ class NetnsRuntime(Runtime):
         return NetnsExecutor(lab)
 
     # -- up ------------------------------------------------------------------------------------
-    def up(self, labdir: Path) -> st.LabState:
+    def up(self, labdir: Path, *, stitch: bool = False) -> st.LabState:
         """Deploy the lab in ``labdir`` (a directory or its ``.clab.yml``): namespaces, veths,
         sysctls, server addressing and policy routing, FRR started with its config. Does not wait
         for convergence (railab.checks.deploy.bring_up does, then :meth:`mark_converged`).
+
+        ``stitch``: deploy a partitioned lab (``railab generate --hosts``) from its host files,
+        every host a namespace on one underlay and the cut links kernel VXLAN devices
+        (railab.testbed.stitch; recorded as the state's ``stitch`` entry).
 
         Returns the recorded state (phase ``started``). Raises RailabError for non-root, missing
         FRR, a lab name clash, a config FRR rejects or a failed step, after removing everything
@@ -413,6 +418,9 @@ class NetnsRuntime(Runtime):
         railab.testbed.signals.Interrupted) likewise after rolling back.
         """
         clab = load_clab(labdir)  # bad input (UsageError, exit 2) before the host's prerequisites
+        plan = stitch_mod.stitch_plan(labdir) if stitch else None
+        if plan is not None:
+            clab = plan.clab
         check_prerequisites()
         self._children: list[subprocess.Popen] = []
         lab = clab.name
@@ -428,7 +436,9 @@ class NetnsRuntime(Runtime):
             x = clab.external_links[0]
             raise RailabError(f"lab {lab}: {len(clab.external_links)} {x.type} link(s) ({x.endpoint[0]}:"
                               f"{x.endpoint[1]} ...): the netns runtime makes veth pairs only; "
-                              f"use --runtime containerlab")
+                              f"use --runtime containerlab (for one host of a partitioned lab: "
+                              f"--host HOST), or deploy every host of the partition on this "
+                              f"machine with railab up LABDIR --stitch")
         if not is_lab_name(lab):
             raise RailabError(lab_name_rule(lab, "lab"))
         try:
@@ -439,7 +449,8 @@ class NetnsRuntime(Runtime):
             raise RailabError(f"{clab.path.name} names lab {lab!r} but lab.json names {spec.name!r}")
         if st.lab_dir(lab).exists():
             raise UsageError(f"lab {lab} is already up: railab down {lab}")
-        clash = [ns for ns in (netns_name(lab, n) for n in clab.nodes) if netns_path(ns).exists()]
+        extra_ns = plan.namespaces if plan is not None else []
+        clash = [ns for ns in [netns_name(lab, n) for n in clab.nodes] + extra_ns if netns_path(ns).exists()]
         if clash:
             owner = st.ledger().get(clash[0])
             whose = f"it belongs to lab {owner}" if owner else "railab did not make it"
@@ -472,11 +483,14 @@ class NetnsRuntime(Runtime):
             host_limits=limits,
             timings={"preflight_s": preflight_s},
         )
+        if plan is not None:
+            record.stitch = plan.record()
+        self._stitch = plan
         try:
             with signals_raise():
                 try:
                     st.save(record)
-                    st.ledger_add(list(record.namespaces.values()), lab)
+                    st.ledger_add(list(record.namespaces.values()) + extra_ns, lab)
                     self._build(clab, spec, record)
                     return record
                 except BaseException:
@@ -532,7 +546,8 @@ class NetnsRuntime(Runtime):
         deferred: dict[str, dict[str, str]] = {}
         t0 = time.monotonic()
         # 0. host-wide neighbour tables (shared by all namespaces) sized for this lab's links.
-        raised = raise_neighbour_tables(2 * len(clab.links))
+        plan = getattr(self, "_stitch", None)
+        raised = raise_neighbour_tables(2 * len(plan.all_links if plan is not None else clab.links))
         if raised:
             record.host_sysctls = dict(raised)
         try:
@@ -557,6 +572,11 @@ class NetnsRuntime(Runtime):
                     peer={"ifname": ib, "net_ns_fd": fds[nb], "mtu": link.mtu},
                 )
                 socks[nb].link("set", ifname=ib, state="up")
+            if plan is not None:  # the one-machine proof: hosts, underlay, VXLAN cut links
+                with signals_deferred():
+                    stitch_mod.build(plan, fds)
+                for t in plan.tunnels:
+                    socks[t.node].link("set", ifname=t.interface, state="up")
             timings["links_s"] = round(time.monotonic() - t1, 3)
 
             # 3. per-interface sysctls, now that interfaces exist.
@@ -599,7 +619,7 @@ class NetnsRuntime(Runtime):
 
         # 5. FRR: each daemon wave in parallel across nodes, then push the configs.
         t3 = time.monotonic()
-        self._start_frr(clab, record)
+        self._start_frr(stitch_mod.with_cut_links(plan) if plan is not None else clab, record)
         timings["frr_s"] = round(time.monotonic() - t3, 3)
         timings["build_s"] = round(time.monotonic() - t0, 3)
         record.phase = "started"
