@@ -282,34 +282,13 @@ def test_report_add_refuses_other_json(tmp_path):
         add_runs(Report.model_construct(congestion=[], collectives=[]), [tmp_path / "x.json"])
 
 
-@pytest.fixture(scope="module")
-def lossless_lab(tmp_path_factory):
-    """``mini-lossless`` (ports at 40 Mb/s, ECN, PFC on), up for this module."""
-    import os
-
-    from conftest import integration_skip_reason
-
-    from railab.checks.deploy import bring_up
-    from railab.testbed.runtime.netns import NetnsRuntime
-
-    if integration_skip_reason():
-        pytest.skip(integration_skip_reason())
-    name = f"cl{os.getpid()}"
-    labdir = generate(ROOT / "topologies" / "intents" / "mini-lossless.yml",
-                      tmp_path_factory.mktemp(name) / name, name=name)
-    try:
-        bring_up(NetnsRuntime(), labdir)
-        yield LabSpec.load(labdir)
-    finally:
-        NetnsRuntime().down(name)
-
-
 @pytest.mark.integration
 @pytest.mark.usefixtures("no_leaks")
 def test_all_reduce_on_shaped_ports_takes_port_time_and_converts_to_fabric_time(lossless_lab):
-    spec = lossless_lab
+    spec = lossless_lab.spec
     cap = spec.qos.capacity
-    r = CliRunner().invoke(app, ["collective", spec.name, "all-reduce", "--bytes", "512K", "--json"])
+    r = CliRunner().invoke(app, ["collective", spec.name, "all-reduce", "--bytes", "512K",
+                                 "--compare-sport", "--json"])
     out = json.loads(r.stdout)
     assert r.exit_code == (0 if out["keeps_rate"] else 1), r.output
     assert out["completed"] and out["lost"] == 0, out  # PFC on: lossless promised
@@ -320,3 +299,6 @@ def test_all_reduce_on_shaped_ports_takes_port_time_and_converts_to_fabric_time(
     assert fab["time_us"] == pytest.approx(out["time_s"] / cap.time_scale * 1e6, rel=1e-3)
     assert fab["busbw_gbps"] == pytest.approx(out["busbw_gbps"] * cap.time_scale, rel=1e-3)
     assert out["port_rate_mbps"] == cap.port_rate_mbps
+    fixed = out["compare_sport"]["fixed"]
+    assert fixed["sport_mode"] == "fixed" and fixed["completed"] and fixed["lost"] == 0
+    assert out["compare_sport"]["slowdown"] == pytest.approx(fixed["time_s"] / out["time_s"], rel=1e-2)
