@@ -704,16 +704,26 @@ def added_run(doc: dict[str, Any], source: str = "") -> tuple[str, LoadRun]:
                      "--json` (a congestion object) nor of `railab collective --json`")
 
 
-def add_runs(report: Report, paths: list[Path]) -> None:
-    """Read each JSON file (:func:`added_run`) and append it to the report's congestion or
-    collective runs. ValueError (exit 2 in the CLI) for a file that is neither;
-    FileNotFoundError for a missing one."""
+def read_runs(paths: list[Path]) -> list[tuple[str, LoadRun]]:
+    """Read and classify each JSON file (:func:`added_run`), before anything is measured.
+    ValueError for a file that is not JSON or neither kind; FileNotFoundError for a missing one."""
+    out = []
     for p in paths:
         try:
             doc = json.loads(Path(p).read_text())
         except json.JSONDecodeError as exc:
             raise ValueError(f"{p}: not JSON ({exc})") from None
-        kind, run = added_run(doc, str(p))
+        out.append(added_run(doc, str(p)))
+    return out
+
+
+def add_runs(report: Report, paths: list[Path] | list[tuple[str, LoadRun]]) -> None:
+    """Append JSON files (or :func:`read_runs` results) to the report's congestion or collective
+    runs. ValueError (exit 2 in the CLI) for a file that is neither; FileNotFoundError for a
+    missing one."""
+    runs = [p for p in paths if isinstance(p, tuple)]
+    runs += read_runs([p for p in paths if not isinstance(p, tuple)])
+    for kind, run in runs:
         (report.congestion if kind == "congestion" else report.collectives).append(run)
 
 

@@ -302,3 +302,21 @@ def test_all_reduce_on_shaped_ports_takes_port_time_and_converts_to_fabric_time(
     fixed = out["compare_sport"]["fixed"]
     assert fixed["sport_mode"] == "fixed" and fixed["completed"] and fixed["lost"] == 0
     assert out["compare_sport"]["slowdown"] == pytest.approx(fixed["time_s"] / out["time_s"], rel=1e-2)
+
+
+def test_report_cli_adds_runs_to_a_lab_that_is_down(tmp_path):
+    from railab.report import LabSummary, Report
+
+    d = generate(ROOT / "topologies" / "intents" / "mini.yml", tmp_path / "cmr", name="cmr")
+    out = tmp_path / "rep"
+    out.mkdir()
+    (out / "report.json").write_text(Report(lab=LabSummary.from_spec(LabSpec.load(d))).dump())
+    (tmp_path / "a2a.json").write_text(json.dumps(_collective_doc()))
+    r = CliRunner().invoke(app, ["report", str(d), "-o", str(out), "--add", str(tmp_path / "a2a.json")])
+    assert r.exit_code == 0, r.output
+    assert 'id="load"' in (out / "report.html").read_text()
+    assert Report.load(out).collectives[0].label == "all-to-all 1048576 B PXN"
+    (tmp_path / "bad.json").write_text("{}")
+    bad = CliRunner().invoke(app, ["report", str(d), "-o", str(out), "--add", str(tmp_path / "bad.json")])
+    assert bad.exit_code == 2 and "--add" in bad.output and "bad.json" in bad.output, bad.output
+    assert len(Report.load(out).collectives) == 1  # nothing was rewritten

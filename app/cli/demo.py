@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from railab.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, RailabError
+from railab.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, RailabError
 from railab.testbed import state as st
 
 
@@ -73,6 +73,13 @@ def register(app: typer.Typer) -> None:
         from railab.topologies.labspec import LabSpec
 
         con = Console()
+        try:  # read the added runs first: a bad file costs nothing
+            from railab.report import read_runs
+
+            added = read_runs(add)
+        except (ValueError, FileNotFoundError) as exc:
+            typer.echo(f"error: --add {exc}", err=True)
+            raise typer.Exit(EXIT_USAGE) from None
         labdir, name, running = _resolve_lab(lab)
         spec = LabSpec.load(labdir)
         # Default: next to the lab in the demo's layout (<out>/lab, <out>/report), else inside
@@ -99,10 +106,10 @@ def register(app: typer.Typer) -> None:
                 f"lab {name} is not running and {outdir / 'report.json'} does not exist: "
                 f"`railab up {labdir}` first, or pass -o to the directory of an earlier report"
             )
-        if add:
+        if added:
             from railab.report import add_runs
 
-            add_runs(rep, add)
+            add_runs(rep, added)
         files = write_report(rep, spec, outdir)
         print_failures(con, rep)
         con.print(f"{'[green]PASS[/]' if rep.passed else '[red]FAIL[/]'} report: {files.html}",
