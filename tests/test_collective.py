@@ -320,3 +320,31 @@ def test_report_cli_adds_runs_to_a_lab_that_is_down(tmp_path):
     bad = CliRunner().invoke(app, ["report", str(d), "-o", str(out), "--add", str(tmp_path / "bad.json")])
     assert bad.exit_code == 2 and "--add" in bad.output and "bad.json" in bad.output, bad.output
     assert len(Report.load(out).collectives) == 1  # nothing was rewritten
+
+
+def test_collective_verdicts(mini):
+    s = schedule(mini, "all-to-all", 1 << 20)
+
+    def res(completed, lost=0, unreach=0):
+        return CollectiveResult(s, completed, 1.0 if completed else None, None, None, None, lost,
+                                0, {}, None, None, None, unreachable_delivered=unreach)
+
+    assert res(True).ok
+    assert res(False, lost=5).ok  # a loss is judged by what the lab promises (the CLI)
+    assert not res(False).ok  # did not complete, nothing explains it
+    assert not res(True, unreach=1).ok
+
+
+def test_exit_rule_drops_fail_only_where_lossless_is_promised(mini):
+    from railab.cli.collective import collective_failed
+
+    s = schedule(mini, "all-to-all", 1 << 20)
+
+    def res(completed, lost=0, lag=0.0):
+        return CollectiveResult(s, completed, 1.0 if completed else None, None, None, None, lost,
+                                0, {}, None, None, None, sender_lag=lag)
+
+    assert not collective_failed([res(True)], promised=True)
+    assert not collective_failed([res(False, lost=7)], promised=False)  # PFC off: predicted drops
+    assert collective_failed([res(False, lost=7)], promised=True)  # PFC on: a loss fails
+    assert collective_failed([res(True), res(True, lag=0.5)], promised=True)  # engine lagged

@@ -251,10 +251,12 @@ class CollectiveResult:
 
     @property
     def ok(self) -> bool:
-        """False when the run contradicts the design: a reachable flow lost packets (the
-        caller decides whether the lab promised lossless) or a flow the design says is
-        unreachable delivered."""
-        return self.unreachable_delivered == 0 and (self.completed or self.unreachable_by_design)
+        """False when the run contradicts the design: a flow the design says is unreachable
+        delivered, or the collective did not complete for another reason than the design
+        (unreachable flows) or lost packets (whether a loss is a failure depends on what the
+        lab promises: the caller judges ``lost``)."""
+        return self.unreachable_delivered == 0 and (
+            self.completed or self.unreachable_by_design or self.lost > 0)
 
     def to_dict(self) -> dict:
         s = self.schedule

@@ -51,6 +51,14 @@ def lossless_promised(spec, pfc: bool | None = None) -> bool:
     return (not cap.enabled) or (cap.pfc if pfc is None else pfc)
 
 
+def collective_failed(results: list, promised: bool) -> bool:
+    """The exit-1 rule of ``railab collective`` over its runs (module docstring): a run that
+    contradicts the design (``CollectiveResult.ok`` false), lost packets where the lab
+    promises lossless (``promised``, :func:`lossless_promised`), or an engine that did not keep
+    its rate. Drops on a lab that predicts them (PFC off) are a measured result."""
+    return any((not r.ok) or (r.lost and promised) or not r.keeps_rate for r in results)
+
+
 def register(app: typer.Typer) -> None:
     """Attach ``collective`` to ``app``."""
 
@@ -118,10 +126,7 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(EXIT_INTERRUPTED) from None
         main = results[runs[0]]
         promised = lossless_promised(spec)
-        failed = (not main.ok) or any(
-            r.lost and promised for r in results.values()) or any(
-            r.unreachable_delivered for r in results.values()) or any(
-            not r.keeps_rate for r in results.values())
+        failed = collective_failed(list(results.values()), promised)
         out = main.to_dict()
         out["lab"] = spec.name
         out["lossless_promised"] = promised
