@@ -246,6 +246,16 @@ class LabSummary(BaseModel):
         )
 
 
+class LoadRun(BaseModel):
+    """One measurement added to the report from a JSON file (``railab report --add``): a
+    ``label`` (what ran: pattern, congestion control, PFC, or the collective and its options)
+    and the ``data`` as the command printed it (the ``congestion`` object of ``railab traffic
+    --json``, or the whole ``railab collective --json`` document)."""
+
+    label: str
+    data: dict[str, Any]
+
+
 class Report(BaseModel):
     """Everything one demo / report run measured on a lab."""
 
@@ -270,6 +280,11 @@ class Report(BaseModel):
                                  "(railab.checks.exercise.report_line; names no fault while it runs)")
     timings: list[StepTiming] = Field(default_factory=list)
     errors: list[str] = Field(default_factory=list, description="steps that raised, with message")
+    congestion: list[LoadRun] = Field(
+        default_factory=list, description="load runs added to the report (railab traffic --json "
+        "of a load pattern: its congestion object), plotted: per-flow rate, queue depth, CE, CNP")
+    collectives: list[LoadRun] = Field(
+        default_factory=list, description="railab collective --json results added to the report")
 
     @property
     def passed(self) -> bool:
@@ -522,6 +537,9 @@ def render_html(report: Report, spec: LabSpec, *, diagram_svg: str | None = None
         n_fail=sum(1 for c in report.checks if not c.ok),
         families=check_families(report),
         paths=sorted(report.paths, key=lambda p: (_class_key(p.path_class), p.src, p.dst)),
+        load=load_charts(report, spec) if (report.congestion or report.collectives) else None,
+        collective_rows=collective_rows(report),
+        not_modelled=NOT_MODELLED,
     )
 
 
@@ -643,3 +661,234 @@ def write_report(report: Report, spec: LabSpec, outdir: str | Path) -> ReportFil
     files.diagram.write_text(svg)
     files.html.write_text(render_html(report, spec, diagram_svg=svg))
     return files
+
+
+# ---- load runs: plots (matplotlib, SVG) ----------------------------------------------------------
+#: What an FRR lab under load does not model, shown in a box beside the load plots (and in
+#: docs/congestion.md): read every figure of those plots with these in mind.
+NOT_MODELLED = (
+    "Port rates are the lab's (qos.capacity.port_rate_mbps) with time scaled by the same factor: "
+    "byte thresholds keep their production values, every time is lab time unless it says fabric.",
+    "NVLink: intra-server legs of collectives (and PXN's hand-over) take no time.",
+    "Switch buffers: one tail-drop byte limit per egress port (tbf/htb), no shared buffer pool, "
+    "no dynamic thresholds, no cut-through.",
+    "PFC is an emulation: a control loop holds the upstream port's lossless class while the "
+    "queue is above xOFF (no 802.1Qbb frames on the wire; its reaction time is the loop's).",
+    "RDMA transport: lost packets are counted, never retransmitted (no go-back-N, no RNR/NAK), "
+    "and the engine's NICs are host processes, not NIC pipelines (no hardware timestamps).",
+    "One process sends every flow: its CPU bounds the aggregate rate (the run says when it "
+    "could not keep its rate).",
+)
+
+
+def added_run(doc: dict[str, Any], source: str = "") -> tuple[str, LoadRun]:
+    """Classify one JSON document for :attr:`Report.congestion` / :attr:`Report.collectives`:
+    ``railab traffic --json`` of a load run (it has a ``congestion`` object) -> ``("congestion",
+    run)``; ``railab collective --json`` (it has ``busbw_gbps``) -> ``("collective", run)``.
+    Raises ValueError naming ``source`` for anything else."""
+    if isinstance(doc, dict) and isinstance(doc.get("congestion"), dict):
+        c = doc["congestion"]
+        parts = [str(doc.get("pattern") or "load"), f"cc={c.get('cc', doc.get('cc', '?'))}"]
+        pfc = doc.get("pfc", c.get("pfc"))
+        if pfc is not None:
+            parts.append(f"pfc={'on' if pfc in (True, 'on') else 'off'}")
+        if c.get("sport_mode") not in (None, "per-qp"):
+            parts.append(f"sport={c['sport_mode']}")
+        return "congestion", LoadRun(label=" ".join(parts), data=c)
+    if isinstance(doc, dict) and "busbw_gbps" in doc and "op" in doc:
+        parts = [doc["op"], f"{doc.get('bytes')} B"]
+        if doc.get("pxn"):
+            parts.append("PXN")
+        if doc.get("sport_mode") not in (None, "per-qp"):
+            parts.append(f"sport={doc['sport_mode']}")
+        return "collective", LoadRun(label=" ".join(parts), data=doc)
+    raise ValueError(f"{source or 'document'}: not the JSON of `railab traffic --pattern incast "
+                     "--json` (a congestion object) nor of `railab collective --json`")
+
+
+def read_runs(paths: list[Path]) -> list[tuple[str, LoadRun]]:
+    """Read and classify each JSON file (:func:`added_run`), before anything is measured.
+    ValueError for a file that is not JSON or neither kind; FileNotFoundError for a missing one."""
+    out = []
+    for p in paths:
+        try:
+            doc = json.loads(Path(p).read_text())
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{p}: not JSON ({exc})") from None
+        out.append(added_run(doc, str(p)))
+    return out
+
+
+def add_runs(report: Report, paths: list[Path] | list[tuple[str, LoadRun]]) -> None:
+    """Append JSON files (or :func:`read_runs` results) to the report's congestion or collective
+    runs. ValueError (exit 2 in the CLI) for a file that is neither; FileNotFoundError for a
+    missing one."""
+    runs = [p for p in paths if isinstance(p, tuple)]
+    runs += read_runs([p for p in paths if not isinstance(p, tuple)])
+    for kind, run in runs:
+        (report.congestion if kind == "congestion" else report.collectives).append(run)
+
+
+def _figure(w: float, h: float, rows: int = 1, **kw):
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(w, h), layout="constrained")
+    axes = fig.subplots(rows, 1, squeeze=False, **kw)[:, 0]
+    return fig, axes
+
+
+def _svg(fig) -> Markup:
+    """``fig`` as inline SVG text (text kept as text, no date metadata, no XML prologue)."""
+    import io
+
+    import matplotlib
+
+    buf = io.StringIO()
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "railab",
+                                "font.family": "DejaVu Sans", "font.size": 9}):
+        fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": "railab"})
+    text = buf.getvalue()
+    start = text.find("<svg")
+    return Markup(text[start:] if start >= 0 else text)
+
+
+def _series_col(series: dict, *names: str) -> list[float] | None:
+    for n in names:
+        if series.get(n):
+            return series[n]
+    return None
+
+
+def congestion_chart(run: LoadRun, qos: Any = None, *, max_flows: int = 16,
+                     max_ports: int = 3) -> Markup:
+    """Per-flow rate over time with CE marks (x) and CNPs (v) on each flow's line, and below it
+    the queue depth of the deepest ports with ECN Kmin/Kmax and the PFC pause threshold drawn
+    (``qos``: the lab's :class:`~railab.topologies.qos.QosProfile`), PAUSE events as markers.
+    Input: the ``congestion`` object (docs/congestion.md: ``flows[].series`` columns ``t``,
+    ``tx_mbps``/``rx_mbps``/``cc_mbps``, ``ce``, ``cnp`` per sample; ``ports["node:port"]``
+    columns ``t``, ``backlog_bytes``, ``pause_events``). Lab time on the x axis."""
+    c = run.data
+    flows = [f for f in c.get("flows", []) if f.get("series", {}).get("t")][:max_flows]
+    ports = {k: v for k, v in (c.get("ports") or {}).items() if v.get("backlog_bytes")}
+    deepest = sorted(ports, key=lambda k: max(ports[k]["backlog_bytes"]), reverse=True)[:max_ports]
+    fig, axes = _figure(7.8, 5.2 if deepest else 3.2, 2 if deepest else 1, sharex=True)
+    ax = axes[0]
+    for f in flows:
+        s = f["series"]
+        t = s["t"]
+        y = _series_col(s, "rx_mbps", "tx_mbps") or [0.0] * len(t)
+        (line,) = ax.plot(t, y, lw=1.2, label=f.get("name", "?"))
+        ce = [(ti, yi) for ti, yi, n in zip(t, y, s.get("ce") or [0] * len(t), strict=False) if n]
+        cnp = [(ti, yi) for ti, yi, n in zip(t, y, s.get("cnp") or [0] * len(t), strict=False) if n]
+        if ce:
+            ax.plot(*zip(*ce, strict=True), "x", ms=4, color=line.get_color(), alpha=0.7)
+        if cnp:
+            ax.plot(*zip(*cnp, strict=True), "v", ms=3, color=line.get_color(), alpha=0.7)
+    rate = c.get("port_rate_mbps")
+    if rate:
+        ax.axhline(rate, color="#444", ls="--", lw=0.8)
+        ax.annotate(f"port rate {rate:g} Mb/s", (0, rate), xycoords=("axes fraction", "data"),
+                    fontsize=7, va="bottom")
+        if len(c.get("flows", [])) > 1:
+            share = rate / len(c["flows"])
+            ax.axhline(share, color="#888", ls=":", lw=0.8)
+            ax.annotate(f"fair share {share:.3g}", (0, share), xycoords=("axes fraction", "data"),
+                        fontsize=7, va="bottom", color="#555")
+    ax.set_ylim(bottom=0)
+    ax.set_ylabel("per-flow rate (Mb/s, lab)")
+    ax.set_title(f"{run.label}: x = CE-marked packets received, v = CNPs received", fontsize=9)
+    if len(flows) <= 8:
+        ax.legend(fontsize=7, loc="upper right", ncols=2)
+    ax.grid(alpha=0.3)
+    if deepest:
+        qa = axes[1]
+        for k in deepest:
+            s = ports[k]
+            (line,) = qa.plot(s["t"], [b / 1024 for b in s["backlog_bytes"]], lw=1.2, label=k)
+            pe = [(t, b / 1024) for t, b, n in zip(s["t"], s["backlog_bytes"],
+                                                   s.get("pause_events") or [0] * len(s["t"]),
+                                                   strict=False) if n]
+            if pe:
+                qa.plot(*zip(*pe, strict=True), "s", ms=3, color=line.get_color())
+        if qos is not None:
+            marks = [("ECN Kmin", qos.ecn.kmin_bytes, "#e69f00"),
+                     ("ECN Kmax", qos.ecn.kmax_bytes, "#d55e00")]
+            try:
+                marks.append(("PFC xOFF (pause)", qos.pfc_pause_bytes, "#0072b2"))
+            except ValueError:
+                pass
+            for name, b, col in marks:
+                qa.axhline(b / 1024, color=col, ls="--", lw=0.8)
+                qa.annotate(name, (1, b / 1024), xycoords=("axes fraction", "data"), fontsize=7,
+                            ha="right", va="bottom", color=col)
+        qa.set_ylabel("queue depth (KiB)")
+        qa.set_title("egress queues (squares: PFC PAUSE sent)", fontsize=9)
+        qa.legend(fontsize=7, loc="upper left")
+        qa.grid(alpha=0.3)
+    axes[-1].set_xlabel("lab time (s)" + (f"; fabric time = lab / {c['time_scale']:g}"
+                                          if c.get("time_scale") else ""))
+    return _svg(fig)
+
+
+def uplink_chart(load: dict[str, Any], title: str = "") -> Markup | None:
+    """Per-uplink load bars (share of each leaf's uplink bytes, net of background) with the
+    fair share 1/k dashed, from an ``uplink_load`` object (railab.traffic.ecmp.UplinkLoad.to_dict);
+    None when no leaf sent anything up."""
+    leaves = (load or {}).get("leaves") or {}
+    if not leaves:
+        return None
+    rows = [(f"{u.split('>')[0]}>{u.split('>')[1].split(':')[0]}", share, ll["fair_share"])
+            for ll in leaves.values() for u, share in ll["share"].items()]
+    fig, (ax,) = _figure(6.4, 0.7 + 0.22 * len(rows))
+    names = [r[0] for r in rows][::-1]
+    shares = [r[1] for r in rows][::-1]
+    fair = [r[2] for r in rows][::-1]
+    cols = ["#c62828" if s >= 2 * f else "#4a7ab5" for s, f in zip(shares, fair, strict=True)]
+    ax.barh(names, shares, color=cols)
+    for i, f in enumerate(fair):
+        ax.plot([f, f], [i - 0.45, i + 0.45], color="#333", ls="--", lw=0.9)
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("share of the leaf's uplink bytes (dashed: fair share 1/k; red: >= 2x fair)")
+    ax.tick_params(axis="y", labelsize=7)
+    w = max(leaves.values(), key=lambda x: x["imbalance"])
+    ax.set_title(f"{title}{': ' if title else ''}max/mean imbalance {w['imbalance']:.2f} "
+                 f"({w['leaf']}, {w['uplinks']} uplinks)", fontsize=9)
+    ax.grid(axis="x", alpha=0.3)
+    return _svg(fig)
+
+
+def collective_rows(report: Report) -> list[dict[str, Any]]:
+    """The collective results table: one row per run (label, ranks, time, algbw, busbw in lab
+    and fabric units, lost, completed, unreachable by design, worst uplink imbalance)."""
+    out = []
+    for run in report.collectives:
+        d = run.data
+        fab = d.get("fabric") or {}
+        ul = d.get("uplink_load") or {}
+        out.append({"label": run.label, "ranks": d.get("ranks"), "time_s": d.get("time_s"),
+                    "algbw": d.get("algbw_gbps"), "busbw": d.get("busbw_gbps"),
+                    "f_time_us": fab.get("time_us"), "f_algbw": fab.get("algbw_gbps"),
+                    "f_busbw": fab.get("busbw_gbps"), "lost": d.get("lost"),
+                    "completed": d.get("completed"),
+                    "unreachable": d.get("unreachable_by_design"),
+                    "imbalance": ul.get("max_imbalance"),
+                    "keeps_rate": d.get("keeps_rate", True),
+                    "slowdown": (d.get("compare_sport") or {}).get("slowdown")})
+    return out
+
+
+def load_charts(report: Report, spec: LabSpec) -> dict[str, list[tuple[str, Markup]]]:
+    """Every load plot of the report: ``{"congestion": [(label, svg)], "uplinks": [(label,
+    svg)]}`` (uplink bars from each collective run, and its fixed-port comparison)."""
+    cong = [(r.label, congestion_chart(r, spec.qos)) for r in report.congestion]
+    ups: list[tuple[str, Markup]] = []
+    for r in report.collectives:
+        svg = uplink_chart(r.data.get("uplink_load") or {}, r.label)
+        if svg is not None:
+            ups.append((r.label, svg))
+        fixed = (r.data.get("compare_sport") or {}).get("fixed")
+        if fixed:
+            svg = uplink_chart(fixed.get("uplink_load") or {}, f"{r.label} sport=fixed")
+            if svg is not None:
+                ups.append((f"{r.label} sport=fixed", svg))
+    return {"congestion": cong, "uplinks": ups}

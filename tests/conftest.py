@@ -107,6 +107,17 @@ def railonly_lab(tmp_path_factory):
         _bring_down(name)
 
 
+@pytest.fixture(scope="session")
+def lossless_lab(tmp_path_factory):
+    """The ``mini-lossless`` intent (40 Mb/s ports, ECN, PFC; 8 uplinks per leaf), up and
+    converged."""
+    name = f"ml{PID}"
+    try:
+        yield _bring_up("mini-lossless", name, tmp_path_factory)
+    finally:
+        _bring_down(name)
+
+
 def swap_server_cables(netns: str, a: str = "eth1", b: str = "eth3") -> None:
     """Cross two of a server's cables, as the tutorial does: swap the names of NICs ``a`` and
     ``b`` inside ``netns`` (their addresses move with the names). Calling it again undoes it."""

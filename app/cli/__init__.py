@@ -53,6 +53,7 @@ def _root(
 
 
 from railab.cli import check as _check  # noqa: E402
+from railab.cli import collective as _collective  # noqa: E402
 from railab.cli import demo as _demo  # noqa: E402
 from railab.cli import drill as _drill  # noqa: E402
 from railab.cli import exercise as _exercise  # noqa: E402
@@ -63,9 +64,11 @@ from railab.cli import plan as _plan  # noqa: E402
 from railab.cli import registry as _registry  # noqa: E402
 from railab.cli import traffic as _traffic  # noqa: E402
 
-for _mod in (_plan, _generate, _lab, _traffic, _check, _demo, _registry, _fault, _drill, _exercise):
+for _mod in (_plan, _generate, _lab, _traffic, _check, _demo, _registry, _fault, _drill,
+             _collective, _exercise):
     _mod.register(app)
-_exercise.gate_commands(app)  # commands a trainer switched off for a running exercise
+_collective.register_ecmp(app)
+_exercise.gate_commands(app)  # commands a trainer switched off for a running exercise (after all)
 
 
 # Newer Typer vendors click as typer._click (and no longer installs click): take the usage-error

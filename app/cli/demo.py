@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from railab.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, RailabError
+from railab.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, RailabError
 from railab.testbed import state as st
 
 
@@ -58,6 +58,10 @@ def register(app: typer.Typer) -> None:
             None, "--out", "-o",
             help="report directory (default: <labdir>/report, or <out>/report for a demo's lab)"
         ),
+        add: list[Path] = typer.Option(
+            [], "--add", metavar="FILE.json",
+            help="add a load run to the report and plot it: the JSON of `railab traffic "
+                 "--pattern incast --json` or `railab collective --json` (repeatable)"),
     ) -> None:
         """Write the HTML/JSON/JUnit report of a lab (measures it if it is running).
 
@@ -69,6 +73,13 @@ def register(app: typer.Typer) -> None:
         from railab.topologies.labspec import LabSpec
 
         con = Console()
+        try:  # read the added runs first: a bad file costs nothing
+            from railab.report import read_runs
+
+            added = read_runs(add)
+        except (ValueError, FileNotFoundError) as exc:
+            typer.echo(f"error: --add {exc}", err=True)
+            raise typer.Exit(EXIT_USAGE) from None
         labdir, name, running = _resolve_lab(lab)
         spec = LabSpec.load(labdir)
         # Default: next to the lab in the demo's layout (<out>/lab, <out>/report), else inside
@@ -98,6 +109,10 @@ def register(app: typer.Typer) -> None:
                 f"lab {name} is not running and {outdir / 'report.json'} does not exist: "
                 f"`railab up {labdir}` first, or pass -o to the directory of an earlier report"
             )
+        if added:
+            from railab.report import add_runs
+
+            add_runs(rep, added)
         files = write_report(rep, spec, outdir)
         print_failures(con, rep)
         con.print(f"{'[green]PASS[/]' if rep.passed else '[red]FAIL[/]'} report: {files.html}",

@@ -1,0 +1,347 @@
+"""NCCL-style collectives over a lab's GPUs: all-reduce (rings) and all-to-all, with and without
+PXN, every network flow at once, timed and reported the way nccl-tests reports them.
+
+Ranks are the lab's GPUs (``n`` = servers x GPUs per server, rank = server order x GPU). ``bytes``
+is nccl-tests' size: the bytes of each rank's buffer.
+
+**all-reduce** is NCCL's ring algorithm with one channel per rail (NCCL runs a ring per NIC, and
+its rail-aware rings enter and leave every server on the same rail): channel ``r`` carries
+``bytes / G`` of every rank's buffer; inside a server its ring crosses the GPUs over NVLink,
+between servers it goes from GPU ``r`` of server ``k`` to GPU ``r`` of server ``k+1`` (intra-rail:
+one leaf on a rail of one group, leaf-spine-leaf across groups). A ring all-reduce of ``D`` bytes
+over ``n`` ranks has each rank send ``2(n-1)/n x D`` to its successor, so each of these network
+flows carries ``2(n-1)/n x bytes / G``. The rings never cross rails, so ``--pxn`` changes nothing
+for all-reduce (said in the result's notes).
+
+**all-to-all**: every rank sends ``bytes / n`` to every other rank. Pairs on one server go over
+NVLink; between servers, without PXN GPU ``i`` sends from its own NIC to the destination GPU's
+NIC (inter-rail when the GPU indexes differ: leaf-spine-leaf on Rail-optimized, **unreachable by
+design** on Rail-only unless both rails share a leaf); with PXN (NCCL's PCIe x NVLink) it hands
+the data over NVLink to the GPU of its own server on the destination's rail, which sends it on
+that rail (intra-rail). One flow per GPU pair, each its own QP (so its own UDP source port).
+
+**Not modelled**: NVLink legs take no time (the lab has no NVLink; the intra-server share of
+the data is counted in ``nvlink_bytes``); NCCL's pipelining of chunks is not modelled: the
+network flows of a collective all start together and run to completion, which is the bound a
+pipelined ring approaches for large sizes.
+
+Figures (nccl-tests, ``doc/PERFORMANCE.md``): ``time`` is from the first packet to the last
+delivered, ``algbw = bytes / time``, ``busbw = algbw x 2(n-1)/n`` (all-reduce) or
+``algbw x (n-1)/n`` (all-to-all). A lab port runs at ``qos.capacity.port_rate_mbps`` and time
+is scaled by ``qos.capacity.time_scale`` (:class:`railab.topologies.qos.CapacityProfile`), so
+the lab's measured time divided by the scale is the fabric time and the lab's bandwidth
+multiplied by it the fabric bandwidth; both are reported, named as such. A lab whose ports are
+not shaped (``capacity.enabled`` false) has no fabric conversion: its times are the engine's.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from railab.errors import UsageError
+from railab.topologies.labspec import LabSpec
+from railab.traffic.ecmp import (
+    DEFAULT_HASH_SEED,
+    PacedEngine,
+    UplinkLoad,
+    background_rate,
+    hashing,
+    pace,
+    size_flow,
+    uplink_load,
+)
+from railab.traffic.patterns import Flow, route
+
+Op = Literal["all-reduce", "all-to-all"]
+#: The collectives railab runs (``railab collective LAB OP``).
+OPS: tuple[str, ...] = ("all-reduce", "all-to-all")
+#: RoCE path MTU of collective flows (NCCL's default on RoCE is the largest, 4096).
+COLLECTIVE_MTU = 4096
+#: Smallest ``bytes`` accepted: one MTU per network flow at the least.
+MIN_BYTES = 1024
+#: Most network flows one run may hold (one process sends and receives them all).
+MAX_FLOWS = 4096
+#: The engine "keeps its rate" when no paced flow's last packet left more than this share of
+#: its planned sending time late (:attr:`railab.traffic.ecmp.FlowTiming.lag`).
+LAG_LIMIT = 0.10
+
+
+def bus_factor(op: str, n: int) -> float:
+    """nccl-tests' bus-bandwidth factor: ``2(n-1)/n`` for all-reduce, ``(n-1)/n`` for
+    all-to-all (``n`` ranks, >= 1). UsageError for another collective."""
+    if n < 1:
+        raise ValueError("a collective has at least one rank")
+    if op == "all-reduce":
+        return 2.0 * (n - 1) / n
+    if op == "all-to-all":
+        return (n - 1) / n
+    raise UsageError(f"collective must be one of {', '.join(OPS)} (got {op!r})")
+
+
+def bandwidth(op: str, nbytes: int, n: int, seconds: float) -> tuple[float, float]:
+    """``(algbw, busbw)`` in Gb/s (10^9 bits/s) for ``nbytes`` per rank done in ``seconds``:
+    ``algbw = nbytes x 8 / seconds``, ``busbw = algbw x bus_factor(op, n)``."""
+    if seconds <= 0:
+        raise ValueError("a collective's time must be > 0 s")
+    alg = nbytes * 8 / seconds / 1e9
+    return alg, alg * bus_factor(op, n)
+
+
+@dataclass
+class Schedule:
+    """The network flows of one collective on one lab.
+
+    ``flows``: routed :class:`Flow` objects, each sized to carry ``flow_bytes[i]`` (RoCE MTU
+    :data:`COLLECTIVE_MTU`); ``ranks``: ``n``; ``nvlink_bytes``: bytes the collective moves over
+    NVLink (not sent: instantaneous in the lab); ``unreachable``: the flows the lab's design
+    cannot carry (``expected_hops`` None: Rail-only inter-rail without PXN), a subset of
+    ``flows``; ``notes``: what the schedule assumed, in words."""
+
+    op: str
+    bytes_per_rank: int
+    ranks: int
+    pxn: bool
+    flows: list[Flow]
+    flow_bytes: list[int]
+    nvlink_bytes: int = 0
+    notes: list[str] = field(default_factory=list)
+    qps: int = 1
+
+    @property
+    def unreachable(self) -> list[Flow]:
+        return [f for f in self.flows if f.expected_hops is None]
+
+    @property
+    def network_bytes(self) -> int:
+        return sum(self.flow_bytes)
+
+    def by_class(self) -> dict[str, int]:
+        """Network flows per path class."""
+        out: dict[str, int] = {}
+        for f in self.flows:
+            out[f.path_class] = out.get(f.path_class, 0) + 1
+        return out
+
+    def to_dict(self) -> dict:
+        return {"op": self.op, "bytes_per_rank": self.bytes_per_rank, "ranks": self.ranks,
+                "pxn": self.pxn, "qps": self.qps, "network_flows": len(self.flows),
+                "network_bytes": self.network_bytes, "nvlink_bytes": self.nvlink_bytes,
+                "flows_by_class": self.by_class(), "unreachable_flows": len(self.unreachable),
+                "notes": list(self.notes)}
+
+
+def ranks_of(spec: LabSpec) -> list[tuple[str, int]]:
+    """The lab's GPUs in rank order: servers in lab order, GPUs 0..G-1 of each."""
+    return [(s.name, g) for s in spec.by_role("server") for g in range(spec.gpus_per_server)]
+
+
+def schedule(spec: LabSpec, op: str, nbytes: int, *, pxn: bool = False, qps: int = 1) -> Schedule:
+    """The :class:`Schedule` of collective ``op`` (:data:`OPS`) with ``nbytes`` per rank on
+    ``spec`` (module docstring). ``qps``: QPs per connection (NCCL_IB_QPS_PER_CONNECTION): each
+    network flow is split over that many QPs (each its own UDP source port under ``per-qp``
+    entropy), each carrying 1/qps of its bytes. UsageError for an unknown op, ``nbytes`` below
+    :data:`MIN_BYTES`, ``qps`` outside 1..64, a lab with fewer than two servers (no network
+    flow) or more network flows than :data:`MAX_FLOWS`."""
+    if op not in OPS:
+        raise UsageError(f"collective must be one of {', '.join(OPS)} (got {op!r})")
+    if nbytes < MIN_BYTES:
+        raise UsageError(f"--bytes must be at least {MIN_BYTES} bytes per rank (got {nbytes})")
+    if not 1 <= qps <= 64:
+        raise UsageError(f"--qps must be 1-64 QPs per connection (got {qps})")
+    servers = [s.name for s in spec.by_role("server")]
+    if len(servers) < 2:
+        raise UsageError(f"lab {spec.name!r} has {len(servers)} server(s): a collective over the "
+                         "fabric needs 2 or more")
+    G = spec.gpus_per_server
+    n = len(servers) * G
+    notes = ["NVLink legs are not in the lab: modelled as instantaneous (nvlink_bytes)",
+             "all flows start together and run to completion (NCCL's chunk pipelining is not "
+             "modelled)"]
+    pairs: list[tuple[Flow, int]] = []
+    nvlink = 0
+    if op == "all-reduce":
+        per = math.ceil(2 * (n - 1) / n * nbytes / G)
+        for r in range(G):
+            for k, s in enumerate(servers):
+                nxt = servers[(k + 1) % len(servers)]
+                pairs.append((Flow((s, r), (nxt, r), qp=0), per))
+        # inside each server every channel's ring crosses G-1 NVLink hops
+        nvlink = math.ceil(2 * (n - 1) / n * nbytes / G) * (G - 1) * G * len(servers)
+        notes.append(f"ring all-reduce, one channel per rail ({G} channels): each network flow "
+                     f"carries 2(n-1)/n x bytes / {G} = {per} bytes")
+        if pxn:
+            notes.append("rings are rail-aligned: --pxn changes nothing for all-reduce")
+    else:
+        per = math.ceil(nbytes / n)
+        for src in ranks_of(spec):
+            for dst in ranks_of(spec):
+                if src == dst:
+                    continue
+                if src[0] == dst[0]:
+                    nvlink += per
+                    continue
+                pairs.append((Flow(src, dst, qp=0, pxn=pxn), per))
+        if pxn:
+            nvlink += sum(per for f, _ in pairs if f.src[1] != f.dst[1])
+            notes.append("PXN: inter-rail data crosses NVLink to the GPU on the destination's "
+                         "rail first, then stays on that rail")
+        notes.append(f"each rank sends bytes / n = {per} bytes to every other rank")
+    if len(pairs) * qps > MAX_FLOWS:
+        raise UsageError(f"{op} on lab {spec.name!r} needs {len(pairs) * qps} network flows; "
+                         f"railab runs at most {MAX_FLOWS} at once: use a smaller lab or fewer --qps")
+    flows, sizes = [], []
+    for f, b in pairs:
+        part = math.ceil(b / qps)
+        for q in range(qps):
+            routed = route(spec, Flow(f.src, f.dst, qp=q, pxn=f.pxn, mtu=COLLECTIVE_MTU))
+            flows.append(size_flow(routed, part))
+            sizes.append(part)
+    if qps > 1:
+        notes.append(f"{qps} QPs per connection: each carries 1/{qps} of the connection's bytes")
+    sched = Schedule(op, nbytes, n, pxn, flows, sizes, nvlink, notes, qps)
+    if sched.unreachable:
+        sched.notes.append(f"{len(sched.unreachable)} of {len(flows)} network flows are "
+                           f"unreachable by design ({spec.architecture}, "
+                           f"{'PXN' if pxn else 'no PXN'}): inter-rail pairs on different leaves")
+    return sched
+
+
+@dataclass
+class CollectiveResult:
+    """What one collective run measured.
+
+    ``completed``: every reachable flow delivered every packet and nothing unreachable by design
+    was asked for; ``time_s`` (lab seconds, first packet to last delivery; None when not
+    completed), ``algbw_gbps``/``busbw_gbps`` (Gb/s, lab); ``fabric``: the same converted with the
+    lab's time scale (``time_us``, ``algbw_gbps``, ``busbw_gbps``), None on an unshaped lab;
+    ``per_class``: completion time (lab s) of the slowest flow per path class; ``lost``: packets
+    lost; ``uplink_load``: the leaves' uplink byte load (:class:`UplinkLoad`)."""
+
+    schedule: Schedule
+    completed: bool
+    time_s: float | None
+    algbw_gbps: float | None
+    busbw_gbps: float | None
+    fabric: dict | None
+    lost: int
+    delivered_bytes: int
+    per_class: dict[str, float | None]
+    uplink_load: UplinkLoad | None
+    port_rate_mbps: float | None
+    time_scale: float | None
+    sport_mode: str = "per-qp"
+    hash_policy: str | None = None
+    unreachable_delivered: int = 0
+    sender_lag: float = 0.0
+
+    @property
+    def unreachable_by_design(self) -> bool:
+        return bool(self.schedule.unreachable)
+
+    @property
+    def keeps_rate(self) -> bool:
+        """The engine sent every paced flow within :data:`LAG_LIMIT` of its planned time (a
+        slower sender makes the collective's time the host's, not the fabric's)."""
+        return self.sender_lag <= LAG_LIMIT
+
+    @property
+    def ok(self) -> bool:
+        """False when the run contradicts the design: a flow the design says is unreachable
+        delivered, or the collective did not complete for another reason than the design
+        (unreachable flows) or lost packets (whether a loss is a failure depends on what the
+        lab promises: the caller judges ``lost``)."""
+        return self.unreachable_delivered == 0 and (
+            self.completed or self.unreachable_by_design or self.lost > 0)
+
+    def to_dict(self) -> dict:
+        s = self.schedule
+        return {
+            "op": s.op, "bytes": s.bytes_per_rank, "ranks": s.ranks, "pxn": s.pxn,
+            "completed": self.completed,
+            "unreachable_by_design": self.unreachable_by_design,
+            "units": "lab: time_s in lab seconds, bandwidths in Gb/s at the lab port rate",
+            "time_s": None if self.time_s is None else round(self.time_s, 6),
+            "algbw_gbps": None if self.algbw_gbps is None else round(self.algbw_gbps, 6),
+            "busbw_gbps": None if self.busbw_gbps is None else round(self.busbw_gbps, 6),
+            "fabric": self.fabric,
+            "port_rate_mbps": self.port_rate_mbps, "time_scale": self.time_scale,
+            "lost": self.lost, "delivered_bytes": self.delivered_bytes,
+            "unreachable_delivered": self.unreachable_delivered,
+            "per_class_time_s": {k: (None if v is None else round(v, 6))
+                                 for k, v in self.per_class.items()},
+            "sport_mode": self.sport_mode, "hash_policy": self.hash_policy,
+            "sender_lag": round(self.sender_lag, 4), "keeps_rate": self.keeps_rate,
+            "schedule": s.to_dict(),
+            "uplink_load": self.uplink_load.to_dict() if self.uplink_load else None,
+        }
+
+
+def run_collective(spec: LabSpec, netns_of: Callable[[str], str], sched: Schedule, *,
+                   sport_mode: str = "per-qp", policy: str | None = None,
+                   seed: int | None = DEFAULT_HASH_SEED, background_s: float = 0.5,
+                   stop: threading.Event | None = None) -> CollectiveResult:
+    """Run every network flow of ``sched`` at once on the running lab and time it.
+
+    On a lab with shaped ports (``qos.capacity.enabled``) each flow is paced at its share of
+    the port rate (the flows leaving one NIC split it evenly, :func:`railab.traffic.ecmp.pace`),
+    as a NIC's scheduler would; unshaped, flows go as fast as the engine sends. Flows the design
+    makes unreachable are sent too (nothing may arrive). ``sport_mode``/``policy``/``seed``: UDP
+    source-port entropy and the switches' ECMP hash for the run (:func:`railab.traffic.ecmp.hashing`,
+    restored after). The uplink load is measured net of a ``background_s`` quiet interval."""
+    cap = spec.qos.capacity
+    flows = pace(sched.flows, cap.port_rate_mbps) if cap.enabled else list(sched.flows)
+    # stragglers: a full port buffer drains in buffer / rate; wait for that (and some) at the end
+    drain = (2 * cap.buffer_bytes * 8 / (cap.port_rate_mbps * 1e6) + 0.5) if cap.enabled else 1.0
+    with hashing(spec, netns_of, policy=policy, seed=seed):
+        with PacedEngine(spec, netns_of, sport_mode=sport_mode, stop=stop) as eng:
+            bg = background_rate(eng, background_s) if background_s > 0 else {}
+            before, t0 = eng.port_stats(), time.monotonic()
+            results = eng.run(flows, measure=False, acks=False, timeout=drain)
+            after, t1 = eng.port_stats(), time.monotonic()
+            timings = [eng.timing(r) for r in results]
+    reach = [(f, r, t) for f, r, t in zip(sched.flows, results, timings, strict=True)
+             if f.expected_hops is not None]
+    lost = sum(r.lost for _, r, _ in reach)
+    unreachable_delivered = sum(r.delivered for f, r in zip(sched.flows, results, strict=True)
+                                if f.expected_hops is None)
+    delivered_bytes = sum(b for f, b, r in zip(sched.flows, sched.flow_bytes, results, strict=True)
+                          if r.sent and r.delivered == r.sent)
+    per_class: dict[str, float | None] = {}
+    for f, r, t in reach:
+        secs = t.seconds if (t is not None and r.delivered == r.sent) else None
+        prev = per_class.get(f.path_class, 0.0)
+        per_class[f.path_class] = None if (secs is None or prev is None) else max(prev, secs)
+    completed = not sched.unreachable and lost == 0 and all(
+        t is not None and t.last_rx is not None for _, _, t in reach)
+    time_s = alg = bus = None
+    fabric = None
+    if completed:
+        start = min(t.start for _, _, t in reach)
+        time_s = max(t.last_rx for _, _, t in reach) - start
+        alg, bus = bandwidth(sched.op, sched.bytes_per_rank, sched.ranks, time_s)
+        if cap.enabled:
+            scale = cap.time_scale
+            fabric = {"units": f"fabric: lab time / {scale:g}, lab bandwidth x {scale:g} "
+                               f"({cap.port_rate_mbps:g} Mb/s lab ports stand for "
+                               f"{cap.fabric_rate_gbps} Gb/s)",
+                      "time_us": round(cap.fabric_us(time_s), 3),
+                      "algbw_gbps": round(alg * scale, 3), "busbw_gbps": round(bus * scale, 3)}
+    load = uplink_load(spec, before, after, t1 - t0, bg)
+    lag = max((t.lag for _, _, t in reach if t is not None), default=0.0)
+    return CollectiveResult(sched, completed, time_s, alg, bus, fabric, lost, delivered_bytes,
+                            per_class, load, cap.port_rate_mbps if cap.enabled else None,
+                            cap.time_scale if cap.enabled else None, sport_mode, policy,
+                            unreachable_delivered, lag)
+
+
+def slowdown(base: CollectiveResult, other: CollectiveResult) -> float | None:
+    """``other.time_s / base.time_s`` (e.g. fixed source ports over per-QP entropy: the
+    collective's slowdown from ECMP hash collisions); None unless both completed."""
+    if base.time_s is None or other.time_s is None or base.time_s <= 0:
+        return None
+    return other.time_s / base.time_s
