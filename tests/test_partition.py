@@ -436,3 +436,39 @@ def test_cable_pull_on_a_live_cut_link_is_refused_and_changes_nothing(stitched):
     res = subprocess.run([sys.executable, "-c", "from railab.cli import main; main()", "fault", name,
                           "cable-pull", c.a.node, c.b.node], capture_output=True, text=True)
     assert res.returncode == 2 and "cannot act on it" in res.stderr and "Traceback" not in res.stderr
+
+
+@pytest.mark.integration
+def test_cabling_of_cut_links_sees_the_underlay(stitched):
+    """A VXLAN device stays up when its underlay is cut: the cut links' rows passed while no
+    frame crossed. They now read the hosts' ``ul0`` (state and the partition's underlay MTU)."""
+    from railab.checks.runner import run_checks
+    from railab.testbed.runtime.netns import NetnsExecutor
+    from railab.topologies.labspec import LabSpec
+
+    name, labdir, part, rec = stitched
+    spec = LabSpec.load(labdir)
+
+    def cut_rows(words: str) -> list:
+        res = run_checks(spec, NetnsExecutor(name), only="cabling")
+        return [r for r in res if "over vxlan VNI" in (r.expected or "") and words in (r.reason or "")
+                and r.status == "fail"]
+
+    def ip(ns: str, *argv: str) -> None:
+        subprocess.run(["ip", "-n", ns, "link", "set", *argv], check=True)
+
+    under, host1 = rec.stitch["underlay_namespace"], rec.stitch["hosts"]["host1"]["namespace"]
+    try:
+        ip(under, "p001", "down")
+        rows = cut_rows("underlay down")
+        assert len(rows) == 8 and all(r.cause.kind == "link-down" for r in rows), [r.reason for r in rows]
+    finally:
+        ip(under, "p001", "up")
+    try:
+        ip(host1, "ul0", "mtu", "1500")
+        rows = cut_rows("underlay MTU too small")
+        assert len(rows) == 8 and f"need {spec.mtu + 50}" in rows[0].reason
+    finally:
+        ip(host1, "ul0", "mtu", str(spec.mtu + 50))
+    res = run_checks(spec, NetnsExecutor(name), only="cabling")
+    assert all(r.status == "pass" for r in res), [r.message() for r in res if r.status != "pass"]
