@@ -472,3 +472,12 @@ def test_cabling_of_cut_links_sees_the_underlay(stitched):
         ip(host1, "ul0", "mtu", str(spec.mtu + 50))
     res = run_checks(spec, NetnsExecutor(name), only="cabling")
     assert all(r.status == "pass" for r in res), [r.message() for r in res if r.status != "pass"]
+
+
+def test_up_of_one_host_file_on_netns_is_a_usage_error(ro1024):
+    """A host file's vxlan links are bad input for the netns runtime: exit 2 (was 1), before any
+    host prerequisite is looked at."""
+    out, _ = ro1024
+    res = subprocess.run([sys.executable, "-c", "from railab.cli import main; main()", "up",
+                          str(out / "host1" / "pt.clab.yml"), "--no-progress"], capture_output=True, text=True)
+    assert res.returncode == 2 and "vxlan link(s)" in res.stderr and "--stitch" in res.stderr, res.stderr
