@@ -98,6 +98,7 @@ def check_cabling(obs: Observer) -> list[CheckResult]:
     nic_by_port = {(n.server, n.interface): n for n in spec.nics}
     breakouts = spec_breakouts(spec)
     partition = _partition(spec.name)
+    underlays = _underlays(spec.name)
     for cable in lab_cables(spec):
         a = Endpoint(node=cable.a_node, interface=cable.a_port)
         b = Endpoint(node=cable.b_node, interface=cable.b_port)
@@ -143,7 +144,7 @@ def check_cabling(obs: Observer) -> list[CheckResult]:
             continue
         if peer is None and a_link.kind == "vxlan":  # a link cut between hosts (topologies.partition)
             results.append(_vxlan_row(obs, name, ref, expected, a, b, a_link, b_link,
-                                      partition, note, lid))
+                                      partition, note, lid, underlays))
             continue
         if peer is None:
             results.append(failed(CHECK, name, **ref, expected=expected,
@@ -203,6 +204,32 @@ def _partition(lab: str) -> Partition | None:
         return None
 
 
+def _underlays(lab: str) -> dict[str, dict]:
+    """The one-machine proof's hosts of ``lab`` (``railab up DIR --stitch``: the record's
+    ``stitch`` entry, railab.testbed.stitch): ``{(node, interface): {"host", "namespace",
+    "mtu"}}`` per cut-link end, ``mtu`` the underlay MTU the partition needs; {} otherwise."""
+    record = st.load(lab)
+    stitch = record.get("stitch") if record is not None else None
+    if not stitch:
+        return {}
+    hosts = stitch.get("hosts", {})
+    return {(t["node"], t["interface"]): {"host": t["host"], "mtu": stitch.get("underlay_mtu"),
+                                          "namespace": hosts.get(t["host"], {}).get("namespace")}
+            for t in stitch.get("tunnels", [])}
+
+
+def underlay_link(namespace: str, ifname: str = "ul0") -> dict | None:
+    """``{"operstate", "mtu"}`` of a stitched host's underlay interface (``ip -j link show``
+    in the host's namespace), None when it cannot be read."""
+    try:
+        res = subprocess.run(exec_argv(namespace, ["ip", "-j", "link", "show", "dev", ifname]),
+                             capture_output=True, text=True, timeout=10)
+        doc = json.loads(res.stdout or "[]")
+    except (OSError, subprocess.TimeoutExpired, ValueError):
+        return None
+    return {"operstate": doc[0].get("operstate"), "mtu": doc[0].get("mtu")} if doc else None
+
+
 def vxlan_info(obs: Observer, node: str, ifname: str) -> dict | None:
     """The VXLAN parameters of ``node:ifname`` read live (``ip -d -j link show``, iproute2's
     ``linkinfo.info_data``): ``{"vni", "local", "remote", "port"}``, None when the interface is
@@ -227,12 +254,15 @@ def vxlan_info(obs: Observer, node: str, ifname: str) -> dict | None:
 
 
 def _vxlan_row(obs: Observer, name: str, ref: dict, expected: str, a: Endpoint, b: Endpoint,
-               a_link, b_link, partition: Partition | None, note: str, lid: str) -> CheckResult:
+               a_link, b_link, partition: Partition | None, note: str, lid: str,
+               underlays: dict | None = None) -> CheckResult:
     """The row of a link cut between hosts and stitched with VXLAN (RFC 7348): both ends are
     VXLAN devices with one VNI whose ``remote`` is the other end's ``local`` (and, with the lab's
     partition.json, the partition's VNI for this link, the far host's underlay address and UDP
     port 4789), and both are up. A tunnel has no carrier: a far end that is down shows only
-    there, so both ends are read."""
+    there, so both ends are read. On a stitched lab (``underlays``: :func:`_underlays`) each
+    end's host underlay interface must be up and carry the partition's underlay MTU: a VXLAN
+    device stays up when its underlay is cut."""
     va, vb = vxlan_info(obs, a.node, a.interface), vxlan_info(obs, b.node, b.interface)
     cut = partition.cut_at(a.node, a.interface) if partition is not None else None
     exp = expected + (f" over vxlan VNI {cut.vni} ({cut.a.host} <-> {cut.b.host})" if cut else " over vxlan")
@@ -269,6 +299,27 @@ def _vxlan_row(obs: Observer, name: str, ref: dict, expected: str, a: Endpoint, 
                       cause=Cause(kind="miswired", node=a.node, port=a.interface, link=lid))
     ends = [(n, i, st_) for n, i, st_ in ((a.node, a.interface, a_link), (b.node, b.interface, b_link))
             if st_ is not None and not st_.up]
+    if not ends:
+        for n, i in ((a.node, a.interface), (b.node, b.interface)):
+            u = (underlays or {}).get((n, i))
+            if not u or not u["namespace"]:
+                continue
+            ul = underlay_link(u["namespace"])
+            if ul is None or ul["operstate"] != "UP":
+                state = ul["operstate"] if ul else "missing"
+                return failed(CHECK, name, **ref, expected=f"{exp}, up",
+                              observed=f"{seen}, underlay of {u['host']} {state}",
+                              reason=f"underlay down: {u['host']}'s ul0 ({u['namespace']}) is {state}, so "
+                                     f"VNI {va['vni'] if va else '?'} carries nothing although both VXLAN "
+                                     f"ends are up: bring the host's underlay link up" + note,
+                              cause=Cause(kind="link-down", node=n, port=i, link=lid))
+            if u["mtu"] and ul["mtu"] < u["mtu"]:
+                return failed(CHECK, name, **ref, expected=f"{exp}, up, underlay MTU {u['mtu']}",
+                              observed=f"{seen}, underlay of {u['host']} MTU {ul['mtu']}",
+                              reason=f"underlay MTU too small: {u['host']}'s ul0 carries {ul['mtu']} bytes, "
+                                     f"the cut links need {u['mtu']} (lab MTU + VXLAN overhead): set the "
+                                     f"underlay MTU" + note,
+                              cause=Cause(kind="mtu-mismatch", node=n, port=i, link=lid))
     if ends:
         first = next((e for e in ends if e[2].status == "admin-down"), ends[0])
         return failed(CHECK, name, **ref, expected=f"{exp}, up",

@@ -19,6 +19,8 @@ far end is the other end of its link in ``lab.json``):
                   port's addresses when the interface reappears).
 ``cross-cable``   two server NICs re-cabled to each other's leaf ports (veths re-made), keeping
                   their names, MACs and addresses: a real miswire.
+                  Both refuse (UsageError) an end of a link cut between hosts on a stitched
+                  partitioned lab (``railab up DIR --stitch``): that end is a VXLAN device, not a veth.
 ``session-shut``  ``neighbor <port> shutdown`` on the node (vtysh).
 ``wrong-asn``     ``neighbor <port> remote-as <asn>`` pushed live (the generated config peers with
                   ``remote-as external``): the session goes down with Bad Peer AS.
@@ -517,9 +519,30 @@ def _delete_link(lab: _Lab, node: str, port: str) -> None:
             ipr.link("del", index=idx)
 
 
+def cut_links_at(record: st.LabState, ends: set[tuple[str, str]]) -> list[dict]:
+    """The tunnels of ``record``'s one-machine partition proof (``railab up DIR --stitch``, the
+    record's ``stitch`` entry: railab.testbed.stitch) whose ``(node, interface)`` is in ``ends``:
+    the ends of a cut link, which are kernel VXLAN devices, not veths. [] on an unstitched lab."""
+    tunnels = (record.get("stitch") or {}).get("tunnels", [])
+    return [t for t in tunnels if (t["node"], t["interface"]) in ends]
+
+
+def _refuse_cut(lab: _Lab, kind: str, ends: set[tuple[str, str]]) -> None:
+    """UsageError (nothing changed) when ``kind`` (which deletes and re-makes veths) would act on
+    a link cut between hosts: healing would plug a veth where the VXLAN device was."""
+    cut = cut_links_at(lab.record, ends)
+    if cut:
+        t = cut[0]
+        raise UsageError(f"fault {kind}: {t['node']}:{t['interface']} is a cut link (VXLAN VNI {t['vni']}, "
+                         f"{t['host']} -> {t['remote']}) of partitioned lab {lab.name}: {kind} deletes and "
+                         f"re-makes veths, so it cannot act on it; inject link-down, carrier-loss or "
+                         f"link-flap on a cut link instead (docs/scale-out.md)")
+
+
 def _inject_cable_pull(lab: _Lab, node_a, node_b, port, params) -> st.FaultRecord:
     node, p, peer, pp = _link_end(lab, node_a, node_b, port, params)
     _no_more("cable-pull", params)
+    _refuse_cut(lab, "cable-pull", {(node, p), (peer, pp)})
     _busy(lab, {(node, p), (peer, pp)})
     a, b = _veth_ends(lab, node, p), _veth_ends(lab, peer, pp)
     rec = _new(lab, "cable-pull", node, p, peer, pp,
@@ -545,6 +568,7 @@ def _inject_cross_cable(lab: _Lab, node_a, node_b, port, params) -> st.FaultReco
     if (s1, i1) == (s2, i2):
         raise UsageError("cross-cable needs two different NICs")
     (_, _, l1, p1), (_, _, l2, p2) = ends
+    _refuse_cut(lab, "cross-cable", {(s1, i1), (s2, i2), (l1, p1), (l2, p2)})
     _busy(lab, {(s1, i1), (s2, i2), (l1, p1), (l2, p2)})
     macs = {f"{n}:{i}": _veth_ends(lab, n, i)["mac"] for n, i in ((s1, i1), (s2, i2), (l1, p1), (l2, p2))}
     rec = _new(lab, "cross-cable", s1, i1, s2, i2,

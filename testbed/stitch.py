@@ -34,11 +34,12 @@ from pathlib import Path
 from typing import Any
 
 from pyroute2 import IPRoute
+from pyroute2.netlink.exceptions import NetlinkError
 
-from railab.errors import UsageError
+from railab.errors import RailabError, UsageError
 from railab.testbed.clabfile import ClabFile, ClabLink, find_clab_file, load_clab
 from railab.testbed.namespaces import create_netns, entered, netns_path
-from railab.topologies.partition import Partition, tunnel_name
+from railab.topologies.partition import RESERVED_HOST_NAMES, Partition, tunnel_name
 
 UNDERLAY_BRIDGE = "br0"
 UNDERLAY_IF = "ul0"
@@ -53,8 +54,9 @@ def host_netns(lab: str, host: str) -> str:
 
 
 def underlay_netns(lab: str) -> str:
-    """Namespace of the underlay bridge: ``railab-<lab>-underlay``."""
-    return f"railab-{lab}-underlay"
+    """Namespace of the underlay bridge: ``railab-<lab>-underlay`` (``underlay`` is a reserved
+    host name: :data:`railab.topologies.partition.RESERVED_HOST_NAMES`)."""
+    return f"railab-{lab}-{RESERVED_HOST_NAMES[0]}"
 
 
 def bridge_port(k: int) -> str:
@@ -118,9 +120,16 @@ def stitch_plan(labdir: str | Path) -> StitchPlan:
     on the host its ``remote`` names."""
     top = find_clab_file(labdir)
     part = Partition.load(top.parent)
+    if part is None and Partition.load(top.parent.parent) is not None:
+        raise UsageError(f"{top} is one host's part of a partitioned lab: give --stitch the lab "
+                         f"directory {top.parent.parent} (it deploys every host's part)")
     if part is None:
         raise UsageError(f"{top.parent} has no partition.json: generate it with "
                          f"`railab generate INTENT --hosts N -o {top.parent}` for --stitch")
+    reserved = [h.name for h in part.hosts if h.name in RESERVED_HOST_NAMES]
+    if reserved:
+        raise UsageError(f"{top.parent}: host name {reserved[0]!r} is reserved for the underlay "
+                         f"namespace of --stitch: regenerate with other --hosts names")
     by_addr = {h.underlay: h.name for h in part.hosts}
     nodes: dict = {}
     links: list[ClabLink] = []
@@ -173,7 +182,8 @@ def build(plan: StitchPlan, node_fds: dict[str, int]) -> None:
     """Create the hosts' namespaces, the underlay bridge and every tunnel (see the module
     docstring). ``node_fds``: node -> open fd of its namespace (the netns runtime's). The
     caller has put :attr:`StitchPlan.namespaces` in the ledger first; on any failure it removes
-    them with the lab. OSError / pyroute2 NetlinkError propagate."""
+    them with the lab. RailabError names the tunnel the kernel refuses; other OSError / pyroute2
+    NetlinkError propagate."""
     create_netns(plan.namespaces)
     socks = {ns: _socket(ns) for ns in plan.namespaces}
     fds = {ns: os.open(netns_path(ns), os.O_RDONLY) for ns in plan.namespaces}
@@ -204,8 +214,14 @@ def build(plan: StitchPlan, node_fds: dict[str, int]) -> None:
                          {"vxlan_local": t.local, "vxlan_group": t.remote})
             # created from the host's namespace (its UDP socket and underlay stay there) directly
             # inside the node's namespace, under the node's interface name
-            s.link("add", ifname=t.interface, kind="vxlan", vxlan_id=t.vni, vxlan_port=t.dst_port,
-                   vxlan_link=ul[t.host], mtu=t.mtu, net_ns_fd=node_fds[t.node], **addr_keys)
+            try:
+                s.link("add", ifname=t.interface, kind="vxlan", vxlan_id=t.vni, vxlan_port=t.dst_port,
+                       vxlan_link=ul[t.host], mtu=t.mtu, net_ns_fd=node_fds[t.node], **addr_keys)
+            except NetlinkError as exc:
+                raise RailabError(f"{t.host}: the kernel refused VXLAN VNI {t.vni} for {t.node}:"
+                                  f"{t.interface} (local {t.local}, remote {t.remote}, UDP "
+                                  f"{t.dst_port}): {exc.args[-1] if exc.args else exc}; check the "
+                                  f"partition's underlay addresses") from None
     finally:
         for s in socks.values():
             s.close()

@@ -354,3 +354,130 @@ def test_a_failed_stitched_up_leaves_nothing(tmp_path, monkeypatch):
         NetnsRuntime().up(labdir, stitch=True)
     assert f"railab-{name}-underlay" in made and f"railab-{name}-host2" in made
     assert sorted(n for n in os.listdir("/run/netns") if name in n) == []
+
+
+# ---- review (rev17): refusals found by trying the feature --------------------------------------
+def test_underlay_addresses_must_be_unicast_and_host_names_not_reserved():
+    """A multicast remote turned the tunnel into a flood group (up --stitch died in netlink), a
+    loopback one never left the host (the lab did not converge); ``underlay`` is the name of
+    the one-machine proof's bridge namespace (up --stitch failed on ``ip netns add``)."""
+    for bad, words in [("a=224.0.0.1,b=10.0.0.2", "multicast"), ("a=127.0.0.1,b=10.0.0.2", "loopback"),
+                       ("a=0.0.0.0,b=10.0.0.2", "unspecified"), ("a=169.254.0.1,b=10.0.0.2", "link-local"),
+                       ("a=255.255.255.255,b=10.0.0.2", "reserved"), ("a=fe80::1,b=fe80::2", "link-local"),
+                       ("underlay=10.0.0.1,b=10.0.0.2", "reserved")]:
+        with pytest.raises(P.PartitionError, match=words):
+            P.parse_hosts(bad)
+    for pool, words in [("224.0.0.0/24", "multicast"), ("127.0.0.0/24", "loopback")]:
+        with pytest.raises(P.PartitionError, match=words):
+            P.parse_hosts("2", pool=ipaddress.ip_network(pool))
+    with pytest.raises(P.PartitionError, match="holds 0 host addresses"):
+        P.parse_hosts("2", pool=ipaddress.ip_network("10.253.0.0/32"))
+    assert P.parse_hosts("2", pool=ipaddress.ip_network("fd00::/64"))[1].underlay == "fd00::2"
+
+
+def test_underlay_pool_without_a_host_count_is_refused(tmp_path):
+    for extra in ([], ["--hosts", "a=10.0.0.1,b=10.0.0.2"]):
+        out = tmp_path / f"x{len(extra)}"
+        res = CliRunner().invoke(app, ["generate", "mini", "--underlay-pool", "10.9.0.0/24", "-o", str(out),
+                                       *extra])
+        assert res.exit_code == 2 and "applies to --hosts N" in res.output, res.output
+        assert not out.exists()
+
+
+def test_stitch_and_host_on_an_intent_or_a_host_file_say_what_to_give(ro1024, tmp_path, monkeypatch):
+    from railab.testbed.stitch import stitch_plan
+
+    monkeypatch.chdir(tmp_path)
+    for extra in (["--stitch"], ["--runtime", "containerlab", "--host", "host1"]):
+        res = CliRunner().invoke(app, ["up", "mini", "--name", "r17nogen", *extra])
+        assert res.exit_code == 2 and "--hosts N -o DIR first" in res.output, res.output
+    assert not (tmp_path / "labs").exists()  # nothing generated for a refusal
+    out, _ = ro1024
+    with pytest.raises(Exception, match="one host's part of a partitioned lab: give --stitch the lab directory"):
+        stitch_plan(out / "host1" / "pt.clab.yml")
+
+
+def test_fault_kinds_that_remake_veths_refuse_cut_links(ro1024):
+    """cable-pull deleted a cut link's VXLAN device and its heal then failed with a netlink
+    traceback (File exists), leaving the link gone: both veth kinds refuse cut links."""
+    from types import SimpleNamespace
+
+    from railab.errors import UsageError
+    from railab.testbed import faults as F
+    from railab.testbed.state import LabState
+    from railab.testbed.stitch import stitch_plan
+
+    out, _ = ro1024
+    rec = LabState(lab="pt", stitch=stitch_plan(out).record())
+    lab = SimpleNamespace(name="pt", record=rec)
+    c = P.Partition.load(out).cut[0]
+    assert [t["vni"] for t in F.cut_links_at(rec, {(c.a.node, c.a.interface)})] == [c.vni]
+    assert F.cut_links_at(rec, {("srv1", "eth1"), ("g1-leaf1", "eth1")}) == []
+    assert F.cut_links_at(LabState(lab="plain"), {(c.a.node, c.a.interface)}) == []
+    for kind in ("cable-pull", "cross-cable"):
+        with pytest.raises(UsageError, match=f"fault {kind}: .* is a cut link \\(VXLAN VNI {c.vni}"):
+            F._refuse_cut(lab, kind, {(c.b.node, c.b.interface)})
+    F._refuse_cut(lab, "cable-pull", {("srv1", "eth1")})  # a local link: allowed
+
+
+@pytest.mark.integration
+def test_cable_pull_on_a_live_cut_link_is_refused_and_changes_nothing(stitched):
+    from railab.errors import UsageError
+    from railab.testbed import faults as F
+
+    name, labdir, part, rec = stitched
+    c = part.cut[0]
+    with pytest.raises(UsageError, match="is a cut link"):
+        F.inject(name, "cable-pull", c.a.node, c.b.node)
+    assert F.list_faults(name) == []
+    d = json.loads(subprocess.run(["ip", "-n", rec.namespaces[c.a.node], "-d", "-j", "link", "show", "dev",
+                                   c.a.interface], capture_output=True, text=True, check=True).stdout)[0]
+    assert d["linkinfo"]["info_kind"] == "vxlan" and d["operstate"] != "DOWN"
+    res = subprocess.run([sys.executable, "-c", "from railab.cli import main; main()", "fault", name,
+                          "cable-pull", c.a.node, c.b.node], capture_output=True, text=True)
+    assert res.returncode == 2 and "cannot act on it" in res.stderr and "Traceback" not in res.stderr
+
+
+@pytest.mark.integration
+def test_cabling_of_cut_links_sees_the_underlay(stitched):
+    """A VXLAN device stays up when its underlay is cut: the cut links' rows passed while no
+    frame crossed. They now read the hosts' ``ul0`` (state and the partition's underlay MTU)."""
+    from railab.checks.runner import run_checks
+    from railab.testbed.runtime.netns import NetnsExecutor
+    from railab.topologies.labspec import LabSpec
+
+    name, labdir, part, rec = stitched
+    spec = LabSpec.load(labdir)
+
+    def cut_rows(words: str) -> list:
+        res = run_checks(spec, NetnsExecutor(name), only="cabling")
+        return [r for r in res if "over vxlan VNI" in (r.expected or "") and words in (r.reason or "")
+                and r.status == "fail"]
+
+    def ip(ns: str, *argv: str) -> None:
+        subprocess.run(["ip", "-n", ns, "link", "set", *argv], check=True)
+
+    under, host1 = rec.stitch["underlay_namespace"], rec.stitch["hosts"]["host1"]["namespace"]
+    try:
+        ip(under, "p001", "down")
+        rows = cut_rows("underlay down")
+        assert len(rows) == 8 and all(r.cause.kind == "link-down" for r in rows), [r.reason for r in rows]
+    finally:
+        ip(under, "p001", "up")
+    try:
+        ip(host1, "ul0", "mtu", "1500")
+        rows = cut_rows("underlay MTU too small")
+        assert len(rows) == 8 and f"need {spec.mtu + 50}" in rows[0].reason
+    finally:
+        ip(host1, "ul0", "mtu", str(spec.mtu + 50))
+    res = run_checks(spec, NetnsExecutor(name), only="cabling")
+    assert all(r.status == "pass" for r in res), [r.message() for r in res if r.status != "pass"]
+
+
+def test_up_of_one_host_file_on_netns_is_a_usage_error(ro1024):
+    """A host file's vxlan links are bad input for the netns runtime: exit 2 (was 1), before any
+    host prerequisite is looked at."""
+    out, _ = ro1024
+    res = subprocess.run([sys.executable, "-c", "from railab.cli import main; main()", "up",
+                          str(out / "host1" / "pt.clab.yml"), "--no-progress"], capture_output=True, text=True)
+    assert res.returncode == 2 and "vxlan link(s)" in res.stderr and "--stitch" in res.stderr, res.stderr

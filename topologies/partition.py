@@ -69,6 +69,21 @@ CUTTABLE = ("leaf-spine", "spine-superspine")
 PARTITION_FILE = "partition.json"
 #: host names: a directory name and a DNS label
 _HOST_NAME = re.compile(r"[a-z][a-z0-9-]{0,62}")
+#: host names taken by the one-machine proof (railab.testbed.stitch): its underlay bridge lives in
+#: namespace ``railab-<lab>-underlay``, next to the hosts' ``railab-<lab>-<host>``
+RESERVED_HOST_NAMES = ("underlay",)
+
+
+def _unicast_problem(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str | None:
+    """Why ``ip`` cannot be a host's underlay address (a VXLAN ``remote`` must be a routable
+    unicast address of the far host; a multicast one turns the tunnel into a flood group, a
+    loopback one never leaves the host), or None when it can."""
+    for test, what in (("is_multicast", "multicast"), ("is_loopback", "loopback"),
+                       ("is_unspecified", "unspecified"), ("is_link_local", "link-local"),
+                       ("is_reserved", "reserved")):
+        if getattr(ip, test):
+            return what
+    return None
 
 
 class PartitionError(UsageError):
@@ -171,7 +186,9 @@ def tunnel_name(vni: int) -> str:
 def parse_hosts(text: str, *, pool: str | ipaddress.IPv4Network = UNDERLAY_POOL) -> list[Host]:
     """Hosts from ``--hosts``: a count ``N`` (``host1..hostN``, underlay ``pool + k``) or a
     comma list ``name=address,...`` (each address IPv4 or IPv6, names ``[a-z][a-z0-9-]*``,
-    both unique). PartitionError (exit 2) says what to change."""
+    both unique, no name of :data:`RESERVED_HOST_NAMES`). Every address, given or from the pool,
+    must be unicast: not multicast, loopback, unspecified, link-local or reserved (``ipaddress``'s
+    IANA registries). PartitionError (exit 2) says what to change."""
     text = text.strip()
     if text.isdigit():
         n = int(text)
@@ -179,8 +196,13 @@ def parse_hosts(text: str, *, pool: str | ipaddress.IPv4Network = UNDERLAY_POOL)
             raise PartitionError(f"--hosts {text}: give at least 1 host")
         net = ipaddress.ip_network(pool)
         if n > net.num_addresses - 2:
-            raise PartitionError(f"--hosts {n}: underlay pool {net} holds {net.num_addresses - 2} "
+            raise PartitionError(f"--hosts {n}: underlay pool {net} holds {max(net.num_addresses - 2, 0)} "
                                  f"host addresses; give a larger --underlay-pool")
+        why = _unicast_problem(net.network_address + 1)
+        if why:
+            raise PartitionError(f"--underlay-pool {net} is a {why} range: the hosts' underlay addresses "
+                                 f"are VXLAN remotes and must be unicast addresses the hosts reach "
+                                 f"(e.g. the default 10.253.0.0/24)")
         return [Host(name=f"host{k}", underlay=str(net.network_address + k)) for k in range(1, n + 1)]
     hosts: list[Host] = []
     for item in text.split(","):
@@ -191,11 +213,18 @@ def parse_hosts(text: str, *, pool: str | ipaddress.IPv4Network = UNDERLAY_POOL)
         if not _HOST_NAME.fullmatch(name):
             raise PartitionError(f"--hosts: host name {name!r} must match {_HOST_NAME.pattern} "
                                  f"(a lower-case letter, then letters, digits, '-')")
+        if name in RESERVED_HOST_NAMES:
+            raise PartitionError(f"--hosts: host name {name!r} is reserved (the one-machine proof's "
+                                 f"underlay namespace railab-<lab>-{name}); pick another name")
         try:
             ip = ipaddress.ip_address(addr)
         except ValueError:
             raise PartitionError(f"--hosts: {addr!r} (host {name}) is not an IPv4 or IPv6 "
                                  f"address") from None
+        why = _unicast_problem(ip)
+        if why:
+            raise PartitionError(f"--hosts: {addr} (host {name}) is a {why} address: give the host's "
+                                 f"unicast address on the underlay (the other hosts' VXLAN remote)")
         hosts.append(Host(name=name, underlay=str(ip)))
     for what, values in (("name", [h.name for h in hosts]), ("address", [h.underlay for h in hosts])):
         dup = sorted({v for v in values if values.count(v) > 1})

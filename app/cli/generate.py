@@ -27,6 +27,10 @@ from rich.table import Table
 from railab.errors import EXIT_FAILED, EXIT_USAGE
 from railab.testbed.state import running_lab_in
 
+#: ``--underlay-pool`` default: railab.topologies.partition.UNDERLAY_POOL (a string: the CLI stays
+#: lazy about importing the partition module)
+_DEFAULT_POOL = "10.253.0.0/24"
+
 
 def register(app: typer.Typer) -> None:
     """Attach ``generate`` to ``app``."""
@@ -59,7 +63,7 @@ def register(app: typer.Typer) -> None:
                  "--underlay-pool) or the named hosts: DIR/<host>/<lab>.clab.yml with vxlan links, "
                  "DIR/<lab>.clabernetes.yaml, DIR/partition.json (docs/scale-out.md)"),
         underlay_pool: str = typer.Option(
-            "10.253.0.0/24", "--underlay-pool", metavar="CIDR",
+            _DEFAULT_POOL, "--underlay-pool", metavar="CIDR",
             help="with --hosts N: host k's underlay address is the pool's k-th address"),
     ) -> None:
         """Generate a lab (containerlab topology, FRR/SONiC configs, lab.json) from an intent."""
@@ -103,6 +107,11 @@ def register(app: typer.Typer) -> None:
                            f"or generate into another -o", err=True)
                 raise typer.Exit(EXIT_USAGE)
             part = None
+            if underlay_pool != _DEFAULT_POOL and (hosts is None or not hosts.strip().isdigit()):
+                raise PartitionError(f"--underlay-pool {underlay_pool} applies to --hosts N (a count); "
+                                     f"named hosts carry their own addresses (--hosts NAME=ADDR,...)"
+                                     if hosts is not None else
+                                     f"--underlay-pool {underlay_pool} applies to --hosts N: add --hosts")
             if hosts is not None:  # the partition is built and validated before anything is written
                 from railab.topologies.partition import generate_hosts, parse_hosts
 

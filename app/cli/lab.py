@@ -220,6 +220,12 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(EXIT_USAGE)
         rt = _runtime(runtime)
         target = _generated_lab(lab, name)
+        if target is None and (stitch or host is not None):  # nothing generated for a refusal
+            typer.echo(f"error: {'--stitch' if stitch else '--host'} deploys a partitioned lab directory, "
+                       f"and {lab} is an intent: railab generate {lab} --hosts N -o DIR first, then "
+                       f"railab up DIR {'--stitch' if stitch else '--runtime containerlab --host HOST'}",
+                       err=True)
+            raise typer.Exit(EXIT_USAGE)
         if target is None:  # an intent: generate it first (lazy: jinja2 and the model, ~50 ms)
             from railab.topologies.generator import generate
             from railab.topologies.intent import load_intent

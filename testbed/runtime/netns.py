@@ -421,6 +421,13 @@ class NetnsRuntime(Runtime):
         plan = stitch_mod.stitch_plan(labdir) if stitch else None
         if plan is not None:
             clab = plan.clab
+        if clab.external_links:
+            x = clab.external_links[0]
+            raise UsageError(f"lab {clab.name}: {len(clab.external_links)} {x.type} link(s) ({x.endpoint[0]}:"
+                             f"{x.endpoint[1]} ...): the netns runtime makes veth pairs only; "
+                             f"use --runtime containerlab (for one host of a partitioned lab: "
+                             f"--host HOST), or deploy every host of the partition on this "
+                             f"machine with railab up LABDIR --stitch")
         check_prerequisites()
         self._children: list[subprocess.Popen] = []
         lab = clab.name
@@ -432,13 +439,6 @@ class NetnsRuntime(Runtime):
                 f"{', ...' if len(foreign) > 4 else ''}) need their own images: the netns runtime runs "
                 f"FRR on `linux` nodes only. Use --runtime containerlab, or set `kind: frr` in the intent's lab:"
             )
-        if clab.external_links:
-            x = clab.external_links[0]
-            raise RailabError(f"lab {lab}: {len(clab.external_links)} {x.type} link(s) ({x.endpoint[0]}:"
-                              f"{x.endpoint[1]} ...): the netns runtime makes veth pairs only; "
-                              f"use --runtime containerlab (for one host of a partitioned lab: "
-                              f"--host HOST), or deploy every host of the partition on this "
-                              f"machine with railab up LABDIR --stitch")
         if not is_lab_name(lab):
             raise RailabError(lab_name_rule(lab, "lab"))
         try:
