@@ -1,7 +1,8 @@
 """Port capacity, ECN and the PFC emulation (railab.testbed.capacity, railab.testbed.pfc).
 
 Unit tests: the intent's ``lab.capacity`` block and its checks, lab.json ``qos``, the queue and
-nft scripts, the WRED probability. Live tests (one ``mini-lossless`` lab, real FRR and kernel):
+nft scripts, the WRED probability. Live tests (the session's ``mini-lossless`` lab, real FRR and
+kernel; the ``down`` test takes a lab of its own):
 BGP converges with every port shaped; a flood through one leaf port drops there with PFC off and
 is CE-marked (as seen by the receiver) beyond Kmin; with PFC on the same flood pauses upstream
 ports, drops nothing and leaves BGP Established; ``down`` leaves no namespace and no agent.
@@ -246,7 +247,15 @@ def _flood(lab, seconds: float) -> dict:
 
 
 @pytest.fixture(scope="module")
-def lab():
+def lab(lossless_lab):
+    """The session's ``mini-lossless`` (tests/conftest.py): the flood tests measure counter
+    deltas and close their PFC sessions, so they leave nothing other tests would see."""
+    return lossless_lab
+
+
+@pytest.fixture(scope="module")
+def own_lab():
+    """A ``mini-lossless`` of this module alone, for the test that takes it down."""
     if integration_skip_reason():
         pytest.skip(integration_skip_reason())
     from railab.checks.lab import LiveLab
@@ -266,8 +275,12 @@ def _sessions_established(lab, node: str) -> tuple[int, int]:
 
 @pytest.mark.integration
 def test_live_every_port_shaped_and_bgp_converged(lab):
-    counters = cap.port_counters(lab.spec, lab.netns_of, run_dir=st.lab_dir(lab.name))
-    assert set(counters) == {p.key for p in cap.ports(lab.spec)}
+    # the session's lab may have carried floods before: judge a quiet interval's deltas
+    before = cap.port_counters(lab.spec, lab.netns_of, run_dir=st.lab_dir(lab.name))
+    assert set(before) == {p.key for p in cap.ports(lab.spec)}
+    time.sleep(4.0)
+    after = cap.port_counters(lab.spec, lab.netns_of, run_dir=st.lab_dir(lab.name))
+    counters = cap.delta(before, after)
     assert all(c.ce_marked == 0 and c.dropped == 0 for c in counters.values())
     # control traffic (BGP, BFD, RAs) went through the control class, not the lossless one
     leaf = [c for (n, _), c in counters.items() if n == "g1-leaf1"]
@@ -327,7 +340,8 @@ def test_live_pfc_on_pauses_upstream_without_drops_and_keeps_bgp(lab):
 
 
 @pytest.mark.integration
-def test_live_down_removes_everything(lab):
+def test_live_down_removes_everything(own_lab):
+    lab = own_lab
     # an agent left running (a traffic run killed hard) is still removed by down
     plan = st.lab_dir(lab.name) / "pfc-plan.json"
     plan.write_text(json.dumps(cap.agent_plan(lab.spec, lab.netns_of, pfc=True).to_json()))

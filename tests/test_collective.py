@@ -190,6 +190,7 @@ def test_slowdown_needs_two_completed_runs(mini):
     (["all-to-all", "--bytes", "huge"], "--bytes"),
     (["all-to-all", "--sport", "spray"], "--sport"),
     (["all-to-all", "--hash", "l7"], "--hash"),
+    (["all-to-all", "--pfc", "maybe"], "--pfc must be on or off"),
 ])
 def test_cli_option_errors_name_the_option(args, needle):
     r = CliRunner().invoke(app, ["collective", "nosuchlab", *args])
@@ -285,13 +286,19 @@ def test_report_add_refuses_other_json(tmp_path):
 @pytest.mark.integration
 @pytest.mark.usefixtures("no_leaks")
 def test_all_reduce_on_shaped_ports_takes_port_time_and_converts_to_fabric_time(lossless_lab):
+    from railab.testbed import state as st
+
     spec = lossless_lab.spec
     cap = spec.qos.capacity
     r = CliRunner().invoke(app, ["collective", spec.name, "all-reduce", "--bytes", "512K",
-                                 "--compare-sport", "--json"])
+                                 "--compare-sport", "--pfc", "on", "--json"])
     out = json.loads(r.stdout)
     assert r.exit_code == (0 if out["keeps_rate"] else 1), r.output
+    assert out["pfc"] == "on" and out["lossless_promised"] is True
     assert out["completed"] and out["lost"] == 0, out  # PFC on: lossless promised
+    q = out["queues"]  # the ports' counters over both runs, read inside the switch agent
+    assert q["dropped"] == 0 and q["lossless_dropped"] == 0, q
+    assert st.load(spec.name).agents == {}  # the agent stopped with the run
     per_flow = out["schedule"]["network_bytes"] / out["schedule"]["network_flows"]
     line_s = per_flow * 8 / (cap.port_rate_mbps * 1e6)
     assert out["time_s"] >= 0.95 * line_s, out  # the ports are shaped: no faster than their rate
@@ -302,6 +309,7 @@ def test_all_reduce_on_shaped_ports_takes_port_time_and_converts_to_fabric_time(
     fixed = out["compare_sport"]["fixed"]
     assert fixed["sport_mode"] == "fixed" and fixed["completed"] and fixed["lost"] == 0
     assert out["compare_sport"]["slowdown"] == pytest.approx(fixed["time_s"] / out["time_s"], rel=1e-2)
+
 
 
 def test_report_cli_adds_runs_to_a_lab_that_is_down(tmp_path):
@@ -348,3 +356,20 @@ def test_exit_rule_drops_fail_only_where_lossless_is_promised(mini):
     assert not collective_failed([res(False, lost=7)], promised=False)  # PFC off: predicted drops
     assert collective_failed([res(False, lost=7)], promised=True)  # PFC on: a loss fails
     assert collective_failed([res(True), res(True, lag=0.5)], promised=True)  # engine lagged
+    assert collective_failed([res(True)], promised=True, queue_drops=1)  # a PFC-on queue drop
+    assert not collective_failed([res(True)], promised=False, queue_drops=9)
+
+
+def test_pfc_choice_defaults_to_the_intent_and_refuses_on_without_queues(mini):
+    from railab.cli.collective import pfc_choice
+    from railab.topologies.generator import build_lab
+    from railab.topologies.intent import load_intent
+
+    lossless = build_lab(load_intent("mini-lossless")).spec
+    assert pfc_choice(lossless, None) is True  # mini-lossless: lab.capacity.pfc true
+    assert pfc_choice(lossless, "off") is False and pfc_choice(lossless, "on") is True
+    assert pfc_choice(mini, None) is False and pfc_choice(mini, "off") is False
+    with pytest.raises(ValueError, match="no lab.capacity"):
+        pfc_choice(mini, "on")
+    with pytest.raises(ValueError, match="on or off"):
+        pfc_choice(lossless, "yes")

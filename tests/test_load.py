@@ -320,16 +320,8 @@ def test_live_cli_incast_json_and_exit_codes(mini_lab):
 
 
 # ---- live, mini-lossless (the capacity dataplane: queues, ECN, PFC) -------------------------------
-@pytest.fixture(scope="module")
-def lossless_lab(tmp_path_factory):
-    """``mini-lossless`` (40 Mb/s ports, 4 MiB buffers, WRED/ECN, PFC), up for this module."""
-    from tests.conftest import PID, _bring_down, _bring_up
-
-    name = f"ld{PID}"
-    try:
-        yield _bring_up("mini-lossless", name, tmp_path_factory)
-    finally:
-        _bring_down(name)
+# ``lossless_lab`` is the session's (tests/conftest.py): each run opens and closes its own PFC
+# session and is judged on counter deltas, so it shares the one bring-up with the other modules.
 
 
 def _ok(rc: int, d: dict) -> bool:

@@ -2,6 +2,11 @@
 collective over the lab's GPUs, every network flow at once, reported as nccl-tests does (time,
 algbw, busbw), in lab units and converted to fabric time with the lab's time scale.
 
+On a lab with ``lab.capacity`` the run happens inside the capacity dataplane's switch agent
+(:func:`railab.testbed.capacity.pfc_session`): ECN marks from the real queue depths always, the
+PFC emulation when ``--pfc on`` (default: the intent's ``lab.capacity.pfc``), as ``railab
+traffic`` load runs do; ``railab ecmp`` runs inside it too, with the intent's setting.
+
 Exit codes: 0 when the collective completed, or when the design makes part of it unreachable
 (Rail-only inter-rail without PXN: said in words and in ``unreachable_by_design``), or when
 packets were lost on a lab whose configuration predicts drops (ports shaped, PFC off: a measured
@@ -15,6 +20,7 @@ from __future__ import annotations
 
 import json
 import re
+from contextlib import nullcontext
 
 import typer
 from rich.console import Console
@@ -51,11 +57,63 @@ def lossless_promised(spec, pfc: bool | None = None) -> bool:
     return (not cap.enabled) or (cap.pfc if pfc is None else pfc)
 
 
-def collective_failed(results: list, promised: bool) -> bool:
+def pfc_choice(spec, pfc: str | None) -> bool:
+    """``--pfc on|off|None`` -> whether the run's switch agent runs the PFC emulation: the
+    intent's ``lab.capacity.pfc`` when None, never on a lab without ``lab.capacity``. Raises
+    ValueError for another word, or for ``on`` on a lab without ``lab.capacity`` (no queues
+    to pause), naming what to change."""
+    if pfc is not None and pfc not in ("on", "off"):
+        raise ValueError(f"--pfc must be on or off (got {pfc!r})")
+    cap = spec.qos.capacity
+    if not cap.enabled:
+        if pfc == "on":
+            raise ValueError(f"--pfc on: lab {spec.name} has no lab.capacity (no queues to "
+                             "pause); use an intent with lab.capacity (e.g. mini-lossless) or "
+                             "drop --pfc")
+        return False
+    return cap.pfc if pfc is None else pfc == "on"
+
+
+def switch_agent(spec, netns_of, pfc_on: bool):
+    """The context a collective or ECMP run happens in: on a lab with ``lab.capacity`` the
+    switch agent (:func:`railab.testbed.capacity.pfc_session`, ECN always, PFC when
+    ``pfc_on``), which stops when the block ends (Ctrl-C included); nothing otherwise."""
+    if not spec.qos.capacity.enabled:
+        return nullcontext()
+    from railab.testbed.capacity import pfc_session
+
+    return pfc_session(spec, netns_of, enabled=pfc_on)
+
+
+def queue_totals(spec, netns_of):
+    """Start reading the shaped ports' counters for a run inside :func:`switch_agent`: returns
+    a function that, called at the run's end, gives the totals over the run
+    (:func:`railab.testbed.capacity.totals` of the deltas: ``dropped``, ``lossless_dropped``,
+    ``ce_marked``, ``pause_events``, ``resume_events`` integers, ``paused_s`` lab seconds);
+    that function returns None on a lab without ``lab.capacity``."""
+    if not spec.qos.capacity.enabled:
+        return lambda: None
+    from railab.testbed import capacity as cap
+    from railab.testbed.state import lab_dir
+
+    run_dir = lab_dir(spec.name)
+    before = cap.port_counters(spec, netns_of, run_dir=run_dir)
+
+    def end() -> dict:
+        t = cap.totals(cap.delta(before, cap.port_counters(spec, netns_of, run_dir=run_dir)))
+        return {k: (round(v, 6) if k == "paused_s" else int(v)) for k, v in t.items()}
+
+    return end
+
+
+def collective_failed(results: list, promised: bool, queue_drops: int = 0) -> bool:
     """The exit-1 rule of ``railab collective`` over its runs (module docstring): a run that
-    contradicts the design (``CollectiveResult.ok`` false), lost packets where the lab
-    promises lossless (``promised``, :func:`lossless_promised`), or an engine that did not keep
-    its rate. Drops on a lab that predicts them (PFC off) are a measured result."""
+    contradicts the design (``CollectiveResult.ok`` false), lost packets or port queue drops
+    (``queue_drops``, the lossless class's over the runs) where the lab promises lossless
+    (``promised``, :func:`lossless_promised`: PFC on), or an engine that did not keep its rate.
+    Drops on a lab that predicts them (PFC off) are a measured result."""
+    if promised and queue_drops > 0:
+        return True
     return any((not r.ok) or (r.lost and promised) or not r.keeps_rate for r in results)
 
 
@@ -82,6 +140,9 @@ def register(app: typer.Typer) -> None:
             None, "--hash", help="switches' ECMP hash for the run: l3 | l4 (default: the lab's, l4)"),
         seed: int = typer.Option(0x7261696C, "--seed",
                                  help="fib_multipath_hash_seed on every switch for the run (deterministic)"),
+        pfc: str | None = typer.Option(
+            None, "--pfc", help="PFC emulation on | off for the run (default: the intent's "
+            "lab.capacity.pfc; labs without lab.capacity have no queues to pause)"),
         as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
     ) -> None:
         """Run an NCCL-style collective over every GPU of the lab and report time, algbw and
@@ -102,6 +163,8 @@ def register(app: typer.Typer) -> None:
             _usage(f"--seed must be 0..{2 ** 32 - 1} (got {seed})")
         if not 1 <= qps <= 64:
             _usage(f"--qps must be 1-64 QPs per connection (got {qps})")
+        if pfc is not None and pfc not in ("on", "off"):
+            _usage(f"--pfc must be on or off (got {pfc!r})")
         try:
             size = parse_bytes(nbytes)
         except ValueError as exc:
@@ -111,24 +174,30 @@ def register(app: typer.Typer) -> None:
             spec = ref.spec()
             try:
                 sched = schedule(spec, op, size, pxn=pxn, qps=qps)
-            except RailabError as exc:
+                pfc_on = pfc_choice(spec, pfc)
+            except (RailabError, ValueError) as exc:
                 _usage(str(exc))
             runs = [sport] if not compare_sport else ["per-qp", "fixed"]
             results = {}
-            with sigint_event() as stop:
+            with sigint_event() as stop, switch_agent(spec, ref.netns_of, pfc_on):
+                queues_end = queue_totals(spec, ref.netns_of)
                 for mode in runs:
                     results[mode] = run_collective(spec, ref.netns_of, sched, sport_mode=mode,
                                                    policy=hash_policy, seed=seed, stop=stop)
+                queues = queues_end()
                 if stop.is_set():
                     raise KeyboardInterrupt
         except KeyboardInterrupt:
             typer.echo("error: interrupted", err=True)
             raise typer.Exit(EXIT_INTERRUPTED) from None
         main = results[runs[0]]
-        promised = lossless_promised(spec)
-        failed = collective_failed(list(results.values()), promised)
+        promised = lossless_promised(spec, pfc_on)
+        failed = collective_failed(list(results.values()), promised,
+                                   (queues or {}).get("lossless_dropped", 0))
         out = main.to_dict()
         out["lab"] = spec.name
+        out["pfc"] = "on" if pfc_on else "off"
+        out["queues"] = queues  # switch/NIC port totals over all runs; None: ports not shaped
         out["lossless_promised"] = promised
         if compare_sport:
             fixed = results["fixed"]
@@ -138,7 +207,7 @@ def register(app: typer.Typer) -> None:
         if as_json:
             print(json.dumps(out, indent=2, sort_keys=True))
         else:
-            _show(spec, results, promised)
+            _show(spec, results, promised, pfc_on, queues)
         if failed:
             raise typer.Exit(EXIT_FAILED)
 
@@ -199,7 +268,8 @@ def register_ecmp(app: typer.Typer) -> None:
             cap = spec.qos.capacity
             flows = E.pace(flows, cap.port_rate_mbps if cap.enabled else 400.0)
             runs = {}
-            with sigint_event() as stop:
+            pfc_on = pfc_choice(spec, None)
+            with sigint_event() as stop, switch_agent(spec, ref.netns_of, pfc_on):
                 for mode in modes:
                     runs[mode] = E.run_ecmp(spec, ref.netns_of, flows, sport_mode=mode,
                                             policy=hash_policy, seed=seed, stop=stop)
@@ -231,11 +301,12 @@ def register_ecmp(app: typer.Typer) -> None:
                     con.print(f"{m}: busiest uplink {ll.max_share_ratio:.2f}x the fair share "
                               f"1/{ll.uplink_count}, max/mean {ll.imbalance:.2f}; lost {r.lost}",
                               highlight=False)
-        if any(r.lost for r in runs.values()) and lossless_promised(spec):
+        if any(r.lost for r in runs.values()) and lossless_promised(spec, pfc_on):
             raise typer.Exit(EXIT_FAILED)
 
 
-def _show(spec, results: dict, promised: bool) -> None:
+def _show(spec, results: dict, promised: bool, pfc_on: bool = False,
+          queues: dict | None = None) -> None:
     from railab.traffic.collective import slowdown
 
     con = Console() if Console().is_terminal else Console(width=160)
@@ -243,7 +314,7 @@ def _show(spec, results: dict, promised: bool) -> None:
     s = first.schedule
     cap = spec.qos.capacity
     unit = (f"lab ports {cap.port_rate_mbps:g} Mb/s, time scale {cap.time_scale:g} "
-            f"(fabric {cap.fabric_rate_gbps} Gb/s)" if cap.enabled else
+            f"(fabric {cap.fabric_rate_gbps} Gb/s), PFC {'on' if pfc_on else 'off'}" if cap.enabled else
             "ports not shaped: times are the engine's, no fabric conversion")
     t = Table(title=f"{spec.name}: {s.op}{' (PXN)' if s.pxn else ''}, {s.bytes_per_rank} B per "
               f"rank, {s.ranks} ranks, {len(s.flows)} network flows", title_justify="left")
@@ -260,6 +331,9 @@ def _show(spec, results: dict, promised: bool) -> None:
                   f"{w.imbalance:.2f} of {w.uplink_count}" if w else "-")
     con.print(t)
     con.print(unit, highlight=False)
+    if queues:
+        con.print(f"ports over the run: {queues['dropped']} dropped, {queues['ce_marked']} "
+                  f"CE-marked, {queues['pause_events']} PAUSEs", highlight=False)
     for note in s.notes:
         con.print(f"  {note}", highlight=False)
     if first.unreachable_by_design:
