@@ -191,8 +191,14 @@ def test_exercise_kind_graded_repaired_and_revealed(ex, level, kind):
     disable = ["--disable", "check"] if kind == "mtu" else []
     # the first case checks the lab is green first; the others follow a verified repair
     pre = [] if kind == "link-down" else ["--no-precheck"]
+    seq0 = st.load(NAME).fault_seq
     r = _cli("exercise", "start", NAME, "--level", level, "--seed", SEED, "--kind", kind, *disable, *pre)
     assert r.exit_code == 0, r.output
+    assert st.load(NAME).fault_seq == seq0  # inspect's fault counter does not count hidden faults
+    for f in planned:
+        if f["kind"] == "grey-loss":  # the table's name does not say railab
+            node = f["element"].partition(":")[0]
+            assert "railab" not in lab.exec(node, ["nft", "list", "tables"]).stdout
     assert all(f["symptom"] in r.stdout for f in planned)
     _hidden(lab, planned, r.stdout, commands=kind in ("daemon-kill", "two-faults"))
     if kind == "mtu":  # the trainer switched check off: refused by name and by lab directory
