@@ -423,17 +423,17 @@ def grade(rec: dict[str, Any], element: str, kind: str) -> tuple[int | None, str
 
 
 def _parse_text(spec: LabSpec, text: str) -> tuple[list[str], str | None]:
-    """Elements and a kind read from a free-text answer (``"g1-leaf2 eth3 is admin down"``)."""
+    """Elements and a kind read from a free-text answer (``"g1-leaf2 eth3 is admin down"``).
+    UsageError for a port the named node does not have."""
     t = text.lower()
     names = sorted((n.name for n in spec.nodes), key=len, reverse=True)
     elements: list[str] = []
     pattern = (r"(?<![\w-])(" + "|".join(map(re.escape, names)) +
                r")(?![\w-])(?:[:\s]+(eth|gpu|nic)\s*(\d+))?")
     for m in re.finditer(pattern, t):
-        try:
-            elements.append(_element(spec, m.group(1) + (f":{m.group(2)}{m.group(3)}" if m.group(2) else "")))
-        except UsageError:
-            elements.append(m.group(1))
+        # a port the node lacks ("srv4 nic 9") is bad input, as with --element: not silently
+        # graded (and charged) as the bare node
+        elements.append(_element(spec, m.group(1) + (f":{m.group(2)}{m.group(3)}" if m.group(2) else "")))
     rules = [(r"cross|swap|miswir|mis-cabl|wrong (rail|leaf|port)", "cross-cable"),
              (r"\bmtu\b|jumbo|frame size", "mtu"),
              (r"loss|drop|grey|gray|nft|filter|discard", "grey-loss"),
@@ -495,7 +495,9 @@ def fix(labdir: Path | str, wait: float = 60.0, poll: float = 1.0) -> dict[str, 
     """Check that the trainee's repair made the lab green: every check family passes (polled for
     up to ``wait`` seconds), and the exercise's faults are still recorded as injected and hidden
     (none was handed to ``railab fault LAB heal``). ``{"green": bool, "elapsed_s",
-    "failing": [first failing rows], "attempts"}``; records the verdict for the score sheet."""
+    "failing": [first failing rows], "n_failing", "rows_hidden", "attempts"}``; ``failing`` is
+    empty (``rows_hidden`` true) when the trainer switched ``check`` off, so ``fix`` does not
+    stand in for it. Records the verdict for the score sheet."""
     from railab.checks.lab import LiveLab
 
     name, _, record = _lab(labdir)
@@ -524,8 +526,11 @@ def fix(labdir: Path | str, wait: float = 60.0, poll: float = 1.0) -> dict[str, 
         if green and rec["fix"]["verified_at"] is None:
             rec["fix"]["verified_at"] = _now()
         _save(rec)
+    # with `check` switched off, the failing rows would be `railab check` by another name (they
+    # name the faulty element): only their number is told
+    shown = [] if "check" in rec.get("disabled", []) else [f"{r.check}: {r.name}" for r in failing[:10]]
     return {"green": green, "elapsed_s": round(elapsed, 2), "attempts": rec["fix"]["attempts"],
-            "failing": [f"{r.check}: {r.name}" for r in failing[:10]], "n_failing": len(failing)}
+            "failing": shown, "n_failing": len(failing), "rows_hidden": bool(failing) and not shown}
 
 
 def reveal(labdir: Path | str, *, heal: bool = True) -> dict[str, Any]:

@@ -174,6 +174,12 @@ def test_gate_refuses_switched_off_commands_by_name_and_directory(spec, exdir, t
         gate("check", [str(labdir / "lab.clab.yml")])
     gate("check", ["otherlab"])  # another lab: allowed
     gate("traffic", [spec.name])  # not switched off
+    rec2 = {**rec, "disabled": ["check", "traceroute", "exec"]}
+    store.save(spec.name, rec2, X.public_view(rec2))
+    with pytest.raises(UsageError) as e:  # it points at the tools still on, not at switched-off ones
+        gate("check", [spec.name])
+    assert "railab traffic" in str(e.value) and "traceroute" not in str(e.value) and "exec" not in str(e.value)
+    store.save(spec.name, rec, X.public_view(rec))
     gate("exercise", [spec.name])
     rec["revealed_at"] = 2000.0
     store.save(spec.name, rec, X.public_view(rec))
@@ -272,3 +278,35 @@ def test_exercise_grey_loss_table_does_not_say_railab(spec, xr, tmp_path, monkey
     _fake_up(tmp_path, monkeypatch, xr)
     with pytest.raises(UsageError, match="grey-loss table"):
         F.inject(xr[0], "grey-loss", "g1-leaf1:eth1", percent=10, table="bad name;")
+
+
+def test_free_text_with_a_port_the_node_lacks_is_bad_input(spec, exdir):
+    # "srv4 nic 9 down" was graded WRONG as the bare node srv4 (and cost 5 points)
+    with pytest.raises(UsageError, match="srv4 has no port 'eth9'"):
+        X._parse_text(spec, "srv4 nic 9 is down")
+    with pytest.raises(UsageError, match="has no port"):
+        X._parse_text(spec, "g1-leaf1 eth42 drops packets")
+    assert X._parse_text(spec, "srv4 gpu3 link down") == (["srv4:eth4"], "link-down")
+
+
+def test_fix_does_not_stand_in_for_a_switched_off_check(spec, exdir, monkeypatch):
+    """With `check` switched off, `exercise fix` tells how many checks fail, not which."""
+    from railab.checks import lab as livelab
+    from railab.checks.base import CheckResult
+
+    row = CheckResult(check="cabling", name="g1-leaf1:eth1 egress filter", status="fail", node="g1-leaf1")
+
+    class _Live:
+        def check(self, only=None):
+            return [row]
+
+    monkeypatch.setattr(livelab.LiveLab, "attach", classmethod(lambda cls, ref: _Live()))
+    monkeypatch.setattr(X, "_lab", lambda ref: (spec.name, spec, X.st.LabState(lab=spec.name)))
+    for disabled, shown in ((["check"], []), ([], ["cabling: g1-leaf1:eth1 egress filter"])):
+        rec = {**_rec(spec), "disabled": disabled}
+        for i, f in enumerate(rec["faults"]):
+            f["record"] = X.st.FaultRecord(id=f"f{i + 1}", kind="cross-cable", node="srv1").model_dump(mode="json")
+        store.save(spec.name, rec, X.public_view(rec))
+        res = X.fix(spec.name, wait=0)
+        assert res["green"] is False and res["n_failing"] == 1 and res["failing"] == shown
+        assert res["rows_hidden"] is (not shown)
