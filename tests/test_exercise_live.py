@@ -206,6 +206,9 @@ def test_exercise_kind_graded_repaired_and_revealed(ex, level, kind):
             g = _cli("check", ref)
             assert g.exit_code == 2 and "switched off for the exercise" in g.output
         assert _cli("status", NAME).exit_code == 0  # not switched off
+        oracle = _cli("exercise", "fix", NAME, "--wait", "0")  # fix does not stand in for check
+        assert oracle.exit_code == 1 and "switched off" in oracle.stdout
+        assert not any(e.partition(":")[0] in oracle.stdout for f in planned for e in f["accept"])
 
     wrong = _cli("exercise", "answer", NAME, "--element", _wrong_element(lab, planned), "--kind", planned[0]["kind"])
     assert wrong.exit_code == 1 and "WRONG" in wrong.stdout
