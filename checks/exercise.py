@@ -85,6 +85,9 @@ ALIASES: dict[str, str] = {
 _SAME = {"nic-down": {"nic-down", "link-down"}, "link-down": {"link-down", "nic-down"}}
 _POINTS_FOUND, _POINTS_HINT, _POINTS_WRONG, _POINTS_REPAIR = 100, 15, 5, 50
 _MTU_WRONG = 1500
+#: the nft table (family netdev) of an exercise's grey-loss fault: an unremarkable name, not
+#: ``railab_f<N>`` like ``railab fault``'s (that would say "railab put this here")
+GREY_TABLE = "filter"
 #: the families ``start`` requires green and ``fix`` polls before running every family
 _QUICK = "daemons,cabling,policy,bgp"
 
@@ -190,7 +193,7 @@ def _nic_fault(spec: LabSpec, rng: random.Random, kind: str) -> dict[str, Any]:
     if kind == "grey-loss":
         roce_only = rng.random() < 0.5
         percent = 100.0 if roce_only else float(rng.choice((10, 20, 30)))
-        params = {"percent": percent, "roce_only": roce_only}
+        params = {"percent": percent, "roce_only": roce_only, "table": GREY_TABLE}
         return {"kind": kind, "element": f"{leaf}:{lp}", "accept": [f"{leaf}:{lp}", f"{s}:{i}"],
                 "fault": {"kind": "grey-loss", "node_a": f"{leaf}:{lp}", "params": params},
                 "symptom": (f"All-reduce on rail {nic.rail} is slow, and NCCL on {s} logs retransmissions "
@@ -420,17 +423,17 @@ def grade(rec: dict[str, Any], element: str, kind: str) -> tuple[int | None, str
 
 
 def _parse_text(spec: LabSpec, text: str) -> tuple[list[str], str | None]:
-    """Elements and a kind read from a free-text answer (``"g1-leaf2 eth3 is admin down"``)."""
+    """Elements and a kind read from a free-text answer (``"g1-leaf2 eth3 is admin down"``).
+    UsageError for a port the named node does not have."""
     t = text.lower()
     names = sorted((n.name for n in spec.nodes), key=len, reverse=True)
     elements: list[str] = []
     pattern = (r"(?<![\w-])(" + "|".join(map(re.escape, names)) +
                r")(?![\w-])(?:[:\s]+(eth|gpu|nic)\s*(\d+))?")
     for m in re.finditer(pattern, t):
-        try:
-            elements.append(_element(spec, m.group(1) + (f":{m.group(2)}{m.group(3)}" if m.group(2) else "")))
-        except UsageError:
-            elements.append(m.group(1))
+        # a port the node lacks ("srv4 nic 9") is bad input, as with --element: not silently
+        # graded (and charged) as the bare node
+        elements.append(_element(spec, m.group(1) + (f":{m.group(2)}{m.group(3)}" if m.group(2) else "")))
     rules = [(r"cross|swap|miswir|mis-cabl|wrong (rail|leaf|port)", "cross-cable"),
              (r"\bmtu\b|jumbo|frame size", "mtu"),
              (r"loss|drop|grey|gray|nft|filter|discard", "grey-loss"),
@@ -492,7 +495,9 @@ def fix(labdir: Path | str, wait: float = 60.0, poll: float = 1.0) -> dict[str, 
     """Check that the trainee's repair made the lab green: every check family passes (polled for
     up to ``wait`` seconds), and the exercise's faults are still recorded as injected and hidden
     (none was handed to ``railab fault LAB heal``). ``{"green": bool, "elapsed_s",
-    "failing": [first failing rows], "attempts"}``; records the verdict for the score sheet."""
+    "failing": [first failing rows], "n_failing", "rows_hidden", "attempts"}``; ``failing`` is
+    empty (``rows_hidden`` true) when the trainer switched ``check`` off, so ``fix`` does not
+    stand in for it. Records the verdict for the score sheet."""
     from railab.checks.lab import LiveLab
 
     name, _, record = _lab(labdir)
@@ -500,8 +505,8 @@ def fix(labdir: Path | str, wait: float = 60.0, poll: float = 1.0) -> dict[str, 
         rec = _require(name)
         rec["fix"]["attempts"] += 1
         _save(rec)
-    ids = {f["record"]["id"] for f in rec["faults"]}
-    if ids & {f.id for f in record.faults}:
+    hidden = [st.FaultRecord.model_validate(f["record"]) for f in rec["faults"]]
+    if any(r in record.faults for r in hidden):  # the records, not ids: a later fault may reuse one
         raise UsageError(f"the exercise's faults are in lab {name}'s fault list: the exercise is not "
                          f"hidden any more (railab exercise reveal {name})")
     live = LiveLab.attach(name)
@@ -521,8 +526,11 @@ def fix(labdir: Path | str, wait: float = 60.0, poll: float = 1.0) -> dict[str, 
         if green and rec["fix"]["verified_at"] is None:
             rec["fix"]["verified_at"] = _now()
         _save(rec)
+    # with `check` switched off, the failing rows would be `railab check` by another name (they
+    # name the faulty element): only their number is told
+    shown = [] if "check" in rec.get("disabled", []) else [f"{r.check}: {r.name}" for r in failing[:10]]
     return {"green": green, "elapsed_s": round(elapsed, 2), "attempts": rec["fix"]["attempts"],
-            "failing": [f"{r.check}: {r.name}" for r in failing[:10]], "n_failing": len(failing)}
+            "failing": shown, "n_failing": len(failing), "rows_hidden": bool(failing) and not shown}
 
 
 def reveal(labdir: Path | str, *, heal: bool = True) -> dict[str, Any]:
@@ -540,14 +548,18 @@ def reveal(labdir: Path | str, *, heal: bool = True) -> dict[str, Any]:
             rec["revealed_at"] = _now()
             _save(rec)
     if rec["fix"]["verified_at"] is None and not rec.get("returned"):
-        F.attach(name, [st.FaultRecord.model_validate(f["record"]) for f in rec["faults"]])
+        # attach may renumber a record whose id a later `railab fault` took (detach rewinds the
+        # lab's fault counter so that it does not count hidden faults)
+        back = F.attach(name, [st.FaultRecord.model_validate(f["record"]) for f in rec["faults"]])
         with store.locked(name):
+            for f, r in zip(rec["faults"], back, strict=True):
+                f["record"] = r.model_dump(mode="json")
             rec["returned"] = True
             _save(rec)
         if heal:
-            for f in reversed(rec["faults"]):
+            for r in reversed(back):
                 try:
-                    F.heal(name, f["record"]["id"])
+                    F.heal(name, r.id)
                 except UsageError:
                     pass  # already healed
     return score_sheet(name, rec)

@@ -74,7 +74,8 @@ KILLABLE = ("bgpd", "zebra", "bfdd", "staticd")
 PARKING = "parking"
 #: default peer ASN of ``wrong-asn``: a private 4-byte ASN (RFC 6996) below railab's range
 WRONG_ASN_DEFAULT = 4199999999
-#: nft table name of a grey-loss fault: ``railab_<fault id>`` (family netdev)
+#: nft table name of a grey-loss fault: ``railab_<fault id>`` (family netdev), unless the
+#: ``table`` param names it (training exercises: a name that does not say railab)
 NFT_PREFIX = "railab_"
 ROCE_UDP_PORT = 4791
 
@@ -294,27 +295,50 @@ def detach(labdir: Path | str, fault_ids: list[str]) -> list[st.FaultRecord]:
     """Take faults ``fault_ids`` out of ``LabState.faults`` without healing them and return
     their records: the fault stays in the lab, but ``status``, ``inspect``, ``check``'s reasons,
     the report and ``fault list/heal`` no longer see it (training exercises,
-    railab.checks.exercise, keep the records hidden). ``fault_seq`` is kept, so later ids (and
-    the nft table names they make) never clash. RailabError when the lab is not up."""
+    railab.checks.exercise, keep the records hidden). When the detached faults are the newest
+    ones (``f<K>`` .. ``f<fault_seq>``), ``fault_seq`` is rewound to ``K - 1``, so the counter in
+    ``inspect`` does not count hidden faults either; a later fault may then reuse a hidden id,
+    which :func:`attach` renumbers (kernel names never derive from a hidden fault's id: an
+    exercise's grey-loss table is named by its ``table`` param). RailabError when the lab is not
+    up."""
     lab = _Lab(labdir)
     with _locked(lab.name):
         lab.reload()
         out = [f for f in lab.record.faults if f.id in set(fault_ids)]
         lab.record.faults = [f for f in lab.record.faults if f.id not in set(fault_ids)]
+        nums = sorted(int(f.id[1:]) for f in out)
+        if nums and nums == list(range(nums[0], lab.record.fault_seq + 1)):
+            lab.record.fault_seq = nums[0] - 1
         lab.save()
         return out
 
 
-def attach(labdir: Path | str, records: list[st.FaultRecord]) -> None:
-    """Put detached fault ``records`` back into ``LabState.faults`` (ids already there are
-    skipped), so ``railab fault LAB heal`` can undo them (every heal step is idempotent: a fault
-    the trainee already repaired heals to the same planned state)."""
+def attach(labdir: Path | str, records: list[st.FaultRecord]) -> list[st.FaultRecord]:
+    """Put detached fault ``records`` back into ``LabState.faults`` (a record already there, equal
+    in every field, is kept as it is) so ``railab fault LAB heal`` can undo them
+    (every heal step is idempotent: a fault the trainee already repaired heals to the same
+    planned state), and return them as attached: a record whose id another fault took
+    meanwhile gets the next free id (``fault_seq`` + 1), and ``fault_seq`` never ends below an
+    attached id."""
     lab = _Lab(labdir)
     with _locked(lab.name):
         lab.reload()
-        have = {f.id for f in lab.record.faults}
-        lab.record.faults = [*lab.record.faults, *(r for r in records if r.id not in have)]
+        have = {f.id: f for f in lab.record.faults}
+        out: list[st.FaultRecord] = []
+        for r in records:
+            f = have.get(r.id)
+            if f is not None and f == r:
+                out.append(f)
+                continue
+            if f is not None:
+                lab.record.fault_seq += 1
+                r = r.model_copy(update={"id": f"f{lab.record.fault_seq}"})
+            lab.record.fault_seq = max(lab.record.fault_seq, int(r.id[1:]))
+            have[r.id] = r
+            lab.record.faults = [*lab.record.faults, r]
+            out.append(r)
         lab.save()
+        return out
 
 
 # ---- inject ---------------------------------------------------------------------------------
@@ -328,7 +352,7 @@ def inject(labdir: Path | str, kind: str, node_a: str, node_b: str | None = None
     unless ``end="<node_b>"`` (or ``end="b"``). ``cross-cable`` takes two server NICs
     (``"srv1:eth1", "srv2:eth1"``); ``daemon-kill`` a node and ``daemon=``; ``node-off`` a node.
     Params: ``count`` (3), ``down_s`` (1.0), ``up_s`` (1.0) for link-flap; ``percent`` (0-100)
-    and ``roce_only`` for grey-loss; ``mtu`` for mtu; ``asn`` for wrong-asn
+    and ``roce_only`` (and ``table``, the nft table's name) for grey-loss; ``mtu`` for mtu; ``asn`` for wrong-asn
     (default :data:`WRONG_ASN_DEFAULT`); ``daemon`` for daemon-kill.
 
     Raises UsageError (nothing changed) for an unknown kind, element or parameter, an element
@@ -719,6 +743,7 @@ def _inject_grey_loss(lab: _Lab, node_a, node_b, port, params) -> st.FaultRecord
     node, p, peer, pp = _link_end(lab, node_a, node_b, port, params)
     roce_only = bool(params.pop("roce_only", False))
     percent = _pop(params, "percent", None, float)
+    table = params.pop("table", None)
     if percent is None and roce_only:
         percent = 100.0
     _no_more("grey-loss", params)
@@ -726,11 +751,15 @@ def _inject_grey_loss(lab: _Lab, node_a, node_b, port, params) -> st.FaultRecord
         raise UsageError("grey-loss: give --percent P (0 < P <= 100), or --roce-only")
     if not 0 < percent <= 100:
         raise UsageError(f"percent {percent:g}: must be > 0 and <= 100")
+    if table is not None and not re.fullmatch(r"[a-z][a-z0-9_]{0,31}", str(table)):
+        raise UsageError(f"grey-loss table {table!r}: use 1-32 of a-z, 0-9, _ (starting with a letter)")
     _busy(lab, {(node, p), (peer, pp)})
     what = "RoCEv2 (UDP 4791) packets" if roce_only else "packets"
-    rec = _new(lab, "grey-loss", node, p, peer, pp, params={"percent": percent, "roce_only": roce_only},
+    extra = {} if table is None else {"table": str(table)}
+    rec = _new(lab, "grey-loss", node, p, peer, pp,
+               params={"percent": percent, "roce_only": roce_only, **extra},
                note=f"{node}:{p} silently drops {percent:g} % of egress {what} (link to {peer}:{pp})")
-    table = NFT_PREFIX + rec.id
+    table = _grey_table(rec)
     match = f"meta l4proto udp udp dport {ROCE_UDP_PORT} " if roce_only else ""
     # numgen random mod 10000 < percent x 100: 0.01 % resolution
     rand = "" if percent >= 100 else f"numgen random mod 10000 < {int(round(percent * 100))} "
@@ -876,8 +905,13 @@ def _heal_node_off(lab: _Lab, rec: st.FaultRecord) -> None:
         _restore_ends(lab, (rec.node, p), lab.spec.peer(rec.node, p))
 
 
+def _grey_table(rec: st.FaultRecord) -> str:
+    """The nft table of grey-loss fault ``rec``: its ``table`` param, else ``railab_<id>``."""
+    return str(rec.params.get("table") or NFT_PREFIX + rec.id)
+
+
 def _heal_grey_loss(lab: _Lab, rec: st.FaultRecord) -> None:
-    table = NFT_PREFIX + rec.id
+    table = _grey_table(rec)
     res = _nft(lab, rec.node, f"delete table netdev {table}\n", check=False)
     if res.returncode != 0 and "No such file" not in res.stderr:
         raise RailabError(f"{rec.node}: could not delete nft table {table}: {res.stderr.strip()[:300]}")

@@ -191,8 +191,14 @@ def test_exercise_kind_graded_repaired_and_revealed(ex, level, kind):
     disable = ["--disable", "check"] if kind == "mtu" else []
     # the first case checks the lab is green first; the others follow a verified repair
     pre = [] if kind == "link-down" else ["--no-precheck"]
+    seq0 = st.load(NAME).fault_seq
     r = _cli("exercise", "start", NAME, "--level", level, "--seed", SEED, "--kind", kind, *disable, *pre)
     assert r.exit_code == 0, r.output
+    assert st.load(NAME).fault_seq == seq0  # inspect's fault counter does not count hidden faults
+    for f in planned:
+        if f["kind"] == "grey-loss":  # the table's name does not say railab
+            node = f["element"].partition(":")[0]
+            assert "railab" not in lab.exec(node, ["nft", "list", "tables"]).stdout
     assert all(f["symptom"] in r.stdout for f in planned)
     _hidden(lab, planned, r.stdout, commands=kind in ("daemon-kill", "two-faults"))
     if kind == "mtu":  # the trainer switched check off: refused by name and by lab directory
@@ -200,6 +206,9 @@ def test_exercise_kind_graded_repaired_and_revealed(ex, level, kind):
             g = _cli("check", ref)
             assert g.exit_code == 2 and "switched off for the exercise" in g.output
         assert _cli("status", NAME).exit_code == 0  # not switched off
+        oracle = _cli("exercise", "fix", NAME, "--wait", "0")  # fix does not stand in for check
+        assert oracle.exit_code == 1 and "switched off" in oracle.stdout
+        assert not any(e.partition(":")[0] in oracle.stdout for f in planned for e in f["accept"])
 
     wrong = _cli("exercise", "answer", NAME, "--element", _wrong_element(lab, planned), "--kind", planned[0]["kind"])
     assert wrong.exit_code == 1 and "WRONG" in wrong.stdout

@@ -174,6 +174,12 @@ def test_gate_refuses_switched_off_commands_by_name_and_directory(spec, exdir, t
         gate("check", [str(labdir / "lab.clab.yml")])
     gate("check", ["otherlab"])  # another lab: allowed
     gate("traffic", [spec.name])  # not switched off
+    rec2 = {**rec, "disabled": ["check", "traceroute", "exec"]}
+    store.save(spec.name, rec2, X.public_view(rec2))
+    with pytest.raises(UsageError) as e:  # it points at the tools still on, not at switched-off ones
+        gate("check", [spec.name])
+    assert "railab traffic" in str(e.value) and "traceroute" not in str(e.value) and "exec" not in str(e.value)
+    store.save(spec.name, rec, X.public_view(rec))
     gate("exercise", [spec.name])
     rec["revealed_at"] = 2000.0
     store.save(spec.name, rec, X.public_view(rec))
@@ -215,3 +221,92 @@ def test_same_seed_same_faults_on_another_lab_of_the_same_shape(spec, tmp_path):
             a = [(f["kind"], f["element"], f["symptom"]) for f in X.plan_faults(spec, level, seed)]
             b = [(f["kind"], f["element"], f["symptom"]) for f in X.plan_faults(other, level, seed)]
             assert a == b
+
+
+# ---- review fixes (rev18) ---------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def xr(tmp_path_factory):
+    """A generated (not running) mini lab ``xr1``: (lab directory, LabSpec)."""
+    d = generate("mini", tmp_path_factory.mktemp("xr") / "xr1", name="xr1")
+    return d, LabSpec.load(d)
+
+
+def _fake_up(tmp_path, monkeypatch, xr, seq=0):
+    """Record lab ``xr1`` as running (no namespaces: only the state file the fault record lives in)."""
+    from railab.testbed import state as st
+
+    monkeypatch.setenv("RAILAB_RUN_DIR", str(tmp_path / "run"))
+    st.save(st.LabState(lab="xr1", runtime="netns", phase="running", labdir=str(xr[0]), fault_seq=seq))
+    return st
+
+
+def test_hidden_faults_do_not_advance_the_visible_fault_counter(xr, tmp_path, monkeypatch):
+    # inspect --json showed fault_seq 1 on a lab with an empty fault list: a fault was hidden
+    from railab.testbed import faults as F
+
+    st = _fake_up(tmp_path, monkeypatch, xr, seq=3)
+    labdir = xr[0]
+    hidden = [st.FaultRecord(id="f4", kind="link-down", node="srv1", port="eth1"),
+              st.FaultRecord(id="f5", kind="mtu", node="srv2", port="eth2", params={"mtu": 1500})]
+    rec = st.load("xr1")
+    rec.faults, rec.fault_seq = hidden, 5
+    st.save(rec)
+    assert [r.id for r in F.detach(labdir, ["f4", "f5"])] == ["f4", "f5"]
+    assert st.load("xr1").fault_seq == 3 and st.load("xr1").faults == []
+    # a visible fault takes f4 meanwhile: attach renumbers the hidden f4, keeps f5, bumps the counter
+    visible = st.FaultRecord(id="f4", kind="session-shut", node="spine1", port="eth1")
+    rec = st.load("xr1")
+    rec.faults, rec.fault_seq = [visible], 4
+    st.save(rec)
+    back = F.attach(labdir, hidden)
+    assert [(r.id, r.kind) for r in back] == [("f5", "link-down"), ("f6", "mtu")]
+    now = st.load("xr1")
+    assert [f.id for f in now.faults] == ["f4", "f5", "f6"] and now.fault_seq == 6
+    assert F.attach(labdir, back) == back and len(st.load("xr1").faults) == 3  # idempotent
+
+
+def test_exercise_grey_loss_table_does_not_say_railab(spec, xr, tmp_path, monkeypatch):
+    from railab.testbed import faults as F
+
+    for seed in range(6):
+        f = X.plan_faults(spec, 3, seed, "grey-loss")[0]
+        assert f["fault"]["params"]["table"] == X.GREY_TABLE and "railab" not in X.GREY_TABLE
+    rec = F.st.FaultRecord(id="f2", kind="grey-loss", node="g1-leaf1", port="eth1",
+                           params={"percent": 10.0, "table": X.GREY_TABLE})
+    assert F._grey_table(rec) == X.GREY_TABLE
+    assert F._grey_table(rec.model_copy(update={"params": {"percent": 10.0}})) == "railab_f2"
+    _fake_up(tmp_path, monkeypatch, xr)
+    with pytest.raises(UsageError, match="grey-loss table"):
+        F.inject(xr[0], "grey-loss", "g1-leaf1:eth1", percent=10, table="bad name;")
+
+
+def test_free_text_with_a_port_the_node_lacks_is_bad_input(spec, exdir):
+    # "srv4 nic 9 down" was graded WRONG as the bare node srv4 (and cost 5 points)
+    with pytest.raises(UsageError, match="srv4 has no port 'eth9'"):
+        X._parse_text(spec, "srv4 nic 9 is down")
+    with pytest.raises(UsageError, match="has no port"):
+        X._parse_text(spec, "g1-leaf1 eth42 drops packets")
+    assert X._parse_text(spec, "srv4 gpu3 link down") == (["srv4:eth4"], "link-down")
+
+
+def test_fix_does_not_stand_in_for_a_switched_off_check(spec, exdir, monkeypatch):
+    """With `check` switched off, `exercise fix` tells how many checks fail, not which."""
+    from railab.checks import lab as livelab
+    from railab.checks.base import CheckResult
+
+    row = CheckResult(check="cabling", name="g1-leaf1:eth1 egress filter", status="fail", node="g1-leaf1")
+
+    class _Live:
+        def check(self, only=None):
+            return [row]
+
+    monkeypatch.setattr(livelab.LiveLab, "attach", classmethod(lambda cls, ref: _Live()))
+    monkeypatch.setattr(X, "_lab", lambda ref: (spec.name, spec, X.st.LabState(lab=spec.name)))
+    for disabled, shown in ((["check"], []), ([], ["cabling: g1-leaf1:eth1 egress filter"])):
+        rec = {**_rec(spec), "disabled": disabled}
+        for i, f in enumerate(rec["faults"]):
+            f["record"] = X.st.FaultRecord(id=f"f{i + 1}", kind="cross-cable", node="srv1").model_dump(mode="json")
+        store.save(spec.name, rec, X.public_view(rec))
+        res = X.fix(spec.name, wait=0)
+        assert res["green"] is False and res["n_failing"] == 1 and res["failing"] == shown
+        assert res["rows_hidden"] is (not shown)

@@ -120,7 +120,9 @@ def fix(
         if res["green"]:
             typer.echo(f"REPAIRED: every check passes (after {res['elapsed_s']:g} s, attempt {res['attempts']})")
         else:
-            typer.echo(f"NOT REPAIRED: {res['n_failing']} check(s) still fail after {res['elapsed_s']:g} s, e.g.:")
+            typer.echo(f"NOT REPAIRED: {res['n_failing']} check(s) still fail after {res['elapsed_s']:g} s"
+                       + (" (railab check is switched off for this exercise: which ones is yours to find)"
+                          if res.get("rows_hidden") else ", e.g.:"))
             for f in res["failing"][:5]:
                 typer.echo(f"  {f}")
     if not res["green"]:
@@ -250,9 +252,11 @@ def gate(command: str | None, args: list[str]) -> None:
         labdir = pub.get("labdir")
         for arg in args:
             if arg == lab or (labdir and arg and not arg.startswith("-") and _same_dir(arg, labdir)):
+                on = [c for c in ("exec", "traceroute", "traffic", "check", "status")
+                      if c not in pub.get("disabled", [])]
+                tools = ", ".join(f"railab {c}" for c in on[:3]) or "railab exercise hint"
                 raise UsageError(f"railab {command} is switched off for the exercise on lab {lab} "
-                                 f"(the trainer's choice): work with the other tools (railab exec, "
-                                 f"traceroute, ...)")
+                                 f"(the trainer's choice): work with the tools still on ({tools}, ...)")
 
 
 def _same_dir(arg: str, labdir: str) -> bool:
