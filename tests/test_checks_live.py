@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import tempfile
 import time
 from pathlib import Path
 
@@ -328,10 +329,18 @@ def test_cli_check_interrupted(mini_lab, delay):
     import subprocess
     import sys
 
-    entry = "import sys; from railab.__main__ import main; sys.argv[0] = 'railab'; main()"
+    # The child touches a marker file just before railab's main(): a SIGINT that lands while
+    # CPython itself starts (importing site, under load) ends the interpreter before railab
+    # exists (exit 130, nothing printed), which is not what this test is about.
+    marker = Path(tempfile.mkdtemp()) / "started"
+    entry = (f"import sys; from railab.__main__ import main; open({str(marker)!r}, 'w').close(); "
+             "sys.argv[0] = 'railab'; main()")
+    t0 = time.monotonic()
     proc = subprocess.Popen([sys.executable, "-c", entry, "check", mini_lab.name], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env={**os.environ, "COLUMNS": "200"})
-    time.sleep(delay)
+    while not marker.exists() and proc.poll() is None and time.monotonic() - t0 < 30:
+        time.sleep(0.01)
+    time.sleep(max(0.0, t0 + delay - time.monotonic()))
     if proc.poll() is not None:  # the whole check ran faster than this delay: nothing to interrupt
         proc.communicate()
         pytest.skip(f"railab check finished within {delay} s")

@@ -197,8 +197,10 @@ def test_cross_cable_is_a_real_miswire(healed):
 def test_session_shut(healed):
     lab = healed
     rec = F.inject(lab.dir, "session-shut", "g1-leaf2", "spine1")
-    # the session fails at once; the NOTIFICATION that names the cause follows the next OPEN
-    res = _until(lab, lambda r: any("Bad Peer AS" in x.reason for x in _fails(r, check="bgp")), only="bgp")
+    # the session goes Idle (Admin) at once (the wait used to be the wrong-ASN test's
+    # "Bad Peer AS", which a shutdown never sends: it ran out its 45 s every time)
+    res = _until(lab, lambda r: any("Idle (Admin)" in x.observed for x in _fails(r, check="bgp")),
+                 only="bgp")
     (row,) = _fails(res, check="bgp")
     assert (row.node, row.port) == ("g1-leaf2", rec.port) and row.cause.kind == "session-down"
     assert "Idle (Admin)" in row.observed
