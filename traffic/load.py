@@ -42,10 +42,8 @@ import errno
 import multiprocessing as mp
 import os
 import random
-import signal
 import socket
 import time
-import traceback
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Literal
@@ -56,7 +54,7 @@ from railab.topologies.qos import QosProfile
 from railab.traffic import roce
 from railab.traffic.engine import PACKET_OUTGOING, Engine, Rtnl, in_netns
 from railab.traffic.patterns import Flow
-from railab.traffic.stream import _die_with_parent, flow_sport
+from railab.traffic.stream import flow_sport, recv_from_child, run_sender_child
 
 MASK24 = 0xFFFFFF
 _random = random.random
@@ -85,7 +83,6 @@ CATCH_UP = 8
 MAX_LAG_S = 0.02
 #: The engine "keeps its rate" when its shortfall is below this share of what it meant to send.
 SHORTFALL_LIMIT = 0.10
-SENDER_NICE = -10
 #: Send buffer per NIC socket, bytes (see :meth:`LoadEngine.open`).
 SNDBUF_BYTES = 256 << 10
 #: Each inter-packet gap is the rate's gap times a uniform factor in 1 +- this: a NIC's pacer is
@@ -685,31 +682,15 @@ class PortReader:
 
 def _child(spec_json: str, ns_map: dict[str, str], flows: list[LoadFlow], kw: dict,
            seconds: float | None, max_s: float, ppid: int, stop, conn) -> None:
-    _die_with_parent()
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        os.setpriority(os.PRIO_PROCESS, 0, SENDER_NICE)
-    except OSError:
-        pass
-    if os.getppid() != ppid:
-        os._exit(1)
-    try:
+    def work() -> LoadResult:
         spec = LabSpec.model_validate_json(spec_json)
         with LoadEngine(spec, ns_map.__getitem__, **kw) as eng:
             for lf in flows:
                 eng.add(lf)
-            res = eng.run(seconds, stop=stop.is_set, deadline=time.monotonic() + max_s,
-                          on_started=lambda t0: conn.send(("started", t0)))
-        conn.send(("done", res))
-    except BaseException as exc:  # noqa: BLE001  (reported to the parent, which raises it)
-        msg = str(exc) if isinstance(exc, RailabError) else "".join(
-            traceback.format_exception_only(type(exc), exc)).strip()
-        try:
-            conn.send(("error", msg))
-        except OSError:
-            pass
-    finally:
-        conn.close()
+            return eng.run(seconds, stop=stop.is_set, deadline=time.monotonic() + max_s,
+                           on_started=lambda t0: conn.send(("started", t0)))
+
+    run_sender_child(ppid, conn, work)
 
 
 def run_load(spec: LabSpec, netns_of: Callable[[str], str], flows: Iterable[LoadFlow], *,
@@ -836,12 +817,7 @@ def _until(s: dict, horizon: float) -> dict:
 
 
 def _recv(conn, timeout: float) -> tuple[str, object]:
-    if not conn.poll(timeout):
-        return "error", f"no answer from the load engine within {timeout:g} s"
-    try:
-        return conn.recv()
-    except (EOFError, OSError):
-        return "error", "the load engine exited without a result"
+    return recv_from_child(conn, timeout, "load engine")
 
 
 def fairness(result: LoadResult, share_mbps: float | None = None) -> list[float]:

@@ -430,25 +430,22 @@ def _die_with_parent() -> None:
         pass
 
 
-def _child(spec_json: str, ns_map: dict[str, str], flows: list[Flow], rate: float,
-           probe_bytes: int, max_s: float, ppid: int, stop, conn) -> None:
+def run_sender_child(ppid: int, conn, work: Callable[[], object]) -> None:
+    """The body of a forked sender process (probe streams here, load runs in
+    :mod:`railab.traffic.load`): die with the parent (``PR_SET_PDEATHSIG``), ignore SIGINT (the
+    parent says when to stop), run at ``SENDER_NICE``, then send ``("done", work())`` or
+    ``("error", message)`` (a RailabError's text, else the exception's one line) on ``conn``,
+    which it closes."""
     _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:  # a probe sender starved by a busy host measures its own stalls, not the fabric's
+    try:  # a sender starved by a busy host measures its own stalls, not the fabric's
         os.setpriority(os.PRIO_PROCESS, 0, SENDER_NICE)
     except OSError:
         pass
     if os.getppid() != ppid:  # the parent died before prctl took effect
         os._exit(1)
     try:
-        spec = LabSpec.model_validate_json(spec_json)
-        with StreamEngine(spec, ns_map.__getitem__, probe_bytes=probe_bytes) as eng:
-            for f in flows:
-                eng.add(f, rate)
-            hard = time.monotonic() + max_s
-            results = eng.stream(stop.is_set, deadline=hard,
-                                 on_started=lambda t0: conn.send(("started", t0)))
-        conn.send(("done", [r.to_dict() for r in results]))
+        conn.send(("done", work()))
     except BaseException as exc:  # noqa: BLE001  (reported to the parent, which raises it)
         msg = str(exc) if isinstance(exc, RailabError) else "".join(
             traceback.format_exception_only(type(exc), exc)).strip()
@@ -458,6 +455,31 @@ def _child(spec_json: str, ns_map: dict[str, str], flows: list[Flow], rate: floa
             pass
     finally:
         conn.close()
+
+
+def recv_from_child(conn, timeout: float, what: str) -> tuple[str, object]:
+    """The next ``(kind, value)`` from a sender child, or ``("error", why)`` when nothing came
+    within ``timeout`` s or the child is gone (``what`` names it in the message)."""
+    if not conn.poll(timeout):
+        return "error", f"no answer from the {what} within {timeout:g} s"
+    try:
+        return conn.recv()
+    except (EOFError, OSError):
+        return "error", f"the {what} exited without a result"
+
+
+def _child(spec_json: str, ns_map: dict[str, str], flows: list[Flow], rate: float,
+           probe_bytes: int, max_s: float, ppid: int, stop, conn) -> None:
+    def work() -> list[dict]:
+        spec = LabSpec.model_validate_json(spec_json)
+        with StreamEngine(spec, ns_map.__getitem__, probe_bytes=probe_bytes) as eng:
+            for f in flows:
+                eng.add(f, rate)
+            results = eng.stream(stop.is_set, deadline=time.monotonic() + max_s,
+                                 on_started=lambda t0: conn.send(("started", t0)))
+        return [r.to_dict() for r in results]
+
+    run_sender_child(ppid, conn, work)
 
 
 class StreamProcess:
@@ -509,12 +531,7 @@ class StreamProcess:
 
     def _recv(self, timeout: float) -> tuple[str, object]:
         assert self._conn is not None
-        if not self._conn.poll(timeout):
-            return "error", f"no answer from the stream process within {timeout:g} s"
-        try:
-            return self._conn.recv()
-        except (EOFError, OSError):
-            return "error", "the stream process exited without a result"
+        return recv_from_child(self._conn, timeout, "stream process")
 
     def stop(self, timeout: float = 30.0) -> list[dict]:
         """Stop sending, wait for the drain, return one result dict per flow (flow order)."""
