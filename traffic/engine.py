@@ -828,8 +828,15 @@ class Engine:
 
     def poll(self, timeout: float = 0.0) -> int:
         """Receive and account every pending packet; wait up to ``timeout`` s for the first."""
-        assert self._ep is not None
         self._check_stop()
+        return self.drain_rx(timeout, self._handle)
+
+    def drain_rx(self, timeout: float, handle: Callable[[bytearray, int, float, str], None]) -> int:
+        """Read every pending frame of the server receive sockets (waiting up to ``timeout`` s
+        for the first), skipping the engine's own outgoing copies, and pass each to
+        ``handle(buf, length, monotonic_now, ifname)``; returns how many were handled. ``buf``
+        is reused: a handler keeps what it needs before returning."""
+        assert self._ep is not None
         got = 0
         buf = self._buf
         for fd, _ in self._ep.poll(timeout):
@@ -841,7 +848,7 @@ class Engine:
                     break
                 if addr[2] == PACKET_OUTGOING:
                     continue
-                self._handle(buf, n, time.monotonic(), addr[0])
+                handle(buf, n, time.monotonic(), addr[0])
                 got += 1
         return got
 

@@ -52,7 +52,7 @@ from railab.errors import RailabError
 from railab.topologies.labspec import LabSpec
 from railab.topologies.qos import QosProfile
 from railab.traffic import roce
-from railab.traffic.engine import PACKET_OUTGOING, Engine, Rtnl, in_netns
+from railab.traffic.engine import Engine, Rtnl, in_netns
 from railab.traffic.patterns import Flow
 from railab.traffic.stream import flow_sport, recv_from_child, run_sender_child
 
@@ -401,7 +401,7 @@ class LoadEngine(Engine):
         self._by_sqpn[q.sqpn] = q
 
     # ---- receive -----------------------------------------------------------------------------
-    def _rx_one(self, buf: bytearray, n: int, now: float) -> None:
+    def _rx_one(self, buf: bytearray, n: int, now: float, _ifname: str = "") -> None:
         if n < 14 + 20 + 8 + 12 or buf[23] != 17:
             return
         o = 14 + (buf[14] & 0x0F) * 4 + 8
@@ -436,18 +436,7 @@ class LoadEngine(Engine):
                     pass  # the receiver NIC's own queue is full: the CNP is lost, as on a NIC
 
     def _receive(self, timeout: float) -> None:
-        assert self._ep is not None
-        buf = self._buf
-        for fd, _ in self._ep.poll(timeout):
-            sock = self._rx[fd][1]
-            while True:
-                try:
-                    n, addr = sock.recvfrom_into(buf)
-                except BlockingIOError:
-                    break
-                if addr[2] == PACKET_OUTGOING:
-                    continue
-                self._rx_one(buf, n, time.monotonic())
+        self.drain_rx(timeout, self._rx_one)
 
     # ---- send --------------------------------------------------------------------------------
     def _send_due(self, q: _QP, now: float) -> None:
