@@ -5,9 +5,11 @@ A check compares what it *observes* on a running lab with the expected state in 
 only from structured sources:
 
 * FRR's JSON output through an :class:`testbed.executor.Executor` (``vtysh -c '... json'``);
-* netlink (pyroute2) inside the node's network namespace, named by ``netns_of(node)``
-  (default :func:`railab.topologies.naming.netns_name`, ``clab-<lab>-<node>``, the same on the
-  netns and containerlab runtimes).
+* netlink inside the node's network namespace, named by ``netns_of(node)`` (default
+  :func:`railab.topologies.naming.netns_name`, ``clab-<lab>-<node>``, the same on the netns and
+  containerlab runtimes): link, route, rule and nsid dumps read raw by
+  :class:`railab.testbed.rtnl.Rtnl` (pyroute2's per-attribute decoding made a cabling pass of
+  the 4096-GPU fabric take a minute).
 
 Nothing is screen-scraped: FRR commands and JSON field paths come from :mod:`railab.checks.frr`.
 Every observation is cached for one :class:`Observer`, so the checks of one run share one
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -36,12 +39,12 @@ from ipaddress import ip_network
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
-from pyroute2 import IPRoute
 
 from railab.checks import frr as F
 from railab.errors import RailabError
 from railab.testbed.executor import Executor
 from railab.testbed.namespaces import entered
+from railab.testbed.rtnl import Rtnl
 from railab.topologies.labspec import LabSpec
 from railab.topologies.naming import netns_name
 
@@ -380,7 +383,7 @@ class Observer:
         options: per-run options the check families read (e.g. ``hops_runner``).
         stop: an Event a SIGINT handler sets (``railab check``); :meth:`check_stop` raises
             KeyboardInterrupt once it is set, at a safe point (before a vtysh run, before a
-            namespace's netlink socket opens, between families), never inside pyroute2.
+            namespace's netlink socket opens, between families), never inside a netlink call.
     """
 
     def __init__(
@@ -401,7 +404,7 @@ class Observer:
         self._fib: dict[str, dict[str, FibRoute]] = {}
         self._nsids: dict[str, dict[int, str | None]] = {}
         self._ifnames: dict[str, dict[int, str]] = {}
-        self._sockets: dict[str, Any] = {}
+        self._rtnls: dict[str, Rtnl] = {}
 
     def check_stop(self) -> None:
         """Raise KeyboardInterrupt when the stop Event is set (Ctrl-C under ``railab check``)."""
@@ -479,31 +482,26 @@ class Observer:
             raise ObservationError(f"{node}: namespace {ns} not found (is the lab up?)")
         return ns
 
-    def _ipr(self, node: str):
-        """A netlink socket in ``node``'s namespace, opened once per Observer (see close())."""
-        if node in self._sockets:
-            return self._sockets[node]
+    def _rtnl(self, node: str) -> Rtnl:
+        """A raw rtnetlink reader (railab.testbed.rtnl) in ``node``'s namespace, opened once
+        per Observer. Raises ObservationError when the namespace cannot be entered."""
+        if node in self._rtnls:
+            return self._rtnls[node]
         self.check_stop()
         ns = self.namespace(node)
         try:
-            # The socket is opened with this thread in the namespace (it stays bound there):
-            # pyroute2's IPRoute(netns=...) forks a helper, which can deadlock when other
-            # threads (the convergence wait polls in parallel) hold locks at the fork.
             with entered(ns):
-                ipr = IPRoute()
+                r = Rtnl()
         except OSError as exc:
             raise ObservationError(f"{node}: cannot open namespace {ns}: {exc}") from exc
-        self._sockets[node] = ipr
-        return ipr
+        self._rtnls[node] = r
+        return r
 
     def close(self) -> None:
         """Close the netlink sockets this observer opened (idempotent)."""
-        for ipr in self._sockets.values():
-            try:
-                ipr.close()
-            except OSError:
-                pass
-        self._sockets.clear()
+        for r in self._rtnls.values():
+            r.close()
+        self._rtnls.clear()
 
     def __enter__(self) -> Observer:
         return self
@@ -512,24 +510,20 @@ class Observer:
         self.close()
 
     def links(self, node: str) -> dict[str, LinkState]:
-        """Interfaces of ``node`` by name (netlink RTM_GETLINK dump in its namespace, cached)."""
+        """Interfaces of ``node`` by name (one raw RTM_GETLINK dump in its namespace,
+        railab.testbed.rtnl; cached)."""
         if node not in self._links:
-            ipr = self._ipr(node)
             out: dict[str, LinkState] = {}
-            for msg in ipr.get_links():
-                name = msg.get("ifname")
-                info = msg.get("linkinfo")
-                kind = info.get("kind") if info is not None else None
-                nsid = msg.get("link_netnsid")
-                out[name] = LinkState(
-                    ifname=name,
-                    index=msg["index"],
-                    status=link_status(msg["flags"], msg.get("operstate")),
-                    operstate=msg.get("operstate") or "UNKNOWN",
-                    kind=kind,
-                    peer_ifindex=msg.get("link"),
-                    peer_nsid=nsid,
-                    mtu=msg.get("mtu"),
+            for row in self._rtnl(node).link_details():
+                out[row.ifname] = LinkState(
+                    ifname=row.ifname,
+                    index=row.index,
+                    status=link_status(row.flags, row.operstate),
+                    operstate=row.operstate,
+                    kind=row.kind,
+                    peer_ifindex=row.link,
+                    peer_nsid=row.link_netnsid,
+                    mtu=row.mtu,
                 )
             self._links[node] = out
             self._ifnames[node] = {v.index: k for k, v in out.items()}
@@ -551,6 +545,21 @@ class Observer:
             return None
         return None if status == "missing" else status == "up"
 
+    def _index_names(self, node: str) -> dict[int, str]:
+        """ifindex -> interface name of ``node``: from the link dump when :meth:`links` ran,
+        else ``if_nameindex(3)`` inside the namespace (a few ms where pyroute2's decoded
+        RTM_GETLINK dump of a 128-port leaf takes ~100 ms: the convergence wait only needs the
+        names). Raises ObservationError when the namespace cannot be read."""
+        if node in self._ifnames:
+            return self._ifnames[node]
+        ns = self.namespace(node)
+        try:
+            with entered(ns):
+                pairs = socket.if_nameindex()
+        except OSError as exc:
+            raise ObservationError(f"{node}: cannot read interfaces of {ns}: {exc}") from exc
+        return {i: name for i, name in pairs}
+
     def ifname(self, node: str, index: int) -> str | None:
         """Interface name of ``index`` on ``node`` (None when absent)."""
         self.links(node)
@@ -563,23 +572,14 @@ class Observer:
         dumps, ``net.ipv4.nexthop_compat_mode=1``); width is the number of paths.
         """
         if node not in self._fib:
-            links = self.links(node)
-            names = {v.index: k for k, v in links.items()}
+            names = self._index_names(node)
             kinds = {1: "unicast", 2: "local", 6: "blackhole", 7: "unreachable", 8: "prohibit"}
             out: dict[str, FibRoute] = {}
-            ipr = self._ipr(node)
-            for msg in ipr.get_routes(family=2, table=254):
-                dst = msg.get("dst") or "0.0.0.0"
-                prefix = str(ip_network(f"{dst}/{msg['dst_len']}", strict=False))
-                paths = msg.get("multipath")
-                if paths:
-                    oifs = tuple(names.get(p["oif"], f"if{p['oif']}") for p in paths)
-                elif msg.get("oif") is not None:
-                    oifs = (names.get(msg.get("oif"), f"if{msg.get('oif')}"),)
-                else:
-                    oifs = ()
-                out[prefix] = FibRoute(prefix, kinds.get(msg["type"], str(msg["type"])), oifs,
-                                       RTM_PROTOCOLS.get(msg["proto"], str(msg["proto"])))
+            for r in self._rtnl(node).routes(254):
+                prefix = str(ip_network(f"{r.dst}/{r.dst_len}", strict=False))
+                oifs = tuple(names.get(i, f"if{i}") for i in r.oifs)
+                out[prefix] = FibRoute(prefix, kinds.get(r.type, str(r.type)), oifs,
+                                       RTM_PROTOCOLS.get(r.protocol, str(r.protocol)))
             self._fib[node] = out
         return self._fib[node]
 
@@ -592,10 +592,14 @@ class Observer:
         # resolve every peer namespace of this node in one pass
         missing |= {lk.peer_nsid for lk in self.links(node).values() if lk.peer_nsid is not None}
         missing -= set(known)
-        candidates = [n.name for n in self.spec.nodes if n.name != node]
-        # leaves first: a server's peers are leaves, a spine's are leaves
-        candidates.sort(key=lambda n: (self.spec.node(n).role != "leaf", n))
-        ipr = self._ipr(node)
+        # the node's planned neighbours first (lab.json links: a cabling fault still lands on a
+        # neighbour's namespace most of the time), then leaves, then the rest: a leaf of the
+        # 4096-GPU fabric otherwise asked the kernel about up to 600 namespaces
+        planned = self._neighbours.get(node, set())
+        roles = self._roles
+        candidates = sorted((n for n in roles if n != node),
+                            key=lambda n: (n not in planned, roles[n] != "leaf", n))
+        rtnl = self._rtnl(node)
         for cand in candidates:
             if not missing:
                 break
@@ -605,10 +609,9 @@ class Observer:
                 continue
             fd = os.open(path, os.O_RDONLY)
             try:
-                res = ipr.get_netnsid(fd=fd) or {}
+                nsid = rtnl.netnsid(fd)
             finally:
                 os.close(fd)
-            nsid = res.get("nsid")
             if nsid is not None and nsid in missing:
                 known[nsid] = cand
                 missing.discard(nsid)
@@ -634,6 +637,20 @@ class Observer:
         return (peer_node, peer_if) if peer_if else None
 
     # ---- spec helpers ------------------------------------------------------------------------
+    @cached_property
+    def _neighbours(self) -> dict[str, set[str]]:
+        """node -> the nodes lab.json cables it to."""
+        out: dict[str, set[str]] = {}
+        for lk in self.spec.links:
+            out.setdefault(lk.a.node, set()).add(lk.b.node)
+            out.setdefault(lk.b.node, set()).add(lk.a.node)
+        return out
+
+    @cached_property
+    def _roles(self) -> dict[str, str]:
+        """node -> role, in lab.json's node order."""
+        return {n.name: n.role for n in self.spec.nodes}
+
     @cached_property
     def switches(self) -> list[str]:
         """Names of the switches (leaves, spines, super-spines)."""

@@ -38,9 +38,12 @@ def check_policy(obs: Observer) -> list[CheckResult]:
     for server in obs.spec.by_role("server"):
         nics = obs.spec.nics_of(server.name)
         try:
-            ipr = obs._ipr(server.name)
+            rtnl = obs._rtnl(server.name)
             links = obs.links(server.name)
-            rules = list(ipr.get_rules(family=2))
+            rules = rtnl.rules()
+            tables: dict[int, list] = {}
+            for rt in rtnl.routes(None):  # one dump of every table, then per NIC table
+                tables.setdefault(rt.table, []).append(rt)
         except (ObservationError, OSError) as exc:
             for nic in nics:
                 out.append(skipped(CHECK, f"{server.name} NIC {nic.nic} policy routing",
@@ -48,7 +51,7 @@ def check_policy(obs: Observer) -> list[CheckResult]:
             continue
         by_table: dict[int, list] = {}
         for r in rules:
-            by_table.setdefault(r.get("table") or r.get_attr("FRA_TABLE"), []).append(r)
+            by_table.setdefault(r.table, []).append(r)
         for nic in nics:
             name = f"{server.name} NIC {nic.nic} policy routing"
             addr = str(nic.address.ip)
@@ -58,23 +61,18 @@ def check_policy(obs: Observer) -> list[CheckResult]:
                    "subject": f"table {nic.table}"}
             expected = (f"rule from {addr} lookup {nic.table} pref {pref}; "
                         f"default via {nic.gateway} dev {nic.interface} table {nic.table}")
-            have_rule = any(r.get_attr("FRA_SRC") == addr and r.get("src_len") == 32
-                            and r.get_attr("FRA_PRIORITY") == pref for r in by_table.get(nic.table, []))
+            have_rule = any(r.src == addr and r.src_len == 32 and r.priority == pref
+                            for r in by_table.get(nic.table, []))
             link = links.get(nic.interface)
             route_ok, seen = False, "no default route"
             if link is not None:
-                try:
-                    routes = list(ipr.get_routes(family=2, table=nic.table))
-                except OSError as exc:
-                    out.append(skipped(CHECK, name, f"cannot read table {nic.table}: {exc}", **ref))
-                    continue
-                for msg in routes:
-                    if msg.get("dst_len") != 0:
+                for rt in tables.get(nic.table, []):
+                    if rt.dst_len != 0:
                         continue
-                    gw, oif = msg.get_attr("RTA_GATEWAY"), msg.get_attr("RTA_OIF")
+                    oif = rt.oifs[0] if rt.oifs else None
                     dev = obs.ifname(server.name, oif) if oif is not None else None
-                    seen = f"default via {gw} dev {dev}"
-                    route_ok = gw == str(nic.gateway) and dev == nic.interface
+                    seen = f"default via {rt.gateway} dev {dev}"
+                    route_ok = rt.gateway == str(nic.gateway) and dev == nic.interface
                     if route_ok:
                         break
             missing = [what for ok, what in ((have_rule, f"rule from {addr} lookup {nic.table}"),

@@ -95,6 +95,52 @@ def entered(ns: str, *, uts: int | None = None, hostname: str | None = None) -> 
                 os.close(fd)
 
 
+def ip_batch(scripts: dict[str | None, list[str]], *, what: str, parallel: int = 8) -> None:
+    """Run iproute2 batches: ``scripts`` maps a namespace name (None: this process's own) to the
+    ``ip`` command lines to run there (``ip [-n NS] -batch -``), up to ``parallel`` processes at
+    once. One process per namespace applies hundreds of lines at kernel speed where one
+    pyroute2 request per line costs 2-4 ms of Python each (measured: 1,000 veth pairs 1.2 s
+    against 6.2 s). Raises RailabError naming ``what``, the namespace, iproute2's message and the
+    failing line (``ip -batch`` stops there)."""
+    pending = [(ns, lines) for ns, lines in scripts.items() if lines]
+    running: list[tuple[str | None, list[str], subprocess.Popen]] = []
+    errors: list[str] = []
+
+    def reap(item) -> None:
+        ns, lines, p = item
+        err = p.stderr.read()
+        p.wait()
+        if p.returncode != 0:
+            msg = err.strip().splitlines()
+            where = ""
+            for line in msg:  # "Command failed -:LINE"
+                if line.startswith("Command failed -:"):
+                    try:
+                        where = f" at `{lines[int(line.rsplit(':', 1)[1]) - 1]}`"
+                    except (ValueError, IndexError):
+                        pass
+            text = "; ".join(m for m in msg if not m.startswith("Command failed"))[:300]
+            errors.append(f"{ns or 'host'}: {text or f'exit {p.returncode}'}{where}")
+
+    try:
+        while pending or running:
+            while pending and len(running) < parallel:
+                ns, lines = pending.pop(0)
+                argv = ["ip"] + (["-n", ns] if ns else []) + ["-batch", "-"]
+                p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE, text=True)
+                p.stdin.write("\n".join(lines) + "\n")
+                p.stdin.close()
+                running.append((ns, lines, p))
+            reap(running.pop(0))
+    finally:
+        for _, _, p in running:  # interrupted: do not leave ip processes behind
+            p.kill()
+            p.wait()
+    if errors:
+        raise RailabError(f"{what} failed: " + " | ".join(errors[:5]))
+
+
 def create_netns(names: Iterable[str]) -> None:
     """Create the named network namespaces ``names`` (``ip -batch -``, one process; each gets a
     loopback, down). RailabError with iproute2's message when one cannot be made (e.g. exists)."""

@@ -123,8 +123,9 @@ def _lab_name(lab: str) -> str:
 
 
 #: How the recorded ``timings`` nest: phase -> its sub-phases (netns runtime; containerlab
-#: records ``deploy_s``). ``frr`` holds one ``frr_<daemon>_s`` per daemon wave and
-#: ``frr_config_s``. The top level sums to the time from ``up`` to converged.
+#: records ``deploy_s``). ``frr`` holds one ``frr_<daemons>_s`` per daemon wave (``frr_zebra_s``,
+#: then e.g. ``frr_staticd/bgpd/bfdd_s``), ``frr_config_s`` (the ``vtysh -f`` push of nodes
+#: whose config was not split) and ``frr_ra_solicit_s``. The top level sums to the time from ``up`` to converged.
 _PHASES: dict[str, tuple[str, ...]] = {
     "build_s": ("namespaces_s", "links_s", "servers_s", "frr_s"),
 }
@@ -133,11 +134,13 @@ _TOP = ("preflight_s", "build_s", "deploy_s", "converge_s")
 
 def _kids(key: str, timings: dict[str, float]) -> list[str]:
     if key == "frr_s":  # the daemon waves in start order (state.json sorts keys), then the push
+        after = ("frr_config_s", "frr_ra_solicit_s")  # the push, then the solicitation
         waves = [k for k in timings if k.startswith("frr_") and k.endswith("_s")
-                 and k not in ("frr_s", "frr_config_s")]
-        order = {f"frr_{d}_s": i for i, d in enumerate(FRR_DAEMONS)}
-        waves.sort(key=lambda k: (order.get(k, len(order)), k))
-        return waves + (["frr_config_s"] if "frr_config_s" in timings else [])
+                 and k != "frr_s" and k not in after]
+        # a wave is named by its daemons ("frr_staticd/bgpd/bfdd_s"): order by the first
+        order = {d: i for i, d in enumerate(FRR_DAEMONS)}
+        waves.sort(key=lambda k: (order.get(k[4:-2].split("/")[0], len(order)), k))
+        return waves + [k for k in after if k in timings]
     return [k for k in _PHASES.get(key, ()) if k in timings]
 
 

@@ -1,0 +1,303 @@
+"""rtnetlink spoken raw: one dump per namespace and request, parsed with ``struct``.
+
+pyroute2 decodes every attribute of every message (about 1 ms per link here, ~50 us per ECMP
+next hop), which on the full-size fabrics made one counter read, one cabling pass or one
+convergence poll take seconds to minutes (the 4096-GPU fabric's ``check``: 70 s of cabling,
+42 s of oversubscription, almost all of it pyroute2's attribute decoding). :class:`Rtnl` reads
+the few fields railab uses from the dumps' fixed layouts (``include/uapi/linux/rtnetlink.h``,
+``if_link.h``, ``netlink.h``). Everything that writes (links, addresses, routes, qdiscs) still
+goes through pyroute2 or iproute2.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+NETLINK_ROUTE = 0
+RTM_GETLINK = 18
+RTM_GETSTATS = 94
+NLM_F_REQUEST = 0x1
+NLM_F_DUMP = 0x300
+NLMSG_ERROR = 2
+NLMSG_DONE = 3
+IFLA_ADDRESS = 1
+IFLA_IFNAME = 3
+IFLA_OPERSTATE = 16
+#: IFLA_OPERSTATE values (RFC 2863, include/uapi/linux/if.h), named as pyroute2 and iproute2 do
+OPERSTATES = ("UNKNOWN", "NOTPRESENT", "DOWN", "LOWERLAYERDOWN", "TESTING", "DORMANT", "UP")
+IFLA_STATS_LINK_64 = 1
+IFLA_MTU = 4
+IFLA_LINK = 5
+IFLA_LINKINFO = 18
+IFLA_INFO_KIND = 1
+IFLA_LINK_NETNSID = 37
+RTM_GETROUTE = 26
+RTM_GETNSID = 90
+RTM_GETRULE = 34
+RTA_GATEWAY = 5
+FRA_SRC = 2
+FRA_PRIORITY = 6
+FRA_TABLE = 15
+NETNSA_NSID = 1
+NETNSA_FD = 3
+RTA_DST = 1
+RTA_OIF = 4
+RTA_MULTIPATH = 9
+RTA_TABLE = 15
+_RTMSG = struct.Struct("=BBBBBBBBI")  # rtmsg: family, dst_len, src_len, tos, table, protocol, scope, type, flags
+_RTNH = struct.Struct("=HBBi")  # rtnexthop: len, flags, hops, ifindex
+_NLMSG = struct.Struct("=IHHII")  # nlmsghdr: len, type, flags, seq, pid
+_RTA = struct.Struct("=HH")  # rtattr / nlattr: len, type
+_STATS64 = struct.Struct("=QQQQ")  # rtnl_link_stats64: rx_packets, tx_packets, rx_bytes, tx_bytes
+
+
+@dataclass
+class LinkRow:
+    """One link of an RTM_GETLINK dump: ``index``, ``flags`` (``ifi_flags``), ``ifname``,
+    ``operstate`` (RFC 2863 name), ``mtu`` (bytes), ``link`` (IFLA_LINK: a veth's peer
+    ifindex), ``link_netnsid`` (IFLA_LINK_NETNSID: the peer's namespace id as this namespace
+    sees it) and ``kind`` (IFLA_INFO_KIND: ``veth``, ``vxlan``...); None where absent."""
+
+    index: int
+    flags: int
+    ifname: str = ""
+    operstate: str = "UNKNOWN"
+    mtu: int | None = None
+    link: int | None = None
+    link_netnsid: int | None = None
+    kind: str | None = None
+
+
+@dataclass(frozen=True)
+class RouteRow:
+    """One IPv4 route of an RTM_GETROUTE dump: ``dst``/``dst_len``, ``type`` (RTN_* number:
+    1 unicast, 6 blackhole...), ``protocol`` (RTPROT_* number) and ``oifs``, the output ifindex
+    of each next hop (one per ECMP path; empty for a blackhole)."""
+
+    dst: str
+    dst_len: int
+    type: int
+    protocol: int
+    oifs: tuple[int, ...]
+    table: int = 254
+    gateway: str | None = None
+
+
+@dataclass(frozen=True)
+class RuleRow:
+    """One IPv4 policy rule of an RTM_GETRULE dump: ``src``/``src_len`` (``from``; None for
+    ``all``), ``priority`` (``pref``), ``table`` (``lookup``)."""
+
+    src: str | None
+    src_len: int
+    priority: int | None
+    table: int
+
+
+class Rtnl:
+    """A raw rtnetlink socket in the network namespace that is current when it is made (make it
+    inside ``railab.testbed.namespaces.entered``; it keeps that namespace).
+
+    :meth:`links` is one ``RTM_GETLINK`` dump, :meth:`stats` one ``RTM_GETSTATS`` dump of
+    ``IFLA_STATS_LINK_64`` only (about 100 bytes per port, no per-link attribute walk), so reading
+    every port counter of a 129-port switch costs one system call round trip, not a parse of
+    every link attribute.
+    """
+
+    def __init__(self) -> None:
+        self.sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_ROUTE)
+        try:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+            self.sock.bind((0, 0))
+        except OSError:
+            self.sock.close()
+            raise
+        self._seq = 0
+        self._buf = bytearray(1 << 17)
+
+    def close(self) -> None:
+        """Close the socket (idempotent)."""
+        self.sock.close()
+
+    def dump(self, msg_type: int, body: bytes) -> Iterator[memoryview]:
+        """Send one ``NLM_F_DUMP`` request and yield each reply's payload (after the
+        nlmsghdr); each view is valid until the next one is yielded. Raises OSError on an
+        ``NLMSG_ERROR`` reply."""
+        self._seq = (self._seq + 1) & 0xFFFFFFFF
+        seq = self._seq
+        self.sock.send(_NLMSG.pack(_NLMSG.size + len(body), msg_type, NLM_F_REQUEST | NLM_F_DUMP,
+                                   seq, 0) + body)
+        buf = self._buf
+        while True:
+            n = self.sock.recv_into(buf)
+            off = 0
+            while off + _NLMSG.size <= n:
+                ln, typ, _flags, mseq, _pid = _NLMSG.unpack_from(buf, off)
+                if ln < _NLMSG.size:
+                    return
+                if mseq == seq:
+                    if typ == NLMSG_DONE:
+                        return
+                    if typ == NLMSG_ERROR:
+                        err = struct.unpack_from("=i", buf, off + _NLMSG.size)[0]
+                        if err:
+                            raise OSError(-err, f"rtnetlink dump {msg_type}: {os.strerror(-err)}")
+                        return
+                    yield memoryview(buf)[off + _NLMSG.size:off + ln]
+                off += (ln + 3) & ~3
+
+    @staticmethod
+    def _attrs(payload: memoryview, start: int) -> Iterator[tuple[int, memoryview]]:
+        off, end = start, len(payload)
+        while off + _RTA.size <= end:
+            ln, typ = _RTA.unpack_from(payload, off)
+            if ln < _RTA.size:
+                return
+            yield typ & 0x3FFF, payload[off + _RTA.size:off + ln]
+            off += (ln + 3) & ~3
+
+    def _link_rows(self) -> Iterator[tuple[int, int, str, str, str]]:
+        """``(ifindex, ifi_flags, ifname, MAC "aa:bb:..", operstate name)`` per link (one
+        RTM_GETLINK dump)."""
+        for p in self.dump(RTM_GETLINK, struct.pack("=BxHiII", socket.AF_UNSPEC, 0, 0, 0, 0)):
+            index, flags = struct.unpack_from("=iI", p, 4)
+            name, mac, oper = "", "", "UNKNOWN"
+            for typ, val in self._attrs(p, 16):
+                if typ == IFLA_IFNAME:
+                    name = bytes(val).split(b"\0", 1)[0].decode()
+                elif typ == IFLA_ADDRESS:
+                    mac = bytes(val).hex(":")
+                elif typ == IFLA_OPERSTATE and len(val):
+                    oper = OPERSTATES[val[0]] if val[0] < len(OPERSTATES) else "UNKNOWN"
+            yield index, flags, name, mac, oper
+
+    def links(self) -> dict[int, tuple[str, str]]:
+        """``ifindex -> (ifname, MAC "aa:bb:..")`` of every link in the namespace (one dump)."""
+        return {index: (name, mac) for index, _, name, mac, _ in self._link_rows()}
+
+    def link_flags(self) -> dict[str, tuple[int, str]]:
+        """``ifname -> (ifi_flags, operstate name)`` of every link (one RTM_GETLINK dump); feed
+        it to :func:`railab.checks.base.link_status`, the one link-up rule."""
+        return {name: (flags, oper) for _, flags, name, _, oper in self._link_rows()}
+
+    def netnsid(self, fd: int) -> int | None:
+        """The id this namespace gives the network namespace open on ``fd`` (RTM_GETNSID with
+        NETNSA_FD, ``net/core/net_namespace.c``), None when it has none (-1: not assigned).
+        What IFLA_LINK_NETNSID of a veth whose peer lives there says. Raises OSError on an
+        error reply."""
+        self._seq = (self._seq + 1) & 0xFFFFFFFF
+        seq = self._seq
+        body = struct.pack("=Bxxx", socket.AF_UNSPEC) + _RTA.pack(8, NETNSA_FD) + struct.pack("=I", fd)
+        self.sock.send(_NLMSG.pack(_NLMSG.size + len(body), RTM_GETNSID, NLM_F_REQUEST, seq, 0) + body)
+        buf = self._buf
+        while True:
+            n = self.sock.recv_into(buf)
+            off = 0
+            while off + _NLMSG.size <= n:
+                ln, typ, _flags, mseq, _pid = _NLMSG.unpack_from(buf, off)
+                if ln < _NLMSG.size:
+                    return None
+                if mseq == seq:
+                    if typ == NLMSG_ERROR:
+                        err = struct.unpack_from("=i", buf, off + _NLMSG.size)[0]
+                        if err:
+                            raise OSError(-err, f"RTM_GETNSID: {os.strerror(-err)}")
+                        return None
+                    payload = memoryview(buf)[off + _NLMSG.size:off + ln]
+                    for t, val in self._attrs(payload, 4):
+                        if t == NETNSA_NSID and len(val) >= 4:
+                            nsid = struct.unpack_from("=i", val)[0]
+                            return None if nsid < 0 else nsid
+                    return None
+                off += (ln + 3) & ~3
+
+    def link_details(self) -> list[LinkRow]:
+        """Every link of the namespace as a :class:`LinkRow` (one RTM_GETLINK dump)."""
+        rows = []
+        for p in self.dump(RTM_GETLINK, struct.pack("=BxHiII", socket.AF_UNSPEC, 0, 0, 0, 0)):
+            index, flags = struct.unpack_from("=iI", p, 4)
+            row = LinkRow(index=index, flags=flags)
+            for typ, val in self._attrs(p, 16):
+                if typ == IFLA_IFNAME:
+                    row.ifname = bytes(val).split(b"\0", 1)[0].decode()
+                elif typ == IFLA_OPERSTATE and len(val):
+                    row.operstate = OPERSTATES[val[0]] if val[0] < len(OPERSTATES) else "UNKNOWN"
+                elif typ == IFLA_MTU and len(val) >= 4:
+                    row.mtu = struct.unpack_from("=I", val)[0]
+                elif typ == IFLA_LINK and len(val) >= 4:
+                    row.link = struct.unpack_from("=i", val)[0]
+                elif typ == IFLA_LINK_NETNSID and len(val) >= 4:
+                    row.link_netnsid = struct.unpack_from("=i", val)[0]
+                elif typ == IFLA_LINKINFO:
+                    for t2, v2 in self._attrs(val, 0):
+                        if t2 == IFLA_INFO_KIND:
+                            row.kind = bytes(v2).split(b"\0", 1)[0].decode()
+            rows.append(row)
+        return rows
+
+    def rules(self) -> list[RuleRow]:
+        """The IPv4 policy rules (``ip rule``) as :class:`RuleRow`, one RTM_GETRULE dump
+        (``struct fib_rule_hdr``, ``include/uapi/linux/fib_rules.h``)."""
+        rows = []
+        for p in self.dump(RTM_GETRULE, _RTMSG.pack(socket.AF_INET, 0, 0, 0, 0, 0, 0, 0, 0)):
+            family, _dst_len, src_len, _tos, table = struct.unpack_from("=BBBBB", p, 0)
+            src, prio = None, None
+            for typ, val in self._attrs(p, 12):
+                if typ == FRA_SRC and len(val) >= 4:
+                    src = socket.inet_ntop(socket.AF_INET, bytes(val[:4]))
+                elif typ == FRA_PRIORITY and len(val) >= 4:
+                    prio = struct.unpack_from("=I", val)[0]
+                elif typ == FRA_TABLE and len(val) >= 4:
+                    table = struct.unpack_from("=I", val)[0]
+            if family == socket.AF_INET:
+                rows.append(RuleRow(src=src, src_len=src_len, priority=prio, table=table))
+        return rows
+
+    def routes(self, table: int | None = 254) -> list[RouteRow]:
+        """The IPv4 routes of routing ``table`` (254: main; None: every table) as
+        :class:`RouteRow`, one RTM_GETROUTE dump; ECMP routes carry every next hop's output
+        interface (RTA_MULTIPATH's ``rtnexthop`` array)."""
+        rows = []
+        body = _RTMSG.pack(socket.AF_INET, 0, 0, 0, 0, 0, 0, 0, 0)
+        for p in self.dump(RTM_GETROUTE, body):
+            family, dst_len, _src, _tos, tbl, proto, _scope, rtype, _flags = _RTMSG.unpack_from(p, 0)
+            dst, oif, oifs, gateway = "0.0.0.0", None, [], None
+            for typ, val in self._attrs(p, _RTMSG.size):
+                if typ == RTA_TABLE and len(val) >= 4:
+                    tbl = struct.unpack_from("=I", val)[0]
+                elif typ == RTA_DST and len(val) >= 4:
+                    dst = socket.inet_ntop(socket.AF_INET, bytes(val[:4]))
+                elif typ == RTA_OIF and len(val) >= 4:
+                    oif = struct.unpack_from("=i", val)[0]
+                elif typ == RTA_GATEWAY and len(val) >= 4:
+                    gateway = socket.inet_ntop(socket.AF_INET, bytes(val[:4]))
+                elif typ == RTA_MULTIPATH:
+                    off = 0
+                    while off + _RTNH.size <= len(val):
+                        ln, _f, _h, ifindex = _RTNH.unpack_from(val, off)
+                        if ln < _RTNH.size:
+                            break
+                        oifs.append(ifindex)
+                        off += (ln + 3) & ~3
+            if family != socket.AF_INET or (table is not None and tbl != table):
+                continue
+            rows.append(RouteRow(dst=dst, dst_len=dst_len, type=rtype, protocol=proto,
+                                 oifs=tuple(oifs) if oifs else ((oif,) if oif is not None else ()),
+                                 table=tbl, gateway=gateway))
+        return rows
+
+    def stats(self) -> dict[int, tuple[int, int, int, int]]:
+        """``ifindex -> (rx_packets, tx_packets, rx_bytes, tx_bytes)`` of every link (one
+        ``RTM_GETSTATS`` dump, 64-bit counters)."""
+        out: dict[int, tuple[int, int, int, int]] = {}
+        mask = 1 << (IFLA_STATS_LINK_64 - 1)
+        for p in self.dump(RTM_GETSTATS, struct.pack("=BBHII", socket.AF_UNSPEC, 0, 0, 0, mask)):
+            index = struct.unpack_from("=I", p, 4)[0]
+            for typ, val in self._attrs(p, 12):
+                if typ == IFLA_STATS_LINK_64 and len(val) >= _STATS64.size:
+                    out[index] = _STATS64.unpack_from(val, 0)
+        return out
