@@ -12,6 +12,7 @@ when the capacity dataplane is not installed.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -471,20 +472,22 @@ def test_live_lossless_incast_pfc_off_dcqcn_drops_less_than_none(lossless_lab):
 @pytest.mark.usefixtures("no_leaks")
 def test_live_lossless_incast_dcqcn_pfc_on_is_lossless_and_fair(lossless_lab):
     """Issue 14's fair share: an 8:1 incast with DCQCN (default profile 400g) and PFC on (the
-    intent's), 6 lab s (the shortest run that met it in every measured run, docs/congestion.md):
-    no loss, and each sender's receive rate over the last half within 25 % of 1/8 of the port."""
+    intent's), 8 lab s (``railab traffic``'s default length: every measured 8 s run met it, one
+    of six 6 s runs did not; docs/congestion.md "Fair share"): no loss, and each sender's
+    receive rate over the last half within 25 % of 1/8 of the port."""
     from railab.testbed import capacity
 
     if not hasattr(capacity, "pfc_session"):
         pytest.importorskip("railab.testbed.pfc", reason="the PFC emulation is not installed")
-    rc, dc = _cli_incast(lossless_lab, "dcqcn", "on")
+    rc, dc = _cli_incast(lossless_lab, "dcqcn", "on", seconds=8.0)
     d = dc["congestion"]
     assert _ok(rc, dc), dc["failures"]
     assert d["ce_marked"] > 0 and d["cnp_sent"] > 0
     assert d["dropped"] == 0 and d["lost"] == 0
     fs = d["fair_share"]
     assert dc["dcqcn"] == "400g" and fs["share_mbps"] == pytest.approx(40 / 8)
-    assert fs["within"] and all(0.75 <= r <= 1.25 for r in fs["ratios"]), fs["ratios"]
+    why = (fs["ratios"], fs["cc_ratios"], d["engine_shortfall"], os.getloadavg())
+    assert fs["within"] and all(0.75 <= r <= 1.25 for r in fs["ratios"]), why
     # the port is kept busy (a fair share of an idle port would be no result) ...
     assert 0.9 * 40 <= fs["sum_mbps"] <= 40 * 1.05, fs["sum_mbps"]
     # ... and DCQCN itself holds the senders well under line rate (8 shares): not PFC alone
