@@ -588,7 +588,8 @@ class LoadEngine(Engine):
         dur = max(1e-9, t_end - t0)
         res = LoadResult(cc=self.cc, sport_mode=self.sport_mode, seconds=round(dur, 3),
                          sample_s=self.sample_s, port_rate_mbps=self.line_bps / 1e6,
-                         time_scale=cap.time_scale, dcqcn=self.qos.dcqcn.model_dump())
+                         time_scale=cap.time_scale,
+                         dcqcn=self.qos.dcqcn.model_dump() if self.cc == "dcqcn" else None)
         meant = done = 0
         for q in self._qps:
             f = q.flow
