@@ -602,6 +602,8 @@ class LoadEngine(Engine):
                  "rx_bytes": q.rx_bytes, "lost": max(0, q.sent - q.rx), "ooo": q.ooo,
                  "ce_marked": q.ce, "cnp_sent": q.cnp_sent, "cnp_received": q.cnp_rx,
                  "backpressure": q.bp, "nic_down": q.nic_down, "icrc_errors": q.icrc_errors,
+                 "shortfall": (round(q.deficit_bytes / (q.sent_bytes + q.deficit_bytes), 4)
+                               if q.deficit_bytes else 0.0),
                  "goal_packets": q.goal, "expected_hops": f.expected_hops,
                  "hops": None if q.ttl is None else self.ttl - q.ttl,
                  "fct_s": (round(q.t_last_rx - q.t_start, 4)
