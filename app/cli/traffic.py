@@ -315,11 +315,12 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
     if res.pause_events is None:
         res.pause_events = 0
     fair = fairness(res)
+    fshare = fair_share(res)
     bad = load_verdict(res, pfc_on=pfc_on, capacity=capacity)
     if as_json:
         cong = res.to_dict()
         cong["fairness_last_half"] = fair
-        cong["fair_share"] = fair_share(res)
+        cong["fair_share"] = fshare
         print(json.dumps({
             "lab": spec.name, "pattern": pattern, "pxn": pxn, "cc": cc,
             "pfc": "on" if pfc_on else "off", "capacity": capacity, "seconds": secs,
@@ -330,8 +331,9 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
         }, indent=2, sort_keys=True))
     else:
         con = _console()
+        prof = f" ({res.dcqcn['name']} profile)" if res.dcqcn else ""
         t = Table(title=f"{spec.name}: {pattern or f'{src} -> {dst}'} load, {len(fl)} QPs, "
-                  f"cc {cc}, PFC {'on' if pfc_on else 'off'}, {res.seconds:g} lab s "
+                  f"cc {cc}{prof}, PFC {'on' if pfc_on else 'off'}, {res.seconds:g} lab s "
                   f"(= {res.seconds / res.time_scale * 1e6:.0f} us fabric, x{res.time_scale:g})")
         for col in ("flow", "NICs", "tx Mb/s", "rx Mb/s", "rx/fair", "CE", "CNP", "lost",
                     "hops"):
@@ -348,6 +350,11 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
                   f"{res.cnp_received}, dropped {res.dropped}, lost {res.lost}, pause_events "
                   f"{res.pause_events}; offered {res.offered_mbps:g} Mb/s, engine shortfall "
                   f"{res.engine_shortfall:.1%}", highlight=False)
+        if cc == "dcqcn" and res.flows:
+            con.print(f"fair share {fshare['share_mbps']:g} Mb/s (port / {len(fl)}): every "
+                      f"sender {fshare['min']:.2f}-{fshare['max']:.2f} of it over the last half: "
+                      f"{'within' if fshare['within'] else 'NOT within'} "
+                      f"{fshare['tolerance']:.0%}", highlight=False)
         if not capacity:
             con.print(f"[yellow]note:[/yellow] lab {spec.name} has no lab.capacity: links are "
                       "unlimited, nothing congests (use an intent with lab.capacity, e.g. "
