@@ -12,6 +12,7 @@ when the capacity dataplane is not installed.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -20,7 +21,15 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
 from railab.errors import RailabError
-from railab.topologies.qos import DEFAULT_QOS, CapacityProfile, QosProfile
+from railab.topologies.qos import (
+    DCQCN_400G,
+    DCQCN_PAPER,
+    DCQCN_PROFILES,
+    DEFAULT_QOS,
+    CapacityProfile,
+    QosProfile,
+    dcqcn_profile,
+)
 from railab.traffic import roce
 from railab.traffic.load import (
     FIXED_SPORT,
@@ -28,6 +37,7 @@ from railab.traffic.load import (
     DcqcnRP,
     LoadFlow,
     LoadResult,
+    fair_share,
     fairness,
     qp_sport,
     run_load,
@@ -100,16 +110,62 @@ def test_dcqcn_floor_and_from_qos_scaling():
     for i in range(10):
         rp.on_cnp(i * 0.01)
     assert rp.rate == 5e6  # never below the floor
-    q = QosProfile(capacity=CapacityProfile(enabled=True, port_rate_mbps=40))
+    q = QosProfile(capacity=CapacityProfile(enabled=True, port_rate_mbps=40), dcqcn=DCQCN_PAPER)
     rp = DcqcnRP.from_qos(q)
     scale = 400 * 1000 / 40
     assert rp.line_bps == 40e6
     assert rp.rate_timer_s == pytest.approx(55e-6 * scale)  # 0.55 lab s
     assert rp.rai == pytest.approx(40e6 / scale)  # R_AI 40 Mb/s fabric -> 4 kb/s lab
     assert rp.byte_counter == DEFAULT_QOS.dcqcn.byte_counter_bytes  # bytes keep their value
+    # the default (400g) profile: rate steps x10, alpha every 1 us fabric = 10 ms lab
+    rp = DcqcnRP.from_qos(QosProfile(capacity=CapacityProfile(enabled=True, port_rate_mbps=40)))
+    assert rp.rai == pytest.approx(400e6 / scale) and rp.rhai == pytest.approx(4000e6 / scale)
+    assert rp.alpha_timer_s == pytest.approx(1e-6 * scale) and rp.g == 5 / 1024
+    assert rp.rate_timer_s == pytest.approx(55e-6 * scale)
     with pytest.raises(ValueError, match="positive"):
         DcqcnRP(0, g=0.1, alpha_timer_s=1, rate_timer_s=1, byte_counter=1, fast_recovery_steps=1,
                 rai_bps=1, rhai_bps=1, min_bps=1)
+
+
+def test_dcqcn_profiles_are_named_and_sourced():
+    assert set(DCQCN_PROFILES) == {"paper", "400g"}
+    assert DEFAULT_QOS.dcqcn == DCQCN_400G and QosProfile().dcqcn.name == "400g"
+    p, f = DCQCN_PAPER, DCQCN_400G
+    # the paper's section-5 values, kept as they were
+    assert (p.g, p.alpha_timer_us, p.rate_timer_us, p.byte_counter_bytes, p.fast_recovery_steps,
+            p.ai_rate_mbps, p.hai_rate_mbps, p.cnp_interval_us) == (1 / 256, 55, 55, 10_000_000,
+                                                                   5, 40, 400, 50)
+    # 400g: rate steps at the same share of a 10x faster line; alpha as ConnectX firmware
+    # (dce_tcp_rtt 1 us, dce_tcp_g 1019/1024); timers, byte counter, F and the NP unchanged
+    assert f.ai_rate_mbps == 10 * p.ai_rate_mbps and f.hai_rate_mbps == 10 * p.hai_rate_mbps
+    assert f.min_rate_mbps == 10 * p.min_rate_mbps
+    assert f.alpha_timer_us == 1 and f.g == 1 - 1019 / 1024
+    assert (f.rate_timer_us, f.byte_counter_bytes, f.fast_recovery_steps, f.cnp_interval_us) == (
+        p.rate_timer_us, p.byte_counter_bytes, p.fast_recovery_steps, p.cnp_interval_us)
+    assert dcqcn_profile("paper") is p
+    with pytest.raises(ValueError, match="unknown DCQCN profile 'mlx5': use one of paper, 400g"):
+        dcqcn_profile("mlx5")
+    # a lab.json written before the profiles existed (no name) reads as the paper's values
+    old = {k: v for k, v in p.model_dump().items() if k != "name"}
+    assert QosProfile.model_validate({"dcqcn": old}).dcqcn == p
+
+
+def test_alpha_of_the_400g_profile_falls_between_cnps():
+    """Under a CNP every 50 us (the NP's interval), alpha settles near g / (1 - (1-g)^50),
+    ~0.022, so a cut costs ~1 %; with the paper's profile it stays near 1 (halving)."""
+    q = QosProfile(capacity=CapacityProfile(enabled=True, port_rate_mbps=40))
+    rp = DcqcnRP.from_qos(q)
+    interval = q.capacity.lab_seconds(q.dcqcn.cnp_interval_us)  # 0.5 lab s
+    for k in range(200):
+        rp.tick(k * interval)
+        rp.on_cnp(k * interval)
+    g = 5 / 1024
+    assert rp.alpha == pytest.approx(g / (1 - (1 - g) ** 50), rel=0.1)
+    paper = DcqcnRP.from_qos(q.model_copy(update={"dcqcn": DCQCN_PAPER}))
+    for k in range(200):
+        paper.tick(k * interval)
+        paper.on_cnp(k * interval)
+    assert paper.alpha > 0.9
 
 
 def test_cnp_pacer_one_per_qp_per_interval():
@@ -189,6 +245,31 @@ def test_fairness_and_result_shape():
     assert {"ce_marked", "cnp_sent", "cnp_received", "dropped", "pause_events", "flows",
             "ports", "keeps_rate"} <= set(d)
     json.dumps(d)
+
+
+def _flow_rx(rx: float, cc: float, n: int = 10) -> dict:
+    t = [round(0.1 * (i + 1), 1) for i in range(n)]
+    return {"rx_mbps_last_half": rx, "series": {"t": t, "cc_mbps": [40.0] * (n // 2) + [cc] * (n - n // 2)}}
+
+
+def test_fair_share_block():
+    r = LoadResult(cc="dcqcn", sport_mode="per-qp", seconds=1, sample_s=0.1, port_rate_mbps=40,
+                   time_scale=1e4, flows=[_flow_rx(5.0, 5.0), _flow_rx(3.8, 6.0),
+                                          _flow_rx(6.2, 20.0), _flow_rx(5.0, 5.0)],
+                   pause_events=3, pause_events_last_half=1)
+    fs = fair_share(r)  # share 10 Mb/s (40 / 4)
+    assert fs["share_mbps"] == 10.0 and fs["tolerance"] == 0.25
+    assert fs["ratios"] == [0.5, 0.38, 0.62, 0.5] and fs["within"] is False
+    assert fs["cc_ratios"] == [0.5, 0.6, 2.0, 0.5] and fs["pause_events_last_half"] == 1
+    assert fs["window_s"] == [0.5, 1.0] and fs["sum_mbps"] == 20.0
+    # 8 senders at 4.0-6.2 Mb/s of a 40 Mb/s port (share 5): within 25 % each (0.8-1.24)
+    r.flows = [_flow_rx(x, x) for x in (4.0, 5.0, 6.2, 5.5, 4.5, 5.0, 4.8, 5.0)]
+    fs = fair_share(r)
+    assert fs["within"] is True and fs["min"] == 0.8 and fs["max"] == 1.24
+    r.flows[0] = _flow_rx(3.7, 3.7)  # 0.74: one sender out, the verdict fails
+    assert fair_share(r)["within"] is False
+    r.flows = []
+    assert fair_share(r)["within"] is False
 
 
 def test_run_load_rejects_bad_input_before_forking():
@@ -311,6 +392,8 @@ def test_live_cli_incast_json_and_exit_codes(mini_lab):
     for k in ("ce_marked", "cnp_sent", "cnp_received", "dropped", "pause_events"):
         assert isinstance(c[k], int), k
     assert d["senders"] == 3 and d["receiver"] == "srv1:gpu0" and len(c["flows"]) == 3
+    assert all(0 <= f["shortfall"] <= 1 for f in c["flows"]) and d["dcqcn"] is None  # cc none
+    assert c["fair_share"]["share_mbps"] == pytest.approx(c["port_rate_mbps"] / 3, abs=1e-3)
     # mini has no lab.capacity: dropped is the end-to-end loss (the module's own tbf on the
     # receiver port may still be there, so it need not be 0)
     assert c["dropped"] == c["lost"] and d["capacity"] is False and d["pfc"] == "off"
@@ -333,13 +416,15 @@ def _ok(rc: int, d: dict) -> bool:
     return rc == 0 or (rc == 1 and all("short of its configured rate" in f for f in d["failures"]))
 
 
-def _cli_incast(lab, cc: str, pfc: str, seconds: float = 6.0) -> tuple[int, dict]:
+def _cli_incast(lab, cc: str, pfc: str, seconds: float = 6.0,
+                dcqcn: str | None = None) -> tuple[int, dict]:
     from typer.testing import CliRunner
 
     from railab.cli import app
 
     res = CliRunner().invoke(app, ["traffic", lab.name, "--pattern", "incast", "--senders", "8",
-                                   "--cc", cc, "--pfc", pfc, "--seconds", str(seconds), "--json"])
+                                   "--cc", cc, "--pfc", pfc, "--seconds", str(seconds), "--json",
+                                   *(["--dcqcn", dcqcn] if dcqcn else [])])
     try:
         return res.exit_code, json.loads(res.output)
     except ValueError:
@@ -354,14 +439,24 @@ def test_live_lossless_incast_pfc_off_dcqcn_drops_less_than_none(lossless_lab):
     c = none["congestion"]
     assert none["senders"] == 8 and len({f["src"].split(":")[0] for f in c["flows"]}) == 8
     assert c["dropped"] > 0 and c["lost"] > 0 and c["pause_events"] == 0
-    rc, dc = _cli_incast(lossless_lab, "dcqcn", "off")
+    # the default profile (400g): DCQCN, not PFC, does the work -- under half of none's drops
+    rc, fast = _cli_incast(lossless_lab, "dcqcn", "off")
+    assert _ok(rc, fast), fast["failures"]
+    f = fast["congestion"]
+    assert fast["dcqcn"] == "400g" and f["dcqcn"]["name"] == "400g"
+    assert f["ce_marked"] > 0 and f["cnp_sent"] > 0 and f["cnp_received"] > 0
+    assert f["dropped"] < 0.5 * c["dropped"], (f["dropped"], c["dropped"])
+    # the paper's profile (set for 40 Gb/s: halving per CNP, slow recovery) cuts harder
+    rc, dc = _cli_incast(lossless_lab, "dcqcn", "off", dcqcn="paper")
     assert _ok(rc, dc), dc["failures"]
     d = dc["congestion"]
+    assert dc["dcqcn"] == "paper"
     assert d["ce_marked"] > 0 and d["cnp_sent"] > 0 and d["cnp_received"] > 0
     assert d["dropped"] < 0.5 * c["dropped"], (d["dropped"], c["dropped"])  # DCQCN does the work
-    # DCQCN stops the overload: the receiver port drops in the incast's first seconds, not in
-    # the last half of the run (line-rate senders drop all along), and the senders together
-    # never get more than the port through
+    # ... and stops the overload: the receiver port drops in the incast's first seconds, not
+    # in the last half of the run (line-rate senders drop all along; the 400g profile's small
+    # late cuts leave some drops there, docs/congestion.md "Fair share"), and the senders
+    # together never get more than the port through
     nic = lossless_lab.spec.nic("srv1", 1)
     port = f"{nic.leaf}:{nic.leaf_port}"
     for run, most in ((d, 0.1), (c, None)):
@@ -377,16 +472,38 @@ def test_live_lossless_incast_pfc_off_dcqcn_drops_less_than_none(lossless_lab):
 
 @pytest.mark.integration
 @pytest.mark.usefixtures("no_leaks")
-def test_live_lossless_incast_dcqcn_pfc_on_is_lossless(lossless_lab):
+def test_live_lossless_incast_dcqcn_pfc_on_is_lossless_and_fair(lossless_lab):
+    """Issue 14's fair share: an 8:1 incast with DCQCN (default profile 400g) and PFC on (the
+    intent's), 8 lab s (``railab traffic``'s default length: every measured 8 s run met it, one
+    of six 6 s runs did not; docs/congestion.md "Fair share"): no loss, and each sender's
+    receive rate over the last half within 25 % of 1/8 of the port."""
     from railab.testbed import capacity
 
     if not hasattr(capacity, "pfc_session"):
         pytest.importorskip("railab.testbed.pfc", reason="the PFC emulation is not installed")
-    rc, dc = _cli_incast(lossless_lab, "dcqcn", "on")
-    d = dc["congestion"]
-    assert _ok(rc, dc), dc["failures"]
-    assert d["ce_marked"] > 0 and d["cnp_sent"] > 0
-    assert d["dropped"] == 0 and d["lost"] == 0
+    for _attempt in range(2):
+        rc, dc = _cli_incast(lossless_lab, "dcqcn", "on", seconds=8.0)
+        d = dc["congestion"]
+        assert _ok(rc, dc), dc["failures"]
+        assert d["ce_marked"] > 0 and d["cnp_sent"] > 0
+        assert d["dropped"] == 0 and d["lost"] == 0
+        fs = d["fair_share"]
+        if fs["within"] or d["keeps_rate"]:
+            break
+        # the engine fell > 10 % short of its rate (the host's CPU, not the fabric: measured
+        # 0.54 of the share for one QP whose DCQCN rate was 1.39 shares, shortfall 27 %, load
+        # 15): that run says nothing about the fabric; measure once more
+    why = (fs["ratios"], fs["cc_ratios"], d["engine_shortfall"], os.getloadavg())
+    if not fs["within"] and not d["keeps_rate"]:
+        pytest.skip(f"the engine could not keep its rate twice (host load): no fair-share "
+                    f"verdict; {why}")
+    assert dc["dcqcn"] == "400g" and fs["share_mbps"] == pytest.approx(40 / 8)
+    assert fs["within"] and all(0.75 <= r <= 1.25 for r in fs["ratios"]), why
+    # every sender within 25 % keeps the port at least 3/4 busy (no fair share of an idle
+    # port); the receivers never get more than the port through
+    assert fs["sum_mbps"] <= 40 * 1.05, (fs["sum_mbps"], why)
+    # DCQCN itself holds the senders well under line rate (8 shares): not PFC alone
+    assert all(r < 4 for r in fs["cc_ratios"]), why
 
 
 @pytest.mark.integration
@@ -436,6 +553,15 @@ def test_frame_shared_is_frame_without_the_copy_or_the_crc_pass():
             assert bytes(t.frame_shared(psn, ack)) == bytes(t.frame(psn, ack))
             assert roce.check_icrc(t.frame_shared(psn, ack))
     assert t.frame_shared(5) is t.frame_shared(6)  # one buffer, patched in place
+
+
+def test_cli_dcqcn_profile_option_is_checked_before_the_lab():
+    from typer.testing import CliRunner
+
+    from railab.cli import app
+
+    r = CliRunner().invoke(app, ["traffic", "no-such-lab", "--pattern", "incast", "--dcqcn", "mlx5"])
+    assert r.exit_code == 2 and "--dcqcn must be one of paper, 400g (got 'mlx5')" in r.output
 
 
 def test_load_verdict_exit_rules():

@@ -33,10 +33,15 @@ additive/hyper increase, minimum rate) divided by it (:meth:`CapacityProfile.lab
 DCQCN (:class:`DcqcnProfile`): Zhu et al., "Congestion Control for Large-Scale RDMA
 Deployments", SIGCOMM 2015, section 3 (the reaction point's alpha update with gain ``g``, rate
 decrease ``Rc * (1 - alpha/2)``, fast recovery for ``F`` steps, additive then hyper increase,
-driven by a timer and a byte counter) with the paper's parameter values (section 5: g = 1/256,
-alpha timer 55 us, rate-increase timer 55 us, byte counter 10 MB, F = 5, R_AI 40 Mb/s), the
-hyper-increase step ``R_HAI`` 10x R_AI and the CNP interval of the notification point 50 us
-(one CNP per QP per interval at most, as the paper's NP).
+driven by a timer and a byte counter). Two named profiles (:data:`DCQCN_PROFILES`):
+
+* ``paper`` (:data:`DCQCN_PAPER`): the paper's values for 40 Gb/s NICs (section 5: g = 1/256,
+  alpha timer 55 us, rate-increase timer 55 us, byte counter 10 MB, F = 5, R_AI 40 Mb/s), the
+  hyper-increase step ``R_HAI`` 10x R_AI and the CNP interval of the notification point 50 us
+  (one CNP per QP per interval at most, as the paper's NP);
+* ``400g`` (:data:`DCQCN_400G`, the default of :class:`QosProfile`): the same algorithm, timers
+  and NP, with the rate steps scaled to a 400 Gb/s line (R_AI 400 Mb/s, R_HAI 4 Gb/s) and alpha
+  updated as the NVIDIA ConnectX firmware does by default (every 1 us, g = 5/1024).
 """
 
 from __future__ import annotations
@@ -108,6 +113,49 @@ class DcqcnProfile(BaseModel):
     cnp_interval_us: float = Field(50.0, gt=0, description="NP: at most one CNP per QP per "
                                    "interval, us")
     initial_alpha: float = Field(1.0, ge=0, le=1)
+    name: str = Field("paper", description="the named profile these values come from "
+                      "(DCQCN_PROFILES), recorded with every run")
+
+
+#: The DCQCN values of Zhu et al., SIGCOMM 2015, section 5 (set for 40 Gb/s NICs).
+DCQCN_PAPER = DcqcnProfile()
+
+#: DCQCN for a 400 Gb/s fabric (``400g``, railab's default): the paper's algorithm, NP
+#: (50 us CNP interval), rate timer (55 us), byte counter (10 MB) and F (5), with
+#:
+#: * the rate steps at the same fraction of the line rate as the paper's at 40 Gb/s (x10):
+#:   R_AI 400 Mb/s, R_HAI 4 Gb/s, minimum rate 100 Mb/s (the paper: R_AI 40 Mb/s = 1/1000 of
+#:   40G). The same linear scaling is what HPCC's DCQCN simulations use (alibaba-edu
+#:   High-Precision-Congestion-Control, ``simulation/run.py``: ``ai = 5 * bw / 25`` Mb/s,
+#:   ``hai = 50 * bw / 25``);
+#: * alpha updated every 1 us with g = 5/1024: the NVIDIA ConnectX-4-and-later firmware
+#:   defaults ``dce_tcp_rtt`` 1 us and ``dce_tcp_g`` 1019 (alpha keeps 1019/1024 per period;
+#:   NVIDIA DOCA "DCQCN CC Parameters", networking-docs.nvidia.com), HPCC's ``t_alpha=1``,
+#:   instead of the paper's 55 us with 1/256: alpha's time constant is 205 us instead of
+#:   14 ms, so after an incast's first cuts alpha falls within a few hundred microseconds and
+#:   the later cuts are small (a few %), so the senders are not cut far below their share.
+#:
+#: The paper's rate-reduction path is kept (a cut per CNP, the NP's 50 us interval): the
+#: firmware's 4 us ``rate_reduce_monitor_period`` with CNPs as often as marks arrive cut
+#: every sender to the minimum rate on mini-lossless (branch ``tune``: the marks of a 4 MiB
+#: queue arrive up to 84 us late). Measured on mini-lossless: docs/congestion.md "Fair share".
+#: Tuned for railab's 400 Gb/s NICs and 1-2 MiB Kmin/Kmax; another line rate or marking
+#: profile is not tuned by it.
+DCQCN_400G = DcqcnProfile(name="400g", ai_rate_mbps=400.0, hai_rate_mbps=4000.0,
+                          min_rate_mbps=100.0, g=5 / 1024, alpha_timer_us=1.0)
+
+#: The named DCQCN profiles (``railab traffic --dcqcn NAME``; the JSON records ``dcqcn.name``).
+DCQCN_PROFILES: dict[str, DcqcnProfile] = {"paper": DCQCN_PAPER, "400g": DCQCN_400G}
+
+
+def dcqcn_profile(name: str) -> DcqcnProfile:
+    """The named DCQCN profile (:data:`DCQCN_PROFILES`); raises ValueError naming the known
+    profiles for an unknown name."""
+    try:
+        return DCQCN_PROFILES[name]
+    except KeyError:
+        raise ValueError(f"unknown DCQCN profile {name!r}: use one of "
+                         f"{', '.join(DCQCN_PROFILES)}") from None
 
 
 class CapacityProfile(BaseModel):
@@ -158,7 +206,7 @@ class QosProfile(BaseModel):
     default_tc: int = Field(0, ge=0, le=7)
     ecn: EcnProfile = Field(default_factory=EcnProfile)
     pfc: PfcProfile = Field(default_factory=PfcProfile)
-    dcqcn: DcqcnProfile = Field(default_factory=DcqcnProfile)
+    dcqcn: DcqcnProfile = Field(default_factory=lambda: DCQCN_400G)
     capacity: CapacityProfile = Field(default_factory=CapacityProfile)
 
     def dscp_to_tc(self) -> dict[int, int]:

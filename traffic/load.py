@@ -50,7 +50,7 @@ from typing import Literal
 
 from railab.errors import RailabError
 from railab.topologies.labspec import LabSpec
-from railab.topologies.qos import QosProfile
+from railab.topologies.qos import DcqcnProfile, QosProfile
 from railab.traffic import roce
 from railab.traffic.engine import Engine, Rtnl, in_netns
 from railab.traffic.patterns import Flow
@@ -270,6 +270,8 @@ class LoadResult:
     backpressure: int = 0
     engine_shortfall: float = 0.0
     offered_mbps: float = 0.0
+    dcqcn: dict | None = None
+    pause_events_last_half: int | None = None
 
     @property
     def keeps_rate(self) -> bool:
@@ -294,6 +296,8 @@ class _QP:
 class LoadEngine(Engine):
     """The engine's sockets driving paced load per QP, with DCQCN and the NP's CNPs.
 
+    ``dcqcn`` replaces the lab's ``qos.dcqcn`` for this engine (e.g.
+    :data:`railab.topologies.qos.DCQCN_400G`); the CNP interval and every QP's RP use it.
     ``add(load_flow)`` prepares one QP (raises RailabError for an unrouted or intra-server
     flow); :meth:`run` sends until ``seconds`` pass (or every byte flow finished), ``stop()``
     says so, or the monotonic ``deadline``; returns a :class:`LoadResult` without port series
@@ -303,8 +307,10 @@ class LoadEngine(Engine):
     def __init__(self, spec: LabSpec, netns_of: Callable[[str], str] | None = None, *,
                  cc: str = "dcqcn", sport_mode: str = "per-qp", mtu: int = DEFAULT_MTU,
                  message_bytes: int = DEFAULT_MESSAGE_BYTES, sample_s: float = DEFAULT_SAMPLE_S,
-                 line_mbps: float | None = None) -> None:
+                 line_mbps: float | None = None, dcqcn: DcqcnProfile | None = None) -> None:
         super().__init__(spec, netns_of)
+        if dcqcn is not None:  # a named profile for this run instead of the lab's qos.dcqcn
+            self.qos = self.qos.model_copy(update={"dcqcn": dcqcn})
         if cc not in CC_MODES:
             raise RailabError(f"congestion control must be one of {', '.join(CC_MODES)} (got {cc!r})")
         if sport_mode not in SPORT_MODES:
@@ -462,13 +468,11 @@ class LoadEngine(Engine):
             try:
                 q.tx.send(frame, socket.MSG_DONTWAIT)
             except (BlockingIOError, InterruptedError):
-                q.bp += 1
-                q.next_t = now  # held by the NIC's queue: no credit banked
+                self._held(q, now)
                 return
             except OSError as e:
                 if e.errno in (errno.ENOBUFS, errno.EAGAIN):
-                    q.bp += 1
-                    q.next_t = now
+                    self._held(q, now)
                     return
                 if e.errno in (errno.ENETDOWN, errno.ENXIO):
                     q.nic_down = True
@@ -486,6 +490,16 @@ class LoadEngine(Engine):
             rate = q.rp.rc if q.rp is not None else self.line_bps
             q.deficit_bytes += int((now - q.next_t) * rate / 8)
             q.next_t = now
+
+    def _held(self, q: _QP, now: float) -> None:
+        """The NIC's queue is full (e.g. a PFC PAUSE holds it): count the back-pressure and try
+        the packet again one frame time (at the QP's current rate) from now. No credit is
+        banked (the schedule restarts from now), and the engine does not spin on a held QP:
+        retrying at once cost a send system call per loop turn per held QP (~10,000 a second
+        each during an incast with PFC on), CPU the other QPs' pacing then lacked."""
+        q.bp += 1
+        rate = q.rp.rc if q.rp is not None else self.line_bps
+        q.next_t = now + q.frame_bits / rate
 
     def _sample(self, now: float, t0: float, dt: float) -> None:
         for q in self._qps:
@@ -574,7 +588,8 @@ class LoadEngine(Engine):
         dur = max(1e-9, t_end - t0)
         res = LoadResult(cc=self.cc, sport_mode=self.sport_mode, seconds=round(dur, 3),
                          sample_s=self.sample_s, port_rate_mbps=self.line_bps / 1e6,
-                         time_scale=cap.time_scale)
+                         time_scale=cap.time_scale,
+                         dcqcn=self.qos.dcqcn.model_dump() if self.cc == "dcqcn" else None)
         meant = done = 0
         for q in self._qps:
             f = q.flow
@@ -587,6 +602,8 @@ class LoadEngine(Engine):
                  "rx_bytes": q.rx_bytes, "lost": max(0, q.sent - q.rx), "ooo": q.ooo,
                  "ce_marked": q.ce, "cnp_sent": q.cnp_sent, "cnp_received": q.cnp_rx,
                  "backpressure": q.bp, "nic_down": q.nic_down, "icrc_errors": q.icrc_errors,
+                 "shortfall": (round(q.deficit_bytes / (q.sent_bytes + q.deficit_bytes), 4)
+                               if q.deficit_bytes else 0.0),
                  "goal_packets": q.goal, "expected_hops": f.expected_hops,
                  "hops": None if q.ttl is None else self.ttl - q.ttl,
                  "fct_s": (round(q.t_last_rx - q.t_start, 4)
@@ -687,7 +704,8 @@ def run_load(spec: LabSpec, netns_of: Callable[[str], str], flows: Iterable[Load
              sample_s: float = DEFAULT_SAMPLE_S, mtu: int = DEFAULT_MTU,
              message_bytes: int = DEFAULT_MESSAGE_BYTES, line_mbps: float | None = None,
              port_sampler: PortSampler | None = None, stop: Callable[[], bool] | None = None,
-             max_s: float = 300.0, min_port_share: float = 0.01) -> LoadResult:
+             max_s: float = 300.0, min_port_share: float = 0.01,
+             dcqcn: DcqcnProfile | None = None) -> LoadResult:
     """Run ``flows`` on the lab's load engine in a child process and measure.
 
     ``cc``: ``dcqcn`` | ``none``; ``seconds``: run length in lab seconds (None: until every
@@ -698,7 +716,8 @@ def run_load(spec: LabSpec, netns_of: Callable[[str], str], flows: Iterable[Load
     ``dropped`` and ``pause_events``; without one they stay None (and ``lost``, measured end to
     end, is what there is). Ports whose tx bytes moved by less than ``min_port_share`` of the
     busiest port's are left out of ``ports`` (BGP/BFD-only ports). ``stop()`` ends the run
-    early (Ctrl-C); ``max_s`` is the child's hard limit. Raises RailabError when the engine
+    early (Ctrl-C); ``max_s`` is the child's hard limit; ``dcqcn`` a DCQCN profile for the run
+    instead of the lab's ``qos.dcqcn`` (recorded in ``LoadResult.dcqcn``). Raises RailabError when the engine
     cannot open its sockets or fails (its message).
 
     Example (what ``railab collective`` builds on)::
@@ -713,7 +732,7 @@ def run_load(spec: LabSpec, netns_of: Callable[[str], str], flows: Iterable[Load
     if seconds is not None and not 0 < seconds <= max_s:
         raise RailabError(f"run length must be > 0 and <= {max_s:g} s (got {seconds:g})")
     kw = dict(cc=cc, sport_mode=sport_mode, mtu=mtu, message_bytes=message_bytes,
-              sample_s=sample_s, line_mbps=line_mbps)
+              sample_s=sample_s, line_mbps=line_mbps, dcqcn=dcqcn)
     LoadEngine(spec, netns_of, **kw)  # validate the options here, before forking
     ns = {n.name: netns_of(n.name) for n in spec.nodes}
     reader = PortReader(spec, netns_of)
@@ -788,6 +807,10 @@ def run_load(spec: LabSpec, netns_of: Callable[[str], str], flows: Iterable[Load
     horizon = res.seconds + 0.5 * sample_s
     series = {p: _until(s, horizon) for p, s in series.items()}
     cap_series = {p: _until(s, horizon) for p, s in cap_series.items()}
+    if port_sampler is not None:  # every sampled port (NICs too), not only the listed ones
+        res.pause_events_last_half = int(sum(
+            v for s in cap_series.values()
+            for t, v in zip(s["t"], s.get("pause_events", ()), strict=False) if t > res.seconds / 2))
     peak = max((sum(s["tx_mbps"]) for s in series.values()), default=0.0)
     for port, s in series.items():
         if peak and sum(s["tx_mbps"]) >= min_port_share * peak:
@@ -817,6 +840,42 @@ def fairness(result: LoadResult, share_mbps: float | None = None) -> list[float]
     return [round(f["rx_mbps_last_half"] / share, 3) for f in result.flows]
 
 
-__all__ = ["CC_MODES", "FIXED_SPORT", "SPORT_MODES", "CnpPacer", "DcqcnRP", "LoadEngine",
-           "LoadFlow", "LoadResult", "PortReader", "PortSampler", "fairness", "qp_sport",
-           "run_load", "spray_ports"]
+#: The fair-share criterion's tolerance: every sender within this share of 1/N of the port rate.
+FAIR_TOLERANCE = 0.25
+
+
+def fair_share(result: LoadResult, tolerance: float = FAIR_TOLERANCE,
+               share_mbps: float | None = None) -> dict:
+    """The fair-share verdict of a run (the ``fair_share`` block of the congestion JSON).
+
+    Each flow's **receive** rate over the last half of the run (``rx_mbps_last_half``: frame
+    bytes over the second half of the flow's samples) divided by the fair share ``share_mbps``
+    (default port rate / number of flows: 1/N of the bottleneck port for an N:1 incast).
+    Issue 14's criterion: every ratio within ``1 +- tolerance`` (0.25 by default).
+
+    Beside it, what did the work: ``cc_ratios``, each QP's DCQCN rate (``series.cc_mbps``)
+    over the same half divided by the share (near 1: DCQCN itself holds the share; well above
+    1: the senders offer more and the queues or PFC PAUSEs hold them back), and
+    ``pause_events_last_half``, the PFC PAUSEs of every sampled port (NICs included) after
+    the run's midpoint (:attr:`LoadResult.pause_events_last_half`; None without a port
+    sampler). Returns ``{"share_mbps", "tolerance", "window_s": [from, to] (lab s),
+    "ratios", "min", "max", "sum_mbps", "cc_ratios", "pause_events_last_half",
+    "within": bool}``; with no flow ``within`` is False.
+    """
+    n = len(result.flows)
+    share = share_mbps if share_mbps is not None else result.port_rate_mbps / max(1, n)
+    ratios = fairness(result, share)
+    ts = result.flows[0]["series"]["t"] if n else []
+    half = len(ts) // 2
+    window = [round(max(0.0, ts[half] - result.sample_s), 3), ts[-1]] if ts else [0.0, 0.0]
+    cc = [round(_last_half_mbps(f["series"], "cc_mbps") / share, 3) for f in result.flows]
+    return {"share_mbps": round(share, 3), "tolerance": tolerance, "window_s": window,
+            "ratios": ratios, "min": min(ratios, default=0.0), "max": max(ratios, default=0.0),
+            "sum_mbps": round(sum(f["rx_mbps_last_half"] for f in result.flows), 3),
+            "cc_ratios": cc, "pause_events_last_half": result.pause_events_last_half,
+            "within": bool(ratios) and all(abs(r - 1.0) <= tolerance for r in ratios)}
+
+
+__all__ = ["CC_MODES", "FAIR_TOLERANCE", "FIXED_SPORT", "SPORT_MODES", "CnpPacer", "DcqcnRP",
+           "LoadEngine", "LoadFlow", "LoadResult", "PortReader", "PortSampler", "fair_share",
+           "fairness", "qp_sport", "run_load", "spray_ports"]

@@ -236,12 +236,13 @@ def _capacity_sampler(ref, spec):
 
 
 def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, seconds, sport,
-                 mtu, as_json) -> None:
+                 mtu, as_json, dcqcn=None) -> None:
     """``railab traffic`` on the load engine (:func:`railab.traffic.load.run_load`): see the
     command's help; prints a per-flow table or the JSON object with ``congestion``."""
     from railab.testbed.state import resolve
+    from railab.topologies.qos import DCQCN_PROFILES
     from railab.traffic.engine import sigint_event
-    from railab.traffic.load import CC_MODES, SPORT_MODES, LoadFlow, fairness, run_load
+    from railab.traffic.load import CC_MODES, SPORT_MODES, LoadFlow, fair_share, fairness, run_load
     from railab.traffic.patterns import (
         DEFAULT_INCAST_SENDERS,
         PatternError,
@@ -261,6 +262,8 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
         _usage(f"--pfc must be on or off (got {pfc!r})")
     if sport not in SPORT_MODES:
         _usage(f"--sport must be one of {', '.join(SPORT_MODES)} (got {sport!r})")
+    if dcqcn is not None and dcqcn not in DCQCN_PROFILES:
+        _usage(f"--dcqcn must be one of {', '.join(DCQCN_PROFILES)} (got {dcqcn!r})")
     secs = DEFAULT_LOAD_S if seconds is None else seconds
     if not 0 < secs <= MAX_LOAD_S:
         _usage(f"--seconds must be > 0 and <= {MAX_LOAD_S:g} (got {secs:g})")
@@ -298,7 +301,8 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
             with sigint_event() as stop, _pfc(spec, ref.netns_of, pfc_on, capacity):
                 res = run_load(spec, ref.netns_of, [LoadFlow(f) for f in fl], cc=cc,
                                seconds=secs, sport_mode=sport, port_sampler=sampler,
-                               stop=stop.is_set, **({"mtu": mtu} if mtu else {}))
+                               stop=stop.is_set, **({"mtu": mtu} if mtu else {}),
+                               dcqcn=DCQCN_PROFILES[dcqcn] if dcqcn else None)
                 if stop.is_set():
                     raise KeyboardInterrupt
         finally:
@@ -311,22 +315,25 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
     if res.pause_events is None:
         res.pause_events = 0
     fair = fairness(res)
+    fshare = fair_share(res)
     bad = load_verdict(res, pfc_on=pfc_on, capacity=capacity)
     if as_json:
         cong = res.to_dict()
         cong["fairness_last_half"] = fair
+        cong["fair_share"] = fshare
         print(json.dumps({
             "lab": spec.name, "pattern": pattern, "pxn": pxn, "cc": cc,
             "pfc": "on" if pfc_on else "off", "capacity": capacity, "seconds": secs,
             "senders": len(fl) if pattern == "incast" else None,
             "receiver": (f"{fl[0].dst[0]}:gpu{fl[0].dst[1]}" if pattern == "incast" else None),
             "port_rate_mbps": res.port_rate_mbps, "time_scale": res.time_scale,
-            "congestion": cong, "failures": bad,
+            "dcqcn": res.dcqcn["name"] if res.dcqcn else None, "congestion": cong, "failures": bad,
         }, indent=2, sort_keys=True))
     else:
         con = _console()
+        prof = f" ({res.dcqcn['name']} profile)" if res.dcqcn else ""
         t = Table(title=f"{spec.name}: {pattern or f'{src} -> {dst}'} load, {len(fl)} QPs, "
-                  f"cc {cc}, PFC {'on' if pfc_on else 'off'}, {res.seconds:g} lab s "
+                  f"cc {cc}{prof}, PFC {'on' if pfc_on else 'off'}, {res.seconds:g} lab s "
                   f"(= {res.seconds / res.time_scale * 1e6:.0f} us fabric, x{res.time_scale:g})")
         for col in ("flow", "NICs", "tx Mb/s", "rx Mb/s", "rx/fair", "CE", "CNP", "lost",
                     "hops"):
@@ -343,6 +350,11 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
                   f"{res.cnp_received}, dropped {res.dropped}, lost {res.lost}, pause_events "
                   f"{res.pause_events}; offered {res.offered_mbps:g} Mb/s, engine shortfall "
                   f"{res.engine_shortfall:.1%}", highlight=False)
+        if cc == "dcqcn" and res.flows:
+            con.print(f"fair share {fshare['share_mbps']:g} Mb/s (port / {len(fl)}): every "
+                      f"sender {fshare['min']:.2f}-{fshare['max']:.2f} of it over the last half: "
+                      f"{'within' if fshare['within'] else 'NOT within'} "
+                      f"{fshare['tolerance']:.0%}", highlight=False)
         if not capacity:
             con.print(f"[yellow]note:[/yellow] lab {spec.name} has no lab.capacity: links are "
                       "unlimited, nothing congests (use an intent with lab.capacity, e.g. "
@@ -421,6 +433,10 @@ def register(app: typer.Typer) -> None:
         sport: str | None = typer.Option(
             None, "--sport", help="load run: UDP source port per QP: per-qp (Linux "
             "rdma_get_udp_sport) | fixed (one port: low entropy) | spray (per packet)"),
+        dcqcn: str | None = typer.Option(
+            None, "--dcqcn", help="load run: DCQCN profile, 400g (rate steps and alpha for "
+            "400 Gb/s) | paper (Zhu et al. 2015, set for 40 Gb/s); default the lab's "
+            "qos.dcqcn"),
     ) -> None:
         """Send a RoCEv2 traffic pattern and check hops, loss and paths.
 
@@ -435,10 +451,11 @@ def register(app: typer.Typer) -> None:
         configuration predicts (PFC off) exit 0; loss with PFC on, an engine that could not
         keep its rate or a flow on an unexpected path exit 1.
         """
-        if pattern == "incast" or any(v is not None for v in (senders, cc, pfc, seconds, sport)):
+        if pattern == "incast" or any(v is not None for v in (senders, cc, pfc, seconds, sport,
+                                                              dcqcn)):
             load_command(lab, pattern=pattern, src=src, dst=dst, pxn=pxn, flows=flows,
                          senders=senders, cc=cc, pfc=pfc, seconds=seconds, sport=sport,
-                         mtu=mtu if mtu != 1024 else None, as_json=as_json)
+                         mtu=mtu if mtu != 1024 else None, as_json=as_json, dcqcn=dcqcn)
             return
         from railab.testbed.state import resolve
         from railab.traffic.engine import Engine, sigint_event, spread, spread_warnings
