@@ -51,10 +51,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
-
-from pyroute2 import IPRoute
-from pyroute2.netlink.exceptions import NetlinkError
+from typing import TYPE_CHECKING, Any
 
 from railab.errors import RailabError, UsageError
 from railab.testbed import state as st
@@ -64,6 +61,9 @@ from railab.testbed.signals import signals_ignored
 from railab.topologies import routing
 from railab.topologies.labspec import LabSpec
 from railab.topologies.naming import netns_name
+
+if TYPE_CHECKING:
+    from pyroute2 import IPRoute
 
 FAULT_KINDS = st.FAULT_KINDS
 #: kinds that need the netns runtime (they re-make veths or manage FRR processes)
@@ -143,7 +143,11 @@ def _locked(lab: str) -> Iterator[None]:
 
 @contextmanager
 def _ipr(ns: str) -> Iterator[IPRoute]:
-    """An rtnetlink socket inside namespace ``ns`` (opened there, then used from here)."""
+    """An rtnetlink socket inside namespace ``ns`` (opened there, then used from here).
+    pyroute2 is imported here, not at module load: its package import costs ~0.7 s, which every
+    ``railab`` command paid."""
+    from pyroute2 import IPRoute
+
     if not netns_path(ns).exists():
         raise RailabError(f"namespace {ns} does not exist")
     with entered(ns):
@@ -160,6 +164,8 @@ def _index(ipr: IPRoute, ifname: str) -> int | None:
 
 
 def _ignore_exists(fn, *args, **kw) -> None:
+    from pyroute2.netlink.exceptions import NetlinkError
+
     try:
         fn(*args, **kw)
     except NetlinkError as exc:

@@ -31,15 +31,15 @@ import ipaddress
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
-
-from pyroute2 import IPRoute
-from pyroute2.netlink.exceptions import NetlinkError
+from typing import TYPE_CHECKING, Any
 
 from railab.errors import RailabError, UsageError
 from railab.testbed.clabfile import ClabFile, ClabLink, find_clab_file, load_clab
 from railab.testbed.namespaces import create_netns, entered, netns_path
 from railab.topologies.partition import RESERVED_HOST_NAMES, Partition, tunnel_name
+
+if TYPE_CHECKING:
+    from pyroute2 import IPRoute
 
 UNDERLAY_BRIDGE = "br0"
 UNDERLAY_IF = "ul0"
@@ -174,6 +174,8 @@ def stitch_plan(labdir: str | Path) -> StitchPlan:
 
 
 def _socket(ns: str) -> IPRoute:
+    from pyroute2 import IPRoute  # here, not at import: the package import costs ~0.7 s
+
     with entered(ns):
         return IPRoute()
 
@@ -184,6 +186,8 @@ def build(plan: StitchPlan, node_fds: dict[str, int]) -> None:
     caller has put :attr:`StitchPlan.namespaces` in the ledger first; on any failure it removes
     them with the lab. RailabError names the tunnel the kernel refuses; other OSError / pyroute2
     NetlinkError propagate."""
+    from pyroute2.netlink.exceptions import NetlinkError
+
     create_netns(plan.namespaces)
     socks = {ns: _socket(ns) for ns in plan.namespaces}
     fds = {ns: os.open(netns_path(ns), os.O_RDONLY) for ns in plan.namespaces}

@@ -46,13 +46,13 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
-from pyroute2 import IPRoute
-from pyroute2 import netns as _pr_netns
 from scapy.layers.inet import IP
 from scapy.layers.l2 import Ether
 
 from railab.errors import RailabError
+from railab.testbed.namespaces import CLONE_NEWNET, setns
 from railab.testbed.rtnl import (  # noqa: F401  (re-exported: checks.drill reads them here)
     IFLA_STATS_LINK_64,
     NLMSG_DONE,
@@ -164,11 +164,11 @@ def in_netns(ns: str) -> Iterator[None]:
                           "(`railab up LABDIR`, then `railab status`)") from None
     home = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
     try:
-        _pr_netns.setns(target, flags=0)
+        setns(target, CLONE_NEWNET)
         try:
             yield
         finally:
-            _pr_netns.setns(home, flags=0)
+            setns(home, CLONE_NEWNET)
     finally:
         os.close(target)
         os.close(home)
@@ -368,7 +368,7 @@ class Engine:
         self._rx: dict[int, tuple[str, socket.socket]] = {}
         self._sinks: list[socket.socket] = []
         self._nl: dict[str, Rtnl] = {}  # switch -> raw rtnetlink socket (links, counters)
-        self._ipr: dict[str, IPRoute] = {}  # switch -> pyroute2, opened by set_link only
+        self._ipr: dict[str, Any] = {}  # switch -> pyroute2, opened by set_link only
         self._links: dict[str, dict[str, tuple[int, str]]] = {}  # switch -> ifname -> (idx, MAC)
         self._ifnames: dict[str, dict[int, str]] = {}  # switch -> ifindex -> ifname
         self._src_mac: dict[tuple[str, int], str] = {}
@@ -526,6 +526,8 @@ class Engine:
         ipr = self._ipr.get(node)
         if ipr is None:
             with in_netns(self.netns_of(node)):
+                from pyroute2 import IPRoute  # here, not at import: the package import costs ~0.7 s
+
                 ipr = self._ipr[node] = IPRoute()
         idx = ipr.link_lookup(ifname=ifname)
         if not idx:
