@@ -26,6 +26,11 @@ What each part implements:
   non-blocking), capped by the node kind's ``max_ecmp``
   (:data:`railab.topologies.nodekinds.FRR_MAX_ECMP`, Debian build: 256).
 * ``bgp route-map delay-timer 0``: removes the 5 s route-map delay timer (peer NOTES.md).
+* ``coalesce-time 200``: how long bgpd holds a new update subgroup's first UPDATE so that peers
+  coming up together share one (FRR ``bgpd/bgp_updgrp.h``: by default 1 s plus 50 ms per peer,
+  at most 10 s, i.e. 4.2 s on a leaf with 64 uplinks and 7.4 s on a spine with 128 downlinks,
+  paid once per tier while the fabric first converges). 200 ms took the full 1024-GPU fabric's
+  convergence after the daemons start from 6.9 s to 1.7 s.
 * ``neighbor FABRIC sender-as-path-loop-detection``: a router does not send a peer the routes
   whose AS_PATH already holds that peer's ASN, which the peer would drop on receipt (RFC 4271
   section 9.1.2 loop detection). In this Clos every spine shares one ASN, so a leaf no longer
