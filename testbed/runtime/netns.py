@@ -376,8 +376,9 @@ def solicit_router_advertisements(clab: ClabFile, namespaces: dict[str, str]) ->
     session then waits a whole ``ra-interval`` (32 s on the full 1024-GPU fabric) for the next
     one. Once every zebra runs with its config (``up`` sends them after zebra's start wave,
     before bgpd starts), a solicitation makes the peer's zebra answer at once
-    (``rtadv_process_solicit`` with fast retransmit on, FRR's default). Ports whose link-local address is still tentative are
-    retried once after 1 s; links whose end is gone are skipped silently."""
+    (``rtadv_process_solicit`` with fast retransmit on, FRR's default). Ports not ready yet (no
+    IPv6 on them yet, or a tentative link-local) are retried every 50 ms for up to 2 s; links
+    whose end is gone are skipped silently."""
     routers = {n.name for n in clab.routers}
     ports: dict[str, set[str]] = {}
     for ln in clab.links:
@@ -386,7 +387,8 @@ def solicit_router_advertisements(clab: ClabFile, namespaces: dict[str, str]) ->
             ports.setdefault(na, set()).add(pa)
             ports.setdefault(nb, set()).add(pb)
     sent = 0
-    for attempt in range(2):
+    deadline = time.monotonic() + 2.0
+    while True:
         failed: dict[str, set[str]] = {}
         for node, names in ports.items():
             ns = namespaces.get(node)
@@ -404,12 +406,15 @@ def solicit_router_advertisements(clab: ClabFile, namespaces: dict[str, str]) ->
                     try:
                         s.sendto(_ROUTER_SOLICITATION, ("ff02::2", 0, 0, index[name]))
                         sent += 1
-                    except OSError:  # EADDRNOTAVAIL: the link-local address is still tentative (DAD)
+                    except OSError:
+                        # ENETUNREACH: the port has no IPv6 yet (the kernel's linkwatch reports a
+                        # new veth's carrier up to 1 s late); EADDRNOTAVAIL: its link-local is
+                        # still tentative (DAD, RFC 4862 section 5.4, where it is on)
                         failed.setdefault(node, set()).add(name)
-        if not failed or attempt:
+        if not failed or time.monotonic() > deadline:
             break
         ports = failed
-        time.sleep(1.0)  # DAD: 1 probe, RetransTimer 1 s (RFC 4862 section 5.4)
+        time.sleep(0.05)
     return sent
 
 
