@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Benchmark the netns runtime: up-to-converged time, down time, peak RSS of the lab's processes.
 
-Usage (root, Debian frr): ``python scripts/bench_up.py [INTENT ...] [--idle S] [--estimate]``
+Usage (root, Debian frr): ``python scripts/bench_up.py [INTENT ...] [--idle S] [--commands] [--estimate]``
 (INTENT: a shipped intent's name or an intent YAML path)
 (default intents: mini, rail-optimized-1024, rail-optimized-1024-full). Each intent is generated
 into a temp dir under a unique lab name, brought up with ``railab.checks.deploy.bring_up`` (convergence
@@ -10,6 +10,9 @@ checked against lab.json), sampled for RSS while converging and for 2 s after, t
 processes' CPU over S seconds of the converged, idle lab (0: skip). Each row also has the memory
 estimate of the preflight (railab.topologies.estimate) and the host's ``MemAvailable`` drop from
 before ``up`` to converged, and the phase breakdown (``railab inspect``'s table).
+``--commands`` also times ``railab check LAB --json`` (every family) and ``railab traffic LAB
+--pattern cross-group -n 8`` on the converged lab, each its own process (issue 12's check and
+traffic rows).
 ``--estimate`` only generates and prints each intent's estimate and whether this host would admit it
 (nothing is brought up; safe for rail-optimized-4096-full). Prints one JSON line per intent and a
 table. Targets (issue 4): mini < 10 s; full 1024-GPU fabric < 60 s and < 4 GiB; (issue 12):
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import threading
@@ -135,7 +139,29 @@ def lab_rss_bytes(lab: str) -> tuple[int, int]:
     return total, n
 
 
-def bench(intent: str, workdir: Path, idle_s: float = 10.0) -> dict:
+def timed_commands(lab: str) -> dict:
+    """Wall time of ``railab check LAB --json`` (every family) and of ``railab traffic LAB
+    --pattern cross-group -n 8`` on the converged lab, each its own process as a user runs it;
+    ``{"check_s", "check_ok", "check_rows", "traffic_s", "traffic_rc"}``."""
+    out: dict = {}
+    t = time.monotonic()
+    p = subprocess.run([sys.executable, "-m", "railab", "check", lab, "--json"], capture_output=True, text=True)
+    out["check_s"] = round(time.monotonic() - t, 2)
+    try:
+        doc = json.loads(p.stdout)
+        out["check_ok"] = doc.get("ok")
+        out["check_rows"] = sum(v.get("pass", 0) + v.get("fail", 0) for v in doc.get("summary", {}).values())
+    except json.JSONDecodeError:
+        out["check_ok"], out["check_rows"] = False, None
+    t = time.monotonic()
+    p = subprocess.run([sys.executable, "-m", "railab", "traffic", lab, "--pattern", "cross-group", "-n", "8"],
+                       capture_output=True, text=True)
+    out["traffic_s"] = round(time.monotonic() - t, 2)
+    out["traffic_rc"] = p.returncode
+    return out
+
+
+def bench(intent: str, workdir: Path, idle_s: float = 10.0, commands: bool = False) -> dict:
     name = f"bench{os.getpid() % 10000}-{Path(intent).stem[:12].strip('-')}".lower()
     labdir = generate(_intent_path(intent), workdir / name, name=name)
     spec = LabSpec.load(labdir)
@@ -155,6 +181,7 @@ def bench(intent: str, workdir: Path, idle_s: float = 10.0) -> dict:
     avail_before = mem_available_bytes()[0]
     avail_converged = None
     idle = None
+    cmd: dict = {}
     th.start()
     t0 = time.monotonic()
     error = None
@@ -168,6 +195,8 @@ def bench(intent: str, workdir: Path, idle_s: float = 10.0) -> dict:
             time.sleep(2)  # keep sampling RSS on the converged lab
             if idle_s > 0:
                 idle = idle_cpu(name, idle_s)
+            if commands:
+                cmd = timed_commands(name)
         except RailabError as exc:  # e.g. convergence timeout: still report time and memory
             t_up = time.monotonic() - t0
             error = str(exc).splitlines()[0] + " " + " ".join(line.strip()[:160] for line in str(exc).splitlines()[1:])
@@ -193,6 +222,7 @@ def bench(intent: str, workdir: Path, idle_s: float = 10.0) -> dict:
         "mem_used_gib": (round((avail_before - avail_converged) / GIB, 2)
                          if avail_converged is not None else None),
         "idle_cpu": idle,
+        **cmd,
         "bfd": spec.bfd.model_dump(), "ra_interval_s": spec.ra_interval_s,
         "load1_before": round(load_before, 2),  # the 2-core host is shared: say what else ran
         "load1_after": round(os.getloadavg()[0], 2),
@@ -208,6 +238,7 @@ def main() -> None:
         i = args.index("--idle")
         idle_s = float(args[i + 1])
         del args[i:i + 2]
+    commands = "--commands" in args
     intents = [a for a in args if not a.startswith("-")] or [
         "mini", "rail-optimized-1024", "rail-optimized-1024-full"]
     rows = []
@@ -217,7 +248,7 @@ def main() -> None:
                 print(json.dumps(estimate_row(intent, Path(tmp))), flush=True)
             return
         for intent in intents:
-            row = bench(intent, Path(tmp), idle_s)
+            row = bench(intent, Path(tmp), idle_s, commands)
             print(json.dumps(row), flush=True)
             rows.append(row)
     print("\n| lab | nodes | links | sessions | up->converged | down | peak RSS (procs) | estimate / "
@@ -234,6 +265,10 @@ def main() -> None:
               f"{r['down_s']} s | {r['peak_rss_mib']} MiB ({r['processes']}) | "
               f"{r['estimate_gib']} / {r['mem_used_gib']} GiB | {cpu} | "
               f"{r['load1_before']} -> {r['load1_after']} |")
+    for r in rows:
+        if "check_s" in r:
+            print(f"\n{r['intent']}: check {r['check_s']} s ({r['check_rows']} rows, ok {r['check_ok']}), "
+                  f"traffic -n 8 {r['traffic_s']} s (exit {r['traffic_rc']})")
     for r in rows:
         print(f"\n{r['intent']} phases:")
         print("\n".join(r["phases"]))
