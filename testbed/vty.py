@@ -5,9 +5,9 @@ daemon's command tree and connects to every daemon), which is most of what the c
 and ``check`` spend reading FRR: 96 routers x one summary per poll on the 4096-GPU fabric. The
 daemon's own socket (``<daemon>.vty`` in the node's run directory) answers the same command in
 ~2-3 ms. The protocol is vtysh's (FRR ``vtysh/vtysh.c`` ``vtysh_client_run``, ``lib/vty.c``
-``vtysh_read``): the client writes the command line and a NUL; the daemon runs it in VIEW node
-and writes its output followed by three NULs and one status byte (the ``CMD_*`` code, 0 =
-success).
+``vtysh_read``): the client writes the command line and a NUL; the daemon runs it and writes
+its output followed by three NULs and one status byte (the ``CMD_*`` code, 0 = success). Like
+vtysh, the client sends ``enable`` first.
 
 Only commands one daemon owns go this way (:func:`owner`); anything else (``show
 running-config``, which vtysh merges from every daemon) is left to ``vtysh``.
@@ -46,6 +46,21 @@ def owner(command: str) -> str | None:
     return None
 
 
+def _exchange(s: socket.socket, path, command: str, timeout: float) -> tuple[int, str]:
+    s.sendall(command.encode() + b"\0")
+    buf = bytearray()
+    while True:
+        try:
+            chunk = s.recv(262144)
+        except TimeoutError:
+            raise TimeoutError(f"{path}: {command!r} did not finish within {timeout:g} s") from None
+        if not chunk:
+            raise ConnectionResetError(f"{path}: the daemon closed the connection mid-answer")
+        buf += chunk
+        if len(buf) >= 4 and buf[-4:-1] == _TERMINATOR:
+            return buf[-1], bytes(buf[:-4]).decode(errors="replace")
+
+
 def vty_command(path: str | Path, command: str, *, timeout: float = 30.0) -> tuple[int, str]:
     """Run ``command`` on the daemon listening on the vty socket ``path``; returns ``(status,
     output)``: status is FRR's ``CMD_*`` code (0 success, 1 warning, 2 no such command, ...).
@@ -60,17 +75,11 @@ def vty_command(path: str | Path, command: str, *, timeout: float = 30.0) -> tup
             s.connect(str(path))
         except (FileNotFoundError, ConnectionRefusedError) as exc:
             raise VtyUnavailable(f"{path}: {exc.strerror}") from exc
-        s.sendall(command.encode() + b"\0")
-        buf = bytearray()
-        while True:
-            try:
-                chunk = s.recv(262144)
-            except TimeoutError:
-                raise TimeoutError(f"{path}: {command!r} did not finish within {timeout:g} s") from None
-            if not chunk:
-                raise ConnectionResetError(f"{path}: the daemon closed the connection mid-answer")
-            buf += chunk
-            if len(buf) >= 4 and buf[-4:-1] == _TERMINATOR:
-                return buf[-1], bytes(buf[:-4]).decode(errors="replace")
+        # vtysh enters ENABLE node on every daemon first (``vtysh_execute("enable")`` at start):
+        # some daemons install their show commands there only (bfdd's ``show bfd peers``)
+        status, _ = _exchange(s, path, "enable", timeout)
+        if status != 0:
+            raise VtyUnavailable(f"{path}: `enable` refused (status {status})")
+        return _exchange(s, path, command, timeout)
     finally:
         s.close()

@@ -171,6 +171,10 @@ def test_live_daemons_read_their_split_config_and_vty_matches_vtysh(mini_lab):
     slow = json.loads(ex.run(leaf, ["vtysh", "-c", cmd]).stdout)
     assert fast["routerId"] == slow["routerId"] and fast["as"] == slow["as"]
     assert set(fast["peers"]) == set(slow["peers"]) and len(fast["peers"]) >= 2
+    # bfdd installs its show commands in ENABLE node only: the client enters it as vtysh does
+    bfd = "show bfd peers json"
+    assert json.loads(ex.vtysh(leaf, bfd).stdout) and \
+        len(json.loads(ex.vtysh(leaf, bfd).stdout)) == len(json.loads(ex.run(leaf, ["vtysh", "-c", bfd]).stdout))
     bad = ex.vtysh(leaf, "show bgp no-such-thing json")
     assert bad.rc != 0
     obs = Observer(mini_lab.spec, ex, record.namespaces.get)
