@@ -376,8 +376,9 @@ def solicit_router_advertisements(clab: ClabFile, namespaces: dict[str, str]) ->
     session then waits a whole ``ra-interval`` (32 s on the full 1024-GPU fabric) for the next
     one. Once every zebra runs with its config (``up`` sends them after zebra's start wave,
     before bgpd starts), a solicitation makes the peer's zebra answer at once
-    (``rtadv_process_solicit`` with fast retransmit on, FRR's default). Ports whose link-local address is still tentative are
-    retried once after 1 s; links whose end is gone are skipped silently."""
+    (``rtadv_process_solicit`` with fast retransmit on, FRR's default). Ports whose link-local
+    address is still tentative are retried once after 1 s; links whose end is gone are skipped
+    silently."""
     routers = {n.name for n in clab.routers}
     ports: dict[str, set[str]] = {}
     for ln in clab.links:
