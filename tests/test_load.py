@@ -564,6 +564,20 @@ def test_cli_dcqcn_profile_option_is_checked_before_the_lab():
     assert r.exit_code == 2 and "--dcqcn must be one of paper, 400g (got 'mlx5')" in r.output
 
 
+def test_cli_senders_zero_is_a_usage_error_not_the_default(tmp_path):
+    """--senders 0 once fell through ``senders or 8`` and ran an 8:1 incast (exit 0/1)."""
+    from typer.testing import CliRunner
+
+    from railab.cli import app
+    from railab.topologies.generator import generate
+
+    root = Path(__file__).resolve().parents[1]
+    labdir = generate(root / "topologies" / "intents" / "mini.yml", tmp_path / "rvz", name="rvz")
+    r = CliRunner().invoke(app, ["traffic", str(labdir), "--pattern", "incast", "--senders", "0",
+                                 "--cc", "none", "--seconds", "1"])
+    assert r.exit_code == 2 and "--senders must be at least 1 (got 0)" in r.output, r.output
+
+
 def test_load_verdict_exit_rules():
     from railab.cli.traffic import load_verdict
 

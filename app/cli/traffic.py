@@ -284,7 +284,8 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
         try:
             if pattern == "incast":
                 rcv = parse_endpoint(spec, dst) if dst is not None else None
-                pairs = incast_pairs(spec, senders or DEFAULT_INCAST_SENDERS, rcv, pxn)
+                pairs = incast_pairs(spec, DEFAULT_INCAST_SENDERS if senders is None else senders,
+                                     rcv, pxn)
                 fl = [route(spec, _Flow(a, b, pxn=pxn)) for a, b in pairs]
             else:
                 sel = {"src": parse_endpoints(spec, src) if src is not None else None,
