@@ -562,6 +562,10 @@ def test_cli_dcqcn_profile_option_is_checked_before_the_lab():
 
     r = CliRunner().invoke(app, ["traffic", "no-such-lab", "--pattern", "incast", "--dcqcn", "mlx5"])
     assert r.exit_code == 2 and "--dcqcn must be one of paper, 400g (got 'mlx5')" in r.output
+    # a profile with --cc none once ran silently without it (JSON dcqcn null)
+    r = CliRunner().invoke(app, ["traffic", "no-such-lab", "--pattern", "incast", "--cc", "none",
+                                 "--dcqcn", "paper"])
+    assert r.exit_code == 2 and "--dcqcn paper with --cc none" in r.output, r.output
 
 
 def test_cli_senders_zero_is_a_usage_error_not_the_default(tmp_path):

@@ -264,6 +264,9 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
         _usage(f"--sport must be one of {', '.join(SPORT_MODES)} (got {sport!r})")
     if dcqcn is not None and dcqcn not in DCQCN_PROFILES:
         _usage(f"--dcqcn must be one of {', '.join(DCQCN_PROFILES)} (got {dcqcn!r})")
+    if dcqcn is not None and cc == "none":
+        _usage(f"--dcqcn {dcqcn} with --cc none: no DCQCN profile runs under --cc none "
+               "(senders at line rate); drop --dcqcn or use --cc dcqcn")
     secs = DEFAULT_LOAD_S if seconds is None else seconds
     if not 0 < secs <= MAX_LOAD_S:
         _usage(f"--seconds must be > 0 and <= {MAX_LOAD_S:g} (got {secs:g})")
