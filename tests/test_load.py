@@ -562,6 +562,24 @@ def test_cli_dcqcn_profile_option_is_checked_before_the_lab():
 
     r = CliRunner().invoke(app, ["traffic", "no-such-lab", "--pattern", "incast", "--dcqcn", "mlx5"])
     assert r.exit_code == 2 and "--dcqcn must be one of paper, 400g (got 'mlx5')" in r.output
+    # a profile with --cc none once ran silently without it (JSON dcqcn null)
+    r = CliRunner().invoke(app, ["traffic", "no-such-lab", "--pattern", "incast", "--cc", "none",
+                                 "--dcqcn", "paper"])
+    assert r.exit_code == 2 and "--dcqcn paper with --cc none" in r.output, r.output
+
+
+def test_cli_senders_zero_is_a_usage_error_not_the_default(tmp_path):
+    """--senders 0 once fell through ``senders or 8`` and ran an 8:1 incast (exit 0/1)."""
+    from typer.testing import CliRunner
+
+    from railab.cli import app
+    from railab.topologies.generator import generate
+
+    root = Path(__file__).resolve().parents[1]
+    labdir = generate(root / "topologies" / "intents" / "mini.yml", tmp_path / "rvz", name="rvz")
+    r = CliRunner().invoke(app, ["traffic", str(labdir), "--pattern", "incast", "--senders", "0",
+                                 "--cc", "none", "--seconds", "1"])
+    assert r.exit_code == 2 and "--senders must be at least 1 (got 0)" in r.output, r.output
 
 
 def test_load_verdict_exit_rules():

@@ -151,6 +151,20 @@ def test_bad_config_is_rejected(tmp_path):
     _assert_gone(name)
 
 
+def test_a_line_a_daemon_refuses_at_start_fails_up(tmp_path):
+    """vtysh -C parses this (a second ``router bgp`` with another ASN) but bgpd refuses it when it
+    reads its split part at start, logs it and runs on without it: up must say so, not converge
+    on a config that is not the file's, and leave nothing behind."""
+    name = f"rj{PID}"
+    labdir = _gen("mini", name, tmp_path)
+    conf = labdir / "configs" / "g1-leaf1" / "frr.conf"
+    conf.write_text(conf.read_text() + "router bgp 65000\n bgp router-id 1.1.1.1\nexit\n")
+    n = len(conf.read_text().splitlines())
+    with pytest.raises(RailabError, match=rf"g1-leaf1 bgpd: frr\.conf line {n - 2}: .*router bgp 65000"):
+        NetnsRuntime().up(labdir)
+    _assert_gone(name)
+
+
 def test_down_removes_everything_and_is_idempotent(tmp_path):
     name = f"dn{PID}"
     labdir = _gen("rail-only-512", name, tmp_path)

@@ -264,6 +264,9 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
         _usage(f"--sport must be one of {', '.join(SPORT_MODES)} (got {sport!r})")
     if dcqcn is not None and dcqcn not in DCQCN_PROFILES:
         _usage(f"--dcqcn must be one of {', '.join(DCQCN_PROFILES)} (got {dcqcn!r})")
+    if dcqcn is not None and cc == "none":
+        _usage(f"--dcqcn {dcqcn} with --cc none: no DCQCN profile runs under --cc none "
+               "(senders at line rate); drop --dcqcn or use --cc dcqcn")
     secs = DEFAULT_LOAD_S if seconds is None else seconds
     if not 0 < secs <= MAX_LOAD_S:
         _usage(f"--seconds must be > 0 and <= {MAX_LOAD_S:g} (got {secs:g})")
@@ -284,7 +287,8 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
         try:
             if pattern == "incast":
                 rcv = parse_endpoint(spec, dst) if dst is not None else None
-                pairs = incast_pairs(spec, senders or DEFAULT_INCAST_SENDERS, rcv, pxn)
+                pairs = incast_pairs(spec, DEFAULT_INCAST_SENDERS if senders is None else senders,
+                                     rcv, pxn)
                 fl = [route(spec, _Flow(a, b, pxn=pxn)) for a, b in pairs]
             else:
                 sel = {"src": parse_endpoints(spec, src) if src is not None else None,
