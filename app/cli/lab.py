@@ -125,7 +125,8 @@ def _lab_name(lab: str) -> str:
 #: How the recorded ``timings`` nest: phase -> its sub-phases (netns runtime; containerlab
 #: records ``deploy_s``). ``frr`` holds one ``frr_<daemons>_s`` per daemon wave (``frr_zebra_s``,
 #: then e.g. ``frr_staticd/bgpd/bfdd_s``), ``frr_config_s`` (the ``vtysh -f`` push of nodes
-#: whose config was not split) and ``frr_ra_solicit_s``. The top level sums to the time from ``up`` to converged.
+#: whose config was not split), ``frr_config_check_s`` (waiting for every split-started daemon
+#: to answer, then reading its log for refused lines) and ``frr_ra_solicit_s``. The top level sums to the time from ``up`` to converged.
 _PHASES: dict[str, tuple[str, ...]] = {
     "build_s": ("namespaces_s", "links_s", "servers_s", "frr_s"),
 }
@@ -134,7 +135,8 @@ _TOP = ("preflight_s", "build_s", "deploy_s", "converge_s")
 
 def _kids(key: str, timings: dict[str, float]) -> list[str]:
     if key == "frr_s":  # the daemon waves in start order (state.json sorts keys), then the push
-        after = ("frr_config_s", "frr_ra_solicit_s")  # the push, then the solicitation
+        # the split configs' check, the push, the solicitation
+        after = ("frr_config_check_s", "frr_config_s", "frr_ra_solicit_s")
         waves = [k for k in timings if k.startswith("frr_") and k.endswith("_s")
                  and k != "frr_s" and k not in after]
         # a wave is named by its daemons ("frr_staticd/bgpd/bfdd_s"): order by the first

@@ -800,7 +800,9 @@ class NetnsRuntime(Runtime):
         finally:
             for fd in uts.values():
                 os.close(fd)
+        t_chk = time.monotonic()
         rejected = self._config_rejections(clab, lab, parts)
+        timings["frr_config_check_s"] = round(time.monotonic() - t_chk, 3)
         if rejected:
             raise RailabError(f"lab {lab}: FRR rejected part of the config at daemon start: "
                               + " | ".join(rejected[:5])
