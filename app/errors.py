@@ -19,6 +19,30 @@ EXIT_USAGE = 2
 EXIT_NOT_FOUND = 127
 EXIT_INTERRUPTED = 130
 
+_interrupted_reported = False
+
+
+def report_interrupted(message: str = "error: interrupted") -> None:
+    """Print the interrupted line (``message``) on stderr and remember that it was printed, so
+    the CLI's top level (``railab.cli.main``, which clears the mark when it starts) does not
+    print another for the exit 130 that follows."""
+    global _interrupted_reported
+    import sys
+
+    print(message, file=sys.stderr, flush=True)
+    _interrupted_reported = True
+
+
+def interrupted_reported() -> bool:
+    """Whether :func:`report_interrupted` ran since :func:`clear_interrupted`."""
+    return _interrupted_reported
+
+
+def clear_interrupted() -> None:
+    """Forget an earlier :func:`report_interrupted` (the start of one command line run)."""
+    global _interrupted_reported
+    _interrupted_reported = False
+
 
 class RailabError(Exception):
     """A user-facing error: one message that says what is wrong and what to change (exit 1)."""

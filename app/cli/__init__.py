@@ -18,7 +18,14 @@ import sys
 import typer
 
 import railab
-from railab.errors import EXIT_INTERRUPTED, EXIT_USAGE, RailabError
+from railab.errors import (
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
+    RailabError,
+    clear_interrupted,
+    interrupted_reported,
+    report_interrupted,
+)
 from railab.plugins import PluginError, load_plugins
 
 try:  # before the commands are built: their help texts list the registries
@@ -88,12 +95,17 @@ def main() -> None:
     """
     try:
         load_plugins()
+        clear_interrupted()
         rc = app(standalone_mode=False)
+        if rc == EXIT_INTERRUPTED and not interrupted_reported():
+            # Typer turns a Ctrl-C outside a command's own handling (parsing the options, a
+            # command's first imports) into a returned 130 with nothing printed
+            report_interrupted()
         if isinstance(rc, int) and rc:
             sys.exit(rc)
     except typer.Exit as exc:
-        if isinstance(exc.__cause__, KeyboardInterrupt):  # Typer turns Ctrl-C into a silent Exit(130)
-            print("error: interrupted", file=sys.stderr)
+        if isinstance(exc.__cause__, KeyboardInterrupt) and not interrupted_reported():
+            report_interrupted()  # Typer turns Ctrl-C into a silent Exit(130)
         sys.exit(exc.exit_code)
     except RailabError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -102,7 +114,8 @@ def main() -> None:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(EXIT_USAGE)
     except KeyboardInterrupt:
-        print("error: interrupted", file=sys.stderr)
+        if not interrupted_reported():
+            report_interrupted()
         sys.exit(EXIT_INTERRUPTED)
     except _TYPER_CLICK_EXCEPTION as exc:
         exc.show()

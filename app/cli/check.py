@@ -18,7 +18,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from railab.errors import EXIT_FAILED, EXIT_INTERRUPTED
+from railab.errors import EXIT_FAILED, EXIT_INTERRUPTED, report_interrupted
 
 STYLE = {"pass": "green", "fail": "bold red", "skip": "yellow"}
 
@@ -80,7 +80,7 @@ def register(app: typer.Typer) -> None:
                 if stop.is_set():
                     raise KeyboardInterrupt
         except KeyboardInterrupt:
-            typer.echo("error: interrupted", err=True)
+            report_interrupted()
             raise typer.Exit(EXIT_INTERRUPTED) from None
         if n_fail:
             raise typer.Exit(EXIT_FAILED)

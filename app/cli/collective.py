@@ -26,7 +26,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from railab.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
+from railab.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, report_interrupted
 
 _SIZE = re.compile(r"^\s*(\d+)\s*([KMG]?)i?B?\s*$", re.IGNORECASE)
 
@@ -188,7 +188,7 @@ def register(app: typer.Typer) -> None:
                 if stop.is_set():
                     raise KeyboardInterrupt
         except KeyboardInterrupt:
-            typer.echo("error: interrupted", err=True)
+            report_interrupted()
             raise typer.Exit(EXIT_INTERRUPTED) from None
         main = results[runs[0]]
         promised = lossless_promised(spec, pfc_on)
@@ -276,7 +276,7 @@ def register_ecmp(app: typer.Typer) -> None:
                 if stop.is_set():
                     raise KeyboardInterrupt
         except KeyboardInterrupt:
-            typer.echo("error: interrupted", err=True)
+            report_interrupted()
             raise typer.Exit(EXIT_INTERRUPTED) from None
         leaf = spec.nic(base[0].src[0], base[0].src_nic).leaf
         out = {"lab": spec.name, "src": src, "dst": dst, "qps": qps, "bytes_per_qp": size,

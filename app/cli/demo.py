@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from railab.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, RailabError
+from railab.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, RailabError, report_interrupted
 from railab.testbed import state as st
 
 
@@ -47,7 +47,7 @@ def register(app: typer.Typer) -> None:
         try:
             result = run_demo(intent, out=out, keep=keep, name=name, timeout=timeout)
         except KeyboardInterrupt:  # the lab is already down (run_demo's finally / up's rollback)
-            typer.echo("error: interrupted", err=True)
+            report_interrupted()
             raise typer.Exit(EXIT_INTERRUPTED) from None
         raise typer.Exit(result.exit_code)
 

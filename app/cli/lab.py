@@ -21,7 +21,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from railab.errors import EXIT_FAILED, EXIT_NOT_FOUND, EXIT_USAGE, RailabError, UsageError
+from railab.errors import EXIT_FAILED, EXIT_NOT_FOUND, EXIT_USAGE, RailabError, UsageError, report_interrupted
 from railab.testbed import state
 from railab.topologies.naming import container_name
 from railab.topologies.nodekinds import FRR_DAEMONS
@@ -260,7 +260,7 @@ def register(app: typer.Typer) -> None:
                 rec = bring_up(rt, target, timeout=timeout, on_progress=bar if progress else None,
                                keep_on_failure=keep_on_failure, **kwargs)
         except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP: up has rolled back already
-            typer.echo(f"error: {str(exc) or 'interrupted by SIGINT'}: everything up made was removed", err=True)
+            report_interrupted(f"error: {str(exc) or 'interrupted by SIGINT'}: everything up made was removed")
             raise typer.Exit(_exit_code(exc)) from None
         typer.echo(
             f"lab {rec['lab']} is up and converged in {time.monotonic() - t0:.1f} s "

@@ -16,7 +16,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from railab.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
+from railab.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, report_interrupted
 from railab.traffic.patterns import PATTERNS
 
 
@@ -50,7 +50,7 @@ def check_options(*, flows: int | None, size: int, messages: int, mtu: int) -> N
 
 
 def _interrupted() -> None:
-    typer.echo("error: interrupted", err=True)
+    report_interrupted()
     raise typer.Exit(EXIT_INTERRUPTED)
 
 
