@@ -68,7 +68,7 @@ from railab.testbed import faults
 from railab.testbed.signals import signals_ignored
 from railab.topologies.bfd import BGP_HOLD_MS
 from railab.topologies.labspec import LabSpec
-from railab.traffic.engine import NLMSG_ERROR, Rtnl, in_netns
+from railab.traffic.engine import Rtnl, in_netns
 from railab.traffic.patterns import Flow, route
 from railab.traffic.roce import ROCEV2_UDP_PORT
 from railab.traffic.stream import DEFAULT_RATE, StreamProcess, flow_sport
@@ -92,14 +92,12 @@ BFD_NOTE = ("BFD matters for a silent failure (e.g. grey-loss --percent 100 on o
             "at once, with or without BFD")
 
 # rtnetlink route messages (include/uapi/linux/rtnetlink.h)
-RTM_NEWROUTE, RTM_GETROUTE = 24, 26
-RTA_DST, RTA_SRC, RTA_IIF, RTA_OIF, RTA_MULTIPATH, RTA_TABLE = 1, 2, 3, 4, 9, 15
+RTM_GETROUTE = 26
+RTA_DST, RTA_SRC, RTA_IIF, RTA_OIF = 1, 2, 3, 4
 RTA_IP_PROTO, RTA_SPORT, RTA_DPORT = 27, 28, 29
 RTN_UNICAST = 1
-RTNH_F_DEAD, RTNH_F_LINKDOWN = 1, 16
 RT_TABLE_MAIN = 254
 _RTMSG = struct.Struct("=BBBBBBBBI")
-_RTNH = struct.Struct("=HBBi")
 
 
 def _rta(typ: int, payload: bytes) -> bytes:
@@ -200,34 +198,24 @@ class FabricView:
                 + _rta(RTA_DST, socket.inet_aton(dst)) + _rta(RTA_SRC, socket.inet_aton(src))
                 + _rta(RTA_IIF, struct.pack("=I", idx)) + _rta(RTA_IP_PROTO, b"\x11")
                 + _rta(RTA_SPORT, struct.pack("!H", sport)) + _rta(RTA_DPORT, struct.pack("!H", dport)))
-        sock = self._nl[node].sock
-        sock.send(struct.pack("=IHHII", 16 + len(body), RTM_GETROUTE, 1, self._seq, 0) + body)
-        while True:
-            data = sock.recv(65536)
-            off = 0
-            while off + 16 <= len(data):
-                ln, typ, _fl, seq, _pid = struct.unpack_from("=IHHII", data, off)
-                if ln < 16:
-                    break
-                if seq == self._seq:
-                    if typ == NLMSG_ERROR:
-                        err = struct.unpack_from("=i", data, off + 16)[0]
-                        return None, f"no route at {node} ({os.strerror(-err)})" if err else "?"
-                    if typ == RTM_NEWROUTE:
-                        m = memoryview(data)[off + 16:off + ln]
-                        rtype = m[7]
-                        if rtype != RTN_UNICAST:
-                            return None, f"{'blackhole' if rtype == 6 else 'no route'} at {node}"
-                        for t, v in _attrs(m, _RTMSG.size):
-                            if t == RTA_OIF:
-                                oif = struct.unpack_from("=I", v)[0]
-                                name = self._name[node].get(oif)
-                                if name is None:
-                                    self.refresh(node)
-                                    name = self._name[node].get(oif, f"if{oif}")
-                                return name, ""
-                        return None, f"no egress port at {node}"
-                off += (ln + 3) & ~3
+        try:
+            m = self._nl[node].request(RTM_GETROUTE, body)
+        except OSError as exc:
+            return None, f"no route at {node} ({os.strerror(exc.errno)})"
+        if m is None:
+            return None, "?"
+        rtype = m[7]
+        if rtype != RTN_UNICAST:
+            return None, f"{'blackhole' if rtype == 6 else 'no route'} at {node}"
+        for t, v in _attrs(m, _RTMSG.size):
+            if t == RTA_OIF:
+                oif = struct.unpack_from("=I", v)[0]
+                name = self._name[node].get(oif)
+                if name is None:
+                    self.refresh(node)
+                    name = self._name[node].get(oif, f"if{oif}")
+                return name, ""
+        return None, f"no egress port at {node}"
 
     def trace(self, flow: Flow) -> Trace:
         """Walk ``flow`` (routed; a fabric flow) from its source leaf through each switch's
@@ -262,29 +250,11 @@ class FabricView:
         next hops flagged dead or linkdown left out; blackholes as ``()``)."""
         out: dict[str, tuple[str, ...]] = {}
         names = self._name[node]
-        for m in self._nl[node].dump(RTM_GETROUTE, _RTMSG.pack(socket.AF_INET, 0, 0, 0, 0, 0, 0, 0, 0)):
-            family, dst_len, _s, _tos, table, _proto, _scope, rtype, _flags = _RTMSG.unpack_from(m, 0)
-            dst = "0.0.0.0"
-            oifs: list[str] = []
-            for t, v in _attrs(m, _RTMSG.size):
-                if t == RTA_TABLE:
-                    table = struct.unpack_from("=I", v)[0]
-                elif t == RTA_DST:
-                    dst = socket.inet_ntoa(bytes(v[:4]))
-                elif t == RTA_OIF:
-                    oifs.append(names.get(struct.unpack_from("=I", v)[0], "?"))
-                elif t == RTA_MULTIPATH:
-                    off = 0
-                    while off + _RTNH.size <= len(v):
-                        ln, flags, _hops, ifi = _RTNH.unpack_from(v, off)
-                        if ln < _RTNH.size:
-                            break
-                        if not flags & (RTNH_F_DEAD | RTNH_F_LINKDOWN):
-                            oifs.append(names.get(ifi, f"if{ifi}"))
-                        off += (ln + 3) & ~3
-            if family != socket.AF_INET or table != RT_TABLE_MAIN or rtype not in (RTN_UNICAST, 6):
+        for r in self._nl[node].routes(RT_TABLE_MAIN, live_only=True):
+            if r.type not in (RTN_UNICAST, 6):
                 continue
-            out[str(ipaddress.ip_network(f"{dst}/{dst_len}", strict=False))] = tuple(oifs)
+            out[str(ipaddress.ip_network(f"{r.dst}/{r.dst_len}", strict=False))] = tuple(
+                names.get(i, f"if{i}" if len(r.oifs) > 1 else "?") for i in r.oifs)
         return out
 
     def fib_problems(self) -> list[str]:

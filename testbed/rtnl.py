@@ -50,6 +50,7 @@ RTA_MULTIPATH = 9
 RTA_TABLE = 15
 _RTMSG = struct.Struct("=BBBBBBBBI")  # rtmsg: family, dst_len, src_len, tos, table, protocol, scope, type, flags
 _RTNH = struct.Struct("=HBBi")  # rtnexthop: len, flags, hops, ifindex
+RTNH_F_DEAD, RTNH_F_LINKDOWN = 1, 16
 _NLMSG = struct.Struct("=IHHII")  # nlmsghdr: len, type, flags, seq, pid
 _RTA = struct.Struct("=HH")  # rtattr / nlattr: len, type
 _STATS64 = struct.Struct("=QQQQ")  # rtnl_link_stats64: rx_packets, tx_packets, rx_bytes, tx_bytes
@@ -123,14 +124,13 @@ class Rtnl:
         """Close the socket (idempotent)."""
         self.sock.close()
 
-    def dump(self, msg_type: int, body: bytes) -> Iterator[memoryview]:
-        """Send one ``NLM_F_DUMP`` request and yield each reply's payload (after the
-        nlmsghdr); each view is valid until the next one is yielded. Raises OSError on an
-        ``NLMSG_ERROR`` reply."""
+    def _replies(self, msg_type: int, flags: int, body: bytes) -> Iterator[memoryview]:
+        """Send one request and yield each reply's payload (after the nlmsghdr) until
+        NLMSG_DONE or an acknowledgement; each view is valid until the next one is yielded.
+        Raises OSError on an ``NLMSG_ERROR`` reply with an error."""
         self._seq = (self._seq + 1) & 0xFFFFFFFF
         seq = self._seq
-        self.sock.send(_NLMSG.pack(_NLMSG.size + len(body), msg_type, NLM_F_REQUEST | NLM_F_DUMP,
-                                   seq, 0) + body)
+        self.sock.send(_NLMSG.pack(_NLMSG.size + len(body), msg_type, flags, seq, 0) + body)
         buf = self._buf
         while True:
             n = self.sock.recv_into(buf)
@@ -145,10 +145,26 @@ class Rtnl:
                     if typ == NLMSG_ERROR:
                         err = struct.unpack_from("=i", buf, off + _NLMSG.size)[0]
                         if err:
-                            raise OSError(-err, f"rtnetlink dump {msg_type}: {os.strerror(-err)}")
+                            raise OSError(-err, f"rtnetlink request {msg_type}: {os.strerror(-err)}")
                         return
                     yield memoryview(buf)[off + _NLMSG.size:off + ln]
                 off += (ln + 3) & ~3
+
+    def dump(self, msg_type: int, body: bytes) -> Iterator[memoryview]:
+        """Send one ``NLM_F_DUMP`` request and yield each reply's payload (after the
+        nlmsghdr); each view is valid until the next one is yielded. Raises OSError on an
+        ``NLMSG_ERROR`` reply."""
+        return self._replies(msg_type, NLM_F_REQUEST | NLM_F_DUMP, body)
+
+    def request(self, msg_type: int, body: bytes) -> memoryview | None:
+        """Send one plain request (e.g. RTM_GETROUTE for one destination, RTM_GETNSID) and
+        return its reply's payload, None for a bare acknowledgement. Raises OSError (with the
+        kernel's errno) on an error reply. The view is valid until the next request."""
+        replies = self._replies(msg_type, NLM_F_REQUEST, body)
+        try:
+            return next(replies, None)
+        finally:
+            replies.close()
 
     @staticmethod
     def _attrs(payload: memoryview, start: int) -> Iterator[tuple[int, memoryview]]:
@@ -189,31 +205,13 @@ class Rtnl:
         NETNSA_FD, ``net/core/net_namespace.c``), None when it has none (-1: not assigned).
         What IFLA_LINK_NETNSID of a veth whose peer lives there says. Raises OSError on an
         error reply."""
-        self._seq = (self._seq + 1) & 0xFFFFFFFF
-        seq = self._seq
         body = struct.pack("=Bxxx", socket.AF_UNSPEC) + _RTA.pack(8, NETNSA_FD) + struct.pack("=I", fd)
-        self.sock.send(_NLMSG.pack(_NLMSG.size + len(body), RTM_GETNSID, NLM_F_REQUEST, seq, 0) + body)
-        buf = self._buf
-        while True:
-            n = self.sock.recv_into(buf)
-            off = 0
-            while off + _NLMSG.size <= n:
-                ln, typ, _flags, mseq, _pid = _NLMSG.unpack_from(buf, off)
-                if ln < _NLMSG.size:
-                    return None
-                if mseq == seq:
-                    if typ == NLMSG_ERROR:
-                        err = struct.unpack_from("=i", buf, off + _NLMSG.size)[0]
-                        if err:
-                            raise OSError(-err, f"RTM_GETNSID: {os.strerror(-err)}")
-                        return None
-                    payload = memoryview(buf)[off + _NLMSG.size:off + ln]
-                    for t, val in self._attrs(payload, 4):
-                        if t == NETNSA_NSID and len(val) >= 4:
-                            nsid = struct.unpack_from("=i", val)[0]
-                            return None if nsid < 0 else nsid
-                    return None
-                off += (ln + 3) & ~3
+        payload = self.request(RTM_GETNSID, body)
+        for t, val in self._attrs(payload, 4) if payload is not None else ():
+            if t == NETNSA_NSID and len(val) >= 4:
+                nsid = struct.unpack_from("=i", val)[0]
+                return None if nsid < 0 else nsid
+        return None
 
     def link_details(self) -> list[LinkRow]:
         """Every link of the namespace as a :class:`LinkRow` (one RTM_GETLINK dump)."""
@@ -257,10 +255,11 @@ class Rtnl:
                 rows.append(RuleRow(src=src, src_len=src_len, priority=prio, table=table))
         return rows
 
-    def routes(self, table: int | None = 254) -> list[RouteRow]:
+    def routes(self, table: int | None = 254, *, live_only: bool = False) -> list[RouteRow]:
         """The IPv4 routes of routing ``table`` (254: main; None: every table) as
         :class:`RouteRow`, one RTM_GETROUTE dump; ECMP routes carry every next hop's output
-        interface (RTA_MULTIPATH's ``rtnexthop`` array)."""
+        interface (RTA_MULTIPATH's ``rtnexthop`` array). ``live_only``: leave out the next hops
+        the kernel flags dead or linkdown (RTNH_F_DEAD, RTNH_F_LINKDOWN)."""
         rows = []
         body = _RTMSG.pack(socket.AF_INET, 0, 0, 0, 0, 0, 0, 0, 0)
         for p in self.dump(RTM_GETROUTE, body):
@@ -278,10 +277,11 @@ class Rtnl:
                 elif typ == RTA_MULTIPATH:
                     off = 0
                     while off + _RTNH.size <= len(val):
-                        ln, _f, _h, ifindex = _RTNH.unpack_from(val, off)
+                        ln, nh_flags, _h, ifindex = _RTNH.unpack_from(val, off)
                         if ln < _RTNH.size:
                             break
-                        oifs.append(ifindex)
+                        if not (live_only and nh_flags & (RTNH_F_DEAD | RTNH_F_LINKDOWN)):
+                            oifs.append(ifindex)
                         off += (ln + 3) & ~3
             if family != socket.AF_INET or (table is not None and tbl != table):
                 continue
