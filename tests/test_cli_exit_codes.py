@@ -95,41 +95,39 @@ def test_check_summary_grammar():
     assert _follow(1) == "1 more failure follows" and _follow(2) == "2 more failures follow"
 
 
+def _kinds_exit(monkeypatch, capsys, body) -> tuple[int, str]:
+    """Run ``railab kinds --json`` through ``railab.cli.main`` with its work replaced by
+    ``body``; returns (exit code, stderr)."""
+    import railab.cli.registry as reg
+    from railab.cli import main
+
+    monkeypatch.setattr(reg, "registry_record", body)
+    monkeypatch.setattr(sys, "argv", ["railab", "kinds", "--json"])
+    with pytest.raises(SystemExit) as exc:
+        main()
+    return exc.value.code, capsys.readouterr().err
+
+
 def test_ctrl_c_outside_a_commands_own_handling_prints_one_line(monkeypatch, capsys):
     """A Ctrl-C that lands before a command handles it (Typer turns it into a returned 130 in
     non-standalone mode, with nothing printed): exit 130 and exactly one `error: interrupted`.
     It was the silent exit of `railab check` interrupted at 0.8 s under load."""
-    import railab.cli.registry as reg
-    from railab import errors
-    from railab.cli import main
-
     def boom():
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(reg, "registry_record", boom)
-    monkeypatch.setattr(errors, "_interrupted_reported", False)
-    monkeypatch.setattr(sys, "argv", ["railab", "kinds", "--json"])
-    with pytest.raises(SystemExit) as exc:
-        main()
-    assert exc.value.code == 130
-    assert capsys.readouterr().err == "error: interrupted\n"
+    assert _kinds_exit(monkeypatch, capsys, boom) == (130, "error: interrupted\n")
 
 
 def test_a_command_that_reports_its_interrupt_is_not_reported_twice(monkeypatch, capsys):
     """`up`'s own Ctrl-C line, then exit 130: the top level adds nothing."""
     import typer
 
-    import railab.cli.registry as reg
     from railab import errors
-    from railab.cli import main
+
+    msg = "error: interrupted by SIGINT: everything up made was removed"
 
     def own():
-        errors.report_interrupted("error: interrupted by SIGINT: everything up made was removed")
+        errors.report_interrupted(msg)
         raise typer.Exit(130)
 
-    monkeypatch.setattr(reg, "registry_record", own)
-    monkeypatch.setattr(sys, "argv", ["railab", "kinds", "--json"])
-    with pytest.raises(SystemExit) as exc:
-        main()
-    assert exc.value.code == 130
-    assert capsys.readouterr().err == "error: interrupted by SIGINT: everything up made was removed\n"
+    assert _kinds_exit(monkeypatch, capsys, own) == (130, msg + "\n")
