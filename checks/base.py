@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -546,19 +545,10 @@ class Observer:
         return None if status == "missing" else status == "up"
 
     def _index_names(self, node: str) -> dict[int, str]:
-        """ifindex -> interface name of ``node``: from the link dump when :meth:`links` ran,
-        else ``if_nameindex(3)`` inside the namespace (a few ms where pyroute2's decoded
-        RTM_GETLINK dump of a 128-port leaf takes ~100 ms: the convergence wait only needs the
-        names). Raises ObservationError when the namespace cannot be read."""
-        if node in self._ifnames:
-            return self._ifnames[node]
-        ns = self.namespace(node)
-        try:
-            with entered(ns):
-                pairs = socket.if_nameindex()
-        except OSError as exc:
-            raise ObservationError(f"{node}: cannot read interfaces of {ns}: {exc}") from exc
-        return {i: name for i, name in pairs}
+        """ifindex -> interface name of ``node`` (:meth:`links`' raw dump, cached). Raises
+        ObservationError when the namespace cannot be read."""
+        self.links(node)
+        return self._ifnames[node]
 
     def ifname(self, node: str, index: int) -> str | None:
         """Interface name of ``index`` on ``node`` (None when absent)."""

@@ -16,6 +16,7 @@ running-config``, which vtysh merges from every daemon) is left to ``vtysh``.
 from __future__ import annotations
 
 import socket
+import time
 from pathlib import Path
 
 #: Leading words of a show command -> the daemon that owns it (vtysh sends these to that daemon
@@ -83,3 +84,28 @@ def vty_command(path: str | Path, command: str, *, timeout: float = 30.0) -> tup
         return _exchange(s, path, command, timeout)
     finally:
         s.close()
+
+
+def wait_answering(paths: list[Path], *, timeout: float = 10.0, workers: int = 32) -> list[Path]:
+    """Wait, up to ``timeout`` seconds in all, until the daemon behind each vty socket of
+    ``paths`` answers a command (checked from ``workers`` threads at once). A daemon started
+    with ``-f FILE`` reads that file in the first event of its main loop, so its first answer
+    comes after its config is in. Returns the sockets that never answered (empty: all did)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    end = time.monotonic() + timeout
+
+    def answered(sock: Path) -> bool:
+        while time.monotonic() < end:
+            try:
+                vty_command(sock, "show version", timeout=max(0.1, end - time.monotonic()))
+                return True
+            except (OSError, TimeoutError):
+                time.sleep(0.02)
+        return False
+
+    if not paths:
+        return []
+    with ThreadPoolExecutor(max_workers=min(workers, len(paths))) as pool:
+        return [p for p, ok in zip(paths, pool.map(answered, paths), strict=True) if not ok]
+

@@ -50,7 +50,6 @@ import signal
 import socket
 import subprocess
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -838,21 +837,10 @@ class NetnsRuntime(Runtime):
         each daemon answers on its vty socket (its config is read), its log is read for those
         lines; N is mapped back to the node's frr.conf by the line's text."""
         found: list[str] = []
-        end = time.monotonic() + timeout
         pat = re.compile(r"\] (?P<msg>.*?) on config line \d+: (?P<line>.*)$")
-        def answered(sock: Path) -> None:
-            while time.monotonic() < end:
-                try:
-                    vty.vty_command(sock, "show version", timeout=max(0.1, end - time.monotonic()))
-                    return
-                except (OSError, TimeoutError):
-                    time.sleep(0.02)
-
         # every daemon at once (288 on the 4096-GPU fabric, each busy converging)
-        socks = [st.node_dir(lab, n.name) / f"{d}.vty" for n in clab.routers if n.name in parts
-                 for d in parts[n.name]]
-        with ThreadPoolExecutor(max_workers=32) as pool:
-            list(pool.map(answered, socks))
+        vty.wait_answering([st.node_dir(lab, n.name) / f"{d}.vty" for n in clab.routers
+                            if n.name in parts for d in parts[n.name]], timeout=timeout)
         for n in clab.routers:
             if n.name not in parts:
                 continue
@@ -879,16 +867,8 @@ class NetnsRuntime(Runtime):
         its config file in the first event of its main loop, so its first answer on the vty
         socket (railab.testbed.vty) comes after. A zebra that does not answer in ``timeout``
         seconds is left to the RA interval (nothing fails here)."""
-        end = time.monotonic() + timeout
-        for n in clab.routers:
-            if n.name not in parts:
-                continue
-            while time.monotonic() < end:
-                try:
-                    vty.vty_command(st.node_dir(lab, n.name) / "zebra.vty", "show version", timeout=timeout)
-                    break
-                except OSError:
-                    time.sleep(0.02)
+        vty.wait_answering([st.node_dir(lab, n.name) / "zebra.vty" for n in clab.routers if n.name in parts],
+                           timeout=timeout)
 
     def _reap(self, procs: dict[str, subprocess.Popen], what: str, lab: str) -> None:
         bad = []
