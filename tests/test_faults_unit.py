@@ -33,9 +33,14 @@ def test_resolve_link_forms(labdir):
 
 def test_neighbor_lines_rebuild_the_peer_group_member(labdir):
     conf = (labdir / "configs" / "spine1" / "frr.conf").read_text()
+    # a spine is the upper end of its leaf links: the rebuilt member listens again (passive)
     assert F._neighbor_lines(conf, 4200000000, "eth2") == [
-        ["router bgp 4200000000", "neighbor eth2 interface peer-group FABRIC"]]
+        ["router bgp 4200000000", "neighbor eth2 interface peer-group FABRIC"],
+        ["router bgp 4200000000", "neighbor eth2 passive"]]
     assert F._neighbor_lines(conf, 4200000001, "eth2") == []
+    leaf = (labdir / "configs" / "g1-leaf1" / "frr.conf").read_text()
+    assert all("passive" not in line for lines in F._neighbor_lines(leaf, 4200000001, "eth3")
+               for line in lines)
 
 
 def test_netns_only_kinds_are_refused_on_containerlab(labdir, tmp_path, monkeypatch):

@@ -113,6 +113,27 @@ def test_full_1024_lab_has_no_bfd_and_slow_ras(full1024):
     assert LabSpec.model_validate(doc).bfd.detect_ms == DEFAULT_BFD.detect_ms  # timers kept
     assert (doc["bgp_keepalive_s"], doc["bgp_hold_s"]) == (3, 9)
     assert " timers bgp 3 9\n" in conf and " neighbor FABRIC timers 3 9\n" in conf
+    # no bfdd where frr.conf has no BFD; the small labs keep it
+    assert "\nbfdd=no\n" in full1024.files["configs/g1-leaf1/daemons"]
+    mini = build_lab(load_intent("mini"), name=f"sb{PID}")
+    assert "\nbfdd=yes\n" in mini.files["configs/g1-leaf1/daemons"]
+
+
+def test_upper_end_of_every_fabric_link_listens():
+    """``neighbor ethX passive`` on exactly the upper end of each fabric link (Link.b): every
+    spine port on two tiers; a pod spine's leaf ports but not its super-spine ports on three."""
+    for name in ("mini", "rail-optimized-3tier-mini"):
+        built = build_lab(load_intent(name), name=f"sp{PID}")
+        spec = built.spec
+        for ln in spec.links:
+            if ln.role == "server-leaf":
+                continue
+            upper = built.files[f"configs/{ln.b.node}/frr.conf"]
+            lower = built.files[f"configs/{ln.a.node}/frr.conf"]
+            assert f" neighbor {ln.b.interface} passive\n" in upper, (name, ln)
+            assert f" neighbor {ln.a.interface} passive\n" not in lower, (name, ln)
+        roles = {n.role for n in spec.nodes}
+        assert ("superspine" in roles) == (name != "mini")
 
 
 def test_intent_may_set_bfd_and_ra_on_a_full_lab():

@@ -38,6 +38,14 @@ What each part implements:
   own prefixes back: at 4096 GPUs a leaf otherwise sends ~128 prefixes x 64 uplinks of UPDATEs
   that are all discarded, while the fabric converges. Routing is unchanged (same best paths,
   same ECMP).
+* ``neighbor ethX passive`` on the upper end of every fabric link (a spine's leaf-facing ports, a
+  super-spine's spine-facing ports): the lower tier opens each session and the upper tier only
+  listens (RFC 4271 section 8.2.1, PassiveTcpEstablishment). With both ends opening, nearly
+  every session starts with a connection collision (RFC 4271 section 6.8): bgpd builds a second
+  peer for the incoming connection and tears one down, and every attempt that meets a bgpd not
+  yet listening ends in a reset, each costing bgpd a 640 KiB buffer clear (FRR 8.4 ``bgp_stop``).
+  Measured on the full 1024-GPU fabric: bgpd 26.5 -> 9.6 CPU-s while it converges, ``up``
+  23.9 -> 17.2 s. Routing is unchanged; a session re-forms on the leaf's 1 s connect retry.
 * Loading: the file is an integrated config; apply it with ``vtysh -f``/``vtysh -b`` to running
   daemons. The whole file as every daemon's ``-f`` does not work (a daemon that does not know a
   block's opening line runs its ``exit`` at the top level and drops the rest of the file: staticd
@@ -80,11 +88,14 @@ TEMPLATES = Path(__file__).resolve().parent / "templates"
 
 @dataclass(frozen=True)
 class Port:
-    """One interface in ``frr.conf``: ``address`` is ``a.b.c.d/31`` on server-facing ports."""
+    """One interface in ``frr.conf``: ``address`` is ``a.b.c.d/31`` on server-facing ports;
+    ``passive`` on a fabric port whose peer is the lower tier (this end listens, see the module
+    docstring)."""
 
     interface: str
     description: str
     address: str | None = None
+    passive: bool = False
 
 
 @dataclass

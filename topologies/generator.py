@@ -342,6 +342,8 @@ def _render_configs(spec: LabSpec, s: LabShape) -> dict[str, str]:
         return port if spec.node(peer).role == "server" else ifname(port)
 
     p2p = _p2p_addresses(spec, s) if sonic else {}
+    # the upper end of each fabric link (Link.b) listens: railab.topologies.frr, passive
+    upper_ends = {(ln.b.node, ln.b.interface) for ln in spec.links if ln.role != "server-leaf"}
     for node in spec.nodes:
         if node.role == "server":
             continue
@@ -356,7 +358,7 @@ def _render_configs(spec: LabSpec, s: LabShape) -> dict[str, str]:
                 srv_addr[iface] = addr
                 server_ports.append(Port(ifname(iface), desc, None if sonic else addr))
             else:
-                fabric_ports.append(Port(ifname(iface), desc))
+                fabric_ports.append(Port(ifname(iface), desc, passive=(node.name, iface) in upper_ends))
         cfg = SwitchConfig(
             name=node.name, role=node.role, asn=node.asn, router_id=node.router_id,
             loopback=node.router_id, group=node.group, rails=node.rails,
@@ -368,7 +370,9 @@ def _render_configs(spec: LabSpec, s: LabShape) -> dict[str, str]:
         )
         base = f"configs/{node.name}"
         files[f"{base}/frr.conf"] = render_frr_conf(cfg)
-        files[f"{base}/daemons"] = render_daemons(kind.daemons, kind.daemon_options)
+        # no bfdd where frr.conf has no BFD (BfdProfile.enabled off: the full-size fabrics)
+        daemons = tuple(d for d in kind.daemons if d != "bfdd" or spec.bfd.enabled)
+        files[f"{base}/daemons"] = render_daemons(daemons, kind.daemon_options)
         if "config_db.json" in kind.files:
             files[f"{base}/config_db.json"] = render_config_db(SonicSwitch(
                 name=node.name, role=node.role, asn=node.asn, loopback=node.router_id,
