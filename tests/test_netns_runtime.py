@@ -153,15 +153,16 @@ def test_bad_config_is_rejected(tmp_path):
 
 def test_a_line_a_daemon_refuses_at_start_fails_up(tmp_path):
     """vtysh -C parses this (a second ``router bgp`` with another ASN) but bgpd refuses it when it
-    reads its split part at start, logs it and runs on without it: up must say so, not converge
-    on a config that is not the file's, and leave nothing behind."""
+    reads its split part at start, logs it and runs on without it: the bring-up must say so (it
+    reads the daemons' logs while it waits for convergence), not converge on a config that is
+    not the file's, and leave nothing behind."""
     name = f"rj{PID}"
     labdir = _gen("mini", name, tmp_path)
     conf = labdir / "configs" / "g1-leaf1" / "frr.conf"
     conf.write_text(conf.read_text() + "router bgp 65000\n bgp router-id 1.1.1.1\nexit\n")
     n = len(conf.read_text().splitlines())
     with pytest.raises(RailabError, match=rf"g1-leaf1 bgpd: frr\.conf line {n - 2}: .*router bgp 65000"):
-        NetnsRuntime().up(labdir)
+        bring_up(NetnsRuntime(), labdir)
     _assert_gone(name)
 
 

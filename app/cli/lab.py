@@ -125,9 +125,9 @@ def _lab_name(lab: str) -> str:
 #: How the recorded ``timings`` nest: phase -> its sub-phases (netns runtime; containerlab
 #: records ``deploy_s``). ``frr`` holds one ``frr_<daemons>_s`` per daemon wave (``frr_zebra_s``,
 #: then e.g. ``frr_staticd/bgpd/bfdd_s``), ``frr_config_s`` (the ``vtysh -f`` push of nodes
-#: whose config was not split), ``frr_config_check_s`` (waiting for every split-started daemon
-#: to answer, then reading its log for refused lines) and ``frr_ra_solicit_s``. The top level
-#: sums to the time from ``up`` to converged.
+#: whose config was not split) and ``frr_ra_solicit_s`` (labs recorded before the refused-line
+#: check moved into the convergence wait also have ``frr_config_check_s``). The top level sums
+#: to the time from ``up`` to converged.
 _PHASES: dict[str, tuple[str, ...]] = {
     "build_s": ("namespaces_s", "links_s", "servers_s", "frr_s"),
 }

@@ -63,6 +63,12 @@ class Runtime(ABC):
             raise RailabError(f"lab {lab!r} is not up (no {st.state_path(lab)})")
         return record
 
+    def startup_problems(self, lab: str) -> list[str]:
+        """What ``lab``'s daemons refused while starting, one text per problem (empty: none).
+        ``bring_up`` reads it while it waits for convergence and fails the bring-up on any.
+        This default (a runtime that learns nothing at start) returns []."""
+        return []
+
     def mark_converged(self, lab: str, converge_s: float) -> st.LabState:
         """Record that ``lab`` converged after ``converge_s`` seconds: phase ``running`` and
         ``timings["converge_s"]``. Returns the saved record; RailabError when it is not up."""
