@@ -53,7 +53,9 @@ def bring_up(runtime: Runtime, labdir: str | Path, *, timeout: float | None = No
     debugging (phase ``not-converged``) and a converged lab that differs running (phase
     ``running``: it works, the LabDiffersError says how it differs); the message says how to
     remove it.
-    Ctrl-C always rolls back.
+    Ctrl-C always rolls back, and so does a config line a daemon refused at start
+    (``runtime.startup_problems``, read while the wait runs; it fails the wait at once), even
+    with ``keep_on_failure``: that lab does not run the config its files say.
     """
     record = runtime.up(Path(labdir), **up_kwargs)
     lab = record.lab
@@ -110,8 +112,11 @@ class _StartupProblems:
         def run() -> None:
             try:
                 self.result = runtime.startup_problems(lab)
-            except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            except RailabError as exc:  # re-raised in the caller's thread
                 self.result = exc
+            except Exception as exc:  # noqa: BLE001 - an unreadable log, say so in one line
+                self.result = RailabError(f"lab {lab}: could not read what the daemons refused at "
+                                          f"start ({type(exc).__name__}: {exc})")
             finally:
                 self.done.set()
 

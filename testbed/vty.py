@@ -96,7 +96,8 @@ def wait_answering(paths: list[Path], *, timeout: float = 10.0, workers: int = 3
     end = time.monotonic() + timeout
 
     def answered(sock: Path) -> bool:
-        while time.monotonic() < end:
+        # the lab's run directory gone (down, a rollback): nothing left to wait for
+        while time.monotonic() < end and sock.parent.exists():
             try:
                 vty_command(sock, "show version", timeout=max(0.1, end - time.monotonic()))
                 return True

@@ -11,6 +11,7 @@ import io
 import json
 import re
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -231,3 +232,65 @@ def test_converge_bar_draws_sessions_and_prefixes():
     text = out.getvalue()
     assert "BGP sessions (lab1)" in text and "4/4" in text and "12/12" in text
     ConvergeBar().close()  # never started: nothing to stop
+
+
+class RefusingRuntime(FakeRuntime):
+    """startup_problems reports a refused line (after ``delay`` s) or raises ``error``."""
+
+    def __init__(self, problems=(), delay: float = 0.0, error: Exception | None = None) -> None:
+        super().__init__()
+        self.problems, self.delay, self.error = list(problems), delay, error
+
+    def startup_problems(self, lab: str) -> list[str]:
+        time.sleep(self.delay)
+        if self.error is not None:
+            raise self.error
+        return self.problems
+
+
+LINE = "g1-leaf1 bgpd: frr.conf line 99: No such command: router bgp 65000"
+
+
+@pytest.mark.parametrize("keep", [False, True])
+def test_a_refused_line_fails_a_converged_bring_up_and_rolls_back(run_dir, labdir, monkeypatch, keep):
+    monkeypatch.setattr(deploy, "wait_converged", lambda *a, **k: {})
+    rt = RefusingRuntime([LINE])
+    with pytest.raises(RailabError, match="FRR rejected part of the config at daemon start: g1-leaf1 bgpd"):
+        deploy.bring_up(rt, labdir, keep_on_failure=keep)
+    assert rt.calls[-1] == "down dep" and st.load("dep") is None
+
+
+def test_a_refused_line_stops_the_wait_at_the_next_poll(run_dir, labdir, monkeypatch):
+    polls = []
+
+    def slow_wait(spec, executor, *, timeout, on_progress, netns_of=None):
+        for i in range(200):  # 10 s of polls unless a poll raises
+            time.sleep(0.05)
+            polls.append(i)
+            on_progress(ConvergeProgress("dep", 0, 2, 0, 4, i * 0.05))
+        return {}
+
+    monkeypatch.setattr(deploy, "wait_converged", slow_wait)
+    rt = RefusingRuntime([LINE], delay=0.2)
+    with pytest.raises(RailabError, match="line 99"):
+        deploy.bring_up(rt, labdir)
+    assert 2 <= len(polls) < 50 and rt.calls[-1] == "down dep"
+
+
+def test_a_refused_line_explains_a_timeout(run_dir, labdir, monkeypatch):
+    def timeout(*a, **k):
+        raise RailabError("lab dep did not converge within 1 s")
+
+    monkeypatch.setattr(deploy, "wait_converged", timeout)
+    rt = RefusingRuntime([LINE], delay=0.1)
+    with pytest.raises(RailabError, match="FRR rejected part of the config"):
+        deploy.bring_up(rt, labdir, timeout=1, keep_on_failure=True)
+    assert rt.calls[-1] == "down dep"
+
+
+def test_a_failing_refused_line_read_is_one_railab_error(run_dir, labdir, monkeypatch):
+    monkeypatch.setattr(deploy, "wait_converged", lambda *a, **k: {})
+    rt = RefusingRuntime(error=OSError("Permission denied: bgpd.log"))
+    with pytest.raises(RailabError, match=r"could not read what the daemons refused at start \(OSError"):
+        deploy.bring_up(rt, labdir)
+    assert rt.calls[-1] == "down dep"

@@ -39,8 +39,8 @@ def test_neighbor_lines_rebuild_the_peer_group_member(labdir):
         ["router bgp 4200000000", "neighbor eth2 passive"]]
     assert F._neighbor_lines(conf, 4200000001, "eth2") == []
     leaf = (labdir / "configs" / "g1-leaf1" / "frr.conf").read_text()
-    assert all("passive" not in line for lines in F._neighbor_lines(leaf, 4200000001, "eth3")
-               for line in lines)
+    leaf_lines = F._neighbor_lines(leaf, 4200000001, "eth3")
+    assert leaf_lines and all("passive" not in line for lines in leaf_lines for line in lines)
 
 
 def test_netns_only_kinds_are_refused_on_containerlab(labdir, tmp_path, monkeypatch):

@@ -113,10 +113,6 @@ def test_full_1024_lab_has_no_bfd_and_slow_ras(full1024):
     assert LabSpec.model_validate(doc).bfd.detect_ms == DEFAULT_BFD.detect_ms  # timers kept
     assert (doc["bgp_keepalive_s"], doc["bgp_hold_s"]) == (3, 9)
     assert " timers bgp 3 9\n" in conf and " neighbor FABRIC timers 3 9\n" in conf
-    # no bfdd where frr.conf has no BFD; the small labs keep it
-    assert "\nbfdd=no\n" in full1024.files["configs/g1-leaf1/daemons"]
-    mini = build_lab(load_intent("mini"), name=f"sb{PID}")
-    assert "\nbfdd=yes\n" in mini.files["configs/g1-leaf1/daemons"]
 
 
 def test_upper_end_of_every_fabric_link_listens():

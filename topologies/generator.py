@@ -370,9 +370,7 @@ def _render_configs(spec: LabSpec, s: LabShape) -> dict[str, str]:
         )
         base = f"configs/{node.name}"
         files[f"{base}/frr.conf"] = render_frr_conf(cfg)
-        # no bfdd where frr.conf has no BFD (BfdProfile.enabled off: the full-size fabrics)
-        daemons = tuple(d for d in kind.daemons if d != "bfdd" or spec.bfd.enabled)
-        files[f"{base}/daemons"] = render_daemons(daemons, kind.daemon_options)
+        files[f"{base}/daemons"] = render_daemons(kind.daemons, kind.daemon_options)
         if "config_db.json" in kind.files:
             files[f"{base}/config_db.json"] = render_config_db(SonicSwitch(
                 name=node.name, role=node.role, asn=node.asn, loopback=node.router_id,

@@ -70,6 +70,9 @@ from railab.topologies.labspec import LabSpec
 from railab.topologies.naming import is_lab_name, lab_name_rule, netns_name
 from railab.topologies.nodekinds import FRR_DAEMONS
 
+#: threads that spawn one FRR start wave's daemons (NetnsRuntime._start_frr)
+SPAWN_THREADS = 16
+
 FRR_BIN = Path(os.environ.get("RAILAB_FRR_BIN", "/usr/lib/frr"))
 #: File descriptors per FRR daemon. FRR sizes per-fd tables from the limit (the host's may be
 #: 1M), so an explicit limit keeps each daemon's RSS small; 4096 covers 256+ BGP peers.
@@ -77,8 +80,6 @@ FRR_FD_LIMIT = 4096
 #: Debian's FRR is built with --enable-vty-group=frrvty: the daemons must run as a member of that
 #: group (the packaged ``frr`` user; it keeps the capabilities it needs). Node run directories
 #: are chowned to it.
-#: threads that spawn one FRR start wave's daemons (NetnsRuntime._start_frr)
-SPAWN_THREADS = 16
 FRR_USER = os.environ.get("RAILAB_FRR_USER", "frr")
 #: Neighbour entries a link endpoint may hold at once in the kernel's IPv6 ND / IPv4 ARP tables:
 #: the peer's link-local (unnumbered BGP, BFD, RFC 5549 next hop), ff02::1 (RAs), ff02::2,
@@ -765,15 +766,25 @@ class NetnsRuntime(Runtime):
                 # host kept busy by the daemons already started each child waits for a CPU (the
                 # 4096-GPU fabric: ~1 s per spawn, one at a time, while bgpd converged). A
                 # Ctrl-C waits until every spawned daemon is recorded for the rollback.
-                with signals_deferred(), ThreadPoolExecutor(max_workers=SPAWN_THREADS) as pool:
-                    spawned = list(pool.map(spawn, wave))
+                # Every spawned daemon's UTS fd is kept or closed before an error or the signal
+                # leaves the block (the children themselves are in self._children for rollback).
                 procs: dict[str, subprocess.Popen] = {}
-                for (n, daemon), (proc, held) in zip(wave, spawned, strict=True):
-                    procs[f"{n.name} {daemon}"] = proc
-                    if n.name in uts:
-                        os.close(held)
-                    else:  # the zebra wave: one daemon per node, its new UTS namespace
-                        uts[n.name] = held
+                failure: BaseException | None = None
+                with signals_deferred(), ThreadPoolExecutor(max_workers=SPAWN_THREADS) as pool:
+                    futures = [(nd, pool.submit(spawn, nd)) for nd in wave]
+                    for (n, daemon), fut in futures:
+                        try:
+                            proc, held = fut.result()
+                        except BaseException as exc:  # noqa: BLE001 - raised after the loop
+                            failure = failure or exc
+                            continue
+                        procs[f"{n.name} {daemon}"] = proc
+                        if n.name in uts:
+                            os.close(held)
+                        else:  # the zebra wave: one daemon per node, its new UTS namespace
+                            uts[n.name] = held
+                if failure is not None:
+                    raise failure
                 names = "/".join(dict.fromkeys(d for _, d in sorted(
                     wave, key=lambda nd: nd[0].daemons.index(nd[1]))))
                 self._reap(procs, names, lab)
@@ -819,8 +830,9 @@ class NetnsRuntime(Runtime):
 
     def startup_problems(self, lab: str) -> list[str]:
         """The lines of the split configs (railab.topologies.frr.split_frr_conf) that ``lab``'s
-        daemons refused at start, once each answers on its vty socket (up to 10 s each, in
-        parallel): ``"NODE DAEMON: frr.conf line N: MESSAGE: LINE"`` (see _config_rejections).
+        daemons refused at start, once each answers on its vty socket (up to 60 s in all, checked
+        in parallel; it runs beside the convergence wait, not before it):
+        ``"NODE DAEMON: frr.conf line N: MESSAGE: LINE"`` (see _config_rejections).
         RailabError when the lab is not up."""
         record = self.record(lab)
         clab = load_clab(record.clab_file or record.labdir)
@@ -830,12 +842,12 @@ class NetnsRuntime(Runtime):
             files = {d: f for d, f in files.items() if f.exists()}
             if files:  # a node pushed with vtysh -f has none: vtysh reported its errors
                 parts[n.name] = files
-        return self._config_rejections(clab, lab, parts)
+        return self._config_rejections(clab, lab, parts, timeout=60.0)
 
     @staticmethod
     def _daemon_waves(routers: list) -> list[list[tuple[Any, str]]]:
         """The FRR start waves, each a list of ``(node, daemon)`` started together and waited for
-        (a daemon started with ``-d`` returns once it has read its config) before the next:
+        (a daemon started with ``-d`` returns once it runs, its pid file written) before the next:
         zebra everywhere (the others connect to it), then every other daemon of every node at
         once (they only need zebra, not each other), by position in each node's own daemon
         list (its daemons file's start order). Empty waves are left out.
