@@ -244,6 +244,12 @@ def test_phase_rows_nest_and_sum():
     assert by[(2, "other")][0] == 0.5 and by[(1, "other")][0] == 0.5
     assert by[(0, "build")][1] == pytest.approx(52.5)
     assert phase_rows({}) == []
+    # capacity_s (queues and ECN tables, mini-lossless) is timed inside build: not counted twice
+    rows = phase_rows({"preflight_s": 1.0, "namespaces_s": 1.0, "capacity_s": 0.5, "build_s": 2.0,
+                       "converge_s": 1.0})
+    assert [(d, p) for d, p, _, _ in rows] == [(0, "preflight"), (0, "build"), (1, "namespaces"),
+                                               (1, "capacity"), (1, "other"), (0, "converge"), (0, "total")]
+    assert rows[-1][2] == 4.0
     # containerlab records deploy_s; an unknown key is a top-level phase of its own
     rows = phase_rows({"deploy_s": 3.0, "converge_s": 1.0, "later_s": 1.0})
     assert [(p, s) for _, p, s, _ in rows] == [("deploy", 3.0), ("converge", 1.0), ("later", 1.0),

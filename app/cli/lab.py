@@ -129,7 +129,8 @@ def _lab_name(lab: str) -> str:
 #: check moved into the convergence wait also have ``frr_config_check_s``). The top level sums
 #: to the time from ``up`` to converged.
 _PHASES: dict[str, tuple[str, ...]] = {
-    "build_s": ("namespaces_s", "links_s", "servers_s", "frr_s"),
+    # capacity_s (mini-lossless: queues and ECN tables) is timed inside build
+    "build_s": ("namespaces_s", "links_s", "servers_s", "capacity_s", "frr_s"),
 }
 _TOP = ("preflight_s", "build_s", "deploy_s", "converge_s")
 
