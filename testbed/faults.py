@@ -779,8 +779,10 @@ def _inject_mtu(lab: _Lab, node_a, node_b, port, params) -> st.FaultRecord:
     node, p, peer, pp = _link_end(lab, node_a, node_b, port, params)
     mtu = _pop(params, "mtu", None, int)
     _no_more("mtu", params)
-    if mtu is None or not 68 <= mtu <= 65535:
+    if mtu is None:
         raise UsageError("mtu: give --mtu N (68..65535)")
+    if not 68 <= mtu <= 65535:  # IPv4's minimum (RFC 791) .. the kernel's maximum
+        raise UsageError(f"mtu: --mtu {mtu} is out of range: give 68..65535")
     planned = _mtu_of(lab, node, p)
     if mtu == planned:
         raise UsageError(f"{node}:{p} is planned with MTU {planned} already: give another --mtu")

@@ -295,6 +295,11 @@ def test_bad_input_changes_nothing(lab):
     assert st.load(lab.name).faults == []
     with pytest.raises(UsageError, match="no fault"):
         F.heal(lab.dir, "f999")
+    with pytest.raises(UsageError, match=r"--mtu 20 is out of range: give 68\.\.65535"):
+        F.inject(lab.dir, "mtu", "srv4", "g2-leaf4", mtu=20)
+    with pytest.raises(UsageError, match=r"give --mtu N"):
+        F.inject(lab.dir, "mtu", "srv4", "g2-leaf4")
+    assert st.load(lab.name).faults == []
 
 
 def test_zz_down_removes_what_faults_made(lab):

@@ -48,6 +48,9 @@ CORPUS = [
      ["design.oversubscription:", "leaves no uplinks to the spines"]),
     ("lab-ratio-no-servers", _set(MINI, "lab.oversubscription", "0:1"),
      ["lab.oversubscription:", "leaves no ports for servers"]),
+    # the lab's own ratio is named, not just the key (a new user's find)
+    ("lab-ratio-mismatch", _set(MINI, "lab.oversubscription", "4:1"),
+     ["lab.spines:", "oversubscription is 4:1", "or set lab.oversubscription to 1:1"]),
     ("bad-pool", _set(MINI, "lab.rail_pool", "10.0.0.0/33"), ["lab.rail_pool:", "IPv4 network"]),
     ("lab-string", _set(MINI, "lab", "half"), ["lab: must be a mapping or the string 'full'"]),
     ("lab-name-upper", _set(MINI, "name", "Mini_Lab"), ["name: 'Mini_Lab' is not a valid lab name"]),

@@ -812,7 +812,8 @@ def _check_shape(s: LabShape) -> None:
             raise IntentError(
                 f"lab.spines: leaf downlinks:uplinks is {s.leaf_downlinks}:{s.leaf_uplinks} "
                 f"(servers_per_group x rails_per_leaf : spines x links_per_pair) but the "
-                f"oversubscription is {s.oversubscription}; {fix}, or set lab.oversubscription"
+                f"oversubscription is {s.oversubscription}; {fix}, or set lab.oversubscription "
+                f"to {have.numerator}:{have.denominator}"
             )
     # ports per node
     worst = [("leaf", s.leaf_downlinks + s.leaf_uplinks)]
