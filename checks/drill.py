@@ -65,10 +65,11 @@ from railab.checks.lab import LiveLab
 from railab.checks.runner import run_checks
 from railab.errors import RailabError, UsageError
 from railab.testbed import faults
+from railab.testbed.rtnl import Rtnl
 from railab.testbed.signals import signals_ignored
 from railab.topologies.bfd import BGP_HOLD_MS
 from railab.topologies.labspec import LabSpec
-from railab.traffic.engine import Rtnl, in_netns
+from railab.traffic.engine import in_netns
 from railab.traffic.patterns import Flow, route
 from railab.traffic.roce import ROCEV2_UDP_PORT
 from railab.traffic.stream import DEFAULT_RATE, StreamProcess, flow_sport

@@ -26,6 +26,7 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -70,16 +71,18 @@ class ClabNode:
         connect to it).
         Without a daemons file: FRR_DAEMONS.
         """
-        return tuple(self._daemons_file()[0])
+        return tuple(self._daemons_file[0])
 
     @property
     def daemon_options(self) -> dict[str, list[str]]:
         """Command-line options of each daemon in :attr:`daemons` (``<d>_options`` of the daemons
         file split into words; without a line or a file: the node kind defaults of
         ``railab.topologies.nodekinds``)."""
-        return self._daemons_file()[1]
+        return self._daemons_file[1]
 
+    @cached_property
     def _daemons_file(self) -> tuple[list[str], dict[str, list[str]]]:
+        # parsed once per ClabNode (the runtime asks for daemons and options per wave and spawn)
         if self.frr_conf is None:
             return [], {}
         path = self.binds.get(FRR_DAEMONS_TARGET)

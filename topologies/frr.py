@@ -297,7 +297,7 @@ def split_frr_conf(text: str, daemons: tuple[str, ...] | list[str]) -> dict[str,
             if not owners and stripped not in ("exit", "end"):
                 return None
             if current == "interface" and line[0].isspace() \
-                    and _owner(stripped, dict.fromkeys(_ZEBRA_INTERFACE)) is None:
+                    and _owner(stripped, _ZEBRA_INTERFACE) is None:
                 return None
             for d in owners:
                 parts[d].append(line)

@@ -53,15 +53,7 @@ from scapy.layers.l2 import Ether
 
 from railab.errors import RailabError
 from railab.testbed.namespaces import CLONE_NEWNET, setns
-from railab.testbed.rtnl import (  # noqa: F401  (re-exported: checks.drill reads them here)
-    IFLA_STATS_LINK_64,
-    NLMSG_DONE,
-    NLMSG_ERROR,
-    OPERSTATES,
-    RTM_GETLINK,
-    RTM_GETSTATS,
-    Rtnl,
-)
+from railab.testbed.rtnl import Rtnl
 from railab.testbed.signals import sigint_event  # noqa: F401  (re-exported: railab traffic uses it)
 from railab.topologies.labspec import LabSpec
 from railab.topologies.naming import netns_name

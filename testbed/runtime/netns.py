@@ -785,8 +785,7 @@ class NetnsRuntime(Runtime):
                             uts[n.name] = held
                 if failure is not None:
                     raise failure
-                names = "/".join(dict.fromkeys(d for _, d in sorted(
-                    wave, key=lambda nd: nd[0].daemons.index(nd[1]))))
+                names = "/".join(dict.fromkeys(d for _, d in wave))  # the wave is in start order
                 self._reap(procs, names, lab)
                 zebra_wave = names == "zebra"
                 if zebra_wave:
