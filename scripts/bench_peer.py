@@ -42,7 +42,12 @@ def _load() -> str:
 
 
 def _railab_argv() -> list[str]:
-    exe = shutil.which("railab")
+    """The ``railab`` console script beside this interpreter (what pip installed), else the
+    one on PATH. A version manager's shim on PATH (pyenv: a bash script that resolves the
+    version, ~0.1-0.3 s per call) would add its own start-up to every railab command, while
+    IPMininet runs from its venv's interpreter directly."""
+    beside = Path(sys.executable).with_name("railab")
+    exe = str(beside) if beside.exists() else shutil.which("railab")
     return [exe] if exe else [sys.executable, "-m", "railab"]
 
 

@@ -160,3 +160,37 @@ def test_spine_defaults_to_leaf_model_is_said(run, tmp_path: Path):
     assert r.exit_code == 2 and r.stderr.startswith("error: spine TINY-4 has 4 x 400G ports")
     r = run("--gpus", "512", "--oversubscription", "3:1")  # well-formed, but Rail-only has no uplinks: a warning
     assert r.exit_code == 0 and "oversubscription 3:1 does not apply" in r.stdout
+
+
+def test_command_homes_match_a_full_registration():
+    """railab.cli.COMMAND_HOMES (what ``main`` imports for one command) names every command of
+    the whole app, each with the module that registers it."""
+    import typer.main
+
+    import railab.cli as cli
+
+    full = typer.main.get_command(cli.make_app())
+    assert set(cli.COMMAND_HOMES) == set(full.commands)
+    for name, home in cli.COMMAND_HOMES.items():
+        one = typer.main.get_command(cli.make_app([name]))
+        assert name in one.commands, (name, home)
+        cb = one.commands[name].callback
+        if name != "exercise":  # a Typer group: its callback is Typer's
+            assert getattr(cb, "__wrapped__", cb).__module__ in (f"railab.cli.{home}", "railab.cli.exercise")
+
+
+def test_one_command_imports_only_its_home():
+    """``railab down`` does not import the other areas' command modules (their models cost most of
+    a command's start); an unknown command still gets the whole app's "No such command"."""
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.argv = ['railab', 'list', '--json']\n"
+            "import railab.cli as c\n"
+            "try:\n    c.main()\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in sys.modules if m.startswith('railab.cli.')), file=sys.stderr)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    loaded = r.stderr.strip().splitlines()[-1]
+    assert "railab.cli.lab" in loaded and "railab.cli.traffic" not in loaded and "railab.cli.plan" not in loaded
+    r = subprocess.run([sys.executable, "-m", "railab", "upp"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "No such command 'upp'" in r.stderr

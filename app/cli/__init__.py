@@ -13,7 +13,9 @@ register); one that fails is one ``error:`` line, exit 2.
 
 from __future__ import annotations
 
+import importlib
 import sys
+from collections.abc import Iterable
 
 import typer
 
@@ -33,14 +35,20 @@ try:  # before the commands are built: their help texts list the registries
 except PluginError:
     pass  # reported by the root callback and by main() (load_plugins retries a failed plugin)
 
-app = typer.Typer(
-    name="railab",
-    help="Plan, emulate and test Rail-only / Rail-optimized RoCEv2 GPU backend fabrics.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    context_settings={"help_option_names": ["-h", "--help"]},  # inherited by every command
-)
+#: Each command's home module under railab.cli (its ``register`` adds it). ``main`` imports only
+#: the home of the command on the command line (a whole registration imports every area's
+#: models: ~0.8 s of every command's start); tests/test_cli_plan.py checks this table against
+#: a full registration.
+COMMAND_HOMES: dict[str, str] = {
+    "plan": "plan", "generate": "generate",
+    "up": "lab", "down": "lab", "list": "lab", "status": "lab", "exec": "lab", "inspect": "lab",
+    "traffic": "traffic", "traceroute": "traffic", "check": "check",
+    "demo": "demo", "report": "demo", "graph": "demo", "kinds": "registry",
+    "fault": "fault", "restart": "fault", "drill": "drill",
+    "collective": "collective", "ecmp": "collective", "exercise": "exercise",
+}
+_ORDER = ("plan", "generate", "lab", "traffic", "check", "demo", "registry", "fault", "drill",
+          "collective", "exercise")
 
 
 def _show_version(value: bool) -> None:
@@ -49,7 +57,6 @@ def _show_version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
 def _root(
     version: bool = typer.Option(
         False, "--version", callback=_show_version, is_eager=True, help="print railab's version and exit"
@@ -59,23 +66,50 @@ def _root(
     load_plugins()  # no-op once loaded; raises PluginError (exit 2) for a broken plugin
 
 
-from railab.cli import check as _check  # noqa: E402
-from railab.cli import collective as _collective  # noqa: E402
-from railab.cli import demo as _demo  # noqa: E402
-from railab.cli import drill as _drill  # noqa: E402
-from railab.cli import exercise as _exercise  # noqa: E402
-from railab.cli import fault as _fault  # noqa: E402
-from railab.cli import generate as _generate  # noqa: E402
-from railab.cli import lab as _lab  # noqa: E402
-from railab.cli import plan as _plan  # noqa: E402
-from railab.cli import registry as _registry  # noqa: E402
-from railab.cli import traffic as _traffic  # noqa: E402
+def make_app(commands: Iterable[str] | None = None) -> typer.Typer:
+    """The ``railab`` Typer app with the commands named in ``commands`` (None: every command).
 
-for _mod in (_plan, _generate, _lab, _traffic, _check, _demo, _registry, _fault, _drill,
-             _collective, _exercise):
-    _mod.register(app)
-_collective.register_ecmp(app)
-_exercise.gate_commands(app)  # commands a trainer switched off for a running exercise (after all)
+    A name's whole home module (``COMMAND_HOMES``) is registered, so its sibling commands come
+    too; names not in the table are ignored. Commands a trainer switched off for a running
+    exercise are gated as in the full app (railab.cli.exercise.gate_commands)."""
+    app = typer.Typer(
+        name="railab",
+        help="Plan, emulate and test Rail-only / Rail-optimized RoCEv2 GPU backend fabrics.",
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        context_settings={"help_option_names": ["-h", "--help"]},  # inherited by every command
+    )
+    app.callback()(_root)
+    homes = set(_ORDER) if commands is None else {COMMAND_HOMES[c] for c in commands if c in COMMAND_HOMES}
+    for home in _ORDER:
+        if home in homes:
+            mod = importlib.import_module(f"railab.cli.{home}")
+            mod.register(app)
+            if home == "collective":
+                mod.register_ecmp(app)
+    from railab.cli import exercise as _exercise
+
+    _exercise.gate_commands(app)  # commands a trainer switched off for a running exercise (after all)
+    return app
+
+
+def _command_of(argv: list[str]) -> str | None:
+    """The command named on ``argv`` (its first word that is not an option), or None."""
+    return next((a for a in argv if not a.startswith("-")), None)
+
+
+_APP: typer.Typer | None = None
+
+
+def __getattr__(name: str):
+    """``railab.cli.app``: the whole command line (every command), built on first use."""
+    global _APP
+    if name == "app":
+        if _APP is None:
+            _APP = make_app()
+        return _APP
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # Newer Typer vendors click as typer._click (and no longer installs click): take the usage-error
@@ -96,6 +130,10 @@ def main() -> None:
     try:
         load_plugins()
         clear_interrupted()
+        command = _command_of(sys.argv[1:])
+        # the whole app when something already built it (and may have added to it), else
+        # only the command's home module
+        app = _APP if _APP is not None else make_app([command] if command in COMMAND_HOMES else None)
         rc = app(standalone_mode=False)
         if rc == EXIT_INTERRUPTED and not interrupted_reported():
             # Typer turns a Ctrl-C outside a command's own handling (parsing the options, a
