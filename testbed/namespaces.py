@@ -18,8 +18,10 @@ pyroute2's public ``pyroute2.netns.remove``.
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import os
 import socket
+import struct
 import subprocess
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -93,6 +95,25 @@ def entered(ns: str, *, uts: int | None = None, hostname: str | None = None) -> 
         for fd in (target, home_net, home_uts):
             if fd is not None:
                 os.close(fd)
+
+
+#: netdevice(7) ioctls and flags (linux/sockios.h, linux/if.h)
+_SIOCGIFFLAGS, _SIOCSIFFLAGS, _IFF_UP = 0x8913, 0x8914, 0x1
+
+
+def set_link_up(ifname: str) -> None:
+    """Set interface ``ifname`` of the calling thread's network namespace administratively up
+    (``ip link set IFNAME up``): the SIOCGIFFLAGS / SIOCSIFFLAGS ioctls of netdevice(7) on a
+    socket opened here. ``up`` uses it for every namespace's loopback, where a pyroute2
+    ``IPRoute`` per namespace cost its package import (~0.3 s) plus an event loop each
+    (~10-20 ms; 2.6 s for the 608 namespaces of the 4096-GPU fabric). OSError (ENODEV) when the
+    interface does not exist."""
+    name = ifname.encode()
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        req = fcntl.ioctl(s, _SIOCGIFFLAGS, struct.pack("16sH14x", name, 0))
+        flags = struct.unpack_from("16sH", req)[1]
+        if not flags & _IFF_UP:
+            fcntl.ioctl(s, _SIOCSIFFLAGS, struct.pack("16sH14x", name, flags | _IFF_UP))
 
 
 def ip_batch(scripts: dict[str | None, list[str]], *, what: str, parallel: int = 8) -> None:

@@ -155,6 +155,13 @@ def run_root() -> Path:
     return Path(os.environ.get("RAILAB_RUN_DIR", "/run/railab"))
 
 
+def cache_dir() -> Path:
+    """``/run/railab/.cache``: what railab remembers across labs (e.g. FRR configs ``vtysh -C``
+    already passed, railab.testbed.runtime.netns). Not a lab: lab names never start with a dot,
+    and :func:`labs` skips it. Removing it only costs a re-check."""
+    return run_root() / ".cache"
+
+
 def lab_dir(lab: str) -> Path:
     """``/run/railab/<lab>``: the lab's state file and per-node FRR run directories."""
     return run_root() / lab
@@ -226,7 +233,8 @@ def labs() -> list[str]:
     root = run_root()
     if not root.is_dir():
         return []
-    return sorted(p.name for p in root.iterdir() if p.is_dir() and p.name != ledger_dir().name)
+    return sorted(p.name for p in root.iterdir()
+                  if p.is_dir() and p.name != ledger_dir().name and not p.name.startswith("."))
 
 
 def ledger_add(namespaces: list[str], lab: str) -> None:

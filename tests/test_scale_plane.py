@@ -194,9 +194,9 @@ def test_raise_nofile_to_the_hard_limit():
         pytest.skip(f"hard RLIMIT_NOFILE {hard}")
     try:
         resource.setrlimit(resource.RLIMIT_NOFILE, (400, hard))
-        assert rt_netns.raise_nofile(10) == {}  # 5 x 10 + 256 fds fit in 400
+        assert rt_netns.raise_nofile(10) == {}  # 2 x 10 + 256 fds fit in 400
         assert resource.getrlimit(resource.RLIMIT_NOFILE) == (400, hard)
-        assert rt_netns.raise_nofile(100) == {"RLIMIT_NOFILE": (400, hard)}  # 756 do not
+        assert rt_netns.raise_nofile(100) == {"RLIMIT_NOFILE": (400, hard)}  # 456 do not
         assert resource.getrlimit(resource.RLIMIT_NOFILE) == (hard, hard)
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
@@ -204,8 +204,8 @@ def test_raise_nofile_to_the_hard_limit():
 
 def test_raise_nofile_names_the_hard_limit(monkeypatch):
     monkeypatch.setattr(rt_netns.resource, "getrlimit", lambda _r: (1024, 2048))
-    with pytest.raises(RailabError, match=r"needs 3296 open files \(608 nodes\) but the hard limit is 2048"):
-        rt_netns.raise_nofile(608)
+    with pytest.raises(RailabError, match=r"needs 2256 open files \(1000 nodes\) but the hard limit is 2048"):
+        rt_netns.raise_nofile(1000)
 
 
 def test_lab_state_records_host_limits():
@@ -321,3 +321,92 @@ def test_router_solicitation_reaches_the_peer_port_with_hop_limit_255():
     finally:
         for n in ns.values():
             subprocess.run(["ip", "netns", "del", n], stderr=subprocess.DEVNULL)
+
+
+def test_phase_rows_show_the_solicitation_beside_the_waves_without_summing_it():
+    """The solicitation runs from a thread beside the daemon waves: shown under frr, no share,
+    not subtracted from frr's own time (its ``other`` row)."""
+    t = dict(sorted({"preflight_s": 1.0, "build_s": 4.0, "namespaces_s": 1.0, "frr_s": 3.0,
+                     "frr_zebra_s": 1.0, "frr_bgpd/staticd/bfdd_s": 1.5, "frr_ra_solicit_beside_s": 2.5,
+                     "converge_s": 1.0}.items()))
+    rows = phase_rows(t)
+    assert [(d, p) for d, p, _, _ in rows] == [
+        (0, "preflight"), (0, "build"), (1, "namespaces"), (1, "frr"), (2, "frr_zebra"),
+        (2, "frr_bgpd/staticd/bfdd"), (2, "frr_ra_solicit_beside"), (2, "other"), (0, "converge"), (0, "total")]
+    by = {p: (s, pct) for _, p, s, pct in rows}
+    assert by["frr_ra_solicit_beside"] == (2.5, None)
+    assert by["other"][0] == 0.5 and by["total"] == (6.0, 100.0)
+
+
+# ---- FRR start order ------------------------------------------------------------------------
+class _Node:
+    def __init__(self, name: str, daemons=("zebra", "staticd", "bgpd", "bfdd")):
+        self.name, self.daemons = name, daemons
+
+
+class _Link:
+    def __init__(self, a: tuple[str, str], b: tuple[str, str]):
+        self.a, self.b = a, b
+
+
+class _Clab:
+    """The parts of a ClabFile that tier_order and _daemon_waves read."""
+
+    def __init__(self, routers: list[str], links: list[tuple[str, str]]):
+        self.routers = [_Node(n) for n in routers]
+        self.links = [_Link((a, "eth1"), (b, "eth1")) for a, b in links]
+
+
+def test_tier_order_counts_from_the_top_of_the_clos():
+    # three tiers: leaves open to spines, spines to super-spines (Link.a is the lower end);
+    # a server link (srv1 is no router) does not count
+    clab = _Clab(["leaf1", "leaf2", "spine1", "spine2", "ss1"],
+                 [("leaf1", "spine1"), ("leaf1", "spine2"), ("leaf2", "spine1"), ("leaf2", "spine2"),
+                  ("spine1", "ss1"), ("spine2", "ss1"), ("srv1", "leaf1")])
+    assert rt_netns.tier_order(clab) == {"ss1": 0, "spine1": 1, "spine2": 1, "leaf1": 2, "leaf2": 2}
+    # a cycle (not a Clos) terminates
+    assert set(rt_netns.tier_order(_Clab(["a", "b"], [("a", "b"), ("b", "a")]))) == {"a", "b"}
+
+
+def test_second_wave_starts_every_bgpd_first_top_tier_first():
+    clab = _Clab(["leaf1", "spine1", "leaf2"], [("leaf1", "spine1"), ("leaf2", "spine1")])
+    waves = rt_netns.NetnsRuntime._daemon_waves(clab.routers, clab)
+    assert [(n.name, d) for n, d in waves[0]] == [("spine1", "zebra"), ("leaf1", "zebra"), ("leaf2", "zebra")]
+    assert [(n.name, d) for n, d in waves[1]] == [
+        ("spine1", "bgpd"), ("leaf1", "bgpd"), ("leaf2", "bgpd"),
+        ("spine1", "staticd"), ("leaf1", "staticd"), ("leaf2", "staticd"),
+        ("spine1", "bfdd"), ("leaf1", "bfdd"), ("leaf2", "bfdd")]
+    assert len(waves) == 2
+
+
+@pytest.mark.skipif(not __import__("shutil").which("vtysh"), reason="needs FRR's vtysh")
+def test_config_check_remembers_what_vtysh_passed(tmp_path, monkeypatch):
+    """A config vtysh -C passed is not checked again until its bytes change; a rejected one is
+    checked (and rejected) every time."""
+    monkeypatch.setenv("RAILAB_RUN_DIR", str(tmp_path / "run"))
+    good, bad = tmp_path / "good.conf", tmp_path / "bad.conf"
+    good.write_text("hostname r1\n")
+    bad.write_text("router bgp 65000\n maximum-paths 999\n")
+
+    class Clab:
+        def __init__(self, confs):
+            self.routers = [type("N", (), {"name": f"r{i}", "frr_conf": str(c)})() for i, c in enumerate(confs)]
+            self.nodes = {n.name: n for n in self.routers}
+
+    calls = []
+    real_popen = rt_netns.subprocess.Popen
+    monkeypatch.setattr(rt_netns.subprocess, "Popen",
+                        lambda argv, **kw: calls.append(argv[-1]) or real_popen(argv, **kw))
+    rt = rt_netns.NetnsRuntime()
+    rt._dry_run(Clab([good]))
+    assert calls == [str(good)] and len(list((st.cache_dir() / "frr-config-ok").iterdir())) == 1
+    rt._dry_run(Clab([good]))
+    assert calls == [str(good)]  # remembered
+    good.write_text("hostname r2\n")
+    rt._dry_run(Clab([good]))
+    assert calls == [str(good)] * 2  # new bytes: checked again
+    for _ in range(2):
+        with pytest.raises(RailabError, match="FRR rejected the config of r0"):
+            rt._dry_run(Clab([bad]))
+    assert calls[2:] == [str(bad)] * 2
+    assert st.labs() == []  # the cache is no lab

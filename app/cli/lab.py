@@ -127,18 +127,22 @@ def _lab_name(lab: str) -> str:
 #: then e.g. ``frr_staticd/bgpd/bfdd_s``), ``frr_config_s`` (the ``vtysh -f`` push of nodes
 #: whose config was not split) and ``frr_ra_solicit_s`` (labs recorded before the refused-line
 #: check moved into the convergence wait also have ``frr_config_check_s``). The top level sums
-#: to the time from ``up`` to converged.
+#: to the time from ``up`` to converged. ``frr_ra_solicit_beside_s`` (the solicitation, now run
+#: from a thread beside the daemon waves) is shown under ``frr`` without a share: it overlaps
+#: the waves, so it is not part of their sum.
 _PHASES: dict[str, tuple[str, ...]] = {
     # capacity_s (mini-lossless: queues and ECN tables) is timed inside build
     "build_s": ("namespaces_s", "links_s", "servers_s", "capacity_s", "frr_s"),
 }
 _TOP = ("preflight_s", "build_s", "deploy_s", "converge_s")
+#: Sub-phases that ran beside their siblings (shown, never summed; see above).
+_BESIDE = ("frr_ra_solicit_beside_s",)
 
 
 def _kids(key: str, timings: dict[str, float]) -> list[str]:
     if key == "frr_s":  # the daemon waves in start order (state.json sorts keys), then the push
         # the split configs' check, the push, the solicitation
-        after = ("frr_config_check_s", "frr_config_s", "frr_ra_solicit_s")
+        after = ("frr_config_check_s", "frr_config_s", "frr_ra_solicit_s", *_BESIDE)
         waves = [k for k in timings if k.startswith("frr_") and k.endswith("_s")
                  and k != "frr_s" and k not in after]
         # a wave is named by its daemons ("frr_staticd/bgpd/bfdd_s"): order by the first
@@ -165,11 +169,12 @@ def phase_rows(timings: dict[str, float]) -> list[tuple[int, str, float, float |
 
     def add(key: str, depth: int) -> None:
         sec = float(timings[key])
-        rows.append((depth, key.removesuffix("_s"), sec, 100 * sec / total if total else None))
+        share = None if key in _BESIDE or not total else 100 * sec / total
+        rows.append((depth, key.removesuffix("_s"), sec, share))
         kids = _kids(key, timings)
         for k in kids:
             add(k, depth + 1)
-        rest = sec - sum(float(timings[k]) for k in kids)
+        rest = sec - sum(float(timings[k]) for k in kids if k not in _BESIDE)
         if kids and rest > 0.005:
             rows.append((depth + 1, "other", round(rest, 3), 100 * rest / total if total else None))
 

@@ -41,6 +41,7 @@ directory).
 
 from __future__ import annotations
 
+import hashlib
 import os
 import pwd
 import re
@@ -49,6 +50,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -60,9 +62,9 @@ from railab.testbed import state as st
 from railab.testbed import stitch as stitch_mod
 from railab.testbed.clabfile import ClabFile, load_clab
 from railab.testbed.executor import ExecResult, Executor
-from railab.testbed.namespaces import create_netns, entered, exec_argv, ip_batch, netns_path
+from railab.testbed.namespaces import create_netns, entered, exec_argv, ip_batch, netns_path, set_link_up
 from railab.testbed.runtime.base import Runtime
-from railab.testbed.signals import Interrupted, signals_blocked, signals_deferred, signals_ignored, signals_raise
+from railab.testbed.signals import Interrupted, signals_deferred, signals_ignored, signals_raise
 from railab.topologies import routing
 from railab.topologies.estimate import GIB, MemoryEstimate, estimate_memory
 from railab.topologies.frr import split_frr_conf
@@ -92,9 +94,9 @@ MEM_HEADROOM_BYTES = 1 * GIB
 #: Environment variable that replaces ``MemAvailable`` in the preflight (bytes; tests, or a
 #: host whose ``/proc/meminfo`` misleads, e.g. a memory-limited cgroup).
 MEM_AVAILABLE_ENV = "RAILAB_MEM_AVAILABLE_BYTES"
-#: File descriptors ``up`` holds per node while building: a namespace fd and a pyroute2
-#: ``IPRoute`` (netlink socket, event loop, self-pipe: 4 fds).
-FDS_PER_NODE = 5
+#: File descriptors ``up`` holds per node: a namespace fd while building, and a UTS namespace
+#: fd per router while its FRR daemons start.
+FDS_PER_NODE = 2
 #: Descriptors kept free for everything else the process opens (vtysh pipes, files, logs).
 FD_HEADROOM = 256
 
@@ -423,6 +425,31 @@ def solicit_router_advertisements(clab: ClabFile, namespaces: dict[str, str]) ->
     return sent
 
 
+def tier_order(clab: ClabFile) -> dict[str, int]:
+    """Each router of ``clab`` -> its tier counted from the top (0: routers that are never the
+    lower end ``a`` of a router-router link, e.g. spines of a two-tier fabric or super-spines of
+    a three-tier one; a router's tier is one more than the deepest of the routers its links go
+    up to). railab's generator writes every fabric link lower end first (Link.a) and puts
+    ``passive`` on the upper end, so tier 0 only listens."""
+    routers = {n.name for n in clab.routers}
+    up: dict[str, set[str]] = {n: set() for n in routers}
+    for ln in clab.links:
+        (na, _), (nb, _) = ln.a, ln.b
+        if na in routers and nb in routers:
+            up[na].add(nb)
+    tier: dict[str, int] = {}
+
+    def depth(n: str, seen: frozenset = frozenset()) -> int:
+        if n not in tier:
+            above = [m for m in up[n] if m not in seen]  # a cycle (not a Clos): cut it
+            tier[n] = 1 + max((depth(m, seen | {n}) for m in above), default=-1)
+        return tier[n]
+
+    for n in sorted(routers):
+        depth(n)
+    return tier
+
+
 class NetnsRuntime(Runtime):
     """Network namespaces + Debian FRR (see the module docstring)."""
 
@@ -535,12 +562,37 @@ class NetnsRuntime(Runtime):
             raise RailabError(f"lab {lab}: up failed ({exc}); everything it made was removed") from exc
 
     def _dry_run(self, clab: ClabFile) -> None:
-        """Check every node's frr.conf with ``vtysh -C`` (parallel); RailabError names the node."""
+        """Check every node's frr.conf with ``vtysh -C`` (parallel); RailabError names the node.
+
+        A config this vtysh already passed is not checked again: a pass leaves a marker named
+        by the SHA-256 of the vtysh binary's identity (path, size, mtime) and the file's bytes
+        under :func:`railab.testbed.state.cache_dir` (``frr-config-ok/``). ``vtysh -C`` builds
+        every daemon's command tree per call, ~0.1 CPU-s per node: 2.4 CPU-s of the full
+        1024-GPU fabric's ``up`` and 96 processes on the 4096-GPU one, for configs that
+        ``generate`` writes byte-identical on every run. A rejected config leaves no marker."""
+        vtysh = shutil.which("vtysh") or "vtysh"
+        try:
+            info = os.stat(vtysh)
+            identity = f"{os.path.realpath(vtysh)}\0{info.st_size}\0{info.st_mtime_ns}\0".encode()
+        except OSError:
+            identity = None  # no vtysh: let Popen say so
+        ok_dir = st.cache_dir() / "frr-config-ok"
+        todo: dict[str, tuple[Path, Path | None]] = {}
+        for n in clab.routers:
+            conf = Path(n.frr_conf)
+            marker = None
+            if identity is not None:
+                try:
+                    marker = ok_dir / hashlib.sha256(identity + conf.read_bytes()).hexdigest()
+                except OSError:
+                    pass  # unreadable: vtysh -C reports it
+            if marker is None or not marker.exists():
+                todo[n.name] = (conf, marker)
         procs = {
-            n.name: subprocess.Popen(
-                ["vtysh", "-C", "-f", str(n.frr_conf)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+            name: subprocess.Popen(
+                [vtysh, "-C", "-f", str(conf)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
             )
-            for n in clab.routers
+            for name, (conf, _) in todo.items()
         }
         bad = []
         for name, p in procs.items():
@@ -548,21 +600,22 @@ class NetnsRuntime(Runtime):
             if p.returncode != 0:
                 lines = [line.strip() for line in out.splitlines() if line.strip()]
                 bad.append(f"{name} ({clab.nodes[name].frr_conf}): " + "; ".join(lines[:5]))
+            elif (marker := todo[name][1]) is not None:
+                try:
+                    marker.parent.mkdir(parents=True, exist_ok=True)
+                    marker.touch()
+                except OSError:
+                    pass  # a read-only run root: check again next time
         if bad:
             raise RailabError("FRR rejected the config of " + " | ".join(bad))
 
     @staticmethod
-    def _open_node_ns(node, ns: str, socks: dict[str, Any], deferred: dict[str, dict[str, str]],
-                      fds: dict[str, int]) -> None:
-        """In namespace ``ns`` (already created): bring its loopback up, open its netlink socket
-        (into ``socks``), apply the namespace-wide sysctls (interface ones go to ``deferred``)
-        and keep an fd on it (``fds``) for placing veth peers."""
-        from pyroute2 import IPRoute  # here, not at import: the package import costs ~0.7 s
-
+    def _open_node_ns(node, ns: str, deferred: dict[str, dict[str, str]], fds: dict[str, int]) -> None:
+        """In namespace ``ns`` (already created): bring its loopback up, apply the namespace-wide
+        sysctls (interface ones go to ``deferred``) and keep an fd on it (``fds``) for placing
+        veth peers and the stitch's tunnels."""
         with entered(ns):
-            ipr = IPRoute()
-            socks[node.name] = ipr
-            ipr.link("set", index=1, state="up")
+            set_link_up("lo")
             later = {}
             for key, value in node.sysctls.items():
                 if not _write_sysctl(key, value):
@@ -572,7 +625,6 @@ class NetnsRuntime(Runtime):
 
     def _build(self, clab: ClabFile, spec: LabSpec, record: st.LabState) -> None:
         timings = record.timings
-        socks: dict[str, Any] = {}
         fds: dict[str, int] = {}
         deferred: dict[str, dict[str, str]] = {}
         t0 = time.monotonic()
@@ -587,11 +639,8 @@ class NetnsRuntime(Runtime):
             with signals_deferred():
                 create_netns(record.namespaces[n] for n in clab.nodes)
             for node in clab.nodes.values():
-                ns = record.namespaces[node.name]
-                # signals held per node: a Ctrl-C inside pyroute2's socket constructor would leave
-                # a half-built asyncio loop that complains on stderr when collected
-                with signals_blocked():
-                    self._open_node_ns(node, ns, socks, deferred, fds)
+                with signals_deferred():  # every fd opened is in fds before a Ctrl-C lands
+                    self._open_node_ns(node, record.namespaces[node.name], deferred, fds)
             timings["namespaces_s"] = round(time.monotonic() - t0, 3)
 
             # 2. veth pairs, both ends made in place with their MTU (one `ip -batch`: the
@@ -613,7 +662,8 @@ class NetnsRuntime(Runtime):
                 with signals_deferred():
                     stitch_mod.build(plan, fds)
                 for t in plan.tunnels:
-                    socks[t.node].link("set", ifname=t.interface, state="up")
+                    with entered(record.namespaces[t.node]):
+                        set_link_up(t.interface)
             timings["links_s"] = round(time.monotonic() - t1, 3)
 
             # 3. per-interface sysctls, now that interfaces exist.
@@ -631,7 +681,7 @@ class NetnsRuntime(Runtime):
             ends = {(n, i) for ln in clab.links for n, i in (ln.a, ln.b)}
             nic_lines: dict[str | None, list[str]] = {}
             for nic in spec.nics:
-                if nic.server not in socks:
+                if nic.server not in fds:
                     raise RailabError(f"lab.json NIC {nic.server}:{nic.interface} names a node absent from "
                                       f"{clab.path.name}")
                 if (nic.server, nic.interface) not in ends:
@@ -653,8 +703,6 @@ class NetnsRuntime(Runtime):
                 capacity.apply(spec, record.namespaces.__getitem__)
                 timings["capacity_s"] = round(time.monotonic() - t_cap, 3)
         finally:
-            for s in socks.values():
-                s.close()
             for fd in fds.values():
                 os.close(fd)
 
@@ -749,8 +797,9 @@ class NetnsRuntime(Runtime):
         # One UTS namespace per node, named after it (BGP's hostname capability and `show bgp
         # summary` then name the peer switch, not the host), shared by the node's daemons.
         uts: dict[str, int] = {}
+        solicit: threading.Thread | None = None
         try:
-            for wave in self._daemon_waves(routers):
+            for wave in self._daemon_waves(routers, clab):
                 t_wave = time.monotonic()
 
                 def spawn(nd: tuple[Any, str]) -> tuple[subprocess.Popen, int | None]:
@@ -797,14 +846,24 @@ class NetnsRuntime(Runtime):
                 timings[f"frr_{names}_s"] = round(time.monotonic() - t_wave, 3)
                 st.save(record)
                 if zebra_wave:
-                    # Every zebra runs with its RA config: solicit the RAs now, while the host is
-                    # quiet, so each zebra knows its peers' link-locals before bgpd starts (bgpd
-                    # learns them from zebra when it connects) and no session waits an RA interval.
-                    t_rs = time.monotonic()
-                    self._zebras_configured(clab, lab, parts)
-                    solicit_router_advertisements(clab, record.namespaces)
-                    timings["frr_ra_solicit_s"] = round(time.monotonic() - t_rs, 3)
+                    # Once every zebra runs with its RA config, solicit the RAs so that each zebra
+                    # knows its peers' link-locals (bgpd learns them from zebra) and no session
+                    # waits an RA interval. From a thread, beside the next wave: bgpd holds every
+                    # session for ~1 s after reading its config anyway (FRR 8.4 bgpd
+                    # `peer->shut_during_cfg`, released by the config-end hook
+                    # `peer_unshut_after_cfg`), and a new veth's carrier (which the solicitation
+                    # waits for) can take up to 1 s to come up.
+                    def _solicit() -> None:
+                        t_rs = time.monotonic()
+                        self._zebras_configured(clab, lab, parts)
+                        solicit_router_advertisements(clab, record.namespaces)
+                        timings["frr_ra_solicit_beside_s"] = round(time.monotonic() - t_rs, 3)
+
+                    solicit = threading.Thread(target=_solicit, name="railab-ra-solicit", daemon=True)
+                    solicit.start()
         finally:
+            if solicit is not None:
+                solicit.join()  # bounded: 10 s for the zebras, 2 s of solicitations
             for fd in uts.values():
                 os.close(fd)
         # The lines a split-started daemon refused are read while bring_up waits for convergence
@@ -844,20 +903,31 @@ class NetnsRuntime(Runtime):
         return self._config_rejections(clab, lab, parts, timeout=60.0)
 
     @staticmethod
-    def _daemon_waves(routers: list) -> list[list[tuple[Any, str]]]:
+    def _daemon_waves(routers: list, clab: ClabFile | None = None) -> list[list[tuple[Any, str]]]:
         """The FRR start waves, each a list of ``(node, daemon)`` started together and waited for
         (a daemon started with ``-d`` returns once it runs, its pid file written) before the next:
         zebra everywhere (the others connect to it), then every other daemon of every node at
         once (they only need zebra, not each other), by position in each node's own daemon
         list (its daemons file's start order). Empty waves are left out.
 
-        Measured, not kept: starting the listening tier's bgpd (railab.topologies.frr,
-        ``passive``) in a wave before the other nodes' took the full 1024-GPU fabric's ``up``
-        from 17.7-18.7 s to 19.1-21.1 s (the lower tier's sessions then start later)."""
-        width = max((len(n.daemons) for n in routers), default=0)
+        The second wave starts every bgpd first, top tier first (:func:`tier_order` of
+        ``clab``'s links), then the other daemons. The upper end of every fabric link only
+        listens (railab.topologies.frr, ``passive``): a lower-tier bgpd whose first connect
+        meets a bgpd not listening yet is refused and waits bgpd's 1 s idle hold before it
+        tries again (FRR 8.4 ``BGP_INIT_START_TIMER``; on the 4 x 16 Clos with every bgpd
+        spawned in node order, 3 of a leaf's 4 sessions did). Spawned first, the listeners are
+        up first, and the other daemons start while bgpd reads its config and learns its
+        interfaces.
+
+        Measured, not kept: starting the listening tier's bgpd in a wave of its own before the
+        other nodes' took the full 1024-GPU fabric's ``up`` from 17.7-18.7 s to 19.1-21.1 s
+        (the lower tier's sessions then start later)."""
+        rank = tier_order(clab) if clab is not None else {}
+        routers = sorted(routers, key=lambda n: rank.get(n.name, 0))
         first = [(n, n.daemons[0]) for n in routers if n.daemons]
-        rest = [(n, n.daemons[pos]) for pos in range(1, width) for n in routers if pos < len(n.daemons)]
-        return [w for w in (first, rest) if w]
+        rest = [(n, d, pos) for n in routers for pos, d in enumerate(n.daemons) if pos]
+        rest.sort(key=lambda x: (x[1] != "bgpd", x[2]))  # stable: tier order within each
+        return [w for w in (first, [(n, d) for n, d, _ in rest]) if w]
 
     @staticmethod
     def _config_rejections(clab: ClabFile, lab: str, parts: dict[str, dict[str, Path]],
