@@ -22,14 +22,15 @@ import shutil
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from railab.errors import RailabError, UsageError
-from railab.testbed.clabfile import load_clab
-from railab.topologies.labspec import LabSpec
 from railab.topologies.naming import is_lab_name, netns_name
+
+if TYPE_CHECKING:  # imported where used: every command reads state, few need the lab model
+    from railab.topologies.labspec import LabSpec
 
 STATE_VERSION = 1
 
@@ -301,6 +302,8 @@ class LabRef:
         """The lab's LabSpec; RailabError when there is no lab directory or no lab.json."""
         if self.labdir is None:
             raise RailabError(f"lab {self.name!r} is not up and no lab directory was given ({running_labs()})")
+        from railab.topologies.labspec import LabSpec
+
         try:
             return LabSpec.load(self.labdir)
         except FileNotFoundError as exc:
@@ -347,6 +350,8 @@ def resolve(ref: str | Path) -> LabRef:
         if (labdir / "lab.json").is_file():
             name = _lab_json_name(labdir / "lab.json")
         else:
+            from railab.testbed.clabfile import load_clab
+
             name = load_clab(p).name
         return LabRef(name, labdir.absolute(), load(name))
     name = str(ref)

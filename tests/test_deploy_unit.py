@@ -294,3 +294,25 @@ def test_a_failing_refused_line_read_is_one_railab_error(run_dir, labdir, monkey
     with pytest.raises(RailabError, match=r"could not read what the daemons refused at start \(OSError"):
         deploy.bring_up(rt, labdir)
     assert rt.calls[-1] == "down dep"
+
+
+def test_convergence_wait_polls_a_quick_lab_every_50_ms(monkeypatch):
+    """Without ``poll``, the wait between polls is the last poll's duration, clamped to
+    [POLL_MIN_S, POLL_INTERVAL_S]: a lab read in no time is polled every 50 ms."""
+    from types import SimpleNamespace
+
+    from railab.checks import converge
+
+    spec = SimpleNamespace(name="q", nodes=[SimpleNamespace(name="r1", role="leaf")], bgp_sessions=[],
+                           expected_routes={})
+    polls = iter([False, False, True])
+    monkeypatch.setattr(converge, "observe", lambda *a, **k: {"r1": SimpleNamespace(
+        converged=next(polls), sessions_up=0, routes_ok=0)})
+    sleeps: list[float] = []
+    monkeypatch.setattr(converge.time, "sleep", sleeps.append)
+    converge.wait_converged(spec, executor=None, timeout=10)
+    assert sleeps == [converge.POLL_MIN_S] * 2
+    polls = iter([False, True])
+    sleeps.clear()
+    converge.wait_converged(spec, executor=None, timeout=10, poll=0.7)
+    assert sleeps == [0.7]

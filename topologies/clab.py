@@ -30,7 +30,6 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import yaml
 
 from railab.errors import UsageError
@@ -143,6 +142,8 @@ def python_schema(node: Any) -> Any:
 
 @lru_cache(maxsize=4)
 def _validator(path: str):
+    import jsonschema  # here: ~0.1 s, and only a validation needs it
+
     schema = python_schema(json.loads(Path(path).read_text()))
     return jsonschema.Draft202012Validator(schema)
 

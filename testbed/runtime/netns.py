@@ -54,23 +54,25 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from railab.errors import RailabError, UsageError
-from railab.testbed import capacity, vty
 from railab.testbed import state as st
-from railab.testbed import stitch as stitch_mod
+from railab.testbed import vty
 from railab.testbed.clabfile import ClabFile, load_clab
 from railab.testbed.executor import ExecResult, Executor
 from railab.testbed.namespaces import create_netns, entered, exec_argv, ip_batch, netns_path, set_link_up
 from railab.testbed.runtime.base import Runtime
 from railab.testbed.signals import Interrupted, signals_deferred, signals_ignored, signals_raise
 from railab.topologies import routing
-from railab.topologies.estimate import GIB, MemoryEstimate, estimate_memory
-from railab.topologies.frr import split_frr_conf
-from railab.topologies.labspec import LabSpec
 from railab.topologies.naming import is_lab_name, lab_name_rule, netns_name
 from railab.topologies.nodekinds import FRR_DAEMONS
+
+if TYPE_CHECKING:  # what only `up` needs is imported there: `down` and the rest start faster
+    from railab.topologies.estimate import MemoryEstimate
+    from railab.topologies.labspec import LabSpec
+
+GIB = 1 << 30
 
 #: threads that spawn one FRR start wave's daemons (NetnsRuntime._start_frr)
 SPAWN_THREADS = 16
@@ -255,6 +257,8 @@ def check_memory(spec: LabSpec) -> MemoryEstimate:
     """Preflight: refuse a lab whose estimated memory (railab.topologies.estimate) exceeds what
     the host has available minus :data:`MEM_HEADROOM_BYTES`. Returns the estimate; raises
     RailabError naming the estimate, the available memory and what to change."""
+    from railab.topologies.estimate import estimate_memory
+
     est = estimate_memory(spec)
     avail, source = mem_available_bytes()
     room = avail - MEM_HEADROOM_BYTES
@@ -474,7 +478,11 @@ class NetnsRuntime(Runtime):
         railab.testbed.signals.Interrupted) likewise after rolling back.
         """
         clab = load_clab(labdir)  # bad input (UsageError, exit 2) before the host's prerequisites
-        plan = stitch_mod.stitch_plan(labdir) if stitch else None
+        plan = None
+        if stitch:
+            from railab.testbed import stitch as stitch_mod
+
+            plan = stitch_mod.stitch_plan(labdir)
         if plan is not None:
             clab = plan.clab
         if clab.external_links:
@@ -498,6 +506,8 @@ class NetnsRuntime(Runtime):
         if not is_lab_name(lab):
             raise RailabError(lab_name_rule(lab, "lab"))
         try:
+            from railab.topologies.labspec import LabSpec
+
             spec = LabSpec.load(clab.directory)
         except FileNotFoundError as exc:
             raise RailabError(str(exc)) from None
@@ -659,6 +669,8 @@ class NetnsRuntime(Runtime):
                 ip_batch({None: adds}, what=f"lab {clab.name}: creating {len(adds)} veth pairs")
                 ip_batch(peers_up, what=f"lab {clab.name}: setting the veth peers up")
             if plan is not None:  # the one-machine proof: hosts, underlay, VXLAN cut links
+                from railab.testbed import stitch as stitch_mod
+
                 with signals_deferred():
                     stitch_mod.build(plan, fds)
                 for t in plan.tunnels:
@@ -698,6 +710,8 @@ class NetnsRuntime(Runtime):
 
             # 4b. lab.capacity: egress queues on every link end, ECN tables on the switches
             # (railab.testbed.capacity); they live in the namespaces and go with them.
+            from railab.testbed import capacity
+
             if capacity.enabled(spec):
                 t_cap = time.monotonic()
                 capacity.apply(spec, record.namespaces.__getitem__)
@@ -708,7 +722,11 @@ class NetnsRuntime(Runtime):
 
         # 5. FRR: each daemon wave in parallel across nodes, then push the configs.
         t3 = time.monotonic()
-        self._start_frr(stitch_mod.with_cut_links(plan) if plan is not None else clab, record)
+        if plan is not None:
+            from railab.testbed import stitch as stitch_mod
+
+            clab = stitch_mod.with_cut_links(plan)
+        self._start_frr(clab, record)
         timings["frr_s"] = round(time.monotonic() - t3, 3)
         timings["build_s"] = round(time.monotonic() - t0, 3)
         record.phase = "started"
@@ -770,6 +788,8 @@ class NetnsRuntime(Runtime):
         return argv + list(options or [])
 
     def _start_frr(self, clab: ClabFile, record: st.LabState) -> None:
+        from railab.topologies.frr import split_frr_conf
+
         lab = clab.name
         routers = clab.routers
         try:
