@@ -18,6 +18,7 @@ pyroute2's public ``pyroute2.netns.remove``.
 from __future__ import annotations
 
 import ctypes
+import errno
 import fcntl
 import os
 import socket
@@ -109,11 +110,13 @@ def set_link_up(ifname: str) -> None:
     (~10-20 ms; 2.6 s for the 608 namespaces of the 4096-GPU fabric). OSError (ENODEV) when the
     interface does not exist."""
     name = ifname.encode()
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        req = fcntl.ioctl(s, _SIOCGIFFLAGS, struct.pack("16sH14x", name, 0))
+    if not 0 < len(name) < 16:  # IFNAMSIZ: the kernel would cut a longer name to another one
+        raise OSError(errno.EINVAL, f"interface name {ifname!r}: 1-15 bytes")
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:  # struct ifreq: 40 bytes
+        req = fcntl.ioctl(s, _SIOCGIFFLAGS, struct.pack("16sH22x", name, 0))
         flags = struct.unpack_from("16sH", req)[1]
         if not flags & _IFF_UP:
-            fcntl.ioctl(s, _SIOCSIFFLAGS, struct.pack("16sH14x", name, flags | _IFF_UP))
+            fcntl.ioctl(s, _SIOCSIFFLAGS, struct.pack("16sH22x", name, flags | _IFF_UP))
 
 
 def ip_batch(scripts: dict[str | None, list[str]], *, what: str, parallel: int = 8) -> None:

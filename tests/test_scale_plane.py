@@ -194,9 +194,9 @@ def test_raise_nofile_to_the_hard_limit():
         pytest.skip(f"hard RLIMIT_NOFILE {hard}")
     try:
         resource.setrlimit(resource.RLIMIT_NOFILE, (400, hard))
-        assert rt_netns.raise_nofile(10) == {}  # 2 x 10 + 256 fds fit in 400
+        assert rt_netns.raise_nofile(10) == {}  # 5 x 10 + 256 fds fit in 400
         assert resource.getrlimit(resource.RLIMIT_NOFILE) == (400, hard)
-        assert rt_netns.raise_nofile(100) == {"RLIMIT_NOFILE": (400, hard)}  # 456 do not
+        assert rt_netns.raise_nofile(100) == {"RLIMIT_NOFILE": (400, hard)}  # 756 do not
         assert resource.getrlimit(resource.RLIMIT_NOFILE) == (hard, hard)
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
@@ -204,8 +204,8 @@ def test_raise_nofile_to_the_hard_limit():
 
 def test_raise_nofile_names_the_hard_limit(monkeypatch):
     monkeypatch.setattr(rt_netns.resource, "getrlimit", lambda _r: (1024, 2048))
-    with pytest.raises(RailabError, match=r"needs 2256 open files \(1000 nodes\) but the hard limit is 2048"):
-        rt_netns.raise_nofile(1000)
+    with pytest.raises(RailabError, match=r"needs 3296 open files \(608 nodes\) but the hard limit is 2048"):
+        rt_netns.raise_nofile(608)
 
 
 def test_lab_state_records_host_limits():

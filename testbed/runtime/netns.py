@@ -18,12 +18,13 @@ script does it.
 Namespaces are made by one ``ip -batch`` process, veth pairs by another (the kernel places both
 ends), the b-ends set up and the server NICs addressed by one ``ip -n NS -batch`` per namespace
 (railab.testbed.namespaces ``ip_batch``: iproute2 at kernel speed where one pyroute2 request per
-item cost 2-6 ms of Python each). Other netlink work uses pyroute2 from this process: the
-calling thread enters each new namespace only long enough to open one rtnetlink socket there
-(sockets keep their namespace). FRR daemons are spawned from a thread inside the node's network
-namespace and a UTS namespace named after the node (railab.testbed.namespaces), so no Python
-code runs in a forked child. Daemons start in two waves across all nodes: zebra everywhere, then,
-once every zserv socket exists, every other daemon of every node at once.
+item cost 2-6 ms of Python each). The calling thread enters each new namespace only long
+enough to bring its loopback up (one ioctl) and write its sysctls. FRR daemons are spawned
+from a thread inside the node's network namespace and a UTS namespace named after the node
+(railab.testbed.namespaces), so no Python code runs in a forked child. Daemons start in two
+waves across all nodes: zebra everywhere, then, once every zserv socket exists, every other
+daemon of every node at once (every bgpd first, the top tier first), with the Router
+Solicitations sent from a thread beside that wave.
 
 ``up`` deploys only: it returns once FRR runs with its config (phase ``started``); waiting for
 convergence is the caller's job (railab.checks.deploy.bring_up), which then records it with
@@ -96,9 +97,9 @@ MEM_HEADROOM_BYTES = 1 * GIB
 #: Environment variable that replaces ``MemAvailable`` in the preflight (bytes; tests, or a
 #: host whose ``/proc/meminfo`` misleads, e.g. a memory-limited cgroup).
 MEM_AVAILABLE_ENV = "RAILAB_MEM_AVAILABLE_BYTES"
-#: File descriptors ``up`` holds per node: a namespace fd while building, and a UTS namespace
-#: fd per router while its FRR daemons start.
-FDS_PER_NODE = 2
+#: File descriptors ``up`` holds per node: a namespace fd while building, then per switch a UTS
+#: namespace fd and a stdout pipe per daemon (4) while its FRR daemons start.
+FDS_PER_NODE = 5
 #: Descriptors kept free for everything else the process opens (vtysh pipes, files, logs).
 FD_HEADROOM = 256
 
@@ -385,8 +386,9 @@ def solicit_router_advertisements(clab: ClabFile, namespaces: dict[str, str]) ->
     The zebras of a large lab start seconds apart (17 s for the 96 of the 4096-GPU fabric), so
     the first fast RAs (4, one per second) of early routers are lost on late ones, and the
     session then waits a whole ``ra-interval`` (32 s on the full 1024-GPU fabric) for the next
-    one. Once every zebra runs with its config (``up`` sends them after zebra's start wave,
-    before bgpd starts), a solicitation makes the peer's zebra answer at once
+    one. Once every zebra runs with its config (``up`` sends them from a thread once zebra's
+    start wave is done, beside the wave that starts bgpd), a solicitation makes the peer's
+    zebra answer at once
     (``rtadv_process_solicit`` with fast retransmit on, FRR's default). Ports not ready yet (no
     IPv6 on them yet, or a tentative link-local) are retried every 50 ms for up to 2 s; links
     whose end is gone are skipped silently."""
@@ -581,28 +583,31 @@ class NetnsRuntime(Runtime):
         1024-GPU fabric's ``up`` and 96 processes on the 4096-GPU one, for configs that
         ``generate`` writes byte-identical on every run. A rejected config leaves no marker."""
         vtysh = shutil.which("vtysh") or "vtysh"
-        try:
-            info = os.stat(vtysh)
-            identity = f"{os.path.realpath(vtysh)}\0{info.st_size}\0{info.st_mtime_ns}\0".encode()
+        try:  # vtysh and the daemons' package: a reinstall changes ctime, which no one can set
+            identity = b"".join(
+                f"{os.path.realpath(f)}\0{i.st_ino}\0{i.st_size}\0{i.st_mtime_ns}\0{i.st_ctime_ns}\0".encode()
+                for f in (vtysh, FRR_BIN / "bgpd") for i in (os.stat(f),))
         except OSError:
             identity = None  # no vtysh: let Popen say so
         ok_dir = st.cache_dir() / "frr-config-ok"
-        todo: dict[str, tuple[Path, Path | None]] = {}
+        todo: dict[str, tuple[Path, Path | None, bytes]] = {}
         for n in clab.routers:
             conf = Path(n.frr_conf)
-            marker = None
-            if identity is not None:
-                try:
-                    marker = ok_dir / hashlib.sha256(identity + conf.read_bytes()).hexdigest()
-                except OSError:
-                    pass  # unreadable: vtysh -C reports it
-            if marker is None or not marker.exists():
-                todo[n.name] = (conf, marker)
+            marker, text = None, b""
+            try:
+                text = conf.read_bytes()
+                if identity is not None:
+                    marker = ok_dir / hashlib.sha256(identity + text).hexdigest()
+                    if marker.exists():
+                        continue
+            except OSError:
+                pass  # unreadable file (vtysh -C reports it) or cache: check it
+            todo[n.name] = (conf, marker, text)
         procs = {
             name: subprocess.Popen(
                 [vtysh, "-C", "-f", str(conf)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
             )
-            for name, (conf, _) in todo.items()
+            for name, (conf, _, _) in todo.items()
         }
         bad = []
         for name, p in procs.items():
@@ -611,9 +616,11 @@ class NetnsRuntime(Runtime):
                 lines = [line.strip() for line in out.splitlines() if line.strip()]
                 bad.append(f"{name} ({clab.nodes[name].frr_conf}): " + "; ".join(lines[:5]))
             elif (marker := todo[name][1]) is not None:
+                conf, _, text = todo[name]
                 try:
-                    marker.parent.mkdir(parents=True, exist_ok=True)
-                    marker.touch()
+                    if conf.read_bytes() == text:  # what vtysh read is what was hashed
+                        marker.parent.mkdir(parents=True, exist_ok=True)
+                        marker.touch()
                 except OSError:
                     pass  # a read-only run root: check again next time
         if bad:
@@ -818,6 +825,7 @@ class NetnsRuntime(Runtime):
         # summary` then name the peer switch, not the host), shared by the node's daemons.
         uts: dict[str, int] = {}
         solicit: threading.Thread | None = None
+        solicit_error: list[BaseException] = []
         try:
             for wave in self._daemon_waves(routers, clab):
                 t_wave = time.monotonic()
@@ -868,24 +876,32 @@ class NetnsRuntime(Runtime):
                 if zebra_wave:
                     # Once every zebra runs with its RA config, solicit the RAs so that each zebra
                     # knows its peers' link-locals (bgpd learns them from zebra) and no session
-                    # waits an RA interval. From a thread, beside the next wave: bgpd holds every
-                    # session for ~1 s after reading its config anyway (FRR 8.4 bgpd
-                    # `peer->shut_during_cfg`, released by the config-end hook
-                    # `peer_unshut_after_cfg`), and a new veth's carrier (which the solicitation
-                    # waits for) can take up to 1 s to come up.
+                    # waits an RA interval. From a thread, beside the next wave: a new veth's
+                    # carrier (which the solicitation waits for) can take up to 1 s to come up,
+                    # and bgpd needs a few hundred ms to start and learn its interfaces anyway.
+                    # Its error, if any, is raised after the join.
                     def _solicit() -> None:
                         t_rs = time.monotonic()
-                        self._zebras_configured(clab, lab, parts)
-                        solicit_router_advertisements(clab, record.namespaces)
+                        try:
+                            self._zebras_configured(clab, lab, parts)
+                            solicit_router_advertisements(clab, record.namespaces)
+                        except BaseException as exc:  # noqa: BLE001 - raised by the joining thread
+                            solicit_error.append(exc)
                         timings["frr_ra_solicit_beside_s"] = round(time.monotonic() - t_rs, 3)
 
                     solicit = threading.Thread(target=_solicit, name="railab-ra-solicit", daemon=True)
                     solicit.start()
         finally:
-            if solicit is not None:
-                solicit.join()  # bounded: 10 s for the zebras, 2 s of solicitations
-            for fd in uts.values():
-                os.close(fd)
+            try:
+                if solicit is not None:
+                    # bounded (10 s for the zebras, 2 s of retries); a rollback after a Ctrl-C
+                    # here is safe beside it: a gone namespace or run directory ends it
+                    solicit.join(timeout=60)
+            finally:
+                for fd in uts.values():
+                    os.close(fd)
+        if solicit_error:
+            raise RailabError(f"lab {lab}: soliciting the router advertisements failed: {solicit_error[0]}")
         # The lines a split-started daemon refused are read while bring_up waits for convergence
         # (startup_problems): each daemon answers only once it has read its config, which took
         # 8.3 s of the 4096-GPU fabric's up when waited for here.
