@@ -118,7 +118,8 @@ class LabState(_Record):
     ``created``: Unix time (s); ``user``: who brought it up (:func:`invoking_user`);
     ``namespaces``: node -> network namespace; ``links``: ``[a "node:if", b "node:if", mtu]``;
     ``routers``: FRR nodes (netns runtime); ``containers``: node -> container (containerlab);
-    ``timings``: step -> seconds; ``host_sysctls``: host-wide sysctls raised, ``{key: [old,
+    ``timings``: step -> seconds; ``solicit``: the Router Solicitations of the netns runtime's
+    ``up`` (``sent``, ``wait_s`` for the zebras, ``send_s``); ``host_sysctls``: host-wide sysctls raised, ``{key: [old,
     new]}`` (never undone); ``host_limits``: resource limits ``up`` raised in its own process,
     ``{"RLIMIT_NOFILE": [old soft, new soft]}``; ``faults``: the faults injected and not yet
     healed (:class:`FaultRecord`, railab.testbed.faults); ``fault_seq``: the last fault number
@@ -140,6 +141,7 @@ class LabState(_Record):
     containers: dict[str, str] = Field(default_factory=dict)
     docker_url: str | None = None
     timings: dict[str, float] = Field(default_factory=dict)
+    solicit: dict[str, float] = Field(default_factory=dict)
     host_sysctls: dict[str, tuple[int, int]] = Field(default_factory=dict)
     host_limits: dict[str, tuple[int, int]] = Field(default_factory=dict)
     faults: list[FaultRecord] = Field(default_factory=list)

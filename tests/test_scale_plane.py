@@ -410,3 +410,19 @@ def test_config_check_remembers_what_vtysh_passed(tmp_path, monkeypatch):
             rt._dry_run(Clab([bad]))
     assert calls[2:] == [str(bad)] * 2
     assert st.labs() == []  # the cache is no lab
+
+
+def test_solicit_process_protocol():
+    """``python3 -m railab.testbed.solicit``: JSON in, ``{"sent": N, ...}`` out; a namespace that
+    is gone is skipped; bad input is one line on stderr and exit 1."""
+    import subprocess
+    import sys
+
+    run = [sys.executable, "-m", "railab.testbed.solicit"]
+    ok = subprocess.run(run, input=json.dumps({"ports": {"railab-no-such-ns": ["eth1"]}}),
+                        capture_output=True, text=True, timeout=60)
+    assert ok.returncode == 0, ok.stderr
+    out = json.loads(ok.stdout)
+    assert out["sent"] == 0 and out["wait_s"] >= 0 and out["send_s"] >= 0
+    bad = subprocess.run(run, input="{not json", capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 1 and bad.stderr.startswith("JSONDecodeError") and bad.stderr.count("\n") == 1

@@ -43,15 +43,15 @@ directory).
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import pwd
 import re
 import resource
 import shutil
 import signal
-import socket
 import subprocess
-import threading
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -371,14 +371,24 @@ class NetnsExecutor(Executor):
 
 
 # ---- runtime ---------------------------------------------------------------------------------
-#: ICMPv6 Router Solicitation (RFC 4861 section 4.1): type 133, code 0, checksum (the kernel fills
-#: it in on raw ICMPv6 sockets, RFC 3542 section 3.1), 4 reserved bytes; no options.
-_ROUTER_SOLICITATION = bytes([133, 0, 0, 0, 0, 0, 0, 0])
+def fabric_ports(clab: ClabFile, namespaces: dict[str, str]) -> dict[str, set[str]]:
+    """The ports of ``clab``'s router-router links by network namespace (``namespaces``: node ->
+    netns name; nodes without one are left out): where the Router Solicitations go."""
+    routers = {n.name for n in clab.routers}
+    ports: dict[str, set[str]] = {}
+    for ln in clab.links:
+        (na, pa), (nb, pb) = ln.a, ln.b
+        if na in routers and nb in routers:
+            for node, port in ((na, pa), (nb, pb)):
+                if node in namespaces:
+                    ports.setdefault(namespaces[node], set()).add(port)
+    return ports
 
 
 def solicit_router_advertisements(clab: ClabFile, namespaces: dict[str, str]) -> int:
-    """Send one IPv6 Router Solicitation (to ff02::2, hop limit 255) out of both ends of every
-    router-router link of ``clab`` (``namespaces``: node -> netns name); returns how many were sent.
+    """Send one IPv6 Router Solicitation out of both ends of every router-router link of
+    ``clab`` (``namespaces``: node -> netns name; railab.testbed.solicit.send_solicitations);
+    returns how many were sent.
 
     Why: unnumbered BGP learns the peer's link-local address from the peer's router
     advertisements, and zebra ignores RAs received on an interface whose own RA is not enabled yet
@@ -386,49 +396,12 @@ def solicit_router_advertisements(clab: ClabFile, namespaces: dict[str, str]) ->
     The zebras of a large lab start seconds apart (17 s for the 96 of the 4096-GPU fabric), so
     the first fast RAs (4, one per second) of early routers are lost on late ones, and the
     session then waits a whole ``ra-interval`` (32 s on the full 1024-GPU fabric) for the next
-    one. Once every zebra runs with its config (``up`` sends them from a thread once zebra's
-    start wave is done, beside the wave that starts bgpd), a solicitation makes the peer's
-    zebra answer at once
-    (``rtadv_process_solicit`` with fast retransmit on, FRR's default). Ports not ready yet (no
-    IPv6 on them yet, or a tentative link-local) are retried every 50 ms for up to 2 s; links
-    whose end is gone are skipped silently."""
-    routers = {n.name for n in clab.routers}
-    ports: dict[str, set[str]] = {}
-    for ln in clab.links:
-        (na, pa), (nb, pb) = ln.a, ln.b
-        if na in routers and nb in routers:
-            ports.setdefault(na, set()).add(pa)
-            ports.setdefault(nb, set()).add(pb)
-    sent = 0
-    deadline = time.monotonic() + 2.0
-    while True:
-        failed: dict[str, set[str]] = {}
-        for node, names in ports.items():
-            ns = namespaces.get(node)
-            if ns is None:
-                continue
-            try:
-                with entered(ns):  # the socket and the interface indexes belong to the namespace
-                    s = socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_ICMPV6)
-                    index = {name: i for i, name in socket.if_nameindex()}
-            except OSError:  # the namespace is gone (FileNotFoundError) or the socket failed
-                continue
-            with s:
-                s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_MULTICAST_HOPS, 255)
-                for name in sorted(names & index.keys()):
-                    try:
-                        s.sendto(_ROUTER_SOLICITATION, ("ff02::2", 0, 0, index[name]))
-                        sent += 1
-                    except OSError:
-                        # ENETUNREACH: the port has no IPv6 yet (the kernel's linkwatch reports a
-                        # new veth's carrier up to 1 s late); EADDRNOTAVAIL: its link-local is
-                        # still tentative (DAD, RFC 4862 section 5.4, where it is on)
-                        failed.setdefault(node, set()).add(name)
-        if not failed or time.monotonic() > deadline:
-            break
-        ports = failed
-        time.sleep(0.05)
-    return sent
+    one. Once every zebra runs with its config, a solicitation makes the peer's zebra answer at
+    once (``rtadv_process_solicit`` with fast retransmit on, FRR's default). ``up`` sends them
+    from a process of its own beside the wave that starts bgpd (``_solicit_beside``)."""
+    from railab.testbed.solicit import send_solicitations
+
+    return send_solicitations(fabric_ports(clab, namespaces))
 
 
 def tier_order(clab: ClabFile) -> dict[str, int]:
@@ -824,8 +797,8 @@ class NetnsRuntime(Runtime):
         # One UTS namespace per node, named after it (BGP's hostname capability and `show bgp
         # summary` then name the peer switch, not the host), shared by the node's daemons.
         uts: dict[str, int] = {}
-        solicit: threading.Thread | None = None
-        solicit_error: list[BaseException] = []
+        solicit: subprocess.Popen | None = None
+        t_rs, err = 0.0, ""
         try:
             for wave in self._daemon_waves(routers, clab):
                 t_wave = time.monotonic()
@@ -876,32 +849,34 @@ class NetnsRuntime(Runtime):
                 if zebra_wave:
                     # Once every zebra runs with its RA config, solicit the RAs so that each zebra
                     # knows its peers' link-locals (bgpd learns them from zebra) and no session
-                    # waits an RA interval. From a thread, beside the next wave: a new veth's
-                    # carrier (which the solicitation waits for) can take up to 1 s to come up,
-                    # and bgpd needs a few hundred ms to start and learn its interfaces anyway.
-                    # Its error, if any, is raised after the join.
-                    def _solicit() -> None:
-                        t_rs = time.monotonic()
-                        try:
-                            self._zebras_configured(clab, lab, parts)
-                            solicit_router_advertisements(clab, record.namespaces)
-                        except BaseException as exc:  # noqa: BLE001 - raised by the joining thread
-                            solicit_error.append(exc)
-                        timings["frr_ra_solicit_beside_s"] = round(time.monotonic() - t_rs, 3)
-
-                    solicit = threading.Thread(target=_solicit, name="railab-ra-solicit", daemon=True)
-                    solicit.start()
+                    # waits an RA interval: once on every port now, then, from a process of its
+                    # own beside the next wave, on the ports whose new veth had no carrier yet
+                    # (railab.testbed.solicit; bgpd needs a few hundred ms to start anyway).
+                    t_rs = time.monotonic()
+                    solicit = self._solicit(clab, lab, parts, record)
+                    timings["frr_ra_solicit_s"] = round(time.monotonic() - t_rs, 3)
+                    t_rs = time.monotonic()
         finally:
             try:
                 if solicit is not None:
-                    # bounded (10 s for the zebras, 2 s of retries); a rollback after a Ctrl-C
-                    # here is safe beside it: a gone namespace or run directory ends it
-                    solicit.join(timeout=60)
+                    # bounded (10 s for the zebras, 2 s of retries); on an error or a Ctrl-C the
+                    # rollback kills it (it is one of self._children)
+                    try:
+                        out, err = solicit.communicate(timeout=60)
+                    except subprocess.TimeoutExpired:
+                        solicit.kill()
+                        out, err = solicit.communicate()
+                    timings["frr_ra_solicit_beside_s"] = round(time.monotonic() - t_rs, 3)
+                    try:
+                        record.solicit["later"] = json.loads(out or "{}").get("sent", 0)
+                    except (ValueError, AttributeError):
+                        pass
             finally:
                 for fd in uts.values():
                     os.close(fd)
-        if solicit_error:
-            raise RailabError(f"lab {lab}: soliciting the router advertisements failed: {solicit_error[0]}")
+        if solicit is not None and solicit.returncode != 0:
+            raise RailabError(f"lab {lab}: soliciting the router advertisements failed "
+                              f"(exit {solicit.returncode}): {(err or '').strip()[-300:]}")
         # The lines a split-started daemon refused are read while bring_up waits for convergence
         # (startup_problems): each daemon answers only once it has read its config, which took
         # 8.3 s of the 4096-GPU fabric's up when waited for here.
@@ -1002,15 +977,32 @@ class NetnsRuntime(Runtime):
                     found.append(f"{n.name} {daemon}: {where}: {m.group('msg')}: {text.strip()}")
         return found
 
-    @staticmethod
-    def _zebras_configured(clab: ClabFile, lab: str, parts: dict[str, dict[str, Path]],
-                           timeout: float = 10.0) -> None:
-        """Return once the zebra of every node whose config was split has read it: a daemon reads
-        its config file in the first event of its main loop, so its first answer on the vty
-        socket (railab.testbed.vty) comes after. A zebra that does not answer in ``timeout``
-        seconds is left to the RA interval (nothing fails here)."""
+    def _solicit(self, clab: ClabFile, lab: str, parts: dict[str, dict[str, Path]],
+                 record: st.LabState) -> subprocess.Popen | None:
+        """Once the zebra of every node whose config was split answers on its vty (it has read
+        its config; one that does not within 10 s is left to the RA interval), send one Router
+        Solicitation out of every fabric port (:func:`solicit_router_advertisements`) and start
+        ``python3 -m railab.testbed.solicit`` for the ports not ready yet (a new veth's carrier
+        comes up to 1 s late), which the caller collects after the next wave; None when every
+        port took it."""
+        from railab.testbed.solicit import solicit_once
+
         vty.wait_answering([st.node_dir(lab, n.name) / "zebra.vty" for n in clab.routers if n.name in parts],
-                           timeout=timeout)
+                           timeout=10.0)
+        sent, later = solicit_once(fabric_ports(clab, record.namespaces))
+        record.solicit = {"sent": sent}
+        if not later:
+            return None
+        req = {"ports": {ns: sorted(p) for ns, p in later.items()}}
+        proc, _ = self._spawn([sys.executable, "-m", "railab.testbed.solicit"], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            proc.stdin.write(json.dumps(req))
+            proc.stdin.close()
+        except OSError:
+            pass  # it died at once: its exit code and stderr say why
+        proc.stdin = None  # written and closed: communicate() must not flush it
+        return proc
 
     def _reap(self, procs: dict[str, subprocess.Popen], what: str, lab: str) -> None:
         bad = []
