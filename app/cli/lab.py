@@ -124,12 +124,12 @@ def _lab_name(lab: str) -> str:
 
 #: How the recorded ``timings`` nest: phase -> its sub-phases (netns runtime; containerlab
 #: records ``deploy_s``). ``frr`` holds one ``frr_<daemons>_s`` per daemon wave (``frr_zebra_s``,
-#: then e.g. ``frr_staticd/bgpd/bfdd_s``), ``frr_config_s`` (the ``vtysh -f`` push of nodes
+#: then e.g. ``frr_bgpd/staticd/bfdd_s``), ``frr_config_s`` (the ``vtysh -f`` push of nodes
 #: whose config was not split) and ``frr_ra_solicit_s`` (labs recorded before the refused-line
 #: check moved into the convergence wait also have ``frr_config_check_s``). The top level sums
-#: to the time from ``up`` to converged. ``frr_ra_solicit_beside_s`` (the solicitation, now run
-#: from a thread beside the daemon waves) is shown under ``frr`` without a share: it overlaps
-#: the waves, so it is not part of their sum.
+#: to the time from ``up`` to converged. ``frr_ra_solicit_beside_s`` (the solicitations retried
+#: by a process beside the second daemon wave) is shown under ``frr`` without a share: it
+#: overlaps the wave, so it is not part of their sum.
 _PHASES: dict[str, tuple[str, ...]] = {
     # capacity_s (mini-lossless: queues and ECN tables) is timed inside build
     "build_s": ("namespaces_s", "links_s", "servers_s", "capacity_s", "frr_s"),
