@@ -32,6 +32,8 @@ from railab.testbed.executor import Executor
 POLL_INTERVAL_S = 0.2
 #: The shortest wait between two polls (a lab read in less time than this).
 POLL_MIN_S = 0.05
+#: Seconds of waiting between two ``on_stalled`` calls of the convergence wait.
+STALLED_AFTER_S = 10.0
 
 
 def default_timeout(spec) -> float:
@@ -185,10 +187,15 @@ class ConvergeProgress:
 def wait_converged(spec, executor: Executor, *, timeout: float,
                    on_progress: Callable[[ConvergeProgress], None] | None = None,
                    poll: float | None = None,
-                   netns_of: Callable[[str], str | None] | None = None) -> dict[str, NodeView]:
+                   netns_of: Callable[[str], str | None] | None = None,
+                   on_stalled: Callable[[list[tuple[str, str]]], object] | None = None,
+                   stalled_after: float = STALLED_AFTER_S) -> dict[str, NodeView]:
     """Poll until every router matches ``spec``; return the final views (``netns_of``: node ->
     network namespace, to read FIBs over netlink; see :func:`observe_node`).
 
+    ``on_stalled`` (when given) is called every ``stalled_after`` seconds of waiting with both
+    ends ``(node, interface)`` of every planned session not Established at the last poll
+    (``bring_up`` asks the runtime to re-solicit their peers' router advertisements).
     ``poll``: seconds between polls; None (default) waits as long as the last poll took, at
     least :data:`POLL_MIN_S` and at most :data:`POLL_INTERVAL_S`: a small lab, read in a few ms,
     is seen converged within 50 ms (BGP converges in ~1.3 s there), a large one is polled no
@@ -204,6 +211,7 @@ def wait_converged(spec, executor: Executor, *, timeout: float,
     r_total = sum(len(spec.expected_routes.get(n) or []) for n in pending)
     t0 = time.monotonic()
     end = t0 + timeout
+    nudge_at = t0 + stalled_after
     while True:
         t_poll = time.monotonic()
         views.update(observe(spec, executor, pending, netns_of=netns_of))
@@ -219,6 +227,11 @@ def wait_converged(spec, executor: Executor, *, timeout: float,
             return views
         if time.monotonic() > end:
             break
+        if on_stalled is not None and time.monotonic() >= nudge_at:
+            nudge_at = time.monotonic() + stalled_after
+            down = stalled_ports(spec, views)
+            if down:
+                on_stalled(down)
         time.sleep(poll if poll is not None else min(POLL_INTERVAL_S, max(POLL_MIN_S, took)))
     sessions = [m for n in pending for m in views[n].missing_sessions]
     routes = [m for n in pending for m in views[n].missing_routes]
@@ -233,6 +246,18 @@ def wait_converged(spec, executor: Executor, *, timeout: float,
         lines.append(f"  {len(routes)} prefix(es) missing or with the wrong ECMP width: " + "; ".join(routes[:20])
                      + (" ..." if len(routes) > 20 else ""))
     raise RailabError("\n".join(lines))
+
+
+def stalled_ports(spec, views: dict[str, NodeView]) -> list[tuple[str, str]]:
+    """Both ends ``(node, interface)`` of every session of ``spec`` that the views show not
+    Established (a node not observed yet counts as not Established), in session order."""
+    out: list[tuple[str, str]] = []
+    for s in spec.bgp_sessions:
+        v = views.get(s.node)
+        state = v.session_states.get(s.interface) if v is not None else None
+        if state is None or not F.session_up(state):
+            out += [(s.node, s.interface), (s.peer, s.peer_interface)]
+    return list(dict.fromkeys(out))
 
 
 def plan_mismatches(spec, views: dict[str, NodeView]) -> list[str]:

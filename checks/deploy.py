@@ -76,7 +76,8 @@ def bring_up(runtime: Runtime, labdir: str | Path, *, timeout: float | None = No
             try:
                 views = wait_converged(spec, runtime.executor(lab), timeout=budget,
                                        on_progress=progress,
-                                       netns_of=lambda node: record.namespaces.get(node) or netns_name(lab, node))
+                                       netns_of=lambda node: record.namespaces.get(node) or netns_name(lab, node),
+                                       on_stalled=lambda ports: runtime.resolicit(lab, ports))
             except RailabError as exc:
                 refused.raise_if_any(wait=True)  # the refused line explains the timeout
                 _keep_or_raise(record, keep_on_failure, "not-converged", str(exc))

@@ -77,7 +77,7 @@ class FakeRuntime(Runtime):
 def test_bring_up_waits_then_marks_running(run_dir, labdir, monkeypatch):
     seen = {}
 
-    def fake_wait(spec, executor, *, timeout, on_progress, netns_of=None):
+    def fake_wait(spec, executor, *, timeout, on_progress, netns_of=None, on_stalled=None):
         seen.update(spec=spec.name, timeout=timeout, phase=st.load("dep").phase)
         on_progress(ConvergeProgress("dep", 1, 2, 3, 4, 0.5))
         return {}
@@ -98,7 +98,7 @@ def test_bring_up_default_timeout_scales_with_the_lab(run_dir, labdir, monkeypat
 
     got = []
     monkeypatch.setattr(deploy, "wait_converged",
-                        lambda spec, ex, *, timeout, on_progress, netns_of=None: got.append(timeout))
+                        lambda spec, ex, *, timeout, on_progress, netns_of=None, on_stalled=None: got.append(timeout))
     deploy.bring_up(FakeRuntime(), labdir)
     assert got == [default_timeout(LabSpec.load(labdir))]
 
@@ -263,7 +263,7 @@ def test_a_refused_line_fails_a_converged_bring_up_and_rolls_back(run_dir, labdi
 def test_a_refused_line_stops_the_wait_at_the_next_poll(run_dir, labdir, monkeypatch):
     polls = []
 
-    def slow_wait(spec, executor, *, timeout, on_progress, netns_of=None):
+    def slow_wait(spec, executor, *, timeout, on_progress, netns_of=None, on_stalled=None):
         for i in range(200):  # 10 s of polls unless a poll raises
             time.sleep(0.05)
             polls.append(i)
@@ -316,3 +316,55 @@ def test_convergence_wait_polls_a_quick_lab_every_50_ms(monkeypatch):
     sleeps.clear()
     converge.wait_converged(spec, executor=None, timeout=10, poll=0.7)
     assert sleeps == [0.7]
+
+
+def _stall_spec():
+    from types import SimpleNamespace
+
+    s1 = SimpleNamespace(node="leaf1", interface="eth3", peer="spine1", peer_interface="eth1")
+    s2 = SimpleNamespace(node="leaf1", interface="eth4", peer="spine2", peer_interface="eth1")
+    s3 = SimpleNamespace(node="leaf2", interface="eth3", peer="spine1", peer_interface="eth2")
+    return SimpleNamespace(name="st", nodes=[SimpleNamespace(name=n, role="leaf") for n in ("leaf1", "leaf2")],
+                           bgp_sessions=[s1, s2, s3], expected_routes={})
+
+
+def test_stalled_ports_are_both_ends_of_every_session_not_established():
+    from types import SimpleNamespace
+
+    from railab.checks.converge import stalled_ports
+
+    views = {"leaf1": SimpleNamespace(session_states={"eth3": "Established", "eth4": "Active"})}
+    # leaf2 not observed yet: its session counts as down
+    assert stalled_ports(_stall_spec(), views) == [("leaf1", "eth4"), ("spine2", "eth1"),
+                                                   ("leaf2", "eth3"), ("spine1", "eth2")]
+
+
+def test_convergence_wait_reports_stalled_sessions_to_on_stalled(monkeypatch):
+    from types import SimpleNamespace
+
+    from railab.checks import converge
+
+    polls = iter([False, False, True])
+    monkeypatch.setattr(converge, "observe", lambda *a, **k: {n: SimpleNamespace(
+        converged=c, sessions_up=0, routes_ok=0,
+        session_states={"eth3": "Established" if c else "Active", "eth4": "Established"})
+        for n, c in (("leaf1", next(polls)), ("leaf2", True))})
+    monkeypatch.setattr(converge.time, "sleep", lambda s: None)
+    seen = []
+    converge.wait_converged(_stall_spec(), executor=None, timeout=10, on_stalled=seen.append, stalled_after=0)
+    assert seen == [[("leaf1", "eth3"), ("spine1", "eth1")]] * 2
+
+
+def test_netns_resolicit_sends_in_each_nodes_namespace(monkeypatch):
+    from types import SimpleNamespace
+
+    from railab.testbed import solicit
+    from railab.testbed.runtime.netns import NetnsRuntime
+
+    sent = []
+    monkeypatch.setattr(solicit, "solicit_once", lambda ports: (sent.append(ports) or (3, {})))
+    rt = NetnsRuntime()
+    monkeypatch.setattr(rt, "record", lambda lab: SimpleNamespace(
+        namespaces={"leaf1": "clab-x-leaf1", "spine1": "clab-x-spine1"}))
+    assert rt.resolicit("x", [("leaf1", "eth3"), ("spine1", "eth1"), ("gone", "eth9"), ("leaf1", "eth4")]) == 3
+    assert sent == [{"clab-x-leaf1": {"eth3", "eth4"}, "clab-x-spine1": {"eth1"}}]

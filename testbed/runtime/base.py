@@ -69,6 +69,13 @@ class Runtime(ABC):
         This default (a runtime that learns nothing at start) returns []."""
         return []
 
+    def resolicit(self, lab: str, ports: list[tuple[str, str]]) -> int:
+        """Ask the peers of ``ports`` (``(node, interface)`` ends of sessions not Established
+        yet) to advertise again; returns how many requests went out. ``bring_up`` calls it
+        while the convergence wait stalls. This default (a runtime whose nodes do their own
+        neighbour discovery) does nothing and returns 0."""
+        return 0
+
     def mark_converged(self, lab: str, converge_s: float) -> st.LabState:
         """Record that ``lab`` converged after ``converge_s`` seconds: phase ``running`` and
         ``timings["converge_s"]``. Returns the saved record; RailabError when it is not up."""

@@ -897,6 +897,22 @@ class NetnsRuntime(Runtime):
             solicit_router_advertisements(clab, record.namespaces)
             timings["frr_ra_solicit_s"] = round(timings.get("frr_ra_solicit_s", 0) + time.monotonic() - t_rs, 3)
 
+    def resolicit(self, lab: str, ports: list[tuple[str, str]]) -> int:
+        """One Router Solicitation out of each ``(node, interface)`` of ``ports``, in the node's
+        namespace (railab.testbed.solicit, no retries): an unnumbered session whose bgpd still
+        waits for its peer's link-local ("Waiting for Peer IPv6 LLA") otherwise waits the next
+        RA, up to the lab's ``ra-interval`` (128 s on the 4096-GPU fabric). Nodes or ports that
+        are gone are skipped; returns how many were sent."""
+        from railab.testbed.solicit import solicit_once
+
+        record = self.record(lab)
+        by_ns: dict[str, set[str]] = {}
+        for node, port in ports:
+            ns = record.namespaces.get(node)
+            if ns is not None:
+                by_ns.setdefault(ns, set()).add(port)
+        return solicit_once(by_ns)[0]
+
     def startup_problems(self, lab: str) -> list[str]:
         """The lines of the split configs (railab.topologies.frr.split_frr_conf) that ``lab``'s
         daemons refused at start, once each answers on its vty socket (up to 60 s in all, checked
