@@ -398,7 +398,8 @@ def solicit_router_advertisements(clab: ClabFile, namespaces: dict[str, str]) ->
     session then waits a whole ``ra-interval`` (32 s on the full 1024-GPU fabric) for the next
     one. Once every zebra runs with its config, a solicitation makes the peer's zebra answer at
     once (``rtadv_process_solicit`` with fast retransmit on, FRR's default). ``up`` sends them
-    from a process of its own beside the wave that starts bgpd (``_solicit_beside``)."""
+    between the daemon waves, and retries the ports not ready yet from a process of its own beside
+    the wave that starts bgpd (``NetnsRuntime._solicit``)."""
     from railab.testbed.solicit import send_solicitations
 
     return send_solicitations(fabric_ports(clab, namespaces))
@@ -550,7 +551,7 @@ class NetnsRuntime(Runtime):
         """Check every node's frr.conf with ``vtysh -C`` (parallel); RailabError names the node.
 
         A config this vtysh already passed is not checked again: a pass leaves a marker named
-        by the SHA-256 of the vtysh binary's identity (path, size, mtime) and the file's bytes
+        by the SHA-256 of vtysh's and bgpd's identity (path, inode, size, mtime, ctime) and the file's bytes
         under :func:`railab.testbed.state.cache_dir` (``frr-config-ok/``). ``vtysh -C`` builds
         every daemon's command tree per call, ~0.1 CPU-s per node: 2.4 CPU-s of the full
         1024-GPU fabric's ``up`` and 96 processes on the 4096-GPU one, for configs that
@@ -944,7 +945,9 @@ class NetnsRuntime(Runtime):
         tries again (FRR 8.4 ``BGP_INIT_START_TIMER``; on the 4 x 16 Clos with every bgpd
         spawned in node order, 3 of a leaf's 4 sessions did). Spawned first, the listeners are
         up first, and the other daemons start while bgpd reads its config and learns its
-        interfaces.
+        interfaces. Measured: it does not prevent those retries (3-10 of a spine's 16 sessions
+        still retried: zebra's neighbour updates kill first connects too, docs/runtime.md
+        "Issue 12, fourth pass"), and no gain in ``up`` was measurable.
 
         Measured, not kept: starting the listening tier's bgpd in a wave of its own before the
         other nodes' took the full 1024-GPU fabric's ``up`` from 17.7-18.7 s to 19.1-21.1 s
