@@ -35,6 +35,7 @@ import yaml
 from railab.errors import UsageError
 from railab.topologies.clab import validate_topology
 from railab.topologies.nodekinds import FRR_DAEMON_OPTIONS, FRR_DAEMONS, FRR_DEFAULT_OPTIONS
+from railab.topologies.yamlio import load_yaml
 
 FRR_CONF_TARGET = "/etc/frr/frr.conf"
 FRR_DAEMONS_TARGET = "/etc/frr/daemons"
@@ -106,9 +107,6 @@ class ClabNode:
 
 
 
-#: PyYAML's libyaml-backed safe loader when built with it, else the pure-Python one (same
-#: documents accepted).
-_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 def _default_options(daemon: str) -> list[str]:
     return shlex.split(FRR_DAEMON_OPTIONS.get(daemon, FRR_DEFAULT_OPTIONS))
@@ -218,9 +216,7 @@ def load_clab(path: str | Path, *, validate: bool = False) -> ClabFile:
     """
     p = find_clab_file(path).resolve()
     try:
-        # libyaml's loader when PyYAML has it: the pure-Python one took 5.5 s on the full
-        # 1024-GPU fabric's clab file (about 20x slower), every `railab up`
-        doc = yaml.load(p.read_text(), Loader=_YAML_LOADER)
+        doc = load_yaml(p.read_text())
     except yaml.YAMLError as exc:
         raise UsageError(f"{p}: not valid YAML: {exc}") from None
     if not isinstance(doc, dict) or "name" not in doc:

@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from railab.errors import MissingExtraError, RailabError
 from railab.testbed.executor import ExecResult, Executor
+from railab.topologies.yamlio import load_yaml
 
 try:  # optional: the ssh extra (pip install 'railab[ssh]')
     import paramiko
@@ -64,7 +65,7 @@ def load_inventory(path: str | Path) -> dict[str, SshTarget]:
     """
     p = Path(path)
     try:
-        doc = yaml.safe_load(p.read_text())
+        doc = load_yaml(p.read_text())
     except FileNotFoundError:
         raise RailabError(f"SSH inventory {p} not found") from None
     except yaml.YAMLError as exc:

@@ -84,6 +84,58 @@ def test_schema_validator_is_2020_12():
         clab_mod.validate_topology(bad)
 
 
+def test_schema_cache_skips_only_a_topology_that_passed(tmp_path, monkeypatch):
+    """A topology that passed leaves a marker and is not validated again; a changed topology
+    (here: made invalid) is validated again and refused, and leaves no marker."""
+    topo = build_lab(load_intent("mini")).topology
+    cache = tmp_path / "ok"
+    clab_mod.validate_topology(topo, cache=cache)
+    assert len(list(cache.iterdir())) == 1
+
+    def no_validator(path):
+        raise AssertionError("validated again")
+
+    monkeypatch.setattr(clab_mod, "_validator", no_validator)
+    clab_mod.validate_topology(copy.deepcopy(topo), cache=cache)  # same content: the marker
+    monkeypatch.undo()
+    bad = copy.deepcopy(topo)
+    bad["topology"]["links"][0]["endpoints"][0] = "no-colon"
+    with pytest.raises(clab_mod.ClabSchemaError, match="endpoints"):
+        clab_mod.validate_topology(bad, cache=cache)
+    assert len(list(cache.iterdir())) == 1
+    # no cache: always validated
+    monkeypatch.setattr(clab_mod, "_validator", no_validator)
+    with pytest.raises(AssertionError, match="validated again"):
+        clab_mod.validate_topology(topo)
+
+
+def test_generate_writes_the_schema_marker(tmp_path):
+    cache = tmp_path / "ok"
+    generate("mini", tmp_path / "lab", schema_cache=cache)
+    assert len(list(cache.iterdir())) == 1
+    generate("mini", tmp_path / "lab", schema_cache=cache)  # the same file: the same marker
+    assert len(list(cache.iterdir())) == 1
+
+
+def test_shipped_catalog_is_read_once_and_handed_out_as_a_copy():
+    from railab.topologies import catalog
+
+    a = catalog.load_catalog()
+    a.pop(next(iter(a)))
+    b = catalog.load_catalog()
+    assert len(b) == len(a) + 1 and catalog._shipped_catalog.cache_info().hits >= 1
+
+
+def test_yaml_reader_is_safe_and_matches_safe_load():
+    from railab.topologies.yamlio import load_yaml, load_yaml_all
+
+    text = (Path(__file__).resolve().parents[1] / "topologies" / "catalog.yml").read_text()
+    assert load_yaml(text) == yaml.safe_load(text)
+    assert list(load_yaml_all("a: 1\n---\nb: 2\n")) == [{"a": 1}, {"b": 2}]
+    with pytest.raises(yaml.YAMLError):
+        load_yaml("!!python/object/apply:os.system ['true']")
+
+
 @needs_frr
 @pytest.mark.parametrize("intent", ["mini", "rail-only-512"])
 def test_frr_dry_run(labs, intent):

@@ -23,6 +23,7 @@ Node mapping (docs/architecture.md):
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -148,18 +149,47 @@ def _validator(path: str):
     return jsonschema.Draft202012Validator(schema)
 
 
-def validate_topology(topo: dict, schema: str | Path | None = None) -> Path | None:
+def _passed_key(topo: dict, schema: Path) -> str:
+    """SHA-256 (hex) naming one validation: the schema file's bytes, this module's source (its
+    pattern translation), the jsonschema version and the topology as canonical JSON."""
+    from importlib.metadata import version
+
+    h = hashlib.sha256()
+    for part in (schema.read_bytes(), Path(__file__).read_bytes(), version("jsonschema").encode(),
+                 json.dumps(topo, sort_keys=True, separators=(",", ":"), default=str).encode()):
+        h.update(len(part).to_bytes(8, "big"))
+        h.update(part)
+    return h.hexdigest()
+
+
+def validate_topology(topo: dict, schema: str | Path | None = None, *,
+                      cache: str | Path | None = None) -> Path | None:
     """Validate a topology dict; returns the schema path used (None if no schema was found).
+
+    ``cache``: a directory of markers, one per validation that passed (:func:`_passed_key`:
+    schema, validator and topology); a topology that passed before is not validated again
+    (validating the full 1024-GPU fabric took 0.6 s plus 0.1 s to import jsonschema, at every
+    ``railab up`` of the same intent). None (default): always validate. A cache that cannot be
+    read or written only costs the validation.
 
     Raises :class:`ClabSchemaError` listing the first errors with their JSON paths.
     """
     path = Path(schema) if schema else find_schema()
     if path is None:
         return None
+    marker = Path(cache) / _passed_key(topo, path) if cache is not None else None
+    if marker is not None and marker.exists():
+        return path
     errors = sorted(_validator(str(path)).iter_errors(topo), key=lambda e: list(e.absolute_path))
     if errors:
         msgs = [f"{'/'.join(map(str, e.absolute_path)) or '(root)'}: {e.message}" for e in errors[:5]]
         raise ClabSchemaError(f"clab topology fails {path.name}: " + "; ".join(msgs))
+    if marker is not None:
+        try:
+            marker.parent.mkdir(parents=True, exist_ok=True)
+            marker.touch()
+        except OSError:
+            pass
     return path
 
 

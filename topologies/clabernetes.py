@@ -37,6 +37,7 @@ import yaml
 from railab.errors import UsageError
 from railab.topologies.clab import dump_topology
 from railab.topologies.labspec import LabSpec
+from railab.topologies.yamlio import load_yaml, load_yaml_all
 
 API_VERSION = "clabernetes.containerlab.dev/v1alpha1"
 KIND = "Topology"
@@ -156,7 +157,7 @@ def validate_manifest(docs: list[dict[str, Any]]) -> None:
         raise ClabernetesSchemaError(f"Topology fails {SCHEMA.name}: " + "; ".join(msgs))
     text = (topo["spec"].get("definition") or {}).get("containerlab")
     try:
-        inner = yaml.safe_load(text) if isinstance(text, str) else None
+        inner = load_yaml(text) if isinstance(text, str) else None
     except yaml.YAMLError as exc:
         raise ClabernetesSchemaError(f"spec.definition.containerlab is not YAML: {exc}") from None
     if not isinstance(inner, dict) or "topology" not in inner:
@@ -170,4 +171,4 @@ def dump(docs: list[dict[str, Any]]) -> str:
 
 def load(path: str | Path) -> list[dict[str, Any]]:
     """The documents of a manifest file (``yaml.safe_load_all``)."""
-    return [d for d in yaml.safe_load_all(Path(path).read_text()) if d is not None]
+    return [d for d in load_yaml_all(Path(path).read_text()) if d is not None]

@@ -74,8 +74,11 @@ class BuiltLab:
     topology: dict
 
 
-def build_lab(intent: Intent, *, name: str | None = None) -> BuiltLab:
-    """Build the whole lab in memory (no file I/O). Raises IntentError on impossible labs."""
+def build_lab(intent: Intent, *, name: str | None = None,
+              schema_cache: str | Path | None = None) -> BuiltLab:
+    """Build the whole lab in memory (no file I/O but ``schema_cache``, the directory of
+    containerlab-schema validations that passed: :func:`railab.topologies.clab.validate_topology`).
+    Raises IntentError on impossible labs."""
     shape = resolve_lab(intent)
     lab_name = name or intent.name
     if name is not None and not is_lab_name(name):
@@ -83,7 +86,7 @@ def build_lab(intent: Intent, *, name: str | None = None) -> BuiltLab:
     spec = _build_spec(intent, shape, lab_name)
     files = _render_configs(spec, shape)
     topo = clab_mod.build_topology(spec, shape.images, sonic_image=shape.sonic_image)
-    clab_mod.validate_topology(topo)
+    clab_mod.validate_topology(topo, cache=schema_cache)
     files[f"{lab_name}.clab.yml"] = clab_mod.dump_topology(topo)
     files["lab.json"] = spec.dump()
     return BuiltLab(spec=spec, files=files, topology=topo)
@@ -406,13 +409,15 @@ class OutputError(UsageError):
     """The output directory cannot be created or written (the message names it and says why)."""
 
 
-def generate(intent: Intent | str | Path, outdir: str | Path, *, name: str | None = None) -> Path:
+def generate(intent: Intent | str | Path, outdir: str | Path, *, name: str | None = None,
+             schema_cache: str | Path | None = None) -> Path:
     """Generate the lab for ``intent`` into ``outdir`` and return the lab directory.
 
     ``intent``: an :class:`Intent`, a shipped intent name (``"mini"``) or a YAML path. ``outdir``
     is the lab directory itself (docs/architecture.md: ``railab generate INTENT -o DIR``); it is
     replaced if it exists and holds a previous railab lab (a ``lab.json``), and refused if it is a
-    non-empty directory of something else. ``name`` overrides the lab name.
+    non-empty directory of something else. ``name`` overrides the lab name. ``schema_cache``: see
+    :func:`build_lab` (None: validate against containerlab's schema every time).
 
     The lab is written to a temporary sibling directory and renamed into place, so a failure
     leaves nothing half-written. Raises IntentError (a UsageError) for bad intents and
@@ -420,7 +425,7 @@ def generate(intent: Intent | str | Path, outdir: str | Path, *, name: str | Non
     """
     if not isinstance(intent, Intent):
         intent = load_intent(intent)
-    built = build_lab(intent, name=name)
+    built = build_lab(intent, name=name, schema_cache=schema_cache)
     out = Path(outdir).absolute()
     if out.exists():
         if not out.is_dir():

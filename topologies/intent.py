@@ -88,6 +88,7 @@ from railab.topologies.nodekinds import (
 )
 from railab.topologies.qos import DEFAULT_QOS, CapacityProfile, EcnProfile, QosProfile
 from railab.topologies.units import RatioError, ratio_parts
+from railab.topologies.yamlio import load_yaml
 
 INTENTS_DIR = Path(__file__).resolve().parent / "intents"
 
@@ -492,7 +493,7 @@ def load_intent(name_or_path: str | Path) -> Intent:
     if p.is_dir():
         raise IntentError(f"intent {p} is a directory: give an intent YAML file")
     try:
-        data = yaml.safe_load(p.read_text())
+        data = load_yaml(p.read_text())
     except yaml.YAMLError as exc:
         raise IntentError(f"intent {p}: not valid YAML: {exc}") from None
     return parse_intent(data, source=str(p))

@@ -144,11 +144,10 @@ def register(app: typer.Typer) -> None:
                       f"{part.cut[-1].vni}, UDP {part.dst_port}); the underlay between hosts must "
                       f"carry MTU {part.underlay_mtu}; Clabernetes: {labdir / (spec.name + '.clabernetes.yaml')}"
                       if part.cut else "1 host: nothing cut", highlight=False)
-            import yaml
-
             from railab.topologies.clabernetes import tunnel_clashes
+            from railab.topologies.yamlio import load_yaml
 
-            clashes = tunnel_clashes(yaml.safe_load((labdir / f"{spec.name}.clab.yml").read_text()))
+            clashes = tunnel_clashes(load_yaml((labdir / f"{spec.name}.clab.yml").read_text()))
             if clashes:
                 a, b = clashes[0]
                 con.print(f"note: Clabernetes makes {len(clashes)} tunnel names that are prefixes of "
