@@ -161,8 +161,9 @@ def run_root() -> Path:
 def cache_dir() -> Path:
     """``/run/railab/.cache``: what railab remembers across labs: FRR configs ``vtysh -C``
     already passed (``frr-config-ok/``, railab.testbed.runtime.netns) and clab topologies that
-    passed containerlab's schema (``clab-schema-ok/``, ``railab up`` of an intent). Not a lab: lab names never start with a dot,
-    and :func:`labs` skips it. Removing it only costs a re-check."""
+    passed containerlab's schema (``clab-schema-ok/``, ``railab up`` of an intent). Not a lab:
+    lab names never start with a dot, and :func:`labs` skips it. Removing it only costs a
+    re-check."""
     return run_root() / ".cache"
 
 
