@@ -6,11 +6,11 @@ new veth had no carrier yet (the kernel's linkwatch reports it up to 1 s late: m
 small lab, built in a few ms, none of the full 1024-GPU fabric's). Retrying them from a thread
 of ``up`` instead took 10.6 s there, the 16 threads spawning daemons holding the GIL between
 every two ``sendto``; as its own process it only shares the CPUs. This module imports nothing but
-railab.testbed.namespaces and railab.testbed.vty.
+railab.testbed.namespaces. ``up`` waits for the zebras to answer before the first pass, so the
+process does not wait for anything.
 
-Protocol (stdin, one JSON object): ``{"vty": [zebra vty socket paths to wait for],
-"ports": {namespace: [interface, ...]}, "timeout": seconds}``; stdout: ``{"sent": N,``
-``"wait_s"`` and ``"send_s"`` (how long the zebras took to answer, how long the sending took);
+Protocol (stdin, one JSON object): ``{"ports": {namespace: [interface, ...]}}``; stdout:
+``{"sent": N, "send_s": S}`` (how many were sent, how long the sending and its retries took);
 exit 0, or 1 with the error on stderr.
 """
 
@@ -21,7 +21,6 @@ import socket
 import sys
 import time
 from collections.abc import Mapping
-from pathlib import Path
 
 from railab.testbed.namespaces import entered
 
@@ -73,20 +72,16 @@ def send_solicitations(ports: Mapping[str, set[str] | list[str]], *, retry_s: fl
 
 
 def main() -> None:
-    """The process: wait for the zebras (their vty answers once their config is read), then
-    solicit (protocol in the module docstring)."""
-    from railab.testbed import vty
-
+    """The process: solicit on the ports given, retrying those not ready yet (protocol in the
+    module docstring)."""
     try:
         req = json.load(sys.stdin)
         t0 = time.monotonic()
-        vty.wait_answering([Path(p) for p in req.get("vty", [])], timeout=float(req.get("timeout", 10.0)))
-        t1 = time.monotonic()
         sent = send_solicitations(req["ports"])
     except Exception as exc:  # noqa: BLE001 - one line for the parent
         print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
         sys.exit(1)
-    print(json.dumps({"sent": sent, "wait_s": round(t1 - t0, 3), "send_s": round(time.monotonic() - t1, 3)}))
+    print(json.dumps({"sent": sent, "send_s": round(time.monotonic() - t0, 3)}))
 
 
 if __name__ == "__main__":

@@ -53,6 +53,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -371,18 +372,22 @@ class NetnsExecutor(Executor):
 
 
 # ---- runtime ---------------------------------------------------------------------------------
+def ports_by_namespace(ports: Iterable[tuple[str, str]], namespaces: dict[str, str]) -> dict[str, set[str]]:
+    """``(node, port)`` pairs grouped by network namespace (``namespaces``: node -> netns name;
+    nodes without one are left out): how railab.testbed.solicit takes its ports."""
+    out: dict[str, set[str]] = {}
+    for node, port in ports:
+        if node in namespaces:
+            out.setdefault(namespaces[node], set()).add(port)
+    return out
+
+
 def fabric_ports(clab: ClabFile, namespaces: dict[str, str]) -> dict[str, set[str]]:
     """The ports of ``clab``'s router-router links by network namespace (``namespaces``: node ->
     netns name; nodes without one are left out): where the Router Solicitations go."""
     routers = {n.name for n in clab.routers}
-    ports: dict[str, set[str]] = {}
-    for ln in clab.links:
-        (na, pa), (nb, pb) = ln.a, ln.b
-        if na in routers and nb in routers:
-            for node, port in ((na, pa), (nb, pb)):
-                if node in namespaces:
-                    ports.setdefault(namespaces[node], set()).add(port)
-    return ports
+    return ports_by_namespace((end for ln in clab.links if ln.a[0] in routers and ln.b[0] in routers
+                               for end in (ln.a, ln.b)), namespaces)
 
 
 def solicit_router_advertisements(clab: ClabFile, namespaces: dict[str, str]) -> int:
@@ -906,13 +911,7 @@ class NetnsRuntime(Runtime):
         are gone are skipped; returns how many were sent."""
         from railab.testbed.solicit import solicit_once
 
-        record = self.record(lab)
-        by_ns: dict[str, set[str]] = {}
-        for node, port in ports:
-            ns = record.namespaces.get(node)
-            if ns is not None:
-                by_ns.setdefault(ns, set()).add(port)
-        return solicit_once(by_ns)[0]
+        return solicit_once(ports_by_namespace(ports, self.record(lab).namespaces))[0]
 
     def startup_problems(self, lab: str) -> list[str]:
         """The lines of the split configs (railab.topologies.frr.split_frr_conf) that ``lab``'s
