@@ -109,6 +109,55 @@ def test_schema_cache_skips_only_a_topology_that_passed(tmp_path, monkeypatch):
         clab_mod.validate_topology(topo)
 
 
+def test_schema_cache_that_cannot_be_used_still_validates(tmp_path, monkeypatch):
+    """A cache path that is a file, another schema, or a topology JSON cannot hold exactly:
+    each is validated (no marker written, no error from the cache itself)."""
+    topo = build_lab(load_intent("mini")).topology
+    calls = []
+    real = clab_mod._validator
+
+    def counting(path):
+        calls.append(path)
+        return real(path)
+
+    monkeypatch.setattr(clab_mod, "_validator", counting)
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    clab_mod.validate_topology(topo, cache=blocked)
+    clab_mod.validate_topology(topo, cache=blocked)
+    assert len(calls) == 2 and blocked.is_file()
+    cache = tmp_path / "ok"
+    other = tmp_path / "schema.json"
+    other.write_bytes(_schema_path().read_bytes() + b"\n")
+    clab_mod.validate_topology(topo, cache=cache)
+    clab_mod.validate_topology(topo, other, cache=cache)  # other schema bytes: validated again
+    assert len(calls) == 4 and len(list(cache.iterdir())) == 2
+    odd = copy.deepcopy(topo)
+    odd["topology"]["nodes"][next(iter(odd["topology"]["nodes"]))]["labels"]["x"] = {"a"}  # no JSON
+    with pytest.raises(clab_mod.ClabSchemaError):
+        clab_mod.validate_topology(odd, cache=cache)
+    assert len(list(cache.iterdir())) == 2
+
+
+def test_up_of_an_intent_remembers_schema_validations_in_the_cache(tmp_path, monkeypatch):
+    """``railab up INTENT`` hands ``generate`` the cache directory beside FRR's markers."""
+    from railab.testbed import state as st
+    from railab.topologies import generator
+
+    monkeypatch.setenv("RAILAB_RUN_DIR", str(tmp_path / "run"))
+    seen = {}
+
+    def fake_generate(intent, outdir, *, name=None, schema_cache=None):
+        seen["cache"] = schema_cache
+        raise IntentError("stop here")
+
+    monkeypatch.setattr(generator, "generate", fake_generate)
+    from railab.cli import app
+
+    r = CliRunner().invoke(app, ["up", "mini", "-o", str(tmp_path / "lab")])
+    assert seen["cache"] == st.cache_dir() / "clab-schema-ok", r.output
+
+
 def test_generate_writes_the_schema_marker(tmp_path):
     cache = tmp_path / "ok"
     generate("mini", tmp_path / "lab", schema_cache=cache)
@@ -129,8 +178,12 @@ def test_shipped_catalog_is_read_once_and_handed_out_as_a_copy():
 def test_yaml_reader_is_safe_and_matches_safe_load():
     from railab.topologies.yamlio import load_yaml, load_yaml_all
 
-    text = (Path(__file__).resolve().parents[1] / "topologies" / "catalog.yml").read_text()
-    assert load_yaml(text) == yaml.safe_load(text)
+    root = Path(__file__).resolve().parents[1] / "topologies"
+    for f in [root / "catalog.yml", *sorted((root / "intents").glob("*.yml"))]:
+        text = f.read_text()
+        assert load_yaml(text) == yaml.safe_load(text), f
+    clab_text = clab_mod.dump_topology(build_lab(load_intent("mini")).topology)
+    assert load_yaml(clab_text) == yaml.safe_load(clab_text)
     assert list(load_yaml_all("a: 1\n---\nb: 2\n")) == [{"a": 1}, {"b": 2}]
     with pytest.raises(yaml.YAMLError):
         load_yaml("!!python/object/apply:os.system ['true']")

@@ -27,6 +27,7 @@ import hashlib
 import json
 import os
 import re
+import sys
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -149,14 +150,21 @@ def _validator(path: str):
     return jsonschema.Draft202012Validator(schema)
 
 
-def _passed_key(topo: dict, schema: Path) -> str:
+def _passed_key(topo: dict, schema: Path) -> str | None:
     """SHA-256 (hex) naming one validation: the schema file's bytes, this module's source (its
-    pattern translation), the jsonschema version and the topology as canonical JSON."""
-    from importlib.metadata import version
+    pattern translation), the Python and jsonschema versions and the topology as canonical JSON.
+    None when there is no exact key: a value JSON cannot hold as it is (a set, a non-string
+    key, ...), or no jsonschema metadata; the topology is then validated."""
+    from importlib.metadata import PackageNotFoundError, version
 
+    try:
+        parts = (schema.read_bytes(), Path(__file__).read_bytes(), sys.version.encode(),
+                 version("jsonschema").encode(),
+                 json.dumps(topo, sort_keys=True, separators=(",", ":")).encode())
+    except (TypeError, ValueError, OSError, PackageNotFoundError):
+        return None
     h = hashlib.sha256()
-    for part in (schema.read_bytes(), Path(__file__).read_bytes(), version("jsonschema").encode(),
-                 json.dumps(topo, sort_keys=True, separators=(",", ":"), default=str).encode()):
+    for part in parts:
         h.update(len(part).to_bytes(8, "big"))
         h.update(part)
     return h.hexdigest()
@@ -177,9 +185,13 @@ def validate_topology(topo: dict, schema: str | Path | None = None, *,
     path = Path(schema) if schema else find_schema()
     if path is None:
         return None
-    marker = Path(cache) / _passed_key(topo, path) if cache is not None else None
-    if marker is not None and marker.exists():
-        return path
+    key = _passed_key(topo, path) if cache is not None else None
+    marker = Path(cache) / key if key is not None else None
+    try:
+        if marker is not None and marker.exists():
+            return path
+    except OSError:  # e.g. a cache directory this user may not read
+        marker = None
     errors = sorted(_validator(str(path)).iter_errors(topo), key=lambda e: list(e.absolute_path))
     if errors:
         msgs = [f"{'/'.join(map(str, e.absolute_path)) or '(root)'}: {e.message}" for e in errors[:5]]

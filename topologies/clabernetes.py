@@ -170,5 +170,5 @@ def dump(docs: list[dict[str, Any]]) -> str:
 
 
 def load(path: str | Path) -> list[dict[str, Any]]:
-    """The documents of a manifest file (``yaml.safe_load_all``)."""
+    """The documents of a manifest file (:func:`railab.topologies.yamlio.load_yaml_all`)."""
     return [d for d in load_yaml_all(Path(path).read_text()) if d is not None]

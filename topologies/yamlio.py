@@ -1,5 +1,7 @@
 """railab's one YAML reader: PyYAML's libyaml-backed safe loader when PyYAML is built with it,
-else the pure-Python safe loader (the same documents are accepted; only the speed differs).
+else the pure-Python safe loader. Both build plain data only and read railab's files alike;
+libyaml accepts a few documents the pure-Python loader refuses (tab-indented JSON), and its
+error messages are worded differently and carry no caret line.
 
 Measured: the pure-Python loader took 5.5 s on the full 1024-GPU fabric's clab file (libyaml
 about 20x faster), and 39 ms for the switch catalog that one ``railab up`` reads 8 times.
