@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,15 @@ from railab.topologies.labspec import LabSpec
 from railab.topologies.naming import netns_name
 
 PID = str(os.getpid())
+
+
+def pytest_configure(config):
+    """Give the suite's processes a SIGINT they can receive. A shell that starts a job in the
+    background without job control (``cmd &`` in a script, ``nohup``) sets SIGINT to ignored,
+    and children inherit that across exec, so the Ctrl-C tests' ``railab`` would never see the
+    signal (exit 0 instead of 130). A handled SIGINT is reset to the default at exec."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def integration_skip_reason() -> str | None:
