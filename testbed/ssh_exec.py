@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from railab.errors import MissingExtraError, RailabError
 from railab.testbed.executor import ExecResult, Executor
-from railab.topologies.yamlio import load_yaml
+from railab.topologies.yamlio import load_yaml, yaml_error_text
 
 try:  # optional: the ssh extra (pip install 'railab[ssh]')
     import paramiko
@@ -64,12 +64,14 @@ def load_inventory(path: str | Path) -> dict[str, SshTarget]:
     Raises RailabError naming the file and the bad node/key.
     """
     p = Path(path)
+    text = ""
     try:
-        doc = load_yaml(p.read_text())
+        text = p.read_text()
+        doc = load_yaml(text)
     except FileNotFoundError:
         raise RailabError(f"SSH inventory {p} not found") from None
     except yaml.YAMLError as exc:
-        raise RailabError(f"SSH inventory {p} is not valid YAML/JSON: {exc}") from None
+        raise RailabError(f"SSH inventory {p} is not valid YAML/JSON: {yaml_error_text(exc, text)}") from None
     if not isinstance(doc, dict) or not doc:
         raise RailabError(f"SSH inventory {p} must map node names to {{host, user, ...}}")
     return parse_inventory(doc, where=str(p))

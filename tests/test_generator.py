@@ -187,6 +187,39 @@ def test_yaml_reader_is_safe_and_matches_safe_load():
     assert list(load_yaml_all("a: 1\n---\nb: 2\n")) == [{"a": 1}, {"b": 2}]
     with pytest.raises(yaml.YAMLError):
         load_yaml("!!python/object/apply:os.system ['true']")
+    # YAML anchors and merge keys still work; only keys written twice are refused
+    assert load_yaml("a: &x {b: 1}\nc:\n  <<: *x\n  b: 2\n") == {"a": {"b": 1}, "c": {"b": 2}}
+
+
+@pytest.mark.parametrize("text, says", [
+    ("name: x\nname: y\n", "line 2, column 1: duplicate key 'name' (first on line 1): keep one"),
+    ("{1: a, 1.0: b}", "duplicate key 1.0"),
+    ("name: x\ndesign:\n\tgpus: 8\n", "line 3, column 1: "),
+    ("name: " + "[" * 50000 + "]" * 50000, "nested more than 1000 levels deep"),
+    ("- " * 3000 + "x", "nested more than 1000 levels deep"),
+])
+def test_yaml_reader_refuses_repeated_keys_and_deep_nesting_in_one_line(text, says):
+    """A repeated key (YAML 1.2 wants unique keys; PyYAML kept the last silently), a tab, and
+    nesting that crashed libyaml (SIGSEGV at ~50,000 levels) are each one line naming where."""
+    from railab.topologies.yamlio import load_yaml, yaml_error_text
+
+    with pytest.raises(yaml.YAMLError) as err:
+        load_yaml(text)
+    line = yaml_error_text(err.value, text)
+    assert says in line and "\n" not in line
+    if "\t" in text:
+        assert line.endswith("indent with spaces, not tabs")
+
+
+def test_bad_intent_files_are_one_clear_line(tmp_path):
+    for name, data, says in [("dup.yml", b"name: x\nname: y\n", "duplicate key 'name'"),
+                             ("bin.yml", b"\xff\xfe", "is not UTF-8 text (byte 0): save it as UTF-8"),
+                             ("deep.yml", b"name: " + b"[" * 50000 + b"]" * 50000, "nested more than")]:
+        f = tmp_path / name
+        f.write_bytes(data)
+        with pytest.raises(IntentError) as err:
+            load_intent(f)
+        assert says in str(err.value) and "\n" not in str(err.value) and str(f) in str(err.value)
 
 
 @needs_frr

@@ -31,7 +31,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from railab.errors import UsageError
-from railab.topologies.yamlio import load_yaml
+from railab.topologies.yamlio import load_yaml, yaml_error_text
 
 __all__ = [
     "CatalogError",
@@ -167,12 +167,16 @@ def parse_speed(text: str | int) -> int:
 
 
 def _load_file(path: Path, label: str) -> dict[str, SwitchModel]:
+    text = ""
     try:
-        doc = load_yaml(path.read_text())
+        text = path.read_text()
+        doc = load_yaml(text)
     except OSError as exc:
         raise CatalogError(f"cannot read switch catalog {label}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise CatalogError(f"switch catalog {label} is not UTF-8 text (byte {exc.start}): save it as UTF-8") from None
     except yaml.YAMLError as exc:
-        raise CatalogError(f"switch catalog {label} is not valid YAML: {exc}") from None
+        raise CatalogError(f"switch catalog {label} is not valid YAML: {yaml_error_text(exc, text)}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("switches"), dict):
         raise CatalogError(
             f"switch catalog {label} must be a mapping with a 'switches:' key mapping model names "

@@ -37,7 +37,7 @@ import yaml
 from railab.errors import UsageError
 from railab.topologies.clab import dump_topology
 from railab.topologies.labspec import LabSpec
-from railab.topologies.yamlio import load_yaml, load_yaml_all
+from railab.topologies.yamlio import load_yaml, load_yaml_all, yaml_error_text
 
 API_VERSION = "clabernetes.containerlab.dev/v1alpha1"
 KIND = "Topology"
@@ -159,7 +159,8 @@ def validate_manifest(docs: list[dict[str, Any]]) -> None:
     try:
         inner = load_yaml(text) if isinstance(text, str) else None
     except yaml.YAMLError as exc:
-        raise ClabernetesSchemaError(f"spec.definition.containerlab is not YAML: {exc}") from None
+        why = yaml_error_text(exc, text)
+        raise ClabernetesSchemaError(f"spec.definition.containerlab is not YAML: {why}") from None
     if not isinstance(inner, dict) or "topology" not in inner:
         raise ClabernetesSchemaError("spec.definition.containerlab holds no containerlab topology")
 

@@ -88,7 +88,7 @@ from railab.topologies.nodekinds import (
 )
 from railab.topologies.qos import DEFAULT_QOS, CapacityProfile, EcnProfile, QosProfile
 from railab.topologies.units import RatioError, ratio_parts
-from railab.topologies.yamlio import load_yaml
+from railab.topologies.yamlio import load_yaml, yaml_error_text
 
 INTENTS_DIR = Path(__file__).resolve().parent / "intents"
 
@@ -492,10 +492,16 @@ def load_intent(name_or_path: str | Path) -> Intent:
             )
     if p.is_dir():
         raise IntentError(f"intent {p} is a directory: give an intent YAML file")
+    text = ""
     try:
-        data = load_yaml(p.read_text())
+        text = p.read_text()
+        data = load_yaml(text)
+    except OSError as exc:
+        raise IntentError(f"cannot read intent {p}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise IntentError(f"intent {p} is not UTF-8 text (byte {exc.start}): save it as UTF-8") from None
     except yaml.YAMLError as exc:
-        raise IntentError(f"intent {p}: not valid YAML: {exc}") from None
+        raise IntentError(f"intent {p}: not valid YAML: {yaml_error_text(exc, text)}") from None
     return parse_intent(data, source=str(p))
 
 
