@@ -30,12 +30,10 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from railab.errors import UsageError
 from railab.topologies.clab import validate_topology
 from railab.topologies.nodekinds import FRR_DAEMON_OPTIONS, FRR_DAEMONS, FRR_DEFAULT_OPTIONS
-from railab.topologies.yamlio import load_yaml, yaml_error_text
+from railab.topologies.yamlio import read_yaml_file
 
 FRR_CONF_TARGET = "/etc/frr/frr.conf"
 FRR_DAEMONS_TARGET = "/etc/frr/daemons"
@@ -215,14 +213,7 @@ def load_clab(path: str | Path, *, validate: bool = False) -> ClabFile:
     paths).
     """
     p = find_clab_file(path).resolve()
-    text = ""
-    try:
-        text = p.read_text()
-        doc = load_yaml(text)
-    except UnicodeDecodeError as exc:
-        raise UsageError(f"{p} is not UTF-8 text (byte {exc.start}): save it as UTF-8") from None
-    except yaml.YAMLError as exc:
-        raise UsageError(f"{p}: not valid YAML: {yaml_error_text(exc, text)}") from None
+    doc = read_yaml_file(p, "clab file")  # YamlFileError: a UsageError (exit 2)
     if not isinstance(doc, dict) or "name" not in doc:
         raise UsageError(f"{p}: missing top-level 'name'")
     topo = doc.get("topology") or {}

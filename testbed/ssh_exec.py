@@ -23,12 +23,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from railab.errors import MissingExtraError, RailabError
 from railab.testbed.executor import ExecResult, Executor
-from railab.topologies.yamlio import load_yaml, yaml_error_text
+from railab.topologies.yamlio import YamlFileError, read_yaml_file
 
 try:  # optional: the ssh extra (pip install 'railab[ssh]')
     import paramiko
@@ -64,14 +63,10 @@ def load_inventory(path: str | Path) -> dict[str, SshTarget]:
     Raises RailabError naming the file and the bad node/key.
     """
     p = Path(path)
-    text = ""
     try:
-        text = p.read_text()
-        doc = load_yaml(text)
-    except FileNotFoundError:
-        raise RailabError(f"SSH inventory {p} not found") from None
-    except yaml.YAMLError as exc:
-        raise RailabError(f"SSH inventory {p} is not valid YAML/JSON: {yaml_error_text(exc, text)}") from None
+        doc = read_yaml_file(p, "SSH inventory")  # YAML, or JSON (a subset)
+    except YamlFileError as exc:
+        raise RailabError(str(exc)) from None
     if not isinstance(doc, dict) or not doc:
         raise RailabError(f"SSH inventory {p} must map node names to {{host, user, ...}}")
     return parse_inventory(doc, where=str(p))

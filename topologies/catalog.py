@@ -27,11 +27,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from railab.errors import UsageError
-from railab.topologies.yamlio import load_yaml, yaml_error_text
+from railab.topologies.yamlio import YamlFileError, read_yaml_file
 
 __all__ = [
     "CatalogError",
@@ -167,16 +166,10 @@ def parse_speed(text: str | int) -> int:
 
 
 def _load_file(path: Path, label: str) -> dict[str, SwitchModel]:
-    text = ""
     try:
-        text = path.read_text()
-        doc = load_yaml(text)
-    except OSError as exc:
-        raise CatalogError(f"cannot read switch catalog {label}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError as exc:
-        raise CatalogError(f"switch catalog {label} is not UTF-8 text (byte {exc.start}): save it as UTF-8") from None
-    except yaml.YAMLError as exc:
-        raise CatalogError(f"switch catalog {label} is not valid YAML: {yaml_error_text(exc, text)}") from None
+        doc = read_yaml_file(path, "switch catalog", label)
+    except YamlFileError as exc:
+        raise CatalogError(str(exc)) from None
     if not isinstance(doc, dict) or not isinstance(doc.get("switches"), dict):
         raise CatalogError(
             f"switch catalog {label} must be a mapping with a 'switches:' key mapping model names "

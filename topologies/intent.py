@@ -70,7 +70,6 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from railab.errors import UsageError
@@ -88,7 +87,7 @@ from railab.topologies.nodekinds import (
 )
 from railab.topologies.qos import DEFAULT_QOS, CapacityProfile, EcnProfile, QosProfile
 from railab.topologies.units import RatioError, ratio_parts
-from railab.topologies.yamlio import load_yaml, yaml_error_text
+from railab.topologies.yamlio import YamlFileError, read_yaml_file
 
 INTENTS_DIR = Path(__file__).resolve().parent / "intents"
 
@@ -492,16 +491,10 @@ def load_intent(name_or_path: str | Path) -> Intent:
             )
     if p.is_dir():
         raise IntentError(f"intent {p} is a directory: give an intent YAML file")
-    text = ""
     try:
-        text = p.read_text()
-        data = load_yaml(text)
-    except OSError as exc:
-        raise IntentError(f"cannot read intent {p}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError as exc:
-        raise IntentError(f"intent {p} is not UTF-8 text (byte {exc.start}): save it as UTF-8") from None
-    except yaml.YAMLError as exc:
-        raise IntentError(f"intent {p}: not valid YAML: {yaml_error_text(exc, text)}") from None
+        data = read_yaml_file(p, "intent")
+    except YamlFileError as exc:
+        raise IntentError(str(exc)) from None
     return parse_intent(data, source=str(p))
 
 

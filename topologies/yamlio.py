@@ -19,10 +19,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import yaml
 from yaml.constructor import ConstructorError
+
+from railab.errors import UsageError
 
 #: the loader class railab's YAML reads build on (``yaml.CSafeLoader`` or ``yaml.SafeLoader``)
 YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -106,3 +109,27 @@ def yaml_error_text(exc: yaml.YAMLError, text: str | None = None) -> str:
                 what += "; indent with spaces, not tabs"
         return " ".join(f"{where}{what}".split())
     return " ".join(str(exc).split())
+
+
+class YamlFileError(UsageError):
+    """A YAML file that cannot be read, is not UTF-8 or is not valid YAML (one line; callers
+    re-raise it as their own error class)."""
+
+
+def read_yaml_file(path: str | Path, what: str, label: str | None = None) -> Any:
+    """The one document of the YAML file ``path`` (:func:`load_yaml`). ``what`` names the file's
+    role in the messages (``"intent"``, ``"switch catalog"``), ``label`` how to show the path
+    (default: the path). Raises :class:`YamlFileError`: ``cannot read <what> <label>: ...``,
+    ``<what> <label> is not UTF-8 text (byte N): save it as UTF-8`` or
+    ``<what> <label> is not valid YAML: line L, column C: ...``."""
+    label = str(path) if label is None else label
+    text = ""
+    try:
+        text = Path(path).read_text()
+        return load_yaml(text)
+    except OSError as exc:
+        raise YamlFileError(f"cannot read {what} {label}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise YamlFileError(f"{what} {label} is not UTF-8 text (byte {exc.start}): save it as UTF-8") from None
+    except yaml.YAMLError as exc:
+        raise YamlFileError(f"{what} {label} is not valid YAML: {yaml_error_text(exc, text)}") from None

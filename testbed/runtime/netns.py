@@ -865,7 +865,7 @@ class NetnsRuntime(Runtime):
         finally:
             try:
                 if solicit is not None:
-                    # bounded (10 s for the zebras, 2 s of retries); on an error or a Ctrl-C the
+                    # bounded (2 s of retries); on an error or a Ctrl-C the
                     # rollback kills it (it is one of self._children)
                     try:
                         out, err = solicit.communicate(timeout=60)
@@ -999,7 +999,7 @@ class NetnsRuntime(Runtime):
                  record: st.LabState) -> subprocess.Popen | None:
         """Once the zebra of every node whose config was split answers on its vty (it has read
         its config; one that does not within 10 s is left to the RA interval), send one Router
-        Solicitation out of every fabric port (:func:`solicit_router_advertisements`) and start
+        Solicitation out of every fabric port (railab.testbed.solicit.solicit_once) and start
         ``python3 -m railab.testbed.solicit`` for the ports not ready yet (a new veth's carrier
         comes up to 1 s late), which the caller collects after the next wave; None when every
         port took it."""
