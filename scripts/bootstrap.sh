@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install what railab needs on a Debian machine, as root. Idempotent: skips what is present.
-#   scripts/bootstrap.sh          runtime needs (FRR, iproute2, graphviz, the railab package)
+#   scripts/bootstrap.sh          runtime needs (FRR, iproute2, nftables, graphviz, the railab package)
 #   scripts/bootstrap.sh --test   also what the test suite uses (OpenSSH server, Docker, Chromium,
 #                                 and the test, containerlab and ssh extras: pytest, ruff, docker, paramiko,
 #                                 libyang 2.7 built against Debian's libyang2-dev for the SONiC YANG tests)
@@ -10,7 +10,7 @@ if [ "$(id -u)" -ne 0 ]; then
   echo "railab bootstrap: run as root (network namespaces and FRR need it): sudo $0 $*" >&2
   exit 1
 fi
-pkgs=(frr iproute2 graphviz procps)
+pkgs=(frr iproute2 nftables graphviz procps)
 if [ "${1:-}" = "--test" ]; then
   pkgs+=(openssh-server docker.io chromium busybox-static libyang2-dev python3-dev gcc)
 fi

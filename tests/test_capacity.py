@@ -384,3 +384,21 @@ def test_live_failed_capacity_step_rolls_the_lab_back(tmp_path, monkeypatch):
         NetnsRuntime().up(labdir)
     assert not [n for n in _netns() if name in n]
     assert not st.lab_dir(name).exists()
+
+
+def test_capacity_lab_without_nft_is_refused_before_anything_is_built(tmp_path, monkeypatch):
+    """A lab.capacity intent on a host without nftables: one error naming the package, raised
+    in the preflight (no namespace, no state), not half-way through the capacity step."""
+    if integration_skip_reason():  # root and FRR: the preflight checks those first
+        pytest.skip(integration_skip_reason())
+    from railab.errors import RailabError
+    from railab.testbed.runtime import netns as rt_netns
+
+    name = f"capn{PID}"
+    labdir = generate("mini-lossless", tmp_path / "lab", name=name)
+    real = rt_netns.shutil.which
+    monkeypatch.setattr(rt_netns.shutil, "which", lambda cmd, *a, **k: None if cmd == "nft" else real(cmd, *a, **k))
+    with pytest.raises(RailabError, match="nft is not installed: apt-get install nftables"):
+        rt_netns.NetnsRuntime().up(labdir)
+    assert not [n for n in _netns() if name in n]
+    assert not st.lab_dir(name).exists()

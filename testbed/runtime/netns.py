@@ -494,6 +494,11 @@ class NetnsRuntime(Runtime):
             raise RailabError(str(exc)) from None
         if spec.name != lab:
             raise RailabError(f"{clab.path.name} names lab {lab!r} but lab.json names {spec.name!r}")
+        from railab.testbed import capacity
+
+        if capacity.enabled(spec) and shutil.which("nft") is None:
+            raise RailabError(f"lab {lab} has lab.capacity (ECN marking, PFC counters in nftables "
+                              f"tables) but nft is not installed: apt-get install nftables")
         if st.lab_dir(lab).exists():
             raise UsageError(f"lab {lab} is already up: railab down {lab}")
         extra_ns = plan.namespaces if plan is not None else []
