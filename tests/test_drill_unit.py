@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from railab.traffic.stream import SeqStats
+from railab.traffic.stream import SeqStats, flow_sport
 
 RATE = 1000.0  # 1 ms between probes
 
@@ -169,7 +169,7 @@ def test_candidates_are_every_nic_pair_on_different_leaves(mini_spec):
     # (NVLink: never on the fabric)
     assert len(flows) == nics * (nics - 2 - 3) * 2
     assert all(f.path_class and f.path_class != "intra-server" for f in flows)
-    assert len({D.flow_sport(f) for f in flows}) > len(flows) // 2  # QPs vary the UDP source port
+    assert len({flow_sport(f) for f in flows}) > len(flows) // 2  # QPs vary the UDP source port
 
 
 def test_spread_balances_directions_and_nic_pairs(mini_spec):

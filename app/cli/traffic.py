@@ -236,9 +236,14 @@ def _capacity_sampler(ref, spec):
 
 
 def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, seconds, sport,
-                 mtu, as_json, dcqcn=None) -> None:
+                 mtu, as_json, dcqcn=None, seed=None) -> None:
     """``railab traffic`` on the load engine (:func:`railab.traffic.load.run_load`): see the
-    command's help; prints a per-flow table or the JSON object with ``congestion``."""
+    command's help; prints a per-flow table or the JSON object with ``congestion``.
+
+    Before the run every flow is traced through the switches' FIBs (:mod:`railab.traffic.fib`,
+    with the run's hash seed when ``seed`` is given): each flow dict gets ``path`` (egress
+    ``node:port`` per switch, None for ``--sport spray`` or when a namespace cannot be read) and
+    ``congestion.shared_links`` names the links two or more flows share (ECMP collisions)."""
     from railab.testbed.state import resolve
     from railab.topologies.qos import DCQCN_PROFILES
     from railab.traffic.engine import sigint_event
@@ -276,6 +281,8 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
         _usage("give --pattern (e.g. incast), or both --src and --dst")
     if mtu is not None and not 256 <= mtu <= 4096:
         _usage(f"--mtu must be 256-4096 (got {mtu})")
+    if seed is not None and not 0 <= seed < 2 ** 32:
+        _usage(f"--seed must be 0..{2 ** 32 - 1} (got {seed})")
     try:
         ref = resolve(lab)
         spec = ref.spec()
@@ -302,7 +309,9 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
             _usage(str(exc))
         sampler, close = _capacity_sampler(ref, spec)
         try:
-            with sigint_event() as stop, _pfc(spec, ref.netns_of, pfc_on, capacity):
+            with sigint_event() as stop, _hash_seed(spec, ref.netns_of, seed), \
+                    _pfc(spec, ref.netns_of, pfc_on, capacity):
+                paths = _trace_paths(spec, ref.netns_of, fl, sport)
                 res = run_load(spec, ref.netns_of, [LoadFlow(f) for f in fl], cc=cc,
                                seconds=secs, sport_mode=sport, port_sampler=sampler,
                                stop=stop.is_set, **({"mtu": mtu} if mtu else {}),
@@ -321,10 +330,20 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
     fair = fairness(res)
     fshare = fair_share(res)
     bad = load_verdict(res, pfc_on=pfc_on, capacity=capacity)
+    shared = {}
+    if paths is not None:
+        from railab.traffic.fib import shared_links
+
+        for f, tr in zip(res.flows, paths, strict=True):
+            f["path"] = tr.text() if tr is not None else None
+        shared = shared_links({f["name"]: tr for f, tr in zip(res.flows, paths, strict=True)
+                               if tr is not None})
     if as_json:
         cong = res.to_dict()
         cong["fairness_last_half"] = fair
         cong["fair_share"] = fshare
+        cong["shared_links"] = shared
+        cong["hash_seed"] = seed
         print(json.dumps({
             "lab": spec.name, "pattern": pattern, "pxn": pxn, "cc": cc,
             "pfc": "on" if pfc_on else "off", "capacity": capacity, "seconds": secs,
@@ -359,6 +378,14 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
                       f"sender {fshare['min']:.2f}-{fshare['max']:.2f} of it over the last half: "
                       f"{'within' if fshare['within'] else 'NOT within'} "
                       f"{fshare['tolerance']:.0%}", highlight=False)
+        for link, names in shared.items():
+            con.print(f"ECMP: {len(names)} flows share {link}: {', '.join(names)}",
+                      highlight=False, soft_wrap=True)
+        if shared and pfc_on and cc == "dcqcn" and res.flows and not fshare["within"]:
+            con.print("[yellow]note:[/yellow] PFC pauses a port, not a flow: flows that share "
+                      "a link get less than their share while PFC holds the excess, until DCQCN "
+                      "alone holds the rates (a longer --seconds, or another --seed; "
+                      "docs/congestion.md \"Fair share\")", highlight=False)
         if not capacity:
             con.print(f"[yellow]note:[/yellow] lab {spec.name} has no lab.capacity: links are "
                       "unlimited, nothing congests (use an intent with lab.capacity, e.g. "
@@ -367,6 +394,43 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
             con.print(f"[red]failed:[/red] {b}", highlight=False, soft_wrap=True)
     if bad:
         raise typer.Exit(EXIT_FAILED)
+
+
+@contextmanager
+def _hash_seed(spec, netns_of, seed: int | None):
+    """``fib_multipath_hash_seed`` = ``seed`` on every switch for the block, put back after
+    (:func:`railab.traffic.ecmp.hashing`); nothing when ``seed`` is None."""
+    if seed is None:
+        yield None
+        return
+    from railab.traffic.ecmp import hashing
+
+    with hashing(spec, netns_of, policy=None, seed=seed) as before:
+        yield before
+
+
+def _trace_paths(spec, netns_of, flows, sport_mode: str) -> list | None:
+    """The :class:`railab.traffic.fib.Trace` of each load flow (in ``flows`` order; None for a
+    flow that cannot be traced) through the switches' FIBs with the UDP source port its QP
+    sends with; None for ``spray`` (no one path per flow) or when the switch namespaces cannot
+    be read."""
+    if sport_mode == "spray":
+        return None
+    from railab.errors import RailabError
+    from railab.traffic.fib import FabricView
+    from railab.traffic.load import qp_sport
+
+    try:
+        with FabricView(spec, netns_of) as view:
+            out = []
+            for f in flows:
+                try:
+                    out.append(view.trace(f, qp_sport(f, sport_mode)))
+                except (KeyError, OSError):
+                    out.append(None)
+            return out
+    except (RailabError, OSError):
+        return None
 
 
 @contextmanager
@@ -441,6 +505,9 @@ def register(app: typer.Typer) -> None:
             None, "--dcqcn", help="load run: DCQCN profile, 400g (rate steps and alpha for "
             "400 Gb/s) | paper (Zhu et al. 2015, set for 40 Gb/s); default the lab's "
             "qos.dcqcn"),
+        seed: int | None = typer.Option(
+            None, "--seed", help="load run: fib_multipath_hash_seed on every switch for the "
+            "run (which uplink each flow hashes to); default: the lab's, random per boot"),
     ) -> None:
         """Send a RoCEv2 traffic pattern and check hops, loss and paths.
 
@@ -456,10 +523,11 @@ def register(app: typer.Typer) -> None:
         keep its rate or a flow on an unexpected path exit 1.
         """
         if pattern == "incast" or any(v is not None for v in (senders, cc, pfc, seconds, sport,
-                                                              dcqcn)):
+                                                              dcqcn, seed)):
             load_command(lab, pattern=pattern, src=src, dst=dst, pxn=pxn, flows=flows,
                          senders=senders, cc=cc, pfc=pfc, seconds=seconds, sport=sport,
-                         mtu=mtu if mtu != 1024 else None, as_json=as_json, dcqcn=dcqcn)
+                         mtu=mtu if mtu != 1024 else None, as_json=as_json, dcqcn=dcqcn,
+                         seed=seed)
             return
         from railab.testbed.state import resolve
         from railab.traffic.engine import Engine, sigint_event, spread, spread_warnings
