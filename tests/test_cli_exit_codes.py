@@ -124,7 +124,7 @@ def test_a_command_that_reports_its_interrupt_is_not_reported_twice(monkeypatch,
 
     from railab import errors
 
-    msg = "error: interrupted by SIGINT: everything up made was removed"
+    msg = "error: interrupted by SIGINT: everything up started was removed"
 
     def own():
         errors.report_interrupted(msg)

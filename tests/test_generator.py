@@ -14,6 +14,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from railab.errors import UsageError
 from railab.topologies import clab as clab_mod
 from railab.topologies.frr import dry_run, vtysh_path
 from railab.topologies.generator import OutputError, build_lab, generate
@@ -526,3 +527,35 @@ def test_cli_unwritable_outdir(tmp_path):
     with pytest.raises(OutputError, match="cannot be written"):
         generate("mini", "/proc/foo/lab")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]
+
+
+def test_misspelt_schema_env_is_an_error_not_a_silent_fallback(monkeypatch):
+    monkeypatch.setenv("RAILAB_CLAB_SCHEMA", "/nonexistent/clab.schema.jsn")
+    with pytest.raises(UsageError, match=r"RAILAB_CLAB_SCHEMA=/nonexistent/clab.schema.jsn is not a file"):
+        clab_mod.find_schema()
+    monkeypatch.delenv("RAILAB_CLAB_SCHEMA")
+    assert clab_mod.find_schema() is not None  # unset: the usual lookup (the vendored copy at least)
+
+
+def test_schema_errors_are_kept_short(tmp_path):
+    """A strict schema refusing the root: jsonschema's message holds the whole topology; the
+    error keeps MAX_SCHEMA_MESSAGE characters of each and says how long it was."""
+    strict = tmp_path / "strict.json"
+    strict.write_text(json.dumps({"$schema": "https://json-schema.org/draft/2020-12/schema",
+                                  "type": "array"}))  # "{the whole topology} is not of type 'array'"
+    topo = {"name": "x", "topology": {"nodes": {f"n{i}": {"kind": "linux"} for i in range(200)}}}
+    with pytest.raises(clab_mod.ClabSchemaError) as exc:
+        clab_mod.validate_topology(topo, strict)
+    msg = str(exc.value)
+    assert "characters)" in msg and len(msg) < 5 * (clab_mod.MAX_SCHEMA_MESSAGE + 200), len(msg)
+
+
+def test_intent_that_is_not_a_regular_file_is_named_so(tmp_path):
+    """/dev/null, a FIFO (reading it would block until a writer comes) and a directory are each
+    refused with what they are, not reported as missing."""
+    fifo = tmp_path / "intent.yml"
+    os.mkfifo(fifo)
+    for p, what in (("/dev/null", "is not a regular file"), (str(fifo), "is not a regular file"),
+                    (str(tmp_path), "is a directory")):
+        with pytest.raises(IntentError, match=what):
+            load_intent(p)

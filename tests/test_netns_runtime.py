@@ -195,6 +195,23 @@ def _wait_for_namespaces(lab: str, proc: subprocess.Popen, timeout: float = 30) 
     raise AssertionError("namespaces never appeared")
 
 
+def test_interrupted_up_of_an_intent_says_its_generated_files_stay(tmp_path):
+    """`up INTENT` generated labs/<name> before it was interrupted: the lab is rolled back and
+    the message says the generated files stay (as after down), not that everything went."""
+    name = f"ii{PID}"
+    proc = subprocess.Popen([*CLI, "up", "mini", "--name", name, "--no-progress"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    _wait_for_namespaces(name, proc)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert err.startswith(f"error: interrupted by SIGINT: everything up started was removed (the "
+                          f"generated files stay in labs/{name}, as after down: railab up "
+                          f"labs/{name} starts from them)"), err
+    assert (tmp_path / "labs" / name / "lab.json").is_file()
+    _assert_gone(name)
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_interrupted_up_rolls_back(tmp_path, sig):
     name = f"i{sig.value}x{PID}"
@@ -204,7 +221,7 @@ def test_interrupted_up_rolls_back(tmp_path, sig):
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 128 + sig.value, err  # 130 for SIGINT, 143 for SIGTERM
-    assert err.startswith(f"error: interrupted by {sig.name}: everything up made was removed"), err
+    assert err.startswith(f"error: interrupted by {sig.name}: everything up started was removed"), err
     assert "Exception ignored" not in err and "Traceback" not in err, err
     _assert_gone(name)
 
@@ -331,6 +348,6 @@ def test_interrupt_during_convergence_wait_rolls_back(tmp_path, sig):
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 128 + sig.value, err
-    assert err.startswith(f"error: interrupted by {sig.name}: everything up made was removed"), err
+    assert err.startswith(f"error: interrupted by {sig.name}: everything up started was removed"), err
     assert "Traceback" not in err, err
     _assert_gone(name)

@@ -52,10 +52,27 @@ class ClabSchemaError(UsageError):
     """The emitted topology does not validate against containerlab's schema."""
 
 
+#: Longest schema error text kept per error: jsonschema puts the whole failing instance in
+#: its message (a strict schema refusing the root repeats the full topology, ~15 KB at mini).
+MAX_SCHEMA_MESSAGE = 300
+
+
+def _short(message: str) -> str:
+    if len(message) <= MAX_SCHEMA_MESSAGE:
+        return message
+    return f"{message[:MAX_SCHEMA_MESSAGE]}... ({len(message)} characters)"
+
+
 def find_schema() -> Path | None:
     """Locate ``clab.schema.json``: ``$RAILAB_CLAB_SCHEMA``, ``<repo>/../shared/containerlab/``,
-    then the vendored copy ``topologies/schema/`` (BSD-3, see SOURCE.md). None if none exists."""
+    then the vendored copy ``topologies/schema/`` (BSD-3, see SOURCE.md). None if none exists;
+    UsageError when ``$RAILAB_CLAB_SCHEMA`` is set but names no file (a misspelt path must not
+    fall back to another schema silently)."""
     env = os.environ.get("RAILAB_CLAB_SCHEMA")
+    if env and not Path(env).is_file():
+        raise UsageError(f"RAILAB_CLAB_SCHEMA={env} is not a file: point it at containerlab's "
+                         f"clab.schema.json, or unset it to use {VENDORED_SCHEMA.name} from "
+                         f"railab (or ../shared/containerlab/)")
     for cand in ([Path(env)] if env else []) + [SHARED_SCHEMA, VENDORED_SCHEMA]:
         if cand.is_file():
             return cand
@@ -194,7 +211,8 @@ def validate_topology(topo: dict, schema: str | Path | None = None, *,
         marker = None
     errors = sorted(_validator(str(path)).iter_errors(topo), key=lambda e: list(e.absolute_path))
     if errors:
-        msgs = [f"{'/'.join(map(str, e.absolute_path)) or '(root)'}: {e.message}" for e in errors[:5]]
+        msgs = [f"{'/'.join(map(str, e.absolute_path)) or '(root)'}: {_short(e.message)}"
+                for e in errors[:5]]
         raise ClabSchemaError(f"clab topology fails {path.name}: " + "; ".join(msgs))
     if marker is not None:
         try:

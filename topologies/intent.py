@@ -484,6 +484,8 @@ def load_intent(name_or_path: str | Path) -> Intent:
             p = cand
         elif p.is_dir():
             raise IntentError(f"intent {p} is a directory: give an intent YAML file")
+        elif p.exists():  # /dev/null, a FIFO (reading one could block), a socket
+            raise IntentError(f"intent {p} is not a regular file: give an intent YAML file")
         else:
             raise IntentError(
                 f"intent {str(name_or_path)!r} not found: give a YAML path or one of the shipped "

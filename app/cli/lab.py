@@ -96,6 +96,15 @@ def _generated_lab(lab: str, name: str | None) -> Path | None:
     return None
 
 
+def _shown(path: Path) -> str:
+    """``path`` relative to the working directory when it is under it (``labs/mini``), else
+    as given."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
 def _intent_target(lab_name: str, out: Path | None) -> Path:
     """Where ``up`` generates the intent of lab ``lab_name``: ``out`` or ``./labs/<lab_name>``.
 
@@ -238,6 +247,7 @@ def register(app: typer.Typer) -> None:
                        f"railab up DIR {'--stitch' if stitch else '--runtime containerlab --host HOST'}",
                        err=True)
             raise typer.Exit(EXIT_USAGE)
+        generated = target is None
         if target is None:  # an intent: generate it first (lazy: jinja2 and the model, ~50 ms)
             from railab.topologies.generator import generate
             from railab.topologies.intent import load_intent
@@ -269,7 +279,11 @@ def register(app: typer.Typer) -> None:
                 rec = bring_up(rt, target, timeout=timeout, on_progress=bar if progress else None,
                                keep_on_failure=keep_on_failure, **kwargs)
         except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP: up has rolled back already
-            report_interrupted(f"error: {str(exc) or 'interrupted by SIGINT'}: everything up made was removed")
+            where = _shown(Path(target))
+            kept = (f" (the generated files stay in {where}, as after down: railab up {where} "
+                    f"starts from them)" if generated else "")
+            report_interrupted(f"error: {str(exc) or 'interrupted by SIGINT'}: everything up "
+                               f"started was removed{kept}")
             raise typer.Exit(_exit_code(exc)) from None
         typer.echo(
             f"lab {rec['lab']} is up and converged in {time.monotonic() - t0:.1f} s "
