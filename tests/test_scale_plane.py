@@ -426,3 +426,61 @@ def test_solicit_process_protocol():
     assert out == {"sent": 0, "send_s": out["send_s"]} and out["send_s"] >= 0
     bad = subprocess.run(run, input="{not json", capture_output=True, text=True, timeout=60)
     assert bad.returncode == 1 and bad.stderr.startswith("JSONDecodeError") and bad.stderr.count("\n") == 1
+
+
+def test_phase_rows_put_the_ra_gate_around_the_daemon_waves():
+    """The RA gate closes before the zebra wave and opens after the bgpd wave: both are summed
+    in frr's time, in the order they run."""
+    t = dict(sorted({"build_s": 3.0, "frr_s": 3.0, "frr_ra_gate_s": 0.1, "frr_zebra_s": 1.0,
+                     "frr_bgpd/staticd/bfdd_s": 1.5, "frr_ra_release_s": 0.4,
+                     "converge_s": 0.5}.items()))
+    rows = phase_rows(t)
+    assert [p for d, p, _, _ in rows if d == 2] == [
+        "frr_ra_gate", "frr_zebra", "frr_bgpd/staticd/bfdd", "frr_ra_release"]
+    assert not any(p == "other" for _, p, _, _ in rows)  # 0.1 + 1.0 + 1.5 + 0.4 = frr's 3.0
+
+
+def test_ra_gate_script_drops_only_router_advertisements():
+    on, off = rt_netns.ra_gate_script(True), rt_netns.ra_gate_script(False)
+    assert f"add table ip6 {rt_netns.RA_GATE_TABLE}" in on
+    assert "hook input" in on and on.count("add rule") == 1
+    assert "icmpv6 type nd-router-advert drop" in on
+    assert off == f"delete table ip6 {rt_netns.RA_GATE_TABLE}\n"
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("gate", ["1", "0"])
+def test_live_up_with_and_without_the_ra_gate_converges_and_leaves_no_gate(tmp_path, monkeypatch, gate):
+    """The RA gate (default) and the old path (RAILAB_RA_GATE=0) both converge; with the gate,
+    up records its solicitations and phases, and no router namespace keeps the gate table
+    (it would drop every later RA, and bgpd learns a re-plugged peer from them)."""
+    import shutil
+    import subprocess
+
+    from railab.checks.deploy import bring_up
+    from tests.conftest import integration_skip_reason
+
+    if integration_skip_reason():
+        pytest.skip(integration_skip_reason())
+    if gate == "1" and shutil.which("nft") is None:
+        pytest.skip("the RA gate needs nft")
+    monkeypatch.setenv(rt_netns.RA_GATE_ENV, gate)
+    name = f"rag{gate}x{PID}"
+    labdir = generate("mini", tmp_path / "lab", name=name)
+    rt = rt_netns.NetnsRuntime()
+    try:
+        rec = bring_up(rt, labdir, timeout=60)
+        assert rec["phase"] == "running" and "converge_s" in rec["timings"]  # bring_up returns once converged
+        timings = st.load(name).timings
+        if gate == "1":
+            assert {"frr_ra_gate_s", "frr_ra_release_s"} <= set(timings)
+            assert st.load(name).solicit["gate"] > 0
+        else:
+            assert "frr_ra_gate_s" not in timings and "frr_ra_solicit_s" in timings
+        for n in st.load(name).routers:
+            out = subprocess.run(["ip", "netns", "exec", f"clab-{name}-{n}", "nft", "list", "tables"],
+                                 capture_output=True, text=True).stdout
+            assert rt_netns.RA_GATE_TABLE not in out, (n, out)
+    finally:
+        rt.down(name)
+    assert not st.lab_dir(name).exists()

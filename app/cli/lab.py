@@ -133,7 +133,9 @@ def _lab_name(lab: str) -> str:
 
 #: How the recorded ``timings`` nest: phase -> its sub-phases (netns runtime; containerlab
 #: records ``deploy_s``). ``frr`` holds one ``frr_<daemons>_s`` per daemon wave (``frr_zebra_s``,
-#: then e.g. ``frr_bgpd/staticd/bfdd_s``), ``frr_config_s`` (the ``vtysh -f`` push of nodes
+#: then e.g. ``frr_bgpd/staticd/bfdd_s``), ``frr_ra_gate_s`` before them and ``frr_ra_release_s``
+#: after them (the RA gate closed, then opened tier by tier with the solicitations:
+#: railab.testbed.runtime.netns ``RA_GATE_TABLE``), ``frr_config_s`` (the ``vtysh -f`` push of nodes
 #: whose config was not split) and ``frr_ra_solicit_s`` (labs recorded before the refused-line
 #: check moved into the convergence wait also have ``frr_config_check_s``). The top level sums
 #: to the time from ``up`` to converged. ``frr_ra_solicit_beside_s`` (the solicitations retried
@@ -151,13 +153,15 @@ _BESIDE = ("frr_ra_solicit_beside_s",)
 def _kids(key: str, timings: dict[str, float]) -> list[str]:
     if key == "frr_s":  # the daemon waves in start order (state.json sorts keys), then the push
         # the split configs' check, the push, the solicitation
-        after = ("frr_config_check_s", "frr_config_s", "frr_ra_solicit_s", *_BESIDE)
+        before = ("frr_ra_gate_s",)
+        after = ("frr_ra_release_s", "frr_config_check_s", "frr_config_s", "frr_ra_solicit_s",
+                 *_BESIDE)
         waves = [k for k in timings if k.startswith("frr_") and k.endswith("_s")
-                 and k != "frr_s" and k not in after]
+                 and k != "frr_s" and k not in after and k not in before]
         # a wave is named by its daemons ("frr_staticd/bgpd/bfdd_s"): order by the first
         order = {d: i for i, d in enumerate(FRR_DAEMONS)}
         waves.sort(key=lambda k: (order.get(k[4:-2].split("/")[0], len(order)), k))
-        return waves + [k for k in after if k in timings]
+        return [k for k in before if k in timings] + waves + [k for k in after if k in timings]
     return [k for k in _PHASES.get(key, ()) if k in timings]
 
 

@@ -79,6 +79,20 @@ GIB = 1 << 30
 #: threads that spawn one FRR start wave's daemons (NetnsRuntime._start_frr)
 SPAWN_THREADS = 16
 
+#: nftables table that holds back the router advertisements every router namespace receives
+#: while FRR starts (:func:`ra_gate_script`, ``up``'s RA gate). Why: FRR 8.4's bgpd asks zebra
+#: for the interfaces twice when it connects (``zclient_start`` and the instance registration),
+#: and the second answer, arriving ~15 ms after the first, stops every unnumbered session that
+#: had started on the first one and is not Established yet (``bgp_start_interface_nbrs``: BGP_Stop
+#: then BGP_Start, and the stop flushes the queued start), which then waits bgpd's 1 s start
+#: timer. A session whose peer link-local reaches bgpd only after both answers starts at once.
+RA_GATE_TABLE = "railab_ra_gate"
+#: Seconds after the wave that starts bgpd before the gate opens: each bgpd connects to zebra and
+#: gets both interface answers within milliseconds of starting; a late one costs only its 1 s.
+RA_GATE_SETTLE_S = 0.1
+#: ``RAILAB_RA_GATE=0`` starts FRR without the gate (for comparison: docs/runtime.md).
+RA_GATE_ENV = "RAILAB_RA_GATE"
+
 FRR_BIN = Path(os.environ.get("RAILAB_FRR_BIN", "/usr/lib/frr"))
 #: File descriptors per FRR daemon. FRR sizes per-fd tables from the limit (the host's may be
 #: 1M), so an explicit limit keeps each daemon's RSS small; 4096 covers 256+ BGP peers.
@@ -295,6 +309,33 @@ def raise_nofile(nodes: int) -> dict[str, tuple[int, int]]:
         )
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     return {"RLIMIT_NOFILE": (int(soft), int(resource.getrlimit(resource.RLIMIT_NOFILE)[0]))}
+
+
+def ra_gate_script(on: bool) -> str:
+    """The ``nft -f -`` script that closes (``on``) or opens the RA gate of one namespace: a table
+    :data:`RA_GATE_TABLE` whose input chain drops ICMPv6 router advertisements (type 134) before
+    any socket, zebra's raw ICMPv6 socket included, sees them. Nothing else is dropped."""
+    if not on:
+        return f"delete table ip6 {RA_GATE_TABLE}\n"
+    return (f"add table ip6 {RA_GATE_TABLE}\n"
+            f"add chain ip6 {RA_GATE_TABLE} input {{ type filter hook input priority -300; }}\n"
+            f"add rule ip6 {RA_GATE_TABLE} input icmpv6 type nd-router-advert drop\n")
+
+
+def set_ra_gate(namespaces: Iterable[str], on: bool) -> None:
+    """Close (``on``) or open the RA gate in each of ``namespaces``: one ``nft`` process per
+    namespace, :data:`SPAWN_THREADS` at a time. RailabError naming the namespace when nft fails
+    (a namespace torn down under it, an nft without the ip6 family)."""
+    def one(ns: str) -> tuple[str, subprocess.CompletedProcess]:
+        return ns, subprocess.run(exec_argv(ns, ["nft", "-f", "-"]), input=ra_gate_script(on),
+                                  capture_output=True, text=True, timeout=30)
+
+    with ThreadPoolExecutor(max_workers=SPAWN_THREADS) as pool:
+        bad = [(ns, r) for ns, r in pool.map(one, list(namespaces)) if r.returncode != 0]
+    if bad:
+        ns, r = bad[0]
+        raise RailabError(f"{ns}: nft could not {'close' if on else 'open'} the RA gate "
+                          f"({len(bad)} namespace(s)): {r.stderr.strip()[:200]}")
 
 
 def check_prerequisites() -> None:
@@ -805,6 +846,18 @@ class NetnsRuntime(Runtime):
                     f.write_text(text)
                     parts[n.name][daemon] = f
         timings = record.timings
+        # The RA gate (RA_GATE_TABLE): every router drops the RAs it receives until its bgpd has
+        # had both of zebra's interface answers; the gate then opens tier by tier, top first, each
+        # tier soliciting its peers' RAs (_open_ra_gate). Without nft (or with RAILAB_RA_GATE=0)
+        # the RAs are solicited between the waves instead, as before.
+        # A lab without router-router links (Rail-only) has no unnumbered session to hold back.
+        gate = (os.environ.get(RA_GATE_ENV, "1") != "0" and shutil.which("nft") is not None
+                and bool(fabric_ports(clab, record.namespaces)))
+        gate_open = not gate
+        if gate:
+            t_gate = time.monotonic()
+            set_ra_gate([record.namespaces[n.name] for n in routers], True)
+            timings["frr_ra_gate_s"] = round(time.monotonic() - t_gate, 3)
         # One UTS namespace per node, named after it (BGP's hostname capability and `show bgp
         # summary` then name the peer switch, not the host), shared by the node's daemons.
         uts: dict[str, int] = {}
@@ -857,7 +910,13 @@ class NetnsRuntime(Runtime):
                     record.routers[n.name].pids[daemon] = int(pidfile.read_text().split()[0])
                 timings[f"frr_{names}_s"] = round(time.monotonic() - t_wave, 3)
                 st.save(record)
-                if zebra_wave:
+                if not gate_open and "bgpd" in names:
+                    time.sleep(RA_GATE_SETTLE_S)
+                    t_open = time.monotonic()
+                    gate_open = True  # even if opening fails: the rollback removes the namespaces
+                    record.solicit["gate"] = self._open_ra_gate(clab, record)
+                    timings["frr_ra_release_s"] = round(time.monotonic() - t_open, 3)
+                if zebra_wave and not gate:
                     # Once every zebra runs with its RA config, solicit the RAs so that each zebra
                     # knows its peers' link-locals (bgpd learns them from zebra) and no session
                     # waits an RA interval: once on every port now, then, from a process of its
@@ -867,6 +926,9 @@ class NetnsRuntime(Runtime):
                     solicit = self._solicit(clab, lab, parts, record)
                     timings["frr_ra_solicit_s"] = round(time.monotonic() - t_rs, 3)
                     t_rs = time.monotonic()
+            if not gate_open:  # no bgpd in any wave (a lab of zebra-only nodes): open it all the same
+                gate_open = True
+                record.solicit["gate"] = self._open_ra_gate(clab, record)
         finally:
             try:
                 if solicit is not None:
@@ -907,6 +969,24 @@ class NetnsRuntime(Runtime):
             t_rs = time.monotonic()
             solicit_router_advertisements(clab, record.namespaces)
             timings["frr_ra_solicit_s"] = round(timings.get("frr_ra_solicit_s", 0) + time.monotonic() - t_rs, 3)
+
+    @staticmethod
+    def _open_ra_gate(clab: ClabFile, record: st.LabState) -> int:
+        """Open the RA gate tier by tier from the top (:func:`tier_order`): each tier's gate,
+        then one RS from each of its fabric ports (retried while a port has no carrier,
+        railab.testbed.solicit), so its zebras hear their peers' RAs now. An upper tier (the
+        passive end) thus knows a lower tier's link-locals before the lower tier connects to it.
+        Returns the solicitations sent."""
+        from railab.testbed.solicit import send_solicitations
+
+        rank = tier_order(clab)
+        ports = fabric_ports(clab, record.namespaces)
+        sent = 0
+        for tier in sorted(set(rank.values())):
+            nss = [record.namespaces[n.name] for n in clab.routers if rank.get(n.name) == tier]
+            set_ra_gate(nss, False)
+            sent += send_solicitations({ns: ports[ns] for ns in nss if ns in ports})
+        return sent
 
     def resolicit(self, lab: str, ports: list[tuple[str, str]]) -> int:
         """One Router Solicitation out of each ``(node, interface)`` of ``ports``, in the node's
