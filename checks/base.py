@@ -45,7 +45,7 @@ from railab.testbed.executor import Executor
 from railab.testbed.namespaces import entered
 from railab.testbed.rtnl import Rtnl
 from railab.topologies.labspec import LabSpec
-from railab.topologies.naming import netns_name
+from railab.topologies.naming import link_id, netns_name
 
 Status = Literal["pass", "fail", "skip"]
 
@@ -79,13 +79,6 @@ CAUSE_KINDS = {
     "port-filter": "node, port, link: a packet filter (nftables netdev chain) drops on the port",
     "policy-route-missing": "node, port, link: a server NIC is up but lacks its rule or table route",
 }
-
-
-def link_id(node_a: str, if_a: str, node_b: str, if_b: str) -> str:
-    """Canonical name of the link between ``node_a:if_a`` and ``node_b:if_b``, the same from
-    either end: ``"g1-leaf1:eth4--spine2:eth1"`` (ends sorted)."""
-    ends = sorted((f"{node_a}:{if_a}", f"{node_b}:{if_b}"))
-    return f"{ends[0]}--{ends[1]}"
 
 
 class SessionRef(BaseModel):

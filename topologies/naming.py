@@ -27,6 +27,8 @@ Rules (docs/architecture.md, "Naming"):
   ``breakout`` ports per cage (CX864E-N at 400G: 2) ``eth<k>`` is cage ``ceil(k / breakout)``,
   sub-port ``(k-1) mod breakout + 1`` (``eth24`` = cage 12 breakout 2 = ``Ethernet92``,
   ``etp12b``). The cabling plan and the cabling check both print these.
+* link id (:func:`link_id`): ``"g1-leaf1:eth4--spine2:eth1"``, the ends sorted, so the same from
+  either end (the checks' rows, the drills' and load runs' FIB traces, the graph).
 """
 
 from __future__ import annotations
@@ -261,3 +263,10 @@ def production_port_name(k: int, *, breakout: int = 1,
     cage, sub = production_port(k, breakout=breakout)
     return (breakout_port(cage, sub, breakout=breakout, lanes_per_cage=lanes_per_cage),
             breakout_alias(cage, sub, breakout=breakout))
+
+
+def link_id(node_a: str, if_a: str, node_b: str, if_b: str) -> str:
+    """Canonical name of the link between ``node_a:if_a`` and ``node_b:if_b``, the same from
+    either end: ``"g1-leaf1:eth4--spine2:eth1"`` (ends sorted)."""
+    ends = sorted((f"{node_a}:{if_a}", f"{node_b}:{if_b}"))
+    return f"{ends[0]}--{ends[1]}"

@@ -9,8 +9,8 @@ for a RoCEv2 flow, hop by hop, and each switch's main table, from raw rtnetlink.
   :meth:`FabricView.trace` walks a flow from its source leaf over ``lab.json``'s cabling to a
   server (:class:`Trace`); :meth:`FabricView.fib` and :meth:`FabricView.fib_problems` read and
   judge the main tables against ``lab.json`` ``expected_routes``.
-* :func:`link_key` is the canonical link id (``a:ethX--b:ethY``, ends sorted), the same as
-  :func:`railab.checks.base.link_id`.
+* ``link_key`` is :func:`railab.topologies.naming.link_id`, the canonical link id
+  (``a:ethX--b:ethY``, ends sorted).
 
 Users: the fault drills (:mod:`railab.checks.drill`: which flows cross the faulty element,
 when they are rerouted, when the lab is green) and the load runs of ``railab traffic``
@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 from railab.testbed.rtnl import Rtnl
 from railab.topologies.labspec import LabSpec
+from railab.topologies.naming import link_id as link_key
 from railab.traffic.engine import in_netns
 from railab.traffic.patterns import Flow
 from railab.traffic.roce import ROCEV2_UDP_PORT
@@ -76,12 +77,6 @@ class Trace:
     def text(self) -> list[str]:
         """``["g1-leaf1:eth3", "spine1:eth5", ...]``: each switch with its egress port."""
         return [f"{n}:{o}" for n, _i, o in self.hops]
-
-
-def link_key(a: str, pa: str, b: str, pb: str) -> str:
-    """The canonical link id (same as :func:`railab.checks.base.link_id`)."""
-    ends = sorted((f"{a}:{pa}", f"{b}:{pb}"))
-    return f"{ends[0]}--{ends[1]}"
 
 
 class FabricView:

@@ -325,19 +325,14 @@ def ra_gate_script(on: bool) -> str:
 
 
 def set_ra_gate(namespaces: Iterable[str], on: bool) -> None:
-    """Close (``on``) or open the RA gate in each of ``namespaces``: one ``nft`` process per
-    namespace, :data:`SPAWN_THREADS` at a time. RailabError naming the namespace when nft fails
-    (a namespace torn down under it, an nft without the ip6 family)."""
-    def one(ns: str) -> tuple[str, subprocess.CompletedProcess]:
-        return ns, subprocess.run(exec_argv(ns, ["nft", "-f", "-"]), input=ra_gate_script(on),
-                                  capture_output=True, text=True, timeout=30)
+    """Close (``on``) or open the RA gate in each of ``namespaces``: one ``nft`` per namespace,
+    all at once (:func:`railab.testbed.capacity.run_batches`, which raises RailabError naming
+    the namespaces where nft failed)."""
+    from railab.testbed.capacity import run_batches
 
-    with ThreadPoolExecutor(max_workers=SPAWN_THREADS) as pool:
-        bad = [(ns, r) for ns, r in pool.map(one, list(namespaces)) if r.returncode != 0]
-    if bad:
-        ns, r = bad[0]
-        raise RailabError(f"{ns}: nft could not {'close' if on else 'open'} the RA gate "
-                          f"({len(bad)} namespace(s)): {r.stderr.strip()[:200]}")
+    script = ra_gate_script(on)
+    run_batches({ns: (exec_argv(ns, ["nft", "-f", "-"]), script) for ns in namespaces},
+                f"{'closing' if on else 'opening'} the RA gate")
 
 
 def check_prerequisites() -> None:
@@ -853,8 +848,9 @@ class NetnsRuntime(Runtime):
         # tier soliciting its peers' RAs (_open_ra_gate). Without nft (or with RAILAB_RA_GATE=0)
         # the RAs are solicited between the waves instead, as before.
         # A lab without router-router links (Rail-only) has no unnumbered session to hold back.
+        gate_ports = fabric_ports(clab, record.namespaces)
         gate = (os.environ.get(RA_GATE_ENV, "0") == "1" and shutil.which("nft") is not None
-                and bool(fabric_ports(clab, record.namespaces)))
+                and bool(gate_ports))
         gate_open = not gate
         if gate:
             t_gate = time.monotonic()
@@ -916,7 +912,7 @@ class NetnsRuntime(Runtime):
                     time.sleep(RA_GATE_SETTLE_S)
                     t_open = time.monotonic()
                     gate_open = True  # even if opening fails: the rollback removes the namespaces
-                    record.solicit["gate"] = self._open_ra_gate(clab, record)
+                    record.solicit["gate"] = self._open_ra_gate(clab, record, gate_ports)
                     timings["frr_ra_release_s"] = round(time.monotonic() - t_open, 3)
                 if zebra_wave and not gate:
                     # Once every zebra runs with its RA config, solicit the RAs so that each zebra
@@ -930,7 +926,7 @@ class NetnsRuntime(Runtime):
                     t_rs = time.monotonic()
             if not gate_open:  # no bgpd in any wave (a lab of zebra-only nodes): open it all the same
                 gate_open = True
-                record.solicit["gate"] = self._open_ra_gate(clab, record)
+                record.solicit["gate"] = self._open_ra_gate(clab, record, gate_ports)
         finally:
             try:
                 if solicit is not None:
@@ -973,16 +969,15 @@ class NetnsRuntime(Runtime):
             timings["frr_ra_solicit_s"] = round(timings.get("frr_ra_solicit_s", 0) + time.monotonic() - t_rs, 3)
 
     @staticmethod
-    def _open_ra_gate(clab: ClabFile, record: st.LabState) -> int:
+    def _open_ra_gate(clab: ClabFile, record: st.LabState, ports: dict[str, set[str]]) -> int:
         """Open the RA gate tier by tier from the top (:func:`tier_order`): each tier's gate,
         then one RS from each of its fabric ports (retried while a port has no carrier,
         railab.testbed.solicit), so its zebras hear their peers' RAs now. An upper tier (the
         passive end) thus knows a lower tier's link-locals before the lower tier connects to it.
-        Returns the solicitations sent."""
+        ``ports``: :func:`fabric_ports` of the lab. Returns the solicitations sent."""
         from railab.testbed.solicit import send_solicitations
 
         rank = tier_order(clab)
-        ports = fabric_ports(clab, record.namespaces)
         sent = 0
         for tier in sorted(set(rank.values())):
             nss = [record.namespaces[n.name] for n in clab.routers if rank.get(n.name) == tier]
