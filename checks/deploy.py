@@ -77,7 +77,7 @@ def bring_up(runtime: Runtime, labdir: str | Path, *, timeout: float | None = No
                 views = wait_converged(spec, runtime.executor(lab), timeout=budget,
                                        on_progress=progress,
                                        netns_of=lambda node: record.namespaces.get(node) or netns_name(lab, node),
-                                       on_stalled=lambda ports: runtime.resolicit(lab, ports))
+                                       on_stalled=lambda ports: unstick(runtime, lab, ports))
             except RailabError as exc:
                 refused.raise_if_any(wait=True)  # the refused line explains the timeout
                 _keep_or_raise(record, keep_on_failure, "not-converged", str(exc))
@@ -98,6 +98,14 @@ def bring_up(runtime: Runtime, labdir: str | Path, *, timeout: float | None = No
             with signals_ignored():
                 runtime.down(lab)
             raise
+
+
+def unstick(runtime: Runtime, lab: str, ports: list[tuple[str, str]]) -> None:
+    """What the convergence wait does when it stalls (``on_stalled``): restart IPv6 on the ports
+    of ``ports`` whose kernel state is incomplete (:meth:`Runtime.repair_ports`), then ask every
+    port's peer to advertise again (:meth:`Runtime.resolicit`)."""
+    runtime.repair_ports(lab, ports)
+    runtime.resolicit(lab, ports)
 
 
 class _StartupProblems:

@@ -36,6 +36,11 @@ IFLA_LINKINFO = 18
 IFLA_INFO_KIND = 1
 IFLA_LINK_NETNSID = 37
 RTM_GETROUTE = 26
+RTM_GETADDR = 22
+IFA_ADDRESS = 1
+IFA_FLAGS = 8
+#: ifaddrmsg / IFA_FLAGS bits (include/uapi/linux/if_addr.h)
+IFA_F_DADFAILED, IFA_F_TENTATIVE = 0x08, 0x40
 RTM_GETNSID = 90
 RTM_GETRULE = 34
 RTA_GATEWAY = 5
@@ -75,7 +80,7 @@ class LinkRow:
 
 @dataclass(frozen=True)
 class RouteRow:
-    """One IPv4 route of an RTM_GETROUTE dump: ``dst``/``dst_len``, ``type`` (RTN_* number:
+    """One route of an RTM_GETROUTE dump: ``dst``/``dst_len``, ``type`` (RTN_* number:
     1 unicast, 6 blackhole...), ``protocol`` (RTPROT_* number) and ``oifs``, the output ifindex
     of each next hop (one per ECMP path; empty for a blackhole)."""
 
@@ -86,6 +91,19 @@ class RouteRow:
     oifs: tuple[int, ...]
     table: int = 254
     gateway: str | None = None
+
+
+@dataclass(frozen=True)
+class AddrRow:
+    """One address of an RTM_GETADDR dump: ``index`` (ifindex), ``address`` (text),
+    ``prefixlen``, ``scope`` (RT_SCOPE_* number: 0 universe, 253 link, 254 host) and ``flags``
+    (IFA_F_* bits, the 32-bit IFA_FLAGS where present: tentative 0x40, dadfailed 0x08)."""
+
+    index: int
+    address: str
+    prefixlen: int
+    scope: int
+    flags: int
 
 
 @dataclass(frozen=True)
@@ -255,25 +273,45 @@ class Rtnl:
                 rows.append(RuleRow(src=src, src_len=src_len, priority=prio, table=table))
         return rows
 
-    def routes(self, table: int | None = 254, *, live_only: bool = False) -> list[RouteRow]:
-        """The IPv4 routes of routing ``table`` (254: main; None: every table) as
-        :class:`RouteRow`, one RTM_GETROUTE dump; ECMP routes carry every next hop's output
-        interface (RTA_MULTIPATH's ``rtnexthop`` array). ``live_only``: leave out the next hops
-        the kernel flags dead or linkdown (RTNH_F_DEAD, RTNH_F_LINKDOWN)."""
+    def addresses(self, family: int = socket.AF_INET6) -> list[AddrRow]:
+        """The addresses of ``family`` (AF_INET6 by default, or AF_INET) on every link as
+        :class:`AddrRow`, one RTM_GETADDR dump (``struct ifaddrmsg``)."""
         rows = []
-        body = _RTMSG.pack(socket.AF_INET, 0, 0, 0, 0, 0, 0, 0, 0)
+        size = 16 if family == socket.AF_INET6 else 4
+        for p in self.dump(RTM_GETADDR, struct.pack("=BBBBI", family, 0, 0, 0, 0)):
+            fam, plen, flags, scope, index = struct.unpack_from("=BBBBI", p, 0)
+            addr = None
+            for typ, val in self._attrs(p, 8):
+                if typ == IFA_ADDRESS and len(val) >= size:
+                    addr = socket.inet_ntop(family, bytes(val[:size]))
+                elif typ == IFA_FLAGS and len(val) >= 4:
+                    flags = struct.unpack_from("=I", val)[0]
+            if fam == family and addr is not None:
+                rows.append(AddrRow(index=index, address=addr, prefixlen=plen, scope=scope, flags=flags))
+        return rows
+
+    def routes(self, table: int | None = 254, *, live_only: bool = False,
+               family: int = socket.AF_INET) -> list[RouteRow]:
+        """The routes of ``family`` (AF_INET by default, or AF_INET6) in routing ``table``
+        (254: main; 255: local; None: every table) as :class:`RouteRow`, one RTM_GETROUTE dump;
+        ECMP routes carry every next hop's output interface (RTA_MULTIPATH's ``rtnexthop``
+        array). ``live_only``: leave out the next hops the kernel flags dead or linkdown
+        (RTNH_F_DEAD, RTNH_F_LINKDOWN)."""
+        rows = []
+        size = 16 if family == socket.AF_INET6 else 4
+        body = _RTMSG.pack(family, 0, 0, 0, 0, 0, 0, 0, 0)
         for p in self.dump(RTM_GETROUTE, body):
-            family, dst_len, _src, _tos, tbl, proto, _scope, rtype, _flags = _RTMSG.unpack_from(p, 0)
-            dst, oif, oifs, gateway = "0.0.0.0", None, [], None
+            rfamily, dst_len, _src, _tos, tbl, proto, _scope, rtype, _flags = _RTMSG.unpack_from(p, 0)
+            dst, oif, oifs, gateway = ("0.0.0.0" if size == 4 else "::"), None, [], None
             for typ, val in self._attrs(p, _RTMSG.size):
                 if typ == RTA_TABLE and len(val) >= 4:
                     tbl = struct.unpack_from("=I", val)[0]
-                elif typ == RTA_DST and len(val) >= 4:
-                    dst = socket.inet_ntop(socket.AF_INET, bytes(val[:4]))
+                elif typ == RTA_DST and len(val) >= size:
+                    dst = socket.inet_ntop(family, bytes(val[:size]))
                 elif typ == RTA_OIF and len(val) >= 4:
                     oif = struct.unpack_from("=i", val)[0]
-                elif typ == RTA_GATEWAY and len(val) >= 4:
-                    gateway = socket.inet_ntop(socket.AF_INET, bytes(val[:4]))
+                elif typ == RTA_GATEWAY and len(val) >= size:
+                    gateway = socket.inet_ntop(family, bytes(val[:size]))
                 elif typ == RTA_MULTIPATH:
                     off = 0
                     while off + _RTNH.size <= len(val):
@@ -283,7 +321,7 @@ class Rtnl:
                         if not (live_only and nh_flags & (RTNH_F_DEAD | RTNH_F_LINKDOWN)):
                             oifs.append(ifindex)
                         off += (ln + 3) & ~3
-            if family != socket.AF_INET or (table is not None and tbl != table):
+            if rfamily != family or (table is not None and tbl != table):
                 continue
             rows.append(RouteRow(dst=dst, dst_len=dst_len, type=rtype, protocol=proto,
                                  oifs=tuple(oifs) if oifs else ((oif,) if oif is not None else ()),

@@ -124,7 +124,9 @@ class LabState(_Record):
     ``{"RLIMIT_NOFILE": [old soft, new soft]}``; ``faults``: the faults injected and not yet
     healed (:class:`FaultRecord`, railab.testbed.faults); ``fault_seq``: the last fault number
     given out (ids are never reused within a lab's life); ``agents``: helper processes running
-    for the lab, name -> PID (the PFC emulation, railab.testbed.pfc; ``down`` kills them).
+    for the lab, name -> PID (the PFC emulation, railab.testbed.pfc; ``down`` kills them);
+    ``ipv6_repairs``: the ports whose IPv6 link-local state the kernel left incomplete and the
+    convergence wait restarted, ``"node:port: what was missing"`` (Runtime.repair_ports).
     """
 
     version: int = STATE_VERSION
@@ -147,6 +149,7 @@ class LabState(_Record):
     faults: list[FaultRecord] = Field(default_factory=list)
     fault_seq: int = 0
     agents: dict[str, int] = Field(default_factory=dict)
+    ipv6_repairs: list[str] = Field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         """The JSON document as stored (plain dicts and lists)."""

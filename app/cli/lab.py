@@ -296,6 +296,11 @@ def register(app: typer.Typer) -> None:
                f"{len(rec['stitch']['hosts'])} namespace hosts" if "stitch" in rec else "")
             + f"); railab down {rec['lab']} removes it"
         )
+        repairs = rec.get("ipv6_repairs") or []
+        if repairs:  # the kernel left a port without its link-local route: say so (docs/runtime.md)
+            typer.echo(f"note: IPv6 restarted on {len(repairs)} port(s) the kernel had left without their "
+                       f"link-local state (dmesg: percpu allocation failed): " + "; ".join(repairs[:5])
+                       + (" ..." if len(repairs) > 5 else ""))
 
     @app.command()
     def down(

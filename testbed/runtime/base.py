@@ -76,6 +76,15 @@ class Runtime(ABC):
         neighbour discovery) does nothing and returns 0."""
         return 0
 
+    def repair_ports(self, lab: str, ports: list[tuple[str, str]]) -> list[str]:
+        """Find which of ``ports`` (``(node, interface)`` ends of sessions not Established yet)
+        lack the IPv6 link-local state unnumbered BGP needs, restart IPv6 on those
+        (railab.testbed.linklocal) and return what was repaired, ``"node:port: what was
+        missing"`` each. ``bring_up`` calls it, before :meth:`resolicit`, while the convergence
+        wait stalls. This default (a runtime whose nodes' kernels railab does not reach:
+        containerlab's containers) does nothing and returns []."""
+        return []
+
     def mark_converged(self, lab: str, converge_s: float) -> st.LabState:
         """Record that ``lab`` converged after ``converge_s`` seconds: phase ``running`` and
         ``timings["converge_s"]``. Returns the saved record; RailabError when it is not up."""

@@ -90,9 +90,10 @@ RA_GATE_TABLE = "railab_ra_gate"
 #: Seconds after the wave that starts bgpd before the gate opens: each bgpd connects to zebra and
 #: gets both interface answers within milliseconds of starting; a late one costs only its 1 s.
 RA_GATE_SETTLE_S = 0.1
-#: ``RAILAB_RA_GATE=1`` starts FRR with the gate. Off by default: on the full 1024-GPU fabric one
-#: run in ~7 left one session in Active for good (the leaf never connected although both ends
-#: knew each other's link-local); not understood yet.
+#: ``RAILAB_RA_GATE=0`` starts FRR without the gate (the RAs are then solicited between the
+#: daemon waves). On by default where ``nft`` exists. (It was opt-in while one gated run of the
+#: 1024-GPU fabric in ~7 left a session in Active for good; the cause was the kernel's, gated or
+#: not: a port without its fe80::/64 route, railab.testbed.linklocal, now repaired by the wait.)
 RA_GATE_ENV = "RAILAB_RA_GATE"
 
 FRR_BIN = Path(os.environ.get("RAILAB_FRR_BIN", "/usr/lib/frr"))
@@ -845,11 +846,11 @@ class NetnsRuntime(Runtime):
         timings = record.timings
         # The RA gate (RA_GATE_TABLE): every router drops the RAs it receives until its bgpd has
         # had both of zebra's interface answers; the gate then opens tier by tier, top first, each
-        # tier soliciting its peers' RAs (_open_ra_gate). Without nft (or with RAILAB_RA_GATE=0)
+        # tier soliciting its peers' RAs (_open_ra_gate). Without nft, or with RAILAB_RA_GATE=0,
         # the RAs are solicited between the waves instead, as before.
         # A lab without router-router links (Rail-only) has no unnumbered session to hold back.
         gate_ports = fabric_ports(clab, record.namespaces)
-        gate = (os.environ.get(RA_GATE_ENV, "0") == "1" and shutil.which("nft") is not None
+        gate = (os.environ.get(RA_GATE_ENV, "1") != "0" and shutil.which("nft") is not None
                 and bool(gate_ports))
         gate_open = not gate
         if gate:
@@ -994,6 +995,30 @@ class NetnsRuntime(Runtime):
         from railab.testbed.solicit import solicit_once
 
         return solicit_once(ports_by_namespace(ports, self.record(lab).namespaces))[0]
+
+    def repair_ports(self, lab: str, ports: list[tuple[str, str]]) -> list[str]:
+        """Restart IPv6 on the ``(node, interface)`` ports that lack their link-local address or
+        one of its routes (railab.testbed.linklocal: the kernel's atomic per-CPU pool ran dry
+        while thousands of ports came up); returns ``"node:port: what was missing"`` per port
+        repaired, also appended to the record's ``ipv6_repairs``. Nodes or namespaces that are
+        gone are skipped. RailabError when the lab is not up."""
+        from railab.testbed import linklocal
+
+        record = self.record(lab)
+        node_of = {ns: node for node, ns in record.namespaces.items()}
+        repaired: list[str] = []
+        for ns, names in ports_by_namespace(ports, record.namespaces).items():
+            try:
+                with entered(ns):
+                    faults = linklocal.port_faults(sorted(names))
+                    linklocal.repair(faults)
+            except OSError:  # the namespace is gone (FileNotFoundError) or its netlink failed
+                continue
+            repaired += [f"{node_of[ns]}:{port}: {what}" for port, what in faults.items()]
+        if repaired:
+            record.ipv6_repairs += repaired
+            st.save(record)
+        return repaired
 
     def startup_problems(self, lab: str) -> list[str]:
         """The lines of the split configs (railab.topologies.frr.split_frr_conf) that ``lab``'s
