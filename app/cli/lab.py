@@ -18,8 +18,6 @@ import time
 from pathlib import Path
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from railab.errors import EXIT_FAILED, EXIT_NOT_FOUND, EXIT_USAGE, RailabError, UsageError, report_interrupted
 from railab.testbed import state
@@ -275,12 +273,15 @@ def register(app: typer.Typer) -> None:
         kwargs: dict = {"reconfigure": True} if reconfigure and runtime == "containerlab" else {}
         if stitch:
             kwargs["stitch"] = True
-        from railab.checks.deploy import bring_up
-        from railab.progress import ConvergeBar
+        from contextlib import nullcontext
 
+        from railab.checks.deploy import bring_up
+
+        if progress:
+            from railab.progress import ConvergeBar  # rich.progress, ~35 ms: only when drawn
         try:
-            with ConvergeBar() as bar:
-                rec = bring_up(rt, target, timeout=timeout, on_progress=bar if progress else None,
+            with ConvergeBar() if progress else nullcontext() as bar:
+                rec = bring_up(rt, target, timeout=timeout, on_progress=bar,
                                keep_on_failure=keep_on_failure, **kwargs)
         except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP: up has rolled back already
             where = _shown(Path(target))
@@ -369,6 +370,8 @@ def register(app: typer.Typer) -> None:
         if not rows:
             typer.echo("no lab is up here")
             return
+        from rich.console import Console  # lazy: `railab down` need not load rich
+        from rich.table import Table
         t = Table()
         for col in ("lab", "runtime", "phase", "nodes", "user", "lab directory"):
             t.add_column(col, justify="right" if col == "nodes" else "left", overflow="fold")
@@ -407,6 +410,8 @@ def register(app: typer.Typer) -> None:
             if code:
                 raise typer.Exit(code)
             return
+        from rich.console import Console  # lazy: `railab down` need not load rich
+        from rich.table import Table
         con = Console()
         t = Table(title=f"lab {s['lab']} ({s['phase']})")
         for col in ("node", "namespace", "present", "daemons"):
@@ -489,6 +494,8 @@ def register(app: typer.Typer) -> None:
         if as_json:
             typer.echo(json.dumps(record, indent=2, sort_keys=True))
             return
+        from rich.console import Console  # lazy: `railab down` need not load rich
+        from rich.table import Table
         con = Console()
         con.print(
             f"lab {record['lab']} ({record.get('runtime', 'netns')} runtime, phase {record.get('phase')}), "
