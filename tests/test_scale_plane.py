@@ -484,3 +484,31 @@ def test_live_up_with_and_without_the_ra_gate_converges_and_leaves_no_gate(tmp_p
     finally:
         rt.down(name)
     assert not st.lab_dir(name).exists()
+
+
+def test_nfnl_delete_table_removes_only_that_family_and_name():
+    """The RA gate opens through railab.testbed.nfnl: the ip6 table goes, an ip table of the
+    same name stays, and a second delete reports that nothing was there."""
+    import shutil
+    import socket
+    import subprocess
+
+    from railab.testbed import nfnl
+    from railab.testbed.namespaces import entered
+    from tests.conftest import integration_skip_reason
+
+    if integration_skip_reason() or shutil.which("nft") is None:
+        pytest.skip(integration_skip_reason() or "needs nft")
+    ns = f"nfnl{PID}"
+    subprocess.run(["ip", "netns", "add", ns], check=True)
+    try:
+        subprocess.run(["ip", "netns", "exec", ns, "nft", "-f", "-"], check=True, text=True,
+                       input=rt_netns.ra_gate_script(True) + f"add table ip {rt_netns.RA_GATE_TABLE}\n")
+        with entered(ns):
+            assert nfnl.delete_table(socket.AF_INET6, rt_netns.RA_GATE_TABLE) is True
+            assert nfnl.delete_table(socket.AF_INET6, rt_netns.RA_GATE_TABLE) is False
+        left = subprocess.run(["ip", "netns", "exec", ns, "nft", "list", "tables"], check=True,
+                              capture_output=True, text=True).stdout.split("\n")
+        assert [t for t in left if t] == [f"table ip {rt_netns.RA_GATE_TABLE}"]
+    finally:
+        subprocess.run(["ip", "netns", "del", ns], check=False)
