@@ -512,3 +512,20 @@ def test_nfnl_delete_table_removes_only_that_family_and_name():
         assert [t for t in left if t] == [f"table ip {rt_netns.RA_GATE_TABLE}"]
     finally:
         subprocess.run(["ip", "netns", "del", ns], check=False)
+
+
+@pytest.mark.parametrize("value,want", [(None, True), ("1", True), ("0", False), (" 0 ", False)])
+def test_ra_gate_setting_is_1_or_0(monkeypatch, value, want):
+    if value is None:
+        monkeypatch.delenv(rt_netns.RA_GATE_ENV, raising=False)
+    else:
+        monkeypatch.setenv(rt_netns.RA_GATE_ENV, value)
+    assert rt_netns.ra_gate_wanted() is want
+
+
+def test_a_misspelt_ra_gate_setting_is_a_usage_error(monkeypatch):
+    from railab.errors import UsageError
+
+    monkeypatch.setenv(rt_netns.RA_GATE_ENV, "maybe")
+    with pytest.raises(UsageError, match="RAILAB_RA_GATE='maybe': set it to 1"):
+        rt_netns.ra_gate_wanted()

@@ -315,6 +315,16 @@ def raise_nofile(nodes: int) -> dict[str, tuple[int, int]]:
     return {"RLIMIT_NOFILE": (int(soft), int(resource.getrlimit(resource.RLIMIT_NOFILE)[0]))}
 
 
+def ra_gate_wanted() -> bool:
+    """Whether ``up`` should use the RA gate: ``$RAILAB_RA_GATE`` unset or ``1`` (True), ``0``
+    (False). UsageError for any other value (a misspelt setting must not silently mean on)."""
+    value = os.environ.get(RA_GATE_ENV, "1").strip()
+    if value not in ("0", "1"):
+        raise UsageError(f"{RA_GATE_ENV}={value!r}: set it to 1 (the RA gate, the default) or 0 (no gate), "
+                         f"or unset it")
+    return value == "1"
+
+
 def ra_gate_script(on: bool) -> str:
     """The ``nft -f -`` script that closes (``on``) or opens the RA gate of one namespace: a table
     :data:`RA_GATE_TABLE` whose input chain drops ICMPv6 router advertisements (type 134) before
@@ -561,6 +571,7 @@ class NetnsRuntime(Runtime):
         if capacity.enabled(spec) and shutil.which("nft") is None:
             raise RailabError(f"lab {lab} has lab.capacity (ECN marking, PFC counters in nftables "
                               f"tables) but nft is not installed: apt-get install nftables")
+        ra_gate_wanted()  # a misspelt RAILAB_RA_GATE is refused before anything is made
         if st.lab_dir(lab).exists():
             raise UsageError(f"lab {lab} is already up: railab down {lab}")
         extra_ns = plan.namespaces if plan is not None else []
@@ -873,7 +884,7 @@ class NetnsRuntime(Runtime):
         # the RAs are solicited between the waves instead, as before.
         # A lab without router-router links (Rail-only) has no unnumbered session to hold back.
         gate_ports = fabric_ports(clab, record.namespaces)
-        gate = (os.environ.get(RA_GATE_ENV, "1") != "0" and shutil.which("nft") is not None
+        gate = (ra_gate_wanted() and shutil.which("nft") is not None
                 and bool(gate_ports))
         gate_open = not gate
         if gate:
