@@ -299,9 +299,9 @@ def register(app: typer.Typer) -> None:
         )
         repairs = rec.get("ipv6_repairs") or []
         if repairs:  # the kernel left a port without its link-local route: say so (docs/runtime.md)
-            typer.echo(f"note: IPv6 restarted on {len(repairs)} port(s) the kernel had left without their "
-                       f"link-local state (dmesg: percpu allocation failed): " + "; ".join(repairs[:5])
-                       + (" ..." if len(repairs) > 5 else ""))
+            typer.echo(f"note: IPv6 restarted on {len(repairs)} port(s) found without their link-local state "
+                       f"(usually the kernel's: see dmesg for 'percpu: allocation failed'; nothing to do, the "
+                       f"lab converged): " + "; ".join(repairs[:5]) + (" ..." if len(repairs) > 5 else ""))
 
     @app.command()
     def down(
