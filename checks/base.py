@@ -20,7 +20,7 @@ structured root-cause key (``cause``, a :class:`Cause`), so :func:`railab.checks
 groups consequences under their root cause by fields, never by message text. The check families
 live in a registry (:data:`CHECKS`, :func:`register_check`).
 
-"Is this link up" has one rule, :func:`link_status`: ``admin-down`` (IFF_UP clear),
+"Is this link up" has one rule, :func:`link_status` (its home is railab.testbed.rtnl, so the testbed layer uses it too): ``admin-down`` (IFF_UP clear),
 ``carrier-lost`` (IFF_UP set, IFF_LOWER_UP clear or operstate not UP/UNKNOWN: the far end is
 down or the cable is out), ``up``; :meth:`Observer.link_status` adds ``missing``.
 """
@@ -43,7 +43,7 @@ from railab.checks import frr as F
 from railab.errors import RailabError
 from railab.testbed.executor import Executor
 from railab.testbed.namespaces import entered
-from railab.testbed.rtnl import Rtnl
+from railab.testbed.rtnl import IFF_LOWER_UP, IFF_UP, LinkStatus, Rtnl, link_status  # noqa: F401 - re-exported
 from railab.topologies.labspec import LabSpec
 from railab.topologies.naming import link_id, netns_name
 
@@ -54,12 +54,6 @@ NETNS_DIR = "/var/run/netns"
 #: ``rtm_protocol`` values (linux/rtnetlink.h; FRR's own in zebra/rt_netlink.h: RTPROT_BGP 186,
 #: RTPROT_ZSTATIC 196 for staticd routes, RTPROT_ZEBRA 11) -> the protocol names FRR's RIB uses.
 RTM_PROTOCOLS = {2: "kernel", 3: "boot", 4: "static", 11: "zebra", 186: "bgp", 196: "static"}
-
-#: netlink interface flags (linux/if.h)
-IFF_UP = 0x1
-IFF_LOWER_UP = 0x10000
-
-LinkStatus = Literal["up", "admin-down", "carrier-lost", "missing"]
 
 #: The cause kinds the built-in families set (``Cause.kind``; a registered family may add its
 #: own, which then group by equal causes or by their ``link``):
@@ -308,18 +302,6 @@ def daemon_cause(node: str, err: Exception | str, daemon: str) -> Cause:
         return Cause(kind="node-unreachable", node=node)
     m = _NOT_RUNNING.search(str(err))
     return Cause(kind="daemon-dead", node=node, daemon=m.group(1) if m else daemon)
-
-
-def link_status(flags: int, operstate: str | None) -> LinkStatus:
-    """The one "is this link up" rule, from an RTM_NEWLINK message's ``flags`` and
-    ``IFLA_OPERSTATE``: ``admin-down`` when IFF_UP is clear; ``carrier-lost`` when IFF_UP is set
-    but IFF_LOWER_UP is clear or operstate is neither ``UP`` nor ``UNKNOWN`` (loopbacks and
-    some virtual devices report UNKNOWN); else ``up``."""
-    if not flags & IFF_UP:
-        return "admin-down"
-    if not flags & IFF_LOWER_UP or (operstate or "UNKNOWN") not in ("UP", "UNKNOWN"):
-        return "carrier-lost"
-    return "up"
 
 
 @dataclass(frozen=True)

@@ -29,13 +29,17 @@ import socket
 from collections.abc import Iterable
 from pathlib import Path
 
-from railab.testbed.rtnl import IFA_F_DADFAILED, IFA_F_TENTATIVE, Rtnl
+from railab.testbed.rtnl import (
+    IFA_F_DADFAILED,
+    IFA_F_TENTATIVE,
+    RT_TABLE_LOCAL,
+    RT_TABLE_MAIN,
+    Rtnl,
+    link_status,
+)
 
-#: ifi_flags bits (include/uapi/linux/if.h): administratively up, carrier (RFC 2863 lower layer)
-IFF_UP, IFF_LOWER_UP = 0x1, 0x10000
-#: RT_SCOPE_LINK, RTN_LOCAL, RTN_MULTICAST (include/uapi/linux/rtnetlink.h); main and local tables
+#: RT_SCOPE_LINK, RTN_LOCAL, RTN_MULTICAST (include/uapi/linux/rtnetlink.h)
 RT_SCOPE_LINK, RTN_LOCAL, RTN_MULTICAST = 253, 2, 5
-RT_TABLE_MAIN, RT_TABLE_LOCAL = 254, 255
 
 
 def port_faults(ports: Iterable[str]) -> dict[str, str]:
@@ -55,7 +59,7 @@ def port_faults(ports: Iterable[str]) -> dict[str, str]:
     faults: dict[str, str] = {}
     for port in ports:
         row = links.get(port)
-        if row is None or (row.flags & (IFF_UP | IFF_LOWER_UP)) != (IFF_UP | IFF_LOWER_UP):
+        if row is None or link_status(row.flags, row.operstate) != "up":
             continue
         lls = [a for a in addrs if a.index == row.index and a.scope == RT_SCOPE_LINK]
         if any(a.flags & IFA_F_TENTATIVE and not a.flags & IFA_F_DADFAILED for a in lls):

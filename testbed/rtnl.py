@@ -16,6 +16,7 @@ import socket
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Literal
 
 NETLINK_ROUTE = 0
 RTM_GETLINK = 18
@@ -36,6 +37,10 @@ IFLA_LINKINFO = 18
 IFLA_INFO_KIND = 1
 IFLA_LINK_NETNSID = 37
 RTM_GETROUTE = 26
+#: routing tables (include/uapi/linux/rtnetlink.h ``rt_class_t``)
+RT_TABLE_MAIN, RT_TABLE_LOCAL = 254, 255
+#: netlink interface flags (include/uapi/linux/if.h): administratively up, carrier (RFC 2863)
+IFF_UP, IFF_LOWER_UP = 0x1, 0x10000
 RTM_GETADDR = 22
 IFA_ADDRESS = 1
 IFA_FLAGS = 8
@@ -59,6 +64,22 @@ RTNH_F_DEAD, RTNH_F_LINKDOWN = 1, 16
 _NLMSG = struct.Struct("=IHHII")  # nlmsghdr: len, type, flags, seq, pid
 _RTA = struct.Struct("=HH")  # rtattr / nlattr: len, type
 _STATS64 = struct.Struct("=QQQQ")  # rtnl_link_stats64: rx_packets, tx_packets, rx_bytes, tx_bytes
+
+
+LinkStatus = Literal["up", "admin-down", "carrier-lost", "missing"]
+
+
+def link_status(flags: int, operstate: str | None) -> LinkStatus:
+    """The one "is this link up" rule, from an RTM_NEWLINK message's ``flags`` and
+    ``IFLA_OPERSTATE``: ``admin-down`` when IFF_UP is clear; ``carrier-lost`` when IFF_UP is set
+    but IFF_LOWER_UP is clear or operstate is neither ``UP`` nor ``UNKNOWN`` (loopbacks and
+    some virtual devices report UNKNOWN); else ``up``. (``missing`` is for callers that looked
+    an interface up and found none.)"""
+    if not flags & IFF_UP:
+        return "admin-down"
+    if not flags & IFF_LOWER_UP or (operstate or "UNKNOWN") not in ("UP", "UNKNOWN"):
+        return "carrier-lost"
+    return "up"
 
 
 @dataclass
@@ -290,7 +311,7 @@ class Rtnl:
                 rows.append(AddrRow(index=index, address=addr, prefixlen=plen, scope=scope, flags=flags))
         return rows
 
-    def routes(self, table: int | None = 254, *, live_only: bool = False,
+    def routes(self, table: int | None = RT_TABLE_MAIN, *, live_only: bool = False,
                family: int = socket.AF_INET) -> list[RouteRow]:
         """The routes of ``family`` (AF_INET by default, or AF_INET6) in routing ``table``
         (254: main; 255: local; None: every table) as :class:`RouteRow`, one RTM_GETROUTE dump;

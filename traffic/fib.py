@@ -26,7 +26,7 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from railab.testbed.rtnl import Rtnl
+from railab.testbed.rtnl import RT_TABLE_MAIN, Rtnl
 from railab.topologies.labspec import LabSpec
 from railab.topologies.naming import link_id as link_key
 from railab.traffic.engine import in_netns
@@ -39,7 +39,6 @@ RTM_GETROUTE = 26
 RTA_DST, RTA_SRC, RTA_IIF, RTA_OIF = 1, 2, 3, 4
 RTA_IP_PROTO, RTA_SPORT, RTA_DPORT = 27, 28, 29
 RTN_UNICAST = 1
-RT_TABLE_MAIN = 254
 _RTMSG = struct.Struct("=BBBBBBBBI")
 
 
