@@ -20,7 +20,8 @@ structured root-cause key (``cause``, a :class:`Cause`), so :func:`railab.checks
 groups consequences under their root cause by fields, never by message text. The check families
 live in a registry (:data:`CHECKS`, :func:`register_check`).
 
-"Is this link up" has one rule, :func:`link_status` (its home is railab.testbed.rtnl, so the testbed layer uses it too): ``admin-down`` (IFF_UP clear),
+"Is this link up" has one rule, :func:`link_status` (its home is railab.testbed.rtnl, so the
+testbed layer uses it too): ``admin-down`` (IFF_UP clear),
 ``carrier-lost`` (IFF_UP set, IFF_LOWER_UP clear or operstate not UP/UNKNOWN: the far end is
 down or the cable is out), ``up``; :meth:`Observer.link_status` adds ``missing``.
 """
