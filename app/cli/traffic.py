@@ -185,11 +185,27 @@ def flow_root_causes(spec, results, link_state=None) -> list[dict]:
     return out
 
 
-#: Default and longest load run (``--seconds``), lab seconds: long enough for DCQCN's timers
-#: (0.55 lab s at the default 10000x time scale) to cut and recover several times, short enough
-#: for the test suite.
+#: Default load run (``--seconds``) on a lab without ``lab.capacity`` (nothing is time-scaled
+#: there), and the longest run, lab seconds.
 DEFAULT_LOAD_S = 8.0
 MAX_LOAD_S = 120.0
+#: Default fabric time a load run covers on a shaped lab: an incast's DCQCN needs 5-13 ms at
+#: 400 Gb/s to settle (the fluid model, railab.traffic.fluid; docs/congestion.md "Fidelity").
+DEFAULT_LOAD_FABRIC_US = 15_000.0
+#: ... but at most this many lab seconds (a lab with a large time scale then reports a
+#: transient only), and at least DEFAULT_LOAD_S.
+DEFAULT_LOAD_MAX_S = 60.0
+
+
+def default_load_seconds(spec) -> float:
+    """The default ``--seconds`` of a load run on ``spec``: :data:`DEFAULT_LOAD_FABRIC_US` of
+    fabric time in lab seconds (``qos.capacity.lab_seconds``), within
+    [:data:`DEFAULT_LOAD_S`, :data:`DEFAULT_LOAD_MAX_S`]; :data:`DEFAULT_LOAD_S` on a lab
+    without ``lab.capacity``."""
+    cap = spec.qos.capacity
+    if not cap.enabled:
+        return DEFAULT_LOAD_S
+    return round(min(DEFAULT_LOAD_MAX_S, max(DEFAULT_LOAD_S, cap.lab_seconds(DEFAULT_LOAD_FABRIC_US))), 3)
 
 
 def load_verdict(res, *, pfc_on: bool, capacity: bool) -> list[str]:
@@ -272,9 +288,8 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
     if dcqcn is not None and cc == "none":
         _usage(f"--dcqcn {dcqcn} with --cc none: no DCQCN profile runs under --cc none "
                "(senders at line rate); drop --dcqcn or use --cc dcqcn")
-    secs = DEFAULT_LOAD_S if seconds is None else seconds
-    if not 0 < secs <= MAX_LOAD_S:
-        _usage(f"--seconds must be > 0 and <= {MAX_LOAD_S:g} (got {secs:g})")
+    if seconds is not None and not 0 < seconds <= MAX_LOAD_S:
+        _usage(f"--seconds must be > 0 and <= {MAX_LOAD_S:g} (got {seconds:g})")
     if senders is not None and pattern != "incast":
         _usage("--senders counts incast sender NICs: use it with --pattern incast")
     if pattern is None and (src is None or dst is None):
@@ -287,6 +302,7 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
         ref = resolve(lab)
         spec = ref.spec()
         capacity = spec.qos.capacity.enabled
+        secs = default_load_seconds(spec) if seconds is None else seconds
         pfc_on = (spec.qos.capacity.pfc if pfc is None else pfc == "on") and capacity
         if pfc == "on" and not capacity:
             _usage(f"--pfc on: lab {spec.name} has no lab.capacity (no queues to pause); "
@@ -330,6 +346,19 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
     fair = fairness(res)
     fshare = fair_share(res)
     bad = load_verdict(res, pfc_on=pfc_on, capacity=capacity)
+    fabric_ms = round(res.seconds / res.time_scale * 1000, 3) if capacity else None
+    util = (round(sum(f["rx_mbps_last_half"] for f in res.flows) / res.port_rate_mbps, 4)
+            if pattern == "incast" and res.flows else None)
+    reference = None
+    if pattern == "incast" and capacity and cc == "dcqcn" and res.flows:
+        from railab.traffic.fluid import incast_reference
+
+        reference = incast_reference(spec.qos, len(res.flows), res.seconds, pfc=pfc_on,
+                                     dcqcn=DCQCN_PROFILES[dcqcn] if dcqcn else None,
+                                     mtu=mtu or 4096, port_rate_mbps=res.port_rate_mbps,
+                                     measured_mbps=[f["rx_mbps_last_half"] for f in res.flows])
+    steady = bool(reference["steady"]) if reference else (
+        fabric_ms is not None and fabric_ms >= 10.0)
     shared = {}
     if paths is not None:
         from railab.traffic.fib import shared_links
@@ -344,6 +373,10 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
         cong["fair_share"] = fshare
         cong["shared_links"] = shared
         cong["hash_seed"] = seed
+        cong["utilization"] = util
+        cong["fabric_ms"] = fabric_ms
+        cong["steady"] = steady
+        cong["reference"] = reference
         print(json.dumps({
             "lab": spec.name, "pattern": pattern, "pxn": pxn, "cc": cc,
             "pfc": "on" if pfc_on else "off", "capacity": capacity, "seconds": secs,
@@ -369,6 +402,25 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
         con.print(t)
         con.print(f"port rate {res.port_rate_mbps:g} Mb/s; rates over the last half of the run; "
                   f"rx/fair = rx rate / (port rate / {len(fl)})", highlight=False)
+        if fabric_ms is not None:
+            con.print(f"fabric time covered: {fabric_ms:g} ms ({res.seconds:g} lab s at time scale "
+                      f"x{res.time_scale:g}): "
+                      + ("steady state (the last half)" if steady else
+                         "[yellow]transient only[/yellow] (DCQCN has not settled: a longer "
+                         "--seconds, or a faster lab port rate)"), highlight=False)
+        if util is not None:
+            con.print(f"receiver port used (measured, last half): {util:.0%}", highlight=False)
+        if reference is not None:
+            r = reference
+            con.print(f"model ({r['model']}, computed): port used {r['utilization']:.0%}, each "
+                      f"sender {r['per_flow_mbps'][0]:.2f} Mb/s, queue mean "
+                      f"{r['queue_bytes']['mean']:,} B, within 10 % of the fair share after "
+                      + (f"{r['time_to_fair_ms']:g} ms" if r["time_to_fair_ms"] is not None
+                         else "(not within 10 % by the end)") + ": emulation "
+                      + ("[green]agrees[/green]" if r["agrees"] else "[red]disagrees[/red]")
+                      + f" within {r['tolerance']:.0%}", highlight=False, soft_wrap=True)
+            for d in r["disagreements"]:
+                con.print(f"  differs by more than {r['tolerance']:.0%}: {d}", highlight=False)
         con.print(f"ce_marked {res.ce_marked}, cnp_sent {res.cnp_sent}, cnp_received "
                   f"{res.cnp_received}, dropped {res.dropped}, lost {res.lost}, pause_events "
                   f"{res.pause_events}; offered {res.offered_mbps:g} Mb/s, engine shortfall "
@@ -496,8 +548,9 @@ def register(app: typer.Typer) -> None:
             None, "--pfc", help="load run: PFC emulation on | off (default: the intent's "
             "lab.capacity.pfc)"),
         seconds: float | None = typer.Option(
-            None, "--seconds", help=f"load run length, lab seconds (default {DEFAULT_LOAD_S:g}, "
-            f"at most {MAX_LOAD_S:g})"),
+            None, "--seconds", help="load run length, lab seconds (default: 15 ms of fabric time "
+            f"on a lab with lab.capacity, at most {DEFAULT_LOAD_MAX_S:g} s; {DEFAULT_LOAD_S:g} s "
+            f"without; at most {MAX_LOAD_S:g})"),
         sport: str | None = typer.Option(
             None, "--sport", help="load run: UDP source port per QP: per-qp (Linux "
             "rdma_get_udp_sport) | fixed (one port: low entropy) | spray (per packet)"),

@@ -1,0 +1,135 @@
+"""``railab model incast``: the DCQCN fluid model's prediction for an N:1 incast (computed, not
+measured), in fabric units, with the lab's (or railab's default) ECN, PFC and DCQCN numbers.
+
+The model is :mod:`railab.traffic.fluid` (Zhu et al., CoNEXT 2016, Fig. 2); ``railab traffic
+--pattern incast`` puts the same prediction beside every emulated incast (``congestion.reference``).
+"""
+
+from __future__ import annotations
+
+import json
+
+import typer
+
+from railab.errors import EXIT_USAGE
+
+
+def _usage(msg: str) -> None:
+    typer.echo(f"error: {msg}", err=True)
+    raise typer.Exit(EXIT_USAGE)
+
+
+def model_record(qos, senders: int, *, pfc: bool, dcqcn=None, fabric_ms: float = 15.0,
+                 points: int = 16, mark_at_enqueue: bool = True) -> dict:
+    """The JSON of ``railab model incast``: ``params`` (the model's inputs, fabric units),
+    ``summary`` (last half: ``utilization``, ``per_flow_gbps``, ``queue_bytes``,
+    ``time_to_fair_us``), ``fixed_point`` (the paper's equation 9: ``p``, ``q_bytes``,
+    ``rate_gbps``), ``series`` (``points`` samples: ``t_us``, ``rate_gbps`` per flow,
+    ``queue_bytes``, ``utilization``) and ``lab`` (the same run in lab units at the lab's time
+    scale: ``seconds``, ``per_flow_mbps``)."""
+    from dataclasses import asdict
+
+    import numpy as np
+
+    from railab.traffic.fluid import FluidParams, fixed_point, simulate
+
+    p = FluidParams.from_qos(qos, senders, dcqcn=dcqcn, pfc=pfc, mark_at_enqueue=mark_at_enqueue)
+    run = simulate(p, fabric_ms * 1000)
+    s = run.summary()
+    idx = np.linspace(0, len(run.t_us) - 1, min(points, len(run.t_us))).astype(int)
+    scale = qos.capacity.time_scale
+    fp = fixed_point(p)
+    return {"model": "DCQCN fluid model (Zhu et al., CoNEXT 2016, Fig. 2, equations 1-5)",
+            "source": "computed", "units": "fabric: us, Gb/s, bytes", "params": asdict(p),
+            "summary": s,
+            "fixed_point": {"p": fp["p"], "q_bytes": round(fp["q_bytes"]),
+                            "rate_gbps": fp["rate_gbps"]},
+            "series": {"t_us": [round(float(t), 1) for t in run.t_us[idx]],
+                       "rate_gbps": [[round(float(x), 2) for x in row[idx]] for row in run.delivered_gbps],
+                       "queue_bytes": [int(x) for x in run.q_bytes[idx]],
+                       "utilization": [round(float(x), 3) for x in run.util[idx]]},
+            "lab": {"time_scale": scale, "seconds": round(fabric_ms / 1000 * scale, 3),
+                    "port_rate_mbps": qos.capacity.port_rate_mbps,
+                    "per_flow_mbps": [round(g * 1000 / scale, 3) for g in s["per_flow_gbps"]]}}
+
+
+def register(app: typer.Typer) -> None:
+    """Attach ``model incast`` to ``app``."""
+    model = typer.Typer(help="Reference models (computed, not measured): the DCQCN fluid model.",
+                        no_args_is_help=True)
+    app.add_typer(model, name="model")
+
+    @model.command("incast")
+    def incast(
+        senders: int = typer.Option(8, "--senders", help="N of the N:1 incast (1-256)"),
+        dcqcn: str | None = typer.Option(None, "--dcqcn", help="DCQCN profile (default: the "
+                                         "lab's qos.dcqcn, else railab's default)"),
+        pfc: str | None = typer.Option(None, "--pfc", help="on | off (default: the lab's "
+                                       "lab.capacity.pfc, else on)"),
+        lab: str | None = typer.Option(None, "--lab", help="take the QoS numbers (ECN, PFC, "
+                                       "DCQCN, time scale) from this lab (running lab name or "
+                                       "lab directory)"),
+        fabric_ms: float = typer.Option(15.0, "--fabric-ms", help="fabric time to model, ms "
+                                        "(0.1-200)"),
+        dequeue: bool = typer.Option(False, "--dequeue-marking", help="mark on dequeue (as "
+                                     "switch ASICs do) instead of on enqueue (as the lab does)"),
+        as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
+    ) -> None:
+        """The DCQCN fluid model of an N:1 incast onto one port: per-flow rates, port
+        utilization, queue depth over time and the time to within 10 % of the fair share,
+        in fabric units (computed, Zhu et al. CoNEXT 2016)."""
+        from railab.topologies.qos import DCQCN_PROFILES, DEFAULT_QOS, CapacityProfile
+
+        if not 1 <= senders <= 256:
+            _usage(f"--senders must be 1-256 (got {senders})")
+        if not 0.1 <= fabric_ms <= 200:
+            _usage(f"--fabric-ms must be 0.1-200 (got {fabric_ms:g})")
+        if dcqcn is not None and dcqcn not in DCQCN_PROFILES:
+            _usage(f"--dcqcn must be one of {', '.join(DCQCN_PROFILES)} (got {dcqcn!r})")
+        if pfc is not None and pfc not in ("on", "off"):
+            _usage(f"--pfc must be on or off (got {pfc!r})")
+        if lab is not None:
+            from railab.testbed.state import resolve
+
+            qos = resolve(lab).spec().qos  # RailabError (exit 2) names what is wrong
+        else:
+            qos = DEFAULT_QOS.model_copy(update={"capacity": CapacityProfile(enabled=True)})
+        pfc_on = qos.capacity.pfc if pfc is None else pfc == "on"
+        rec = model_record(qos, senders, pfc=pfc_on,
+                           dcqcn=DCQCN_PROFILES[dcqcn] if dcqcn else None, fabric_ms=fabric_ms,
+                           mark_at_enqueue=not dequeue)
+        if as_json:
+            typer.echo(json.dumps(rec, indent=2, sort_keys=True))
+            return
+        from rich.console import Console
+        from rich.table import Table
+
+        s, p = rec["summary"], rec["params"]
+        con = Console()
+        con.print(f"[bold]{rec['model']}[/bold] (computed): {senders}:1 incast onto one "
+                  f"{p['line_gbps']:g} Gb/s port, DCQCN {p['dcqcn_name']}, PFC "
+                  f"{'on' if p['pfc'] else 'off'}, ECN {p['kmin_bytes']:,}-{p['kmax_bytes']:,} B "
+                  f"at {p['pmax']:.0%}, marking on {'enqueue' if p['mark_at_enqueue'] else 'dequeue'}, "
+                  f"{fabric_ms:g} ms of fabric time", highlight=False, soft_wrap=True)
+        t = Table(title="over time (fabric)")
+        for col in ("t (us)", "port used", "queue (B)", "each sender (Gb/s)"):
+            t.add_column(col, justify="right")
+        se = rec["series"]
+        for i, tu in enumerate(se["t_us"]):
+            t.add_row(f"{tu:g}", f"{se['utilization'][i]:.0%}", f"{se['queue_bytes'][i]:,}",
+                      ", ".join(f"{r[i]:.1f}" for r in se["rate_gbps"][:4])
+                      + (" ..." if len(se["rate_gbps"]) > 4 else ""))
+        con.print(t)
+        ttf = s["time_to_fair_us"]
+        con.print(f"last half ({s['window_us'][0]:g}-{s['window_us'][1]:g} us): port used "
+                  f"{s['utilization']:.1%}, each sender {s['per_flow_gbps'][0]:.1f} Gb/s (fair "
+                  f"share {p['line_gbps'] / senders:.1f}), queue mean {s['queue_bytes']['mean']:,} B, "
+                  f"max {s['queue_bytes']['max']:,} B; within 10 % of the fair share after "
+                  + (f"{ttf:g} us" if ttf is not None else "- (not by the end)"), highlight=False)
+        fp = rec["fixed_point"]
+        con.print(f"fixed point (paper eq. 9): p* {fp['p']:.2e}, q* {fp['q_bytes']:,} B, "
+                  f"{fp['rate_gbps']:.1f} Gb/s per flow", highlight=False)
+        lab_rec = rec["lab"]
+        con.print(f"in the lab (time scale x{lab_rec['time_scale']:g}): {lab_rec['seconds']:g} lab s, "
+                  f"each sender {lab_rec['per_flow_mbps'][0]:.2f} Mb/s of "
+                  f"{lab_rec['port_rate_mbps']:g}", highlight=False)
