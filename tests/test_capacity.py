@@ -57,7 +57,7 @@ def test_mini_lossless_shape():
     spec = build_lab(load_intent("mini-lossless")).spec
     c = spec.qos.capacity
     assert spec.name == "mini-lossless" and c.enabled and c.pfc
-    assert (c.port_rate_mbps, c.buffer_bytes, c.time_scale) == (40.0, 4194304, 10000.0)
+    assert (c.port_rate_mbps, c.buffer_bytes, c.time_scale) == (200.0, 4194304, 2000.0)
     servers = [n for n in spec.nodes if n.role == "server"]
     assert len(servers) == 16
     for leaf in (n for n in spec.nodes if n.role == "leaf"):

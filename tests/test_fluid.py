@@ -119,3 +119,12 @@ def test_model_cli_json_and_usage_errors():
     for bad in (["--senders", "0"], ["--pfc", "maybe"], ["--dcqcn", "nope"], ["--fabric-ms", "0"]):
         r = CliRunner().invoke(make_app(["model"]), ["model", "incast", *bad])
         assert r.exit_code == 2, (bad, r.output)
+
+
+def test_pfc_off_drops_at_the_incast_onset_and_pfc_on_holds_them():
+    """8:1 onto a 4 MiB buffer: the excess (7 x 400 Gb/s) fills it in ~12 us, before the
+    first CNP returns (a mark at Kmin plus the queue in front of it): drops without PFC, none
+    with it (the senders held at xOFF instead)."""
+    off = simulate(FluidParams.from_qos(_lab_qos(), 8, pfc=False), 2000).summary()
+    on = simulate(FluidParams.from_qos(_lab_qos(), 8, pfc=True), 2000).summary()
+    assert off["dropped_pct"] > 1.0 and on["dropped_pct"] == 0.0

@@ -174,12 +174,17 @@ class FluidResult:
         """Figures over the window from ``frm_us`` (default: the last half) to the end:
         ``utilization`` (delivered / C), ``per_flow_gbps`` (delivered, mean), ``rc_gbps``
         (DCQCN current rates, mean), ``queue_bytes`` {mean, max}, ``dropped_bytes`` in the
-        window, ``time_to_fair_us`` (None: not within 10 % by the end), ``fabric_us`` (run
-        length), ``window_us``."""
+        window, ``dropped_pct`` (tail drops over the whole run, % of what was sent),
+        ``time_to_fair_us`` (None: not within 10 % by the end), ``fabric_us`` (run length),
+        ``window_us``."""
         end = float(self.t_us[-1])
         frm = end / 2 if frm_us is None else frm_us
         m = self.window(frm)
+        dt = float(self.t_us[1] - self.t_us[0]) * 1e-6 if len(self.t_us) > 1 else 0.0
+        delivered = float(self.util.sum()) * dt * self.params.line_gbps * 1e9 / 8
+        lost = float(self.dropped_bytes[-1])
         return {"fabric_us": round(end, 3), "window_us": [round(frm, 3), round(end, 3)],
+                "dropped_pct": round(100 * lost / (lost + delivered), 3) if lost + delivered else 0.0,
                 "utilization": round(float(self.util[m].mean()), 4),
                 "per_flow_gbps": [round(float(x), 3) for x in self.delivered_gbps[:, m].mean(axis=1)],
                 "rc_gbps": [round(float(x), 3) for x in self.rc_gbps[:, m].mean(axis=1)],
@@ -260,7 +265,7 @@ def simulate(params: FluidParams, fabric_us: float = 10_000.0, *, dt_us: float |
         total = rc.sum()
         # admission: PFC holds the senders at the pause threshold; tail drop without PFC
         admit = 1.0
-        if q >= cap_q and total > C:
+        if P.pfc and q >= cap_q and total > C:
             admit = C / total
         adm = rc * admit
         p_now = float(marking(q, kmin, kmax, P.pmax))
@@ -412,7 +417,8 @@ def incast_reference(qos: QosProfile, senders: int, lab_seconds: float, *, pfc: 
     every figure (utilization, mean rate, each flow) off by more than that.
 
     Returns ``{"model", "source", "fabric_ms", "utilization", "per_flow_mbps", "fair_share_mbps",
-    "queue_bytes": {mean, max}, "time_to_fair_ms", "steady" (at least
+    "queue_bytes": {mean, max}, "dropped_pct" (the model's tail drops, % of what was sent; 0
+    with PFC on), "time_to_fair_ms", "steady" (at least
     :data:`STEADY_MIN_FABRIC_MS` and the model's last-half utilization within 5 % of its last
     quarter's), "agrees", "tolerance",
     "disagreements", "series": {"t": [lab s], "rate_mbps": [[per flow]], "queue_bytes": []}}``.
@@ -438,6 +444,7 @@ def incast_reference(qos: QosProfile, senders: int, lab_seconds: float, *, pfc: 
            "dcqcn": P.dcqcn_name, "pfc": "on" if pfc else "off",
            "utilization": s["utilization"], "per_flow_mbps": per_flow,
            "fair_share_mbps": round(share, 3), "queue_bytes": s["queue_bytes"],
+           "dropped_pct": s["dropped_pct"],
            "time_to_fair_ms": None if ttf is None else round(ttf / 1000, 3), "steady": steady,
            "tolerance": AGREE_TOLERANCE, "agrees": None, "disagreements": []}
     idx = np.linspace(0, len(run.t_us) - 1, min(points, len(run.t_us))).astype(int)

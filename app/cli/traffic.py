@@ -357,6 +357,8 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
                                      dcqcn=DCQCN_PROFILES[dcqcn] if dcqcn else None,
                                      mtu=mtu or 4096, port_rate_mbps=res.port_rate_mbps,
                                      measured_mbps=[f["rx_mbps_last_half"] for f in res.flows])
+        sent = sum(f["tx_packets"] for f in res.flows)
+        reference["measured_dropped_pct"] = round(100 * (res.dropped or 0) / sent, 3) if sent else 0.0
     steady = bool(reference["steady"]) if reference else (
         fabric_ms is not None and fabric_ms >= 10.0)
     shared = {}
@@ -414,7 +416,8 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
             r = reference
             con.print(f"model ({r['model']}, computed): port used {r['utilization']:.0%}, each "
                       f"sender {r['per_flow_mbps'][0]:.2f} Mb/s, queue mean "
-                      f"{r['queue_bytes']['mean']:,} B, within 10 % of the fair share after "
+                      f"{r['queue_bytes']['mean']:,} B, drops {r['dropped_pct']:.1f} % "
+                      f"(measured {r['measured_dropped_pct']:.1f} %), within 10 % of the fair share after "
                       + (f"{r['time_to_fair_ms']:g} ms" if r["time_to_fair_ms"] is not None
                          else "(not within 10 % by the end)") + ": emulation "
                       + ("[green]agrees[/green]" if r["agrees"] else "[red]disagrees[/red]")
