@@ -766,8 +766,16 @@ def congestion_chart(run: LoadRun, qos: Any = None, *, max_flows: int = 16,
     (``qos``: the lab's :class:`~railab.topologies.qos.QosProfile`), PAUSE events as markers.
     Input: the ``congestion`` object (docs/congestion.md: ``flows[].series`` columns ``t``,
     ``tx_mbps``/``rx_mbps``/``cc_mbps``, ``ce``, ``cnp`` per sample; ``ports["node:port"]``
-    columns ``t``, ``backlog_bytes``, ``pause_events``). Lab time on the x axis."""
+    columns ``t``, ``backlog_bytes``, ``pause_events``). Fabric time (ms) on the x axis when the
+    run has a time scale, lab seconds otherwise. With ``reference`` (an incast's DCQCN fluid
+    model, railab.traffic.fluid, computed) the model's per-flow rate and queue depth are drawn
+    dashed in black over the measured ones."""
     c = run.data
+    scale = c.get("time_scale")
+
+    def fx(ts: list[float]) -> list[float]:
+        return [t * 1000 / scale for t in ts] if scale else list(ts)
+
     flows = [f for f in c.get("flows", []) if f.get("series", {}).get("t")][:max_flows]
     ports = {k: v for k, v in (c.get("ports") or {}).items() if v.get("backlog_bytes")}
     deepest = sorted(ports, key=lambda k: max(ports[k]["backlog_bytes"]), reverse=True)[:max_ports]
@@ -775,7 +783,7 @@ def congestion_chart(run: LoadRun, qos: Any = None, *, max_flows: int = 16,
     ax = axes[0]
     for f in flows:
         s = f["series"]
-        t = s["t"]
+        t = fx(s["t"])
         y = _series_col(s, "rx_mbps", "tx_mbps") or [0.0] * len(t)
         (line,) = ax.plot(t, y, lw=1.2, label=f.get("name", "?"))
         ce = [(ti, yi) for ti, yi, n in zip(t, y, s.get("ce") or [0] * len(t), strict=False) if n]
@@ -784,6 +792,11 @@ def congestion_chart(run: LoadRun, qos: Any = None, *, max_flows: int = 16,
             ax.plot(*zip(*ce, strict=True), "x", ms=4, color=line.get_color(), alpha=0.7)
         if cnp:
             ax.plot(*zip(*cnp, strict=True), "v", ms=3, color=line.get_color(), alpha=0.7)
+    ref = c.get("reference") or {}
+    rser = ref.get("series") or {}
+    if rser.get("t") and rser.get("rate_mbps"):
+        ax.plot(fx(rser["t"]), rser["rate_mbps"][0], color="black", ls="--", lw=1.4,
+                label="model, each flow (computed)")
     rate = c.get("port_rate_mbps")
     if rate:
         ax.axhline(rate, color="#444", ls="--", lw=0.8)
@@ -804,8 +817,8 @@ def congestion_chart(run: LoadRun, qos: Any = None, *, max_flows: int = 16,
         qa = axes[1]
         for k in deepest:
             s = ports[k]
-            (line,) = qa.plot(s["t"], [b / 1024 for b in s["backlog_bytes"]], lw=1.2, label=k)
-            pe = [(t, b / 1024) for t, b, n in zip(s["t"], s["backlog_bytes"],
+            (line,) = qa.plot(fx(s["t"]), [b / 1024 for b in s["backlog_bytes"]], lw=1.2, label=k)
+            pe = [(t, b / 1024) for t, b, n in zip(fx(s["t"]), s["backlog_bytes"],
                                                    s.get("pause_events") or [0] * len(s["t"]),
                                                    strict=False) if n]
             if pe:
@@ -821,12 +834,15 @@ def congestion_chart(run: LoadRun, qos: Any = None, *, max_flows: int = 16,
                 qa.axhline(b / 1024, color=col, ls="--", lw=0.8)
                 qa.annotate(name, (1, b / 1024), xycoords=("axes fraction", "data"), fontsize=7,
                             ha="right", va="bottom", color=col)
+        if rser.get("t") and rser.get("queue_bytes"):
+            qa.plot(fx(rser["t"]), [b / 1024 for b in rser["queue_bytes"]], color="black",
+                    ls="--", lw=1.2, label="model queue (computed)")
         qa.set_ylabel("queue depth (KiB)")
         qa.set_title("egress queues (squares: PFC PAUSE sent)", fontsize=9)
         qa.legend(fontsize=7, loc="upper left")
         qa.grid(alpha=0.3)
-    axes[-1].set_xlabel("lab time (s)" + (f"; fabric time = lab / {c['time_scale']:g}"
-                                          if c.get("time_scale") else ""))
+    axes[-1].set_xlabel(f"fabric time (ms) = lab s x 1000 / {scale:g} (time scale)" if scale
+                        else "lab time (s)")
     return _svg(fig)
 
 

@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""Benchmark: is the emulated incast what the DCQCN fluid model says, and how much fabric time
+does a run cover per wall second?
+
+For each lab (running, with lab.capacity), each N in --senders and each PFC setting, runs
+``railab traffic LAB --pattern incast --senders N --pfc on|off --json`` --runs times and prints
+per run: the receiver port used over the last half (measured), the senders' receive rates over
+their fair share (min-max), the drop share, the model's utilization and drop share
+(``congestion.reference``, computed), ``agrees``, the fabric time covered, the wall time, fabric
+milliseconds per wall second and the engine's achieved packet rate (data packets sent per wall
+second of sending). Then the done-when verdict of issue 28 per (lab, N, PFC): PFC on, port >= 90 %
+and every sender within 15 %; PFC off, port >= 85 % and drops <= 1 %.
+
+Usage (labs up first, e.g. ``railab up mini-lossless``)::
+
+    python scripts/bench_fidelity.py --labs mini-lossless --senders 2,4,8 --pfc on,off --runs 3
+    python scripts/bench_fidelity.py --labs old40,mini-lossless --senders 2 --runs 1   # side by side
+
+The machine's load average is printed before and after: quote it with any figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+
+
+def run_one(lab: str, n: int, pfc: str, seconds: float | None) -> dict:
+    argv = ["railab", "traffic", lab, "--pattern", "incast", "--senders", str(n), "--pfc", pfc, "--json"]
+    if seconds is not None:
+        argv += ["--seconds", str(seconds)]
+    t0 = time.monotonic()
+    p = subprocess.run(argv, capture_output=True, text=True, check=False)
+    wall = time.monotonic() - t0
+    if p.returncode not in (0, 1) or not p.stdout.strip():
+        return {"error": (p.stderr or p.stdout).strip()[-300:], "wall_s": wall}
+    d = json.loads(p.stdout)
+    c = d["congestion"]
+    ref = c.get("reference") or {}
+    sent = sum(f["tx_packets"] for f in c["flows"])
+    ratios = c["fair_share"]["ratios"]
+    return {"util": c["utilization"], "ratio_min": min(ratios), "ratio_max": max(ratios),
+            "drop_pct": 100 * c["dropped"] / sent if sent else 0.0, "fabric_ms": c["fabric_ms"],
+            "model_util": ref.get("utilization"), "model_drop_pct": ref.get("dropped_pct"),
+            "agrees": ref.get("agrees"), "wall_s": wall, "lab_s": c["seconds"],
+            "pkts_per_s": sent / c["seconds"] if c["seconds"] else 0.0,
+            "shortfall": c["engine_shortfall"], "port_rate_mbps": c["port_rate_mbps"]}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--labs", default="mini-lossless")
+    ap.add_argument("--senders", default="2,4,8")
+    ap.add_argument("--pfc", default="on,off")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--seconds", type=float, default=None, help="lab seconds (default: railab's)")
+    a = ap.parse_args()
+    print(f"load average before: {open('/proc/loadavg').read().split()[:3]}", flush=True)
+    hdr = ("lab", "N", "PFC", "run", "port used", "rx/fair", "drops %", "model used", "model drops %",
+           "agrees", "fabric ms", "wall s", "fabric ms/wall s", "pkt/s", "shortfall")
+    print(" | ".join(hdr), flush=True)
+    verdicts = {}
+    for lab in a.labs.split(","):
+        for n in (int(x) for x in a.senders.split(",")):
+            for pfc in a.pfc.split(","):
+                for k in range(a.runs):
+                    r = run_one(lab, n, pfc, a.seconds)
+                    if "error" in r:
+                        print(f"{lab} | {n} | {pfc} | {k + 1} | error: {r['error']}", flush=True)
+                        verdicts.setdefault((lab, n, pfc), []).append(False)
+                        continue
+                    ok = (r["util"] >= 0.9 and r["ratio_min"] >= 0.85 and r["ratio_max"] <= 1.15
+                          if pfc == "on" else r["util"] >= 0.85 and r["drop_pct"] <= 1.0)
+                    verdicts.setdefault((lab, n, pfc), []).append(ok)
+                    mu = "-" if r["model_util"] is None else f"{r['model_util']:.1%}"
+                    md = "-" if r["model_drop_pct"] is None else f"{r['model_drop_pct']:.2f}"
+                    print(f"{lab} | {n} | {pfc} | {k + 1} | {r['util']:.1%} | {r['ratio_min']:.2f}-"
+                          f"{r['ratio_max']:.2f} | {r['drop_pct']:.2f} | {mu} | {md} | {r['agrees']} | "
+                          f"{r['fabric_ms']:g} | {r['wall_s']:.1f} | {r['fabric_ms'] / r['wall_s']:.3f} | "
+                          f"{r['pkts_per_s']:.0f} | {r['shortfall']:.1%}", flush=True)
+    print(f"load average after: {open('/proc/loadavg').read().split()[:3]}")
+    for (lab, n, pfc), v in verdicts.items():
+        print(f"verdict {lab} {n}:1 PFC {pfc}: {sum(v)} of {len(v)} runs meet issue 28's criterion")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
