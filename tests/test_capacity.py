@@ -106,10 +106,10 @@ def test_ports_rates_and_limits():
     assert len(ports) == 2 * len(spec.links)
     nic = next(p for p in ports if not p.switch)
     sw = next(p for p in ports if p.switch)
-    assert nic.rate_bps == sw.rate_bps == 40_000_000
+    assert nic.rate_bps == sw.rate_bps == 200_000_000  # mini-lossless: 200 Mb/s ports
     assert sw.lossless_limit == 4194304 and nic.lossless_limit >= cap.NIC_BUFFER_BYTES
     # an 800G uplink runs at twice the lab rate of a 400G NIC
-    assert cap.port_rate_bps(spec, 800) == 80_000_000
+    assert cap.port_rate_bps(spec, 800) == 400_000_000
 
 
 def test_tc_batch_keeps_control_apart_from_lossless():
@@ -117,10 +117,10 @@ def test_tc_batch_keeps_control_apart_from_lossless():
     p = next(q for q in cap.ports(spec) if q.switch)
     text = cap.tc_batch(p, spec.qos)
     assert "htb default 10" in text  # everything unclassified (BGP, BFD, ND, CNP) is control
-    assert "classid 1:10 htb rate 4000000bit ceil 40000000bit" in text and "prio 0" in text
-    assert "classid 1:13 htb rate 36000000bit" in text
+    assert "classid 1:10 htb rate 20000000bit ceil 200000000bit" in text and "prio 0" in text
+    assert "classid 1:13 htb rate 180000000bit" in text
     assert "match ip dsfield 0x68 0xfc flowid 1:13" in text  # DSCP 26 only
-    assert "handle 13: tbf rate 80000000bit" in text and "limit 4194304" in text
+    assert "handle 13: tbf rate 400000000bit" in text and "limit 4194304" in text
     assert cap.lossless_class(spec.qos) == 0x10013 and cap.control_class(spec.qos) == 0x10010
 
 
@@ -147,7 +147,7 @@ def test_pfc_lines_touch_only_the_lossless_queue():
     paused = pfc.tbf_line(p, ll, paused=True, extra=0)
     resumed = pfc.tbf_line(p, ll, paused=False, extra=1000)
     assert paused.startswith(f"qdisc change dev {p.interface} parent 1:13 handle 13: tbf rate 8000bit")
-    assert "rate 80000000bit" in resumed and f"limit {p.lossless_limit + 1000}" in resumed
+    assert "rate 400000000bit" in resumed and f"limit {p.lossless_limit + 1000}" in resumed
     assert "1:10" not in paused + resumed
 
 

@@ -40,7 +40,7 @@ driven by a timer and a byte counter). Two named profiles (:data:`DCQCN_PROFILES
   hyper-increase step ``R_HAI`` 10x R_AI and the CNP interval of the notification point 50 us
   (one CNP per QP per interval at most, as the paper's NP);
 * ``400g`` (:data:`DCQCN_400G`, the default of :class:`QosProfile`): the same algorithm, timers
-  and NP, with the rate steps scaled to a 400 Gb/s line (R_AI 400 Mb/s, R_HAI 4 Gb/s) and alpha
+  and NP, with the rate steps for a 400 Gb/s line (R_AI 400 Mb/s, R_HAI 800 Mb/s) and alpha
   updated as the NVIDIA ConnectX firmware does by default (every 1 us, g = 5/1024).
 """
 
@@ -123,11 +123,17 @@ DCQCN_PAPER = DcqcnProfile()
 #: DCQCN for a 400 Gb/s fabric (``400g``, railab's default): the paper's algorithm, NP
 #: (50 us CNP interval), rate timer (55 us), byte counter (10 MB) and F (5), with
 #:
-#: * the rate steps at the same fraction of the line rate as the paper's at 40 Gb/s (x10):
-#:   R_AI 400 Mb/s, R_HAI 4 Gb/s, minimum rate 100 Mb/s (the paper: R_AI 40 Mb/s = 1/1000 of
-#:   40G). The same linear scaling is what HPCC's DCQCN simulations use (alibaba-edu
-#:   High-Precision-Congestion-Control, ``simulation/run.py``: ``ai = 5 * bw / 25`` Mb/s,
-#:   ``hai = 50 * bw / 25``);
+#: * R_AI 400 Mb/s and the minimum rate 100 Mb/s at the same fraction of the line rate as the
+#:   paper's at 40 Gb/s (x10; the paper: R_AI 40 Mb/s = 1/1000 of 40G);
+#: * R_HAI 800 Mb/s: HPCC's DCQCN setting at 400 Gb/s (alibaba-edu
+#:   High-Precision-Congestion-Control, ``simulation/run.py``: ``hai = 50 * bw / 25`` Mb/s,
+#:   with ``bw`` in Gb/s). It was 4 Gb/s (x10 the paper's) until the DCQCN fluid model
+#:   (:mod:`railab.traffic.fluid`) showed what that does at 2:1: after each quiet spell the
+#:   hyper increase overshoots the port, the queue climbs to the PFC pause threshold every
+#:   ~5 ms (11 % of the run's last half at xOFF) and PFC, which pauses ports and not flows,
+#:   splits the port unevenly (measured: senders at 0.47-1.42 of their share); at 800 Mb/s the
+#:   model never reaches xOFF after the onset and 4:1 and 8:1 are unchanged
+#:   (docs/congestion.md "Fidelity");
 #: * alpha updated every 1 us with g = 5/1024: the NVIDIA ConnectX-4-and-later firmware
 #:   defaults ``dce_tcp_rtt`` 1 us and ``dce_tcp_g`` 1019 (alpha keeps 1019/1024 per period;
 #:   NVIDIA DOCA "DCQCN CC Parameters", networking-docs.nvidia.com), HPCC's ``t_alpha=1``,
@@ -138,10 +144,10 @@ DCQCN_PAPER = DcqcnProfile()
 #: The paper's rate-reduction path is kept (a cut per CNP, the NP's 50 us interval): the
 #: firmware's 4 us ``rate_reduce_monitor_period`` with CNPs as often as marks arrive cut
 #: every sender to the minimum rate on mini-lossless (branch ``tune``: the marks of a 4 MiB
-#: queue arrive up to 84 us late). Measured on mini-lossless: docs/congestion.md "Fair share".
-#: Tuned for railab's 400 Gb/s NICs and 1-2 MiB Kmin/Kmax; another line rate or marking
-#: profile is not tuned by it.
-DCQCN_400G = DcqcnProfile(name="400g", ai_rate_mbps=400.0, hai_rate_mbps=4000.0,
+#: queue arrive up to 84 us late), and the fluid model agrees (a 4 us cut interval leaves
+#: 2:1 at 45 % of the port after 15 ms). Tuned for railab's 400 Gb/s NICs and 1-2 MiB
+#: Kmin/Kmax; another line rate or marking profile is not tuned by it.
+DCQCN_400G = DcqcnProfile(name="400g", ai_rate_mbps=400.0, hai_rate_mbps=800.0,
                           min_rate_mbps=100.0, g=5 / 1024, alpha_timer_us=1.0)
 
 #: The named DCQCN profiles (``railab traffic --dcqcn NAME``; the JSON records ``dcqcn.name``).
