@@ -165,11 +165,12 @@ FLOOD = r"""
 import socket, sys, time
 dst, src, mbps, secs = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
 start_at = float(sys.argv[5])  # wall clock: every sender starts together, however slow its start
+size = int(sys.argv[6])        # UDP payload bytes
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 s.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, (26 << 2) | 2)   # DSCP 26, ECT(0)
 s.setsockopt(socket.SOL_SOCKET, 32, 64 << 20)                  # SO_SNDBUFFORCE: NIC queue
 s.bind((src, 0)); s.setblocking(False)
-size = 1000; gap = size * 8 / (mbps * 1e6); n = 0
+gap = size * 8 / (mbps * 1e6); n = 0
 time.sleep(max(0.0, start_at - time.time())); t0 = time.monotonic()
 while (now := time.monotonic()) - t0 < secs:   # paced in 2 ms bursts: the rate, little CPU
     while n < int((now - t0) / gap) + 1:
@@ -181,6 +182,10 @@ while (now := time.monotonic()) - t0 < secs:   # paced in 2 ms bursts: the rate,
     time.sleep(0.002)
 print(n)
 """
+
+
+#: UDP payload of the flood (few, large packets: the 2:1 at 200 Mb/s is ~12,000 packets/s).
+FLOOD_SIZE = 4000
 
 
 class _Receiver(threading.Thread):
@@ -208,9 +213,10 @@ class _Receiver(threading.Thread):
 
 
 def _flood(lab, seconds: float) -> dict:
-    """srv1:nic1 and srv2:nic1 each send 39 Mb/s of ECT RoCE-DSCP UDP to srv3:nic1 for
-    ``seconds``: 2:1 onto g1-leaf1's port to srv3 (40 Mb/s). Returns the receiver's counts and
-    the port's counters over the run."""
+    """srv1:nic1 and srv2:nic1 each send 97.5 % of the port rate (mini-lossless: 195 of
+    200 Mb/s) of ECT RoCE-DSCP UDP (:data:`FLOOD_SIZE`-byte payloads) to srv3:nic1 for
+    ``seconds``: 2:1 onto g1-leaf1's port to srv3. Returns the receiver's counts and the port's
+    counters over the run."""
     spec = lab.spec
     dst = spec.nic("srv3", 1)
     srcs = [spec.nic("srv1", 1), spec.nic("srv2", 1)]
@@ -223,7 +229,9 @@ def _flood(lab, seconds: float) -> dict:
         start_at = str(time.time() + 3.0)
         procs = [subprocess.Popen(exec_argv(lab.netns_of(n.server),
                                             [sys.executable, "-c", FLOOD, str(dst.address.ip),
-                                             str(n.address.ip), "39", str(seconds), start_at]),
+                                             str(n.address.ip),
+                                             str(0.975 * spec.qos.capacity.port_rate_mbps),
+                                             str(seconds), start_at, str(FLOOD_SIZE)]),
                                   stdout=subprocess.PIPE, text=True) for n in srcs]
         depth = 0
         while any(p.poll() is None for p in procs):
@@ -297,7 +305,7 @@ def test_live_pfc_off_drops_at_the_port_and_marks_ce(lab):
     port = r["port"]
     assert port.lossless_dropped > 0 and port.dropped == port.lossless_dropped
     assert port.ce_marked > 0 and r["ce_seen"] > 0  # marked at the leaf, seen by the receiver
-    frame = 1000 + 8 + 20 + 14  # UDP payload + UDP + IPv4 + Ethernet, as the qdisc counts it
+    frame = FLOOD_SIZE + 8 + 20 + 14  # UDP payload + UDP + IPv4 + Ethernet, as the qdisc counts it
     # every byte the NICs sent either left the leaf port or was dropped there
     assert r["nic_bytes"] == port.lossless_tx_bytes + port.lossless_dropped * frame
     assert cap.totals(r["all"])["pause_events"] == 0
@@ -328,7 +336,7 @@ def test_live_pfc_on_pauses_upstream_without_drops_and_keeps_bgp(lab):
     assert st.load(lab.name).agents == {}
     port, tot = r["port"], cap.totals(r["all"])
     assert port.dropped == 0 and tot["lossless_dropped"] == 0, r
-    assert r["nic_bytes"] == port.lossless_tx_bytes == r["sent"] * (1000 + 8 + 20 + 14)
+    assert r["nic_bytes"] == port.lossless_tx_bytes == r["sent"] * (FLOOD_SIZE + 8 + 20 + 14)
     assert tot["pause_events"] > 0 and tot["resume_events"] == tot["pause_events"], r["max_depth"]
     paused = r["all"][("srv1", "eth1")]
     assert paused.pause_events > 0 and paused.paused_s > 0 and not paused.paused

@@ -80,7 +80,10 @@ class FluidParams:
     ``frame_bytes`` the packet size the marking probability applies to; ``kmin_bytes``,
     ``kmax_bytes``, ``pmax`` the WRED/ECN profile; the DCQCN fields as
     :class:`railab.topologies.qos.DcqcnProfile` (us, Mb/s, bytes); ``base_delay_us`` the
-    control-loop delay without queueing; ``mark_at_enqueue`` adds the queueing delay to it;
+    control-loop delay without queueing (1 us: railab's round figure for the lab, whose switch
+    agent reads a queue depth at most one cycle old, 1-10 lab ms = 0.5-5 us of fabric time at
+    time scale 2000, and whose veth paths add tens of lab us, hundredths of a fabric us; the
+    paper's figures use 4 and 85 us); ``mark_at_enqueue`` adds the queueing delay to it;
     ``pfc`` caps the queue at ``pause_bytes``, otherwise it drops beyond ``buffer_bytes``.
     """
 
