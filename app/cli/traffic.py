@@ -414,14 +414,14 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
             con.print(f"receiver port used (measured, last half): {util:.0%}", highlight=False)
         if reference is not None:
             r = reference
+            ttf = (f"within 10 % of the fair share after {r['time_to_fair_ms']:g} ms"
+                   if r["time_to_fair_ms"] is not None else "not within 10 % of the fair share by the end")
             con.print(f"model ({r['model']}, computed): port used {r['utilization']:.0%}, each "
                       f"sender {r['per_flow_mbps'][0]:.2f} Mb/s, queue mean "
                       f"{r['queue_bytes']['mean']:,} B, drops {r['dropped_pct']:.1f} % "
-                      f"(measured {r['measured_dropped_pct']:.1f} %), within 10 % of the fair share after "
-                      + (f"{r['time_to_fair_ms']:g} ms" if r["time_to_fair_ms"] is not None
-                         else "(not within 10 % by the end)") + ": emulation "
-                      + ("[green]agrees[/green]" if r["agrees"] else "[red]disagrees[/red]")
-                      + f" within {r['tolerance']:.0%}", highlight=False, soft_wrap=True)
+                      f"(measured {r['measured_dropped_pct']:.1f} %), {ttf}; the emulation "
+                      + ("[green]agrees[/green] (within " if r["agrees"] else "[red]disagrees[/red] (beyond ")
+                      + f"{r['tolerance']:.0%} on port use and mean rate)", highlight=False, soft_wrap=True)
             for d in r["disagreements"]:
                 con.print(f"  differs by more than {r['tolerance']:.0%}: {d}", highlight=False)
         con.print(f"ce_marked {res.ce_marked}, cnp_sent {res.cnp_sent}, cnp_received "
