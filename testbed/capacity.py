@@ -20,18 +20,22 @@ port; docs/congestion.md):
     (:mod:`railab.testbed.pfc`) only ever changes the tbf under ``1:13``: a pause never stops BGP
     or BFD.
 
-* **WRED/ECN** (nftables, switch ports only; NICs do not mark): one ``netdev`` table
-  :data:`NFT_TABLE` per switch namespace with one chain per port on the **egress** hook (it runs
-  as a packet is enqueued). An ECN-capable (ECN bits != 00, as WRED's ``ecn_all``) RoCE
-  (DSCP 26) packet is marked CE with probability ``p``: a random number below
-  ``p x ECN_SCALE`` (``numgen random``) must be in the port's set ``p_<port>``. The switch agent
+* **WRED/ECN** (nftables, switch ports only; NICs do not mark), **on dequeue**: a switch
+  port's marks are applied where its packets arrive the instant they leave its queue, on the
+  **ingress** hook of the peer interface (:func:`mark_point`; a server NIC's, or the next
+  switch's), so the queueing delay is not in DCQCN's loop, as on an ASIC (until 2026-12-04
+  railab marked on the port's egress hook, i.e. on enqueue). One ``netdev`` table
+  :data:`NFT_TABLE` per namespace that receives from a switch, one chain per such interface. An
+  ECN-capable (ECN bits != 00, as WRED's ``ecn_all``) RoCE (DSCP 26) packet is marked CE with
+  probability ``p``: a random number below ``p x ECN_SCALE`` (``numgen random``) must be in the
+  set ``p_<peer interface>``. The switch agent
   (:mod:`railab.testbed.pfc`, which also runs the PFC emulation) reads the real lossless-queue
   depth of every switch port each cycle (a few ms of lab time, well under a microsecond of
   fabric time) and keeps the set at the WRED probability of that depth
   (:func:`ecn_probability`: 0 under Kmin, linear to Pmax at Kmax, 1 beyond), so marks follow
   the queue as a switch's WRED on the instantaneous depth does. A named nft counter
-  ``ce_<port>`` counts the marks (at enqueue: a mark on a packet the full queue then drops is
-  counted too). Kmin/Kmax/Pmax: ``qos.ecn`` (SONiC's ``WRED_PROFILE|AZURE_LOSSLESS`` by
+  ``ce_<peer interface>`` counts the marks (:class:`PortCounters` reports them under the switch
+  port whose queue they stand for). Kmin/Kmax/Pmax: ``qos.ecn`` (SONiC's ``WRED_PROFILE|AZURE_LOSSLESS`` by
   default, the same numbers ``config_db.json`` gets). Why not a virtual queue in nft: a
   ``limit rate over`` bucket in byte mode holds one second of the rate on top of its burst (5 MB
   at 40 Mb/s, above Kmax), and in any mode an "over" packet does not count, so once full the
@@ -176,21 +180,31 @@ def ecn_probability(qos: QosProfile, depth_bytes: int) -> float:
     return wred_probability(e.kmin_bytes, e.kmax_bytes, e.pmax_percent, depth_bytes)
 
 
-def nft_script(node_ports: Iterable[Port], qos: QosProfile) -> str:
-    """The nft script of one switch (module docstring): per port a chain on the egress hook
-    marking ECN-capable RoCE packets CE when a random number in ``[0, ECN_SCALE)`` is in the
-    port's set ``p_<port>`` (the switch agent, :mod:`railab.testbed.pfc`, keeps the set at
-    ``[0, p x ECN_SCALE)`` for the WRED probability ``p`` of the port's real queue depth), and a
-    named counter ``ce_<port>`` of the marks. ``meta mark`` carries the random number only
-    within the chain."""
+def mark_point(p: Port) -> tuple[str, str]:
+    """Where switch port ``p``'s ECN marks are applied: ``(peer node, peer interface)``, the
+    far end's ingress, which a packet reaches the instant it leaves ``p``'s queue. So a packet
+    is marked as it is **dequeued**, as switch ASICs mark (Zhu et al., CoNEXT 2016, section 5:
+    marking on dequeue keeps the queueing delay out of DCQCN's control loop), with the
+    probability of ``p``'s queue depth, which the switch agent keeps in the peer's set."""
+    return (p.peer, p.peer_interface)
+
+
+def nft_script(marked_ports: Iterable[Port], qos: QosProfile) -> str:
+    """The nft script of one namespace (module docstring): for each switch port ``p`` whose
+    peer end is in this namespace (:func:`mark_point`), a chain on the **ingress** hook of the
+    peer interface marking ECN-capable RoCE packets CE when a random number in
+    ``[0, ECN_SCALE)`` is in the set ``p_<peer interface>`` (the switch agent,
+    :mod:`railab.testbed.pfc`, keeps it at ``[0, p x ECN_SCALE)`` for the WRED probability ``p``
+    of the upstream port's real queue depth), and a named counter ``ce_<peer interface>`` of the
+    marks. ``meta mark`` carries the random number only within the chain."""
     lines = [f"table netdev {NFT_TABLE} {{"]
-    for p in node_ports:
-        dev = p.interface
+    for p in marked_ports:
+        dev = p.peer_interface
         lines += [
             f"  counter ce_{dev} {{ }}",
             f"  set p_{dev} {{ type mark; flags interval; }}",
             f"  chain {dev} {{",
-            f"    type filter hook egress device \"{dev}\" priority 0; policy accept;",
+            f"    type filter hook ingress device \"{dev}\" priority 0; policy accept;",
             "    meta protocol != ip accept",
             f"    ip dscp != {qos.roce_dscp} accept",
             "    ip ecn not-ect accept",
@@ -201,6 +215,15 @@ def nft_script(node_ports: Iterable[Port], qos: QosProfile) -> str:
         ]
     lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+def marked_by_node(all_ports: Iterable[Port]) -> dict[str, list[Port]]:
+    """The switch ports grouped by the node that applies their marks (:func:`mark_point`)."""
+    out: dict[str, list[Port]] = {}
+    for p in all_ports:
+        if p.switch:
+            out.setdefault(mark_point(p)[0], []).append(p)
+    return out
 
 
 # ---- apply ------------------------------------------------------------------------------------
@@ -245,7 +268,7 @@ def apply(spec: LabSpec, netns_of: Callable[[str], str]) -> list[Port]:
                        "".join(tc_batch(p, qos) for p in ps)) for n, ps in by_node.items()},
                   "tc (port queues)")
     run_batches({n: (exec_argv(netns_of(n), ["nft", "-f", "-"]), nft_script(ps, qos))
-                   for n, ps in by_node.items() if ps[0].switch}, "nft (ECN marking)")
+                   for n, ps in marked_by_node(all_ports).items()}, "nft (ECN marking)")
     return all_ports
 
 
@@ -361,7 +384,8 @@ class CapacitySampler:
         ll, ctl = lossless_class(qos), control_class(qos)
         marks: dict[str, dict[str, int]] = {}
         if ce:
-            marks = _nft_many({p.node: self.netns_of(p.node) for p in self._ports if p.switch})
+            marks = _nft_many({mark_point(p)[0]: self.netns_of(mark_point(p)[0])
+                               for p in self._ports if p.switch})
         pfc = pfc_state(self.run_dir) if self.run_dir else {}
         stats: dict[str, dict[tuple[int, int], QdiscStat]] = {}
         times: dict[str, float] = {}
@@ -379,7 +403,7 @@ class CapacitySampler:
                 tx_packets=root.packets, lossless_tx_bytes=lossl.bytes,
                 backlog_bytes=lossl.backlog + ctrl.backlog, lossless_backlog_bytes=lossl.backlog,
                 dropped=lossl.drops + ctrl.drops, lossless_dropped=lossl.drops,
-                ce_marked=(marks.get(p.node, {}).get(p.interface, 0) if p.switch else 0)
+                ce_marked=(marks.get(p.peer, {}).get(p.peer_interface, 0) if p.switch else 0)
                 if ce else None)
             f = pfc.get(f"{p.node}:{p.interface}")
             if f:
@@ -485,8 +509,8 @@ def reset(spec: LabSpec, netns_of: Callable[[str], str]) -> None:
         jobs[node] = (exec_argv(netns_of(node), ["tc", "-batch", "-"]), script)
     run_batches(jobs, "tc (PFC reset)")
     run_batches({node: (exec_argv(netns_of(node), ["nft", "-f", "-"]),
-                                 "".join(ecn_set_update(p.interface, 0.0) for p in ps))
-                          for node, ps in by_node.items() if ps[0].switch}, "nft (ECN reset)")
+                        "".join(ecn_set_update(p.peer_interface, 0.0) for p in ps))
+                 for node, ps in marked_by_node(ports(spec)).items()}, "nft (ECN reset)")
 
 
 @dataclass

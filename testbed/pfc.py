@@ -7,8 +7,9 @@ lossless-queue backlog of every switch port (one raw rtnetlink qdisc dump per sw
 :class:`railab.testbed.capacity.QdiscReader`) and
 
 * **ECN**: keeps each port's marking probability at the WRED value of its depth
-  (:func:`railab.testbed.capacity.ecn_probability`; the nft set the egress chain reads), so
-  marks follow the real queue;
+  (:func:`railab.testbed.capacity.ecn_probability`) in the nft set that the peer end's ingress
+  chain reads (:func:`railab.testbed.capacity.mark_point`: a packet is marked as it leaves the
+  queue, on dequeue, as ASICs mark), so marks follow the real queue;
 * **PFC** (when on). Real PFC (IEEE 802.1Qbb): when a lossless priority's buffer use on a switch
   passes xOFF, the switch sends PAUSE frames for that priority upstream, and the upstream port
   stops sending that priority until RESUME (XON) once the use falls under xON; other priorities
@@ -27,7 +28,8 @@ lossless-queue backlog of every switch port (one raw rtnetlink qdisc dump per sw
   the kernel runs the queue at once.
 
 Each change is one line written to a long-lived ``tc -batch`` (PFC) or ``nft -i`` (ECN) process
-in the node's namespace (no round trip in the loop; they run on the other core).
+in the node's namespace (the ECN ones in the namespace of each port's peer; no round trip in
+the loop; they run on the other core).
 
 What differs from a switch (docs/congestion.md): the pause decision is per switch (any lossless
 queue over xOFF pauses all its other neighbours), not per ingress port and priority group; the
@@ -337,7 +339,8 @@ class PfcLoop:
         prob = 1.0 if prob >= 1 else round(prob, 3)
         if self._ecn.get((node, port), 0.0) != prob:
             self._ecn[(node, port)] = prob
-            self._nft_write(node, ecn_set_update(port, prob))
+            p = self.by_key[(node, port)]  # marked at the peer's ingress: on dequeue
+            self._nft_write(p.peer, ecn_set_update(p.peer_interface, prob))
             self.ecn_updates += 1
 
     def _set(self, key: tuple[str, str], paused: bool, now: float) -> None:
@@ -467,10 +470,11 @@ class PfcLoop:
                 except OSError:
                     pass
         self.extra = {}
-        for (node, port), prob in list(self._ecn.items()):
+        for key, prob in list(self._ecn.items()):
             if prob:
+                p = self.by_key[key]
                 try:
-                    self._nft_write(node, ecn_set_update(port, 0.0))
+                    self._nft_write(p.peer, ecn_set_update(p.peer_interface, 0.0))
                 except OSError:
                     pass
         self._ecn.clear()

@@ -135,9 +135,18 @@ def test_wred_probability_and_set_updates():
     assert "{ 0-24999 }" in cap.ecn_set_update("eth3", 0.025)
     assert "{ 0-999999 }" in cap.ecn_set_update("eth3", 1.0)
     spec = build_lab(load_intent("mini-lossless")).spec
-    text = cap.nft_script([p for p in cap.ports(spec) if p.node == "g1-leaf1"], spec.qos)
-    assert "hook egress device \"eth1\"" in text and "ip ecn not-ect accept" in text
-    assert text.count("chain ") == 16 and "ip dscp != 26 accept" in text
+    leaf = [p for p in cap.ports(spec) if p.node == "g1-leaf1"]
+    # marks on dequeue: g1-leaf1's ports are marked at their peers' ingress (srv1's eth1, ...)
+    assert cap.mark_point(leaf[0]) == (leaf[0].peer, leaf[0].peer_interface)
+    by_node = cap.marked_by_node(cap.ports(spec))
+    assert set(by_node) == {n.name for n in spec.nodes}  # every node receives from a switch
+    assert not any(p.node == n for n, ps in by_node.items() for p in ps)  # never at itself
+    srv1 = by_node["srv1"]
+    assert {p.node for p in srv1} == {"g1-leaf1", "g1-leaf2"}
+    text = cap.nft_script(srv1, spec.qos)
+    assert f"hook ingress device \"{srv1[0].peer_interface}\"" in text and "hook egress" not in text
+    assert "ip ecn not-ect accept" in text and "ip dscp != 26 accept" in text
+    assert text.count("chain ") == len(srv1) == 2
 
 
 def test_pfc_lines_touch_only_the_lossless_queue():

@@ -28,8 +28,8 @@ What railab adds, each said where it is computed:
 
 * **the control-loop delay** ``tau*`` = ``base_delay_us`` plus, when ``mark_at_enqueue``, the
   queueing delay ``q/C`` (a packet marked as it enters the queue reaches the receiver, and its
-  CNP the sender, after the queue has drained in front of it; a switch that marks on dequeue,
-  as the paper assumes, adds nothing);
+  CNP the sender, after the queue has drained in front of it); a switch that marks on dequeue,
+  as ASICs, the paper and the lab do (the default), adds nothing;
 * **alpha updates faster than CNPs** (the ``400g`` profile: ``tau'`` 1 us, ``tau`` 50 us):
   the chance of a CNP within one alpha period is ``tau'/tau * (1 - (1-p*)^(tau R_C*))`` when
   ``tau' < tau`` (the NP sends at most one CNP per ``tau``); equation (3) as printed otherwise;
@@ -105,7 +105,7 @@ class FluidParams:
     cnp_interval_us: float = 50.0
     initial_alpha: float = 1.0
     base_delay_us: float = 1.0
-    mark_at_enqueue: bool = True
+    mark_at_enqueue: bool = False
     pfc: bool = True
     pause_bytes: int = 4122032
     buffer_bytes: int = 4194304
@@ -411,8 +411,9 @@ def incast_reference(qos: QosProfile, senders: int, lab_seconds: float, *, pfc: 
     ``railab traffic --pattern incast --json``).
 
     The model runs for the same fabric time (``lab_seconds`` / ``qos.capacity.time_scale``)
-    with the lab's ECN/PFC/DCQCN numbers (:meth:`FluidParams.from_qos`; marking at enqueue, as
-    the lab's switches mark) and is read over the same window, the last half. Rates are given
+    with the lab's ECN/PFC/DCQCN numbers (:meth:`FluidParams.from_qos`; marking on dequeue, as
+    the lab's switches mark, :func:`railab.testbed.capacity.mark_point`) and is read over the
+    same window, the last half. Rates are given
     in **lab** Mb/s (fabric Gb/s x 1000 / time scale) so they sit beside the measured ones.
     ``measured_mbps`` (each sender's receive rate over the last half, lab Mb/s) and
     ``port_rate_mbps`` (the receiver's port) make ``agrees``: utilization and mean per-flow
@@ -442,7 +443,7 @@ def incast_reference(qos: QosProfile, senders: int, lab_seconds: float, *, pfc: 
     steady = (fabric_us / 1000 >= STEADY_MIN_FABRIC_MS
               and abs(quarter - s["utilization"]) <= 0.05 * max(s["utilization"], 1e-9))
     out = {"model": "DCQCN fluid model (Zhu et al., CoNEXT 2016, Fig. 2, eq. 1-5; railab: "
-                    "PFC cap, enqueue-marking delay, mean-field hyper increase)",
+                    "PFC cap, mean-field hyper increase)",
            "source": "computed", "fabric_ms": round(fabric_us / 1000, 3),
            "dcqcn": P.dcqcn_name, "pfc": "on" if pfc else "off",
            "utilization": s["utilization"], "per_flow_mbps": per_flow,

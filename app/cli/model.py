@@ -20,7 +20,7 @@ def _usage(msg: str) -> None:
 
 
 def model_record(qos, senders: int, *, pfc: bool, dcqcn=None, fabric_ms: float = 15.0,
-                 points: int = 16, mark_at_enqueue: bool = True) -> dict:
+                 points: int = 16, mark_at_enqueue: bool = False) -> dict:
     """The JSON of ``railab model incast``: ``params`` (the model's inputs, fabric units),
     ``summary`` (last half: ``utilization``, ``per_flow_gbps``, ``queue_bytes``,
     ``time_to_fair_us``), ``fixed_point`` (the paper's equation 9: ``p``, ``q_bytes``,
@@ -71,8 +71,9 @@ def register(app: typer.Typer) -> None:
                                        "lab directory)"),
         fabric_ms: float = typer.Option(15.0, "--fabric-ms", help="fabric time to model, ms "
                                         "(0.1-200)"),
-        dequeue: bool = typer.Option(False, "--dequeue-marking", help="mark on dequeue (as "
-                                     "switch ASICs do) instead of on enqueue (as the lab does)"),
+        enqueue: bool = typer.Option(False, "--enqueue-marking", help="mark as a packet enters "
+                                     "the queue (the queueing delay joins the control loop) "
+                                     "instead of as it leaves it (ASICs and the lab: on dequeue)"),
         as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
     ) -> None:
         """The DCQCN fluid model of an N:1 incast onto one port: per-flow rates, port
@@ -97,7 +98,7 @@ def register(app: typer.Typer) -> None:
         pfc_on = qos.capacity.pfc if pfc is None else pfc == "on"
         rec = model_record(qos, senders, pfc=pfc_on,
                            dcqcn=DCQCN_PROFILES[dcqcn] if dcqcn else None, fabric_ms=fabric_ms,
-                           mark_at_enqueue=not dequeue)
+                           mark_at_enqueue=enqueue)
         if as_json:
             typer.echo(json.dumps(rec, indent=2, sort_keys=True))
             return
