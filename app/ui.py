@@ -314,6 +314,7 @@ class Console:
     def _routes(self) -> list[Route]:
         r = [
             ("/", self.index, ["GET"]),
+            ("/favicon.ico", self.favicon, ["GET"]),
             ("/board", self.board_page, ["GET"]),
             ("/lab/{lab}", self.lab_page, ["GET"]),
             ("/t/{lab}", self.trainee_page, ["GET"]),
@@ -409,6 +410,9 @@ class Console:
                          "created": rec.created})
         return rows
 
+    async def favicon(self, request: Request, who: Principal) -> Response:
+        return Response(status_code=204)
+
     async def index(self, request: Request, who: Principal) -> Response:
         if not who.trainer:
             return RedirectResponse(f"/t/{who.lab}", status_code=303)
@@ -469,7 +473,7 @@ class Console:
 
         async def events():
             w.follow()
-            version = -1
+            version = 0  # version 0 is the empty placeholder before the first observation
             try:
                 yield b"retry: 2000\n\n"
                 while True:
