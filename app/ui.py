@@ -330,6 +330,8 @@ class Console:
             ("/api/lab/{lab}/heal", self.api_heal, ["POST"]),
             ("/api/lab/{lab}/restart", self.api_restart, ["POST"]),
             ("/api/lab/{lab}/check", self.api_check, ["POST"]),
+            ("/api/lab/{lab}/traffic", self.api_traffic, ["POST"]),
+            ("/api/lab/{lab}/drill", self.api_drill, ["POST"]),
             ("/api/lab/{lab}/exercise", self.api_exercise_status, ["GET"]),
             ("/api/lab/{lab}/exercise/record", self.api_exercise_record, ["GET"]),
             ("/api/lab/{lab}/exercise/{verb}", self.api_exercise_verb, ["POST"]),
@@ -434,6 +436,7 @@ class Console:
         from railab.checks.base import CHECKS
         from railab.testbed import exercise as store
         from railab.testbed.faults import FAULT_KINDS, KILLABLE
+        from railab.traffic.patterns import PATTERNS
 
         w = self.hub.get(lab)
         pub = store.load_public(lab) or {}
@@ -445,6 +448,7 @@ class Console:
         return self._page("ui_lab.html.j2", who, lab=lab, trainee=trainee, allow=sorted(allow),
                           nodes=len(w.spec.nodes), links=len(w.spec.links), arch=w.spec.architecture,
                           fault_kinds=FAULT_KINDS, killable=KILLABLE, checks=list(CHECKS),
+                          patterns=[p for p in PATTERNS if p != "incast"],
                           exercise=pub if pub else None)
 
     async def board_page(self, request: Request, who: Principal) -> Response:
@@ -625,6 +629,68 @@ class Console:
         verdict = f"{s} failing, {len(res['roots'])} root cause(s)" if s else f"{res['n_pass']} passed, all green"
         w.add_event("check", f"check{' --only ' + ','.join(only) if only else ''}: {verdict}",
                     "bad" if s else "good")
+        w.poke()
+        return JSONResponse(res)
+
+    # ---- traffic and drills -------------------------------------------------------------------------
+    async def api_traffic(self, request: Request, who: Principal) -> Response:
+        from railab.traffic.patterns import PATTERNS
+
+        lab = self.lab_for(who, request.path_params["lab"])
+        self.may(who, lab, "traffic")
+        body = await self._body(request)
+        pattern = body.get("pattern")
+        if pattern not in PATTERNS or pattern == "incast":
+            raise HTTPError(400, f"pattern: one of {', '.join(p for p in PATTERNS if p != 'incast')} "
+                                 "(load runs such as incast: railab traffic --pattern incast)")
+        flows = _number(body, "flows", 1, 512, None, int)
+        w = self.hub.get(lab)
+        res = await self._run(lab, run_traffic, w, pattern, flows, bool(body.get("pxn", False)))
+        w.add_event("traffic", f"traffic {pattern}: {res['ok']}/{len(res['flows'])} flows as expected"
+                    + (f"; {len(res['root_causes'])} root cause(s)" if res["root_causes"] else ""),
+                    "good" if res["ok"] == len(res["flows"]) else "bad")
+        w.poke()
+        return JSONResponse(res)
+
+    async def api_drill(self, request: Request, who: Principal) -> Response:
+        from railab.testbed import faults as F
+
+        lab = self.lab_for(who, request.path_params["lab"])
+        self.may(who, lab, "drill")
+        if exercise_running(lab):
+            raise HTTPError(403, "no drill while an exercise runs on this lab")
+        body = await self._body(request)
+        w = self.hub.get(lab)
+        kind = body.get("kind")
+        if kind not in F.FAULT_KINDS:
+            raise HTTPError(400, f"unknown fault kind {str(kind)[:30]!r}: one of {', '.join(F.FAULT_KINDS)}")
+        node = _node(w, body.get("node"))
+        port = _port(w, node, body["port"]) if body.get("port") else None
+        if kind not in ("daemon-kill", "node-off") and not port:
+            raise HTTPError(400, f"a {kind} drill needs a port of {node}")
+        params = F.cli_params(kind, percent=_number(body, "percent", 0, 100, 10.0),
+                              roce_only=bool(body.get("roce_only", False)),
+                              mtu=_number(body, "mtu", 68, 65535, 1500, int),
+                              count=_number(body, "count", 1, 20, 3, int))
+        rate = _number(body, "rate", 10, 5000, 1000.0)
+        duration = _number(body, "duration", 1, 120, None)
+
+        def drill():
+            from railab.checks.drill import run_drill
+            from railab.checks.lab import LiveLab
+
+            def say(text: str) -> None:
+                w.add_event("drill", text)
+                w.poke()
+
+            return run_drill(LiveLab.attach(lab), kind, node, None, port=port, params=params, rate=rate,
+                             duration=duration, on_event=say)
+
+        w.add_event("action", f"drill {kind} at {node}{':' + port if port else ''} started")
+        res = await self._run(lab, drill)
+        w.add_event("drill", f"drill {kind}: lost {res['lost_packets']} packets, rerouted after "
+                    f"{res['time_to_reroute_s']} s, green {res['time_to_green_s']} s after the heal",
+                    "good" if res["green"]["confirmed"] and not res["control_lost_packets"] else "bad")
         w.poke()
         return JSONResponse(res)
 
@@ -833,6 +899,43 @@ def run_check(w: LabWatch, only: list[str] | None) -> dict[str, Any]:
             "n_fail": sum(r.status == "fail" for r in results),
             "n_pass": sum(r.status == "pass" for r in results),
             "elapsed_s": round(time.monotonic() - t0, 2)}
+
+
+def run_traffic(w: LabWatch, pattern: str, flows: int | None, pxn: bool = False) -> dict[str, Any]:
+    """``railab traffic LAB --pattern P [-n N] [--pxn]`` on the watched lab (the traffic engine,
+    one flow at a time with switch counters): ``flows`` (one row per flow as the CLI's table),
+    ``ok`` (flows as expected), ``coverage``, ``spread`` (per spine, per uplink), ``warnings``,
+    ``root_causes``. UsageError for a pattern the lab cannot run."""
+    from railab.cli.traffic import _link_state, _link_up, flow_root_causes
+    from railab.traffic.engine import Engine, spread, spread_warnings
+    from railab.traffic.patterns import PatternError, coverage_text, flows_for, pattern_pairs, sample_text
+
+    try:
+        full = len(pattern_pairs(w.spec, pattern, pxn))
+        fl = flows_for(w.spec, pattern, pxn=pxn, n=flows)
+    except PatternError as exc:
+        raise UsageError(str(exc)) from None
+    with Engine(w.spec, w.netns_of) as eng:
+        results = eng.run(fl, measure=True)
+        warnings = spread_warnings(w.spec, results, _link_up(eng))
+        causes = flow_root_causes(w.spec, results, _link_state(eng)) if any(not r.ok for r in results) else []
+    sp = spread(w.spec, results)
+    rows = []
+    for r in results:
+        f = r.flow
+        path = ">".join(p.split(":")[0] for p in r.path) or ("NVLink/local" if f.path_class == "intra-server" else "-")
+        if r.unreachable_at:
+            path += f" (unreachable at {r.unreachable_at})"
+        rows.append({"flow": f.name, "nics": f"nic{f.src_nic}->nic{f.dst_nic}" + (" +NVLink" if f.nvlink else ""),
+                     "delivered": f"{r.delivered}/{r.sent}", "lost": r.lost, "hops_expected": f.expected_hops,
+                     "hops_ttl": r.hops_ttl, "hops_counters": r.hops_counters, "path": path,
+                     "verdict": r.verdict, "ok": r.ok})
+    return {"lab": w.lab, "pattern": pattern, "pxn": pxn, "flows": rows, "ok": sum(r.ok for r in results),
+            "coverage": coverage_text(w.spec, fl, full), "sampled": sample_text(w.spec, fl),
+            "spread": {"per_spine": sp.per_spine, "per_link": sp.per_link,
+                       "spines": sp.spread_text(sp.per_spine, "spines") if sp.per_spine else "",
+                       "uplinks": sp.spread_text(sp.per_link, "uplinks", "imbalance") if sp.per_link else ""},
+            "warnings": warnings, "root_causes": causes}
 
 
 def make_console(config: UiConfig) -> Console:
