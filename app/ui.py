@@ -50,7 +50,7 @@ from starlette.routing import Route
 from railab.errors import RailabError, UsageError
 from railab.testbed import state as st
 from railab.topologies.naming import is_lab_name
-from railab.uilive import Hub, LabWatch, exercise_running
+from railab.uilive import Hub, LabWatch, exercise_public, exercise_running, live_state_hidden
 
 #: what a trainee token may be allowed (the trainer's choice per token); ``check`` by default
 TRAINEE_ACTIONS = ("check", "fault", "traffic", "drill")
@@ -512,16 +512,23 @@ class Console:
     async def api_events(self, request: Request, who: Principal) -> Response:
         lab = self.lab_for(who, request.path_params["lab"])
         since = int(_number(dict(request.query_params), "since", 0, 1e12, 0, int))
-        return JSONResponse(self.hub.get(lab).event_list(trainee=not who.trainer, since=since, limit=500))
+        live = who.trainer or not live_state_hidden(exercise_public(lab))
+        return JSONResponse(self.hub.get(lab).event_list(trainee=not who.trainer, since=since, limit=500, live=live))
+
+    def _live_ok(self, who: Principal, lab: str) -> None:
+        if not who.trainer and live_state_hidden(exercise_public(lab)):
+            raise HTTPError(403, "the trainer switched off the live state (status/graph/inspect) for this exercise")
 
     async def api_node(self, request: Request, who: Principal) -> Response:
         lab = self.lab_for(who, request.path_params["lab"])
+        self._live_ok(who, lab)
         w = self.hub.get(lab)
         node = _node(w, request.path_params["node"])
         return JSONResponse(await run_in_threadpool(w.node_detail, node))
 
     async def api_link(self, request: Request, who: Principal) -> Response:
         lab = self.lab_for(who, request.path_params["lab"])
+        self._live_ok(who, lab)
         w = self.hub.get(lab)
         lid = request.path_params["link"]
         if lid not in w.link_ends:

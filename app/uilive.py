@@ -95,13 +95,30 @@ class Snapshot:
     trainee_json: bytes = b""
 
 
-def exercise_running(lab: str) -> bool:
-    """True when ``lab`` runs a training exercise that is not revealed yet (its public record,
-    railab.testbed.exercise)."""
+#: the commands whose output is the live state (links, sessions, daemons): a trainer who switched
+#: one of them off for an exercise hides the live state from the trainee's page too
+LIVE_STATE_COMMANDS = ("status", "graph", "inspect")
+#: event kinds that are live state
+LIVE_EVENT_KINDS = ("link", "session", "daemon")
+
+
+def exercise_public(lab: str) -> dict[str, Any] | None:
+    """The public record of ``lab``'s running (not revealed) exercise, or None
+    (railab.testbed.exercise; names no fault)."""
     from railab.testbed import exercise as store
 
     pub = store.load_public(lab)
-    return bool(pub) and not pub.get("revealed")
+    return pub if pub and not pub.get("revealed") else None
+
+
+def exercise_running(lab: str) -> bool:
+    """True when ``lab`` runs a training exercise that is not revealed yet."""
+    return exercise_public(lab) is not None
+
+
+def live_state_hidden(pub: dict[str, Any] | None) -> bool:
+    """True when a running exercise switched off a command that shows the live state."""
+    return bool(pub) and bool(set(LIVE_STATE_COMMANDS) & set(pub.get("disabled", [])))
 
 
 class _LinkFeed:
@@ -218,10 +235,12 @@ class LabWatch:
             self.events.append(ev)
         return ev
 
-    def event_list(self, *, trainee: bool, since: int = 0, limit: int = 200) -> list[dict]:
-        """The log newest last (after ``since``), without secret events for a trainee."""
+    def event_list(self, *, trainee: bool, since: int = 0, limit: int = 200, live: bool = True) -> list[dict]:
+        """The log newest last (after ``since``), without secret events for a trainee (and
+        without link, session and daemon events when not ``live``)."""
         with self._wlock:
-            evs = [e for e in self.events if e.seq > since and not (trainee and e.secret)]
+            evs = [e for e in self.events if e.seq > since and not (trainee and e.secret)
+                   and (live or e.kind not in LIVE_EVENT_KINDS)]
         return [e.to_json() for e in evs[-limit:]]
 
     # ---- following ----------------------------------------------------------------------------
@@ -266,10 +285,14 @@ class LabWatch:
         version = self.snapshot.version + 1
         data["version"] = version
         public = dict(data)
-        if data.get("exercise", {}).get("running"):
+        ex = data.get("exercise", {})
+        if ex.get("running"):
             public["faults"] = []
+        if ex.get("live_hidden"):
+            public.update(links_down={}, sessions_down=[], daemons_dead=[], capacity={},
+                          sessions={"up": None, "total": None, "read": 0, "age_s": None})
         trainer_events = self.event_list(trainee=False, limit=100)
-        trainee_events = self.event_list(trainee=True, limit=100)
+        trainee_events = self.event_list(trainee=True, limit=100, live=not ex.get("live_hidden"))
         snap = Snapshot(version, data,
                         json.dumps({**data, "events": trainer_events}).encode(),
                         json.dumps({**public, "events": trainee_events}).encode())
@@ -375,7 +398,8 @@ class LabWatch:
             self.add_event("lab", f"lab {self.lab} is down", "bad")
             self._publish({"lab": self.lab, "up": False, "ready": True, "t": time.time()})
             return False
-        ex = exercise_running(self.lab)
+        pub = exercise_public(self.lab)
+        ex = pub is not None
         changed_nodes = self._read_links(full)
         if tick:
             self._read_daemons()
@@ -383,7 +407,9 @@ class LabWatch:
             self._read_sessions(changed_nodes)
             self._read_capacity()
             self._tick += 1
-        self._publish(self._data(ex))
+        data = self._data(ex)
+        data["exercise"]["live_hidden"] = live_state_hidden(pub)
+        self._publish(data)
         return True
 
     def _read_links(self, full: bool) -> set[str]:

@@ -195,3 +195,84 @@ def test_inject_check_and_heal_from_the_page(console, mini_lab, browser):
         # and pyroute2's sync IPRoute (the heal) refuses to run inside a running loop
         with ThreadPoolExecutor(1) as pool:
             pool.submit(_heal_all, lab).result()
+
+
+def _reveal_if_running(lab: str) -> None:
+    from railab.checks import exercise as X
+    from railab.uilive import exercise_running
+
+    if exercise_running(lab):
+        X.reveal(lab)
+
+
+def test_class_board_and_trainee_page(console, mini_lab, browser):
+    """The trainer starts a level-1 exercise from the class board; the trainee's page (their token
+    only) shows the symptom, takes a hint and an answer, and never shows the fault's record; the
+    board follows the trainee live; reveal from the board ends it and heals the lab; the score
+    sheets export."""
+    lab = mini_lab.name
+    out = ARTIFACTS / "ui"
+    out.mkdir(parents=True, exist_ok=True)
+    trainer = browser.new_page(viewport={"width": 1500, "height": 900})
+    ctx = browser.new_context(viewport={"width": 1500, "height": 1000})  # the trainee: no trainer cookie
+    trainee = ctx.new_page()
+    seen: list[str] = []
+    trainee.on("response", lambda r: seen.append(r.url))
+    try:
+        trainer.goto(console + "/board")
+        trainer.wait_for_selector(f'#board tr[data-lab="{lab}"] input.pick')
+        trainer.check(f'#board tr[data-lab="{lab}"] input.pick')
+        trainer.select_option("#level", "1")
+        trainer.fill("#seed", "3")
+        trainer.click("#f-start button.danger")
+        trainer.wait_for_function(f"document.getElementById('out').innerText.includes('{lab}: started')",
+                                  timeout=120000)
+        link = trainer.locator(f'#board tr[data-lab="{lab}"] a[href*="token="]').first
+        link.wait_for(timeout=10000)
+        url = link.get_attribute("href")
+        assert url.startswith(f"/t/{lab}?token=")
+
+        trainee.goto(console + url)
+        assert trainee.url.endswith(f"/t/{lab}")  # the token went into a cookie, out of the address
+        trainee.wait_for_selector('#diagram[data-ready="1"]')
+        trainee.wait_for_function("document.getElementById('ex-body').innerText.includes('the customer says')")
+        assert trainee.locator("#faults").count() == 0  # no fault list while the exercise runs
+        trainee.click("#b-hint")
+        trainee.wait_for_function("document.getElementById('ex-out').innerText.includes('hint 1/3')")
+        trainee.fill("#a-el", "spine2")
+        trainee.fill("#a-kind", "daemon-kill")
+        trainee.click("#f-answer button")
+        trainee.wait_for_function("document.getElementById('ex-out').innerText.includes('WRONG')")
+        trainee.wait_for_timeout(1500)
+        trainee.screenshot(path=str(out / "5-trainee.png"), full_page=True)
+        snap_faults = trainee.evaluate("SNAP.faults.length")
+        text = trainee.content() + trainee.evaluate("JSON.stringify(SNAP)")
+        # another lab, the board and the exercise record are closed to this token
+        for path in ("/board", "/api/board", f"/api/lab/{lab}/exercise/record", "/api/labs"):
+            assert trainee.request.get(console + path).status == 403, path
+
+        # the board follows the trainee live
+        trainer.wait_for_function(
+            f"(() => {{ const r = document.querySelector('#board tr[data-lab=\"{lab}\"]');"
+            f" return r && r.innerText.includes('1 (1)'); }})()", timeout=5000)
+        trainer.screenshot(path=str(out / "6-board.png"), full_page=True)
+
+        trainer.click("#b-reveal")
+        trainer.wait_for_function("document.getElementById('out').innerText.includes(' at ')", timeout=120000)
+        from railab.checks import exercise as X
+
+        sheet = X.score_sheet(lab)
+        assert sheet["revealed"] and sheet["hints_used"] == 1 and sheet["wrong_answers"] == 1
+        assert snap_faults == 0
+        for f in sheet["faults"]:
+            assert f["note"] and f["note"] not in text, f["note"]  # the fault's record never reached the trainee
+        csv_text = trainer.request.get(console + "/api/board/scores.csv").text()
+        assert any(f"{f['kind']} at {f['element']}" in csv_text for f in sheet["faults"])
+        trainer.goto(console + f"/lab/{lab}")
+        trainer.wait_for_selector("#s-links.good", timeout=30000)  # reveal healed the fault
+    finally:
+        trainer.close()
+        ctx.close()
+        with ThreadPoolExecutor(1) as pool:
+            pool.submit(_reveal_if_running, lab).result()
+            pool.submit(_heal_all, lab).result()

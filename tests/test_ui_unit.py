@@ -5,6 +5,7 @@ export. Labs are recorded in a temporary run directory (RAILAB_RUN_DIR) over a g
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -287,3 +288,20 @@ def test_the_score_sheets_export_names_faults_only_once_revealed(labs):
     assert "link-down at g1-leaf1:eth3" in done
     sheets = client.get("/api/board/scores.json").json()
     assert sheets[0]["seed"] == 7
+
+
+def test_switching_off_status_hides_the_live_state_from_the_trainee(labs):
+    _exercise(LAB_A, labs[LAB_A], disabled=["status"])
+    w = LabWatch(LAB_A)
+    w.ifstatus = {"g1-leaf1": {"eth3": "admin-down"}}
+    w.add_event("link", "g1-leaf1:eth3 admin-down (g1-leaf1:eth3--spine1:eth1)", "bad")
+    w._observe(full=False, tick=False)
+    trainer, trainee = json.loads(w.snapshot.trainer_json), json.loads(w.snapshot.trainee_json)
+    assert trainer["links_down"] and trainer["exercise"]["live_hidden"]
+    assert trainee["links_down"] == {} and not any(e["kind"] == "link" for e in trainee["events"])
+    config = U.UiConfig(host="0.0.0.0", token="boss")
+    tok = config.mint_trainee(LAB_A)
+    client, _ = _client(config)
+    h = {"Authorization": f"Bearer {tok}"}
+    assert client.get(f"/api/lab/{LAB_A}/node/spine1", headers=h).status_code == 403
+    assert client.get(f"/api/lab/{LAB_A}/link/g1-leaf1:eth3--spine1:eth1", headers=h).status_code == 403
