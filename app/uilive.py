@@ -206,6 +206,8 @@ class LabWatch:
         self._rr = 0
         self._sampler = None
         self._cap_prev: dict = {}
+        self._ce_prev: dict = {}
+        self._ce_rate: dict = {}
         self._tick = 0
         self._state_mtime = 0.0
         self.observe_s = 0.0  # CPU (thread time) of the last tick, s
@@ -532,8 +534,11 @@ class LabWatch:
                 self._sampler.close()
                 self._sampler = None
                 return
-        prev, self._cap_prev = self._cap_prev, {**now, **({} if ce else {
-            k: v for k, v in self._cap_prev.items() if k not in now})}
+        prev, self._cap_prev = self._cap_prev, now
+        if ce:  # CE marks over the last CE_EVERY ticks, shown until the next reading
+            self._ce_rate = {k: c.ce_marked - self._ce_prev[k] for k, c in now.items()
+                             if c.ce_marked is not None and k in self._ce_prev}
+            self._ce_prev = {k: c.ce_marked for k, c in now.items() if c.ce_marked is not None}
         out: dict[str, dict[str, float]] = {}
         for key, c in now.items():
             lid = self.port_link.get(key)
@@ -547,8 +552,7 @@ class LabWatch:
                    "drops": c.dropped - (p.dropped if p else c.dropped),
                    "pause_events": c.pause_events - (p.pause_events if p else c.pause_events),
                    "paused": c.paused,
-                   "ce": (c.ce_marked - p.ce_marked) if (c.ce_marked is not None and p is not None
-                                                         and p.ce_marked is not None) else None}
+                   "ce": self._ce_rate.get(key)}
             # per link: the busier end
             cur = out.get(lid)
             if cur is None or row["gbps"] + row["backlog_bytes"] > cur["gbps"] + cur["backlog_bytes"]:
