@@ -403,9 +403,9 @@ class LabWatch:
         pub = exercise_public(self.lab)
         ex = pub is not None
         changed_nodes = self._read_links(full)
+        self._read_faults(ex)  # cheap (the record is re-read only when state.json changed)
         if tick:
             self._read_daemons()
-            self._read_faults(ex)
             self._read_sessions(changed_nodes)
             self._read_capacity()
             self._tick += 1
