@@ -305,3 +305,29 @@ def test_switching_off_status_hides_the_live_state_from_the_trainee(labs):
     h = {"Authorization": f"Bearer {tok}"}
     assert client.get(f"/api/lab/{LAB_A}/node/spine1", headers=h).status_code == 403
     assert client.get(f"/api/lab/{LAB_A}/link/g1-leaf1:eth3--spine1:eth1", headers=h).status_code == 403
+
+
+def test_every_page_shares_one_observation(labs):
+    """Two followers, one thread, the same encoded snapshot; the thread stops when asked."""
+    import asyncio
+    import threading
+
+    w = LabWatch(LAB_A, interval=0.2)
+    w.switches = []  # no vtysh against the namespaces this test does not have
+    w.follow()
+    w.follow()
+    try:
+        async def two_pages():
+            a, b = await asyncio.gather(w.wait(0, 10), w.wait(0, 10))
+            return a, b
+
+        a, b = asyncio.run(two_pages())
+        assert a.version >= 1 and a is b and a.trainer_json == b.trainer_json
+        assert sum(t.name == f"railab-ui-{LAB_A}" for t in threading.enumerate()) == 1
+        snap = json.loads(a.trainer_json)
+        assert snap["lab"] == LAB_A and snap["links_total"] == 32 and snap["ready"]
+    finally:
+        w.unfollow()
+        w.unfollow()
+        w.stop()
+    assert not any(t.name == f"railab-ui-{LAB_A}" for t in threading.enumerate())
