@@ -276,3 +276,37 @@ def test_class_board_and_trainee_page(console, mini_lab, browser):
         with ThreadPoolExecutor(1) as pool:
             pool.submit(_reveal_if_running, lab).result()
             pool.submit(_heal_all, lab).result()
+
+
+def test_traffic_and_drill_from_the_page(console, mini_lab, browser):
+    """A traffic pattern and a drill run from the page show the CLI's tables (and the drill's
+    timeline); the drill's progress lines land in the event log."""
+    lab = mini_lab.name
+    ln = next(x for x in mini_lab.spec.links if x.role == "leaf-spine")
+    lid = link_id(ln.a.node, ln.a.interface, ln.b.node, ln.b.interface)
+    (ARTIFACTS / "ui").mkdir(parents=True, exist_ok=True)
+    page = browser.new_page(viewport={"width": 1500, "height": 1000})
+    try:
+        page.goto(console + f"/lab/{lab}")
+        page.wait_for_selector('#diagram[data-ready="1"]')
+        page.wait_for_selector("#s-sess.good", timeout=60000)
+        page.select_option("#t-pattern", "inter-rail")
+        page.fill("#t-flows", "4")
+        page.click("#b-traffic")
+        page.wait_for_selector("#traffic-verdict", timeout=120000)
+        assert page.inner_text("#traffic-verdict").startswith("4/4 flows as expected")
+        assert page.locator("#traffic-flows tr").count() == 5  # header + 4 flows
+        page.locator(f'g.edge[data-link="{lid}"]').dispatch_event("click")
+        page.wait_for_selector("#b-drill")
+        page.select_option("#fk", "link-down")
+        page.click("#b-drill")
+        page.wait_for_selector("#drill-verdict", timeout=240000)
+        assert "lost packets" in page.inner_text("#drill-verdict")
+        assert page.locator("#drill-flows tr").count() > 1
+        assert page.locator("#drill-timeline").count() == 1
+        assert "drill" in page.inner_text("#events")
+        page.screenshot(path=str(ARTIFACTS / "ui" / "7-drill.png"), full_page=True)
+    finally:
+        page.close()
+        with ThreadPoolExecutor(1) as pool:
+            pool.submit(_heal_all, lab).result()

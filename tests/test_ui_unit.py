@@ -331,3 +331,14 @@ def test_every_page_shares_one_observation(labs):
         w.unfollow()
         w.stop()
     assert not any(t.name == f"railab-ui-{LAB_A}" for t in threading.enumerate())
+
+
+def test_a_lab_that_goes_down_ends_its_stream_and_leaves_the_index(labs):
+    w = LabWatch(LAB_B)
+    st.remove_lab_dir(LAB_B)
+    assert w._observe(full=True, tick=True) is False
+    assert json.loads(w.snapshot.trainer_json)["up"] is False
+    assert any("is down" in e["text"] for e in w.event_list(trainee=False))
+    client, _ = _client(U.UiConfig())
+    assert f'data-lab="{LAB_B}"' not in client.get("/").text
+    assert client.get(f"/lab/{LAB_B}").status_code == 404
