@@ -331,6 +331,7 @@ class Console:
             ("/api/lab/{lab}/restart", self.api_restart, ["POST"]),
             ("/api/lab/{lab}/check", self.api_check, ["POST"]),
             ("/api/lab/{lab}/traffic", self.api_traffic, ["POST"]),
+            ("/api/lab/{lab}/load", self.api_load, ["POST"]),
             ("/api/lab/{lab}/drill", self.api_drill, ["POST"]),
             ("/api/lab/{lab}/exercise", self.api_exercise_status, ["GET"]),
             ("/api/lab/{lab}/exercise/record", self.api_exercise_record, ["GET"]),
@@ -448,7 +449,7 @@ class Console:
         return self._page("ui_lab.html.j2", who, lab=lab, trainee=trainee, allow=sorted(allow),
                           nodes=len(w.spec.nodes), links=len(w.spec.links), arch=w.spec.architecture,
                           fault_kinds=FAULT_KINDS, killable=KILLABLE, checks=list(CHECKS),
-                          patterns=[p for p in PATTERNS if p != "incast"],
+                          patterns=[p for p in PATTERNS if p != "incast"], capacity=_capacity(w),
                           exercise=pub if pub else None)
 
     async def board_page(self, request: Request, who: Principal) -> Response:
@@ -656,6 +657,32 @@ class Console:
         w.add_event("traffic", f"traffic {pattern}: {res['ok']}/{len(res['flows'])} flows as expected"
                     + (f"; {len(res['root_causes'])} root cause(s)" if res["root_causes"] else ""),
                     "good" if res["ok"] == len(res["flows"]) else "bad")
+        w.poke()
+        return JSONResponse(res)
+
+    async def api_load(self, request: Request, who: Principal) -> Response:
+        lab = self.lab_for(who, request.path_params["lab"])
+        self.may(who, lab, "traffic")
+        body = await self._body(request)
+        w = self.hub.get(lab)
+        from railab.testbed import capacity as C
+
+        if not C.enabled(w.spec):
+            raise HTTPError(400, f"lab {lab} has no lab.capacity: nothing to congest (e.g. mini-lossless has it)")
+        senders = _number(body, "senders", 1, 64, 8, int)
+        seconds = _number(body, "seconds", 1, 30, 4.0)
+        cc = body.get("cc", "dcqcn")
+        if cc not in ("dcqcn", "none"):
+            raise HTTPError(400, "cc: dcqcn or none")
+        pfc = body.get("pfc")
+        if pfc not in (None, "on", "off"):
+            raise HTTPError(400, "pfc: on or off")
+        w.add_event("action", f"load run: incast, {senders} senders, cc {cc}, PFC {pfc or 'as the lab'}, "
+                    f"{seconds:g} lab s")
+        res = await self._run(lab, run_incast, w, senders, seconds, cc, None if pfc is None else pfc == "on")
+        w.add_event("traffic", f"incast: CE {res['totals']['ce_marked']}, CNP {res['totals']['cnp_received']}, "
+                    f"dropped {res['totals']['dropped']}, PAUSE {res['totals']['pause_events']}",
+                    "bad" if res["failures"] else "good")
         w.poke()
         return JSONResponse(res)
 
@@ -908,6 +935,12 @@ def run_check(w: LabWatch, only: list[str] | None) -> dict[str, Any]:
             "elapsed_s": round(time.monotonic() - t0, 2)}
 
 
+def _capacity(w: LabWatch) -> bool:
+    from railab.testbed import capacity as C
+
+    return C.enabled(w.spec)
+
+
 def run_traffic(w: LabWatch, pattern: str, flows: int | None, pxn: bool = False) -> dict[str, Any]:
     """``railab traffic LAB --pattern P [-n N] [--pxn]`` on the watched lab (the traffic engine,
     one flow at a time with switch counters): ``flows`` (one row per flow as the CLI's table),
@@ -943,6 +976,59 @@ def run_traffic(w: LabWatch, pattern: str, flows: int | None, pxn: bool = False)
                        "spines": sp.spread_text(sp.per_spine, "spines") if sp.per_spine else "",
                        "uplinks": sp.spread_text(sp.per_link, "uplinks", "imbalance") if sp.per_link else ""},
             "warnings": warnings, "root_causes": causes}
+
+
+def run_incast(w: LabWatch, senders: int, seconds: float, cc: str = "dcqcn",
+               pfc: bool | None = None) -> dict[str, Any]:
+    """``railab traffic LAB --pattern incast --senders N --seconds S --cc CC [--pfc on|off]`` on a
+    capacity lab (:func:`railab.traffic.load.run_load`, with the capacity sampler and the switch
+    agent the CLI uses): the per-flow table (tx/rx Mb/s over the last half, rx/fair, CE, CNP,
+    lost, hops), the totals, the fair share, the verdict lines, and ``chart_svg``: the report's
+    rates-and-queues plot (:func:`railab.report.congestion_chart`, lab time). UsageError for a
+    lab without ``lab.capacity`` or a bad sender count."""
+    from railab.cli.traffic import _capacity_sampler, _pfc, load_verdict
+    from railab.report import LoadRun, congestion_chart
+    from railab.traffic.load import LoadFlow, fair_share, fairness, run_load
+    from railab.traffic.patterns import Flow, PatternError, incast_pairs, route
+
+    spec = w.spec
+    capacity = spec.qos.capacity.enabled
+    pfc_on = bool((spec.qos.capacity.pfc if pfc is None else pfc) and capacity)
+    try:
+        fl = [route(spec, Flow(a, b, pxn=False)) for a, b in incast_pairs(spec, senders, None, False)]
+    except PatternError as exc:
+        raise UsageError(str(exc)) from None
+    sampler, close = _capacity_sampler(st.resolve(w.lab), spec)
+    try:
+        with _pfc(spec, w.netns_of, pfc_on, capacity):
+            res = run_load(spec, w.netns_of, [LoadFlow(f) for f in fl], cc=cc, seconds=seconds,
+                           sport_mode="per-qp", port_sampler=sampler)
+    finally:
+        if close is not None:
+            close()
+    if res.dropped is None:
+        res.dropped = res.lost
+    if res.pause_events is None:
+        res.pause_events = 0
+    fair = fairness(res)
+    cong = res.to_dict()
+    label = f"incast cc={cc} pfc={'on' if pfc_on else 'off'}"
+    try:
+        chart = str(congestion_chart(LoadRun(label=label, data=cong), spec.qos))
+    except Exception as exc:  # a plot that cannot be drawn must not hide the measurement
+        chart = f"<p>plot unavailable: {type(exc).__name__}: {exc}</p>"
+    rows = [{"flow": f["name"], "nics": f"nic{f['src_nic']}->nic{f['dst_nic']}",
+             "tx_mbps": round(f["rate_mbps_last_half"], 2), "rx_mbps": round(f["rx_mbps_last_half"], 2),
+             "rx_fair": round(share, 2), "ce": f["ce_marked"], "cnp": f["cnp_received"], "lost": f["lost"],
+             "hops": f["hops"]} for f, share in zip(res.flows, fair, strict=True)]
+    return {"lab": w.lab, "label": label, "senders": len(fl), "cc": cc, "pfc": "on" if pfc_on else "off",
+            "seconds": res.seconds, "time_scale": res.time_scale,
+            "fabric_us": round(res.seconds / res.time_scale * 1e6), "port_rate_mbps": res.port_rate_mbps,
+            "flows": rows, "fair_share": fair_share(res),
+            "totals": {"ce_marked": res.ce_marked, "cnp_sent": res.cnp_sent, "cnp_received": res.cnp_received,
+                       "dropped": res.dropped, "lost": res.lost, "pause_events": res.pause_events,
+                       "offered_mbps": res.offered_mbps, "engine_shortfall": res.engine_shortfall},
+            "failures": load_verdict(res, pfc_on=pfc_on, capacity=capacity), "chart_svg": chart}
 
 
 def make_console(config: UiConfig) -> Console:

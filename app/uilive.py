@@ -591,6 +591,7 @@ class LabWatch:
             "capacity": {k: v for k, v in self.capacity.items()
                          if v["gbps"] or v["backlog_bytes"] or v["drops"] or v["pause_events"] or v["ce"]},
             "capacity_lab": C.enabled(self.spec),
+            "port_rate_mbps": self.spec.qos.capacity.port_rate_mbps if C.enabled(self.spec) else None,
             "exercise": {"running": exercise},
             "observe_ms": round(self.observe_s * 1000, 1),
         }

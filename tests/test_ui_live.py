@@ -310,3 +310,28 @@ def test_traffic_and_drill_from_the_page(console, mini_lab, browser):
         page.close()
         with ThreadPoolExecutor(1) as pool:
             pool.submit(_heal_all, lab).result()
+
+
+def test_load_run_from_the_page_on_a_capacity_lab(lossless_lab, browser):
+    """On a lab with lab.capacity the page runs an incast load run: the queues build on the
+    diagram while it runs, and the CLI's flow table and the rates-and-queues plot follow."""
+    port = _free_port()
+    proc = _serve("--bind", f"127.0.0.1:{port}")
+    page = browser.new_page(viewport={"width": 1500, "height": 1000})
+    try:
+        page.goto(f"http://127.0.0.1:{port}/lab/{lossless_lab.name}")
+        page.wait_for_selector('#diagram[data-ready="1"]')
+        page.wait_for_selector("#live.good", timeout=10000)
+        page.fill("#l-senders", "4")
+        page.fill("#l-seconds", "3")
+        page.click("#b-load")
+        page.wait_for_selector("#diagram g.edge.l-queue", timeout=60000)  # a queue builds, live
+        page.wait_for_selector("#load-verdict", timeout=180000)
+        assert "ce_marked" in page.inner_text("#load-verdict")
+        assert page.locator("#load-flows tr").count() == 5  # header + 4 senders
+        assert page.locator("#load-chart svg").count() == 1
+        (ARTIFACTS / "ui").mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "ui" / "8-load-run.png"), full_page=True)
+    finally:
+        page.close()
+        _stop(proc)
