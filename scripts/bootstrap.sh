@@ -3,7 +3,9 @@
 #   scripts/bootstrap.sh          runtime needs (FRR, iproute2, nftables, graphviz, the railab package)
 #   scripts/bootstrap.sh --test   also what the test suite uses (OpenSSH server, Docker, Chromium,
 #                                 and the test, containerlab and ssh extras: pytest, ruff, docker, paramiko,
-#                                 libyang 2.7 built against Debian's libyang2-dev for the SONiC YANG tests)
+#                                 libyang 2.7 built against Debian's libyang2-dev for the SONiC YANG tests,
+#                                 Playwright, which drives Debian's /usr/bin/chromium in the `railab ui`
+#                                 tests: its own browser download, `playwright install`, is never used)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "$(id -u)" -ne 0 ]; then
