@@ -57,6 +57,9 @@ def flow_cause(spec, res, link_state: Callable[[str, str], str | None] | None = 
     cause:
 
     * a NIC down at either end: ``link-down`` on that NIC's link (``node``/``port`` the NIC);
+    * a NIC whose MTU is below the flow's packets at either end (``FlowResult.mtu_exceeded``:
+      EMSGSIZE at the sender, or lost packets larger than the receiver's MTU): ``mtu-mismatch`` on that
+      NIC's link;
     * a miswire (sender or receiver side, ``FlowResult.miswired``): ``miswired`` on the
       planned link of the NIC that is wrong;
     * ICMP unreachable from a switch: ``unreachable`` at that switch;
@@ -71,6 +74,9 @@ def flow_cause(spec, res, link_state: Callable[[str, str], str | None] | None = 
     if res.nic_down:
         node, port = res.nic_down.split(":", 1)
         return Cause(kind="link-down", node=node, port=port, link=_planned_link(spec, node, port))
+    if getattr(res, "mtu_exceeded", None):
+        node, port = res.mtu_exceeded.split(":", 1)
+        return Cause(kind="mtu-mismatch", node=node, port=port, link=_planned_link(spec, node, port))
     if res.miswired:
         if res.egress_to or (res.egress and res.egress != f"{f.src[0]}:eth{f.src_nic}"):
             node, port = f.src[0], f"eth{f.src_nic}"

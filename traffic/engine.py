@@ -70,6 +70,8 @@ SO_RCVBUFFORCE = 33
 RCVBUF = 32 << 20
 MASK24 = 0xFFFFFF
 SIOCGIFFLAGS = 0x8913
+#: ioctl: an interface's MTU (linux/sockios.h)
+SIOCGIFMTU = 0x8921
 IFF_UP = 0x1
 
 # Classic BPF, the equivalent of
@@ -194,6 +196,9 @@ class FlowResult:
     ``receiver_drops``: packets the receive sockets dropped (host overload, not fabric loss).
     ``nic_down``: ``srv1:eth1`` when the flow's source or destination NIC is administratively
     down (the source: nothing more was sent; the destination: nothing could arrive), else None.
+    ``mtu_exceeded``: ``srv1:eth1`` when that NIC's MTU is below the flow's packets (the source:
+    the kernel refused the frame, EMSGSIZE, and nothing more was sent; the destination: the
+    packets that were lost were larger than it takes), and ``mtu_note`` the sizes in words.
     """
 
     flow: Flow
@@ -222,6 +227,8 @@ class FlowResult:
     egress_to: str | None = None
     expected_egress_to: str | None = None
     nic_down: str | None = None
+    mtu_exceeded: str | None = None
+    mtu_note: str | None = None
 
     @property
     def miswired(self) -> str | None:
@@ -260,7 +267,7 @@ class FlowResult:
         nothing; every other flow delivers everything, intact, with the expected hop count by
         TTL and (when measured) by port counters."""
         exp = self.flow.expected_hops
-        if self.nic_down:
+        if self.nic_down or self.mtu_exceeded:
             return False
         if exp is None:
             return self.delivered == 0
@@ -281,6 +288,9 @@ class FlowResult:
             return (f"{self.nic_down} is down: "
                     + ("not sent" if src and self.sent == 0 else
                        f"sent {self.sent} then stopped" if src else f"lost {self.lost}"))
+        if self.mtu_exceeded:
+            return (f"MTU: {self.mtu_note or self.mtu_exceeded}; "
+                    + (f"sent {self.sent}, lost {self.lost}" if self.sent else "not sent"))
         if exp is None:
             return "unreachable (expected)" if self.delivered == 0 else "delivered but expected unreachable"
         if self.ok:
@@ -315,7 +325,7 @@ class FlowResult:
             "receiver_drops": self.receiver_drops, "egress": self.egress,
             "egress_to": self.egress_to, "ingress": self.ingress,
             "arrived_from": self.arrived_from, "miswired": self.miswired,
-            "nic_down": self.nic_down,
+            "nic_down": self.nic_down, "mtu_exceeded": self.mtu_exceeded,
             "ok": self.ok, "verdict": self.verdict,
         }
 
@@ -633,9 +643,29 @@ class Engine:
                 if e.errno == errno.ENETDOWN:  # the source NIC is down: the flow stops here
                     st.res.nic_down = f"{st.flow.src[0]}:{st.tx.getsockname()[0]}"
                     break
+                if e.errno == errno.EMSGSIZE:  # larger than the source NIC's MTU: stop here
+                    nic = f"{st.flow.src[0]}:{st.tx.getsockname()[0]}"
+                    st.res.mtu_exceeded = nic
+                    st.res.mtu_note = (f"{len(frame) - 14} B packets exceed {nic}'s MTU "
+                                       f"{self.nic_mtu(st.flow.src[0], st.flow.src_nic)} B "
+                                       "(refused at the sender, EMSGSIZE)")
+                    break
                 raise
             st.sent += 1
         return n
+
+    def nic_mtu(self, server: str, nic: int) -> int | None:
+        """The MTU (bytes, IP packet) of NIC ``nic`` of ``server``, read with SIOCGIFMTU in the
+        server's namespace through its send socket; None when it cannot be read."""
+        s = self._tx.get((server, nic))
+        if s is None:
+            return None
+        try:
+            raw = fcntl.ioctl(s.fileno(), SIOCGIFMTU,
+                              struct.pack("16si12x", s.getsockname()[0].encode(), 0))
+        except OSError:
+            return None
+        return struct.unpack("16si12x", raw)[1]
 
     def nic_is_down(self, server: str, nic: int) -> str | None:
         """``srv1:eth1`` when NIC ``nic`` of ``server`` is administratively down (IFF_UP clear,
@@ -781,7 +811,8 @@ class Engine:
                 budget = batch if rate <= 0 else min(batch, int(rate * (now - t0)) + 1 - st.sent)
                 if budget > 0:
                     self._send_some(st, budget)
-            active = [st for st in active if st.sent < len(st.seq) and st.res.nic_down is None]
+            active = [st for st in active if st.sent < len(st.seq) and st.res.nic_down is None
+                      and st.res.mtu_exceeded is None]
             self.poll(0)
             if active and all(st.flow.rate > 0 for st in active):
                 time.sleep(0.0005)
@@ -801,6 +832,20 @@ class Engine:
             st.res.seconds = end - st.t0
             if st.res.lost and st.res.nic_down is None and st.flow.path_class != "intra-server":
                 st.res.nic_down = self.nic_is_down(st.flow.dst[0], st.flow.dst_nic)
+            if (st.res.lost and st.res.nic_down is None and st.res.mtu_exceeded is None
+                    and st.flow.path_class != "intra-server"):
+                self._dst_mtu(st)
+
+    def _dst_mtu(self, st: _FlowState) -> None:
+        """A flow that lost packets larger than its destination NIC's MTU: the NIC dropped
+        them (a veth drops a frame longer than its MTU as it arrives): name it."""
+        f = st.flow
+        mtu = self.nic_mtu(f.dst[0], f.dst_nic)
+        big = max((t.size for t in st.seq), default=14) - 14  # Ethernet header off: the IP packet
+        if mtu is not None and big > mtu:
+            nic = f"{f.dst[0]}:{self._tx[(f.dst[0], f.dst_nic)].getsockname()[0]}"
+            st.res.mtu_exceeded = nic
+            st.res.mtu_note = f"{big} B packets exceed {nic}'s MTU {mtu} B (dropped on arrival)"
 
     def run(self, flows: list[Flow], *, measure: bool = False, acks: bool = True,
             timeout: float = 0.5, batch: int = 64) -> list[FlowResult]:

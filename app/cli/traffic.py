@@ -162,6 +162,9 @@ def cause_text(root) -> str:
         return f"{c.node}:{c.port} is down" + (f" (link {c.link})" if c.link else "")
     if c.kind == "miswired":
         return f"{c.node}:{c.port} is miswired ({root.reason})"
+    if c.kind == "mtu-mismatch":
+        return (f"MTU on {c.node}:{c.port}" + (f" (link {c.link})" if c.link else "")
+                + f": {root.reason}")
     if c.kind == "unreachable":
         return f"{c.node} answered ICMP unreachable (no route): run railab check"
     if c.kind == "dropped":
