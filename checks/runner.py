@@ -117,6 +117,16 @@ def _cause_key(c: Cause) -> tuple:
     return ("cause", c.kind, c.node, c.port, c.link, c.daemon, c.prefix)
 
 
+def _links(r: CheckResult) -> set[tuple]:
+    """The links a follower row is about (its own ``link`` and its cause's): a row attached to
+    a root passes them on, so a row blamed on one of them follows from the same root (a BGP
+    session down because the far end's bgpd is dead -> the routes missing via that session)."""
+    out = {("link", r.link)} if r.link else set()
+    if r.cause is not None and r.cause.link:
+        out.add(("link", r.cause.link))
+    return out
+
+
 def _provides(r: CheckResult) -> set[tuple]:
     """Keys a root ``r`` explains: its own link, its cause (and its link), a dead daemon's node."""
     out: set[tuple] = set()
@@ -143,7 +153,10 @@ def group_failures(results: list[CheckResult]) -> list[tuple[CheckResult, list[C
     * otherwise (node-wide, weaker than a link match) the root's cause is a dead daemon on node
       ``N`` and the failure is about ``N`` (``node``) or its cause is that dead daemon;
     * its cause is ``upstream`` (the neighbor ``N`` behind a port lacks ``prefix`` itself): it
-      follows whatever ``N``'s failure for the same prefix follows.
+      follows whatever ``N``'s failure for the same prefix follows;
+    * transitively: a row attached to a root passes its own links on to that root, so a row
+      whose cause names such a link follows the same root (bgpd dead on a spine -> the leaves'
+      sessions to it -> the routes and ECMP width missing via those sessions: one root).
 
     Anything else is a root of its own. Used by ``railab check`` to print root causes and
     "N more failures follow from ..." (``--all`` lists every row).
@@ -163,6 +176,7 @@ def group_failures(results: list[CheckResult]) -> list[tuple[CheckResult, list[C
             hit = next((j for j in roots if wide & provided[j]), None)
         if hit is not None:
             root_of[i] = hit
+            provided[hit] |= _links(r)  # what follows from a follower follows from its root
             continue
         roots.append(i)
         root_of[i] = i
