@@ -514,13 +514,27 @@ def test_nfnl_delete_table_removes_only_that_family_and_name():
         subprocess.run(["ip", "netns", "del", ns], check=False)
 
 
-@pytest.mark.parametrize("value,want", [(None, True), ("1", True), ("0", False), (" 0 ", False)])
+@pytest.mark.parametrize("value,want", [(None, True), ("1", True), ("0", False), (" 0 ", False),
+                                        ("", True), ("  ", True)])
 def test_ra_gate_setting_is_1_or_0(monkeypatch, value, want):
     if value is None:
         monkeypatch.delenv(rt_netns.RA_GATE_ENV, raising=False)
     else:
         monkeypatch.setenv(rt_netns.RA_GATE_ENV, value)
     assert rt_netns.ra_gate_wanted() is want
+
+
+def test_an_nft_that_fails_closing_the_gate_suggests_no_gate(monkeypatch):
+    """Issue 31: an nft that exists but fails aborts up with the way out in the message."""
+    from railab.errors import RailabError
+    from railab.testbed import capacity
+
+    def broken(jobs, what):
+        raise RailabError(f"{what} failed on n1: nft: Operation not supported")
+
+    monkeypatch.setattr(capacity, "run_batches", broken)
+    with pytest.raises(RailabError, match="RAILAB_RA_GATE=0 brings the lab up without it"):
+        rt_netns.set_ra_gate(["clab-x-n1"], True)
 
 
 def test_a_misspelt_ra_gate_setting_is_a_usage_error(monkeypatch):

@@ -316,9 +316,10 @@ def raise_nofile(nodes: int) -> dict[str, tuple[int, int]]:
 
 
 def ra_gate_wanted() -> bool:
-    """Whether ``up`` should use the RA gate: ``$RAILAB_RA_GATE`` unset or ``1`` (True), ``0``
-    (False). UsageError for any other value (a misspelt setting must not silently mean on)."""
-    value = os.environ.get(RA_GATE_ENV, "1").strip()
+    """Whether ``up`` should use the RA gate: ``$RAILAB_RA_GATE`` unset, empty or ``1`` (True),
+    ``0`` (False). UsageError for any other value (a misspelt setting must not silently mean
+    on); an empty value (``RAILAB_RA_GATE= railab up ...``) reads as unset, as shells mean it."""
+    value = os.environ.get(RA_GATE_ENV, "").strip() or "1"
     if value not in ("0", "1"):
         raise UsageError(f"{RA_GATE_ENV}={value!r}: set it to 1 (the RA gate, the default) or 0 (no gate), "
                          f"or unset it")
@@ -349,8 +350,12 @@ def set_ra_gate(namespaces: Iterable[str], on: bool) -> None:
     if on:
         from railab.testbed.capacity import run_batches
 
-        run_batches({ns: (exec_argv(ns, ["nft", "-f", "-"]), ra_gate_script(True)) for ns in namespaces},
-                    "closing the RA gate")
+        try:
+            run_batches({ns: (exec_argv(ns, ["nft", "-f", "-"]), ra_gate_script(True))
+                         for ns in namespaces}, "closing the RA gate")
+        except RailabError as exc:
+            raise RailabError(f"{exc} (the RA gate needs a working nft; {RA_GATE_ENV}=0 brings "
+                              "the lab up without it, converging ~1 s slower)") from exc
         return
     from railab.testbed import nfnl
 
