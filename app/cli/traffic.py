@@ -211,6 +211,21 @@ def default_load_seconds(spec) -> float:
     return round(min(DEFAULT_LOAD_MAX_S, max(DEFAULT_LOAD_S, cap.lab_seconds(DEFAULT_LOAD_FABRIC_US))), 3)
 
 
+#: Most zero counters :func:`counts_text` lists by name (a 1024-GPU fabric has 4,096 uplinks).
+COUNTS_SHOWN = 16
+
+
+def counts_text(counts: dict[str, int]) -> str:
+    """``name=n`` for every counter that moved, then the ones at zero: by name while there are
+    at most :data:`COUNTS_SHOWN` of them, else as a count (``... and 4,088 more at 0``); the
+    JSON (``spread``) keeps every counter."""
+    moved = [f"{k}={v}" for k, v in counts.items() if v]
+    zero = [k for k, v in counts.items() if not v]
+    if len(zero) <= COUNTS_SHOWN:
+        return ", ".join(moved + [f"{k}=0" for k in zero])
+    return ", ".join(moved + [f"... and {len(zero):,} more at 0"])
+
+
 def load_verdict(res, *, pfc_on: bool, capacity: bool) -> list[str]:
     """Why a load run failed (empty: it passed), from a :class:`railab.traffic.load.LoadResult`:
     loss where PFC promises lossless (queue drops or end-to-end loss with ``pfc_on``), an
@@ -672,11 +687,10 @@ def register(app: typer.Typer) -> None:
             con.print(cover, highlight=False)
             con.print(f"GPU pairs sent: {sample_text(spec, fl)}", highlight=False)
             if sp.per_spine:
-                con.print("spines: " + ", ".join(f"{k}={v}" for k, v in sp.per_spine.items())
-                          + "  " + sp.spread_text(sp.per_spine, "spines"), highlight=False)
-                con.print("uplinks: " + ", ".join(f"{k}={v}" for k, v in sp.per_link.items())
-                          + "  " + sp.spread_text(sp.per_link, "uplinks", "imbalance"),
-                          highlight=False)
+                con.print(f"spines: {counts_text(sp.per_spine)}  "
+                          + sp.spread_text(sp.per_spine, "spines"), highlight=False)
+                con.print(f"uplinks: {counts_text(sp.per_link)}  "
+                          + sp.spread_text(sp.per_link, "uplinks", "imbalance"), highlight=False)
             for w in warnings:  # traffic rerouted around a fault: say so, exit code unchanged
                 con.print(f"[yellow]warning:[/yellow] {w}", highlight=False, soft_wrap=True)
             for c in causes:  # one line per root cause, not one per failed flow
