@@ -283,6 +283,29 @@ def test_mtu_mismatch(healed):
     assert (row.expected, row.observed) == ("MTU 9100", "MTU 1500")
 
 
+def test_mtu_fault_is_one_root_cause_in_traffic_both_directions(healed):
+    """Issue 31: a server NIC's MTU cut to 1500 under 4 KiB RoCE packets. The flows it sends
+    are refused by the kernel (EMSGSIZE: no traceback), the flows towards it lose their packets
+    at the NIC; traffic --json exits 1, parses, and names one root cause, the same structured
+    cause check gives (kind mtu-mismatch on the NIC's link)."""
+    lab = healed
+    r = _cli("fault", lab.name, "mtu", "srv2:eth1", "--mtu", "1500")
+    assert r.exit_code == 0, r.output
+    link = "g1-leaf1:eth2--srv2:eth1"
+    for sel in (["--pattern", "intra-rail"], ["--src", "srv2", "--dst", "srv3"]):
+        t = _cli("traffic", lab.name, *sel, "--size", "65536", "--mtu", "4096", "--json")
+        assert t.exit_code == 1, t.output  # a failed flow, not a crash (exit 1 from typer.Exit)
+        assert t.exception is None or isinstance(t.exception, SystemExit), repr(t.exception)
+        doc = json.loads(t.output)
+        assert len(doc["root_causes"]) == 1, doc["root_causes"]
+        cause = doc["root_causes"][0]["cause"]
+        assert cause == {"kind": "mtu-mismatch", "node": "srv2", "port": "eth1", "link": link}, cause
+        bad = [f for f in doc["flows"] if not f["ok"]]
+        assert bad and all(f["mtu_exceeded"] == "srv2:eth1" for f in bad)
+    res = _until(lab, lambda r: _fails(r, check="cabling"), only="cabling")
+    assert any(c.cause and c.cause.model_dump(exclude_none=True) == cause for c in _fails(res, check="cabling"))
+
+
 def test_bad_input_changes_nothing(lab):
     from railab.errors import UsageError
 
@@ -315,25 +338,3 @@ def test_zz_down_removes_what_faults_made(lab):
     assert not os.path.exists(f"/run/netns/{park}") and park not in st.ledger()
     assert not [n for n in os.listdir("/run/netns") if lab.name in n]
 
-
-def test_mtu_fault_is_one_root_cause_in_traffic_both_directions(healed):
-    """Issue 31: a server NIC's MTU cut to 1500 under 4 KiB RoCE packets. The flows it sends
-    are refused by the kernel (EMSGSIZE: no traceback), the flows towards it lose their packets
-    at the NIC; traffic --json exits 1, parses, and names one root cause, the same structured
-    cause check gives (kind mtu-mismatch on the NIC's link)."""
-    lab = healed
-    r = _cli("fault", lab.name, "mtu", "srv2:eth1", "--mtu", "1500")
-    assert r.exit_code == 0, r.output
-    link = "g1-leaf1:eth2--srv2:eth1"
-    for sel in (["--pattern", "intra-rail"], ["--src", "srv2", "--dst", "srv3"]):
-        t = _cli("traffic", lab.name, *sel, "--size", "65536", "--mtu", "4096", "--json")
-        assert t.exit_code == 1, t.output  # a failed flow, not a crash (exit 1 from typer.Exit)
-        assert t.exception is None or isinstance(t.exception, SystemExit), repr(t.exception)
-        doc = json.loads(t.output)
-        assert len(doc["root_causes"]) == 1, doc["root_causes"]
-        cause = doc["root_causes"][0]["cause"]
-        assert cause == {"kind": "mtu-mismatch", "node": "srv2", "port": "eth1", "link": link}, cause
-        bad = [f for f in doc["flows"] if not f["ok"]]
-        assert bad and all(f["mtu_exceeded"] == "srv2:eth1" for f in bad)
-    res = _until(lab, lambda r: _fails(r, check="cabling"), only="cabling")
-    assert any(c.cause and c.cause.model_dump(exclude_none=True) == cause for c in _fails(res, check="cabling"))
