@@ -1020,11 +1020,13 @@ def swap_cables(labdir: Path | str, a: str, b: str) -> tuple[tuple[str, str], tu
 
 
 # ---- restart --------------------------------------------------------------------------------
-def restart_node(labdir: Path | str, node: str) -> None:
+def restart_node(labdir: Path | str, node: str) -> dict[str, list[str]]:
     """Bring ``node`` back without tearing the lab down: its link ends admin up (those no other
     fault holds), every FRR daemon that is not running started with its config, server policy
     routes re-added; its ``node-off`` and ``daemon-kill`` faults are healed (dropped from the
-    record). UsageError for an unknown node or a runtime other than netns."""
+    record). Returns what it did: ``{"started": [daemon...], "healed": [fault id...]}`` (both
+    empty for a node that needed nothing: every daemon running, no fault of these kinds).
+    UsageError for an unknown node or a runtime other than netns."""
     lab = _Lab(labdir)
     _node(lab.spec, node)
     rt = lab.netns_rt
@@ -1039,10 +1041,10 @@ def restart_node(labdir: Path | str, node: str) -> None:
                 _set_state(lab, node, p, "up")
             except RailabError:
                 pass  # absent (a pulled cable the record does not know): nothing to bring up
-        if node in lab.record.routers:
-            rt.start_daemons(lab.name, node)
+        started = rt.start_daemons(lab.name, node) if node in lab.record.routers else []
         for p in ports:
             _restore_ends(lab, (node, p), lab.spec.peer(node, p))
         lab.reload()
         lab.record.faults = [f for f in lab.record.faults if f not in mine]
         lab.save()
+    return {"started": list(started), "healed": [f.id for f in mine]}

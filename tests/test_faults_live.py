@@ -253,6 +253,11 @@ def test_node_off_and_restart(healed):
     r = _cli("restart", lab.name, "g2-leaf2")
     assert r.exit_code == 0, r.output
     assert st.load(lab.name).faults == []  # restart healed the node-off record
+    assert "restarted g2-leaf2: started zebra" in r.output and "healed f" in r.output, r.output
+    # a healthy node: nothing restarted, and it says so (it printed "restarted" before)
+    r = _cli("restart", lab.name, "g1-leaf1")
+    assert r.exit_code == 0, r.output
+    assert "g1-leaf1 needed no restart" in r.output and "restarted" not in r.output, r.output
 
 
 def test_grey_loss_roce_only(healed):

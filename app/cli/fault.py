@@ -115,5 +115,11 @@ def register(app: typer.Typer) -> None:
         their config, server routes re-added."""
         from railab.testbed import faults as F
 
-        F.restart_node(lab, node)
-        typer.echo(f"restarted {node}")
+        did = F.restart_node(lab, node)
+        if not did["started"] and not did["healed"]:
+            typer.echo(f"{node} needed no restart: every FRR daemon of it is running and no node-off "
+                       f"or daemon-kill fault holds it (its links were set up all the same)")
+            return
+        parts = ([f"started {', '.join(did['started'])}"] if did["started"] else []) + (
+            [f"healed {', '.join(did['healed'])}"] if did["healed"] else [])
+        typer.echo(f"restarted {node}: {'; '.join(parts)}")
