@@ -127,5 +127,16 @@ def test_live_a_session_whose_port_lost_its_link_local_route_is_repaired_by_the_
                        on_stalled=lambda ports: unstick(runtime, name, ports))
         assert time.monotonic() - t0 < 15
         assert runtime.record(name).ipv6_repairs == [f"{s.node}:{s.interface}: no fe80::/64 route"]
+        # shown where a user looks, not only in inspect --json (issue 31, carried over)
+        import json
+
+        from typer.testing import CliRunner
+
+        from railab.cli import app
+
+        st_ = CliRunner().invoke(app, ["status", name, "--json"])
+        assert json.loads(st_.output)["ipv6_repairs"] == runtime.record(name).ipv6_repairs
+        ins = CliRunner().invoke(app, ["inspect", name], env={"COLUMNS": "250"})
+        assert "IPv6 link-local repaired on 1 port(s)" in ins.output and s.interface in ins.output
     finally:
         runtime.down(name)

@@ -403,7 +403,9 @@ def register(app: typer.Typer) -> None:
         ses_ = s["sessions"]
         missing = "error" in ses_ or ses_.get("up", 0) < ses_.get("expected", 0)
         s["healthy"] = not dead and not missing
-        s["faults"] = [f.model_dump(mode="json") for f in rt.record(name).faults]
+        rec_ = rt.record(name)
+        s["faults"] = [f.model_dump(mode="json") for f in rec_.faults]
+        s["ipv6_repairs"] = list(getattr(rec_, "ipv6_repairs", []) or [])
         code = 0 if s["healthy"] else EXIT_FAILED  # a dead daemon or a missing session: exit 1
         if as_json:
             typer.echo(json.dumps(s, indent=2, sort_keys=True))
@@ -429,6 +431,9 @@ def register(app: typer.Typer) -> None:
                 con.print(f"  down: {d}")
         for f in s["faults"]:
             con.print(f"fault {f['id']} ({f['kind']}): {f['note']}", highlight=False)
+        if s["ipv6_repairs"]:
+            con.print(f"IPv6 link-local repaired at up on {len(s['ipv6_repairs'])} port(s): "
+                      + ", ".join(s["ipv6_repairs"][:8]), highlight=False)
         if code:
             con.print(f"[bold red]not healthy[/]: {len(dead)} dead daemon(s) {', '.join(dead[:8])}"
                       if dead else "[bold red]not healthy[/]: BGP sessions missing", highlight=False)
@@ -524,4 +529,9 @@ def register(app: typer.Typer) -> None:
         raised = {**(record.get("host_sysctls") or {}), **(record.get("host_limits") or {})}
         if raised:
             con.print("raised for this lab: " + ", ".join(f"{k} {a} -> {b}" for k, (a, b) in raised.items()))
+        repairs = record.get("ipv6_repairs") or []
+        if repairs:
+            con.print(f"IPv6 link-local repaired on {len(repairs)} port(s) (the kernel left them "
+                      f"incomplete; docs/runtime.md): {', '.join(repairs[:8])}"
+                      + (f" (+{len(repairs) - 8} more)" if len(repairs) > 8 else ""), highlight=False)
         con.print(f"{len(record.get('links', []))} links; railab inspect {name} --json for everything")
