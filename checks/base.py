@@ -71,6 +71,7 @@ CAUSE_KINDS = {
     "upstream": "node, prefix: the neighbor behind a port lacks the route itself",
     "config": "node: anything else found in the node's configuration",
     "mtu-mismatch": "node, port, link: a link end's live MTU differs from lab.json",
+    "link-local-missing": "node, port, link: a port lacks its IPv6 link-local address or routes (unnumbered BGP)",
     "port-filter": "node, port, link: a packet filter (nftables netdev chain) drops on the port",
     "policy-route-missing": "node, port, link: a server NIC is up but lacks its rule or table route",
 }

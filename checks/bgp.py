@@ -26,6 +26,8 @@ from railab.checks.base import (
     register_check,
     skipped,
 )
+from railab.testbed.linklocal import port_faults
+from railab.testbed.namespaces import entered
 
 CHECK = "bgp"
 
@@ -82,8 +84,28 @@ def _cause(obs: Observer, link: str,
         if reason:
             return (f"{node} last NOTIFICATION on {iface}: {reason}",
                     Cause(kind="session-down", node=node, port=iface, link=link))
+    for node, iface, _, _ in ends:
+        missing = _link_local_fault(obs, node, iface)
+        if missing:
+            return (f"{node}:{iface} lacks its IPv6 link-local state ({missing}): unnumbered BGP "
+                    f"cannot reach the peer; `railab check --wait S` repairs it (IPv6 restarted on "
+                    f"the port), as `railab up` does",
+                    Cause(kind="link-local-missing", node=node, port=iface, link=link))
     return ("not Established: check bgpd logs on both ends (timers, IPv6 link-local, remote-as)",
             Cause(kind="session-down", link=link))
+
+
+def _link_local_fault(obs: Observer, node: str, iface: str) -> str | None:
+    """What of ``node:iface``'s IPv6 link-local state is missing (:func:`railab.testbed.linklocal.port_faults`,
+    in the node's namespace), or None (complete, or no namespace to read: a real fabric)."""
+    ns = obs.netns_of(node)
+    if not ns:
+        return None
+    try:
+        with entered(ns):
+            return port_faults([iface]).get(iface)
+    except OSError:
+        return None
 
 
 def check_bgp(obs: Observer) -> list[CheckResult]:

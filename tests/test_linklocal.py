@@ -140,3 +140,37 @@ def test_live_a_session_whose_port_lost_its_link_local_route_is_repaired_by_the_
         assert "IPv6 link-local repaired on 1 port(s)" in ins.output and s.interface in ins.output
     finally:
         runtime.down(name)
+
+
+def test_live_check_names_a_port_that_lost_its_link_local_and_wait_repairs_it(tmp_path):
+    """Issue 31 (carried over): a port that loses its fe80::/64 route *after* up is named by
+    ``railab check`` (cause link-local-missing on that port, not a generic 'IPv6 link-local'),
+    and ``railab check --wait`` repairs it as up's convergence wait does."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from railab.cli import app
+
+    name = f"lc{PID}"
+    labdir = generate(INTENTS / "mini.yml", tmp_path / name, name=name)
+    runtime = NetnsRuntime()
+    bring_up(runtime, labdir)
+    try:
+        spec = LabSpec.load(labdir)
+        executor = NetnsExecutor(name)
+        s = next(s for s in spec.bgp_sessions if "leaf" in s.node and "spine" in s.peer)
+        _ip("-n", netns_name(name, s.node), "-6", "route", "del", "fe80::/64", "dev", s.interface)
+        executor.run(s.node, ["vtysh", "-c", f"clear bgp {s.interface}"])
+        time.sleep(4)  # the session stays down: the leaf's connect fails ENETUNREACH
+        doc = json.loads(CliRunner().invoke(app, ["check", name, "--only", "bgp", "--json"]).output)
+        rows = [r for r in doc["results"] if r["status"] == "fail" and r["cause"]
+                and r["cause"]["kind"] == "link-local-missing"]
+        assert rows, [r["reason"] for r in doc["results"] if r["status"] == "fail"]
+        assert (rows[0]["cause"]["node"], rows[0]["cause"]["port"]) == (s.node, s.interface)
+        assert "no fe80::/64 route" in rows[0]["reason"]
+        w = CliRunner().invoke(app, ["check", name, "--only", "bgp", "--wait", "30"])
+        assert w.exit_code == 0, w.output
+        assert "green after" in w.output and f"{s.node}:{s.interface}" in w.output, w.output
+    finally:
+        runtime.down(name)

@@ -99,12 +99,20 @@ def _check_wait(lab: str, only: str | None, as_json: bool, junit: Path | None, s
     import time
 
     t0 = time.monotonic()
+    repaired: list[str] = []
     while True:
-        quiet = _check(lab, only, False, None, False, inventory, known_hosts, stop, render=False)
+        rows: list = []
+        quiet = _check(lab, only, False, None, False, inventory, known_hosts, stop, render=False,
+                       out=rows)
         elapsed = time.monotonic() - t0
         if not quiet or elapsed >= wait or stop.is_set():
             break
+        if inventory is None:  # a lab of ours: repair what the kernel left out, as up does
+            repaired += _repair_link_local(lab, rows)
         time.sleep(WAIT_POLL_S)
+    if repaired and not as_json:
+        typer.echo(f"note: IPv6 link-local repaired on {', '.join(repaired[:8])} (IPv6 restarted on "
+                   "the port: the kernel had left it incomplete)")
     green = None if quiet else round(elapsed, 2)
     n_fail = _check(lab, only, as_json, junit, show_all, inventory, known_hosts, stop,
                     extra={"time_to_green_s": green, "wait_s": wait})
@@ -116,11 +124,26 @@ def _check_wait(lab: str, only: str | None, as_json: bool, junit: Path | None, s
     return n_fail
 
 
+def _repair_link_local(lab: str, rows: list) -> list[str]:
+    """Ports the bgp check found without their IPv6 link-local state (cause
+    ``link-local-missing``): repaired by the lab's runtime (``Runtime.repair_ports``: IPv6
+    restarted on each), as ``railab up``'s convergence wait does. Returns what it repaired."""
+    ports = sorted({(r.cause.node, r.cause.port) for r in rows
+                    if r.cause is not None and r.cause.kind == "link-local-missing"})
+    if not ports:
+        return []
+    from railab.cli.lab import _lab_name, _runtime_of
+
+    name = _lab_name(lab)
+    return _runtime_of(name).repair_ports(name, ports)
+
+
 def _check(lab: str, only: str | None, as_json: bool, junit: Path | None, show_all: bool,
            inventory: Path | None, known_hosts: Path | None, stop, *, render: bool = True,
-           extra: dict | None = None) -> int:
-    """The body of ``railab check``: run, print, return the number of failures. KeyboardInterrupt
-    once ``stop`` is set (run_checks raises it at a safe point; the output is not printed)."""
+           extra: dict | None = None, out: list | None = None) -> int:
+    """The body of ``railab check``: run, print, return the number of failures (``out``, when
+    given, receives the results). KeyboardInterrupt once ``stop`` is set (run_checks raises it
+    at a safe point; the output is not printed)."""
     from railab.checks.lab import LiveLab
     from railab.checks.runner import group_failures, parse_only, root_causes, run_checks, summary
 
@@ -146,6 +169,8 @@ def _check(lab: str, only: str | None, as_json: bool, junit: Path | None, show_a
             executor.close()
     if stop.is_set():
         raise KeyboardInterrupt
+    if out is not None:
+        out.extend(results)
     n_fail = sum(r.status == "fail" for r in results)
     if not render:
         return n_fail
