@@ -52,7 +52,7 @@ from railab.topologies.intent import load_intent
 from railab.topologies.labspec import LabSpec
 from railab.topologies.pathclasses import path_classes
 from railab.traffic.engine import Engine, spread
-from railab.traffic.patterns import Flow, flows_for, report_class, route
+from railab.traffic.patterns import Flow, PatternError, flows_for, report_class, route
 from railab.traffic.traceroute import switch_path, trace, unreachable_text
 
 DEFAULT_INTENT = "rail-optimized-1024"
@@ -220,7 +220,8 @@ def traffic_flows(spec: LabSpec) -> list[Any]:
     pattern's flows (with the class's ``pxn``; railab.traffic.patterns).
 
     Shipped: intra-server, intra-rail, inter-rail (no PXN), inter-rail with PXN, and cross-group
-    when the lab has two groups, each covering every server NIC (servers paired per rail,
+    when the lab has two groups (a class the lab cannot hold, such as intra-server and
+    inter-rail with one GPU per server, is left out), each covering every server NIC (servers paired per rail,
     railab.traffic.patterns.flows_for). PXN changes nothing for intra-server, intra-rail or cross-group flows
     between same-numbered GPUs, so those run once. A class refining another one (e.g.
     inter-rail-same-leaf) shows up through its parent's flows (``report_class``).
@@ -229,7 +230,10 @@ def traffic_flows(spec: LabSpec) -> list[Any]:
     flows = []
     for pc in path_classes().values():
         if pc.pattern is not None and pc.name in spec.expected_hops:
-            flows += flows_for(spec, pc.pattern, pxn=pc.pxn, **kw)
+            try:
+                flows += flows_for(spec, pc.pattern, pxn=pc.pxn, **kw)
+            except PatternError:  # a class this lab cannot hold (intra-server with 1 GPU per server)
+                continue
     return flows
 
 

@@ -100,3 +100,24 @@ def test_unreachable_trace_line_reads_in_words():
     assert ("traceroute srv1:gpu0 -> srv2:gpu7 (inter-rail): unreachable at leaf1 "
             "(ICMP net unreachable) (as designed)") in out, out
     assert "!leaf1" not in out
+
+
+def test_report_flows_leave_out_classes_a_one_gpu_lab_cannot_hold(tmp_path):
+    """Issue 31 (carried over): `railab report` and `demo` failed on a lab with one GPU per
+    server ("intra-server needs 2+ GPUs per server"); the classes it cannot hold are left out."""
+    from railab.demo import traffic_flows
+    from railab.topologies.generator import build_lab
+    from railab.topologies.intent import load_intent
+
+    src = (load_intent("mini").model_dump(mode="json"))
+    src["lab"]["rails"] = 1
+    path = tmp_path / "g1.yml"
+    import yaml
+
+    src["name"] = "g1gpu"
+    path.write_text(yaml.safe_dump(src))
+    spec = build_lab(load_intent(path)).spec
+    assert spec.gpus_per_server == 1 and "intra-server" in spec.expected_hops
+    flows = traffic_flows(spec)
+    classes = {f.path_class for f in flows}
+    assert flows and "intra-server" not in classes and "intra-rail" in classes
