@@ -161,6 +161,13 @@ def _hidden(lab, planned: list[dict], start_output: str, *, commands: bool) -> N
         insp = json.loads(_cli("inspect", NAME, "--json").stdout)
         assert insp["faults"] == []
         assert "no faults" in _cli("fault", NAME, "list").stdout
+        # a trainee's own fault is refused while the exercise runs, on its hidden element too
+        # (it was injected there, got the hidden fault's id, and heal --all then undid it)
+        for f in planned:
+            node = f["element"].split(":")[0]
+            own = _cli("fault", NAME, "node-off", node)
+            assert own.exit_code == 2 and "an exercise runs on lab" in own.output, (own.exit_code, own.output)
+            assert f["element"] not in own.output  # the refusal reveals nothing
         line = X.report_line(NAME)
         assert "running" in line and not any(f["element"] in line or f["kind"] in line for f in planned)
     from railab.testbed import exercise as store

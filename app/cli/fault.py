@@ -28,6 +28,22 @@ def _row(f) -> str:
     return f"{f.id:<4} {f.kind:<13} {age:7.1f} s ago  {f.note}"
 
 
+def _refuse_during_exercise(lab: str) -> None:
+    """No ``railab fault`` injection while an exercise runs on ``lab`` and is not revealed: a
+    fault on one of its hidden elements would disturb it (and be healed with it), and a refusal
+    per element would reveal which ones are hidden, so every injection is refused (UsageError,
+    exit 2). ``list`` and ``heal`` of the lab's own faults stay open."""
+    from railab.testbed import exercise as store
+    from railab.testbed.state import resolve
+
+    name = resolve(lab).name
+    pub = store.load_public(name)
+    if pub and not pub.get("revealed"):
+        raise UsageError(f"an exercise runs on lab {name}: railab fault injects nothing until it is "
+                         f"revealed or stopped (railab exercise reveal {name} / stop {name}); a fault of "
+                         "yours could land on its hidden fault's element")
+
+
 def register(app: typer.Typer) -> None:
     """Attach ``fault`` and ``restart`` to ``app``."""
 
@@ -100,6 +116,7 @@ def register(app: typer.Typer) -> None:
             raise UsageError(f"fault LAB {action} takes NODE_A [NODE_B] (or NODE:PORT)")
         params = F.cli_params(action, end=end, count=count, down_s=down_s, up_s=up_s, percent=percent,
                               roce_only=roce_only, mtu=mtu, asn=asn, daemon=daemon)
+        _refuse_during_exercise(lab)
         rec = F.inject(lab, action, targets[0], targets[1] if len(targets) > 1 else None, port=port, **params)
         if as_json:
             typer.echo(json.dumps(rec.model_dump(mode="json"), indent=2))
