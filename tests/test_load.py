@@ -548,7 +548,7 @@ def _pfc_incast(lab, seed: int, check, enough, seconds: float = 8.0, senders: in
 @pytest.mark.usefixtures("no_leaks")
 def test_live_lossless_incast_dcqcn_pfc_on_is_lossless_and_fair(lossless_lab):
     """Issue 14's fair share: an 8:1 incast with DCQCN (default profile 400g) and PFC on (the
-    intent's), 8 lab s (``railab traffic``'s default length), on link-disjoint paths (a hash
+    intent's), ``railab traffic``'s default length, on link-disjoint paths (a hash
     seed under which no two flows share a link but the receiver's: docs/congestion.md "Fair
     share"): no loss, and each sender's receive rate over the last half within 25 % of 1/8 of
     the port."""
@@ -562,7 +562,12 @@ def test_live_lossless_incast_dcqcn_pfc_on_is_lossless_and_fair(lossless_lab):
             f["src"].split(":")[0], f["src_nic"]).leaf for f in d["flows"])
         assert d["ce_marked"] > 0 and d["cnp_sent"] > 0
 
-    dc = _pfc_incast(lossless_lab, seed, check, lambda d: d["fair_share"]["within"])
+    from railab.cli.traffic import default_load_seconds
+
+    # railab traffic's default length: 15 ms of fabric time since 2026-12-04 (30 lab s at
+    # mini-lossless's 200 Mb/s); 8 lab s was the default (and 0.8 ms) at 40 Mb/s
+    dc = _pfc_incast(lossless_lab, seed, check, lambda d: d["fair_share"]["within"],
+                     seconds=default_load_seconds(lossless_lab.spec))
     d = dc["congestion"]
     fs = d["fair_share"]
     why = (fs["ratios"], fs["cc_ratios"], d["engine_shortfall"], os.getloadavg())
