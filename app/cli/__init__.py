@@ -45,10 +45,10 @@ COMMAND_HOMES: dict[str, str] = {
     "traffic": "traffic", "traceroute": "traffic", "check": "check",
     "demo": "demo", "report": "demo", "graph": "demo", "kinds": "registry",
     "fault": "fault", "restart": "fault", "drill": "drill",
-    "collective": "collective", "ecmp": "collective", "exercise": "exercise",
+    "collective": "collective", "ecmp": "collective", "exercise": "exercise", "lb": "lb",
 }
 _ORDER = ("plan", "generate", "lab", "traffic", "check", "demo", "registry", "fault", "drill",
-          "collective", "exercise")
+          "collective", "exercise", "lb")
 
 
 def _show_version(value: bool) -> None:

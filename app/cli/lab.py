@@ -404,6 +404,7 @@ def register(app: typer.Typer) -> None:
         missing = "error" in ses_ or ses_.get("up", 0) < ses_.get("expected", 0)
         s["healthy"] = not dead and not missing
         s["faults"] = [f.model_dump(mode="json") for f in rt.record(name).faults]
+        s["load_balancing"] = rt.record(name).load_balancing
         code = 0 if s["healthy"] else EXIT_FAILED  # a dead daemon or a missing session: exit 1
         if as_json:
             typer.echo(json.dumps(s, indent=2, sort_keys=True))
@@ -429,6 +430,9 @@ def register(app: typer.Typer) -> None:
                 con.print(f"  down: {d}")
         for f in s["faults"]:
             con.print(f"fault {f['id']} ({f['kind']}): {f['note']}", highlight=False)
+        if s["load_balancing"] != "ecmp":
+            con.print(f"load balancing: {s['load_balancing']} (railab lb {s['lab']} ecmp resets it)",
+                      highlight=False)
         if code:
             con.print(f"[bold red]not healthy[/]: {len(dead)} dead daemon(s) {', '.join(dead[:8])}"
                       if dead else "[bold red]not healthy[/]: BGP sessions missing", highlight=False)
