@@ -22,6 +22,7 @@ from railab.testbed.namespaces import exec_argv
 from railab.topologies.generator import build_lab
 from railab.topologies.intent import load_intent
 from railab.topologies.naming import netns_name
+from railab.traffic import lbcompare
 
 
 @pytest.fixture(scope="module")
@@ -147,3 +148,39 @@ def test_live_modes_change_forwarding_and_ecmp_restores_it(lossless_lab):
         assert _leftovers(spec) == []
     finally:
         run.invoke(app, ["lb", name, "ecmp"])
+
+
+def test_elephants_one_flow_per_nic_of_one_leaf_to_another_group_same_rail(spec):
+    leaf, flows = lbcompare.elephants(spec)
+    assert leaf == "g1-leaf1" and len(flows) == 8  # as many flows as the leaf has uplinks
+    nics = {(n.server, n.gpu): n for n in spec.nics}
+    srcs = [nics[f.src] for f in flows]
+    assert len({(n.server, n.nic) for n in srcs}) == 8 and {n.leaf for n in srcs} == {leaf}
+    for f in flows:
+        s, d = nics[f.src], nics[f.dst]
+        assert d.rail == s.rail and d.group != s.group
+
+
+def test_compare_rejects_bad_workload_and_mode_before_running(spec):
+    with pytest.raises(UsageError, match="workload"):
+        lbcompare.compare(spec, lambda n: n, workload="bogus")
+    with pytest.raises(UsageError, match="unknown load-balancing mode"):
+        lbcompare.compare(spec, lambda n: n, modes=("ecmp", "bogus"))
+
+
+@pytest.mark.integration
+@pytest.mark.usefixtures("no_leaks")
+def test_live_compare_elephants(lossless_lab):
+    """The issue's targets for the modes built: ecmp collides, spray-rr evens the uplinks at a
+    reordering cost, pbr evens them with none."""
+    spec = lossless_lab.spec
+    r = subprocess.run([sys.executable, "-m", "railab", "lb", "compare", spec.name, "--json"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    modes = {m["mode"]: m for m in json.loads(r.stdout)["modes"]}
+    assert set(modes) == {"ecmp", "spray-rr", "spray-random", "pbr"}
+    assert modes["ecmp"]["uplink_imbalance"] >= 1.8, modes["ecmp"]
+    assert modes["spray-rr"]["uplink_imbalance"] <= 1.15 and modes["spray-rr"]["reordered_pct"] > 0
+    assert modes["pbr"]["uplink_imbalance"] <= 1.05 and modes["pbr"]["reordered_pct"] == 0
+    assert modes["spray-rr"]["max_psn_distance"] > 0 and modes["pbr"]["max_psn_distance"] == 0
+    assert _leftovers(spec) == []
