@@ -11,6 +11,12 @@ each leaf's namespace, over the leaf's uplinks (``lab.json`` ``leaf-spine`` link
   packet arriving on a server port with ``numgen inc|random mod N`` (N = uplinks) offset
   :data:`MARK_BASE`; one ``ip rule fwmark`` per member selects a policy table holding copies of
   the fabric's multipath routes restricted to that member's next hop.
+* ``flowlet``: ARS-like flowlets. A dynamic nft map keyed by (source, destination, UDP source
+  port) with a timeout = the flowlet gap (:data:`FLOWLET_GAP_US`, time-scaled) holds each
+  flow's member mark; every packet refreshes it, so a flow keeps its member while packets keep
+  coming; after a gap longer than the timeout the entry has expired and the next packet opens
+  a new flowlet on the member ``numgen inc`` gives (round robin over new flowlets: the switch
+  agent's "most idle member" rating is not wired yet).
 * ``pbr``: static paths: ``ip rule iif <server port>`` binds each server NIC's traffic to one
   member table, planned so that the NICs of one leaf never share an uplink while there are at
   least as many uplinks as NICs (1:1, as the seed describes); with more NICs than uplinks they
@@ -18,9 +24,9 @@ each leaf's namespace, over the leaf's uplinks (``lab.json`` ``leaf-spine`` link
 
 Member tables are numbered from :data:`TABLE_BASE` (zebra manages only the main table, 254,
 so it never rewrites them); rules use priorities from :data:`RULE_PRIO`. A destination a member
-table lacks (a server on the same leaf) falls through to the main table. ``flowlet`` and
-``wcmp`` need the switch agent (railab.testbed.pfc) to rate members and are not built yet:
-:func:`check_mode` refuses them with a usage error.
+table lacks (a server on the same leaf) falls through to the main table. ``wcmp`` needs
+the switch agent (railab.testbed.pfc) to rate members and is not built yet: :func:`check_mode`
+refuses it with a usage error.
 """
 
 from __future__ import annotations
@@ -34,8 +40,16 @@ from railab.testbed.namespaces import exec_argv
 
 #: every mode :func:`apply` knows, in the order ``lb compare`` runs them
 MODES = ("ecmp", "spray-random", "spray-rr", "flowlet", "pbr", "wcmp")
-#: the modes built so far (flowlet and wcmp need the agent's member rating: not yet)
-BUILT = ("ecmp", "spray-random", "spray-rr", "pbr")
+#: the modes built so far (wcmp needs the agent's member rating: not yet)
+BUILT = ("ecmp", "spray-random", "spray-rr", "flowlet", "pbr")
+#: the flowlet gap in fabric microseconds. The seed's ARS text gives no figure; 50 us is the
+#: low end of the gaps the flowlet literature uses (LetFlow, Vanini et al., NSDI 2017: 50-500 us;
+#: CONGA, Alizadeh et al., SIGCOMM 2014: 500 us) and the figure in /work/shared/NOTES.md.
+#: Scaled to lab time like the DCQCN constants (qos.capacity.lab_seconds: 0.5 s at 10000).
+FLOWLET_GAP_US = 50.0
+#: the gap used on a lab without ``lab.capacity`` (no time scale): 50 us of wall time is below
+#: nft's timeout resolution, so it is set at the 40 Mb/s default's scale
+DEFAULT_TIME_SCALE = 10000.0
 NFT_TABLE = "railab_lb"
 TABLE_BASE = 2000
 MARK_BASE = 0x2000
@@ -89,13 +103,35 @@ def plan(spec, mode: str) -> list[LeafPlan]:
     return out
 
 
-def nft_script(lp: LeafPlan, mode: str) -> str:
-    """The ``nft -f`` script of a spray mode on one leaf (empty for other modes): mark each IPv4
-    packet from a server port with the member ``numgen`` picks."""
-    if not mode.startswith("spray") or not lp.servers:
+def flowlet_gap_s(spec) -> float:
+    """The flowlet gap in lab seconds: :data:`FLOWLET_GAP_US` times the lab's time scale
+    (``qos.capacity``), or :data:`DEFAULT_TIME_SCALE` when the lab has no capacity model."""
+    cap = getattr(getattr(spec, "qos", None), "capacity", None)
+    if cap is not None and getattr(cap, "enabled", False):
+        return cap.lab_seconds(FLOWLET_GAP_US)
+    return FLOWLET_GAP_US * 1e-6 * DEFAULT_TIME_SCALE
+
+
+def nft_script(lp: LeafPlan, mode: str, gap_s: float = 0.5) -> str:
+    """The ``nft -f`` script of a spray or flowlet mode on one leaf (empty for other modes):
+    mark each IPv4 packet from a server port with its member. ``gap_s``: the flowlet gap, lab s."""
+    if not (mode.startswith("spray") or mode == "flowlet") or not lp.servers:
         return ""
-    gen = "inc" if mode == "spray-rr" else "random"
     ports = ", ".join(f'"{p}"' for p in lp.servers)
+    n = len(lp.uplinks)
+    if mode == "flowlet":
+        ms = max(1, round(gap_s * 1000))
+        key = "ip saddr . ip daddr . udp sport"
+        return (f"table ip {NFT_TABLE} {{\n"
+                f"  map flowlets {{\n    type ipv4_addr . ipv4_addr . inet_service : mark\n"
+                f"    flags dynamic, timeout\n    timeout {ms}ms\n  }}\n"
+                f"  chain pre {{\n    type filter hook prerouting priority mangle; policy accept;\n"
+                f"    iifname {{ {ports} }} meta l4proto udp meta mark set {key} map @flowlets\n"
+                f"    iifname {{ {ports} }} meta l4proto udp meta mark 0 "
+                f"meta mark set numgen inc mod {n} offset {MARK_BASE:#x}\n"
+                f"    iifname {{ {ports} }} meta l4proto udp update @flowlets "
+                f"{{ {key} timeout {ms}ms : meta mark }}\n  }}\n}}\n")
+    gen = "inc" if mode == "spray-rr" else "random"
     return (f"table ip {NFT_TABLE} {{\n"
             f"  chain pre {{\n    type filter hook prerouting priority mangle; policy accept;\n"
             f"    iifname {{ {ports} }} meta mark set numgen {gen} mod {len(lp.uplinks)} "
@@ -148,7 +184,7 @@ def remove(ns: str, lp: LeafPlan) -> None:
                        capture_output=True)
 
 
-def apply_leaf(ns: str, lp: LeafPlan, mode: str) -> None:
+def apply_leaf(ns: str, lp: LeafPlan, mode: str, gap_s: float = 0.5) -> None:
     """Install ``mode`` on one leaf namespace after removing any previous mode. RuntimeError
     when a kernel command fails (the caller removes what was half-installed)."""
     remove(ns, lp)
@@ -156,7 +192,7 @@ def apply_leaf(ns: str, lp: LeafPlan, mode: str) -> None:
         return
     routes = json.loads(_run(ns, ["ip", "-j", "route", "show", "table", "main"]) or "[]")
     lines = member_routes(routes, [], lp.uplinks)
-    if mode.startswith("spray"):
+    if mode.startswith("spray") or mode == "flowlet":
         lines += [f"rule add priority {RULE_PRIO} fwmark {MARK_BASE + i:#x} lookup {TABLE_BASE + i}"
                   for i in range(len(lp.uplinks))]
     elif mode == "pbr":
@@ -164,7 +200,7 @@ def apply_leaf(ns: str, lp: LeafPlan, mode: str) -> None:
                   for p, i in lp.binding.items()]
     if lines:
         _run(ns, ["ip", "-batch", "-"], "\n".join(lines) + "\n")
-    script = nft_script(lp, mode)
+    script = nft_script(lp, mode, gap_s)
     if script:
         _run(ns, ["nft", "-f", "-"], script)
 
@@ -176,7 +212,7 @@ def apply(spec, netns_of, mode: str) -> list[LeafPlan]:
     plans = plan(spec, mode)
     try:
         for lp in plans:
-            apply_leaf(netns_of(lp.leaf), lp, mode)
+            apply_leaf(netns_of(lp.leaf), lp, mode, flowlet_gap_s(spec))
     except Exception:
         for lp in plans:
             remove(netns_of(lp.leaf), lp)

@@ -55,6 +55,18 @@ def test_spray_scripts_mark_server_ports_with_numgen(spec):
     assert lb.nft_script(p, "pbr") == "" and lb.nft_script(p, "ecmp") == ""
 
 
+def test_flowlet_script_keys_a_timed_map_by_flow_and_gap_is_time_scaled(spec):
+    p = lb.plan(spec, "flowlet")[0]
+    gap = lb.flowlet_gap_s(spec)
+    assert gap == pytest.approx(spec.qos.capacity.lab_seconds(lb.FLOWLET_GAP_US))
+    sc = lb.nft_script(p, "flowlet", gap)
+    ms = round(gap * 1000)
+    assert "flags dynamic, timeout" in sc and f"timeout {ms}ms" in sc
+    assert "ip saddr . ip daddr . udp sport map @flowlets" in sc
+    assert f"meta mark 0 meta mark set numgen inc mod 8 offset {lb.MARK_BASE:#x}" in sc
+    assert f"update @flowlets {{ ip saddr . ip daddr . udp sport timeout {ms}ms : meta mark }}" in sc
+
+
 def test_member_routes_keep_one_next_hop_per_table():
     routes = [
         {"dst": "10.0.2.0/24", "nexthops": [{"gateway": "169.254.0.1", "dev": "eth10"},
@@ -70,8 +82,7 @@ def test_member_routes_keep_one_next_hop_per_table():
     ])
 
 
-@pytest.mark.parametrize("mode, words", [("bogus", "unknown"), ("flowlet", "not built"),
-                                         ("wcmp", "not built")])
+@pytest.mark.parametrize("mode, words", [("bogus", "unknown"), ("wcmp", "not built")])
 def test_bad_or_unbuilt_mode_is_a_usage_error(spec, mode, words):
     with pytest.raises(UsageError, match=words):
         lb.plan(spec, mode)
@@ -92,9 +103,10 @@ def _uplink_tx(ns: str, ups: list[str]) -> dict[str, int]:
     return {d["ifname"]: d["stats64"]["tx"]["packets"] for d in json.loads(out) if d["ifname"] in ups}
 
 
-def _send_one_flow(spec, n: int = 80) -> dict[str, int]:
+def _send_one_flow(spec, n: int = 80, pause_s: float = 0.0) -> dict[str, int]:
     """Send ``n`` UDP packets of one flow (fixed ports) from the server on g1-leaf1 eth1 to a
-    server on g2-leaf1; per uplink of g1-leaf1, how many packets left on it."""
+    server on g2-leaf1 (with ``pause_s`` of silence halfway); per uplink of g1-leaf1, how many
+    packets left on it."""
     src = next(n for n in spec.nics if n.leaf == "g1-leaf1" and n.leaf_port == "eth1")
     dst = next(n for n in spec.nics if n.leaf == "g2-leaf1" and n.rail == src.rail)
     sns, lns = netns_name(spec.name, src.server), netns_name(spec.name, "g1-leaf1")
@@ -102,7 +114,9 @@ def _send_one_flow(spec, n: int = 80) -> dict[str, int]:
     before = _uplink_tx(lns, ups)
     code = ("import socket,time\ns=socket.socket(2,2)\n"
             f"s.bind(({str(src.address.ip)!r},50000))\n"
-            f"for i in range({n}): s.sendto(bytes(100),({str(dst.address.ip)!r},4791)); time.sleep(0.002)")
+            f"for i in range({n}):\n"
+            f" s.sendto(bytes(100),({str(dst.address.ip)!r},4791)); time.sleep(0.002)\n"
+            f" if i == {n // 2 - 1}: time.sleep({pause_s})")
     subprocess.run(exec_argv(sns, ["python3", "-c", code]), check=True)
     after = _uplink_tx(lns, ups)
     return {u: after[u] - before[u] for u in ups}
@@ -139,6 +153,12 @@ def test_live_modes_change_forwarding_and_ecmp_restores_it(lossless_lab):
         assert sum(1 for v in sprayed.values() if v >= 5) == 8, sprayed
         r = run.invoke(app, ["lb", name, "--json"])
         assert json.loads(r.output)["load_balancing"] == "spray-rr"
+        assert run.invoke(app, ["lb", name, "flowlet"]).exit_code == 0
+        gap = lb.flowlet_gap_s(spec)
+        kept = _send_one_flow(spec)  # 2 ms between packets: one flowlet, one uplink
+        assert max(kept.values()) >= 80, kept
+        split = _send_one_flow(spec, pause_s=gap * 2)  # a gap twice the flowlet gap: two flowlets
+        assert sorted(split.values())[-2:] >= [40, 40], split
         assert run.invoke(app, ["lb", name, "pbr"]).exit_code == 0
         pinned = _send_one_flow(spec)
         assert max(pinned, key=pinned.get) == "eth9" and pinned["eth9"] >= 80, pinned
@@ -178,9 +198,11 @@ def test_live_compare_elephants(lossless_lab):
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     modes = {m["mode"]: m for m in json.loads(r.stdout)["modes"]}
-    assert set(modes) == {"ecmp", "spray-rr", "spray-random", "pbr"}
+    assert set(modes) == {"ecmp", "spray-rr", "spray-random", "flowlet", "pbr"}
     assert modes["ecmp"]["uplink_imbalance"] >= 1.8, modes["ecmp"]
     assert modes["spray-rr"]["uplink_imbalance"] <= 1.15 and modes["spray-rr"]["reordered_pct"] > 0
     assert modes["pbr"]["uplink_imbalance"] <= 1.05 and modes["pbr"]["reordered_pct"] == 0
+    assert modes["flowlet"]["uplink_imbalance"] <= 1.35
+    assert modes["flowlet"]["reordered_pct"] <= modes["spray-rr"]["reordered_pct"] / 10
     assert modes["spray-rr"]["max_psn_distance"] > 0 and modes["pbr"]["max_psn_distance"] == 0
     assert _leftovers(spec) == []

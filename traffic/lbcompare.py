@@ -24,7 +24,7 @@ from railab.traffic.load import LoadFlow, run_load
 from railab.traffic.patterns import Flow, route
 
 WORKLOADS = ("elephants",)
-DEFAULT_MODES = ("ecmp", "spray-rr", "spray-random", "pbr")
+DEFAULT_MODES = ("ecmp", "spray-rr", "spray-random", "flowlet", "pbr")
 
 
 def elephants(spec: LabSpec, leaf: str | None = None) -> tuple[str, list[Flow]]:

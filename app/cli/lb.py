@@ -1,5 +1,5 @@
 """``railab lb LAB MODE``: switch a running lab's leaves to a load-balancing mode
-(railab.testbed.lb: ecmp, spray-rr, spray-random, pbr), recorded in the lab state and shown by
+(railab.testbed.lb: ecmp, spray-rr, spray-random, flowlet, pbr), recorded in the lab state and shown by
 ``status``/``inspect``; ``railab lb LAB`` prints the current mode; ``railab lb compare LAB
 --workload elephants [--modes ...] [--json]`` runs one workload once per mode side by side
 (railab.traffic.lbcompare). A bad mode, a mode the lab
@@ -22,12 +22,12 @@ def register(app: typer.Typer) -> None:
     def lb(
         lab: str = typer.Argument(..., help="running lab name or its lab directory"),
         mode: str | None = typer.Argument(
-            None, help="ecmp | spray-rr | spray-random | pbr (flowlet, wcmp: not built yet); "
+            None, help="ecmp | spray-rr | spray-random | flowlet | pbr (wcmp: not built yet); "
                        "omitted: print the current mode"),
         as_json: bool = typer.Option(False, "--json", help="print the result as JSON"),
         workload: str = typer.Option("elephants", "--workload", help="compare: the workload (elephants)"),
         modes: str | None = typer.Option(None, "--modes", help="compare: comma-separated modes "
-                                         "(default ecmp,spray-rr,spray-random,pbr)"),
+                                         "(default ecmp,spray-rr,spray-random,flowlet,pbr)"),
         flow_bytes: int = typer.Option(1 << 20, "--bytes", help="compare: bytes per flow"),
         cc: str = typer.Option("dcqcn", "--cc", help="compare: congestion control (dcqcn or none)"),
     ) -> None:
