@@ -45,13 +45,11 @@ from __future__ import annotations
 import resource  # noqa: F401 (tests patch railab.testbed.runtime.netns.resource)
 import shutil  # noqa: F401 (tests patch railab.testbed.runtime.netns.shutil)
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
-from railab.errors import RailabError, UsageError
+from railab.errors import RailabError
 from railab.testbed import state as st
-from railab.testbed.clabfile import load_clab
 from railab.testbed.namespaces import exec_argv, netns_path
 from railab.testbed.runtime.base import Runtime
 from railab.testbed.runtime.netns.build import BuildMixin
@@ -85,6 +83,7 @@ from railab.testbed.runtime.netns.ipv6 import (
     tier_order,
 )
 from railab.testbed.runtime.netns.preflight import (
+    PreflightMixin,
     check_memory,
     check_prerequisites,
     mem_available_bytes,
@@ -94,7 +93,6 @@ from railab.testbed.runtime.netns.preflight import (
 from railab.testbed.runtime.netns.procs import _alive, _cmdline
 from railab.testbed.runtime.netns.teardown import TeardownMixin
 from railab.testbed.signals import Interrupted, signals_ignored, signals_raise
-from railab.topologies.naming import is_lab_name, lab_name_rule, netns_name
 
 #: what the single-module runtime exported and callers (tests, bench scripts) still import from here
 __all__ = [
@@ -107,7 +105,7 @@ __all__ = [
 ]
 
 
-class NetnsRuntime(BuildMixin, FrrMixin, Ipv6Mixin, DaemonsMixin, TeardownMixin, Runtime):
+class NetnsRuntime(PreflightMixin, BuildMixin, FrrMixin, Ipv6Mixin, DaemonsMixin, TeardownMixin, Runtime):
     """Network namespaces + Debian FRR (see the module docstring)."""
 
     name = "netns"
@@ -130,86 +128,11 @@ class NetnsRuntime(BuildMixin, FrrMixin, Ipv6Mixin, DaemonsMixin, TeardownMixin,
         made so far; KeyboardInterrupt (Ctrl-C; SIGTERM and SIGHUP as
         railab.testbed.signals.Interrupted) likewise after rolling back.
         """
-        clab = load_clab(labdir)  # bad input (UsageError, exit 2) before the host's prerequisites
-        plan = None
-        if stitch:
-            from railab.testbed import stitch as stitch_mod
-
-            plan = stitch_mod.stitch_plan(labdir)
-        if plan is not None:
-            clab = plan.clab
-        if clab.external_links:
-            x = clab.external_links[0]
-            raise UsageError(f"lab {clab.name}: {len(clab.external_links)} {x.type} link(s) ({x.endpoint[0]}:"
-                             f"{x.endpoint[1]} ...): the netns runtime makes veth pairs only; "
-                             f"use --runtime containerlab (for one host of a partitioned lab: "
-                             f"--host HOST), or deploy every host of the partition on this "
-                             f"machine with railab up LABDIR --stitch")
-        check_prerequisites()
         self._children: list[subprocess.Popen] = []
+        clab, plan, spec, limits, preflight_s = self._preflight(labdir, stitch)
         lab = clab.name
-        foreign = sorted(n.name for n in clab.nodes.values() if n.kind != "linux")
-        if foreign:
-            kinds = sorted({clab.nodes[n].kind for n in foreign})
-            raise RailabError(
-                f"lab {lab}: {len(foreign)} node(s) of kind {', '.join(kinds)} ({', '.join(foreign[:4])}"
-                f"{', ...' if len(foreign) > 4 else ''}) need their own images: the netns runtime runs "
-                f"FRR on `linux` nodes only. Use --runtime containerlab, or set `kind: frr` in the intent's lab:"
-            )
-        if not is_lab_name(lab):
-            raise RailabError(lab_name_rule(lab, "lab"))
-        try:
-            from railab.topologies.labspec import LabSpec
-
-            spec = LabSpec.load(clab.directory)
-        except FileNotFoundError as exc:
-            raise RailabError(str(exc)) from None
-        if spec.name != lab:
-            raise RailabError(f"{clab.path.name} names lab {lab!r} but lab.json names {spec.name!r}")
-        from railab.testbed import capacity
-
-        if capacity.enabled(spec) and shutil.which("nft") is None:
-            raise RailabError(f"lab {lab} has lab.capacity (ECN marking, PFC counters in nftables "
-                              f"tables) but nft is not installed: apt-get install nftables")
-        ra_gate_wanted()  # a misspelt RAILAB_RA_GATE is refused before anything is made
-        if st.lab_dir(lab).exists():
-            raise UsageError(f"lab {lab} is already up: railab down {lab}")
         extra_ns = plan.namespaces if plan is not None else []
-        clash = [ns for ns in [netns_name(lab, n) for n in clab.nodes] + extra_ns if netns_path(ns).exists()]
-        if clash:
-            owner = st.ledger().get(clash[0])
-            whose = f"it belongs to lab {owner}" if owner else "railab did not make it"
-            raise UsageError(
-                f"namespace {clash[0]} already exists ({whose}): give this lab another name "
-                f"(railab up INTENT --name NEW, or railab generate INTENT --name NEW)"
-            )
-        t_pre = time.monotonic()
-        check_memory(spec)
-        limits = raise_nofile(len(clab.nodes))
-        self._dry_run(clab)
-        missing = sorted({d for n in clab.routers for d in n.daemons if not (FRR_BIN / d).exists()})
-        if missing:
-            raise RailabError(f"lab {lab}: FRR daemon {', '.join(missing)} not installed in {FRR_BIN}")
-        preflight_s = round(time.monotonic() - t_pre, 3)
-
-        record = st.LabState(
-            lab=lab,
-            runtime=self.name,
-            phase="creating",
-            labdir=str(clab.directory),
-            clab_file=str(clab.path),
-            namespaces={n: netns_name(lab, n) for n in clab.nodes},
-            links=[(f"{lk.a[0]}:{lk.a[1]}", f"{lk.b[0]}:{lk.b[1]}", lk.mtu) for lk in clab.links],
-            routers={
-                n.name: st.RouterState(dir=str(st.node_dir(lab, n.name)), config=str(n.frr_conf),
-                                       daemons=list(n.daemons))
-                for n in clab.routers
-            },
-            host_limits=limits,
-            timings={"preflight_s": preflight_s},
-        )
-        if plan is not None:
-            record.stitch = plan.record()
+        record = self._new_record(clab, plan, limits, preflight_s)
         self._stitch = plan
         try:
             with signals_raise():
