@@ -12,11 +12,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from railab.errors import RailabError, UsageError
+from railab.testbed import linklocal, nfnl, vty
 from railab.testbed import state as st
-from railab.testbed import vty
 from railab.testbed.clabfile import ClabFile
 from railab.testbed.namespaces import entered, exec_argv
 from railab.testbed.runtime.netns.constants import RA_GATE_ENV, RA_GATE_TABLE, SPAWN_THREADS
+from railab.testbed.solicit import send_solicitations, solicit_once
 
 
 def ra_gate_wanted() -> bool:
@@ -56,8 +57,6 @@ def set_ra_gate(namespaces: Iterable[str], on: bool) -> None:
         run_batches({ns: (exec_argv(ns, ["nft", "-f", "-"]), ra_gate_script(True)) for ns in namespaces},
                     "closing the RA gate")
         return
-    from railab.testbed import nfnl
-
     def open_one(ns: str) -> str | None:
         try:
             with entered(ns):
@@ -108,8 +107,6 @@ def solicit_router_advertisements(clab: ClabFile, namespaces: dict[str, str]) ->
     once (``rtadv_process_solicit`` with fast retransmit on, FRR's default). ``up`` sends them
     between the daemon waves, and retries the ports not ready yet from a process of its own beside
     the wave that starts bgpd (``NetnsRuntime._solicit``)."""
-    from railab.testbed.solicit import send_solicitations
-
     return send_solicitations(fabric_ports(clab, namespaces))
 
 
@@ -148,8 +145,6 @@ class Ipv6Mixin:
         railab.testbed.solicit), so its zebras hear their peers' RAs now. An upper tier (the
         passive end) thus knows a lower tier's link-locals before the lower tier connects to it.
         ``ports``: :func:`fabric_ports` of the lab. Returns the solicitations sent."""
-        from railab.testbed.solicit import send_solicitations
-
         rank = tier_order(clab)
         sent = 0
         for tier in sorted(set(rank.values())):
@@ -164,8 +159,6 @@ class Ipv6Mixin:
         waits for its peer's link-local ("Waiting for Peer IPv6 LLA") otherwise waits the next
         RA, up to the lab's ``ra-interval`` (128 s on the 4096-GPU fabric). Nodes or ports that
         are gone are skipped; returns how many were sent."""
-        from railab.testbed.solicit import solicit_once
-
         return solicit_once(ports_by_namespace(ports, self.record(lab).namespaces))[0]
 
     def repair_ports(self, lab: str, ports: list[tuple[str, str]]) -> list[str]:
@@ -174,8 +167,6 @@ class Ipv6Mixin:
         while thousands of ports came up); returns ``"node:port: what was missing"`` per port
         repaired, also appended to the record's ``ipv6_repairs``. Nodes or namespaces that are
         gone are skipped. RailabError when the lab is not up."""
-        from railab.testbed import linklocal
-
         record = self.record(lab)
         node_of = {ns: node for node, ns in record.namespaces.items()}
         repaired: list[str] = []
@@ -201,8 +192,6 @@ class Ipv6Mixin:
         ``python3 -m railab.testbed.solicit`` for the ports not ready yet (a new veth's carrier
         comes up to 1 s late), which the caller collects after the next wave; None when every
         port took it."""
-        from railab.testbed.solicit import solicit_once
-
         vty.wait_answering([st.node_dir(lab, n.name) / "zebra.vty" for n in clab.routers if n.name in parts],
                            timeout=10.0)
         sent, later = solicit_once(fabric_ports(clab, record.namespaces))
