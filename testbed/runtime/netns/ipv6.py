@@ -12,18 +12,18 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from railab.errors import RailabError, UsageError
-from railab.testbed import linklocal, nfnl, vty
+from railab.testbed import linklocal, nfnl, solicit, vty
 from railab.testbed import state as st
 from railab.testbed.clabfile import ClabFile
 from railab.testbed.namespaces import entered, exec_argv
 from railab.testbed.runtime.netns.constants import RA_GATE_ENV, RA_GATE_TABLE, SPAWN_THREADS
-from railab.testbed.solicit import send_solicitations, solicit_once
 
 
 def ra_gate_wanted() -> bool:
-    """Whether ``up`` should use the RA gate: ``$RAILAB_RA_GATE`` unset or ``1`` (True), ``0``
-    (False). UsageError for any other value (a misspelt setting must not silently mean on)."""
-    value = os.environ.get(RA_GATE_ENV, "1").strip()
+    """Whether ``up`` should use the RA gate: ``$RAILAB_RA_GATE`` unset, empty or ``1`` (True),
+    ``0`` (False). UsageError for any other value (a misspelt setting must not silently mean
+    on); an empty value (``RAILAB_RA_GATE= railab up ...``) reads as unset, as shells mean it."""
+    value = os.environ.get(RA_GATE_ENV, "").strip() or "1"
     if value not in ("0", "1"):
         raise UsageError(f"{RA_GATE_ENV}={value!r}: set it to 1 (the RA gate, the default) or 0 (no gate), "
                          f"or unset it")
@@ -54,8 +54,12 @@ def set_ra_gate(namespaces: Iterable[str], on: bool) -> None:
     if on:
         from railab.testbed.capacity import run_batches
 
-        run_batches({ns: (exec_argv(ns, ["nft", "-f", "-"]), ra_gate_script(True)) for ns in namespaces},
-                    "closing the RA gate")
+        try:
+            run_batches({ns: (exec_argv(ns, ["nft", "-f", "-"]), ra_gate_script(True))
+                         for ns in namespaces}, "closing the RA gate")
+        except RailabError as exc:
+            raise RailabError(f"{exc} (the RA gate needs a working nft; {RA_GATE_ENV}=0 brings "
+                              "the lab up without it, converging ~1 s slower)") from exc
         return
     def open_one(ns: str) -> str | None:
         try:
@@ -107,7 +111,7 @@ def solicit_router_advertisements(clab: ClabFile, namespaces: dict[str, str]) ->
     once (``rtadv_process_solicit`` with fast retransmit on, FRR's default). ``up`` sends them
     between the daemon waves, and retries the ports not ready yet from a process of its own beside
     the wave that starts bgpd (``NetnsRuntime._solicit``)."""
-    return send_solicitations(fabric_ports(clab, namespaces))
+    return solicit.send_solicitations(fabric_ports(clab, namespaces))
 
 
 def tier_order(clab: ClabFile) -> dict[str, int]:
@@ -150,7 +154,7 @@ class Ipv6Mixin:
         for tier in sorted(set(rank.values())):
             nss = [record.namespaces[n.name] for n in clab.routers if rank.get(n.name) == tier]
             set_ra_gate(nss, False)
-            sent += send_solicitations({ns: ports[ns] for ns in nss if ns in ports})
+            sent += solicit.send_solicitations({ns: ports[ns] for ns in nss if ns in ports})
         return sent
 
     def resolicit(self, lab: str, ports: list[tuple[str, str]]) -> int:
@@ -159,7 +163,7 @@ class Ipv6Mixin:
         waits for its peer's link-local ("Waiting for Peer IPv6 LLA") otherwise waits the next
         RA, up to the lab's ``ra-interval`` (128 s on the 4096-GPU fabric). Nodes or ports that
         are gone are skipped; returns how many were sent."""
-        return solicit_once(ports_by_namespace(ports, self.record(lab).namespaces))[0]
+        return solicit.solicit_once(ports_by_namespace(ports, self.record(lab).namespaces))[0]
 
     def repair_ports(self, lab: str, ports: list[tuple[str, str]]) -> list[str]:
         """Restart IPv6 on the ``(node, interface)`` ports that lack their link-local address or
@@ -194,7 +198,7 @@ class Ipv6Mixin:
         port took it."""
         vty.wait_answering([st.node_dir(lab, n.name) / "zebra.vty" for n in clab.routers if n.name in parts],
                            timeout=10.0)
-        sent, later = solicit_once(fabric_ports(clab, record.namespaces))
+        sent, later = solicit.solicit_once(fabric_ports(clab, record.namespaces))
         record.solicit = {"sent": sent}
         if not later:
             return None
