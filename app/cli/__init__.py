@@ -46,10 +46,10 @@ COMMAND_HOMES: dict[str, str] = {
     "demo": "demo", "report": "demo", "graph": "demo", "kinds": "registry",
     "fault": "fault", "restart": "fault", "drill": "drill",
     "collective": "collective", "ecmp": "collective", "exercise": "exercise", "model": "model",
-    "ui": "ui", "lb": "lb",
+    "ui": "ui",
 }
 _ORDER = ("plan", "generate", "lab", "traffic", "check", "demo", "registry", "fault", "drill",
-          "collective", "exercise", "model", "ui", "lb")
+          "collective", "exercise", "model", "ui")
 
 
 def _show_version(value: bool) -> None:
