@@ -126,7 +126,9 @@ class LabState(_Record):
     given out (ids are never reused within a lab's life); ``agents``: helper processes running
     for the lab, name -> PID (the PFC emulation, railab.testbed.pfc; ``down`` kills them);
     ``ipv6_repairs``: the ports whose IPv6 link-local state the kernel left incomplete and the
-    convergence wait restarted, ``"node:port: what was missing"`` (Runtime.repair_ports).
+    convergence wait restarted, ``"node:port: what was missing"`` (Runtime.repair_ports);
+    ``load_balancing``: the leaves' load-balancing mode (railab.testbed.lb: ``ecmp``, the
+    default, ``spray-rr``, ``spray-random``, ``pbr``), set by ``railab lb LAB MODE``.
     """
 
     version: int = STATE_VERSION
@@ -150,6 +152,7 @@ class LabState(_Record):
     fault_seq: int = 0
     agents: dict[str, int] = Field(default_factory=dict)
     ipv6_repairs: list[str] = Field(default_factory=list)
+    load_balancing: str = "ecmp"
 
     def to_json(self) -> dict[str, Any]:
         """The JSON document as stored (plain dicts and lists)."""

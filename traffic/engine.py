@@ -189,6 +189,8 @@ class FlowResult:
     """What happened to one flow.
 
     ``sent``/``delivered``/``lost``/``duplicates``/``out_of_order``/``icrc_errors``: packets.
+    ``max_psn_distance``: the receiver's largest PSN distance, highest PSN seen minus a late
+    packet's PSN (the reorder buffer a NIC would need, in packets; 0 when in order).
     ``ttl``: lowest received TTL; ``hops_ttl``: 64 - ttl. ``hops_counters``: switches whose port
     counters moved (None unless measured). ``path``: ``node:egress-port`` from the source leaf
     to the last switch (measured only). ``uplinks``: leaf->spine links crossed
@@ -207,6 +209,7 @@ class FlowResult:
     lost: int = 0
     duplicates: int = 0
     out_of_order: int = 0
+    max_psn_distance: int = 0
     icrc_errors: int = 0
     ttl: int | None = None
     acks: int = 0
@@ -317,7 +320,8 @@ class FlowResult:
             "dst": f"{f.dst[0]}:gpu{f.dst[1]}", "src_nic": f.src_nic, "dst_nic": f.dst_nic,
             "nvlink": f.nvlink, "pxn": f.pxn, "qp": f.qp, "sent": self.sent,
             "delivered": self.delivered, "lost": self.lost, "duplicates": self.duplicates,
-            "out_of_order": self.out_of_order, "icrc_errors": self.icrc_errors,
+            "out_of_order": self.out_of_order, "max_psn_distance": self.max_psn_distance,
+            "icrc_errors": self.icrc_errors,
             "acks": self.acks, "ttl": self.ttl, "hops_expected": f.expected_hops,
             "hops_ttl": self.hops_ttl, "hops_counters": self.hops_counters,
             "switches": self.switches, "path": self.path, "uplinks": self.uplinks,
@@ -341,7 +345,7 @@ def flow_qpns(flow: Flow) -> tuple[int, int]:
 class _FlowState:
     __slots__ = ("flow", "res", "seq", "tx", "start_psn", "sent", "got", "next_psn", "dqpn",
                  "sqpn", "ack_tpl", "ack_tx", "src_addr", "dst_addr", "last_rx", "t0",
-                 "want_if", "want_mac")
+                 "want_if", "want_mac", "max_idx")
 
 
 class Engine:
@@ -613,6 +617,7 @@ class Engine:
         st.got = bytearray(len(seq))
         st.sent = 0
         st.next_psn = 0
+        st.max_idx = 0
         st.last_rx = 0.0
         st.ack_tpl = None
         if acks:
@@ -728,6 +733,11 @@ class Engine:
             if idx != st.next_psn:
                 res.out_of_order += 1
             st.next_psn = idx + 1
+            # reorder depth (issue 30): how far behind the highest PSN seen this one arrived
+            if idx < st.max_idx:
+                res.max_psn_distance = max(res.max_psn_distance, st.max_idx - idx)
+            else:
+                st.max_idx = idx
             ttl = buf[22]
             if res.ttl is None or ttl < res.ttl:
                 res.ttl = ttl

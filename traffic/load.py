@@ -290,7 +290,8 @@ class _QP:
                  "start_psn", "rp", "next_t", "frame_bits", "sent", "sent_bytes", "goal",
                  "rx", "rx_bytes", "max_idx", "ooo", "ce", "cnp_sent", "cnp_rx", "bp",
                  "deficit_bytes", "t_start", "t_last_rx", "sport", "ppm", "s_tx", "s_rx",
-                 "s_ce", "s_cnp", "series", "active", "icrc_errors", "nic_down", "ttl")
+                 "s_ce", "s_cnp", "series", "active", "icrc_errors", "nic_down", "ttl",
+                 "max_psn_dist")
 
 
 class LoadEngine(Engine):
@@ -394,6 +395,7 @@ class LoadEngine(Engine):
         q.rp = None
         q.next_t = 0.0
         q.sent = q.sent_bytes = q.rx = q.rx_bytes = q.ooo = q.ce = q.cnp_sent = q.cnp_rx = 0
+        q.max_psn_dist = 0  # receiver's reorder depth (issue 30)
         q.bp = q.deficit_bytes = q.icrc_errors = 0
         q.max_idx = -1
         q.t_start = q.t_last_rx = 0.0
@@ -430,6 +432,8 @@ class LoadEngine(Engine):
         q.ttl = buf[22]
         if idx < q.max_idx:
             q.ooo += 1
+            if q.max_idx - idx > q.max_psn_dist:  # reorder depth in packets (issue 30)
+                q.max_psn_dist = q.max_idx - idx
         else:
             q.max_idx = idx
         if buf[15] & 3 == roce.ECN_CE:
@@ -600,6 +604,7 @@ class LoadEngine(Engine):
                  "path_class": f.path_class, "qpn": q.sqpn, "dest_qpn": q.dqpn, "sport": q.sport,
                  "tx_packets": q.sent, "tx_bytes": q.sent_bytes, "rx_packets": q.rx,
                  "rx_bytes": q.rx_bytes, "lost": max(0, q.sent - q.rx), "ooo": q.ooo,
+                 "max_psn_distance": q.max_psn_dist,
                  "ce_marked": q.ce, "cnp_sent": q.cnp_sent, "cnp_received": q.cnp_rx,
                  "backpressure": q.bp, "nic_down": q.nic_down, "icrc_errors": q.icrc_errors,
                  "shortfall": (round(q.deficit_bytes / (q.sent_bytes + q.deficit_bytes), 4)

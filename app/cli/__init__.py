@@ -46,10 +46,10 @@ COMMAND_HOMES: dict[str, str] = {
     "demo": "demo", "report": "demo", "graph": "demo", "kinds": "registry",
     "fault": "fault", "restart": "fault", "drill": "drill",
     "collective": "collective", "ecmp": "collective", "exercise": "exercise", "model": "model",
-    "ui": "ui",
+    "ui": "ui", "lb": "lb",
 }
 _ORDER = ("plan", "generate", "lab", "traffic", "check", "demo", "registry", "fault", "drill",
-          "collective", "exercise", "model", "ui")
+          "collective", "exercise", "model", "ui", "lb")
 
 
 def _show_version(value: bool) -> None:

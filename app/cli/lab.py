@@ -406,6 +406,7 @@ def register(app: typer.Typer) -> None:
         rec_ = rt.record(name)
         s["faults"] = [f.model_dump(mode="json") for f in rec_.faults]
         s["ipv6_repairs"] = list(getattr(rec_, "ipv6_repairs", []) or [])
+        s["load_balancing"] = rec_.load_balancing
         code = 0 if s["healthy"] else EXIT_FAILED  # a dead daemon or a missing session: exit 1
         if as_json:
             typer.echo(json.dumps(s, indent=2, sort_keys=True))
@@ -434,6 +435,9 @@ def register(app: typer.Typer) -> None:
         if s["ipv6_repairs"]:
             con.print(f"IPv6 link-local repaired at up on {len(s['ipv6_repairs'])} port(s): "
                       + ", ".join(s["ipv6_repairs"][:8]), highlight=False)
+        if s["load_balancing"] != "ecmp":
+            con.print(f"load balancing: {s['load_balancing']} (railab lb {s['lab']} ecmp resets it)",
+                      highlight=False)
         if code:
             con.print(f"[bold red]not healthy[/]: {len(dead)} dead daemon(s) {', '.join(dead[:8])}"
                       if dead else "[bold red]not healthy[/]: BGP sessions missing", highlight=False)

@@ -1,0 +1,208 @@
+"""railab.testbed.lb and ``railab lb``: the switches' load-balancing modes.
+
+Unit tests (no root): the plan from lab.json, the nft script, the member-table routes, the
+usage errors. Live tests (root + FRR, the ``mini-lossless`` lab): ``spray-rr`` puts one UDP
+flow's consecutive packets on different uplinks, ``pbr`` pins a NIC to one uplink, ``ecmp``
+restores the per-flow hash and leaves no rule, table or nft table behind.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from railab.cli import app
+from railab.errors import UsageError
+from railab.testbed import lb
+from railab.testbed.namespaces import exec_argv
+from railab.topologies.generator import build_lab
+from railab.topologies.intent import load_intent
+from railab.topologies.naming import netns_name
+from railab.traffic import lbcompare
+
+
+@pytest.fixture(scope="module")
+def spec():
+    return build_lab(load_intent("mini-lossless")).spec
+
+
+def test_plan_has_every_leaf_with_its_uplinks_and_server_ports(spec):
+    plans = lb.plan(spec, "spray-rr")
+    assert [p.leaf for p in plans] == ["g1-leaf1", "g1-leaf2", "g2-leaf1", "g2-leaf2"]
+    for p in plans:
+        assert len(p.uplinks) == 8  # 4 spines x 2 links
+        assert p.servers and not set(p.servers) & set(p.uplinks)
+        assert p.binding == {}
+
+
+def test_pbr_binds_the_nics_of_a_leaf_to_distinct_uplinks(spec):
+    for p in lb.plan(spec, "pbr"):
+        members = list(p.binding.values())
+        assert sorted(p.binding) == sorted(p.servers)
+        assert len(set(members)) == min(len(p.servers), len(p.uplinks))
+
+
+def test_spray_scripts_mark_server_ports_with_numgen(spec):
+    p = lb.plan(spec, "spray-rr")[0]
+    rr, rnd = lb.nft_script(p, "spray-rr"), lb.nft_script(p, "spray-random")
+    assert "numgen inc mod 8" in rr and "numgen random mod 8" in rnd
+    assert f"offset {lb.MARK_BASE:#x}" in rr
+    assert all(f'"{s}"' in rr for s in p.servers) and not any(f'"{u}"' in rr for u in p.uplinks)
+    assert lb.nft_script(p, "pbr") == "" and lb.nft_script(p, "ecmp") == ""
+
+
+def test_flowlet_script_keys_a_timed_map_by_flow_and_gap_is_time_scaled(spec):
+    p = lb.plan(spec, "flowlet")[0]
+    gap = lb.flowlet_gap_s(spec)
+    assert gap == pytest.approx(spec.qos.capacity.lab_seconds(lb.FLOWLET_GAP_US))
+    sc = lb.nft_script(p, "flowlet", gap)
+    ms = round(gap * 1000)
+    assert "flags dynamic, timeout" in sc and f"timeout {ms}ms" in sc
+    assert "ip saddr . ip daddr . udp sport map @flowlets" in sc
+    assert f"meta mark 0 meta mark set numgen inc mod 8 offset {lb.MARK_BASE:#x}" in sc
+    assert f"update @flowlets {{ ip saddr . ip daddr . udp sport timeout {ms}ms : meta mark }}" in sc
+
+
+def test_member_routes_keep_one_next_hop_per_table():
+    routes = [
+        {"dst": "10.0.2.0/24", "nexthops": [{"gateway": "169.254.0.1", "dev": "eth10"},
+                                            {"gateway": "169.254.0.1", "dev": "eth9"}]},
+        {"dst": "10.0.0.0/31", "dev": "eth1"},  # connected server subnet: not copied
+        {"dst": "10.255.0.2", "gateway": "169.254.0.1", "dev": "eth9"},
+    ]
+    lines = lb.member_routes(routes, [], ["eth9", "eth10"])
+    assert sorted(lines) == sorted([
+        f"route replace 10.0.2.0/24 via 169.254.0.1 dev eth10 onlink table {lb.TABLE_BASE + 1}",
+        f"route replace 10.0.2.0/24 via 169.254.0.1 dev eth9 onlink table {lb.TABLE_BASE}",
+        f"route replace 10.255.0.2 via 169.254.0.1 dev eth9 onlink table {lb.TABLE_BASE}",
+    ])
+
+
+@pytest.mark.parametrize("mode, words", [("bogus", "unknown"), ("wcmp", "not built")])
+def test_bad_or_unbuilt_mode_is_a_usage_error(spec, mode, words):
+    with pytest.raises(UsageError, match=words):
+        lb.plan(spec, mode)
+
+
+def test_cli_bad_mode_and_lab_not_up_exit_2_with_one_error_line():
+    for mode, words in (("bogus", "unknown load-balancing mode"), ("spray-rr", "is not up")):
+        r = subprocess.run([sys.executable, "-m", "railab", "lb", "no-such-lab-i30", mode],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 2, r.stderr
+        assert r.stderr.count("error: ") == 1 and words in r.stderr, r.stderr
+
+
+# ---- live ---------------------------------------------------------------------------------------
+def _uplink_tx(ns: str, ups: list[str]) -> dict[str, int]:
+    out = subprocess.run(exec_argv(ns, ["ip", "-s", "-j", "link"]), capture_output=True, text=True,
+                         check=True).stdout
+    return {d["ifname"]: d["stats64"]["tx"]["packets"] for d in json.loads(out) if d["ifname"] in ups}
+
+
+def _send_one_flow(spec, n: int = 80, pause_s: float = 0.0) -> dict[str, int]:
+    """Send ``n`` UDP packets of one flow (fixed ports) from the server on g1-leaf1 eth1 to a
+    server on g2-leaf1 (with ``pause_s`` of silence halfway); per uplink of g1-leaf1, how many
+    packets left on it."""
+    src = next(n for n in spec.nics if n.leaf == "g1-leaf1" and n.leaf_port == "eth1")
+    dst = next(n for n in spec.nics if n.leaf == "g2-leaf1" and n.rail == src.rail)
+    sns, lns = netns_name(spec.name, src.server), netns_name(spec.name, "g1-leaf1")
+    ups = lb.plan(spec, "ecmp")[0].uplinks
+    before = _uplink_tx(lns, ups)
+    code = ("import socket,time\ns=socket.socket(2,2)\n"
+            f"s.bind(({str(src.address.ip)!r},50000))\n"
+            f"for i in range({n}):\n"
+            f" s.sendto(bytes(100),({str(dst.address.ip)!r},4791)); time.sleep(0.002)\n"
+            f" if i == {n // 2 - 1}: time.sleep({pause_s})")
+    subprocess.run(exec_argv(sns, ["python3", "-c", code]), check=True)
+    after = _uplink_tx(lns, ups)
+    return {u: after[u] - before[u] for u in ups}
+
+
+def _leftovers(spec) -> list[str]:
+    found = []
+    for p in lb.plan(spec, "ecmp"):
+        ns = netns_name(spec.name, p.leaf)
+        rules = subprocess.run(exec_argv(ns, ["ip", "rule"]), capture_output=True, text=True).stdout
+        if f"{lb.RULE_PRIO}:" in rules:
+            found.append(f"{p.leaf}: rules")
+        for i in range(len(p.uplinks)):
+            t = subprocess.run(exec_argv(ns, ["ip", "route", "show", "table", str(lb.TABLE_BASE + i)]),
+                               capture_output=True, text=True).stdout
+            if t.strip():
+                found.append(f"{p.leaf}: table {lb.TABLE_BASE + i}")
+        nft = subprocess.run(exec_argv(ns, ["nft", "list", "tables"]), capture_output=True, text=True).stdout
+        if lb.NFT_TABLE in nft:
+            found.append(f"{p.leaf}: nft")
+    return found
+
+
+@pytest.mark.integration
+@pytest.mark.usefixtures("no_leaks")
+def test_live_modes_change_forwarding_and_ecmp_restores_it(lossless_lab):
+    spec = lossless_lab.spec
+    name = spec.name
+    run = CliRunner()
+    try:
+        assert run.invoke(app, ["lb", name, "spray-rr"]).exit_code == 0
+        sprayed = _send_one_flow(spec)
+        # round robin over 8 members: every uplink carries its share of the one flow
+        assert sum(1 for v in sprayed.values() if v >= 5) == 8, sprayed
+        r = run.invoke(app, ["lb", name, "--json"])
+        assert json.loads(r.output)["load_balancing"] == "spray-rr"
+        assert run.invoke(app, ["lb", name, "flowlet"]).exit_code == 0
+        gap = lb.flowlet_gap_s(spec)
+        kept = _send_one_flow(spec)  # 2 ms between packets: one flowlet, one uplink
+        assert max(kept.values()) >= 80, kept
+        split = _send_one_flow(spec, pause_s=gap * 2)  # a gap twice the flowlet gap: two flowlets
+        assert sorted(split.values())[-2:] >= [40, 40], split
+        assert run.invoke(app, ["lb", name, "pbr"]).exit_code == 0
+        pinned = _send_one_flow(spec)
+        assert max(pinned, key=pinned.get) == "eth9" and pinned["eth9"] >= 80, pinned
+        assert run.invoke(app, ["lb", name, "ecmp"]).exit_code == 0
+        hashed = _send_one_flow(spec)
+        assert max(hashed.values()) >= 80, hashed  # the whole flow on one uplink
+        assert _leftovers(spec) == []
+    finally:
+        run.invoke(app, ["lb", name, "ecmp"])
+
+
+def test_elephants_one_flow_per_nic_of_one_leaf_to_another_group_same_rail(spec):
+    leaf, flows = lbcompare.elephants(spec)
+    assert leaf == "g1-leaf1" and len(flows) == 8  # as many flows as the leaf has uplinks
+    nics = {(n.server, n.gpu): n for n in spec.nics}
+    srcs = [nics[f.src] for f in flows]
+    assert len({(n.server, n.nic) for n in srcs}) == 8 and {n.leaf for n in srcs} == {leaf}
+    for f in flows:
+        s, d = nics[f.src], nics[f.dst]
+        assert d.rail == s.rail and d.group != s.group
+
+
+def test_compare_rejects_bad_workload_and_mode_before_running(spec):
+    with pytest.raises(UsageError, match="workload"):
+        lbcompare.compare(spec, lambda n: n, workload="bogus")
+    with pytest.raises(UsageError, match="unknown load-balancing mode"):
+        lbcompare.compare(spec, lambda n: n, modes=("ecmp", "bogus"))
+
+
+@pytest.mark.integration
+@pytest.mark.usefixtures("no_leaks")
+def test_live_compare_elephants(lossless_lab):
+    """The issue's targets for the modes built: ecmp collides, spray-rr evens the uplinks at a
+    reordering cost, pbr evens them with none."""
+    spec = lossless_lab.spec
+    r = subprocess.run([sys.executable, "-m", "railab", "lb", "compare", spec.name, "--json"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    modes = {m["mode"]: m for m in json.loads(r.stdout)["modes"]}
+    assert set(modes) == {"ecmp", "spray-rr", "spray-random", "flowlet", "pbr"}
+    assert modes["ecmp"]["uplink_imbalance"] >= 1.8, modes["ecmp"]
+    assert modes["spray-rr"]["uplink_imbalance"] <= 1.15 and modes["spray-rr"]["reordered_pct"] > 0
+    assert modes["pbr"]["uplink_imbalance"] <= 1.05 and modes["pbr"]["reordered_pct"] == 0
+    assert modes["flowlet"]["uplink_imbalance"] <= 1.35
+    assert modes["flowlet"]["reordered_pct"] <= modes["spray-rr"]["reordered_pct"] / 10
+    assert modes["spray-rr"]["max_psn_distance"] > 0 and modes["pbr"]["max_psn_distance"] == 0
+    assert _leftovers(spec) == []
