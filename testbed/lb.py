@@ -11,37 +11,54 @@ each leaf's namespace, over the leaf's uplinks (``lab.json`` ``leaf-spine`` link
   packet arriving on a server port with ``numgen inc|random mod N`` (N = uplinks) offset
   :data:`MARK_BASE`; one ``ip rule fwmark`` per member selects a policy table holding copies of
   the fabric's multipath routes restricted to that member's next hop.
-* ``flowlet``: ARS-like flowlets. A dynamic nft map keyed by (source, destination, UDP source
+* ``flowlet``: ARS flowlets. A dynamic nft map keyed by (source, destination, UDP source
   port) with a timeout = the flowlet gap (:data:`FLOWLET_GAP_US`, time-scaled) holds each
   flow's member mark; every packet refreshes it, so a flow keeps its member while packets keep
   coming; after a gap longer than the timeout the entry has expired and the next packet opens
-  a new flowlet on the member ``numgen inc`` gives (round robin over new flowlets: the switch
-  agent's "most idle member" rating is not wired yet).
+  a new flowlet on the member of the next slot of the leaf's ``slots`` map (``numgen inc mod
+  SLOTS``), which the load-balancing agent (:mod:`railab.testbed.lbagent`) refills every cycle
+  from the uplinks' measured utilization and queue: idle members get the slots.
 * ``pbr``: static paths: ``ip rule iif <server port>`` binds each server NIC's traffic to one
   member table, planned so that the NICs of one leaf never share an uplink while there are at
   least as many uplinks as NICs (1:1, as the seed describes); with more NICs than uplinks they
   share round robin (said by :func:`plan`).
 
+* ``wcmp``: dynamic weighted ECMP. One kernel next-hop object per uplink
+  (:data:`NH_BASE` + i, ``via 169.254.0.1 dev <uplink> onlink`` as zebra's RFC 5549 routes),
+  one group :data:`GROUP_ID` over them, table :data:`WCMP_TABLE` holding the main table's
+  multipath routes over the uplinks pointed at the group, and ``ip rule iif <server port>
+  lookup WCMP_TABLE``; the agent rewrites the group's weights from the members' measured load.
+
 Member tables are numbered from :data:`TABLE_BASE` (zebra manages only the main table, 254,
 so it never rewrites them); rules use priorities from :data:`RULE_PRIO`. A destination a member
-table lacks (a server on the same leaf) falls through to the main table. ``wcmp`` needs
-the switch agent (railab.testbed.pfc) to rate members and is not built yet: :func:`check_mode`
-refuses it with a usage error.
+table lacks (a server on the same leaf) falls through to the main table. ``flowlet`` and
+``wcmp`` need the lab's capacity model (``lab.capacity``: the agent rates members by their
+queues); on a lab without it :func:`plan` refuses them with a usage error.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from railab.errors import UsageError
+from railab.testbed import lbagent
 from railab.testbed.namespaces import exec_argv
 
 #: every mode :func:`apply` knows, in the order ``lb compare`` runs them
 MODES = ("ecmp", "spray-random", "spray-rr", "flowlet", "pbr", "wcmp")
-#: the modes built so far (wcmp needs the agent's member rating: not yet)
-BUILT = ("ecmp", "spray-random", "spray-rr", "flowlet", "pbr")
+#: the modes built (all of them)
+BUILT = MODES
+#: the modes the load-balancing agent (railab.testbed.lbagent) steers: they need lab.capacity
+AGENT_MODES = ("flowlet", "wcmp")
 #: the flowlet gap in fabric microseconds. The seed's ARS text gives no figure; 50 us is the
 #: low end of the gaps the flowlet literature uses (LetFlow, Vanini et al., NSDI 2017: 50-500 us;
 #: CONGA, Alizadeh et al., SIGCOMM 2014: 500 us) and the figure in /work/shared/NOTES.md.
@@ -54,6 +71,12 @@ NFT_TABLE = "railab_lb"
 TABLE_BASE = 2000
 MARK_BASE = 0x2000
 RULE_PRIO = 2000
+#: wcmp: next-hop object ids (NH_BASE + member), the group's id and the policy table
+NH_BASE = 20000
+GROUP_ID = 21000
+WCMP_TABLE = 2100
+#: seconds to wait for the agent to report ready
+AGENT_START_S = 10.0
 
 
 @dataclass
@@ -94,6 +117,11 @@ def plan(spec, mode: str) -> list[LeafPlan]:
     if not ups and mode != "ecmp":
         raise UsageError(f"load-balancing mode {mode!r} needs leaf uplinks and this lab has none "
                          "(rail-only): only ecmp applies")
+    cap = getattr(getattr(spec, "qos", None), "capacity", None)
+    if mode in AGENT_MODES and not (cap is not None and getattr(cap, "enabled", False)):
+        raise UsageError(f"load-balancing mode {mode!r} needs lab.capacity (its agent rates the "
+                         "uplinks by their queues): use an intent with lab.capacity, e.g. "
+                         "mini-lossless")
     out = []
     for leaf in sorted(ups):
         lp = LeafPlan(leaf, ups[leaf], sorted(srv.get(leaf, [])))
@@ -122,13 +150,17 @@ def nft_script(lp: LeafPlan, mode: str, gap_s: float = 0.5) -> str:
     if mode == "flowlet":
         ms = max(1, round(gap_s * 1000))
         key = "ip saddr . ip daddr . udp sport"
+        slots = ", ".join(f"{k} : {MARK_BASE + m:#x}"
+                          for k, m in enumerate(lbagent.slot_table([1.0] * n)))
         return (f"table ip {NFT_TABLE} {{\n"
                 f"  map flowlets {{\n    type ipv4_addr . ipv4_addr . inet_service : mark\n"
                 f"    flags dynamic, timeout\n    timeout {ms}ms\n  }}\n"
+                f"  map slots {{\n    typeof numgen inc mod {lbagent.SLOTS} : meta mark\n"
+                f"    elements = {{ {slots} }}\n  }}\n"
                 f"  chain pre {{\n    type filter hook prerouting priority mangle; policy accept;\n"
                 f"    iifname {{ {ports} }} meta l4proto udp meta mark set {key} map @flowlets\n"
                 f"    iifname {{ {ports} }} meta l4proto udp meta mark 0 "
-                f"meta mark set numgen inc mod {n} offset {MARK_BASE:#x}\n"
+                f"meta mark set numgen inc mod {lbagent.SLOTS} map @slots\n"
                 f"    iifname {{ {ports} }} meta l4proto udp update @flowlets "
                 f"{{ {key} timeout {ms}ms : meta mark }}\n  }}\n}}\n")
     gen = "inc" if mode == "spray-rr" else "random"
@@ -172,16 +204,35 @@ def _run(ns: str, argv: list[str], stdin: str | None = None) -> str:
 
 def remove(ns: str, lp: LeafPlan) -> None:
     """Remove whatever any mode installed on one leaf namespace (idempotent): the nft table,
-    every rule at :data:`RULE_PRIO`, the member tables."""
+    every rule at :data:`RULE_PRIO`, the member tables, the wcmp table, group and next hops."""
     subprocess.run(exec_argv(ns, ["nft", "delete", "table", "ip", NFT_TABLE]), capture_output=True)
     rules = json.loads(_run(ns, ["ip", "-j", "rule", "show"]) or "[]")
     for r in rules:
         if r.get("priority") == RULE_PRIO:
             subprocess.run(exec_argv(ns, ["ip", "rule", "del", "priority", str(RULE_PRIO)]),
                            capture_output=True)
-    for i in range(len(lp.uplinks)):
-        subprocess.run(exec_argv(ns, ["ip", "route", "flush", "table", str(TABLE_BASE + i)]),
-                       capture_output=True)
+    lines = [f"route flush table {TABLE_BASE + i}" for i in range(len(lp.uplinks))]
+    lines += [f"route flush table {WCMP_TABLE}", f"nexthop del id {GROUP_ID}"]
+    lines += [f"nexthop del id {NH_BASE + i}" for i in range(len(lp.uplinks))]
+    subprocess.run(exec_argv(ns, ["ip", "-force", "-batch", "-"]), input="\n".join(lines) + "\n",
+                   capture_output=True, text=True)
+
+
+def wcmp_lines(routes: list[dict], uplinks: list[str], servers: list[str]) -> list[str]:
+    """``ip -batch`` lines of the ``wcmp`` mechanism on one leaf: a next-hop object per uplink
+    (``NH_BASE + i``), the group ``GROUP_ID`` over them (equal weights until the agent's first
+    cycle), table ``WCMP_TABLE`` with every main-table route over the uplinks pointed at the
+    group, and one ``iif`` rule per server port."""
+    lines = [f"nexthop add id {NH_BASE + i} via 169.254.0.1 dev {u} onlink"
+             for i, u in enumerate(uplinks)]
+    lines.append(f"nexthop add id {GROUP_ID} group "
+                 + "/".join(f"{NH_BASE + i},1" for i in range(len(uplinks))))
+    for r in routes:
+        hops = r.get("nexthops") or [r]
+        if r.get("dst", "default") != "default" and any(h.get("dev") in uplinks for h in hops):
+            lines.append(f"route replace {r['dst']} nhid {GROUP_ID} table {WCMP_TABLE}")
+    lines += [f"rule add priority {RULE_PRIO} iif {p} lookup {WCMP_TABLE}" for p in servers]
+    return lines
 
 
 def apply_leaf(ns: str, lp: LeafPlan, mode: str, gap_s: float = 0.5) -> None:
@@ -191,7 +242,10 @@ def apply_leaf(ns: str, lp: LeafPlan, mode: str, gap_s: float = 0.5) -> None:
     if mode == "ecmp":
         return
     routes = json.loads(_run(ns, ["ip", "-j", "route", "show", "table", "main"]) or "[]")
-    lines = member_routes(routes, [], lp.uplinks)
+    if mode == "wcmp":
+        lines = wcmp_lines(routes, lp.uplinks, lp.servers)
+    else:
+        lines = member_routes(routes, [], lp.uplinks)
     if mode.startswith("spray") or mode == "flowlet":
         lines += [f"rule add priority {RULE_PRIO} fwmark {MARK_BASE + i:#x} lookup {TABLE_BASE + i}"
                   for i in range(len(lp.uplinks))]
@@ -205,16 +259,144 @@ def apply_leaf(ns: str, lp: LeafPlan, mode: str, gap_s: float = 0.5) -> None:
         _run(ns, ["nft", "-f", "-"], script)
 
 
-def apply(spec, netns_of, mode: str) -> list[LeafPlan]:
+# ---- the load-balancing agent (flowlet, wcmp) -------------------------------------------------
+def agent_plan(spec, netns_of, plans: list[LeafPlan], mode: str) -> lbagent.LbAgentPlan:
+    """The :class:`railab.testbed.lbagent.LbAgentPlan` of ``mode`` over ``plans``: the cycle is
+    :data:`railab.testbed.lbagent.CYCLE_US` of fabric time in lab seconds, the port rate and
+    ECN Kmin the lab's."""
+    cap = spec.qos.capacity
+    return lbagent.LbAgentPlan(
+        lab=spec.name, mode=mode, nft_table=NFT_TABLE, cycle_s=cap.lab_seconds(lbagent.CYCLE_US),
+        port_rate_bps=cap.port_rate_mbps * 1e6, kmin_bytes=spec.qos.ecn.kmin_bytes,
+        leaves=[lbagent.LeafAgent(node=lp.leaf, ns=netns_of(lp.leaf), uplinks=lp.uplinks,
+                                  marks=[MARK_BASE + i for i in range(len(lp.uplinks))],
+                                  nh_ids=[NH_BASE + i for i in range(len(lp.uplinks))],
+                                  group_id=GROUP_ID) for lp in plans])
+
+
+def agent_state(run_dir: str | Path) -> dict | None:
+    """The running agent's state file (:mod:`railab.testbed.lbagent`), or None."""
+    try:
+        return json.loads((Path(run_dir) / lbagent.STATE_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def stop_agent(run_dir: str | Path) -> None:
+    """Stop the lab's load-balancing agent if one runs (SIGTERM, then SIGKILL after 3 s) and
+    remove its files. Idempotent."""
+    d = Path(run_dir)
+    try:
+        pid = int((d / "lb-agent.pid").read_text())
+    except (OSError, ValueError):
+        pid = None
+    if pid is not None:
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            cmd = b""
+        if b"railab.testbed.lbagent" in cmd:
+            os.kill(pid, signal.SIGTERM)
+            end = time.monotonic() + 3
+            while time.monotonic() < end and Path(f"/proc/{pid}").exists():
+                try:
+                    if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                        break
+                except ChildProcessError:
+                    pass
+                time.sleep(0.01)
+            if Path(f"/proc/{pid}").exists():
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+    for f in ("lb-agent.pid", "lb-plan.json", lbagent.STATE_FILE):
+        try:
+            (d / f).unlink()
+        except FileNotFoundError:
+            pass
+
+
+def start_agent(run_dir: str | Path, plan: lbagent.LbAgentPlan) -> int:
+    """Start the agent on ``plan`` (a process of its own, its arguments naming ``run_dir`` so
+    ``railab down`` kills it) and wait until it reports ready; returns its PID. RuntimeError
+    (with its log) when it does not start within :data:`AGENT_START_S`."""
+    d = Path(run_dir)
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "lb-plan.json").write_text(json.dumps(plan.to_json()))
+    state = d / lbagent.STATE_FILE
+    with open(d / "lb-agent.log", "w") as log:
+        p = subprocess.Popen([sys.executable, "-m", "railab.testbed.lbagent",
+                              "--plan", str(d / "lb-plan.json"), "--state", str(state)],
+                             stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                             start_new_session=True)
+    (d / "lb-agent.pid").write_text(str(p.pid))
+    end = time.monotonic() + AGENT_START_S
+    while time.monotonic() < end:
+        if state.exists():
+            return p.pid
+        if p.poll() is not None:
+            break
+        time.sleep(0.02)
+    stop_agent(d)
+    raise RuntimeError(f"the load-balancing agent did not start: {(d / 'lb-agent.log').read_text()[-500:]}")
+
+
+def apply(spec, netns_of, mode: str, run_dir: str | Path | None = None) -> list[LeafPlan]:
     """Apply ``mode`` on every leaf of a running lab (``netns_of``: node -> namespace).
     All-or-nothing: on any failure every leaf is put back to ``ecmp`` and the error re-raised.
-    Returns the plans applied."""
+    ``run_dir`` (the lab's ``/run/railab/<lab>``) holds the load-balancing agent of ``flowlet``
+    and ``wcmp``: any agent running there is stopped first, and one is started for those modes
+    (UsageError without ``run_dir``). Returns the plans applied."""
     plans = plan(spec, mode)
+    if mode in AGENT_MODES and run_dir is None:
+        raise UsageError(f"load-balancing mode {mode!r} runs an agent: give the lab's run directory")
+    if run_dir is not None:
+        stop_agent(run_dir)
     try:
         for lp in plans:
             apply_leaf(netns_of(lp.leaf), lp, mode, flowlet_gap_s(spec))
+        if mode in AGENT_MODES:
+            start_agent(run_dir, agent_plan(spec, netns_of, plans, mode))
     except Exception:
+        if run_dir is not None:
+            stop_agent(run_dir)
         for lp in plans:
             remove(netns_of(lp.leaf), lp)
         raise
     return plans
+
+
+# ---- per-flow receive steering (RPS) for reorder measurements ---------------------------------
+def set_rps(namespaces: list[str], mask: int) -> None:
+    """Write ``mask`` (CPU bit mask; 0 = off) to every interface's ``rps_cpus`` in each
+    namespace (``ip netns exec`` mounts the namespace's sysfs), the namespaces concurrently."""
+    script = (f"for f in /sys/class/net/*/queues/rx-*/rps_cpus; do echo {mask:x} > $f; done "
+              "2>/dev/null; true")
+    # ``ip netns exec`` (not nsenter): it mounts the namespace's own /sys
+    procs = [subprocess.Popen(["ip", "netns", "exec", ns, "sh", "-c", script],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+             for ns in namespaces]
+    for p in procs:
+        p.wait()
+
+
+@contextmanager
+def flow_steering(spec, netns_of) -> Iterator[None]:
+    """Receive Packet Steering on every port of the lab for the block, off after it.
+
+    Why: a veth hands each packet to the backlog of the CPU that sent it, so when a port's
+    queue is served from two CPUs in turn (the sender migrates, a qdisc timer fires on the
+    other core), the two CPUs' backlogs can deliver that port's packets out of order: about
+    0.1 % of packets on paths that cannot reorder (ECMP, PBR: measured on mini-lossless,
+    all-to-all), which a switch port (one FIFO) never does. With RPS on every interface
+    (``rps_cpus`` = all CPUs) each flow's packets are processed on the CPU its hash picks at
+    every hop, so a port keeps each flow's order and the receivers' out-of-order counts are
+    the paths' (spraying, WCMP moves), not the host's. Costs CPU (inter-processor interrupts),
+    so it is on only while ``railab lb compare`` measures."""
+    nss = [netns_of(n.name) for n in spec.nodes]
+    set_rps(nss, (1 << (os.cpu_count() or 1)) - 1)
+    try:
+        yield
+    finally:
+        set_rps(nss, 0)

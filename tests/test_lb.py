@@ -17,7 +17,8 @@ from typer.testing import CliRunner
 
 from railab.cli import app
 from railab.errors import UsageError
-from railab.testbed import lb
+from railab.testbed import lb, lbagent
+from railab.testbed import state as st
 from railab.testbed.namespaces import exec_argv
 from railab.topologies.generator import build_lab
 from railab.topologies.intent import load_intent
@@ -63,7 +64,10 @@ def test_flowlet_script_keys_a_timed_map_by_flow_and_gap_is_time_scaled(spec):
     ms = round(gap * 1000)
     assert "flags dynamic, timeout" in sc and f"timeout {ms}ms" in sc
     assert "ip saddr . ip daddr . udp sport map @flowlets" in sc
-    assert f"meta mark 0 meta mark set numgen inc mod 8 offset {lb.MARK_BASE:#x}" in sc
+    # a new flowlet takes the next slot of the agent's slot table, equal shares until it rates
+    assert f"meta mark 0 meta mark set numgen inc mod {lbagent.SLOTS} map @slots" in sc
+    assert f"typeof numgen inc mod {lbagent.SLOTS} : meta mark" in sc
+    assert f"0 : {lb.MARK_BASE:#x}, 1 : {lb.MARK_BASE + 1:#x}" in sc
     assert f"update @flowlets {{ ip saddr . ip daddr . udp sport timeout {ms}ms : meta mark }}" in sc
 
 
@@ -82,10 +86,50 @@ def test_member_routes_keep_one_next_hop_per_table():
     ])
 
 
-@pytest.mark.parametrize("mode, words", [("bogus", "unknown"), ("wcmp", "not built")])
-def test_bad_or_unbuilt_mode_is_a_usage_error(spec, mode, words):
-    with pytest.raises(UsageError, match=words):
-        lb.plan(spec, mode)
+def test_bad_mode_is_a_usage_error(spec):
+    with pytest.raises(UsageError, match="unknown"):
+        lb.plan(spec, "bogus")
+
+
+@pytest.mark.parametrize("mode", ["flowlet", "wcmp"])
+def test_agent_modes_need_lab_capacity(mode):
+    plain = build_lab(load_intent("mini")).spec
+    with pytest.raises(UsageError, match="needs lab.capacity"):
+        lb.plan(plain, mode)
+    assert lb.plan(plain, "spray-rr")  # the per-packet modes need no agent
+
+
+def test_slot_table_gives_idle_members_the_slots_interleaved():
+    assert lbagent.slot_table([1.0] * 4, 8) == [0, 1, 2, 3, 0, 1, 2, 3]
+    t = lbagent.slot_table([0.0, 1.0, 1.0, 0.0], 8)  # members 0 and 3 saturated
+    assert sorted(t) == [1, 1, 1, 1, 2, 2, 2, 2] and t[:2] == [1, 2]
+    t = lbagent.slot_table([0.75, 0.25], 16)
+    assert t.count(0) == 12 and t.count(1) == 4
+    assert lbagent.slot_table([0.0, 0.0], 4) == [0, 1, 0, 1]  # none idle: equal
+
+
+def test_idleness_and_wcmp_weights():
+    assert lbagent.idleness(0.25, 0, 1000) == 0.75
+    assert lbagent.idleness(1.7, 0, 1000) == 0.0
+    assert lbagent.idleness(0.0, 1001, 1000) == 0.0  # a queue over Kmin is congested
+    assert lbagent.weights([1.0, 0.0, 0.5]) == [lbagent.MAX_WEIGHT, 1, 9]
+    assert lbagent.group_line(21000, [20000, 20001], [16, 1]) == \
+        "nexthop replace id 21000 group 20000,16/20001,1\n"
+    line = lbagent.slots_line("railab_lb", [0x2000, 0x2001], [1, 0])
+    assert line.startswith("flush map ip railab_lb slots; add element ip railab_lb slots")
+    assert "0 : 0x2001, 1 : 0x2000" in line and line.count("\n") == 1  # one transaction
+
+
+def test_wcmp_lines_group_the_uplinks_and_bind_server_ports():
+    routes = [{"dst": "10.0.2.0/24", "nexthops": [{"gateway": "169.254.0.1", "dev": "eth10"},
+                                                 {"gateway": "169.254.0.1", "dev": "eth9"}]},
+              {"dst": "10.0.0.0/31", "dev": "eth1"}]
+    lines = lb.wcmp_lines(routes, ["eth9", "eth10"], ["eth1"])
+    assert lines == [f"nexthop add id {lb.NH_BASE} via 169.254.0.1 dev eth9 onlink",
+                     f"nexthop add id {lb.NH_BASE + 1} via 169.254.0.1 dev eth10 onlink",
+                     f"nexthop add id {lb.GROUP_ID} group {lb.NH_BASE},1/{lb.NH_BASE + 1},1",
+                     f"route replace 10.0.2.0/24 nhid {lb.GROUP_ID} table {lb.WCMP_TABLE}",
+                     f"rule add priority {lb.RULE_PRIO} iif eth1 lookup {lb.WCMP_TABLE}"]
 
 
 def test_cli_bad_mode_and_lab_not_up_exit_2_with_one_error_line():
@@ -137,6 +181,17 @@ def _leftovers(spec) -> list[str]:
         nft = subprocess.run(exec_argv(ns, ["nft", "list", "tables"]), capture_output=True, text=True).stdout
         if lb.NFT_TABLE in nft:
             found.append(f"{p.leaf}: nft")
+        nh = subprocess.run(exec_argv(ns, ["ip", "nexthop", "show"]), capture_output=True, text=True).stdout
+        if nh.strip():
+            found.append(f"{p.leaf}: nexthops")
+        t = subprocess.run(exec_argv(ns, ["ip", "route", "show", "table", str(lb.WCMP_TABLE)]),
+                           capture_output=True, text=True).stdout
+        if t.strip():
+            found.append(f"{p.leaf}: table {lb.WCMP_TABLE}")
+    procs = subprocess.run(["pgrep", "-f", f"railab.testbed.lbagent.*/{spec.name}/"],
+                           capture_output=True, text=True).stdout
+    if procs.strip():
+        found.append(f"agent process {procs.split()}")
     return found
 
 
@@ -160,8 +215,18 @@ def test_live_modes_change_forwarding_and_ecmp_restores_it(lossless_lab):
         split = _send_one_flow(spec, pause_s=gap * 2)  # a gap twice the flowlet gap: two flowlets
         assert sorted(split.values())[-2:] >= [40, 40], split
         assert run.invoke(app, ["lb", name, "pbr"]).exit_code == 0
+        assert lb.agent_state(st.lab_dir(name)) is None  # flowlet's agent stopped with it
         pinned = _send_one_flow(spec)
         assert max(pinned, key=pinned.get) == "eth9" and pinned["eth9"] >= 80, pinned
+        assert run.invoke(app, ["lb", name, "wcmp"]).exit_code == 0
+        ns = netns_name(name, "g1-leaf1")
+        group = subprocess.run(exec_argv(ns, ["ip", "nexthop", "show", "id", str(lb.GROUP_ID)]),
+                               capture_output=True, text=True).stdout
+        assert group.count("/") == 7, group  # one group over the 8 uplinks
+        agent = lb.agent_state(st.lab_dir(name))
+        assert agent and agent["mode"] == "wcmp" and set(agent["leaves"]) >= {"g1-leaf1"}
+        weighted = _send_one_flow(spec)
+        assert max(weighted.values()) >= 80, weighted  # WCMP is per flow: one uplink
         assert run.invoke(app, ["lb", name, "ecmp"]).exit_code == 0
         hashed = _send_one_flow(spec)
         assert max(hashed.values()) >= 80, hashed  # the whole flow on one uplink
@@ -191,18 +256,40 @@ def test_compare_rejects_bad_workload_and_mode_before_running(spec):
 @pytest.mark.integration
 @pytest.mark.usefixtures("no_leaks")
 def test_live_compare_elephants(lossless_lab):
-    """The issue's targets for the modes built: ecmp collides, spray-rr evens the uplinks at a
-    reordering cost, pbr evens them with none."""
+    """The issue's targets: ecmp collides, spray-rr evens the uplinks at a reordering cost,
+    flowlet evens them with a tenth of it, pbr with none, wcmp does better than ecmp."""
     spec = lossless_lab.spec
     r = subprocess.run([sys.executable, "-m", "railab", "lb", "compare", spec.name, "--json"],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     modes = {m["mode"]: m for m in json.loads(r.stdout)["modes"]}
-    assert set(modes) == {"ecmp", "spray-rr", "spray-random", "flowlet", "pbr"}
+    assert set(modes) == {"ecmp", "spray-rr", "spray-random", "flowlet", "pbr", "wcmp"}
+    assert modes["wcmp"]["uplink_imbalance"] < modes["ecmp"]["uplink_imbalance"], modes["wcmp"]
+    assert all(m["drops"] == 0 for m in modes.values()), modes
     assert modes["ecmp"]["uplink_imbalance"] >= 1.8, modes["ecmp"]
     assert modes["spray-rr"]["uplink_imbalance"] <= 1.15 and modes["spray-rr"]["reordered_pct"] > 0
     assert modes["pbr"]["uplink_imbalance"] <= 1.05 and modes["pbr"]["reordered_pct"] == 0
     assert modes["flowlet"]["uplink_imbalance"] <= 1.35
     assert modes["flowlet"]["reordered_pct"] <= modes["spray-rr"]["reordered_pct"] / 10
     assert modes["spray-rr"]["max_psn_distance"] > 0 and modes["pbr"]["max_psn_distance"] == 0
+    assert modes["ecmp"]["reordered_pct"] == 0  # per flow: nothing can reorder
+    assert _leftovers(spec) == []
+    assert json.loads(subprocess.run([sys.executable, "-m", "railab", "lb", spec.name, "--json"],
+                                     capture_output=True, text=True).stdout)["load_balancing"] == "ecmp"
+
+
+@pytest.mark.integration
+@pytest.mark.usefixtures("no_leaks")
+def test_live_compare_all_to_all_reports_busbw_per_mode(lossless_lab):
+    spec = lossless_lab.spec
+    r = subprocess.run([sys.executable, "-m", "railab", "lb", "compare", spec.name, "--workload",
+                        "all-to-all", "--modes", "ecmp,pbr", "--bytes", str(1 << 20), "--json"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    res = json.loads(r.stdout)
+    assert res["workload"] == "all-to-all" and res["time_scale"] == spec.qos.capacity.time_scale
+    for m in res["modes"]:
+        assert m["busbw_gbps"] > 0 and m["fabric_busbw_gbps"] == pytest.approx(
+            m["busbw_gbps"] * res["time_scale"], rel=0.01)
+        assert m["drops"] == 0 and m["reordered_pct"] == 0  # per flow / per NIC: no reordering
     assert _leftovers(spec) == []

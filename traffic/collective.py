@@ -238,6 +238,13 @@ class CollectiveResult:
     hash_policy: str | None = None
     unreachable_delivered: int = 0
     sender_lag: float = 0.0
+    #: receivers' reorder accounting over the reachable flows (measured): packets that arrived
+    #: out of PSN order, packets received, the largest PSN distance (issue 30)
+    out_of_order: int = 0
+    received: int = 0
+    max_psn_distance: int = 0
+    #: completion time of each reachable flow that delivered everything, lab s
+    flow_times_s: list[float] = field(default_factory=list)
 
     @property
     def unreachable_by_design(self) -> bool:
@@ -276,6 +283,7 @@ class CollectiveResult:
                                  for k, v in self.per_class.items()},
             "sport_mode": self.sport_mode, "hash_policy": self.hash_policy,
             "sender_lag": round(self.sender_lag, 4), "keeps_rate": self.keeps_rate,
+            "out_of_order": self.out_of_order, "max_psn_distance": self.max_psn_distance,
             "schedule": s.to_dict(),
             "uplink_load": self.uplink_load.to_dict() if self.uplink_load else None,
         }
@@ -336,7 +344,13 @@ def run_collective(spec: LabSpec, netns_of: Callable[[str], str], sched: Schedul
     return CollectiveResult(sched, completed, time_s, alg, bus, fabric, lost, delivered_bytes,
                             per_class, load, cap.port_rate_mbps if cap.enabled else None,
                             cap.time_scale if cap.enabled else None, sport_mode, policy,
-                            unreachable_delivered, lag)
+                            unreachable_delivered, lag,
+                            out_of_order=sum(r.out_of_order for _, r, _ in reach),
+                            received=sum(r.delivered for _, r, _ in reach),
+                            max_psn_distance=max((r.max_psn_distance for _, r, _ in reach),
+                                                 default=0),
+                            flow_times_s=[t.seconds for _, r, t in reach if t is not None
+                                          and t.seconds is not None and r.delivered == r.sent])
 
 
 def slowdown(base: CollectiveResult, other: CollectiveResult) -> float | None:

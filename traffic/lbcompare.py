@@ -1,30 +1,54 @@
 """``railab lb compare``: one workload run once per load-balancing mode, side by side.
 
-Workload ``elephants`` (issue 30): one long flow per server NIC of one leaf (as many flows as
-that leaf has uplinks), each with the fixed UDP source port (``sport_mode="fixed"``) to a
-server NIC of the same rail on a leaf of another group; the imbalance is over that leaf's
-uplinks. Every mode runs the same flows (same byte counts) on the lab's load engine
-(railab.traffic.load, ``cc`` as given); the uplink bytes are the leaf's uplink TX byte counters
-(measured, before/after) and the reorder figures the receivers' PSN accounting (measured).
-The mode is switched with railab.testbed.lb and put back to ``ecmp`` at the end.
+Workloads (issue 30):
+
+* ``elephants``: one long flow per server NIC of one leaf (as many flows as that leaf has
+  uplinks), each with the fixed UDP source port (``sport_mode="fixed"``: the low-entropy case)
+  to a server NIC of the same rail on a leaf of another group, sent as RDMA WRITE messages of
+  :data:`ELEPHANT_MESSAGE_BYTES` with an idle gap of :data:`GAP_FLOWLETS` flowlet gaps after each
+  (as a collective's chunks come), on the lab's load engine (railab.traffic.load, DCQCN as
+  given). The imbalance is over that leaf's uplinks (their TX byte counters, measured).
+* ``all-to-all`` / ``all-reduce``: the collective of railab.traffic.collective over every GPU of
+  the lab (nccl-tests' sizes and bus bandwidth, lab and fabric), per-QP source ports; the
+  imbalance is the worst leaf's (max/mean of its uplinks' bytes, measured).
+
+Every mode runs the same flows (same byte counts, same seed), with per-flow receive steering on
+every port (railab.testbed.lb.flow_steering: without it the host's per-CPU backlogs reorder
+~0.1 % of packets even on paths that cannot reorder). On a lab with ``lab.capacity`` the
+comparison runs inside one switch-agent session (railab.testbed.capacity.pfc_session: ECN marks
+from the real queues, PFC per the lab), so drops, pauses and CE marks are the dataplane's. The
+reorder figures are the receivers' PSN accounting (measured). The mode is switched with
+railab.testbed.lb and put back to ``ecmp`` at the end, also on error or Ctrl-C.
 """
 
 from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 from railab.errors import UsageError
-from railab.testbed import lb
+from railab.testbed import capacity, lb
+from railab.testbed import state as st
 from railab.testbed.namespaces import exec_argv
 from railab.topologies.labspec import LabSpec
+from railab.traffic import collective as coll
 from railab.traffic.load import LoadFlow, run_load
 from railab.traffic.patterns import Flow, route
 
-WORKLOADS = ("elephants",)
-DEFAULT_MODES = ("ecmp", "spray-rr", "spray-random", "flowlet", "pbr")
+WORKLOADS = ("elephants", "all-to-all", "all-reduce")
+DEFAULT_MODES = ("ecmp", "spray-rr", "spray-random", "flowlet", "pbr", "wcmp")
+#: elephants: bytes per RDMA WRITE message (a collective chunk)
+ELEPHANT_MESSAGE_BYTES = 1 << 20
+#: elephants: the idle gap after each message, in flowlet gaps (longer than one, so a flowlet
+#: switch may move the next message: the issue's "idle gaps longer than the flowlet gap")
+GAP_FLOWLETS = 2.0
+#: default bytes: per elephant flow, and per rank for the collectives
+DEFAULT_BYTES = {"elephants": 4 << 20, "all-to-all": 4 << 20, "all-reduce": 4 << 20}
 
 
 def elephants(spec: LabSpec, leaf: str | None = None) -> tuple[str, list[Flow]]:
@@ -59,32 +83,44 @@ def _tx_bytes(ns: str, ports: list[str]) -> dict[str, int]:
 
 @dataclass
 class ModeResult:
-    """One mode's row: ``uplink_bytes`` port -> bytes (measured); ``uplink_imbalance`` max/mean
-    of them; ``reordered_pct`` packets the receivers saw below the highest PSN, % of received;
+    """One mode's row (all measured): ``uplink_bytes`` port -> bytes (elephants: the workload
+    leaf's uplinks; collectives: the worst leaf's); ``uplink_imbalance`` max/mean of them;
+    ``reordered_pct`` packets the receivers saw out of PSN order, % of received;
     ``max_psn_distance`` the largest reorder depth (packets); ``drops`` packets sent and not
-    received; ``ce_marks``, ``fct_p50_s``/``fct_p99_s``/``straggler`` (slowest FCT over the
-    median) from the load run (lab s)."""
+    received; ``pauses`` PFC PAUSE events (None without lab.capacity); ``ce_marks`` (elephants:
+    CE-marked packets received; collectives: None, their engine has no ECN);
+    ``fct_p50_s``/``fct_p99_s`` (lab s) and ``straggler`` (slowest flow's completion over the
+    median); collectives add ``time_s``, ``busbw_gbps`` (lab Gb/s), ``fabric_busbw_gbps``,
+    ``fabric_time_us``."""
 
     mode: str
     uplink_bytes: dict[str, int]
     uplink_imbalance: float
-    uplink_max_mean: tuple[int, float]
     reordered_pct: float
     max_psn_distance: int
     drops: int
-    ce_marks: int
+    pauses: int | None
+    ce_marks: int | None
     fct_p50_s: float | None
     fct_p99_s: float | None
     straggler: float | None
+    time_s: float | None = None
+    busbw_gbps: float | None = None
+    fabric_busbw_gbps: float | None = None
+    fabric_time_us: float | None = None
 
     def to_json(self) -> dict:
+        vals = list(self.uplink_bytes.values())
         return {"mode": self.mode, "uplink_bytes": self.uplink_bytes,
                 "uplink_imbalance": self.uplink_imbalance,
-                "uplink_max_bytes": self.uplink_max_mean[0],
-                "uplink_mean_bytes": self.uplink_max_mean[1],
+                "uplink_max_bytes": max(vals, default=0),
+                "uplink_mean_bytes": round(sum(vals) / len(vals), 1) if vals else 0.0,
                 "reordered_pct": self.reordered_pct, "max_psn_distance": self.max_psn_distance,
-                "drops": self.drops, "ce_marks": self.ce_marks, "fct_p50_s": self.fct_p50_s,
-                "fct_p99_s": self.fct_p99_s, "straggler": self.straggler}
+                "drops": self.drops, "pauses": self.pauses, "ce_marks": self.ce_marks,
+                "fct_p50_s": self.fct_p50_s, "fct_p99_s": self.fct_p99_s,
+                "straggler": self.straggler, "time_s": self.time_s,
+                "busbw_gbps": self.busbw_gbps, "fabric_busbw_gbps": self.fabric_busbw_gbps,
+                "fabric_time_us": self.fabric_time_us}
 
 
 def _pct(vals: list[float], q: float) -> float | None:
@@ -94,42 +130,135 @@ def _pct(vals: list[float], q: float) -> float | None:
     return v[min(len(v) - 1, int(round(q * (len(v) - 1))))]
 
 
+def _imbalance(per: dict[str, int]) -> float:
+    if not per:
+        return 0.0
+    mean = sum(per.values()) / len(per)
+    return round(max(per.values()) / mean, 3) if mean else 0.0
+
+
+@contextmanager
+def _dataplane(spec: LabSpec, netns_of: Callable[[str], str]) -> Iterator[Callable | None]:
+    """The switch agent's session and a capacity sampler (a PortSampler) for the whole
+    comparison; ``None`` and nothing run on a lab without lab.capacity."""
+    if not spec.qos.capacity.enabled:
+        yield None
+        return
+    with ExitStack() as stack:
+        stack.enter_context(capacity.pfc_session(spec, netns_of))
+        smp = capacity.CapacitySampler(spec, netns_of, run_dir=lb_run_dir(spec))
+        stack.callback(smp.close)
+
+        def sample() -> dict[str, dict[str, float]]:
+            return {f"{n}:{p}": {"backlog_bytes": c.backlog_bytes, "dropped": c.dropped,
+                                 "pause_events": c.pause_events, "paused_s": c.paused_s}
+                    for (n, p), c in smp.sample().items()}
+        yield sample
+
+
+def lb_run_dir(spec: LabSpec) -> Path:
+    """The lab's run directory (``/run/railab/<lab>``), where the lb agent lives."""
+    return st.lab_dir(spec.name)
+
+
+def _elephants_row(spec, netns_of, mode, flows, ns, ports, flow_bytes, cc, sampler, gap_s):
+    before = _tx_bytes(ns, ports)
+    r = run_load(spec, netns_of, [LoadFlow(f, bytes=flow_bytes, gap_s=gap_s) for f in flows],
+                 cc=cc, sport_mode="fixed", message_bytes=ELEPHANT_MESSAGE_BYTES,
+                 port_sampler=sampler)
+    after = _tx_bytes(ns, ports)
+    per = {p: after[p] - before[p] for p in ports}
+    rx = sum(f["rx_packets"] for f in r.flows)
+    fcts = [f["fct_s"] for f in r.flows if f.get("fct_s") is not None]
+    p50 = _pct(fcts, 0.5)
+    return ModeResult(
+        mode, per, _imbalance(per),
+        round(100.0 * sum(f["ooo"] for f in r.flows) / rx, 3) if rx else 0.0,
+        max((f.get("max_psn_distance", 0) for f in r.flows), default=0),
+        r.dropped if r.dropped is not None else r.lost, r.pause_events,
+        sum(f["ce_marked"] for f in r.flows), p50, _pct(fcts, 0.99),
+        round(max(fcts) / p50, 3) if fcts and p50 else None)
+
+
+def _collective_row(spec, netns_of, mode, sched, stop):
+    c = coll.run_collective(spec, netns_of, sched, stop=stop)
+    w = c.uplink_load.worst if c.uplink_load else None
+    per = dict(w.bytes) if w else {}
+    fcts = c.flow_times_s
+    p50 = _pct(fcts, 0.5)
+    fab = c.fabric or {}
+    return ModeResult(
+        mode, per, _imbalance(per),
+        round(100.0 * c.out_of_order / c.received, 3) if c.received else 0.0,
+        c.max_psn_distance, c.lost, None, None, p50, _pct(fcts, 0.99),
+        round(max(fcts) / p50, 3) if fcts and p50 else None,
+        None if c.time_s is None else round(c.time_s, 6),
+        None if c.busbw_gbps is None else round(c.busbw_gbps, 6),
+        fab.get("busbw_gbps"), fab.get("time_us"))
+
+
+def _warm_up(spec, netns_of, flows, sched, stop) -> None:
+    """One packet per flow before the first mode, results dropped: every hop resolves its
+    neighbours (ARP) now. A packet that arrives while its neighbour is being resolved waits in
+    the neighbour's queue, and the ones after it can overtake the queue's flush: the first run
+    on a fresh lab would count that host reordering against its mode."""
+    if sched is None:
+        run_load(spec, netns_of, [LoadFlow(f, bytes=1) for f in flows], cc="none",
+                 sport_mode="fixed")
+    else:
+        coll.run_collective(spec, netns_of, coll.schedule(spec, sched.op, coll.MIN_BYTES
+                                                          * sched.ranks), stop=stop,
+                            background_s=0)
+
+
 def compare(spec: LabSpec, netns_of: Callable[[str], str], *, workload: str = "elephants",
-            modes: tuple[str, ...] = DEFAULT_MODES, flow_bytes: int = 1 << 20,
-            cc: str = "dcqcn") -> dict:
+            modes: tuple[str, ...] = DEFAULT_MODES, flow_bytes: int | None = None,
+            cc: str = "dcqcn", stop: threading.Event | None = None,
+            on_mode: Callable[[str], None] | None = None) -> dict:
     """Run ``workload`` once per mode (same flows, same bytes) and return
-    ``{"workload", "leaf", "flows", "flow_bytes", "modes": [ModeResult.to_json()]}``.
-    UsageError for an unknown workload or mode (checked before anything runs). The lab is left
-    on ``ecmp``."""
+    ``{"workload", "leaf", "flows", "flow_bytes", "cc", "time_scale", "gap_s", "modes":
+    [ModeResult.to_json()]}``. ``flow_bytes``: per elephant flow / per collective rank
+    (default :data:`DEFAULT_BYTES`). UsageError for an unknown workload or mode, or a mode the
+    lab cannot carry (checked before anything runs). The lab is left on ``ecmp``.
+    ``on_mode(mode)`` is called as each mode starts (progress)."""
     if workload not in WORKLOADS:
-        raise UsageError(f"unknown workload {workload!r}: built so far: {', '.join(WORKLOADS)}")
+        raise UsageError(f"unknown workload {workload!r}: use one of {', '.join(WORKLOADS)}")
     for m in modes:
-        lb.check_mode(m)
-    leaf, flows = elephants(spec)
-    ups = lb.plan(spec, "ecmp")
-    ports = next(p.uplinks for p in ups if p.leaf == leaf)
-    ns = netns_of(leaf)
+        lb.plan(spec, m)  # a bad mode, or one this lab cannot carry, before anything runs
+    nbytes = flow_bytes or DEFAULT_BYTES[workload]
+    run_dir = lb_run_dir(spec)
+    gap_s = GAP_FLOWLETS * lb.flowlet_gap_s(spec)
+    leaf, flows, sched = None, [], None
+    if workload == "elephants":
+        leaf, flows = elephants(spec)
+        ports = next(p.uplinks for p in lb.plan(spec, "ecmp") if p.leaf == leaf)
+        ns = netns_of(leaf)
+    else:
+        sched = coll.schedule(spec, workload, nbytes)
     rows = []
     try:
-        for mode in modes:
-            lb.apply(spec, netns_of, mode)
-            before = _tx_bytes(ns, ports)
-            r = run_load(spec, netns_of, [LoadFlow(f, bytes=flow_bytes) for f in flows], cc=cc,
-                         sport_mode="fixed")
-            after = _tx_bytes(ns, ports)
-            per = {p: after[p] - before[p] for p in ports}
-            mx, mean = max(per.values()), sum(per.values()) / len(per)
-            rx = sum(f["rx_packets"] for f in r.flows)
-            fcts = [f["fct_s"] for f in r.flows if f.get("fct_s") is not None]
-            p50 = _pct(fcts, 0.5)
-            rows.append(ModeResult(
-                mode, per, round(mx / mean, 3) if mean else 0.0, (mx, round(mean, 1)),
-                round(100.0 * sum(f["ooo"] for f in r.flows) / rx, 3) if rx else 0.0,
-                max((f.get("max_psn_distance", 0) for f in r.flows), default=0),
-                sum(f["lost"] for f in r.flows), sum(f["ce_marked"] for f in r.flows),
-                p50, _pct(fcts, 0.99),
-                round(max(fcts) / p50, 3) if fcts and p50 else None).to_json())
+        with lb.flow_steering(spec, netns_of), _dataplane(spec, netns_of) as sampler:
+            _warm_up(spec, netns_of, flows, sched, stop)
+            for mode in modes:
+                if stop is not None and stop.is_set():
+                    break
+                if on_mode is not None:
+                    on_mode(mode)
+                lb.apply(spec, netns_of, mode, run_dir)
+                if workload == "elephants":
+                    row = _elephants_row(spec, netns_of, mode, flows, ns, ports, nbytes, cc,
+                                         sampler, gap_s)
+                else:
+                    row = _collective_row(spec, netns_of, mode, sched, stop)
+                rows.append(row.to_json())
     finally:
-        lb.apply(spec, netns_of, "ecmp")
-    return {"workload": workload, "leaf": leaf, "flows": len(flows), "flow_bytes": flow_bytes,
-            "cc": cc, "modes": rows}
+        lb.apply(spec, netns_of, "ecmp", run_dir)
+    cap = spec.qos.capacity
+    return {"workload": workload, "leaf": leaf,
+            "flows": len(flows) if sched is None else len(sched.flows),
+            "flow_bytes": nbytes, "cc": cc if workload == "elephants" else None,
+            "gap_s": gap_s if workload == "elephants" else None,
+            "time_scale": cap.time_scale if cap.enabled else None,
+            "measured": "uplink TX byte counters, receivers' PSNs, the dataplane's drop/PAUSE "
+                        "counters; lab seconds (fabric = lab / time_scale)",
+            "modes": rows}

@@ -233,13 +233,16 @@ def qp_sport(flow: Flow, mode: str) -> int:
 @dataclass(frozen=True)
 class LoadFlow:
     """One QP of a load run: the routed ``flow`` (:func:`railab.traffic.patterns.route`),
-    ``bytes`` to send (None: send for the whole run) and ``start_s`` (delay from the run's
-    start, lab s). A run with byte counts ends when every flow has sent its bytes and they
-    were delivered (or the drain timed out)."""
+    ``bytes`` to send (None: send for the whole run), ``start_s`` (delay from the run's
+    start, lab s) and ``gap_s`` (idle time after each RDMA WRITE message, lab s: a
+    collective's chunks, the gaps a flowlet switch splits at; 0: back to back). A run with
+    byte counts ends when every flow has sent its bytes and they were delivered (or the drain
+    timed out)."""
 
     flow: Flow
     bytes: int | None = None
     start_s: float = 0.0
+    gap_s: float = 0.0
 
 
 @dataclass
@@ -490,6 +493,9 @@ class LoadEngine(Engine):
             if q.rp is not None:
                 q.rp.on_sent(tpl.size)
             burst += 1
+            if q.lf.gap_s > 0 and op in (roce.RC_RDMA_WRITE_LAST, roce.RC_RDMA_WRITE_ONLY):
+                q.next_t += q.lf.gap_s  # the idle gap after a message
+                return
         if q.next_t < now - MAX_LAG_S:  # the host stalled us: count the debt, do not burst
             rate = q.rp.rc if q.rp is not None else self.line_bps
             q.deficit_bytes += int((now - q.next_t) * rate / 8)
