@@ -22,7 +22,7 @@ from railab.checks.converge import (
     wait_converged,
 )
 from railab.errors import RailabError
-from railab.testbed import state
+from railab.testbed import lb, state
 from railab.testbed.runtime.base import Runtime
 from railab.testbed.signals import signals_ignored, signals_raise
 from railab.testbed.state import LabState
@@ -91,13 +91,35 @@ def bring_up(runtime: Runtime, labdir: str | Path, *, timeout: float | None = No
                     raise _Kept(LabDiffersError(f"{msg}\nthe lab is kept (--keep-on-failure): "
                                                 f"railab check {lab}; railab down {lab} removes it"))
                 raise LabDiffersError(msg)
-            return runtime.mark_converged(lab, time.monotonic() - t0)
+            record = runtime.mark_converged(lab, time.monotonic() - t0)
+            return _load_balancing(runtime, spec, record)
         except _Kept as kept:
             raise kept.error from None
         except BaseException:
             with signals_ignored():
                 runtime.down(lab)
             raise
+
+
+def _load_balancing(runtime: Runtime, spec: LabSpec, record: LabState) -> LabState:
+    """The bring-up phase ``load_balancing``: once the fabric converged, apply lab.json's
+    ``load_balancing.mode`` on the leaves (railab.testbed.lb; its member tables copy the
+    converged routes), timed as ``timings["load_balancing_s"]`` and recorded in the state.
+    Nothing for ``ecmp`` or on a runtime other than netns (lab.json ``load_balancing.runtimes``).
+    A failure raises (bring_up then removes the lab)."""
+    mode = spec.load_balancing.mode
+    if mode == "ecmp" or runtime.name != "netns":
+        return record
+    t = time.monotonic()
+    try:
+        lb.apply(spec, lambda n: record.namespaces.get(n) or netns_name(record.lab, n), mode,
+                 state.lab_dir(record.lab))
+    except RuntimeError as exc:
+        raise RailabError(f"lab {record.lab}: load balancing {mode} (lab.load_balancing) could not "
+                          f"be applied: {exc}") from exc
+    record.load_balancing = mode
+    record.timings["load_balancing_s"] = round(time.monotonic() - t, 3)
+    return state.save(record)
 
 
 def unstick(runtime: Runtime, lab: str, ports: list[tuple[str, str]]) -> None:

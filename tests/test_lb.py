@@ -293,3 +293,69 @@ def test_live_compare_all_to_all_reports_busbw_per_mode(lossless_lab):
             m["busbw_gbps"] * res["time_scale"], rel=0.01)
         assert m["drops"] == 0 and m["reordered_pct"] == 0  # per flow / per NIC: no reordering
     assert _leftovers(spec) == []
+
+
+# ---- lab.load_balancing: the intent key and the bring-up phase ---------------------------------
+def _intent_with(tmp_path, base: str, mode: str):
+    import yaml
+
+    root = __import__("pathlib").Path(__file__).resolve().parents[1]
+    d = yaml.safe_load((root / "topologies" / "intents" / f"{base}.yml").read_text())
+    d["lab"]["load_balancing"] = mode
+    p = tmp_path / f"{base}-{mode}.yml"
+    p.write_text(yaml.safe_dump(d))
+    return p, None
+
+
+@pytest.mark.parametrize("base, mode, words", [
+    ("rail-only-512", "spray-rr", "rail-only lab has none"),
+    ("mini", "wcmp", "needs lab.capacity"),
+    ("mini", "flowlet", "needs lab.capacity"),
+])
+def test_intent_load_balancing_refused_where_the_lab_cannot_carry_it(tmp_path, base, mode, words):
+    from railab.topologies.intent import IntentError
+
+    p, _ = _intent_with(tmp_path, base, mode)
+    with pytest.raises(IntentError, match=words):
+        build_lab(load_intent(str(p)))
+
+
+def test_lab_json_records_the_mode_and_what_sonic_renders(tmp_path):
+    p, _ = _intent_with(tmp_path, "mini-lossless", "flowlet")
+    s = build_lab(load_intent(str(p))).spec
+    assert s.load_balancing.mode == "flowlet"
+    assert "not rendered" in s.load_balancing.sonic and "flowlet" in s.load_balancing.sonic
+    assert build_lab(load_intent("mini")).spec.load_balancing.mode == "ecmp"
+
+
+@pytest.mark.integration
+@pytest.mark.usefixtures("no_leaks")
+def test_live_up_applies_the_intents_mode_as_a_phase_and_down_removes_it(tmp_path):
+    from conftest import PID, integration_skip_reason
+
+    from railab.checks.deploy import bring_up
+    from railab.testbed.runtime.netns import NetnsRuntime
+    from railab.topologies.generator import generate
+
+    reason = integration_skip_reason()
+    if reason:
+        pytest.skip(reason)
+    p, _ = _intent_with(tmp_path, "mini-lossless", "wcmp")
+    name = f"lbw{PID}"
+    labdir = generate(p, tmp_path / name, name=name)
+    rt = NetnsRuntime()
+    try:
+        rec = bring_up(rt, labdir)
+        assert rec.load_balancing == "wcmp" and rec.timings["load_balancing_s"] > 0
+        assert st.load(name).load_balancing == "wcmp"
+        agent = lb.agent_state(st.lab_dir(name))
+        assert agent and agent["mode"] == "wcmp"
+        ns = netns_name(name, "g1-leaf1")
+        nh = subprocess.run(exec_argv(ns, ["ip", "nexthop", "show", "id", str(lb.GROUP_ID)]),
+                            capture_output=True, text=True).stdout
+        assert "group" in nh
+    finally:
+        rt.down(name)
+    left = subprocess.run(["pgrep", "-f", f"railab.testbed.lbagent.*/{name}/"], capture_output=True,
+                          text=True).stdout
+    assert not left.strip(), left

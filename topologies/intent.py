@@ -39,6 +39,8 @@ An intent is a YAML document::
         buffer_bytes: 4194304       # egress buffer per port (tail drop beyond it)
         pfc: true                   # PFC emulation on the lossless class (railab traffic --pfc)
         ecn: {kmin_bytes: 1048576, kmax_bytes: 2097152, pmax_percent: 5}  # WRED override
+      load_balancing: ecmp          # leaves' mode at bring-up: ecmp, spray-rr, spray-random,
+                                    # flowlet, pbr, wcmp (docs/loadbalancing.md; railab lb)
 
 ``lab.bfd`` and ``lab.ra_interval_s`` default to the lab-size rules of
 :mod:`railab.topologies.bfd` (300 ms x 5 and 3 s on small labs; BFD off and slower RAs on the
@@ -247,6 +249,10 @@ class LabIntent(_Strict):
     capacity: CapacityIntent | None = Field(
         None, description="port capacity, queues, ECN/WRED and PFC (docs/congestion.md); "
                           "absent: unlimited links")
+    load_balancing: Literal["ecmp", "spray-random", "spray-rr", "flowlet", "pbr", "wcmp"] = Field(
+        "ecmp", description="the leaves' load-balancing mode, applied at bring-up once the "
+                            "fabric converged (railab.testbed.lb, docs/loadbalancing.md); "
+                            "flowlet and wcmp need lab.capacity, rail-only labs only ecmp")
 
     @field_validator("kind")
     @classmethod
@@ -338,6 +344,7 @@ class LabShape:
     sonic_image: str = "202305"  # sonic-vs image generation (topologies.sonic.SONIC_IMAGES)
     p2p_pool: ipaddress.IPv4Network = ipaddress.IPv4Network("10.254.0.0/16")
     qos: QosProfile = DEFAULT_QOS  # lab.capacity applied (CapacityIntent.qos)
+    load_balancing: str = "ecmp"  # lab.load_balancing (railab.testbed.lb)
 
     @property
     def node_kind(self) -> NodeKind:
@@ -731,6 +738,14 @@ def resolve_lab(intent: Intent, source: str = "intent") -> LabShape:
             if shape["spines"] < 1:
                 raise IntentError("lab.spines: a rail-optimized fabric needs at least 1 spine")
         three = _three_tier_lab(lab, shape, p, arch)
+    if lab.load_balancing != "ecmp":
+        if arch == "rail-only":
+            raise IntentError(f"lab.load_balancing: {lab.load_balancing} balances leaf uplinks and "
+                              "a rail-only lab has none: remove it (or use ecmp)")
+        if lab.load_balancing in ("flowlet", "wcmp") and not lab.capacity:
+            raise IntentError(f"lab.load_balancing: {lab.load_balancing} needs lab.capacity (its "
+                              "agent rates the uplinks by their queues): add lab.capacity or "
+                              "pick ecmp, spray-rr, spray-random or pbr")
     s = LabShape(
         architecture=arch,
         kind=lab.kind,
@@ -751,6 +766,7 @@ def resolve_lab(intent: Intent, source: str = "intent") -> LabShape:
         sonic_image=lab.sonic_image,
         p2p_pool=lab.p2p_pool,
         qos=lab.capacity.qos(d.nic_speed_gbps or d.port_speed_gbps) if lab.capacity else DEFAULT_QOS,
+        load_balancing=lab.load_balancing,
         **shape,
     )
     errs = _budget_errors(s, d)

@@ -27,7 +27,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from railab.errors import UsageError
 from railab.topologies.bfd import BfdProfile
@@ -127,6 +127,38 @@ class ExpectedRoute(_Strict):
     interfaces: list[str] = Field(default_factory=list)
 
 
+#: What the sonic-vs output renders per load-balancing mode (issue 30): SONiC's YANG models
+#: (202305 and master, /work/shared/sonic-yang-models) have the per-flow ECMP hash fields
+#: (SWITCH_HASH, master) and ACL REDIRECT actions, but no table for packet spraying, flowlet
+#: ARS or telemetry-driven WCMP weights; railab renders none of them yet.
+SONIC_LB = {
+    "ecmp": "SONiC's default per-flow ECMP hash; nothing to render",
+    "spray-random": "not rendered: SONiC's YANG models have no packet-spraying table",
+    "spray-rr": "not rendered: SONiC's YANG models have no packet-spraying table",
+    "flowlet": "not rendered: SONiC's YANG models (202305, master) have no flowlet/ARS table",
+    "pbr": "not rendered: SONiC's ACL REDIRECT action could bind a server port to an uplink; "
+           "railab does not emit it yet",
+    "wcmp": "not rendered: SONiC has no table for telemetry-driven next-hop weights",
+}
+
+
+class LoadBalancing(_Strict):
+    """lab.json ``load_balancing``: ``mode`` (railab.testbed.lb.MODES), applied by the netns
+    runtime at bring-up after convergence; ``sonic``: what the sonic-vs output does for it
+    (:data:`SONIC_LB`); ``runtimes``: where it is built."""
+
+    mode: Literal["ecmp", "spray-random", "spray-rr", "flowlet", "pbr", "wcmp"] = "ecmp"
+    sonic: str = ""
+    runtimes: str = "netns (kernel policy routing, nftables, next-hop groups in the leaves' namespaces)"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _sonic_note(cls, d):
+        if isinstance(d, dict) and not d.get("sonic"):
+            d = {**d, "sonic": SONIC_LB.get(d.get("mode", "ecmp"), "")}
+        return d
+
+
 class LabSpec(_Strict):
     """The whole ``lab.json`` document."""
 
@@ -158,6 +190,9 @@ class LabSpec(_Strict):
         description="the registry records (railab.topologies.nodekinds) of the kinds in use",
     )
     qos: QosProfile = Field(default_factory=QosProfile, description="RoCEv2 QoS profile")
+    load_balancing: LoadBalancing = Field(
+        default_factory=lambda: LoadBalancing(),
+        description="the leaves' load-balancing mode at bring-up (lab.load_balancing)")
     bfd: BfdProfile = Field(default_factory=BfdProfile, description="fabric BFD timers")
     ra_interval_s: int = Field(3, ge=1, le=1800,
                                description="IPv6 RA interval on fabric ports, s (topologies.bfd)")

@@ -8,6 +8,10 @@ Workloads (issue 30):
   :data:`ELEPHANT_MESSAGE_BYTES` with an idle gap of :data:`GAP_FLOWLETS` flowlet gaps after each
   (as a collective's chunks come), on the lab's load engine (railab.traffic.load, DCQCN as
   given). The imbalance is over that leaf's uplinks (their TX byte counters, measured).
+* ``incast``: the elephants' senders (one NIC per server of one leaf) all to one NIC of the
+  same rail in another group, per-QP source ports, back to back: an N:1 incast whose last hop is
+  the bottleneck whatever the mode; the modes differ in how the senders' leaf and the spines
+  spread it (imbalance over the senders' leaf's uplinks).
 * ``all-to-all`` / ``all-reduce``: the collective of railab.traffic.collective over every GPU of
   the lab (nccl-tests' sizes and bus bandwidth, lab and fabric), per-QP source ports; the
   imbalance is the worst leaf's (max/mean of its uplinks' bytes, measured).
@@ -40,7 +44,7 @@ from railab.traffic import collective as coll
 from railab.traffic.load import LoadFlow, run_load
 from railab.traffic.patterns import Flow, route
 
-WORKLOADS = ("elephants", "all-to-all", "all-reduce")
+WORKLOADS = ("elephants", "incast", "all-to-all", "all-reduce")
 DEFAULT_MODES = ("ecmp", "spray-rr", "spray-random", "flowlet", "pbr", "wcmp")
 #: elephants: bytes per RDMA WRITE message (a collective chunk)
 ELEPHANT_MESSAGE_BYTES = 1 << 20
@@ -48,7 +52,8 @@ ELEPHANT_MESSAGE_BYTES = 1 << 20
 #: switch may move the next message: the issue's "idle gaps longer than the flowlet gap")
 GAP_FLOWLETS = 2.0
 #: default bytes: per elephant flow, and per rank for the collectives
-DEFAULT_BYTES = {"elephants": 4 << 20, "all-to-all": 4 << 20, "all-reduce": 4 << 20}
+DEFAULT_BYTES = {"elephants": 4 << 20, "incast": 1 << 20, "all-to-all": 4 << 20,
+                 "all-reduce": 4 << 20}
 
 
 def elephants(spec: LabSpec, leaf: str | None = None) -> tuple[str, list[Flow]]:
@@ -161,10 +166,11 @@ def lb_run_dir(spec: LabSpec) -> Path:
     return st.lab_dir(spec.name)
 
 
-def _elephants_row(spec, netns_of, mode, flows, ns, ports, flow_bytes, cc, sampler, gap_s):
+def _elephants_row(spec, netns_of, mode, flows, ns, ports, flow_bytes, cc, sampler, gap_s,
+                   sport_mode):
     before = _tx_bytes(ns, ports)
     r = run_load(spec, netns_of, [LoadFlow(f, bytes=flow_bytes, gap_s=gap_s) for f in flows],
-                 cc=cc, sport_mode="fixed", message_bytes=ELEPHANT_MESSAGE_BYTES,
+                 cc=cc, sport_mode=sport_mode, message_bytes=ELEPHANT_MESSAGE_BYTES,
                  port_sampler=sampler)
     after = _tx_bytes(ns, ports)
     per = {p: after[p] - before[p] for p in ports}
@@ -229,8 +235,11 @@ def compare(spec: LabSpec, netns_of: Callable[[str], str], *, workload: str = "e
     run_dir = lb_run_dir(spec)
     gap_s = GAP_FLOWLETS * lb.flowlet_gap_s(spec)
     leaf, flows, sched = None, [], None
-    if workload == "elephants":
+    if workload in ("elephants", "incast"):
         leaf, flows = elephants(spec)
+        if workload == "incast":
+            dst = flows[0].dst
+            flows = [route(spec, Flow(f.src, dst)) for f in flows]
         ports = next(p.uplinks for p in lb.plan(spec, "ecmp") if p.leaf == leaf)
         ns = netns_of(leaf)
     else:
@@ -245,9 +254,10 @@ def compare(spec: LabSpec, netns_of: Callable[[str], str], *, workload: str = "e
                 if on_mode is not None:
                     on_mode(mode)
                 lb.apply(spec, netns_of, mode, run_dir)
-                if workload == "elephants":
+                if workload in ("elephants", "incast"):
                     row = _elephants_row(spec, netns_of, mode, flows, ns, ports, nbytes, cc,
-                                         sampler, gap_s)
+                                         sampler, gap_s if workload == "elephants" else 0.0,
+                                         "fixed" if workload == "elephants" else "per-qp")
                 else:
                     row = _collective_row(spec, netns_of, mode, sched, stop)
                 rows.append(row.to_json())
@@ -256,7 +266,7 @@ def compare(spec: LabSpec, netns_of: Callable[[str], str], *, workload: str = "e
     cap = spec.qos.capacity
     return {"workload": workload, "leaf": leaf,
             "flows": len(flows) if sched is None else len(sched.flows),
-            "flow_bytes": nbytes, "cc": cc if workload == "elephants" else None,
+            "flow_bytes": nbytes, "cc": cc if sched is None else None,
             "gap_s": gap_s if workload == "elephants" else None,
             "time_scale": cap.time_scale if cap.enabled else None,
             "measured": "uplink TX byte counters, receivers' PSNs, the dataplane's drop/PAUSE "

@@ -26,7 +26,7 @@ def register(app: typer.Typer) -> None:
                        "omitted: print the current mode"),
         as_json: bool = typer.Option(False, "--json", help="print the result as JSON"),
         workload: str = typer.Option("elephants", "--workload",
-                                     help="compare: elephants | all-to-all | all-reduce"),
+                                     help="compare: elephants | incast | all-to-all | all-reduce"),
         modes: str | None = typer.Option(None, "--modes", help="compare: comma-separated modes "
                                          "(default ecmp,spray-rr,spray-random,flowlet,pbr,wcmp)"),
         flow_bytes: int | None = typer.Option(None, "--bytes", help="compare: bytes per elephant "
@@ -41,7 +41,7 @@ def register(app: typer.Typer) -> None:
 
         if lab == "compare":
             if mode is None:
-                raise UsageError("railab lb compare LAB [--workload elephants|all-to-all|all-reduce] "
+                raise UsageError("railab lb compare LAB [--workload elephants|incast|all-to-all|all-reduce] "
                                  "[--modes a,b] [--json]")
             _compare(mode, workload, modes, flow_bytes, cc, as_json)
             return
@@ -114,10 +114,10 @@ def _compare(lab: str, workload: str, modes: str | None, flow_bytes: int | None,
 
 def text(res: dict) -> str:
     """The comparison as a table (what ``railab lb compare`` prints)."""
-    coll = res["workload"] != "elephants"
+    coll = res["workload"] not in ("elephants", "incast")
     head = (f"workload {res['workload']}: {res['flows']} flows x {res['flow_bytes']} B"
-            + (f" from {res['leaf']}, idle gap {res['gap_s']:g} lab s after each message, "
-               f"cc {res['cc']}" if not coll else " per rank"))
+            + (f" from {res['leaf']}, cc {res['cc']}" if not coll else " per rank")
+            + (f", idle gap {res['gap_s']:g} lab s after each message" if res.get("gap_s") else ""))
     if res.get("time_scale"):
         head += f"; time scale {res['time_scale']:g} (fabric s = lab s / scale)"
     lines = [head, f"measured: {res['measured']}",
