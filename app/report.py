@@ -285,6 +285,8 @@ class Report(BaseModel):
         "of a load pattern: its congestion object), plotted: per-flow rate, queue depth, CE, CNP")
     collectives: list[LoadRun] = Field(
         default_factory=list, description="railab collective --json results added to the report")
+    load_balancing: list[LoadRun] = Field(
+        default_factory=list, description="railab lb compare --json results added to the report")
 
     @property
     def passed(self) -> bool:
@@ -537,7 +539,8 @@ def render_html(report: Report, spec: LabSpec, *, diagram_svg: str | None = None
         n_fail=sum(1 for c in report.checks if not c.ok),
         families=check_families(report),
         paths=sorted(report.paths, key=lambda p: (_class_key(p.path_class), p.src, p.dst)),
-        load=load_charts(report, spec) if (report.congestion or report.collectives) else None,
+        load=(load_charts(report, spec)
+              if (report.congestion or report.collectives or report.load_balancing) else None),
         collective_rows=collective_rows(report),
         not_modelled=NOT_MODELLED,
     )
@@ -702,8 +705,12 @@ def added_run(doc: dict[str, Any], source: str = "") -> tuple[str, LoadRun]:
         if doc.get("sport_mode") not in (None, "per-qp"):
             parts.append(f"sport={doc['sport_mode']}")
         return "collective", LoadRun(label=" ".join(parts), data=doc)
+    if isinstance(doc, dict) and "workload" in doc and isinstance(doc.get("modes"), list):
+        label = f"lb compare {doc['workload']}: {doc.get('flows')} flows x {doc.get('flow_bytes')} B"
+        return "lb", LoadRun(label=label, data=doc)
     raise ValueError(f"{source or 'document'}: not the JSON of `railab traffic --pattern incast "
-                     "--json` (a congestion object) nor of `railab collective --json`")
+                     "--json` (a congestion object), of `railab collective --json` nor of "
+                     "`railab lb compare --json`")
 
 
 def read_runs(paths: list[Path]) -> list[tuple[str, LoadRun]]:
@@ -726,7 +733,8 @@ def add_runs(report: Report, paths: list[Path] | list[tuple[str, LoadRun]]) -> N
     runs = [p for p in paths if isinstance(p, tuple)]
     runs += read_runs([p for p in paths if not isinstance(p, tuple)])
     for kind, run in runs:
-        (report.congestion if kind == "congestion" else report.collectives).append(run)
+        {"congestion": report.congestion, "collective": report.collectives,
+         "lb": report.load_balancing}[kind].append(run)
 
 
 def _figure(w: float, h: float, rows: int = 1, **kw):
@@ -893,9 +901,38 @@ def collective_rows(report: Report) -> list[dict[str, Any]]:
     return out
 
 
+def lb_chart(run: LoadRun) -> Markup:
+    """One ``railab lb compare`` result as bars per mode: the uplink imbalance (max/mean of the
+    uplink bytes, dashed at 1 = even), the packets received out of PSN order (%), and the
+    collective's fabric busbw (Gb/s) or the flows' median completion (lab s). All measured."""
+    d = run.data
+    modes = [m["mode"] for m in d["modes"]]
+    coll = any(m.get("fabric_busbw_gbps") is not None for m in d["modes"])
+    fig, axes = _figure(6.4, 4.2, rows=3, sharex=True)
+    cols = ["#888" if m == "ecmp" else "#4a7ab5" for m in modes]
+    axes[0].bar(modes, [m["uplink_imbalance"] for m in d["modes"]], color=cols)
+    axes[0].axhline(1.0, color="#333", ls="--", lw=0.9)
+    axes[0].set_ylabel("uplink max/mean")
+    axes[1].bar(modes, [m["reordered_pct"] for m in d["modes"]], color=cols)
+    axes[1].set_ylabel("out of PSN order, %")
+    if coll:
+        axes[2].bar(modes, [m.get("fabric_busbw_gbps") or 0 for m in d["modes"]], color=cols)
+        axes[2].set_ylabel("busbw, fabric Gb/s")
+    else:
+        axes[2].bar(modes, [m.get("fct_p50_s") or 0 for m in d["modes"]], color=cols)
+        axes[2].set_ylabel("FCT p50, lab s")
+    for ax in axes:
+        ax.grid(axis="y", alpha=0.3)
+    scale = d.get("time_scale")
+    axes[0].set_title(f"{run.label} (measured; time scale {scale:g})" if scale else
+                      f"{run.label} (measured)", fontsize=9)
+    return _svg(fig)
+
+
 def load_charts(report: Report, spec: LabSpec) -> dict[str, list[tuple[str, Markup]]]:
     """Every load plot of the report: ``{"congestion": [(label, svg)], "uplinks": [(label,
-    svg)]}`` (uplink bars from each collective run, and its fixed-port comparison)."""
+    svg)], "lb": [(label, svg)]}`` (uplink bars from each collective run, and its fixed-port
+    comparison; one :func:`lb_chart` per load-balancing comparison)."""
     cong = [(r.label, congestion_chart(r, spec.qos)) for r in report.congestion]
     ups: list[tuple[str, Markup]] = []
     for r in report.collectives:
@@ -907,4 +944,5 @@ def load_charts(report: Report, spec: LabSpec) -> dict[str, list[tuple[str, Mark
             svg = uplink_chart(fixed.get("uplink_load") or {}, f"{r.label} sport=fixed")
             if svg is not None:
                 ups.append((f"{r.label} sport=fixed", svg))
-    return {"congestion": cong, "uplinks": ups}
+    return {"congestion": cong, "uplinks": ups,
+            "lb": [(r.label, lb_chart(r)) for r in report.load_balancing]}

@@ -359,3 +359,24 @@ def test_live_up_applies_the_intents_mode_as_a_phase_and_down_removes_it(tmp_pat
     left = subprocess.run(["pgrep", "-f", f"railab.testbed.lbagent.*/{name}/"], capture_output=True,
                           text=True).stdout
     assert not left.strip(), left
+
+
+def test_report_draws_an_lb_comparison(spec, tmp_path):
+    from railab.report import LabSummary, Report, add_runs, render_html
+
+    def row(mode, imb, reo, busbw):
+        return {"mode": mode, "uplink_imbalance": imb, "reordered_pct": reo, "fct_p50_s": 0.5,
+                "fabric_busbw_gbps": busbw, "max_psn_distance": 3, "drops": 0}
+    doc = {"workload": "all-to-all", "flows": 960, "flow_bytes": 4194304, "time_scale": 2000.0,
+           "modes": [row("ecmp", 1.56, 0.0, 50.2), row("spray-rr", 1.05, 0.33, 61.0)]}
+    (tmp_path / "lb.json").write_text(json.dumps(doc))
+    rep = Report(lab=LabSummary.from_spec(spec))
+    add_runs(rep, [tmp_path / "lb.json"])
+    assert [r.label for r in rep.load_balancing] == ["lb compare all-to-all: 960 flows x 4194304 B"]
+    page = render_html(rep, spec, diagram_svg="<svg></svg>")
+    load = page[page.index('<section id="load">'):page.index('<section id="fabric">')]
+    assert "Load balancing on the switches" in load and load.count("<svg") == 1
+    for text in ("uplink max/mean", "out of PSN order, %", "busbw, fabric Gb/s", "spray-rr",
+                 "time scale 2000"):
+        assert text in load, text
+    assert Report.model_validate_json(rep.dump()).load_balancing == rep.load_balancing

@@ -96,7 +96,8 @@ class ModeResult:
     CE-marked packets received; collectives: None, their engine has no ECN);
     ``fct_p50_s``/``fct_p99_s`` (lab s) and ``straggler`` (slowest flow's completion over the
     median); collectives add ``time_s``, ``busbw_gbps`` (lab Gb/s), ``fabric_busbw_gbps``,
-    ``fabric_time_us``."""
+    ``fabric_time_us`` and ``engine_kept_rate`` (False: the host's CPU, not the fabric, set the
+    collective's time: railab.traffic.collective.CollectiveResult.keeps_rate)."""
 
     mode: str
     uplink_bytes: dict[str, int]
@@ -113,6 +114,7 @@ class ModeResult:
     busbw_gbps: float | None = None
     fabric_busbw_gbps: float | None = None
     fabric_time_us: float | None = None
+    engine_kept_rate: bool | None = None
 
     def to_json(self) -> dict:
         vals = list(self.uplink_bytes.values())
@@ -125,7 +127,7 @@ class ModeResult:
                 "fct_p50_s": self.fct_p50_s, "fct_p99_s": self.fct_p99_s,
                 "straggler": self.straggler, "time_s": self.time_s,
                 "busbw_gbps": self.busbw_gbps, "fabric_busbw_gbps": self.fabric_busbw_gbps,
-                "fabric_time_us": self.fabric_time_us}
+                "fabric_time_us": self.fabric_time_us, "engine_kept_rate": self.engine_kept_rate}
 
 
 def _pct(vals: list[float], q: float) -> float | None:
@@ -200,7 +202,7 @@ def _collective_row(spec, netns_of, mode, sched, stop):
         round(max(fcts) / p50, 3) if fcts and p50 else None,
         None if c.time_s is None else round(c.time_s, 6),
         None if c.busbw_gbps is None else round(c.busbw_gbps, 6),
-        fab.get("busbw_gbps"), fab.get("time_us"))
+        fab.get("busbw_gbps"), fab.get("time_us"), c.keeps_rate)
 
 
 def _warm_up(spec, netns_of, flows, sched, stop) -> None:

@@ -61,7 +61,8 @@ def register(app: typer.Typer) -> None:
         add: list[Path] = typer.Option(
             [], "--add", metavar="FILE.json",
             help="add a load run to the report and plot it: the JSON of `railab traffic "
-                 "--pattern incast --json` or `railab collective --json` (repeatable)"),
+                 "--pattern incast --json`, `railab collective --json` or `railab lb compare "
+                 "--json` (repeatable)"),
     ) -> None:
         """Write the HTML/JSON/JUnit report of a lab (measures it if it is running).
 

@@ -133,5 +133,7 @@ def text(res: dict) -> str:
                 f"{n(r['straggler'], 6, '.2f')}")
         if coll:
             line += f" {n(r['busbw_gbps'], 10, '.4f')} {n(r['fabric_busbw_gbps'], 8, '.1f')}"
+            if r.get("engine_kept_rate") is False:
+                line += "  (engine short of its rate: host-bound)"
         lines.append(line)
     return "\n".join(lines)
