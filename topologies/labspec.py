@@ -129,15 +129,16 @@ class ExpectedRoute(_Strict):
 
 #: What the sonic-vs output renders per load-balancing mode (issue 30): SONiC's YANG models
 #: (202305 and master, /work/shared/sonic-yang-models) have the per-flow ECMP hash fields
-#: (SWITCH_HASH, master) and ACL REDIRECT actions, but no table for packet spraying, flowlet
-#: ARS or telemetry-driven WCMP weights; railab renders none of them yet.
+#: (SWITCH_HASH, master) and a bare ACL REDIRECT action (no target leaf), but no table for packet
+#: spraying, flowlet ARS or telemetry-driven WCMP weights: railab renders none of them.
 SONIC_LB = {
     "ecmp": "SONiC's default per-flow ECMP hash; nothing to render",
     "spray-random": "not rendered: SONiC's YANG models have no packet-spraying table",
     "spray-rr": "not rendered: SONiC's YANG models have no packet-spraying table",
     "flowlet": "not rendered: SONiC's YANG models (202305, master) have no flowlet/ARS table",
-    "pbr": "not rendered: SONiC's ACL REDIRECT action could bind a server port to an uplink; "
-           "railab does not emit it yet",
+    "pbr": "not rendered: SONiC's ACL PACKET_ACTION is the bare REDIRECT enum in its YANG models "
+           "(sonic-types.yang packet_action, 202305 and master), with no leaf for the target "
+           "port or next hop, so a validated config_db cannot bind a server port to an uplink",
     "wcmp": "not rendered: SONiC has no table for telemetry-driven next-hop weights",
 }
 
