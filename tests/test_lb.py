@@ -208,6 +208,11 @@ def test_live_modes_change_forwarding_and_ecmp_restores_it(lossless_lab):
         assert sum(1 for v in sprayed.values() if v >= 5) == 8, sprayed
         r = run.invoke(app, ["lb", name, "--json"])
         assert json.loads(r.output)["load_balancing"] == "spray-rr"
+        # railab traffic sees it: one flow's packets on several uplinks, counted per port
+        r = run.invoke(app, ["traffic", name, "--pattern", "cross-group", "-n", "1", "--json"])
+        f = json.loads(r.stdout)["flows"][0]
+        assert f["ok"] and len(f["sprayed"]) >= 2 and len(f["uplinks"]) >= 2, f
+        assert "|" in f["path"][0] and sum(f["sprayed"].values()) >= f["sent"] // 2, f
         assert run.invoke(app, ["lb", name, "flowlet"]).exit_code == 0
         gap = lb.flowlet_gap_s(spec)
         kept = _send_one_flow(spec)  # 2 ms between packets: one flowlet, one uplink
@@ -230,6 +235,9 @@ def test_live_modes_change_forwarding_and_ecmp_restores_it(lossless_lab):
         assert run.invoke(app, ["lb", name, "ecmp"]).exit_code == 0
         hashed = _send_one_flow(spec)
         assert max(hashed.values()) >= 80, hashed  # the whole flow on one uplink
+        r = run.invoke(app, ["traffic", name, "--pattern", "cross-group", "-n", "1", "--json"])
+        f = json.loads(r.stdout)["flows"][0]
+        assert f["sprayed"] == {} and len(f["uplinks"]) == 1 and len(f["path"]) == 3, f
         assert _leftovers(spec) == []
     finally:
         run.invoke(app, ["lb", name, "ecmp"])

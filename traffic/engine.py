@@ -184,6 +184,12 @@ class Hop:
     code: int | None = None
 
 
+def _natural_port(name: str) -> tuple:
+    """``eth10`` after ``eth9``: a port name's sort key by its number."""
+    head = name.rstrip("0123456789")
+    return (head, int(name[len(head):] or 0))
+
+
 @dataclass
 class FlowResult:
     """What happened to one flow.
@@ -194,7 +200,10 @@ class FlowResult:
     ``ttl``: lowest received TTL; ``hops_ttl``: 64 - ttl. ``hops_counters``: switches whose port
     counters moved (None unless measured). ``path``: ``node:egress-port`` from the source leaf
     to the last switch (measured only). ``uplinks``: leaf->spine links crossed
-    (``leaf:ethX>spine:ethY``). ``unreachable_at``: node that sent ICMP unreachable.
+    (``leaf:ethX>spine:ethY``; several when a switch sprayed the flow). ``sprayed``: where a
+    switch split the flow over several egress ports with none carrying half of it (packet
+    spraying, railab.testbed.lb): ``{"node:port": packets}`` of that switch, measured on the
+    port counters; empty otherwise. ``unreachable_at``: node that sent ICMP unreachable.
     ``receiver_drops``: packets the receive sockets dropped (host overload, not fabric loss).
     ``nic_down``: ``srv1:eth1`` when the flow's source or destination NIC is administratively
     down (the source: nothing more was sent; the destination: nothing could arrive), else None.
@@ -218,6 +227,7 @@ class FlowResult:
     path: list[str] = field(default_factory=list)
     uplinks: list[str] = field(default_factory=list)
     spines: list[str] = field(default_factory=list)
+    sprayed: dict[str, int] = field(default_factory=dict)
     unreachable_at: str | None = None
     receiver_drops: int = 0
     seconds: float = 0.0
@@ -325,6 +335,7 @@ class FlowResult:
             "acks": self.acks, "ttl": self.ttl, "hops_expected": f.expected_hops,
             "hops_ttl": self.hops_ttl, "hops_counters": self.hops_counters,
             "switches": self.switches, "path": self.path, "uplinks": self.uplinks,
+            "sprayed": self.sprayed,
             "spines": self.spines, "unreachable_at": self.unreachable_at,
             "receiver_drops": self.receiver_drops, "egress": self.egress,
             "egress_to": self.egress_to, "ingress": self.ingress,
@@ -977,6 +988,21 @@ class Engine:
                            if n == node and ifn != ingress and tx >= thr), reverse=True)
             good = [o for o in outs if self._towards(flow, node, o[1])]
             pick = good or outs
+            if not pick:
+                # no egress port took half the packets: sprayed per packet over several?
+                spread = sorted((tx, ifn) for (n, ifn), (_rx, tx) in delta.items()
+                                if n == node and ifn != ingress and tx > 0)
+                if len(spread) >= 2 and sum(tx for tx, _ in spread) >= thr:
+                    res.sprayed = {f"{node}:{ifn}": tx for tx, ifn in
+                                   sorted(spread, key=lambda x: _natural_port(x[1]))}
+                    for _tx, ifn in sorted(spread, key=lambda x: _natural_port(x[1])):
+                        peer = self._peer.get((node, ifn))
+                        if peer is not None and self._roles.get(peer[0]) == "spine":
+                            res.uplinks.append(f"{node}:{ifn}>{peer[0]}:{peer[1]}")
+                            if peer[0] not in res.spines:
+                                res.spines.append(peer[0])
+                    path.append(f"{node}:{'|'.join(k.split(':', 1)[1] for k in res.sprayed)}")
+                    break
             if not pick or (len(pick) > 1 and pick[0][0] == pick[1][0]):
                 # dropped here, or an exact tie between egress ports (ambiguous)
                 path.append(node if not pick else f"{node}:{'|'.join(sorted(i for _, i in pick))}")
@@ -1041,7 +1067,8 @@ class Engine:
 
 def spread(spec: LabSpec, results: list[FlowResult]) -> SpreadStats:
     """Per-uplink and per-spine flow counts of measured results, zeros included for every spine
-    and every uplink of the source leaves involved; see SpreadStats.imbalance (max/mean)."""
+    and every uplink of the source leaves involved; see SpreadStats.imbalance (max/mean). A
+    sprayed flow (:attr:`FlowResult.sprayed`) counts once on each uplink and spine it crossed."""
     stats = SpreadStats()
     spines = [n.name for n in spec.by_role("spine")]
     leaves = set()
@@ -1053,10 +1080,11 @@ def spread(spec: LabSpec, results: list[FlowResult]) -> SpreadStats:
     if any(r.uplinks for r in results):
         stats.per_spine = {s: 0 for s in spines}
     for r in results:
-        if r.uplinks:
-            first = r.uplinks[0]
-            stats.per_link[first] = stats.per_link.get(first, 0) + 1
-            stats.per_spine[r.spines[0]] = stats.per_spine.get(r.spines[0], 0) + 1
+        # a sprayed flow (r.sprayed) counts on every uplink and spine it crossed
+        for u in (r.uplinks if r.sprayed else r.uplinks[:1]):
+            stats.per_link[u] = stats.per_link.get(u, 0) + 1
+        for sp in (r.spines if r.sprayed else r.spines[:1]):
+            stats.per_spine[sp] = stats.per_spine.get(sp, 0) + 1
     return stats
 
 
@@ -1087,8 +1115,8 @@ def spread_warnings(spec: LabSpec, results: list[FlowResult],
         if not r.uplinks:
             continue
         leaf = r.uplinks[0].split(":")[0]
-        used.setdefault(leaf, set()).add(r.uplinks[0])
-        used_spines.setdefault(leaf, set()).add(r.spines[0])
+        used.setdefault(leaf, set()).update(r.uplinks if r.sprayed else r.uplinks[:1])
+        used_spines.setdefault(leaf, set()).update(r.spines if r.sprayed else r.spines[:1])
         flows[leaf] = flows.get(leaf, 0) + 1
     out = []
     for leaf in sorted(used):
