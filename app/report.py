@@ -706,6 +706,8 @@ def added_run(doc: dict[str, Any], source: str = "") -> tuple[str, LoadRun]:
             parts.append(f"sport={doc['sport_mode']}")
         return "collective", LoadRun(label=" ".join(parts), data=doc)
     if isinstance(doc, dict) and "workload" in doc and isinstance(doc.get("modes"), list):
+        if not [m for m in doc["modes"] if "error" not in m]:
+            raise ValueError(f"{source or 'document'}: an lb compare with no mode measured")
         label = f"lb compare {doc['workload']}: {doc.get('flows')} flows x {doc.get('flow_bytes')} B"
         return "lb", LoadRun(label=label, data=doc)
     raise ValueError(f"{source or 'document'}: not the JSON of `railab traffic --pattern incast "
@@ -905,9 +907,10 @@ def lb_chart(run: LoadRun) -> Markup:
     """One ``railab lb compare`` result as bars per mode: the uplink imbalance (max/mean of the
     uplink bytes, dashed at 1 = even), the packets received out of PSN order (%), and the
     collective's fabric busbw (Gb/s) or the flows' median completion (lab s). All measured."""
-    d = run.data
+    d = {**run.data, "modes": [m for m in run.data["modes"] if "error" not in m]}
     modes = [m["mode"] for m in d["modes"]]
     coll = any(m.get("fabric_busbw_gbps") is not None for m in d["modes"])
+    host_bound = any(m.get("engine_kept_rate") is False for m in d["modes"])
     fig, axes = _figure(6.4, 4.2, rows=3, sharex=True)
     cols = ["#888" if m == "ecmp" else "#4a7ab5" for m in modes]
     axes[0].bar(modes, [m["uplink_imbalance"] for m in d["modes"]], color=cols)
@@ -918,14 +921,17 @@ def lb_chart(run: LoadRun) -> Markup:
     if coll:
         axes[2].bar(modes, [m.get("fabric_busbw_gbps") or 0 for m in d["modes"]], color=cols)
         axes[2].set_ylabel("busbw, fabric Gb/s")
+        if host_bound:
+            axes[2].set_title("busbw host-bound: the engine fell short of its rate (compare "
+                              "modes within this run only)", fontsize=8)
     else:
         axes[2].bar(modes, [m.get("fct_p50_s") or 0 for m in d["modes"]], color=cols)
         axes[2].set_ylabel("FCT p50, lab s")
     for ax in axes:
         ax.grid(axis="y", alpha=0.3)
     scale = d.get("time_scale")
-    axes[0].set_title(f"{run.label} (measured; time scale {scale:g})" if scale else
-                      f"{run.label} (measured)", fontsize=9)
+    axes[0].set_title(f"measured; time scale {scale:g}" if scale else "measured", fontsize=9)
+    axes[1].set_ylim(bottom=0)
     return _svg(fig)
 
 

@@ -10,7 +10,9 @@ each leaf's namespace, over the leaf's uplinks (``lab.json`` ``leaf-spine`` link
 * ``spray-rr`` / ``spray-random``: per packet. An nftables table ``railab_lb`` marks every IPv4
   packet arriving on a server port with ``numgen inc|random mod N`` (N = uplinks) offset
   :data:`MARK_BASE`; one ``ip rule fwmark`` per member selects a policy table holding copies of
-  the fabric's multipath routes restricted to that member's next hop.
+  the fabric's multipath routes restricted to that member's next hop. With ``spines`` (and
+  several links per leaf-spine pair) the spines spray too: every packet from a leaf is marked
+  ``mod`` the links per pair and member table i holds each multipath route's i-th next hop.
 * ``flowlet``: ARS flowlets. A dynamic nft map keyed by (source, destination, UDP source
   port) with a timeout = the flowlet gap (:data:`FLOWLET_GAP_US`, time-scaled) holds each
   flow's member mark; every packet refreshes it, so a flow keeps its member while packets keep
@@ -38,6 +40,7 @@ queues); on a lab without it :func:`plan` refuses them with a usage error.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import signal
@@ -49,7 +52,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from railab.errors import UsageError
+from railab.errors import RailabError, UsageError
 from railab.testbed import lbagent
 from railab.testbed.namespaces import exec_argv
 
@@ -89,6 +92,15 @@ class LeafPlan:
     uplinks: list[str]
     servers: list[str]
     binding: dict[str, int] = field(default_factory=dict)
+    #: a spine's plan (spray modes): ``servers`` are its leaf-facing ports (where packets are
+    #: marked), ``ways`` the parallel links per leaf-spine pair (members by next-hop index)
+    spine: bool = False
+    ways: int = 0
+
+    @property
+    def n(self) -> int:
+        """How many members (mark values, member tables) this switch uses."""
+        return self.ways or len(self.uplinks)
 
 
 def check_mode(mode: str) -> str:
@@ -101,8 +113,13 @@ def check_mode(mode: str) -> str:
     return mode
 
 
-def plan(spec, mode: str) -> list[LeafPlan]:
+def plan(spec, mode: str, *, spines: bool = False) -> list[LeafPlan]:
     """Per leaf with uplinks, what ``mode`` installs (see :class:`LeafPlan`), from ``lab.json``.
+
+    With ``spines`` (spray modes only, a lab with several links per leaf-spine pair) the spines
+    get a plan too (``spine=True``): they spray over their parallel links down to a leaf
+    (member i = the i-th next hop of each multipath route, :func:`indexed_member_routes`).
+    UsageError for ``spines`` with another mode or on a lab with one link per pair.
 
     UsageError when ``mode`` is unknown or not built (:func:`check_mode`) or when the lab has no
     leaf with uplinks (a rail-only lab: there is nothing to balance)."""
@@ -128,6 +145,20 @@ def plan(spec, mode: str) -> list[LeafPlan]:
         if mode == "pbr":
             lp.binding = {p: i % len(lp.uplinks) for i, p in enumerate(lp.servers)}
         out.append(lp)
+    ways = getattr(spec, "links_per_leaf_spine_pair", 1)
+    if spines and not mode.startswith("spray"):
+        raise UsageError(f"--spines sprays the spines' parallel links: it goes with spray-rr or "
+                         f"spray-random, not {mode}")
+    if spines and ways < 2:
+        raise UsageError("--spines: this lab has one link per leaf-spine pair, nothing for a "
+                         "spine to spray over")
+    if spines:
+        # spines spray too, over their parallel links down to each leaf
+        downs: dict[str, list[str]] = {}
+        for ln in spec.links:
+            if ln.role == "leaf-spine":
+                downs.setdefault(ln.b.node, []).append(ln.b.interface)
+        out += [LeafPlan(sp, [], downs[sp], spine=True, ways=ways) for sp in sorted(downs)]
     return out
 
 
@@ -146,7 +177,7 @@ def nft_script(lp: LeafPlan, mode: str, gap_s: float = 0.5) -> str:
     if not (mode.startswith("spray") or mode == "flowlet") or not lp.servers:
         return ""
     ports = ", ".join(f'"{p}"' for p in lp.servers)
-    n = len(lp.uplinks)
+    n = lp.n
     if mode == "flowlet":
         ms = max(1, round(gap_s * 1000))
         key = "ip saddr . ip daddr . udp sport"
@@ -166,7 +197,7 @@ def nft_script(lp: LeafPlan, mode: str, gap_s: float = 0.5) -> str:
     gen = "inc" if mode == "spray-rr" else "random"
     return (f"table ip {NFT_TABLE} {{\n"
             f"  chain pre {{\n    type filter hook prerouting priority mangle; policy accept;\n"
-            f"    iifname {{ {ports} }} meta mark set numgen {gen} mod {len(lp.uplinks)} "
+            f"    iifname {{ {ports} }} meta mark set numgen {gen} mod {n} "
             f"offset {MARK_BASE:#x}\n  }}\n}}\n")
 
 
@@ -195,6 +226,29 @@ def member_routes(routes: list[dict], ifindex_port: list[str], uplinks: list[str
     return lines
 
 
+def indexed_member_routes(routes: list[dict], ways: int) -> list[str]:
+    """A spine's member tables: for each multipath route (``ip -j route`` objects), its next
+    hops in port order, the i-th (mod their count) into table ``TABLE_BASE + i``, for
+    ``i < ways``. Single-path routes are left to the main table (a lookup miss falls through)."""
+    def key(h: dict) -> tuple:
+        d = h.get("dev", "")
+        head = d.rstrip("0123456789")
+        return (head, int(d[len(head):] or 0))
+    lines = []
+    for r in routes:
+        hops = sorted(r.get("nexthops") or [], key=key)
+        if len(hops) < 2:
+            continue
+        for i in range(ways):
+            h = hops[i % len(hops)]
+            gw = h.get("gateway")
+            if not gw:
+                continue
+            lines.append(f"route replace {r.get('dst', 'default')} via {gw} dev {h['dev']} onlink "
+                         f"table {TABLE_BASE + i}")
+    return lines
+
+
 def _run(ns: str, argv: list[str], stdin: str | None = None) -> str:
     p = subprocess.run(exec_argv(ns, argv), input=stdin, capture_output=True, text=True)
     if p.returncode != 0:
@@ -211,22 +265,26 @@ def remove(ns: str, lp: LeafPlan) -> None:
         if r.get("priority") == RULE_PRIO:
             subprocess.run(exec_argv(ns, ["ip", "rule", "del", "priority", str(RULE_PRIO)]),
                            capture_output=True)
-    lines = [f"route flush table {TABLE_BASE + i}" for i in range(len(lp.uplinks))]
+    lines = [f"route flush table {TABLE_BASE + i}" for i in range(lp.n)]
     lines += [f"route flush table {WCMP_TABLE}", f"nexthop del id {GROUP_ID}"]
     lines += [f"nexthop del id {NH_BASE + i}" for i in range(len(lp.uplinks))]
     subprocess.run(exec_argv(ns, ["ip", "-force", "-batch", "-"]), input="\n".join(lines) + "\n",
                    capture_output=True, text=True)
 
 
-def wcmp_lines(routes: list[dict], uplinks: list[str], servers: list[str]) -> list[str]:
+def wcmp_lines(routes: list[dict], uplinks: list[str], servers: list[str],
+               up: list[str] | None = None) -> list[str]:
     """``ip -batch`` lines of the ``wcmp`` mechanism on one leaf: a next-hop object per uplink
-    (``NH_BASE + i``), the group ``GROUP_ID`` over them (equal weights until the agent's first
-    cycle), table ``WCMP_TABLE`` with every main-table route over the uplinks pointed at the
-    group, and one ``iif`` rule per server port."""
-    lines = [f"nexthop add id {NH_BASE + i} via 169.254.0.1 dev {u} onlink"
-             for i, u in enumerate(uplinks)]
+    that is up (``NH_BASE + i``; ``up`` None: all), the group ``GROUP_ID`` over them (equal
+    weights until the agent's first cycle; the agent adds an uplink that comes up later),
+    table ``WCMP_TABLE`` with every main-table route over the uplinks pointed at the group, and
+    one ``iif`` rule per server port. Empty when no uplink is up."""
+    live = [(i, u) for i, u in enumerate(uplinks) if up is None or u in up]
+    if not live:
+        return []
+    lines = [f"nexthop add id {NH_BASE + i} via 169.254.0.1 dev {u} onlink" for i, u in live]
     lines.append(f"nexthop add id {GROUP_ID} group "
-                 + "/".join(f"{NH_BASE + i},1" for i in range(len(uplinks))))
+                 + "/".join(f"{NH_BASE + i},1" for i, _ in live))
     for r in routes:
         hops = r.get("nexthops") or [r]
         if r.get("dst", "default") != "default" and any(h.get("dev") in uplinks for h in hops):
@@ -243,12 +301,19 @@ def apply_leaf(ns: str, lp: LeafPlan, mode: str, gap_s: float = 0.5) -> None:
         return
     routes = json.loads(_run(ns, ["ip", "-j", "route", "show", "table", "main"]) or "[]")
     if mode == "wcmp":
-        lines = wcmp_lines(routes, lp.uplinks, lp.servers)
+        links = json.loads(_run(ns, ["ip", "-j", "link", "show"]) or "[]")
+        up = [d["ifname"] for d in links
+              if "UP" in d.get("flags", []) and "LOWER_UP" in d.get("flags", [])]
+        lines = wcmp_lines(routes, lp.uplinks, lp.servers, up)
+        if not lines:
+            raise RuntimeError(f"{lp.leaf}: no uplink is up, WCMP has no member")
+    elif lp.spine:
+        lines = indexed_member_routes(routes, lp.ways)
     else:
         lines = member_routes(routes, [], lp.uplinks)
     if mode.startswith("spray") or mode == "flowlet":
         lines += [f"rule add priority {RULE_PRIO} fwmark {MARK_BASE + i:#x} lookup {TABLE_BASE + i}"
-                  for i in range(len(lp.uplinks))]
+                  for i in range(lp.n)]
     elif mode == "pbr":
         lines += [f"rule add priority {RULE_PRIO} iif {p} lookup {TABLE_BASE + i}"
                   for p, i in lp.binding.items()]
@@ -271,7 +336,7 @@ def agent_plan(spec, netns_of, plans: list[LeafPlan], mode: str) -> lbagent.LbAg
         leaves=[lbagent.LeafAgent(node=lp.leaf, ns=netns_of(lp.leaf), uplinks=lp.uplinks,
                                   marks=[MARK_BASE + i for i in range(len(lp.uplinks))],
                                   nh_ids=[NH_BASE + i for i in range(len(lp.uplinks))],
-                                  group_id=GROUP_ID) for lp in plans])
+                                  group_id=GROUP_ID) for lp in plans if not lp.spine])
 
 
 def agent_state(run_dir: str | Path) -> dict | None:
@@ -310,11 +375,30 @@ def stop_agent(run_dir: str | Path) -> None:
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
+    _kill_orphans(d)
     for f in ("lb-agent.pid", "lb-plan.json", lbagent.STATE_FILE):
         try:
             (d / f).unlink()
         except FileNotFoundError:
             pass
+
+
+def _kill_orphans(run_dir: Path) -> None:
+    """SIGKILL any load-balancing agent still naming ``run_dir`` (one whose PID file was
+    overwritten, e.g. by a concurrent ``railab lb`` before the lock existed)."""
+    needle = f"{run_dir}/".encode()
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"railab.testbed.lbagent" in cmd and needle in cmd:
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
 
 def start_agent(run_dir: str | Path, plan: lbagent.LbAgentPlan) -> int:
@@ -342,27 +426,56 @@ def start_agent(run_dir: str | Path, plan: lbagent.LbAgentPlan) -> int:
     raise RuntimeError(f"the load-balancing agent did not start: {(d / 'lb-agent.log').read_text()[-500:]}")
 
 
-def apply(spec, netns_of, mode: str, run_dir: str | Path | None = None) -> list[LeafPlan]:
-    """Apply ``mode`` on every leaf of a running lab (``netns_of``: node -> namespace).
-    All-or-nothing: on any failure every leaf is put back to ``ecmp`` and the error re-raised.
+def _every_switch(spec) -> list[LeafPlan]:
+    """A removal plan for every switch any mode may touch (leaves, and spines when they can
+    spray)."""
+    ways = getattr(spec, "links_per_leaf_spine_pair", 1)
+    return plan(spec, "spray-rr", spines=ways >= 2) if plan(spec, "ecmp") else []
+
+
+def apply(spec, netns_of, mode: str, run_dir: str | Path | None = None, *,
+          spines: bool = False, on_applied=None) -> list[LeafPlan]:
+    """Apply ``mode`` on every leaf of a running lab (``netns_of``: node -> namespace), and
+    with ``spines`` (spray modes) on the spines too; every other switch is put back to ECMP.
+    All-or-nothing: on any failure every switch is put back to ``ecmp`` and the error re-raised.
     ``run_dir`` (the lab's ``/run/railab/<lab>``) holds the load-balancing agent of ``flowlet``
     and ``wcmp``: any agent running there is stopped first, and one is started for those modes
-    (UsageError without ``run_dir``). Returns the plans applied."""
-    plans = plan(spec, mode)
+    (UsageError without ``run_dir``); ``on_applied()`` runs after success while the lab's lb
+    lock is still held (record the mode there, so concurrent ``railab lb`` calls record the one
+    applied last). Returns the plans applied."""
+    plans = plan(spec, mode, spines=spines)
     if mode in AGENT_MODES and run_dir is None:
         raise UsageError(f"load-balancing mode {mode!r} runs an agent: give the lab's run directory")
-    if run_dir is not None:
+    if run_dir is None:
+        return _apply(spec, netns_of, mode, plans, None)
+    Path(run_dir).mkdir(parents=True, exist_ok=True)
+    with open(Path(run_dir) / "lb.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one `railab lb` at a time per lab: no orphan agent
         stop_agent(run_dir)
+        out = _apply(spec, netns_of, mode, plans, run_dir)
+        if on_applied is not None:
+            on_applied()
+        return out
+
+
+def _apply(spec, netns_of, mode: str, plans: list[LeafPlan], run_dir) -> list[LeafPlan]:
+    mine = {lp.leaf for lp in plans}
+    rest = [lp for lp in _every_switch(spec) if lp.leaf not in mine]
     try:
+        for lp in rest:
+            remove(netns_of(lp.leaf), lp)
         for lp in plans:
             apply_leaf(netns_of(lp.leaf), lp, mode, flowlet_gap_s(spec))
         if mode in AGENT_MODES:
             start_agent(run_dir, agent_plan(spec, netns_of, plans, mode))
-    except Exception:
+    except Exception as exc:
         if run_dir is not None:
             stop_agent(run_dir)
-        for lp in plans:
+        for lp in plans + rest:
             remove(netns_of(lp.leaf), lp)
+        if isinstance(exc, RuntimeError):
+            raise RailabError(f"load balancing {mode} could not be applied ({exc}); every switch "
+                              "is back on ecmp") from exc
         raise
     return plans
 

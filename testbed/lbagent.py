@@ -18,6 +18,10 @@ uplink's egress qdisc (bytes dequeued and backlog, one raw rtnetlink dump per le
 
 Then it writes, only when something changed:
 
+Members whose link is down (``IFF_UP`` and carrier, the same rule as ``railab check``) are left
+out: no flowlet slots, no place in the WCMP group (the kernel deleted their next-hop object
+with the link; the agent re-creates it when the link comes back).
+
 * ``flowlet``: the leaf's nft map ``slots`` (:data:`SLOTS` entries) that new flowlets index
   round robin (``numgen inc mod SLOTS``): each member gets slots in proportion to its idleness
   (largest remainder; every member when none is idle). A flowlet that starts now goes to an idle
@@ -48,8 +52,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from railab.testbed.namespaces import exec_argv
+from railab.testbed.namespaces import entered, exec_argv
 from railab.testbed.pfc import QdiscReader, ifindexes, raise_priority
+from railab.testbed.rtnl import Rtnl, link_status
 
 #: Agent cycle in fabric microseconds (scaled to lab time by the lab's time scale: 20 ms at
 #: mini-lossless's 2000). Hardware ARS re-rates its members every few microseconds; 10 us keeps
@@ -113,13 +118,18 @@ def idleness(util: float, backlog: int, kmin_bytes: int) -> float:
     return 1.0 - min(1.0, max(0.0, util))
 
 
-def slot_table(idle: list[float], slots: int = SLOTS) -> list[int]:
+def slot_table(idle: list[float], slots: int = SLOTS, alive: list[bool] | None = None) -> list[int]:
     """Member index per slot (``slots`` long): member i gets slots in proportion to ``idle[i]``
     (largest remainder; ties to the lower index); every member equally when all are 0.
+    Members not ``alive`` (their link is down) get none, unless none is alive.
     Interleaved (member order repeats) so consecutive new flowlets go to different members."""
     n = len(idle)
+    live = alive if alive is not None and any(alive) else [True] * n
+    idle = [x if ok else 0.0 for x, ok in zip(idle, live, strict=True)]
     tot = sum(idle)
-    share = [slots / n] * n if tot <= 1e-9 else [slots * x / tot for x in idle]
+    k = sum(live)
+    share = ([slots / k if ok else 0.0 for ok in live] if tot <= 1e-9
+             else [slots * x / tot for x in idle])
     cnt = [int(s) for s in share]
     for i in sorted(range(n), key=lambda i: (-(share[i] - cnt[i]), i))[:slots - sum(cnt)]:
         cnt[i] += 1
@@ -143,10 +153,22 @@ def slots_line(table: str, marks: list[int], slots: list[int]) -> str:
     return f"flush map ip {table} slots; add element ip {table} slots {{ {els} }}\n"
 
 
-def group_line(group_id: int, nh_ids: list[int], w: list[int]) -> str:
-    """The ``ip -batch`` line that sets the next-hop group's weights."""
-    return f"nexthop replace id {group_id} group " + "/".join(
-        f"{h},{x}" for h, x in zip(nh_ids, w, strict=True)) + "\n"
+def group_line(group_id: int, nh_ids: list[int], w: list[int],
+               alive: list[bool] | None = None) -> str:
+    """The ``ip -batch`` line that sets the next-hop group's weights, over the ``alive``
+    members only (the kernel deletes a next-hop object whose link goes down); empty when none
+    is alive."""
+    keep = [(h, x) for i, (h, x) in enumerate(zip(nh_ids, w, strict=True))
+            if alive is None or alive[i]]
+    if not keep:
+        return ""
+    return f"nexthop replace id {group_id} group " + "/".join(f"{h},{x}" for h, x in keep) + "\n"
+
+
+def member_line(nh_id: int, uplink: str) -> str:
+    """The ``ip -batch`` line that (re)creates a member's next-hop object (after its link came
+    back up: the kernel deleted it when the link went down)."""
+    return f"nexthop replace id {nh_id} via 169.254.0.1 dev {uplink} onlink\n"
 
 
 class LbLoop:
@@ -164,17 +186,22 @@ class LbLoop:
         self._util: dict[str, list[float]] = {}
         self._cur: dict[str, list[int]] = {}
         self._updates: dict[str, int] = {}
+        self._rtnl: dict[str, Rtnl] = {}
+        self._alive: dict[str, list[bool]] = {}
         self._t_prev = 0.0
 
     def open(self) -> None:
+        log = open(self.state_path.with_name("lb-agent.log"), "a")  # noqa: SIM115 - the writers' stderr
         for lf in self.plan.leaves:
             self._readers[lf.node] = QdiscReader(lf.ns)
+            with entered(lf.ns):
+                self._rtnl[lf.node] = Rtnl()
             idx = ifindexes(lf.ns, lf.uplinks, lf.node)
             self._index[lf.node] = {idx[(lf.node, p)]: i for i, p in enumerate(lf.uplinks)}
             argv = ["nft", "-i"] if self.plan.mode == "flowlet" else ["ip", "-force", "-batch", "-"]
             self._writers[lf.node] = subprocess.Popen(
                 exec_argv(lf.ns, argv), stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL, text=True)
+                stderr=log, text=True)
             self._util[lf.node] = [0.0] * len(lf.uplinks)
             self._updates[lf.node] = 0
         self._read_all()
@@ -199,6 +226,10 @@ class LbLoop:
         self._t_prev = now
         reads = self._read_all()
         for lf in self.plan.leaves:
+            flags = self._rtnl[lf.node].link_flags()
+            alive = [u in flags and link_status(*flags[u]) == "up" for u in lf.uplinks]
+            was = self._alive.get(lf.node)
+            self._alive[lf.node] = alive
             by, bl = reads[lf.node]
             prev = self._prev.get(lf.node, by)
             self._prev[lf.node] = by
@@ -208,13 +239,16 @@ class LbLoop:
                 u[i] = (1 - EWMA) * u[i] + EWMA * inst
             idle = [idleness(u[i], bl[i], self.plan.kmin_bytes) for i in range(len(by))]
             if self.plan.mode == "flowlet":
-                new = slot_table(idle)
+                new = slot_table(idle, alive=alive)
                 line = slots_line(self.plan.nft_table, lf.marks, new) if new != self._cur.get(lf.node) else ""
             else:
                 new = weights(idle)
                 old = self._cur.get(lf.node)
-                changed = old is None or any(abs(a - b) >= 2 for a, b in zip(new, old, strict=True))
-                line = group_line(lf.group_id, lf.nh_ids, new) if changed else ""
+                changed = (old is None or alive != was
+                           or any(abs(a - b) >= 2 for a, b in zip(new, old, strict=True)))
+                back = [i for i, ok in enumerate(alive) if ok and was is not None and not was[i]]
+                line = "".join(member_line(lf.nh_ids[i], lf.uplinks[i]) for i in back)
+                line += group_line(lf.group_id, lf.nh_ids, new, alive) if changed else ""
                 if not changed:
                     new = old
             if line:
@@ -234,6 +268,7 @@ class LbLoop:
              "final": final, "cycles": self.cycles, "cycle_s": self.plan.cycle_s,
              "cycle_work_ms_median": round(cyc[len(cyc) // 2], 3) if cyc else None,
              "leaves": {lf.node: {"uplinks": lf.uplinks,
+                                  "up": self._alive.get(lf.node),
                                   "utilization": [round(x, 3) for x in self._util[lf.node]],
                                   ("slots" if self.plan.mode == "flowlet" else "weights"):
                                       self._cur.get(lf.node),
@@ -268,6 +303,8 @@ class LbLoop:
 
     def close(self) -> None:
         for r in self._readers.values():
+            r.close()
+        for r in self._rtnl.values():
             r.close()
         for w in self._writers.values():
             try:

@@ -153,6 +153,7 @@ class LabState(_Record):
     agents: dict[str, int] = Field(default_factory=dict)
     ipv6_repairs: list[str] = Field(default_factory=list)
     load_balancing: str = "ecmp"
+    load_balancing_spines: bool = False
 
     def to_json(self) -> dict[str, Any]:
         """The JSON document as stored (plain dicts and lists)."""

@@ -168,7 +168,7 @@ def _send_one_flow(spec, n: int = 80, pause_s: float = 0.0) -> dict[str, int]:
 
 def _leftovers(spec) -> list[str]:
     found = []
-    for p in lb.plan(spec, "ecmp"):
+    for p in lb._every_switch(spec):  # leaves, and the spines spray-rr --spines touches
         ns = netns_name(spec.name, p.leaf)
         rules = subprocess.run(exec_argv(ns, ["ip", "rule"]), capture_output=True, text=True).stdout
         if f"{lb.RULE_PRIO}:" in rules:
@@ -213,7 +213,13 @@ def test_live_modes_change_forwarding_and_ecmp_restores_it(lossless_lab):
         f = json.loads(r.stdout)["flows"][0]
         assert f["ok"] and len(f["sprayed"]) >= 2 and len(f["uplinks"]) >= 2, f
         assert "|" in f["path"][0] and sum(f["sprayed"].values()) >= f["sent"] // 2, f
+        assert run.invoke(app, ["lb", name, "spray-rr", "--spines"]).exit_code == 0
+        sp = netns_name(name, "spine1")
+        rules = subprocess.run(exec_argv(sp, ["ip", "rule"]), capture_output=True, text=True).stdout
+        assert rules.count(f"{lb.RULE_PRIO}:") == 2, rules  # two parallel links per pair
         assert run.invoke(app, ["lb", name, "flowlet"]).exit_code == 0
+        rules = subprocess.run(exec_argv(sp, ["ip", "rule"]), capture_output=True, text=True).stdout
+        assert f"{lb.RULE_PRIO}:" not in rules, rules  # flowlet is leaves only: spines back on ECMP
         gap = lb.flowlet_gap_s(spec)
         kept = _send_one_flow(spec)  # 2 ms between packets: one flowlet, one uplink
         assert max(kept.values()) >= 80, kept
@@ -267,10 +273,15 @@ def test_live_compare_elephants(lossless_lab):
     """The issue's targets: ecmp collides, spray-rr evens the uplinks at a reordering cost,
     flowlet evens them with a tenth of it, pbr with none, wcmp does better than ecmp."""
     spec = lossless_lab.spec
+    assert CliRunner().invoke(app, ["lb", spec.name, "pbr"]).exit_code == 0
     r = subprocess.run([sys.executable, "-m", "railab", "lb", "compare", spec.name, "--json"],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
-    modes = {m["mode"]: m for m in json.loads(r.stdout)["modes"]}
+    res = json.loads(r.stdout)
+    assert res["left_on"] == {"mode": "pbr", "spines": False} and res["down_uplinks"] == []
+    assert st.load(spec.name).load_balancing == "pbr"  # compare put the lab's mode back
+    assert CliRunner().invoke(app, ["lb", spec.name, "ecmp"]).exit_code == 0
+    modes = {m["mode"]: m for m in res["modes"]}
     assert set(modes) == {"ecmp", "spray-rr", "spray-random", "flowlet", "pbr", "wcmp"}
     assert modes["wcmp"]["uplink_imbalance"] < modes["ecmp"]["uplink_imbalance"], modes["wcmp"]
     assert all(m["drops"] == 0 for m in modes.values()), modes
@@ -282,8 +293,6 @@ def test_live_compare_elephants(lossless_lab):
     assert modes["spray-rr"]["max_psn_distance"] > 0 and modes["pbr"]["max_psn_distance"] == 0
     assert modes["ecmp"]["reordered_pct"] == 0  # per flow: nothing can reorder
     assert _leftovers(spec) == []
-    assert json.loads(subprocess.run([sys.executable, "-m", "railab", "lb", spec.name, "--json"],
-                                     capture_output=True, text=True).stdout)["load_balancing"] == "ecmp"
 
 
 @pytest.mark.integration
@@ -388,3 +397,99 @@ def test_report_draws_an_lb_comparison(spec, tmp_path):
                  "time scale 2000"):
         assert text in load, text
     assert Report.model_validate_json(rep.dump()).load_balancing == rep.load_balancing
+
+
+# ---- what a fresh-user review found (issue 30): faults, concurrency, input checks ---------------
+def test_agent_leaves_down_members_out():
+    assert lbagent.slot_table([1.0, 1.0, 1.0, 1.0], 8, alive=[True, False, True, True]) == \
+        [0, 2, 3, 0, 2, 3, 0, 2]
+    assert lbagent.slot_table([0.0, 0.0], 4, alive=[False, True]) == [1, 1, 1, 1]
+    assert lbagent.slot_table([0.0, 0.0], 4, alive=[False, False]) == [0, 1, 0, 1]  # none: all
+    assert lbagent.group_line(21000, [1, 2, 3], [16, 4, 9], [True, False, True]) == \
+        "nexthop replace id 21000 group 1,16/3,9\n"
+    assert lbagent.group_line(21000, [1], [16], [False]) == ""
+    assert lbagent.member_line(20002, "eth11") == "nexthop replace id 20002 via 169.254.0.1 dev eth11 onlink\n"
+
+
+def test_wcmp_lines_skip_uplinks_that_are_down():
+    routes = [{"dst": "10.0.2.0/24", "nexthops": [{"gateway": "169.254.0.1", "dev": "eth10"}]}]
+    lines = lb.wcmp_lines(routes, ["eth9", "eth10"], ["eth1"], up=["eth10", "eth1"])
+    assert lines[0] == f"nexthop add id {lb.NH_BASE + 1} via 169.254.0.1 dev eth10 onlink"
+    assert lines[1] == f"nexthop add id {lb.GROUP_ID} group {lb.NH_BASE + 1},1"
+    assert lb.wcmp_lines(routes, ["eth9"], ["eth1"], up=[]) == []
+
+
+def test_spine_spraying_is_by_next_hop_index_and_only_with_spray(spec):
+    plans = lb.plan(spec, "spray-rr", spines=True)
+    sp = [p for p in plans if p.spine]
+    assert len(sp) == 4 and all(p.ways == 2 and p.n == 2 and len(p.servers) == 8 for p in sp)
+    assert not [p for p in lb.plan(spec, "spray-rr") if p.spine]  # leaves only by default
+    with pytest.raises(UsageError, match="spray-rr or spray-random"):
+        lb.plan(spec, "pbr", spines=True)
+    with pytest.raises(UsageError, match="one link per leaf-spine pair"):
+        lb.plan(build_lab(load_intent("mini")).spec, "spray-rr", spines=True)
+    routes = [{"dst": "10.0.1.0/24", "nexthops": [{"gateway": "169.254.0.1", "dev": "eth4"},
+                                                 {"gateway": "169.254.0.1", "dev": "eth3"}]},
+              {"dst": "10.255.0.9", "gateway": "169.254.0.1", "dev": "eth1"}]
+    assert lb.indexed_member_routes(routes, 2) == [
+        f"route replace 10.0.1.0/24 via 169.254.0.1 dev eth3 onlink table {lb.TABLE_BASE}",
+        f"route replace 10.0.1.0/24 via 169.254.0.1 dev eth4 onlink table {lb.TABLE_BASE + 1}"]
+    assert "mod 2 offset" in lb.nft_script(sp[0], "spray-rr")
+
+
+def test_compare_checks_modes_and_bytes_before_running(spec):
+    plain = build_lab(load_intent("mini")).spec
+    assert lbcompare.check_modes(plain, None) == ("ecmp", "spray-rr", "spray-random", "pbr")
+    assert lbcompare.check_modes(spec, None) == lbcompare.DEFAULT_MODES
+    for bad, words in ((("ecmp", "ecmp"), "more than once"), ((), "comma-separated"),
+                       (("ecmp", ""), "comma-separated"), (("flowlet",), "needs lab.capacity")):
+        with pytest.raises(UsageError, match=words):
+            lbcompare.check_modes(plain, bad)
+    assert lbcompare.check_bytes("incast", None) == 1 << 20
+    with pytest.raises(UsageError, match="at least 4096"):
+        lbcompare.check_bytes("elephants", 0)
+    with pytest.raises(UsageError, match="at least 1024"):
+        lbcompare.check_bytes("all-reduce", 100)
+
+
+def test_cli_compare_options_only_with_compare():
+    r = subprocess.run([sys.executable, "-m", "railab", "lb", "no-such-lab-i30", "flowlet",
+                        "--workload", "incast"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "only with `railab lb compare LAB`" in r.stderr, r.stderr
+
+
+@pytest.mark.integration
+@pytest.mark.usefixtures("no_leaks")
+def test_live_wcmp_follows_a_cut_uplink_and_concurrent_lb_leaves_one_agent(lossless_lab):
+    spec = lossless_lab.spec
+    name = spec.name
+    ns = netns_name(name, "g1-leaf1")
+    run = CliRunner()
+
+    def group() -> str:
+        return subprocess.run(exec_argv(ns, ["ip", "nexthop", "show", "id", str(lb.GROUP_ID)]),
+                              capture_output=True, text=True).stdout
+
+    try:
+        assert run.invoke(app, ["fault", name, "link-down", "g1-leaf1", "spine1"]).exit_code == 0
+        r = run.invoke(app, ["lb", name, "wcmp"])
+        assert r.exit_code == 0, r.output  # a down uplink is left out, not a traceback
+        assert f"{lb.NH_BASE}," not in group() and group().count("/") == 6, group()
+        assert run.invoke(app, ["fault", name, "heal", "--all"]).exit_code == 0
+        deadline = __import__("time").monotonic() + 5
+        while f"{lb.NH_BASE}," not in group() and __import__("time").monotonic() < deadline:
+            __import__("time").sleep(0.1)
+        assert f"{lb.NH_BASE}," in group(), group()  # the agent put it back
+        procs = [subprocess.Popen([sys.executable, "-m", "railab", "lb", name, m],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                 for m in ("flowlet", "wcmp", "spray-rr")]
+        for p in procs:
+            assert p.wait(timeout=60) == 0
+        agents = subprocess.run(["pgrep", "-f", f"railab.testbed.lbagent.*/{name}/"],
+                                capture_output=True, text=True).stdout.split()
+        mode = st.load(name).load_balancing
+        assert len(agents) == (1 if mode in lb.AGENT_MODES else 0), (mode, agents)
+    finally:
+        run.invoke(app, ["fault", name, "heal", "--all"])
+        run.invoke(app, ["lb", name, "ecmp"])
+    assert _leftovers(spec) == []

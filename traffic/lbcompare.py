@@ -35,7 +35,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from railab.errors import UsageError
+from railab.errors import RailabError, UsageError
 from railab.testbed import capacity, lb
 from railab.testbed import state as st
 from railab.testbed.namespaces import exec_argv
@@ -92,8 +92,10 @@ class ModeResult:
     leaf's uplinks; collectives: the worst leaf's); ``uplink_imbalance`` max/mean of them;
     ``reordered_pct`` packets the receivers saw out of PSN order, % of received;
     ``max_psn_distance`` the largest reorder depth (packets); ``drops`` packets sent and not
-    received; ``pauses`` PFC PAUSE events (None without lab.capacity); ``ce_marks`` (elephants:
-    CE-marked packets received; collectives: None, their engine has no ECN);
+    received; ``pauses`` PFC PAUSE events (load-engine workloads on a lab with lab.capacity;
+    None otherwise: the collectives' engine does not read them); ``ce_marks`` (load-engine
+    workloads: CE-marked packets received; None without lab.capacity and for the collectives,
+    whose engine has no ECN);
     ``fct_p50_s``/``fct_p99_s`` (lab s) and ``straggler`` (slowest flow's completion over the
     median); collectives add ``time_s``, ``busbw_gbps`` (lab Gb/s), ``fabric_busbw_gbps``,
     ``fabric_time_us`` and ``engine_kept_rate`` (False: the host's CPU, not the fabric, set the
@@ -184,7 +186,8 @@ def _elephants_row(spec, netns_of, mode, flows, ns, ports, flow_bytes, cc, sampl
         round(100.0 * sum(f["ooo"] for f in r.flows) / rx, 3) if rx else 0.0,
         max((f.get("max_psn_distance", 0) for f in r.flows), default=0),
         r.dropped if r.dropped is not None else r.lost, r.pause_events,
-        sum(f["ce_marked"] for f in r.flows), p50, _pct(fcts, 0.99),
+        sum(f["ce_marked"] for f in r.flows) if spec.qos.capacity.enabled else None,
+        p50, _pct(fcts, 0.99),
         round(max(fcts) / p50, 3) if fcts and p50 else None)
 
 
@@ -219,21 +222,64 @@ def _warm_up(spec, netns_of, flows, sched, stop) -> None:
                             background_s=0)
 
 
-def compare(spec: LabSpec, netns_of: Callable[[str], str], *, workload: str = "elephants",
-            modes: tuple[str, ...] = DEFAULT_MODES, flow_bytes: int | None = None,
-            cc: str = "dcqcn", stop: threading.Event | None = None,
-            on_mode: Callable[[str], None] | None = None) -> dict:
-    """Run ``workload`` once per mode (same flows, same bytes) and return
-    ``{"workload", "leaf", "flows", "flow_bytes", "cc", "time_scale", "gap_s", "modes":
-    [ModeResult.to_json()]}``. ``flow_bytes``: per elephant flow / per collective rank
-    (default :data:`DEFAULT_BYTES`). UsageError for an unknown workload or mode, or a mode the
-    lab cannot carry (checked before anything runs). The lab is left on ``ecmp``.
-    ``on_mode(mode)`` is called as each mode starts (progress)."""
-    if workload not in WORKLOADS:
-        raise UsageError(f"unknown workload {workload!r}: use one of {', '.join(WORKLOADS)}")
+def check_modes(spec: LabSpec, modes: tuple[str, ...] | None) -> tuple[str, ...]:
+    """The modes to compare: ``modes`` checked (UsageError for an empty list, a repeated or
+    unknown mode, or one this lab cannot carry), or by default every mode of
+    :data:`DEFAULT_MODES` the lab can carry (no flowlet/wcmp without lab.capacity)."""
+    if modes is None:
+        out = []
+        for m in DEFAULT_MODES:
+            try:
+                lb.plan(spec, m)
+            except UsageError:
+                continue
+            out.append(m)
+        return tuple(out)
+    if not modes or any(not m for m in modes):
+        raise UsageError("--modes: give comma-separated mode names, e.g. ecmp,spray-rr "
+                         f"(modes: {', '.join(lb.MODES)})")
+    dup = sorted({m for m in modes if modes.count(m) > 1})
+    if dup:
+        raise UsageError(f"--modes names {', '.join(dup)} more than once")
     for m in modes:
         lb.plan(spec, m)  # a bad mode, or one this lab cannot carry, before anything runs
-    nbytes = flow_bytes or DEFAULT_BYTES[workload]
+    return tuple(modes)
+
+
+def check_bytes(workload: str, flow_bytes: int | None) -> int:
+    """The bytes per flow (elephants, incast) or per rank (collectives): ``flow_bytes`` or
+    :data:`DEFAULT_BYTES`; UsageError below one RoCE MTU (4096 B) for the load-engine
+    workloads or below railab.traffic.collective.MIN_BYTES for the collectives."""
+    if flow_bytes is None:
+        return DEFAULT_BYTES[workload]
+    least = coll.MIN_BYTES if workload in coll.OPS else 4096
+    if flow_bytes < least:
+        raise UsageError(f"--bytes {flow_bytes}: the {workload} workload needs at least {least} "
+                         "bytes per " + ("rank" if workload in coll.OPS else "flow"))
+    return flow_bytes
+
+
+def compare(spec: LabSpec, netns_of: Callable[[str], str], *, workload: str = "elephants",
+            modes: tuple[str, ...] | None = None, flow_bytes: int | None = None,
+            cc: str = "dcqcn", stop: threading.Event | None = None,
+            on_mode: Callable[[str], None] | None = None, spines: bool = False,
+            restore: tuple[str, bool] = ("ecmp", False)) -> dict:
+    """Run ``workload`` once per mode (same flows, same bytes) and return
+    ``{"workload", "leaf", "flows", "flow_bytes", "cc", "time_scale", "gap_s", "spines",
+    "modes": [ModeResult.to_json() or {"mode", "error"}]}``. ``modes``: :func:`check_modes`;
+    ``flow_bytes``: :func:`check_bytes`; ``spines``: the spray modes spray at the spines too.
+    UsageError for an unknown workload, a bad mode list or byte count (checked before anything
+    runs). A mode that cannot be applied on the lab as it is (a RailabError, e.g. a fault) gets
+    a row with its ``error`` and the others still run. The lab is left on ``restore`` (mode,
+    spines), the mode it had. ``on_mode(mode)`` is called as each mode starts (progress)."""
+    if workload not in WORKLOADS:
+        raise UsageError(f"unknown workload {workload!r}: use one of {', '.join(WORKLOADS)}")
+    modes = check_modes(spec, modes)
+    if spines and not any(m.startswith("spray") for m in modes):
+        raise UsageError("--spines changes only the spray modes: add spray-rr or spray-random")
+    if spines:
+        lb.plan(spec, "spray-rr", spines=True)  # a lab with one link per pair: usage error
+    nbytes = check_bytes(workload, flow_bytes)
     run_dir = lb_run_dir(spec)
     gap_s = GAP_FLOWLETS * lb.flowlet_gap_s(spec)
     leaf, flows, sched = None, [], None
@@ -244,8 +290,13 @@ def compare(spec: LabSpec, netns_of: Callable[[str], str], *, workload: str = "e
             flows = [route(spec, Flow(f.src, dst)) for f in flows]
         ports = next(p.uplinks for p in lb.plan(spec, "ecmp") if p.leaf == leaf)
         ns = netns_of(leaf)
+        out = subprocess.run(exec_argv(ns, ["ip", "-j", "link", "show"]), capture_output=True,
+                             text=True, check=True).stdout
+        down = sorted(f"{leaf}:{d['ifname']}" for d in json.loads(out) if d["ifname"] in ports
+                      and not {"UP", "LOWER_UP"} <= set(d.get("flags", [])))
     else:
         sched = coll.schedule(spec, workload, nbytes)
+        down = []
     rows = []
     try:
         with lb.flow_steering(spec, netns_of), _dataplane(spec, netns_of) as sampler:
@@ -255,7 +306,12 @@ def compare(spec: LabSpec, netns_of: Callable[[str], str], *, workload: str = "e
                     break
                 if on_mode is not None:
                     on_mode(mode)
-                lb.apply(spec, netns_of, mode, run_dir)
+                try:
+                    lb.apply(spec, netns_of, mode, run_dir,
+                             spines=spines and mode.startswith("spray"))
+                except RailabError as exc:
+                    rows.append({"mode": mode, "error": str(exc)})
+                    continue
                 if workload in ("elephants", "incast"):
                     row = _elephants_row(spec, netns_of, mode, flows, ns, ports, nbytes, cc,
                                          sampler, gap_s if workload == "elephants" else 0.0,
@@ -264,12 +320,19 @@ def compare(spec: LabSpec, netns_of: Callable[[str], str], *, workload: str = "e
                     row = _collective_row(spec, netns_of, mode, sched, stop)
                 rows.append(row.to_json())
     finally:
-        lb.apply(spec, netns_of, "ecmp", run_dir)
+        left = restore
+        try:
+            lb.apply(spec, netns_of, restore[0], run_dir, spines=restore[1])
+        except RailabError:
+            left = ("ecmp", False)
+            lb.apply(spec, netns_of, "ecmp", run_dir)
     cap = spec.qos.capacity
     return {"workload": workload, "leaf": leaf,
             "flows": len(flows) if sched is None else len(sched.flows),
             "flow_bytes": nbytes, "cc": cc if sched is None else None,
-            "gap_s": gap_s if workload == "elephants" else None,
+            "gap_s": gap_s if workload == "elephants" else None, "spines": spines,
+            "left_on": {"mode": left[0], "spines": left[1]},
+            "down_uplinks": down,
             "time_scale": cap.time_scale if cap.enabled else None,
             "measured": "uplink TX byte counters, receivers' PSNs, the dataplane's drop/PAUSE "
                         "counters; lab seconds (fabric = lab / time_scale)",

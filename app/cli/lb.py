@@ -18,92 +18,134 @@ from railab.errors import UsageError
 def register(app: typer.Typer) -> None:
     """Attach ``lb`` to ``app``."""
 
-    @app.command()
+    @app.command(context_settings={"help_option_names": ["-h", "--help"]})
     def lb(
-        lab: str = typer.Argument(..., help="running lab name or its lab directory"),
+        lab: str = typer.Argument(..., help="running lab name or its lab directory; or the word "
+                                  "`compare` followed by the lab"),
         mode: str | None = typer.Argument(
-            None, help="ecmp | spray-rr | spray-random | flowlet | pbr | wcmp; "
-                       "omitted: print the current mode"),
+            None, help="ecmp | spray-rr | spray-random | flowlet | pbr | wcmp; omitted: print "
+                       "the current mode (after `compare`: the lab)"),
         as_json: bool = typer.Option(False, "--json", help="print the result as JSON"),
-        workload: str = typer.Option("elephants", "--workload",
-                                     help="compare: elephants | incast | all-to-all | all-reduce"),
+        spines: bool = typer.Option(False, "--spines", help="spray modes: the spines spray too, "
+                                    "over their parallel links down to each leaf"),
+        workload: str | None = typer.Option(None, "--workload", help="compare: elephants | "
+                                            "incast | all-to-all | all-reduce (default elephants)"),
         modes: str | None = typer.Option(None, "--modes", help="compare: comma-separated modes "
-                                         "(default ecmp,spray-rr,spray-random,flowlet,pbr,wcmp)"),
-        flow_bytes: int | None = typer.Option(None, "--bytes", help="compare: bytes per elephant "
-                                              "flow / per collective rank (default 4 MiB)"),
-        cc: str = typer.Option("dcqcn", "--cc", help="compare: congestion control (dcqcn or none)"),
+                                         "(default: every mode the lab can carry)"),
+        flow_bytes: str | None = typer.Option(None, "--bytes", help="compare: bytes per "
+                                              "elephant/incast flow or per collective rank, e.g. "
+                                              "4M (default 4 MiB; incast 1 MiB)"),
+        cc: str | None = typer.Option(None, "--cc", help="compare, load-engine workloads: "
+                                      "congestion control, dcqcn (default) or none"),
     ) -> None:
-        """Set the switches' load-balancing mode: `railab lb LAB spray-rr`; `railab lb LAB ecmp`
-        restores the per-flow hash; `railab lb compare LAB --workload elephants` compares the
-        modes on one workload."""
+        """Set the switches' load-balancing mode, or compare the modes on one workload.
+
+        railab lb LAB spray-rr [--spines]: apply a mode (railab lb LAB ecmp restores the hash).
+
+        railab lb LAB: print the mode.
+
+        railab lb compare LAB --workload W [--modes a,b] [--bytes 4M] [--cc C] [--spines]: the
+        workload once per mode; the lab is left on its mode (docs/loadbalancing.md).
+        """
         from railab.testbed import lb as LB
         from railab.testbed import state as S
 
         if lab == "compare":
             if mode is None:
-                raise UsageError("railab lb compare LAB [--workload elephants|incast|all-to-all|all-reduce] "
-                                 "[--modes a,b] [--json]")
-            _compare(mode, workload, modes, flow_bytes, cc, as_json)
+                raise UsageError("railab lb compare LAB [--workload elephants|incast|all-to-all|"
+                                 "all-reduce] [--modes a,b] [--json]")
+            _compare(mode, workload or "elephants", modes, flow_bytes, cc or "dcqcn", spines,
+                     as_json)
             return
+        given = [o for o, v in (("--workload", workload), ("--modes", modes),
+                                ("--bytes", flow_bytes), ("--cc", cc)) if v is not None]
+        if given:
+            raise UsageError(f"{', '.join(given)}: only with `railab lb compare LAB`")
         if mode is not None:
             LB.check_mode(mode)  # before anything else: a bad name is a usage error
+        elif spines:
+            raise UsageError("--spines goes with a spray mode: railab lb LAB spray-rr --spines")
         ref = S.resolve(lab)
         if not ref.running:
             raise UsageError(f"lab {ref.name!r} is not up: `railab up` it first ({S.running_labs()})")
         rec = ref.require_up()
         if mode is None:
-            out = {"lab": ref.name, "load_balancing": rec.load_balancing}
+            out = {"lab": ref.name, "load_balancing": rec.load_balancing,
+                   "spines": rec.load_balancing_spines}
             agent = LB.agent_state(S.lab_dir(ref.name))
             if agent:
                 out["agent"] = agent
         else:
-            plans = LB.apply(ref.spec(), ref.netns_of, mode, S.lab_dir(ref.name))
-            rec.load_balancing = mode
-            S.save(rec)
-            out = {"lab": ref.name, "load_balancing": mode,
-                   "leaves": {p.leaf: {"uplinks": p.uplinks, "pbr": p.binding} for p in plans}}
+            def record() -> None:
+                rec = ref.require_up()
+                rec.load_balancing, rec.load_balancing_spines = mode, spines
+                S.save(rec)
+            plans = LB.apply(ref.spec(), ref.netns_of, mode, S.lab_dir(ref.name), spines=spines,
+                             on_applied=record)
+            out = {"lab": ref.name, "load_balancing": mode, "spines": spines,
+                   "leaves": {p.leaf: ({"uplinks": p.uplinks, "pbr": p.binding} if mode == "pbr"
+                                       else {"uplinks": p.uplinks})
+                              for p in plans if not p.spine},
+                   "spine_plans": {p.leaf: {"downlinks": p.servers, "ways": p.ways}
+                                   for p in plans if p.spine}}
         if as_json:
             typer.echo(json.dumps(out, indent=2, sort_keys=True))
         else:
-            leaves = out.get("leaves")
+            leaves, sp = out.get("leaves"), out.get("spine_plans")
             typer.echo(f"lab {ref.name}: load balancing {out['load_balancing']}"
+                       + (" (spines too)" if out.get("spines") else "")
                        + (f" on {len(leaves)} leaves" if leaves else "")
+                       + (f" and {len(sp)} spines" if sp else "")
                        + (f" (agent: {out['agent']['cycles']} cycles)" if out.get("agent") else ""))
 
 
-def _compare(lab: str, workload: str, modes: str | None, flow_bytes: int | None, cc: str,
-             as_json: bool) -> None:
+def _compare(lab: str, workload: str, modes: str | None, flow_bytes: str | None, cc: str,
+             spines: bool, as_json: bool) -> None:
     """``railab lb compare``: checks first (exit 2, nothing run), then one run per mode."""
-    from railab.testbed import lb as LB
+    from railab.cli.collective import parse_bytes
     from railab.testbed import state as S
+    from railab.testbed.signals import sigint_event
     from railab.traffic import lbcompare as C
 
-    ms = tuple(m.strip() for m in modes.split(",") if m.strip()) if modes else C.DEFAULT_MODES
     if workload not in C.WORKLOADS:
         raise UsageError(f"unknown workload {workload!r}: use one of {', '.join(C.WORKLOADS)}")
-    for m in ms:
-        LB.check_mode(m)
     if cc not in ("dcqcn", "none"):
         raise UsageError(f"--cc must be dcqcn or none (got {cc!r})")
+    try:
+        size = parse_bytes(flow_bytes) if flow_bytes is not None else None
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    C.check_bytes(workload, size)
+    ms = tuple(m.strip() for m in modes.split(",")) if modes is not None else None
+    if ms is not None:
+        from railab.testbed import lb as LB
+
+        for m in ms:
+            if m:
+                LB.check_mode(m)
     ref = S.resolve(lab)
     if not ref.running:
         raise UsageError(f"lab {ref.name!r} is not up: `railab up` it first ({S.running_labs()})")
     spec = ref.spec()
-    for m in ms:
-        LB.plan(spec, m)  # a mode this lab cannot carry: exit 2 before anything runs
-    from railab.testbed.signals import sigint_event
-
+    ms = C.check_modes(spec, ms)
+    rec = ref.require_up()
     try:
         with sigint_event() as stop:
-            res = C.compare(spec, ref.netns_of, workload=workload, modes=ms,
-                            flow_bytes=flow_bytes, cc=cc, stop=stop,
+            res = C.compare(spec, ref.netns_of, workload=workload, modes=ms, flow_bytes=size,
+                            cc=cc, stop=stop, spines=spines,
+                            restore=(rec.load_balancing, rec.load_balancing_spines),
                             on_mode=None if as_json else
                             (lambda m: typer.echo(f"  running {m} ...", err=True)))
             interrupted = stop.is_set()
-    finally:
+    except BaseException:
         rec = ref.require_up()
-        rec.load_balancing = "ecmp"  # compare leaves the lab on ecmp
+        rec.load_balancing, rec.load_balancing_spines = "ecmp", False  # the error path's state
         S.save(rec)
+        raise
+    rec = ref.require_up()
+    rec.load_balancing = res["left_on"]["mode"]
+    rec.load_balancing_spines = res["left_on"]["spines"]
+    S.save(rec)
     if interrupted:
         raise KeyboardInterrupt
     if as_json:
@@ -120,11 +162,23 @@ def text(res: dict) -> str:
             + (f", idle gap {res['gap_s']:g} lab s after each message" if res.get("gap_s") else ""))
     if res.get("time_scale"):
         head += f"; time scale {res['time_scale']:g} (fabric s = lab s / scale)"
+    if res.get("spines"):
+        head += "; spray modes spray at the spines too"
+    left = res.get("left_on") or {}
+    if left:
+        head += f"\nthe lab is back on {left['mode']}" + (" (spines too)" if left.get("spines") else "")
+    if res.get("down_uplinks"):
+        head += (f"\nnote: uplinks down at the start: {', '.join(res['down_uplinks'])} (a fault: "
+                 "they count in the imbalance with the bytes they carried)")
     lines = [head, f"measured: {res['measured']}",
              f"{'mode':<13} {'imbalance':>9} {'reord%':>7} {'maxPSNd':>7} {'drops':>6} "
              f"{'pauses':>6} {'CE':>6} {'FCT p50 s':>9} {'p99 s':>7} {'strag':>6}"
              + (f" {'busbw Gb/s':>10} {'fabric':>8}" if coll else "")]
     for r in res["modes"]:
+        if "error" in r:
+            lines.append(f"{r['mode']:<13} not run: {r['error']}")
+            continue
+
         def n(v, w, f=""):
             return f"{'-':>{w}}" if v is None else f"{v:>{w}{f}}"
         line = (f"{r['mode']:<13} {r['uplink_imbalance']:>9.3f} {r['reordered_pct']:>7.2f} "
