@@ -46,6 +46,7 @@ from typing import Any
 
 from railab.checks import frr as FRR
 from railab.testbed import capacity as C
+from railab.testbed import lb as LB
 from railab.testbed import state as st
 from railab.testbed.namespaces import entered, netns_path
 from railab.testbed.rtnl import Rtnl, link_status
@@ -588,6 +589,7 @@ class LabWatch:
                          "read": sum(1 for n, _ in self.session_ends if n in self.sessions),
                          "age_s": round(max(ages), 1) if ages else None},
             "daemons_dead": dead, "faults": self.faults,
+            "load_balancing": self._load_balancing(),
             "capacity": {k: v for k, v in self.capacity.items()
                          if v["gbps"] or v["backlog_bytes"] or v["drops"] or v["pause_events"] or v["ce"]},
             "capacity_lab": C.enabled(self.spec),
@@ -595,6 +597,16 @@ class LabWatch:
             "exercise": {"running": exercise},
             "observe_ms": round(self.observe_s * 1000, 1),
         }
+
+    def _load_balancing(self) -> dict[str, Any]:
+        """The switches' load-balancing mode (railab.testbed.lb) and, for flowlet/wcmp, what its
+        agent last rated: per leaf the uplinks up, utilization and slots or weights."""
+        rec = self.record
+        out: dict[str, Any] = {"mode": rec.load_balancing, "spines": rec.load_balancing_spines}
+        agent = LB.agent_state(st.lab_dir(self.lab)) if rec.load_balancing in LB.AGENT_MODES else None
+        if agent:
+            out["agent"] = {"cycles": agent.get("cycles"), "leaves": agent.get("leaves", {})}
+        return out
 
     # ---- details on demand ----------------------------------------------------------------------
     def node_detail(self, node: str) -> dict[str, Any]:

@@ -128,7 +128,9 @@ class LabState(_Record):
     ``ipv6_repairs``: the ports whose IPv6 link-local state the kernel left incomplete and the
     convergence wait restarted, ``"node:port: what was missing"`` (Runtime.repair_ports);
     ``load_balancing``: the leaves' load-balancing mode (railab.testbed.lb: ``ecmp``, the
-    default, ``spray-rr``, ``spray-random``, ``pbr``), set by ``railab lb LAB MODE``.
+    default, ``spray-rr``, ``spray-random``, ``flowlet``, ``pbr``, ``wcmp``), set by ``railab lb
+    LAB MODE`` or at bring-up from lab.json; ``load_balancing_spines``: the spray modes spray at
+    the spines too (``--spines``).
     """
 
     version: int = STATE_VERSION

@@ -332,6 +332,17 @@ def test_load_run_from_the_page_on_a_capacity_lab(lossless_lab, browser):
         assert page.locator("#load-chart svg").count() == 1
         (ARTIFACTS / "ui").mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "ui" / "8-load-run.png"), full_page=True)
+        # the switches' load-balancing mode follows `railab lb` live, with the agent's ratings
+        assert page.inner_text("#s-lb") == "LB ecmp"
+        r = subprocess.run([sys.executable, "-m", "railab", "lb", lossless_lab.name, "wcmp"],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        page.wait_for_function("document.getElementById('s-lb').textContent === 'LB wcmp'",
+                               timeout=15000)
+        page.wait_for_function("document.getElementById('s-lb').title.includes('weights per leaf')",
+                               timeout=15000)
     finally:
+        subprocess.run([sys.executable, "-m", "railab", "lb", lossless_lab.name, "ecmp"],
+                       capture_output=True, timeout=60)
         page.close()
         _stop(proc)
