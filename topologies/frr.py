@@ -70,8 +70,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-
-import jinja2
+from typing import TYPE_CHECKING
 
 from railab.topologies.bfd import DEFAULT_BFD, RA_MIN_S, BfdProfile
 from railab.topologies.nodekinds import (
@@ -81,6 +80,9 @@ from railab.topologies.nodekinds import (
     FRR_MAX_ECMP,
     FRR_PACKAGED_DAEMONS,
 )
+
+if TYPE_CHECKING:  # imported where rendered (_env): see there
+    import jinja2
 
 FRR_VERSION = "8.4.4"
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -137,6 +139,10 @@ class SwitchConfig:
 
 @lru_cache(maxsize=1)
 def _env() -> jinja2.Environment:
+    # jinja2 here (~15 ms): the netns runtime imports this module for split_frr_conf, and
+    # `railab down` loads that runtime; only rendering needs the template engine
+    import jinja2
+
     return jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(TEMPLATES)),
         undefined=jinja2.StrictUndefined,

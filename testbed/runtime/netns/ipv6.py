@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from railab.errors import RailabError, UsageError
-from railab.testbed import linklocal, nfnl, solicit, vty
+from railab.testbed import capacity, linklocal, nfnl, solicit, vty
 from railab.testbed import state as st
 from railab.testbed.clabfile import ClabFile
 from railab.testbed.namespaces import entered, exec_argv
@@ -52,10 +52,8 @@ def set_ra_gate(namespaces: Iterable[str], on: bool) -> None:
     16 ``nft`` processes took 0.3 s at 4 x 16. A namespace whose table is already gone is
     skipped. Raises RailabError naming the namespaces where nft or the request failed."""
     if on:
-        from railab.testbed.capacity import run_batches
-
         try:
-            run_batches({ns: (exec_argv(ns, ["nft", "-f", "-"]), ra_gate_script(True))
+            capacity.run_batches({ns: (exec_argv(ns, ["nft", "-f", "-"]), ra_gate_script(True))
                          for ns in namespaces}, "closing the RA gate")
         except RailabError as exc:
             raise RailabError(f"{exc} (the RA gate needs a working nft; {RA_GATE_ENV}=0 brings "
