@@ -20,7 +20,9 @@ and removed after), each its own ``python -m railab`` process with ``PYTHONPATH`
 tree (a symlink farm of its package-dir mapping, bytecode compiled first into a per-side cache),
 alternating old/new (ABBA), ``--runs N`` rounds (default 3): ``up DIR --no-progress`` (to
 converged), ``status LAB --json``, ``list``, ``down LAB``; medians per side, new/old ratios and
-the load average around each intent (the host is shared). ``--prefix P`` names the labs
+the load average around each intent (the host is shared). Each command is measured as wall time
+and as CPU time (user + system of the process and the children it waited for), the latter
+far less sensitive to the shared host's load. ``--prefix P`` names the labs
 (default ``bench``).
 ``--estimate`` only generates and prints each intent's estimate and whether this host would admit it
 (nothing is brought up; safe for rail-optimized-4096-full). Prints one JSON line per intent and a
@@ -263,11 +265,18 @@ def _side_env(shim: Path, pyc: Path) -> dict[str, str]:
     return env
 
 
-def _timed_cli(env: dict[str, str], *args: str) -> tuple[float, int, str]:
-    """(wall seconds, exit code, last stderr line) of ``python -m railab ARGS`` as its own process."""
-    t = time.monotonic()
+def _timed_cli(env: dict[str, str], *args: str) -> tuple[float, float, int, str]:
+    """(wall seconds, CPU seconds, exit code, last stderr line) of ``python -m railab ARGS`` as its
+    own process. CPU = user + system of that process and the children it waited for (ip, nft,
+    vtysh -C; not the FRR daemons, which detach): what the command itself costs, far less
+    sensitive than wall time to what else the shared host runs."""
+    import resource
+
+    r0, t = resource.getrusage(resource.RUSAGE_CHILDREN), time.monotonic()
     p = subprocess.run([sys.executable, "-m", "railab", *args], env=env, capture_output=True, text=True)
-    return time.monotonic() - t, p.returncode, (p.stderr.strip().splitlines() or [""])[-1]
+    wall, r1 = time.monotonic() - t, resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+    return wall, cpu, p.returncode, (p.stderr.strip().splitlines() or [""])[-1]
 
 
 def _median(xs: list[float]) -> float:
@@ -304,28 +313,33 @@ def side_by_side(intents: list[str], baseline: str, runs: int = 3, prefix: str =
                     subprocess.run([sys.executable, "-m", "railab", "generate", path, "-o", str(labdirs[side]),
                                     "--name", name], env=env, check=True, capture_output=True)
                 samples: dict[str, dict[str, list[float]]] = {s: {c: [] for c in SIDE_COMMANDS} for s in envs}
+                cpu: dict[str, dict[str, list[float]]] = {s: {c: [] for c in SIDE_COMMANDS} for s in envs}
                 loads = [os.getloadavg()[0]]
                 for r in range(runs):
                     for side in (("old", "new") if r % 2 == 0 else ("new", "old")):
                         env = envs[side]
-                        t, rc, err = _timed_cli(env, "up", str(labdirs[side]), "--no-progress")
-                        if rc != 0:
-                            _timed_cli(env, "down", name)
-                            raise RuntimeError(f"{side} ({intent}): railab up exit {rc}: {err}")
-                        samples[side]["up"].append(t)
-                        samples[side]["status"].append(_timed_cli(env, "status", name, "--json")[0])
-                        samples[side]["list"].append(_timed_cli(env, "list")[0])
-                        t, rc, err = _timed_cli(env, "down", name)
-                        if rc != 0:
-                            raise RuntimeError(f"{side} ({intent}): railab down exit {rc}: {err}")
-                        samples[side]["down"].append(t)
+                        for cmd, args in (("up", ("up", str(labdirs[side]), "--no-progress")),
+                                          ("status", ("status", name, "--json")), ("list", ("list",)),
+                                          ("down", ("down", name))):
+                            t, c, rc, err = _timed_cli(env, *args)
+                            if rc != 0 and cmd in ("up", "down"):
+                                _timed_cli(env, "down", name)
+                                raise RuntimeError(f"{side} ({intent}): railab {cmd} exit {rc}: {err}")
+                            samples[side][cmd].append(t)
+                            cpu[side][cmd].append(c)
                         loads.append(os.getloadavg()[0])
                 med = {s: {c: round(_median(v), 3) for c, v in cmds.items()} for s, cmds in samples.items()}
+                med_cpu = {s: {c: round(_median(v), 3) for c, v in cmds.items()} for s, cmds in cpu.items()}
                 row = {"intent": intent, "baseline": rev[:12], "runs": runs,
                        "median_s": med,
                        "new_over_old": {c: round(med["new"][c] / med["old"][c], 3) for c in SIDE_COMMANDS},
+                       "median_cpu_s": med_cpu,
+                       "cpu_new_over_old": {c: round(med_cpu["new"][c] / med_cpu["old"][c], 3)
+                                            for c in SIDE_COMMANDS},
                        "samples_s": {s: {c: [round(x, 3) for x in v] for c, v in cmds.items()}
                                      for s, cmds in samples.items()},
+                       "samples_cpu_s": {s: {c: [round(x, 3) for x in v] for c, v in cmds.items()}
+                                         for s, cmds in cpu.items()},
                        "load1": {"min": round(min(loads), 2), "max": round(max(loads), 2),
                                  "mean": round(sum(loads) / len(loads), 2)}}
                 print(json.dumps(row), flush=True)
@@ -335,13 +349,14 @@ def side_by_side(intents: list[str], baseline: str, runs: int = 3, prefix: str =
                            capture_output=True)
     print(f"\nold = {rev[:12]}, new = working tree; medians of {runs} (s), ABBA order, each command "
           "its own process")
-    print("| lab | command | old | new | new/old | load1 (min-max, mean) |")
-    print("|---|---|---|---|---|---|")
+    print("| lab | command | wall old | wall new | new/old | CPU old | CPU new | new/old | load1 (min-max, mean) |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        ld = r["load1"]
+        ld, w, c_ = r["load1"], r["median_s"], r["median_cpu_s"]
         for c in SIDE_COMMANDS:
-            print(f"| {r['intent']} | {c} | {r['median_s']['old'][c]:.3f} | {r['median_s']['new'][c]:.3f} | "
-                  f"{r['new_over_old'][c]:.3f} | {ld['min']}-{ld['max']}, {ld['mean']} |")
+            print(f"| {r['intent']} | {c} | {w['old'][c]:.3f} | {w['new'][c]:.3f} | {r['new_over_old'][c]:.3f} | "
+                  f"{c_['old'][c]:.3f} | {c_['new'][c]:.3f} | {r['cpu_new_over_old'][c]:.3f} | "
+                  f"{ld['min']}-{ld['max']}, {ld['mean']} |")
     return rows
 
 
