@@ -17,7 +17,8 @@ traffic rows).
 ``--baseline REV`` runs the same user commands with two revisions side by side instead:
 the working tree and REV (a git revision, checked out by ``git worktree add`` into a temp dir
 and removed after), each its own ``python -m railab`` process with ``PYTHONPATH`` pointed at that
-tree (a symlink farm of its package-dir mapping, bytecode compiled first into a per-side cache),
+tree (a symlink farm of its package-dir mapping, every module imported once first so that its
+bytecode is in a per-side cache),
 alternating old/new (ABBA), ``--runs N`` rounds (default 3): ``up DIR --no-progress`` (to
 converged), ``status LAB --json``, ``list``, ``down LAB``; medians per side, new/old ratios and
 the load average around each intent (the host is shared). Each command is measured as wall time
@@ -301,9 +302,13 @@ def side_by_side(intents: list[str], baseline: str, runs: int = 3, prefix: str =
         try:
             envs = {"old": _side_env(_shim(tmp / "old", tmp / "shim-old"), tmp / "pyc-old"),
                     "new": _side_env(_shim(ROOT, tmp / "shim-new"), tmp / "pyc-new")}
-            for side, env in envs.items():  # bytecode first: neither side pays compiling in a timing
-                subprocess.run([sys.executable, "-m", "compileall", "-q", str(tmp / f"shim-{side}")],
-                               env=env, capture_output=True)
+            # bytecode first (every module imported once through the shim, so the cache holds the
+            # paths imports use; compileall does not enter symlinked folders): no timing pays compiling
+            warm = ("import importlib, pkgutil, railab\n"
+                    "for m in pkgutil.walk_packages(railab.__path__, 'railab.'):\n"
+                    "    try:\n        importlib.import_module(m.name)\n    except Exception:\n        pass\n")
+            for env in envs.values():
+                subprocess.run([sys.executable, "-c", warm], env=env, capture_output=True)
             for intent in intents:
                 name = f"{prefix}{os.getpid() % 1000}"
                 labdirs = {}
