@@ -2,7 +2,7 @@
 """Benchmark the netns runtime: up-to-converged time, down time, peak RSS of the lab's processes.
 
 Usage (root, Debian frr): ``python scripts/bench_up.py [INTENT ...] [--idle S] [--commands] [--estimate]
-[--baseline REV [--runs N] [--prefix P]]``
+[--baseline REV [--runs N] [--repeat K] [--prefix P]]``
 (INTENT: a shipped intent's name or an intent YAML path)
 (default intents: mini, rail-optimized-1024, rail-optimized-1024-full). Each intent is generated
 into a temp dir under a unique lab name, brought up with ``railab.checks.deploy.bring_up`` (convergence
@@ -14,17 +14,16 @@ before ``up`` to converged, and the phase breakdown (``railab inspect``'s table)
 ``--commands`` also times ``railab check LAB --json`` (every family) and ``railab traffic LAB
 --pattern cross-group -n 8`` on the converged lab, each its own process (issue 12's check and
 traffic rows).
-``--baseline REV`` runs the same user commands with two revisions side by side instead:
-the working tree and REV (a git revision, checked out by ``git worktree add`` into a temp dir
-and removed after), each its own ``python -m railab`` process with ``PYTHONPATH`` pointed at that
-tree (a symlink farm of its package-dir mapping, every module imported once first so that its
-bytecode is in a per-side cache),
-alternating old/new (ABBA), ``--runs N`` rounds (default 3): ``up DIR --no-progress`` (to
-converged), ``status LAB --json``, ``list``, ``down LAB``; medians per side, new/old ratios and
-the load average around each intent (the host is shared). Each command is measured as wall time
-and as CPU time (user + system of the process and the children it waited for), the latter
-far less sensitive to the shared host's load. ``--prefix P`` names the labs
-(default ``bench``).
+``--baseline REV`` runs the same user commands with two revisions side by side instead: the
+working tree and REV (a git revision, checked out by ``git worktree add`` into a temp dir and
+removed after), each its own ``python -m railab`` process with ``PYTHONPATH`` pointed at that tree
+(a symlink farm of its package-dir mapping, every module imported once first so that its bytecode
+is in a per-side cache), alternating old/new (ABBA), ``--runs N`` rounds (default 3): ``up DIR
+--no-progress`` (to converged), ``status LAB --json`` and ``list`` (each ``--repeat K`` times,
+default 3), ``down LAB``; medians per side, new/old ratios and the load average around each
+intent (the host is shared). Each command is measured as wall time and as CPU time (user +
+system of the process and the children it waited for), the latter far less sensitive to the
+shared host's load. ``--prefix P`` names the labs (default ``bench``).
 ``--estimate`` only generates and prints each intent's estimate and whether this host would admit it
 (nothing is brought up; safe for rail-optimized-4096-full). Prints one JSON line per intent and a
 table. Targets (issue 4): mini < 10 s; full 1024-GPU fabric < 60 s and < 4 GiB; (issue 12):
@@ -286,11 +285,13 @@ def _median(xs: list[float]) -> float:
     return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
 
 
-def side_by_side(intents: list[str], baseline: str, runs: int = 3, prefix: str = "bench") -> list[dict]:
+def side_by_side(intents: list[str], baseline: str, runs: int = 3, prefix: str = "bench",
+                 repeat: int = 3) -> list[dict]:
     """Old (``baseline``, a git revision) and new (this working tree) side by side: for each
     intent, ``runs`` rounds alternating the sides (ABBA), each timing ``up`` (to converged),
     ``status --json``, ``list`` and ``down`` as separate ``python -m railab`` processes; one row
-    per intent with every sample, the medians and new/old ratios. Raises RuntimeError when a
+    per intent with every sample, the medians and new/old ratios. ``status`` and ``list`` (a few
+    tenths of a second, where the host's noise is largest) run ``repeat`` times per round. Raises RuntimeError when a
     side's ``up`` fails (its lab is taken down first)."""
     rev = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--verify", f"{baseline}^{{commit}}"],
                          capture_output=True, text=True, check=True).stdout.strip()
@@ -324,7 +325,8 @@ def side_by_side(intents: list[str], baseline: str, runs: int = 3, prefix: str =
                     for side in (("old", "new") if r % 2 == 0 else ("new", "old")):
                         env = envs[side]
                         for cmd, args in (("up", ("up", str(labdirs[side]), "--no-progress")),
-                                          ("status", ("status", name, "--json")), ("list", ("list",)),
+                                          *[("status", ("status", name, "--json"))] * repeat,
+                                          *[("list", ("list",))] * repeat,
                                           ("down", ("down", name))):
                             t, c, rc, err = _timed_cli(env, *args)
                             if rc != 0 and cmd in ("up", "down"):
@@ -352,7 +354,8 @@ def side_by_side(intents: list[str], baseline: str, runs: int = 3, prefix: str =
         finally:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tmp / "old")],
                            capture_output=True)
-    print(f"\nold = {rev[:12]}, new = working tree; medians of {runs} (s), ABBA order, each command "
+    print(f"\nold = {rev[:12]}, new = working tree; medians (s) of {runs} rounds ({repeat} samples "
+          f"per round for status and list), ABBA order, each command "
           "its own process")
     print("| lab | command | wall old | wall new | new/old | CPU old | CPU new | new/old | load1 (min-max, mean) |")
     print("|---|---|---|---|---|---|---|---|---|")
@@ -374,14 +377,15 @@ def main() -> None:
         del args[i:i + 2]
     commands = "--commands" in args
     opts = {}
-    for flag in ("--baseline", "--runs", "--prefix"):
+    for flag in ("--baseline", "--runs", "--prefix", "--repeat"):
         if flag in args:
             i = args.index(flag)
             opts[flag] = args[i + 1]
             del args[i:i + 2]
     if "--baseline" in opts:
         intents = [a for a in args if not a.startswith("-")] or ["mini", "rail-optimized-1024-full"]
-        side_by_side(intents, opts["--baseline"], int(opts.get("--runs", 3)), opts.get("--prefix", "bench"))
+        side_by_side(intents, opts["--baseline"], int(opts.get("--runs", 3)), opts.get("--prefix", "bench"),
+                     int(opts.get("--repeat", 3)))
         return
     intents = [a for a in args if not a.startswith("-")] or [
         "mini", "rail-optimized-1024", "rail-optimized-1024-full"]
