@@ -27,7 +27,7 @@ from railab.testbed.runtime.netns.ipv6 import (
 )
 from railab.testbed.runtime.phases import since, timed
 from railab.testbed.signals import signals_deferred
-from railab.topologies.frr import split_frr_conf
+from railab.topologies.frrsplit import split_frr_conf
 
 
 class FrrMixin:
