@@ -2,7 +2,7 @@
 """Benchmark the netns runtime: up-to-converged time, down time, peak RSS of the lab's processes.
 
 Usage (root, Debian frr): ``python scripts/bench_up.py [INTENT ...] [--idle S] [--commands] [--estimate]
-[--baseline REV [--runs N] [--repeat K] [--prefix P]]``
+[--baseline REV [--runs N] [--repeat K] [--callgrind] [--prefix P]]``
 (INTENT: a shipped intent's name or an intent YAML path)
 (default intents: mini, rail-optimized-1024, rail-optimized-1024-full). Each intent is generated
 into a temp dir under a unique lab name, brought up with ``railab.checks.deploy.bring_up`` (convergence
@@ -23,7 +23,9 @@ is in a per-side cache), alternating old/new (ABBA), ``--runs N`` rounds (defaul
 default 3), ``down LAB``; medians per side, new/old ratios and the load average around each
 intent (the host is shared). Each command is measured as wall time and as CPU time (user +
 system of the process and the children it waited for), the latter far less sensitive to the
-shared host's load. ``--prefix P`` names the labs (default ``bench``).
+shared host's load. ``--callgrind`` adds, per side, the instructions the ``status``, ``list`` and
+``down`` processes execute (valgrind callgrind: nearly independent of the load; slow, one sample
+each). ``--prefix P`` names the labs (default ``bench``).
 ``--estimate`` only generates and prints each intent's estimate and whether this host would admit it
 (nothing is brought up; safe for rail-optimized-4096-full). Prints one JSON line per intent and a
 table. Targets (issue 4): mini < 10 s; full 1024-GPU fabric < 60 s and < 4 GiB; (issue 12):
@@ -279,6 +281,22 @@ def _timed_cli(env: dict[str, str], *args: str) -> tuple[float, float, int, str]
     return wall, cpu, p.returncode, (p.stderr.strip().splitlines() or [""])[-1]
 
 
+def _instructions(env: dict[str, str], *args: str) -> int | None:
+    """Instructions the ``python -m railab ARGS`` process executes (valgrind callgrind's ``I
+    refs``; its children, e.g. ``ip`` and ``vtysh``, are not traced), or None without valgrind.
+    Unlike a time, this count hardly depends on what else the host runs."""
+    import re
+    import shutil
+
+    if shutil.which("valgrind") is None:
+        return None
+    with tempfile.NamedTemporaryFile(prefix="railab-callgrind-") as out:
+        p = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out.name}",
+                            sys.executable, "-m", "railab", *args], env=env, capture_output=True, text=True)
+    m = re.search(r"I\s+refs:\s+([\d,]+)", p.stderr)
+    return int(m.group(1).replace(",", "")) if m else None
+
+
 def _median(xs: list[float]) -> float:
     xs = sorted(xs)
     n = len(xs)
@@ -286,12 +304,14 @@ def _median(xs: list[float]) -> float:
 
 
 def side_by_side(intents: list[str], baseline: str, runs: int = 3, prefix: str = "bench",
-                 repeat: int = 3) -> list[dict]:
+                 repeat: int = 3, callgrind: bool = False) -> list[dict]:
     """Old (``baseline``, a git revision) and new (this working tree) side by side: for each
     intent, ``runs`` rounds alternating the sides (ABBA), each timing ``up`` (to converged),
     ``status --json``, ``list`` and ``down`` as separate ``python -m railab`` processes; one row
     per intent with every sample, the medians and new/old ratios. ``status`` and ``list`` (a few
-    tenths of a second, where the host's noise is largest) run ``repeat`` times per round. Raises RuntimeError when a
+    tenths of a second, where the host's noise is largest) run ``repeat`` times per round.
+    ``callgrind``: then, per side, the instructions of ``status --json``, ``list`` and ``down``
+    on a freshly brought-up lab (:func:`_instructions`), in ``instructions`` of the row. Raises RuntimeError when a
     side's ``up`` fails (its lab is taken down first)."""
     rev = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--verify", f"{baseline}^{{commit}}"],
                          capture_output=True, text=True, check=True).stdout.strip()
@@ -335,6 +355,14 @@ def side_by_side(intents: list[str], baseline: str, runs: int = 3, prefix: str =
                             samples[side][cmd].append(t)
                             cpu[side][cmd].append(c)
                         loads.append(os.getloadavg()[0])
+                ir: dict[str, dict[str, int | None]] = {}
+                if callgrind:
+                    for side, env in envs.items():
+                        _timed_cli(env, "up", str(labdirs[side]), "--no-progress")
+                        ir[side] = {"status": _instructions(env, "status", name, "--json"),
+                                    "list": _instructions(env, "list"),
+                                    "down": _instructions(env, "down", name)}
+                        _timed_cli(env, "down", name)  # if the traced down failed
                 med = {s: {c: round(_median(v), 3) for c, v in cmds.items()} for s, cmds in samples.items()}
                 med_cpu = {s: {c: round(_median(v), 3) for c, v in cmds.items()} for s, cmds in cpu.items()}
                 row = {"intent": intent, "baseline": rev[:12], "runs": runs,
@@ -347,6 +375,7 @@ def side_by_side(intents: list[str], baseline: str, runs: int = 3, prefix: str =
                                      for s, cmds in samples.items()},
                        "samples_cpu_s": {s: {c: [round(x, 3) for x in v] for c, v in cmds.items()}
                                          for s, cmds in cpu.items()},
+                       "instructions": ir,
                        "load1": {"min": round(min(loads), 2), "max": round(max(loads), 2),
                                  "mean": round(sum(loads) / len(loads), 2)}}
                 print(json.dumps(row), flush=True)
@@ -365,6 +394,12 @@ def side_by_side(intents: list[str], baseline: str, runs: int = 3, prefix: str =
             print(f"| {r['intent']} | {c} | {w['old'][c]:.3f} | {w['new'][c]:.3f} | {r['new_over_old'][c]:.3f} | "
                   f"{c_['old'][c]:.3f} | {c_['new'][c]:.3f} | {r['cpu_new_over_old'][c]:.3f} | "
                   f"{ld['min']}-{ld['max']}, {ld['mean']} |")
+    for r in rows:
+        ir = r["instructions"]
+        if ir and all(ir["old"].get(c) and ir["new"].get(c) for c in ("status", "list", "down")):
+            print(f"\n{r['intent']}: instructions of the railab process (callgrind), old -> new: "
+                  + ", ".join(f"{c} {ir['old'][c] / 1e6:,.0f} M -> {ir['new'][c] / 1e6:,.0f} M "
+                              f"({ir['new'][c] / ir['old'][c]:.3f})" for c in ("status", "list", "down")))
     return rows
 
 
@@ -377,6 +412,7 @@ def main() -> None:
         del args[i:i + 2]
     commands = "--commands" in args
     opts = {}
+    callgrind = "--callgrind" in args
     for flag in ("--baseline", "--runs", "--prefix", "--repeat"):
         if flag in args:
             i = args.index(flag)
@@ -385,7 +421,7 @@ def main() -> None:
     if "--baseline" in opts:
         intents = [a for a in args if not a.startswith("-")] or ["mini", "rail-optimized-1024-full"]
         side_by_side(intents, opts["--baseline"], int(opts.get("--runs", 3)), opts.get("--prefix", "bench"),
-                     int(opts.get("--repeat", 3)))
+                     int(opts.get("--repeat", 3)), callgrind)
         return
     intents = [a for a in args if not a.startswith("-")] or [
         "mini", "rail-optimized-1024", "rail-optimized-1024-full"]

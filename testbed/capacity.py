@@ -65,7 +65,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from railab.errors import RailabError, UsageError
 from railab.testbed import state as st
@@ -90,10 +90,8 @@ from railab.testbed.pfc import (  # noqa: F401 - re-exported: the agent's plain-
     tbf_line,
     wred_probability,
 )
+from railab.topologies.labspec import LabSpec
 from railab.topologies.qos import QosProfile
-
-if TYPE_CHECKING:  # annotations only: `railab down` loads this module (the RA gate) without the lab model
-    from railab.topologies.labspec import LabSpec
 
 #: htb handles: root qdisc ``1:``, port class ``1:1``, leaf class of traffic class ``t`` is
 #: ``1:(0x10 + t)`` (``1:10`` control/default = TC 0, ``1:13`` lossless = TC 3).
