@@ -131,8 +131,8 @@ class NetnsRuntime(FrrMixin, Ipv6Mixin, DaemonsMixin, TeardownMixin, Runtime):
         made so far; KeyboardInterrupt (Ctrl-C; SIGTERM and SIGHUP as
         railab.testbed.signals.Interrupted) likewise after rolling back.
         """
-        # up's own phases, only when up runs: they load the lab model, lab.capacity and the
-        # stitch (~0.1 s) that down, status, exec and inspect do not need (docs/architecture.md)
+        # up's own phases, only when up runs: they load the lab model, lab.capacity with the PFC
+        # plan and the stitch (~20 ms) that down, exec and inspect do not need (docs/architecture.md)
         from railab.testbed.runtime.netns import build, preflight
 
         self._children: list[subprocess.Popen] = []

@@ -3,8 +3,9 @@ host limits, and the first state record.
 
 Imported by :meth:`NetnsRuntime.up` when it runs (with :mod:`.build`), never by the commands on
 a running lab: this module and ``build`` load the lab model (railab.topologies.labspec),
-``lab.capacity`` (railab.testbed.capacity) and the stitch (railab.testbed.stitch, which brings
-the partition planner), ~0.1 s that ``down``, ``status``, ``exec`` and ``inspect`` do not pay."""
+``lab.capacity`` with the PFC plan (railab.testbed.capacity) and the stitch
+(railab.testbed.stitch), ~125 M instructions (~20 ms) that ``down``, ``exec`` and ``inspect``
+do not pay (docs/architecture.md, "Imports")."""
 
 from __future__ import annotations
 
