@@ -46,6 +46,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from railab.checks.lab import LiveLab
 from railab.errors import RailabError, UsageError
 from railab.testbed import exercise as store
 from railab.testbed import faults as F
@@ -357,8 +358,6 @@ def start(labdir: Path | str, level: int = 1, seed: int | None = None, *, kind: 
         seed = secrets.randbelow(1_000_000)
     planned = plan_faults(spec, level, seed, kind)
     if precheck:
-        from railab.checks.lab import LiveLab
-
         failing = [r for r in LiveLab.attach(name).check(only=_QUICK) if r.status == "fail"]
         if failing:
             raise UsageError(f"lab {name} is not green before the exercise ({len(failing)} failing checks, "
@@ -498,8 +497,6 @@ def fix(labdir: Path | str, wait: float = 60.0, poll: float = 1.0) -> dict[str, 
     "failing": [first failing rows], "n_failing", "rows_hidden", "attempts"}``; ``failing`` is
     empty (``rows_hidden`` true) when the trainer switched ``check`` off, so ``fix`` does not
     stand in for it. Records the verdict for the score sheet."""
-    from railab.checks.lab import LiveLab
-
     name, _, record = _lab(labdir)
     with store.locked(name):
         rec = _require(name)

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Benchmark the netns runtime: up-to-converged time, down time, peak RSS of the lab's processes.
 
-Usage (root, Debian frr): ``python scripts/bench_up.py [INTENT ...] [--idle S] [--commands] [--estimate]``
+Usage (root, Debian frr): ``python scripts/bench_up.py [INTENT ...] [--idle S] [--commands] [--estimate]
+[--baseline REV [--runs N] [--repeat K] [--callgrind] [--prefix P]]``
 (INTENT: a shipped intent's name or an intent YAML path)
 (default intents: mini, rail-optimized-1024, rail-optimized-1024-full). Each intent is generated
 into a temp dir under a unique lab name, brought up with ``railab.checks.deploy.bring_up`` (convergence
@@ -13,6 +14,18 @@ before ``up`` to converged, and the phase breakdown (``railab inspect``'s table)
 ``--commands`` also times ``railab check LAB --json`` (every family) and ``railab traffic LAB
 --pattern cross-group -n 8`` on the converged lab, each its own process (issue 12's check and
 traffic rows).
+``--baseline REV`` runs the same user commands with two revisions side by side instead: the
+working tree and REV (a git revision, checked out by ``git worktree add`` into a temp dir and
+removed after), each its own ``python -m railab`` process with ``PYTHONPATH`` pointed at that tree
+(a symlink farm of its package-dir mapping, every module imported once first so that its bytecode
+is in a per-side cache), alternating old/new (ABBA), ``--runs N`` rounds (default 3): ``up DIR
+--no-progress`` (to converged), ``status LAB --json`` and ``list`` (each ``--repeat K`` times,
+default 3), ``down LAB``; medians per side, new/old ratios and the load average around each
+intent (the host is shared). Each command is measured as wall time and as CPU time (user +
+system of the process and the children it waited for), the latter far less sensitive to the
+shared host's load. ``--callgrind`` adds, per side, the instructions the ``status``, ``list`` and
+``down`` processes execute (valgrind callgrind: nearly independent of the load; slow, one sample
+each). ``--prefix P`` names the labs (default ``bench``).
 ``--estimate`` only generates and prints each intent's estimate and whether this host would admit it
 (nothing is brought up; safe for rail-optimized-4096-full). Prints one JSON line per intent and a
 table. Targets (issue 4): mini < 10 s; full 1024-GPU fabric < 60 s and < 4 GiB; (issue 12):
@@ -38,13 +51,8 @@ from railab.cli.lab import phase_rows  # noqa: E402
 from railab.errors import RailabError  # noqa: E402
 from railab.progress import ConvergeBar  # noqa: E402
 from railab.testbed import state as st  # noqa: E402
-from railab.testbed.runtime.netns import (  # noqa: E402
-    MEM_HEADROOM_BYTES,
-    NetnsRuntime,
-    _ns_inode,
-    _pids_in_namespaces,
-    mem_available_bytes,
-)
+from railab.testbed.runtime.netns import MEM_HEADROOM_BYTES, NetnsRuntime, mem_available_bytes  # noqa: E402
+from railab.testbed.runtime.netns.procs import _ns_inode, _pids_in_namespaces  # noqa: E402
 from railab.topologies.estimate import GIB, estimate_memory  # noqa: E402
 from railab.topologies.generator import generate  # noqa: E402
 from railab.topologies.labspec import LabSpec  # noqa: E402
@@ -231,6 +239,170 @@ def bench(intent: str, workdir: Path, idle_s: float = 10.0, commands: bool = Fal
     }
 
 
+# ---- side by side with another revision (--baseline) ------------------------------------------
+SIDE_COMMANDS = ("up", "status", "list", "down")
+
+
+def _shim(tree: Path, dest: Path) -> Path:
+    """A directory whose ``railab`` package is ``tree`` laid out as installed: symlinks following
+    ``tree``'s own pyproject ``[tool.setuptools.package-dir]`` (``railab`` = app/, ``railab.testbed``
+    = testbed/ ...), so ``PYTHONPATH=dest`` imports that revision (ahead of the venv's editable
+    finder, which Python asks last). Returns ``dest``."""
+    import tomllib
+
+    dirs = tomllib.loads((tree / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
+    top = dest / "railab"
+    top.mkdir(parents=True)
+    for entry in (tree / dirs["railab"]).iterdir():
+        (top / entry.name).symlink_to(entry)
+    for pkg, folder in dirs.items():
+        if pkg != "railab":
+            (top / pkg.split(".", 1)[1]).symlink_to(tree / folder)
+    return dest
+
+
+def _side_env(shim: Path, pyc: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env.update(PYTHONPATH=str(shim), PYTHONPYCACHEPREFIX=str(pyc))
+    return env
+
+
+def _timed_cli(env: dict[str, str], *args: str) -> tuple[float, float, int, str]:
+    """(wall seconds, CPU seconds, exit code, last stderr line) of ``python -m railab ARGS`` as its
+    own process. CPU = user + system of that process and the children it waited for (ip, nft,
+    vtysh -C; not the FRR daemons, which detach): what the command itself costs, far less
+    sensitive than wall time to what else the shared host runs."""
+    import resource
+
+    r0, t = resource.getrusage(resource.RUSAGE_CHILDREN), time.monotonic()
+    p = subprocess.run([sys.executable, "-m", "railab", *args], env=env, capture_output=True, text=True)
+    wall, r1 = time.monotonic() - t, resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+    return wall, cpu, p.returncode, (p.stderr.strip().splitlines() or [""])[-1]
+
+
+def _instructions(env: dict[str, str], *args: str) -> int | None:
+    """Instructions the ``python -m railab ARGS`` process executes (valgrind callgrind's ``I
+    refs``; its children, e.g. ``ip`` and ``vtysh``, are not traced), or None without valgrind.
+    Unlike a time, this count hardly depends on what else the host runs."""
+    import re
+    import shutil
+
+    if shutil.which("valgrind") is None:
+        return None
+    with tempfile.NamedTemporaryFile(prefix="railab-callgrind-") as out:
+        p = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out.name}",
+                            sys.executable, "-m", "railab", *args], env=env, capture_output=True, text=True)
+    m = re.search(r"I\s+refs:\s+([\d,]+)", p.stderr)
+    return int(m.group(1).replace(",", "")) if m else None
+
+
+def _median(xs: list[float]) -> float:
+    xs = sorted(xs)
+    n = len(xs)
+    return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
+
+
+def side_by_side(intents: list[str], baseline: str, runs: int = 3, prefix: str = "bench",
+                 repeat: int = 3, callgrind: bool = False) -> list[dict]:
+    """Old (``baseline``, a git revision) and new (this working tree) side by side: for each
+    intent, ``runs`` rounds alternating the sides (ABBA), each timing ``up`` (to converged),
+    ``status --json``, ``list`` and ``down`` as separate ``python -m railab`` processes; one row
+    per intent with every sample, the medians and new/old ratios. ``status`` and ``list`` (a few
+    tenths of a second, where the host's noise is largest) run ``repeat`` times per round.
+    ``callgrind``: then, per side, the instructions of ``status --json``, ``list`` and ``down``
+    on a freshly brought-up lab (:func:`_instructions`), in ``instructions`` of the row. Raises RuntimeError when a
+    side's ``up`` fails (its lab is taken down first)."""
+    rev = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--verify", f"{baseline}^{{commit}}"],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="railab-bench-ab-") as tmp_:
+        tmp = Path(tmp_)
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-q", str(tmp / "old"), rev],
+                       check=True)
+        try:
+            envs = {"old": _side_env(_shim(tmp / "old", tmp / "shim-old"), tmp / "pyc-old"),
+                    "new": _side_env(_shim(ROOT, tmp / "shim-new"), tmp / "pyc-new")}
+            # bytecode first (every module imported once through the shim, so the cache holds the
+            # paths imports use; compileall does not enter symlinked folders): no timing pays compiling
+            warm = ("import importlib, pkgutil, railab\n"
+                    "for m in pkgutil.walk_packages(railab.__path__, 'railab.'):\n"
+                    "    try:\n        importlib.import_module(m.name)\n    except Exception:\n        pass\n")
+            for env in envs.values():
+                subprocess.run([sys.executable, "-c", warm], env=env, capture_output=True)
+            for intent in intents:
+                name = f"{prefix}{os.getpid() % 1000}"
+                labdirs = {}
+                for side, env in envs.items():
+                    labdirs[side] = tmp / "labs" / side / name
+                    path = str(_intent_path(intent)) if intent.endswith((".yml", ".yaml")) else intent
+                    subprocess.run([sys.executable, "-m", "railab", "generate", path, "-o", str(labdirs[side]),
+                                    "--name", name], env=env, check=True, capture_output=True)
+                samples: dict[str, dict[str, list[float]]] = {s: {c: [] for c in SIDE_COMMANDS} for s in envs}
+                cpu: dict[str, dict[str, list[float]]] = {s: {c: [] for c in SIDE_COMMANDS} for s in envs}
+                loads = [os.getloadavg()[0]]
+                for r in range(runs):
+                    for side in (("old", "new") if r % 2 == 0 else ("new", "old")):
+                        env = envs[side]
+                        for cmd, args in (("up", ("up", str(labdirs[side]), "--no-progress")),
+                                          *[("status", ("status", name, "--json"))] * repeat,
+                                          *[("list", ("list",))] * repeat,
+                                          ("down", ("down", name))):
+                            t, c, rc, err = _timed_cli(env, *args)
+                            if rc != 0 and cmd in ("up", "down"):
+                                _timed_cli(env, "down", name)
+                                raise RuntimeError(f"{side} ({intent}): railab {cmd} exit {rc}: {err}")
+                            samples[side][cmd].append(t)
+                            cpu[side][cmd].append(c)
+                        loads.append(os.getloadavg()[0])
+                ir: dict[str, dict[str, int | None]] = {}
+                if callgrind:
+                    for side, env in envs.items():
+                        _timed_cli(env, "up", str(labdirs[side]), "--no-progress")
+                        ir[side] = {"status": _instructions(env, "status", name, "--json"),
+                                    "list": _instructions(env, "list"),
+                                    "down": _instructions(env, "down", name)}
+                        _timed_cli(env, "down", name)  # if the traced down failed
+                med = {s: {c: round(_median(v), 3) for c, v in cmds.items()} for s, cmds in samples.items()}
+                med_cpu = {s: {c: round(_median(v), 3) for c, v in cmds.items()} for s, cmds in cpu.items()}
+                row = {"intent": intent, "baseline": rev[:12], "runs": runs,
+                       "median_s": med,
+                       "new_over_old": {c: round(med["new"][c] / med["old"][c], 3) for c in SIDE_COMMANDS},
+                       "median_cpu_s": med_cpu,
+                       "cpu_new_over_old": {c: round(med_cpu["new"][c] / med_cpu["old"][c], 3)
+                                            for c in SIDE_COMMANDS},
+                       "samples_s": {s: {c: [round(x, 3) for x in v] for c, v in cmds.items()}
+                                     for s, cmds in samples.items()},
+                       "samples_cpu_s": {s: {c: [round(x, 3) for x in v] for c, v in cmds.items()}
+                                         for s, cmds in cpu.items()},
+                       "instructions": ir,
+                       "load1": {"min": round(min(loads), 2), "max": round(max(loads), 2),
+                                 "mean": round(sum(loads) / len(loads), 2)}}
+                print(json.dumps(row), flush=True)
+                rows.append(row)
+        finally:
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tmp / "old")],
+                           capture_output=True)
+    print(f"\nold = {rev[:12]}, new = working tree; medians (s) of {runs} rounds ({repeat} samples "
+          f"per round for status and list), ABBA order, each command "
+          "its own process")
+    print("| lab | command | wall old | wall new | new/old | CPU old | CPU new | new/old | load1 (min-max, mean) |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        ld, w, c_ = r["load1"], r["median_s"], r["median_cpu_s"]
+        for c in SIDE_COMMANDS:
+            print(f"| {r['intent']} | {c} | {w['old'][c]:.3f} | {w['new'][c]:.3f} | {r['new_over_old'][c]:.3f} | "
+                  f"{c_['old'][c]:.3f} | {c_['new'][c]:.3f} | {r['cpu_new_over_old'][c]:.3f} | "
+                  f"{ld['min']}-{ld['max']}, {ld['mean']} |")
+    for r in rows:
+        ir = r["instructions"]
+        if ir and all(ir["old"].get(c) and ir["new"].get(c) for c in ("status", "list", "down")):
+            print(f"\n{r['intent']}: instructions of the railab process (callgrind), old -> new: "
+                  + ", ".join(f"{c} {ir['old'][c] / 1e6:,.0f} M -> {ir['new'][c] / 1e6:,.0f} M "
+                              f"({ir['new'][c] / ir['old'][c]:.3f})" for c in ("status", "list", "down")))
+    return rows
+
+
 def main() -> None:
     args = sys.argv[1:]
     idle_s = 10.0
@@ -239,6 +411,18 @@ def main() -> None:
         idle_s = float(args[i + 1])
         del args[i:i + 2]
     commands = "--commands" in args
+    opts = {}
+    callgrind = "--callgrind" in args
+    for flag in ("--baseline", "--runs", "--prefix", "--repeat"):
+        if flag in args:
+            i = args.index(flag)
+            opts[flag] = args[i + 1]
+            del args[i:i + 2]
+    if "--baseline" in opts:
+        intents = [a for a in args if not a.startswith("-")] or ["mini", "rail-optimized-1024-full"]
+        side_by_side(intents, opts["--baseline"], int(opts.get("--runs", 3)), opts.get("--prefix", "bench"),
+                     int(opts.get("--repeat", 3)), callgrind)
+        return
     intents = [a for a in args if not a.startswith("-")] or [
         "mini", "rail-optimized-1024", "rail-optimized-1024-full"]
     rows = []

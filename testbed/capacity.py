@@ -69,7 +69,7 @@ from typing import Any
 
 from railab.errors import RailabError, UsageError
 from railab.testbed import state as st
-from railab.testbed.namespaces import exec_argv
+from railab.testbed.namespaces import exec_argv, run_batches  # noqa: F401 - run_batches re-exported
 from railab.testbed.pfc import (  # noqa: F401 - re-exported: the agent's plain-data side
     CONTROL_SHARE,
     ECN_SCALE,
@@ -227,30 +227,6 @@ def marked_by_node(all_ports: Iterable[Port]) -> dict[str, list[Port]]:
 
 
 # ---- apply ------------------------------------------------------------------------------------
-def run_batches(jobs: Mapping[str, tuple[list[str], str]], what: str) -> None:
-    """Run ``{node: (argv, stdin)}`` concurrently; RailabError naming the first nodes that fail."""
-    procs = {}
-    try:
-        for node, (argv, script) in jobs.items():
-            procs[node] = (subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                            stderr=subprocess.STDOUT, text=True), script)
-        bad = []
-        for node, (p, script) in procs.items():
-            out, _ = p.communicate(script, timeout=60)
-            if p.returncode != 0:
-                bad.append(f"{node}: {out.strip()[:300]}")
-    except FileNotFoundError as exc:
-        raise RailabError(f"{what}: {exc.filename} not found (iproute2, nftables, util-linux)") \
-            from None
-    finally:
-        for p, _ in procs.values():
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    if bad:
-        raise RailabError(f"{what} failed on " + " | ".join(bad[:3]))
-
-
 def apply(spec: LabSpec, netns_of: Callable[[str], str]) -> list[Port]:
     """Build the queues of every port and the ECN tables of every switch (module docstring),
     one ``tc -batch`` and one ``nft -f`` process per namespace, run in parallel. A lab without

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from railab.errors import UsageError
+from railab.topologies.clab import validate_topology
 from railab.topologies.nodekinds import FRR_DAEMON_OPTIONS, FRR_DAEMONS, FRR_DEFAULT_OPTIONS
 from railab.topologies.yamlio import read_yaml_file
 
@@ -271,7 +272,5 @@ def load_clab(path: str | Path, *, validate: bool = False) -> ClabFile:
             use(ep, where)
         links.append(ClabLink(a, b, mtu))
     if validate:
-        from railab.topologies.clab import validate_topology  # lazy: yaml, labspec (~35 ms)
-
         validate_topology(doc)
     return ClabFile(p, str(doc["name"]), nodes, links, external)

@@ -57,6 +57,7 @@ from railab.errors import RailabError, UsageError
 from railab.testbed import state as st
 from railab.testbed.namespaces import create_netns, entered, exec_argv, netns_path
 from railab.testbed.runtime import get_runtime
+from railab.testbed.runtime.netns import NetnsRuntime
 from railab.testbed.signals import signals_ignored
 from railab.topologies import routing
 from railab.topologies.labspec import LabSpec
@@ -108,8 +109,6 @@ class _Lab:
 
     @property
     def netns_rt(self):
-        from railab.testbed.runtime.netns import NetnsRuntime
-
         rt = get_runtime(self.runtime)
         if not isinstance(rt, NetnsRuntime):
             raise UsageError(f"lab {self.name} runs on {self.runtime}: this needs the netns runtime "

@@ -24,7 +24,7 @@ import os
 import socket
 import struct
 import subprocess
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -174,3 +174,29 @@ def create_netns(names: Iterable[str]) -> None:
     res = subprocess.run(["ip", "-batch", "-"], input=script, capture_output=True, text=True)
     if res.returncode != 0:
         raise RailabError(f"ip netns add failed: {(res.stderr or res.stdout).strip()[:400]}")
+
+
+def run_batches(jobs: Mapping[str, tuple[list[str], str]], what: str) -> None:
+    """Run ``{node: (argv, stdin)}`` concurrently (e.g. one ``tc -batch -`` or ``nft -f -`` per
+    namespace, argv from :func:`exec_argv`); RailabError naming the first nodes that fail.
+    railab.testbed.capacity (port queues, ECN tables) and the netns runtime's RA gate use it."""
+    procs = {}
+    try:
+        for node, (argv, script) in jobs.items():
+            procs[node] = (subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                            stderr=subprocess.STDOUT, text=True), script)
+        bad = []
+        for node, (p, script) in procs.items():
+            out, _ = p.communicate(script, timeout=60)
+            if p.returncode != 0:
+                bad.append(f"{node}: {out.strip()[:300]}")
+    except FileNotFoundError as exc:
+        raise RailabError(f"{what}: {exc.filename} not found (iproute2, nftables, util-linux)") \
+            from None
+    finally:
+        for p, _ in procs.values():
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    if bad:
+        raise RailabError(f"{what} failed on " + " | ".join(bad[:3]))

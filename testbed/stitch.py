@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 from railab.errors import RailabError, UsageError
 from railab.testbed.clabfile import ClabFile, ClabLink, find_clab_file, load_clab
 from railab.testbed.namespaces import create_netns, entered, netns_path
-from railab.topologies.partition import RESERVED_HOST_NAMES, Partition, tunnel_name
+from railab.topologies.partition_model import RESERVED_HOST_NAMES, Partition, tunnel_name
 
 if TYPE_CHECKING:
     from pyroute2 import IPRoute

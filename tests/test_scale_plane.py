@@ -527,12 +527,12 @@ def test_ra_gate_setting_is_1_or_0(monkeypatch, value, want):
 def test_an_nft_that_fails_closing_the_gate_suggests_no_gate(monkeypatch):
     """Issue 31: an nft that exists but fails aborts up with the way out in the message."""
     from railab.errors import RailabError
-    from railab.testbed import capacity
+    from railab.testbed import namespaces
 
     def broken(jobs, what):
         raise RailabError(f"{what} failed on n1: nft: Operation not supported")
 
-    monkeypatch.setattr(capacity, "run_batches", broken)
+    monkeypatch.setattr(namespaces, "run_batches", broken)  # where run_batches lives (capacity re-exports it)
     with pytest.raises(RailabError, match="RAILAB_RA_GATE=0 brings the lab up without it"):
         rt_netns.set_ra_gate(["clab-x-n1"], True)
 

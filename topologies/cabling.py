@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from railab.errors import UsageError
+from railab.topologies.catalog import get_model, load_catalog
 from railab.topologies.naming import (
     breakout_alias,
     breakout_port,
@@ -389,8 +390,6 @@ def plan_layout(plan, catalog=None) -> Layout:
     Raises CablingError when the spine to super-spine links do not split evenly (cable it by
     hand from the plan's warning).
     """
-    from railab.topologies.catalog import get_model, load_catalog
-
     cat = catalog if catalog is not None else load_catalog()
     rail_opt = plan.architecture == "rail-optimized"
     spg = plan.servers_per_group

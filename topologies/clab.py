@@ -30,15 +30,17 @@ import re
 import sys
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from railab.errors import UsageError
 from railab.topologies import routing
-from railab.topologies.labspec import LabSpec
 from railab.topologies.nodekinds import get_node_kind
 from railab.topologies.sonic import sonic_binds
+
+if TYPE_CHECKING:  # annotations only: railab.testbed.clabfile (every runtime command) validates with this module
+    from railab.topologies.labspec import LabSpec
 
 #: containerlab's ``restart-policy`` for every node. The linux kind's default is ``always``:
 #: Docker would restart a crashed FRR or server container without its data veths

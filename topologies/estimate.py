@@ -28,8 +28,10 @@ sessions not yet shown up).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from railab.topologies.labspec import LabSpec
+if TYPE_CHECKING:  # annotations only: the netns runtime's preflight is loaded by `down` too
+    from railab.topologies.labspec import LabSpec
 
 MIB = 2**20
 GIB = 2**30

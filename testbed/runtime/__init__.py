@@ -4,9 +4,27 @@ from __future__ import annotations
 
 from railab.errors import RailabError, UsageError
 from railab.testbed.runtime.base import Runtime
+from railab.testbed.runtime.netns import NetnsRuntime
 from railab.topologies.naming import netns_name
 
 RUNTIMES = ("netns", "containerlab")
+
+
+def runtime_class(name: str = "netns") -> type[Runtime]:
+    """The runtime class called ``name`` (``netns`` or ``containerlab``). UsageError (exit 2)
+    naming the valid choices for any other name.
+
+    The containerlab runtime (the ``containerlab`` extra: Docker, its lab model and SONiC
+    steps) is imported here, when a command asks for it: a command on a netns lab never loads
+    it (docs/architecture.md, "Imports"). The netns runtime is light (its ``up`` imports its own
+    phases) and imported with this module."""
+    if name == "netns":
+        return NetnsRuntime
+    if name == "containerlab":
+        from railab.testbed.runtime.containerlab import ContainerlabRuntime
+
+        return ContainerlabRuntime
+    raise UsageError(f"unknown runtime {name!r}: use one of {', '.join(RUNTIMES)}")
 
 
 def get_runtime(name: str = "netns") -> Runtime:
@@ -14,29 +32,15 @@ def get_runtime(name: str = "netns") -> Runtime:
 
     Raises UsageError (exit 2) naming the valid choices for any other name.
     """
-    if name == "netns":
-        from railab.testbed.runtime.netns import NetnsRuntime
-
-        return NetnsRuntime()
-    if name == "containerlab":
-        from railab.testbed.runtime.containerlab import ContainerlabRuntime
-
-        return ContainerlabRuntime()
-    raise UsageError(f"unknown runtime {name!r}: use one of {', '.join(RUNTIMES)}")
+    return runtime_class(name)()
 
 
 def __getattr__(name: str):
-    """``NetnsRuntime`` and ``ContainerlabRuntime``, imported on first use: a command that uses
-    one runtime does not load the other (nor, for ``down``, what only ``up`` needs)."""
-    if name == "NetnsRuntime":
-        from railab.testbed.runtime.netns import NetnsRuntime
-
-        return NetnsRuntime
+    """``ContainerlabRuntime``, imported on first use (:func:`runtime_class`)."""
     if name == "ContainerlabRuntime":
-        from railab.testbed.runtime.containerlab import ContainerlabRuntime
-
-        return ContainerlabRuntime
+        return runtime_class("containerlab")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["RailabError", "Runtime", "get_runtime", "netns_name", "RUNTIMES", "NetnsRuntime", "ContainerlabRuntime"]
+__all__ = ["RailabError", "Runtime", "get_runtime", "netns_name", "RUNTIMES", "runtime_class", "NetnsRuntime",
+           "ContainerlabRuntime"]

@@ -52,7 +52,6 @@ from railab.errors import RailabError
 from railab.testbed import state as st
 from railab.testbed.namespaces import exec_argv, netns_path
 from railab.testbed.runtime.base import Runtime
-from railab.testbed.runtime.netns.build import BuildMixin
 from railab.testbed.runtime.netns.constants import (
     FD_HEADROOM,
     FDS_PER_NODE,
@@ -72,6 +71,13 @@ from railab.testbed.runtime.netns.constants import (
 from railab.testbed.runtime.netns.daemons import DaemonsMixin
 from railab.testbed.runtime.netns.executor import NetnsExecutor
 from railab.testbed.runtime.netns.frr import FrrMixin
+from railab.testbed.runtime.netns.host import (
+    check_memory,
+    check_prerequisites,
+    mem_available_bytes,
+    raise_neighbour_tables,
+    raise_nofile,
+)
 from railab.testbed.runtime.netns.ipv6 import (
     Ipv6Mixin,
     fabric_ports,
@@ -82,16 +88,9 @@ from railab.testbed.runtime.netns.ipv6 import (
     solicit_router_advertisements,
     tier_order,
 )
-from railab.testbed.runtime.netns.preflight import (
-    PreflightMixin,
-    check_memory,
-    check_prerequisites,
-    mem_available_bytes,
-    raise_neighbour_tables,
-    raise_nofile,
-)
 from railab.testbed.runtime.netns.procs import _alive, _cmdline
 from railab.testbed.runtime.netns.teardown import TeardownMixin
+from railab.testbed.runtime.phases import timed
 from railab.testbed.signals import Interrupted, signals_ignored, signals_raise
 
 #: what the single-module runtime exported and callers (tests, bench scripts) still import from here
@@ -105,7 +104,7 @@ __all__ = [
 ]
 
 
-class NetnsRuntime(PreflightMixin, BuildMixin, FrrMixin, Ipv6Mixin, DaemonsMixin, TeardownMixin, Runtime):
+class NetnsRuntime(FrrMixin, Ipv6Mixin, DaemonsMixin, TeardownMixin, Runtime):
     """Network namespaces + Debian FRR (see the module docstring)."""
 
     name = "netns"
@@ -123,24 +122,42 @@ class NetnsRuntime(PreflightMixin, BuildMixin, FrrMixin, Ipv6Mixin, DaemonsMixin
         every host a namespace on one underlay and the cut links kernel VXLAN devices
         (railab.testbed.stitch; recorded as the state's ``stitch`` entry).
 
+        The phases, in order, each timed once into the record's ``timings`` (the phase table of
+        ``railab inspect``): ``preflight``, then ``build`` = ``namespaces``, ``links``, (sysctls),
+        ``servers``, ``capacity`` (lab.capacity only), ``frr``.
+
         Returns the recorded state (phase ``started``). Raises RailabError for non-root, missing
         FRR, a lab name clash, a config FRR rejects or a failed step, after removing everything
         made so far; KeyboardInterrupt (Ctrl-C; SIGTERM and SIGHUP as
         railab.testbed.signals.Interrupted) likewise after rolling back.
         """
+        # up's own phases, only when up runs: they load the lab model, lab.capacity with the PFC
+        # plan and the stitch (~20 ms) that down, exec and inspect do not need (docs/architecture.md)
+        from railab.testbed.runtime.netns import build, preflight
+
         self._children: list[subprocess.Popen] = []
-        clab, plan, spec, limits, preflight_s = self._preflight(labdir, stitch)
-        lab = clab.name
-        extra_ns = plan.namespaces if plan is not None else []
-        record = self._new_record(clab, plan, limits, preflight_s)
-        self._stitch = plan
+        clab, plan, spec = preflight.load(labdir, stitch)
+        pre: dict[str, float] = {}
+        with timed(pre, "preflight_s"):
+            limits = preflight.host(self, clab, spec)
+        record = preflight.new_record(self, clab, plan, limits, pre)
+        lab, timings, b = clab.name, record.timings, build.Build(clab, spec, record, plan)
         try:
             with signals_raise():
                 try:
                     st.save(record)
-                    st.ledger_add(list(record.namespaces.values()) + extra_ns, lab)
-                    self._build(clab, spec, record)
-                    return record
+                    st.ledger_add(list(record.namespaces.values()) + (plan.namespaces if plan is not None else []), lab)
+                    with timed(timings, "build_s"):
+                        try:
+                            for key, step in b.steps():
+                                with timed(timings, key):
+                                    step()
+                        finally:
+                            b.close()
+                        with timed(timings, "frr_s"):
+                            self._start_frr(b.frr_clab(), record)
+                    record.phase = "started"
+                    return st.save(record)
                 except BaseException:
                     with signals_ignored():
                         self._kill_children()

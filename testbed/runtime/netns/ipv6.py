@@ -13,6 +13,7 @@ from pathlib import Path
 
 from railab.errors import RailabError, UsageError
 from railab.testbed import linklocal, nfnl, solicit, vty
+from railab.testbed import namespaces as ns_mod
 from railab.testbed import state as st
 from railab.testbed.clabfile import ClabFile
 from railab.testbed.namespaces import entered, exec_argv
@@ -45,17 +46,15 @@ def set_ra_gate(namespaces: Iterable[str], on: bool) -> None:
     """Close (``on``) or open the RA gate in each of ``namespaces``.
 
     Closing runs one ``nft -f`` per namespace, all at once
-    (:func:`railab.testbed.capacity.run_batches`), before the zebra wave while the host is quiet.
+    (:func:`railab.testbed.namespaces.run_batches`), before the zebra wave while the host is quiet.
     Opening deletes the table over nfnetlink from this process (railab.testbed.nfnl), from up to
     :data:`SPAWN_THREADS` threads: each deletion waits one RCU grace period in the kernel
     (~10 ms: the base chain's hook goes), so they overlap. It runs while every bgpd starts, where
     16 ``nft`` processes took 0.3 s at 4 x 16. A namespace whose table is already gone is
     skipped. Raises RailabError naming the namespaces where nft or the request failed."""
     if on:
-        from railab.testbed.capacity import run_batches
-
         try:
-            run_batches({ns: (exec_argv(ns, ["nft", "-f", "-"]), ra_gate_script(True))
+            ns_mod.run_batches({ns: (exec_argv(ns, ["nft", "-f", "-"]), ra_gate_script(True))
                          for ns in namespaces}, "closing the RA gate")
         except RailabError as exc:
             raise RailabError(f"{exc} (the RA gate needs a working nft; {RA_GATE_ENV}=0 brings "

@@ -1,277 +1,118 @@
-"""Host preflight of ``up``: memory estimate, neighbour-table and file-descriptor limits, root and FRR installed."""
+"""Preflight phase of ``up``: the lab file and model, the checks before anything is made, the
+host limits, and the first state record.
+
+Imported by :meth:`NetnsRuntime.up` when it runs (with :mod:`.build`), never by the commands on
+a running lab: this module and ``build`` load the lab model (railab.topologies.labspec),
+``lab.capacity`` with the PFC plan (railab.testbed.capacity) and the stitch
+(railab.testbed.stitch), ~125 M instructions (~20 ms) that ``down``, ``exec`` and ``inspect``
+do not pay (docs/architecture.md, "Imports")."""
 
 from __future__ import annotations
 
-import os
-import resource
 import shutil
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from railab.errors import RailabError
-from railab.topologies.nodekinds import FRR_DAEMONS
-
-if TYPE_CHECKING:  # what only `up` needs is imported there: `down` and the rest start faster
-    from railab.topologies.estimate import MemoryEstimate
-    from railab.topologies.labspec import LabSpec
-
-import time
-from pathlib import Path
-from typing import Any
-
-from railab.errors import UsageError
+from railab.errors import RailabError, UsageError
+from railab.testbed import capacity
 from railab.testbed import state as st
+from railab.testbed import stitch as stitch_mod
 from railab.testbed.clabfile import ClabFile, load_clab
 from railab.testbed.namespaces import netns_path
-from railab.testbed.runtime.netns.constants import (
-    FD_HEADROOM,
-    FDS_PER_NODE,
-    FRR_BIN,
-    GIB,
-    MEM_AVAILABLE_ENV,
-    MEM_HEADROOM_BYTES,
-    NEIGH_HEADROOM,
-    NEIGH_PER_ENDPOINT,
-)
+from railab.testbed.runtime.netns.constants import FRR_BIN
+from railab.testbed.runtime.netns.host import check_memory, check_prerequisites, raise_nofile
 from railab.testbed.runtime.netns.ipv6 import ra_gate_wanted
+from railab.topologies.labspec import LabSpec
 from railab.topologies.naming import is_lab_name, lab_name_rule, netns_name
 
-
-def _write_sysctl(key: str, value: str) -> bool:
-    """Write ``key`` (dotted) in the current thread's namespace; False when it does not exist."""
-    path = "/proc/sys/" + key.replace(".", "/")
-    try:
-        with open(path, "w") as f:
-            f.write(str(value))
-    except FileNotFoundError:
-        return False
-    return True
+if TYPE_CHECKING:
+    from railab.testbed.runtime.netns import NetnsRuntime
 
 
-def _neigh_entries(table: str) -> int:
-    """Entries now in the kernel neighbour table ``table`` (``ndisc_cache`` or ``arp_cache``).
-
-    ``/proc/net/stat/<table>``: a header line, then one line per CPU whose first column is the
-    table-wide entry count (hex)."""
-    try:
-        with open(f"/proc/net/stat/{table}") as f:
-            f.readline()
-            return int(f.readline().split()[0], 16)
-    except (OSError, IndexError, ValueError):
-        return 0
-
-
-def raise_neighbour_tables(endpoints: int) -> dict[str, tuple[int, int]]:
-    """Make room for ``endpoints`` more link endpoints in the kernel's neighbour tables.
-
-    The IPv6 ND and IPv4 ARP tables are shared by *every* network namespace, and their limits
-    ``net.ipv{4,6}.neigh.default.gc_thresh{2,3}`` exist only in the initial namespace (not
-    per-netns, unlike most of ``net.*``). The defaults are 512/1024 entries for the whole host.
-    Each unnumbered fabric port needs several ND entries (peer link-local, ff02::1 for RAs,
-    ff02::2, ff02::16, ...). Past ``gc_thresh3`` the kernel logs ``neighbour: ndisc_cache:
-    neighbor table overflow!`` and every send that needs a new entry fails with EINVAL
-    (``ip6_finish_output2``): zebra's ``Tx RA failed ... error 22``, BFD and BGP connects fail,
-    and sessions flap forever. The converged 1024-GPU full fabric holds ~11,900 ND entries.
-
-    Sets ``gc_thresh3`` to at least entries-now + ``NEIGH_PER_ENDPOINT`` x ``endpoints`` +
-    ``NEIGH_HEADROOM`` and ``gc_thresh2`` to at least half of that, for IPv6 and IPv4. Only ever
-    raises (other labs share the tables), never lowers, and is not undone by ``down``: a larger
-    limit costs nothing until entries exist. Must run in the initial network namespace.
-    Returns ``{sysctl: (old, new)}`` for the values changed. When a value cannot be written (e.g.
-    read-only ``/proc/sys`` in a container) it is skipped if the lab still fits without the
-    headroom; otherwise RailabError says which sysctl to raise and to what.
-    """
-    changed: dict[str, tuple[int, int]] = {}
-    for af, table in (("ipv6", "ndisc_cache"), ("ipv4", "arp_cache")):
-        bare = _neigh_entries(table) + NEIGH_PER_ENDPOINT * endpoints  # without headroom
-        need3 = bare + NEIGH_HEADROOM
-        for n, need in ((3, need3), (2, need3 // 2)):
-            key = f"net.{af}.neigh.default.gc_thresh{n}"
-            path = "/proc/sys/" + key.replace(".", "/")
-            try:
-                with open(path) as f:
-                    old = int(f.read().split()[0])
-            except (OSError, ValueError, IndexError):
-                continue  # no such table (IPv6 disabled): nothing to size
-            if old >= need:
-                continue
-            try:
-                with open(path, "w") as f:
-                    f.write(str(need))
-            except OSError as exc:
-                if n == 2 or old >= bare:
-                    continue  # cannot write (read-only /proc/sys) but the lab still fits
-                raise RailabError(
-                    f"{key} is {old} but this lab needs {need} neighbour entries ({exc}): "
-                    f"run `sysctl -w {key}={need}` as root in the host namespace"
-                ) from None
-            changed[key] = (old, need)
-    return changed
-
-
-def mem_available_bytes() -> tuple[int, str]:
-    """Memory the host can give a new lab, bytes, and where the figure came from:
-    ``$RAILAB_MEM_AVAILABLE_BYTES`` when set (an integer), else ``MemAvailable`` of
-    ``/proc/meminfo``. RailabError for a malformed override."""
-    raw = os.environ.get(MEM_AVAILABLE_ENV)
-    if raw is not None:
-        try:
-            return int(raw), MEM_AVAILABLE_ENV
-        except ValueError:
-            raise RailabError(f"{MEM_AVAILABLE_ENV}={raw!r}: must be a number of bytes") from None
-    with open("/proc/meminfo") as f:
-        for line in f:
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024, "MemAvailable"
-    raise RailabError("/proc/meminfo has no MemAvailable line")
-
-
-def check_memory(spec: LabSpec) -> MemoryEstimate:
-    """Preflight: refuse a lab whose estimated memory (railab.topologies.estimate) exceeds what
-    the host has available minus :data:`MEM_HEADROOM_BYTES`. Returns the estimate; raises
-    RailabError naming the estimate, the available memory and what to change."""
-    from railab.topologies.estimate import estimate_memory
-
-    est = estimate_memory(spec)
-    avail, source = mem_available_bytes()
-    room = avail - MEM_HEADROOM_BYTES
-    if est.total_bytes > room:
-        biggest = max(est.parts, key=lambda k: est.parts[k][1])
-        fix = ("Replace `lab: full` with a smaller `lab:` block" if spec.design.get("lab_scale") == "full"
-               else "Use a smaller `lab:` block")
-        fix += (" in the intent (fewer groups, servers_per_group, spines or links_per_pair; the "
-                f"largest part is {biggest})")
+def load(labdir: Path, stitch: bool) -> tuple[ClabFile, stitch_mod.StitchPlan | None, LabSpec]:
+    """``up``'s checks before anything is made: the lab file (and its stitch plan), root and FRR,
+    node kinds, the lab name, lab.json, nft for lab.capacity, RAILAB_RA_GATE, name clashes.
+    Returns ``(clab, stitch plan or None, spec)``; raises UsageError/RailabError as ``up``
+    documents."""
+    clab = load_clab(labdir)  # bad input (UsageError, exit 2) before the host's prerequisites
+    plan = stitch_mod.stitch_plan(labdir) if stitch else None
+    if plan is not None:
+        clab = plan.clab
+    if clab.external_links:
+        x = clab.external_links[0]
+        raise UsageError(f"lab {clab.name}: {len(clab.external_links)} {x.type} link(s) ({x.endpoint[0]}:"
+                         f"{x.endpoint[1]} ...): the netns runtime makes veth pairs only; "
+                         f"use --runtime containerlab (for one host of a partitioned lab: "
+                         f"--host HOST), or deploy every host of the partition on this "
+                         f"machine with railab up LABDIR --stitch")
+    check_prerequisites()
+    lab = clab.name
+    foreign = sorted(n.name for n in clab.nodes.values() if n.kind != "linux")
+    if foreign:
+        kinds = sorted({clab.nodes[n].kind for n in foreign})
         raise RailabError(
-            f"lab {spec.name} needs an estimated {est.describe()} but this host has "
-            f"{avail / GIB:.2f} GiB available ({source}), {max(room, 0) / GIB:.2f} GiB after "
-            f"{MEM_HEADROOM_BYTES / GIB:.0f} GiB headroom: nothing was created. {fix}, or free "
-            f"memory"
+            f"lab {lab}: {len(foreign)} node(s) of kind {', '.join(kinds)} ({', '.join(foreign[:4])}"
+            f"{', ...' if len(foreign) > 4 else ''}) need their own images: the netns runtime runs "
+            f"FRR on `linux` nodes only. Use --runtime containerlab, or set `kind: frr` in the intent's lab:"
         )
-    return est
-
-
-def raise_nofile(nodes: int) -> dict[str, tuple[int, int]]:
-    """Make room for the fds ``up`` holds while building a lab of ``nodes`` nodes
-    (``FDS_PER_NODE x nodes + FD_HEADROOM``): when the soft RLIMIT_NOFILE is below that, raise it
-    in this process to the hard limit. Returns ``{"RLIMIT_NOFILE": (old soft, new soft)}`` when
-    raised, else ``{}``; RailabError when even the hard limit is too small."""
-    need = FDS_PER_NODE * nodes + FD_HEADROOM
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft == resource.RLIM_INFINITY or soft >= need:
-        return {}
-    if hard != resource.RLIM_INFINITY and hard < need:
-        raise RailabError(
-            f"this lab needs {need} open files ({nodes} nodes) but the hard limit is {hard}: "
-            f"raise it (`ulimit -Hn {need}`, or LimitNOFILE / limits.conf) and retry"
+    if not is_lab_name(lab):
+        raise RailabError(lab_name_rule(lab, "lab"))
+    try:
+        spec = LabSpec.load(clab.directory)
+    except FileNotFoundError as exc:
+        raise RailabError(str(exc)) from None
+    if spec.name != lab:
+        raise RailabError(f"{clab.path.name} names lab {lab!r} but lab.json names {spec.name!r}")
+    if capacity.enabled(spec) and shutil.which("nft") is None:
+        raise RailabError(f"lab {lab} has lab.capacity (ECN marking, PFC counters in nftables "
+                          f"tables) but nft is not installed: apt-get install nftables")
+    ra_gate_wanted()  # a misspelt RAILAB_RA_GATE is refused before anything is made
+    if st.lab_dir(lab).exists():
+        raise UsageError(f"lab {lab} is already up: railab down {lab}")
+    extra_ns = plan.namespaces if plan is not None else []
+    clash = [ns for ns in [netns_name(lab, n) for n in clab.nodes] + extra_ns if netns_path(ns).exists()]
+    if clash:
+        owner = st.ledger().get(clash[0])
+        whose = f"it belongs to lab {owner}" if owner else "railab did not make it"
+        raise UsageError(
+            f"namespace {clash[0]} already exists ({whose}): give this lab another name "
+            f"(railab up INTENT --name NEW, or railab generate INTENT --name NEW)"
         )
-    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    return {"RLIMIT_NOFILE": (int(soft), int(resource.getrlimit(resource.RLIMIT_NOFILE)[0]))}
+    return clab, plan, spec
 
 
+def host(rt: NetnsRuntime, clab: ClabFile, spec: LabSpec) -> dict[str, tuple[int, int]]:
+    """The host preflight (``up``'s ``preflight`` phase): memory, file limits, FRR's dry run of
+    every config (``rt._dry_run``), every daemon installed. Returns the host limits raised."""
+    check_memory(spec)
+    limits = raise_nofile(len(clab.nodes))
+    rt._dry_run(clab)
+    missing = sorted({d for n in clab.routers for d in n.daemons if not (FRR_BIN / d).exists()})
+    if missing:
+        raise RailabError(f"lab {clab.name}: FRR daemon {', '.join(missing)} not installed in {FRR_BIN}")
+    return limits
 
 
-def check_prerequisites() -> None:
-    """Raise RailabError unless we are root and Debian's frr (daemons + vtysh) is installed."""
-    if os.geteuid() != 0:
-        raise RailabError("the netns runtime needs root (network namespaces, FRR): run with sudo")
-    missing = [d for d in FRR_DAEMONS if not (FRR_BIN / d).exists()]
-    if missing or shutil.which("vtysh") is None:
-        what = ", ".join(str(FRR_BIN / d) for d in missing) or "vtysh"
-        raise RailabError(f"FRR is not installed ({what} missing): apt-get install frr")
-
-
-# ---- executor --------------------------------------------------------------------------------
-
-
-class PreflightMixin:
-    """NetnsRuntime's checks before ``up`` makes anything, and its first state record."""
-
-    def _preflight(self, labdir: Path, stitch: bool) -> tuple[ClabFile, Any, LabSpec, dict, float]:
-        """``up``'s checks before anything is made: the lab file (and its stitch plan), root and FRR,
-        node kinds, the lab name, lab.json, nft for lab.capacity, RAILAB_RA_GATE, name clashes, then
-        the timed host preflight (memory, file limits, FRR's dry run of every config). Returns
-        ``(clab, stitch plan or None, spec, host limits raised, preflight seconds)``; raises
-        UsageError/RailabError as ``up`` documents."""
-        clab = load_clab(labdir)  # bad input (UsageError, exit 2) before the host's prerequisites
-        plan = None
-        if stitch:
-            from railab.testbed import stitch as stitch_mod
-
-            plan = stitch_mod.stitch_plan(labdir)
-        if plan is not None:
-            clab = plan.clab
-        if clab.external_links:
-            x = clab.external_links[0]
-            raise UsageError(f"lab {clab.name}: {len(clab.external_links)} {x.type} link(s) ({x.endpoint[0]}:"
-                             f"{x.endpoint[1]} ...): the netns runtime makes veth pairs only; "
-                             f"use --runtime containerlab (for one host of a partitioned lab: "
-                             f"--host HOST), or deploy every host of the partition on this "
-                             f"machine with railab up LABDIR --stitch")
-        check_prerequisites()
-        lab = clab.name
-        foreign = sorted(n.name for n in clab.nodes.values() if n.kind != "linux")
-        if foreign:
-            kinds = sorted({clab.nodes[n].kind for n in foreign})
-            raise RailabError(
-                f"lab {lab}: {len(foreign)} node(s) of kind {', '.join(kinds)} ({', '.join(foreign[:4])}"
-                f"{', ...' if len(foreign) > 4 else ''}) need their own images: the netns runtime runs "
-                f"FRR on `linux` nodes only. Use --runtime containerlab, or set `kind: frr` in the intent's lab:"
-            )
-        if not is_lab_name(lab):
-            raise RailabError(lab_name_rule(lab, "lab"))
-        try:
-            from railab.topologies.labspec import LabSpec
-
-            spec = LabSpec.load(clab.directory)
-        except FileNotFoundError as exc:
-            raise RailabError(str(exc)) from None
-        if spec.name != lab:
-            raise RailabError(f"{clab.path.name} names lab {lab!r} but lab.json names {spec.name!r}")
-        from railab.testbed import capacity
-
-        if capacity.enabled(spec) and shutil.which("nft") is None:
-            raise RailabError(f"lab {lab} has lab.capacity (ECN marking, PFC counters in nftables "
-                              f"tables) but nft is not installed: apt-get install nftables")
-        ra_gate_wanted()  # a misspelt RAILAB_RA_GATE is refused before anything is made
-        if st.lab_dir(lab).exists():
-            raise UsageError(f"lab {lab} is already up: railab down {lab}")
-        extra_ns = plan.namespaces if plan is not None else []
-        clash = [ns for ns in [netns_name(lab, n) for n in clab.nodes] + extra_ns if netns_path(ns).exists()]
-        if clash:
-            owner = st.ledger().get(clash[0])
-            whose = f"it belongs to lab {owner}" if owner else "railab did not make it"
-            raise UsageError(
-                f"namespace {clash[0]} already exists ({whose}): give this lab another name "
-                f"(railab up INTENT --name NEW, or railab generate INTENT --name NEW)"
-            )
-        t_pre = time.monotonic()
-        check_memory(spec)
-        limits = raise_nofile(len(clab.nodes))
-        self._dry_run(clab)
-        missing = sorted({d for n in clab.routers for d in n.daemons if not (FRR_BIN / d).exists()})
-        if missing:
-            raise RailabError(f"lab {lab}: FRR daemon {', '.join(missing)} not installed in {FRR_BIN}")
-        preflight_s = round(time.monotonic() - t_pre, 3)
-        return clab, plan, spec, limits, preflight_s
-
-    def _new_record(self, clab: ClabFile, plan: Any, limits: dict, preflight_s: float) -> st.LabState:
-        """The state record ``up`` saves first (phase ``creating``)."""
-        lab = clab.name
-        record = st.LabState(
-            lab=lab,
-            runtime=self.name,
-            phase="creating",
-            labdir=str(clab.directory),
-            clab_file=str(clab.path),
-            namespaces={n: netns_name(lab, n) for n in clab.nodes},
-            links=[(f"{lk.a[0]}:{lk.a[1]}", f"{lk.b[0]}:{lk.b[1]}", lk.mtu) for lk in clab.links],
-            routers={
-                n.name: st.RouterState(dir=str(st.node_dir(lab, n.name)), config=str(n.frr_conf),
-                                       daemons=list(n.daemons))
-                for n in clab.routers
-            },
-            host_limits=limits,
-            timings={"preflight_s": preflight_s},
-        )
-        if plan is not None:
-            record.stitch = plan.record()
-        return record
+def new_record(rt: NetnsRuntime, clab: ClabFile, plan: stitch_mod.StitchPlan | None,
+               limits: dict, timings: dict[str, float]) -> st.LabState:
+    """The state record ``up`` saves first (phase ``creating``)."""
+    lab = clab.name
+    record = st.LabState(
+        lab=lab,
+        runtime=rt.name,
+        phase="creating",
+        labdir=str(clab.directory),
+        clab_file=str(clab.path),
+        namespaces={n: netns_name(lab, n) for n in clab.nodes},
+        links=[(f"{lk.a[0]}:{lk.a[1]}", f"{lk.b[0]}:{lk.b[1]}", lk.mtu) for lk in clab.links],
+        routers={
+            n.name: st.RouterState(dir=str(st.node_dir(lab, n.name)), config=str(n.frr_conf),
+                                   daemons=list(n.daemons))
+            for n in clab.routers
+        },
+        host_limits=limits,
+        timings=dict(timings),
+    )
+    if plan is not None:
+        record.stitch = plan.record()
+    return record

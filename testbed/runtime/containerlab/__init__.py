@@ -23,296 +23,57 @@ railab drives containerlab's CLI and never reimplements it:
 Containerlab names every node's container and network namespace ``clab-<lab>-<node>`` (the netns
 runtime uses the same names, so the traffic engine works on both). Command lines are built by
 pure functions (``deploy_argv`` ...) so they are unit-tested without the binary.
+
+Modules: this one is the runtime (the lab's record, deploy/destroy, status); ``commands``
+(containerlab's command lines and ``inspect`` output, pure), ``postdeploy`` (the sonic-vs
+post-deploy plan and its runner, ``--dry-run``'s lines, a partitioned lab's host file),
+``prereq`` (binary, Docker engine, images; the one import of the optional ``docker`` side,
+railab.testbed.docker_exec). Everything is re-exported here.
 """
 
-from __future__ import annotations
-
-import json
 import shutil
 import subprocess
 import threading
-import time
-from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from railab.errors import RailabError, UsageError
 from railab.testbed import state as st
-from railab.testbed.clabfile import ClabFile, find_clab_file, load_clab
+from railab.testbed.clabfile import ClabFile, load_clab
 from railab.testbed.runtime.base import Runtime
+from railab.testbed.runtime.containerlab.commands import (
+    BINARY,
+    DEPLOY_TIMEOUT_S,
+    USE_NETNS,
+    ClabContainer,
+    deploy_argv,
+    destroy_argv,
+    inspect_argv,
+    parse_inspect,
+)
+from railab.testbed.runtime.containerlab.postdeploy import (
+    SONIC_BOOT_TIMEOUT_S,
+    host_clab_file,
+    plan_lines,
+    post_deploy_plan,
+    run_steps,
+)
+from railab.testbed.runtime.containerlab.prereq import docker_exec, missing_images, preflight
+from railab.testbed.runtime.phases import timed
 from railab.testbed.signals import signals_ignored, signals_raise
 from railab.topologies.labspec import LabSpec
-from railab.topologies.naming import container_name, netns_name, netns_prefix
-from railab.topologies.nodekinds import kind_of_clab
-from railab.topologies.sonic import Step
+from railab.topologies.naming import netns_name
 
-BINARY = "containerlab"
-#: Suggestion appended to every "missing piece" error.
-USE_NETNS = "or run the lab without Docker: `railab up LAB --runtime netns`"
-DEPLOY_TIMEOUT_S = 900.0
+#: what the single-module runtime exported (tests and callers import these from here)
+__all__ = [
+    "BINARY", "DEPLOY_TIMEOUT_S", "SONIC_BOOT_TIMEOUT_S", "USE_NETNS", "ClabContainer", "ContainerlabRuntime",
+    "deploy_argv", "destroy_argv", "host_clab_file", "inspect_argv", "missing_images", "parse_inspect",
+    "plan_lines", "post_deploy_plan", "preflight", "run_steps",
+]
 
-
-# ---- command lines (pure) --------------------------------------------------------------------
-def deploy_argv(clab_file: str | Path, *, reconfigure: bool = False, binary: str = BINARY) -> list[str]:
-    """``containerlab deploy -t FILE [--reconfigure]`` (``--reconfigure`` re-creates a running
-    lab's nodes from the file instead of failing on existing containers)."""
-    argv = [binary, "deploy", "-t", str(clab_file)]
-    if reconfigure:
-        argv.append("--reconfigure")
-    return argv
-
-
-def destroy_argv(*, clab_file: str | Path | None = None, lab: str | None = None, binary: str = BINARY) -> list[str]:
-    """``containerlab destroy -t FILE --cleanup`` or, without the file, ``--name LAB``.
-
-    ``--cleanup`` also removes containerlab's lab directory (``clab-<lab>/``). ValueError when
-    neither is given.
-    """
-    return [binary, "destroy", *_target(clab_file, lab), "--cleanup"]
-
-
-def inspect_argv(*, clab_file: str | Path | None = None, lab: str | None = None, binary: str = BINARY) -> list[str]:
-    """``containerlab inspect -t FILE --format json`` (or ``--name LAB``)."""
-    return [binary, "inspect", *_target(clab_file, lab), "--format", "json"]
-
-
-def _target(clab_file: str | Path | None, lab: str | None) -> list[str]:
-    if clab_file is not None:
-        return ["-t", str(clab_file)]
-    if lab:
-        return ["--name", lab]
-    raise ValueError("give clab_file or lab")
-
-
-# ---- inspect output (pure) -------------------------------------------------------------------
-@dataclass(frozen=True)
-class ClabContainer:
-    """One row of ``containerlab inspect --format json``; ``node`` is the topology node name
-    (container name without the ``clab-<lab>-`` prefix), "" when the prefix does not match."""
-
-    lab: str
-    name: str
-    node: str
-    container_id: str
-    image: str
-    kind: str
-    state: str
-    status: str
-    ipv4_address: str
-    ipv6_address: str
-    owner: str
-    lab_path: str
-
-    @property
-    def running(self) -> bool:
-        return self.state == "running"
-
-
-def parse_inspect(text: str) -> list[ClabContainer]:
-    """Containers in ``containerlab inspect --format json`` output, sorted by (lab, name).
-
-    Accepts the keyed form (``{"<lab>": [..]}``, containerlab >= 0.68), the flat form
-    (``{"containers": [..]}``) and a bare list; ``{}`` / empty text mean no containers. Raises
-    RailabError when the text is not JSON or rows lack ``name``.
-    """
-    text = text.strip()
-    if not text:
-        return []
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise RailabError(f"containerlab inspect printed non-JSON output ({exc}): {text[:200]!r}") from None
-    if isinstance(doc, list):
-        rows: Iterable[Any] = doc
-    elif isinstance(doc, dict):
-        rows = [r for v in doc.values() if isinstance(v, list) for r in v]
-    else:
-        raise RailabError(f"containerlab inspect JSON is neither an object nor a list: {text[:200]!r}")
-    out = []
-    for r in rows:
-        if not isinstance(r, dict) or not r.get("name"):
-            raise RailabError(f"containerlab inspect row without a container name: {r!r}")
-        lab = str(r.get("lab_name", ""))
-        name = str(r["name"]).lstrip("/")
-        prefix = netns_prefix(lab)
-        out.append(ClabContainer(
-            lab=lab,
-            name=name,
-            node=name[len(prefix):] if lab and name.startswith(prefix) else str(r.get("nodeName", "")),
-            container_id=str(r.get("container_id", "")),
-            image=str(r.get("image", "")),
-            kind=str(r.get("kind", "")),
-            state=str(r.get("state", "")),
-            status=str(r.get("status", "")),
-            ipv4_address=str(r.get("ipv4_address", "")),
-            ipv6_address=str(r.get("ipv6_address", "")),
-            owner=str(r.get("owner", "")),
-            lab_path=str(r.get("absLabPath") or r.get("labPath") or ""),
-        ))
-    return sorted(out, key=lambda c: (c.lab, c.name))
-
-
-# ---- prerequisites ---------------------------------------------------------------------------
-def missing_images(images: Iterable[str], client: Any) -> list[str]:
-    """The images (sorted, unique) that ``client`` (docker.DockerClient) does not hold locally."""
-    from docker.errors import ImageNotFound
-
-    missing = []
-    for image in sorted(set(images)):
-        try:
-            client.images.get(image)
-        except ImageNotFound:
-            missing.append(image)
-    return missing
-
-
-def _image_hint(images: list[str]) -> str:
-    hints = []
-    for img in images:
-        if img.startswith("railab/gpu-server"):
-            hints.append(f"docker build -t {img} images/gpu-server")
-        elif img.startswith("railab/frr"):
-            hints.append(f"docker build -t {img} images/frr")
-        elif "sonic" in img:
-            hints.append(f"docker load -i docker-sonic-vs.gz and tag it {img} (docs/containerlab.md)")
-        else:
-            hints.append(f"docker pull {img}")
-    return "; ".join(hints)
-
-
-def preflight(images: Iterable[str], *, binary: str = BINARY, docker_url: str | None = None) -> Any:
-    """Check the pieces ``up`` needs: the containerlab binary, a reachable Docker engine and
-    every image present locally. Returns the docker client.
-
-    Raises ONE RailabError naming every missing piece and suggesting ``--runtime netns``.
-    """
-    problems = []
-    if shutil.which(binary) is None:
-        problems.append(f"the containerlab binary ({binary!r}) is not on PATH "
-                        "(install: https://containerlab.dev/install/)")
-    client = None
-    try:
-        from railab.testbed.docker_exec import docker_client  # optional dependency: docker
-
-        client = docker_client(docker_url, timeout=5)
-    except RailabError as exc:
-        problems.append(str(exc).split("; start dockerd")[0])
-    if client is not None:
-        gone = missing_images(images, client)
-        if gone:
-            problems.append(f"image(s) not present locally: {', '.join(gone)} ({_image_hint(gone)})")
-    if problems:
-        raise RailabError("the containerlab runtime cannot run here: " + "; ".join(problems) + f"; {USE_NETNS}")
-    return client
-
-
-# ---- sonic-vs post-deploy (pure plan, executed through an Executor) ---------------------------
-#: seconds each sonic-vs boot wait may take (redis, CONFIG_DB, PortInitDone).
-SONIC_BOOT_TIMEOUT_S = 300.0
-
-
-def post_deploy_plan(clab: ClabFile, *, boot_timeout_s: float = SONIC_BOOT_TIMEOUT_S) -> dict[str, list[Step]]:
-    """``{node: [Step, ...]}`` for every node of ``clab`` (file order) whose registered node kind
-    has a ``post_deploy`` hook (sonic-vs: :func:`railab.topologies.sonic.post_deploy_for_binds`),
-    for the paths the node binds its files on.
-
-    Raises UsageError naming the node when the hook refuses its binds (sonic-vs: a bind onto a
-    path docker-sonic-vs's start.sh moves onto, e.g. ``/etc/sonic/config_db.json``: start.sh's
-    ``mv`` fails with EBUSY and it stops before redis).
-    """
-    plan: dict[str, list[Step]] = {}
-    for node in clab.nodes.values():
-        binds = {target: src.name for target, src in node.binds.items()}
-        kind = kind_of_clab(node.kind, binds)
-        if kind is None or kind.post_deploy is None:
-            continue
-        try:
-            plan[node.name] = kind.post_deploy(binds, boot_timeout_s=boot_timeout_s)
-        except ValueError as exc:
-            raise UsageError(f"{clab.path.name}: {kind.name} node {node.name} {exc}") from None
-    return plan
-
-
-def run_steps(executor: Any, node: str, steps: list[Step], *,
-              clock: Callable[[], float] = time.monotonic,
-              sleep: Callable[[float], None] = time.sleep,
-              stop: threading.Event | None = None) -> list[dict[str, Any]]:
-    """Run ``steps`` in ``node`` through ``executor`` (``run(node, argv, timeout=)``), in order;
-    a step with ``expect`` is polled until its stripped stdout equals it. Returns one record
-    per step ``{step, command, seconds, polls}``.
-
-    Raises RailabError naming the node, the step, the command and its last output when a step
-    fails (non-zero exit with ``check``) or a wait times out; RailabError("stopped") as soon as
-    ``stop`` is set (Ctrl-C in the caller: no poll outlives ``up``'s rollback).
-    """
-    done: list[dict[str, Any]] = []
-    for step in steps:
-        t0, polls, last = clock(), 0, None
-        while True:
-            if stop is not None and stop.is_set():
-                raise RailabError(f"sonic-vs node {node}: stopped at step '{step.name}'")
-            polls += 1
-            try:
-                last = executor.run(node, list(step.argv), timeout=max(5.0, min(step.timeout_s, 60.0)))
-            except TimeoutError as exc:
-                last = None
-                err = str(exc)
-            else:
-                err = (last.stderr or last.stdout).strip()[-300:]
-            if step.expect is None:
-                if last is not None and (last.rc == 0 or not step.check):
-                    break
-                raise RailabError(f"sonic-vs node {node}: step '{step.name}' (`{step.text()}`) failed"
-                                  f"{f' (rc={last.rc})' if last is not None else ''}: {err}")
-            if last is not None and last.rc == 0 and last.stdout.strip() == step.expect:
-                break
-            if clock() - t0 > step.timeout_s:
-                seen = last.stdout.strip()[-200:] if last is not None else err
-                raise RailabError(f"sonic-vs node {node}: '{step.name}' not reached within "
-                                  f"{step.timeout_s:g} s (`{step.text()}` printed {seen!r}, wanted "
-                                  f"{step.expect!r}); docker logs {node} shows SONiC's start.sh")
-            sleep(step.interval_s)
-        done.append({"step": step.name, "command": step.text(), "seconds": round(clock() - t0, 3),
-                     "polls": polls})
-    return done
-
-
-def plan_lines(clab: ClabFile, *, reconfigure: bool = False, binary: str = BINARY,
-               boot_timeout_s: float = SONIC_BOOT_TIMEOUT_S) -> list[str]:
-    """The commands ``up`` runs for ``clab``, as shell lines: ``containerlab deploy ...``, then
-    per sonic-vs node its post-deploy steps as ``docker exec <container> ...`` (a waited step is
-    marked ``# until ... prints X``). Raises what :func:`sonic_plan` raises."""
-    import shlex
-
-    lines = [shlex.join(deploy_argv(clab.path, reconfigure=reconfigure, binary=binary))]
-    for node, steps in post_deploy_plan(clab, boot_timeout_s=boot_timeout_s).items():
-        ctr = container_name(clab.name, node)
-        for step in steps:
-            line = f"docker exec {ctr} {step.text()}"
-            if step.expect is not None:
-                line += f"  # {step.name}: until it prints {step.expect} (<= {step.timeout_s:g} s)"
-            else:
-                line += f"  # {step.name}"
-            lines.append(line)
-    return lines
-
-
-def host_clab_file(labdir: str | Path, host: str) -> Path:
-    """``DIR/<host>/<lab>.clab.yml``: one host's part of a lab partitioned with ``railab
-    generate --hosts`` (railab.topologies.partition). UsageError naming the hosts the
-    directory has when ``host`` is not one of them."""
-    top = find_clab_file(labdir)
-    path = top.parent / host / top.name
-    if not path.is_file():
-        have = sorted(p.parent.name for p in top.parent.glob(f"*/{top.name}"))
-        raise UsageError(f"{top.parent} has no part for host {host!r} ({path} missing); "
-                         + (f"its hosts: {', '.join(have)}" if have else
-                            "generate it with railab generate INTENT --hosts N"))
-    return path
-
-
-# ---- runtime ---------------------------------------------------------------------------------
 Runner = Callable[..., subprocess.CompletedProcess]
 
 
@@ -349,8 +110,6 @@ class ContainerlabRuntime(Runtime):
         plan = post_deploy_plan(clab, boot_timeout_s=self.boot_timeout_s)
         if not plan:
             return {}
-        from concurrent.futures import ThreadPoolExecutor
-
         ex = executor if executor is not None else self.executor(clab.name)
         stop = threading.Event()
         pool = ThreadPoolExecutor(max_workers=min(8, len(plan)))
@@ -372,9 +131,7 @@ class ContainerlabRuntime(Runtime):
 
     def executor(self, lab: str):
         """A DockerExecutor on the lab's containers (``clab-<lab>-<node>``)."""
-        from railab.testbed.docker_exec import DockerExecutor  # optional dependency: docker
-
-        return DockerExecutor(lab, base_url=self.docker_url)
+        return docker_exec().DockerExecutor(lab, base_url=self.docker_url)
 
     def _clab(self, argv: list[str], what: str, timeout: float = 300.0) -> str:
         """Run a containerlab command; RailabError with its last output lines on failure."""
@@ -440,16 +197,14 @@ class ContainerlabRuntime(Runtime):
         st.save(record)
         with signals_raise():
             try:
-                t0 = time.monotonic()
-                self._clab(deploy_argv(clab.path, reconfigure=reconf, binary=self.binary), "deploy",
-                           timeout=DEPLOY_TIMEOUT_S)
-                record.timings["deploy_s"] = round(time.monotonic() - t0, 3)
+                with timed(record.timings, "deploy_s"):
+                    self._clab(deploy_argv(clab.path, reconfigure=reconf, binary=self.binary), "deploy",
+                               timeout=DEPLOY_TIMEOUT_S)
                 if post_deploy_plan(clab):
                     record.phase = "post-deploy"
                     st.save(record)
-                    t1 = time.monotonic()
-                    self.post_deploy(clab)
-                    record.timings["post_deploy_s"] = round(time.monotonic() - t1, 3)
+                    with timed(record.timings, "post_deploy_s"):
+                        self.post_deploy(clab)
                 record.phase = "started"
                 return st.save(record)
             except BaseException:
