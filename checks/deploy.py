@@ -24,6 +24,7 @@ from railab.checks.converge import (
 from railab.errors import RailabError
 from railab.testbed import lb, state
 from railab.testbed.runtime.base import Runtime
+from railab.testbed.runtime.phases import timed
 from railab.testbed.signals import signals_ignored, signals_raise
 from railab.testbed.state import LabState
 from railab.topologies.labspec import LabSpec
@@ -110,15 +111,10 @@ def _load_balancing(runtime: Runtime, spec: LabSpec, record: LabState) -> LabSta
     mode = spec.load_balancing.mode
     if mode == "ecmp" or runtime.name != "netns":
         return record
-    t = time.monotonic()
-    try:
+    with timed(record.timings, "load_balancing_s"):
         lb.apply(spec, lambda n: record.namespaces.get(n) or netns_name(record.lab, n), mode,
                  state.lab_dir(record.lab))
-    except RuntimeError as exc:
-        raise RailabError(f"lab {record.lab}: load balancing {mode} (lab.load_balancing) could not "
-                          f"be applied: {exc}") from exc
     record.load_balancing = mode
-    record.timings["load_balancing_s"] = round(time.monotonic() - t, 3)
     return state.save(record)
 
 
