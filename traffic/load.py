@@ -362,6 +362,7 @@ class LoadEngine(Engine):
         q.start_psn = (q.dqpn * 2654435761) & MASK24
         src = self.spec.nic(flow.src[0], flow.src_nic)
         dst = self.spec.nic(flow.dst[0], flow.dst_nic)
+        self.require(flow)
         q.tx = self._tx[(flow.src[0], flow.src_nic)]
         q.cnp_tx = self._tx[(flow.dst[0], flow.dst_nic)]
         q.sport = qp_sport(flow, self.sport_mode)
