@@ -210,9 +210,10 @@ def group_failures(results: list[CheckResult]) -> list[tuple[CheckResult, list[C
     for i, (node, _prefix) in deferred:
         # the neighbor that lacks the prefix has a dead daemon (staticd: no aggregate to
         # announce): that root explains it; else nothing does and it is a root of its own
-        hit = next((j for j in roots if ("dead", node) in provided[j]), None)
+        hit = next((j for j in roots if ("dead", node) in provided.get(j, ())), None)
         if hit is None:
             roots.append(i)
+            provided[i] = _provides(fails[i])
             hit = i
         root_of[i] = hit
     roots.sort()

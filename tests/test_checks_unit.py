@@ -765,3 +765,17 @@ def test_a_set_stop_event_interrupts_run_checks_at_a_safe_point(spec, snap):
     assert 1 <= len(calls) <= 8, calls  # at most the prefetch batch already running (8 workers)
     stop.clear()
     assert run_checks(spec, RecordedExecutor(snap), only="bgp", netns_of=lambda n: None, stop=stop)
+
+
+def test_unexplained_upstream_rows_stay_roots_of_their_own():
+    """Two `upstream` rows nothing explains are two roots (a KeyError in group_failures once a
+    second such row looked for a dead daemon among the roots: railab check --wait crashed
+    while bgpd restarted)."""
+    from railab.checks.base import Cause, CheckResult
+    from railab.checks.runner import group_failures
+
+    rows = [CheckResult(check="routes", name=f"g1-leaf{i} 10.0.{i}.0/24", status="fail",
+                        node=f"g1-leaf{i}", prefix=f"10.0.{i}.0/24",
+                        cause=Cause(kind="upstream", node="g2-leaf1", prefix=f"10.0.{i}.0/24"))
+            for i in (1, 2, 3)]
+    assert [g[0].name for g in group_failures(rows)] == [r.name for r in rows]
