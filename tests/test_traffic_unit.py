@@ -492,3 +492,22 @@ def test_a_nic_that_refuses_every_frame_stops_the_flow(spec, monkeypatch):
     assert st.res.tx_refused == "srv1:eth1" and st.sent == 0
     assert not st.res.ok and st.res.verdict.startswith("srv1:eth1 refused every frame")
     assert st.res.to_dict()["tx_refused"] == "srv1:eth1"
+
+
+def test_traffic_does_not_run_check_when_an_exercise_switched_it_off(monkeypatch):
+    """A training exercise with ``--disable check``: traffic must not name the hidden fault
+    through check's families (check_groups gives None, the flows stay not attributed)."""
+    from railab.checks import lab as L
+    from railab.cli import exercise as X
+    from railab.cli.traffic import check_groups
+    from railab.errors import UsageError
+
+    def refuse(command, args):
+        raise UsageError(f"railab {command} is switched off")
+
+    def boom(ref):
+        raise AssertionError("check ran")
+
+    monkeypatch.setattr(X, "gate", refuse)
+    monkeypatch.setattr(L.LiveLab, "attach", classmethod(lambda cls, ref: boom(ref)))
+    assert check_groups("trainx") is None

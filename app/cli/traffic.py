@@ -209,12 +209,18 @@ def attributed(cause: dict | None) -> bool:
 def check_groups(lab: str, stop=None) -> list | None:
     """``railab check``'s root-cause groups (:func:`railab.checks.runner.group_failures`) of
     every family but hops, run now on ``lab`` (about 1 s on mini): what :func:`flow_root_causes`
-    files failed flows under. None when the lab cannot be checked (an error is not a cause)."""
+    files failed flows under. None when the lab cannot be checked (an error is not a cause) or
+    a training exercise on it switched ``railab check`` off (its answer would leak)."""
     from railab.checks.base import CHECKS
     from railab.checks.lab import LiveLab
     from railab.checks.runner import group_failures, run_checks
-    from railab.errors import RailabError
+    from railab.cli.exercise import gate
+    from railab.errors import RailabError, UsageError
 
+    try:
+        gate("check", [lab])
+    except UsageError:
+        return None
     try:
         live = LiveLab.attach(lab)
         results = run_checks(live.spec, live.executor, only=[n for n in CHECKS if n != "hops"],
