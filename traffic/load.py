@@ -479,6 +479,12 @@ class LoadEngine(Engine):
                     q.nic_down = True
                     q.active = False
                     return
+                if e.errno == errno.EMSGSIZE:  # the NIC's MTU is below the run's frames
+                    nic = f"{q.flow.src[0]}:{q.tx.getsockname()[0]}"
+                    raise RailabError(
+                        f"{nic} refused a {len(frame) - 14} B packet (EMSGSIZE): its MTU is below "
+                        f"the run's packets; railab check names the MTU mismatch, or run with a "
+                        f"smaller --mtu") from None
                 raise
             q.sent += 1
             q.sent_bytes += tpl.size

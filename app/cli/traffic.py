@@ -301,7 +301,9 @@ def load_verdict(res, *, pfc_on: bool, capacity: bool) -> list[str]:
     loss where PFC promises lossless (queue drops or end-to-end loss with ``pfc_on``), an
     engine that fell more than 10 % short of what it meant to send, or a flow that arrived over
     an unexpected hop count or not at all although the design reaches it. Drops with PFC off,
-    or on a lab without ``lab.capacity``, are a measured result, not a failure."""
+    or on a lab without ``lab.capacity``, are a measured result, not a failure. A flow whose NIC
+    refused every frame of the run (nothing sent, back-pressure counted: an egress filter on the
+    NIC, ``railab fault grey-loss``) fails too."""
     out = []
     if pfc_on and capacity and ((res.dropped or 0) > 0 or res.lost > 0):
         out.append(f"loss with PFC on (lossless promised): {res.dropped or 0} queue drops, "
@@ -312,7 +314,11 @@ def load_verdict(res, *, pfc_on: bool, capacity: bool) -> list[str]:
     for f in res.flows:
         if f["expected_hops"] is None:
             continue
-        if f["rx_packets"] == 0 and f["tx_packets"] > 0:
+        if f["tx_packets"] == 0 and f.get("backpressure", 0) > 0:
+            out.append(f"{f['name']}: nothing sent: its NIC refused every frame "
+                       f"({f['backpressure']} times: an egress filter drops them, or a queue never "
+                       "drained); railab check names a filter on the port")
+        elif f["rx_packets"] == 0 and f["tx_packets"] > 0:
             out.append(f"{f['name']}: nothing arrived ({f['tx_packets']} sent), the design "
                        f"reaches it in {f['expected_hops']} hops")
         elif f["hops"] is not None and f["hops"] != f["expected_hops"]:
