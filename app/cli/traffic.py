@@ -303,7 +303,7 @@ def load_verdict(res, *, pfc_on: bool, capacity: bool) -> list[str]:
     an unexpected hop count or not at all although the design reaches it. Drops with PFC off,
     or on a lab without ``lab.capacity``, are a measured result, not a failure. A flow whose NIC
     refused every frame of the run (nothing sent, back-pressure counted: an egress filter on the
-    NIC, ``railab fault grey-loss``) fails too."""
+    NIC, ``railab fault grey-loss``) or whose sender NIC is down fails too."""
     out = []
     if pfc_on and capacity and ((res.dropped or 0) > 0 or res.lost > 0):
         out.append(f"loss with PFC on (lossless promised): {res.dropped or 0} queue drops, "
@@ -314,7 +314,10 @@ def load_verdict(res, *, pfc_on: bool, capacity: bool) -> list[str]:
     for f in res.flows:
         if f["expected_hops"] is None:
             continue
-        if f["tx_packets"] == 0 and f.get("backpressure", 0) > 0:
+        if f.get("nic_down"):
+            out.append(f"{f['name']}: its sender NIC is down (ENETDOWN): {f['tx_packets']} sent; "
+                       "railab check names the link")
+        elif f["tx_packets"] == 0 and f.get("backpressure", 0) > 0:
             out.append(f"{f['name']}: nothing sent: its NIC refused every frame "
                        f"({f['backpressure']} times: an egress filter drops them, or a queue never "
                        "drained); railab check names a filter on the port")
