@@ -511,3 +511,15 @@ def test_traffic_does_not_run_check_when_an_exercise_switched_it_off(monkeypatch
     monkeypatch.setattr(X, "gate", refuse)
     monkeypatch.setattr(L.LiveLab, "attach", classmethod(lambda cls, ref: boom(ref)))
     assert check_groups("trainx") is None
+
+
+def test_traceroute_from_a_nic_that_refuses_or_cannot_fit_the_probe_says_so():
+    """Issue 31: grey loss on the source NIC made railab traceroute die with a traceback
+    (ENOBUFS from the probe's send); an MTU below the probe, likewise (EMSGSIZE)."""
+    from railab.traffic.engine import Hop
+    from railab.traffic.traceroute import format_path
+
+    assert format_path([Hop(1, None, "srv2:eth3", None, "tx-refused")]).startswith(
+        "srv2:eth3 refused the probe (ENOBUFS")
+    assert format_path([Hop(1, None, "srv2:eth3", None, "mtu-exceeded")]) == \
+        "srv2:eth3's MTU is below the probe: not sent"

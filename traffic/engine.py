@@ -176,8 +176,9 @@ def in_netns(ns: str) -> Iterator[None]:
 class Hop:
     """One traceroute hop: TTL sent, replying address, lab node name, RTT (ms), kind
     (``time-exceeded``, ``destination``, ``unreachable``, ``timeout``, or ``nic-down`` /
-    ``mtu-exceeded`` when the source NIC is administratively down / has an MTU below the
-    probe and the probe was not sent: ``node`` names it) and, for
+    ``mtu-exceeded`` / ``tx-refused`` when the source NIC is administratively down / has an MTU
+    below the probe / refused it (ENOBUFS: an egress filter) and the probe was not sent:
+    ``node`` names it) and, for
     ``unreachable``, the ICMP destination-unreachable code (RFC 792: 0 net, 1 host, 3 port;
     RFC 1812: 13 administratively prohibited)."""
 
@@ -1094,11 +1095,12 @@ class Engine:
         try:
             st.tx.send(frame)
         except OSError as e:
-            if e.errno not in (errno.ENETDOWN, errno.EMSGSIZE):
+            kind = {errno.ENETDOWN: "nic-down", errno.EMSGSIZE: "mtu-exceeded",
+                    errno.ENOBUFS: "tx-refused", errno.EAGAIN: "tx-refused"}.get(e.errno)
+            if kind is None:
                 raise
             self._probes.pop(key, None)
-            return Hop(ttl, None, f"{flow.src[0]}:{st.tx.getsockname()[0]}", None,
-                       "nic-down" if e.errno == errno.ENETDOWN else "mtu-exceeded")
+            return Hop(ttl, None, f"{flow.src[0]}:{st.tx.getsockname()[0]}", None, kind)
         deadline = t0 + timeout
         while rec["kind"] is None and time.monotonic() < deadline:
             self.poll(min(0.02, max(0.0, deadline - time.monotonic())))

@@ -113,7 +113,8 @@ def black_hole_text(spec, eng, flow, hops) -> str | None:
     from railab.checks.base import link_status
     from railab.errors import RailabError
 
-    if not hops or hops[-1].kind in ("destination", "unreachable", "nic-down", "mtu-exceeded"):
+    if not hops or hops[-1].kind in ("destination", "unreachable", "nic-down", "mtu-exceeded",
+                                     "tx-refused"):
         return None
     answered = [h.node for h in hops if h.kind == "time-exceeded" and h.node]
     last = answered[-1] if answered else None
