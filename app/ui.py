@@ -946,7 +946,7 @@ def run_traffic(w: LabWatch, pattern: str, flows: int | None, pxn: bool = False)
     one flow at a time with switch counters): ``flows`` (one row per flow as the CLI's table),
     ``ok`` (flows as expected), ``coverage``, ``spread`` (per spine, per uplink), ``warnings``,
     ``root_causes``. UsageError for a pattern the lab cannot run."""
-    from railab.cli.traffic import _link_state, _link_up, flow_root_causes
+    from railab.cli.traffic import _link_state, _link_up, check_groups, flow_root_causes
     from railab.traffic.engine import Engine, spread, spread_warnings
     from railab.traffic.patterns import PatternError, coverage_text, flows_for, pattern_pairs, sample_text
 
@@ -958,7 +958,8 @@ def run_traffic(w: LabWatch, pattern: str, flows: int | None, pxn: bool = False)
     with Engine(w.spec, w.netns_of) as eng:
         results = eng.run(fl, measure=True)
         warnings = spread_warnings(w.spec, results, _link_up(eng))
-        causes = flow_root_causes(w.spec, results, _link_state(eng)) if any(not r.ok for r in results) else []
+        causes = flow_root_causes(w.spec, results, _link_state(eng), check_groups(w.lab)) if any(
+            not r.ok for r in results) else []
     sp = spread(w.spec, results)
     rows = []
     for r in results:

@@ -60,6 +60,7 @@ RTM_PROTOCOLS = {2: "kernel", 3: "boot", 4: "static", 11: "zebra", 186: "bgp", 1
 #: own, which then group by equal causes or by their ``link``):
 CAUSE_KINDS = {
     "link-down": "link: a cable/veth is down (admin down or carrier lost)",
+    "node-down": "node: every link of the node is down at its own end (powered off)",
     "miswired": "link: the planned link lands on another port",
     "port-missing": "node, port: the interface does not exist",
     "session-down": "link (+ node, port): a BGP session is not Established",

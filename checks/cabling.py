@@ -87,6 +87,39 @@ def _where(obs: Observer, node: str, iface: str | None) -> str:
     return f"{node}:{iface}"
 
 
+def _node_down(spec, rows: list[CheckResult]) -> list[CheckResult]:
+    """Rows whose link is down at node ``N``'s end, when every link of ``N`` (two or more) is
+    (``railab fault node-off``, a server powered off): one cause, ``node-down`` on ``N``, so
+    they are one root cause (behind ``N``'s dead daemons on a switch) instead of one per link."""
+    down: dict[str, int] = {}
+    for r in rows:
+        if r.status == "fail" and r.cause is not None and r.cause.kind == "link-down":
+            down[r.cause.node] = down.get(r.cause.node, 0) + 1
+    off = {n for n, k in down.items() if k >= 2 and k == len(spec.links_of(n))}
+    if not off:
+        return rows
+    return [r.model_copy(update={"cause": Cause(kind="node-down", node=r.cause.node)})
+            if r.status == "fail" and r.cause is not None and r.cause.kind == "link-down"
+            and r.cause.node in off else r for r in rows]
+
+
+def _crossed(obs: Observer, spec, a: Endpoint, b: Endpoint, peer: tuple[str, str]) -> Cause | None:
+    """One cause for both ends of a crossed pair: ``a`` lands on ``peer``, which ``lab.json``
+    cables to another end ``c``, and ``c`` lands on ``a``'s planned far end ``b`` (two cables
+    swapped, ``railab fault cross-cable``). The cause names the first of ``a`` and ``c`` (by
+    name) and its planned link, so both rows are one root cause; None for any other miswire."""
+    try:
+        c = spec.peer(*peer)
+        back = obs.peer(*c)
+    except (KeyError, ObservationError, OSError):
+        return None
+    if back != (b.node, b.interface):
+        return None
+    node, port = min((a.node, a.interface), c)
+    far = spec.peer(node, port)
+    return Cause(kind="miswired", node=node, port=port, link=link_id(node, port, *far))
+
+
 def check_cabling(obs: Observer) -> list[CheckResult]:
     """One result per ``lab.json`` link: wired to the planned peer port, and up on both ends.
 
@@ -167,8 +200,8 @@ def check_cabling(obs: Observer) -> list[CheckResult]:
                           f"re-cable per lab.json")
             results.append(failed(CHECK, name, **ref, expected=expected,
                                   observed=where, reason=reason + note,
-                                  cause=Cause(kind="miswired", node=a.node, port=a.interface,
-                                              link=lid)))
+                                  cause=_crossed(obs, spec, a, b, peer) or Cause(
+                                      kind="miswired", node=a.node, port=a.interface, link=lid)))
             continue
         ends = [(n, i, st_) for n, i, st_ in
                 ((a.node, a.interface, a_link), (b.node, b.interface, b_link))
@@ -188,6 +221,7 @@ def check_cabling(obs: Observer) -> list[CheckResult]:
     if not results:
         results.append(skipped(CHECK, "links", "lab.json lists no links"))
         return results
+    results = _node_down(spec, results)
     results += _mtu_rows(obs)
     results += _filter_rows(obs, faults)
     return results

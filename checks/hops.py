@@ -57,6 +57,8 @@ def flow_cause(spec, res, link_state: Callable[[str, str], str | None] | None = 
     cause:
 
     * a NIC down at either end: ``link-down`` on that NIC's link (``node``/``port`` the NIC);
+    * an interface the flow needs that does not exist (``FlowResult.port_missing``: a pulled
+      cable, a far end parked by carrier loss): ``link-down`` on that interface's link;
     * a NIC whose MTU is below the flow's packets at either end (``FlowResult.mtu_exceeded``:
       EMSGSIZE at the sender, or lost packets larger than the receiver's MTU): ``mtu-mismatch`` on that
       NIC's link;
@@ -73,6 +75,9 @@ def flow_cause(spec, res, link_state: Callable[[str, str], str | None] | None = 
     f = res.flow
     if res.nic_down:
         node, port = res.nic_down.split(":", 1)
+        return Cause(kind="link-down", node=node, port=port, link=_planned_link(spec, node, port))
+    if getattr(res, "port_missing", None):
+        node, port = res.port_missing.split(":", 1)
         return Cause(kind="link-down", node=node, port=port, link=_planned_link(spec, node, port))
     if getattr(res, "mtu_exceeded", None):
         node, port = res.mtu_exceeded.split(":", 1)
@@ -95,6 +100,109 @@ def flow_cause(spec, res, link_state: Callable[[str, str], str | None] | None = 
         if res.path:
             return Cause(kind="dropped", node=res.path[-1].split(":")[0])
     return None
+
+
+#: cause kinds that name a whole node (no port): a flow crossing the node can follow from it
+NODE_KINDS = ("daemon-dead", "wrong-asn", "config", "node-unreachable", "not-announced")
+#: a flow's own cause kinds that say where its packets stopped, not which element broke
+WEAK_KINDS = ("dropped", "unreachable")
+
+
+def flow_scope(spec, flow) -> tuple[set[str], set[str]]:
+    """``(nodes, links)`` a routed flow can cross by design (``lab.json``): its servers, the
+    leaves its NICs are cabled to, the spines both leaves reach (every ECMP member) and the
+    :func:`~railab.checks.base.link_id` of each link on those paths (the two NIC links and the
+    leaf-spine links via those spines). On a three-tier lab, where the leaves share no spine,
+    every uplink of both leaves. An intra-server flow crosses only its server."""
+    if flow.path_class == "intra-server":
+        return {flow.src[0]}, set()
+    src, dst = spec.nic(flow.src[0], flow.src_nic), spec.nic(flow.dst[0], flow.dst_nic)
+    nodes = {src.server, dst.server, src.leaf, dst.leaf}
+    links = {link_id(src.server, src.interface, src.leaf, src.leaf_port),
+             link_id(dst.server, dst.interface, dst.leaf, dst.leaf_port)}
+    if src.leaf != dst.leaf:
+        roles = {n.name: n.role for n in spec.nodes}
+        up = {leaf: [(p, peer, pp) for p, peer, pp in spec.links_of(leaf)
+                     if roles.get(peer) not in (None, "server")] for leaf in (src.leaf, dst.leaf)}
+        common = {x[1] for x in up[src.leaf]} & {x[1] for x in up[dst.leaf]}
+        for leaf, ups in up.items():
+            for p, peer, pp in ups:
+                if peer in common or not common:
+                    nodes.add(peer)
+                    links.add(link_id(leaf, p, peer, pp))
+    return nodes, links
+
+
+def _group_elements(group: tuple[CheckResult, list[CheckResult]]) -> dict[str, set]:
+    """What one root-cause group of ``railab check`` stands for: the links and ``(node, port)``
+    ends its rows and causes name, the nodes a node-wide cause names, and the root's own
+    link / end / node (``root_*``)."""
+    root, cons = group
+    out: dict[str, set] = {k: set() for k in ("links", "ends", "nodes", "causes", "root_links",
+                                              "root_ends", "root_nodes")}
+    for i, r in enumerate([root, *cons]):
+        c = r.cause
+        links = {x for x in (r.link, c.link if c else None) if x}
+        ends = {(c.node, c.port)} if c is not None and c.node and c.port else set()
+        nodes = {c.node} if c is not None and c.node and c.kind in NODE_KINDS else set()
+        out["links"] |= links
+        out["ends"] |= ends
+        out["nodes"] |= nodes
+        if c is not None:
+            out["causes"].add((c.kind, c.node, c.port))
+        if i == 0:
+            out["root_links"], out["root_ends"], out["root_nodes"] = links, ends, nodes
+    return out
+
+
+def attribute_flows(spec, rows: list[CheckResult], results, groups) -> list[CheckResult]:
+    """Re-file failed flow rows (:func:`flow_rows` / :func:`check_hops`, one per
+    :class:`~railab.traffic.engine.FlowResult` in ``results``, same order) under the
+    ``railab check`` root cause the flow crosses, so a flow names the element that broke as
+    check names it (a daemon, a link, a cable, a filter) instead of where its packets stopped.
+
+    ``groups``: :func:`railab.checks.runner.group_failures` of the other families' rows. A
+    failed row takes the cause of the best matching group's root (its ``cause``; the root row's
+    own fields when it has none), scored: the flow's own cause is one of the group's (4); the
+    root's port or node is on the flow's measured path or where it stopped (3); the root's
+    link or node-wide node is in :func:`flow_scope` (2); another link of the group is (1).
+    Ties go to the first group (run order); a group whose root has no cause is not used. A
+    row no group matches keeps its own cause.
+    Passing rows are returned unchanged."""
+    groups = [g for g in groups if g[0].cause is not None]  # a root must name an element
+    elems = [_group_elements(g) for g in groups]
+    out = []
+    for row, res in zip(rows, results, strict=True):
+        if row.status != "fail" or not elems:
+            out.append(row)
+            continue
+        nodes, links = flow_scope(spec, res.flow)
+        own = row.cause
+        walked = {p.split(":", 1)[0] for p in (res.path or [])}
+        walked_ends = {tuple(p.split(":", 1)) for p in (res.path or [])}
+        if res.unreachable_at:
+            walked.add(res.unreachable_at.split(":")[0])
+        if own is not None and own.kind == "dropped" and own.node:
+            walked.add(own.node)
+        best, score = None, 0
+        for i, e in enumerate(elems):
+            sc = 0
+            if own is not None and own.kind not in WEAK_KINDS and (
+                    (own.kind, own.node, own.port) in e["causes"] or (own.link and own.link in e["links"])):
+                sc = 4
+            elif e["root_ends"] & walked_ends or e["root_nodes"] & walked:
+                sc = 3
+            elif e["root_links"] & links or e["root_nodes"] & nodes:
+                sc = 2
+            elif e["links"] & links:
+                sc = 1
+            if sc > score:
+                best, score = i, sc
+        if best is None:
+            out.append(row)
+            continue
+        out.append(row.model_copy(update={"cause": groups[best][0].cause}))
+    return out
 
 
 def flow_rows(spec, results, link_state: Callable[[str, str], str | None] | None = None
@@ -239,7 +347,12 @@ def check_hops(obs: Observer, runner=None) -> list[CheckResult]:
                       f"({' > '.join(res.path) or 'path unknown'}); check cabling and routes")
         else:
             reason = res.verdict
-        out.append(failed(CHECK, name, **ref, expected=expected, observed=observed, reason=reason))
+        out.append(failed(CHECK, name, **ref, expected=expected, observed=observed, reason=reason,
+                          cause=flow_cause(spec, res)))
+    prior = obs.options.get("groups_so_far")
+    if prior is not None and any(r.status == "fail" for r in out):
+        # a flow that fails because of an element another family names follows from it
+        out = attribute_flows(spec, out, results, prior())
     return out
 
 

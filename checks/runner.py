@@ -64,10 +64,14 @@ def run_checks(
     """
     names = parse_only(only)
     families = [CHECKS.get(n) for n in names]
-    obs = Observer(spec, executor, netns_of,
-                   options={"hops_runner": hops_runner} if hops_runner else None, stop=stop)
-    cmds = list(dict.fromkeys(c for f in families for c in f.frr_commands))
     out: list[CheckResult] = []
+    # the hops family files a failed flow under the root cause of an earlier family's failure
+    # on its path (checks.hops.attribute_flows): it reads them through this
+    options = {"groups_so_far": lambda: group_failures(out)}
+    if hops_runner:
+        options["hops_runner"] = hops_runner
+    obs = Observer(spec, executor, netns_of, options=options, stop=stop)
+    cmds = list(dict.fromkeys(c for f in families for c in f.frr_commands))
     try:
         obs.prefetch(obs.switches, cmds)
         for fam in families:
@@ -106,7 +110,17 @@ def _keys(r: CheckResult) -> tuple[set[tuple], set[tuple]]:
         wide.add(("dead", c.node))
     else:
         spec.add(_cause_key(c))
+    if c.kind in ("link-down", "node-down") and c.node:
+        wide.add(("dead", c.node))  # the down end is on a node whose daemons died: node-off
+    if c.kind == "session-down" and c.link:
+        # a session is down when either end's bgpd (or bfdd resetting it) is dead
+        wide.update(("dead", n) for n in _link_nodes(c.link))
     return spec, wide
+
+
+def _link_nodes(link: str) -> list[str]:
+    """The two node names of a :func:`~railab.checks.base.link_id` (``a:eth1--b:eth3``)."""
+    return [end.rsplit(":", 1)[0] for end in link.split("--")]
 
 
 def _cause_key(c: Cause) -> tuple:
@@ -151,9 +165,10 @@ def group_failures(results: list[CheckResult]) -> list[tuple[CheckResult, list[C
     * its cause names the root's link (``Cause.link`` == the root's ``link`` or its cause's
       link), or is the same cause (the same wrong ASN, the same missing announcement);
     * otherwise (node-wide, weaker than a link match) the root's cause is a dead daemon on node
-      ``N`` and the failure is about ``N`` (``node``) or its cause is that dead daemon;
+      ``N`` and the failure is about ``N`` (``node``), its cause is that dead daemon, a link or
+      node down at ``N``'s end (``node-off``), or a BGP session down on a link to ``N``;
     * its cause is ``upstream`` (the neighbor ``N`` behind a port lacks ``prefix`` itself): it
-      follows whatever ``N``'s failure for the same prefix follows;
+      follows whatever ``N``'s failure for the same prefix follows, else a dead daemon on ``N``;
     * transitively: a row attached to a root passes its own links on to that root, so a row
       whose cause names such a link follows the same root (bgpd dead on a spine -> the leaves'
       sessions to it -> the routes and ECMP width missing via those sessions: one root).
@@ -192,9 +207,15 @@ def group_failures(results: list[CheckResult]) -> list[tuple[CheckResult, list[C
                 root_of[i] = same[0]
                 deferred.remove(item)
                 changed = True
-    for i, _ in deferred:  # nothing explains them: roots of their own
-        roots.append(i)
-        root_of[i] = i
+    for i, (node, _prefix) in deferred:
+        # the neighbor that lacks the prefix has a dead daemon (staticd: no aggregate to
+        # announce): that root explains it; else nothing does and it is a root of its own
+        hit = next((j for j in roots if ("dead", node) in provided.get(j, ())), None)
+        if hit is None:
+            roots.append(i)
+            provided[i] = _provides(fails[i])
+            hit = i
+        root_of[i] = hit
     roots.sort()
     out = {j: (fails[j], []) for j in roots}
     for i, j in sorted(root_of.items()):

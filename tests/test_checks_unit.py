@@ -237,6 +237,12 @@ def test_cabling_reads_live_veth_peers_and_reports_a_swap(spec):
         assert nic1.status == nic2.status == "fail"
         assert "srv1 NIC 1 is on g1-leaf2:eth1 (rail 2), expected g1-leaf1:eth1 (rail 1)" in nic1.reason
         assert "srv1 NIC 2 is on g1-leaf1:eth1 (rail 1), expected g1-leaf2:eth1 (rail 2)" in nic2.reason
+        # a crossed pair is one root cause (issue 31), named after the first NIC of the pair
+        assert nic1.cause == nic2.cause
+        assert (nic1.cause.kind, nic1.cause.node, nic1.cause.port) == ("miswired", "srv1", "eth1")
+        from railab.checks.runner import group_failures
+
+        assert len(group_failures([nic1, nic2])) == 1
         # nodes without a namespace are skipped, not failed
         assert res["srv2 NIC 1"].status == "skip"
     finally:
@@ -339,6 +345,41 @@ def test_grouping_reads_fields_not_message_text():
     groups = group_failures([root, follows, upstream, liar])
     assert [(g[0].name, [c.name for c in g[1]]) for g in groups] == [("X", ["Y", "Z"]),
                                                                      ("a1:eth1 <-> s1:eth1", [])]
+
+
+def test_a_dead_node_is_one_root_cause(spec):
+    """Issue 31: a spine powered off (daemons dead, its links down at its end), a spine whose
+    bfdd died (its sessions reset) and a leaf whose staticd died (its aggregate not announced)
+    are each one root cause: link-down rows at the dead node, sessions on links to it and
+    prefixes missing upstream at it follow its dead-daemon row; the cabling family files a
+    server whose every link is down at its end under one ``node-down`` cause."""
+    from railab.checks.base import Cause, CheckResult
+    from railab.checks.cabling import _node_down
+    from railab.checks.runner import group_failures
+
+    def row(check, name, **cause):
+        return CheckResult(check=check, name=name, status="fail", node=cause.get("node"),
+                           cause=Cause(**cause))
+
+    dead = row("daemons", "spine1 daemons", kind="daemon-dead", node="spine1", daemon="zebra")
+    links = [row("cabling", f"g1-leaf{i}:eth3 <-> spine1:eth{i}", kind="link-down", node="spine1",
+                 port=f"eth{i}", link=f"g1-leaf{i}:eth3--spine1:eth{i}") for i in (1, 2)]
+    session = row("bgp", "g1-leaf3:eth3 <-> spine1:eth3", kind="session-down",
+                  link="g1-leaf3:eth3--spine1:eth3")
+    upstream = row("routes", "g1-leaf1 10.0.6.0/24", kind="upstream", node="spine1",
+                   prefix="10.0.6.0/24")
+    ((root, follow),) = group_failures([dead, *links, session, upstream])
+    assert root is dead and len(follow) == 4
+    # a server powered off: every link down at its end is one node-down cause
+    srv4 = [CheckResult(check="cabling", name=f"srv4 NIC {n.nic}", status="fail", node="srv4",
+                        link=f"{n.leaf}:{n.leaf_port}--srv4:{n.interface}",
+                        cause=Cause(kind="link-down", node="srv4", port=n.interface,
+                                    link=f"{n.leaf}:{n.leaf_port}--srv4:{n.interface}"))
+            for n in spec.nics_of("srv4")]
+    rows = _node_down(spec, srv4)
+    assert {r.cause for r in rows} == {Cause(kind="node-down", node="srv4")}
+    assert len(group_failures(rows)) == 1
+    assert _node_down(spec, srv4[:2]) == srv4[:2]  # two of four links down: links, not the node
 
 
 def test_structured_references_per_family(spec, snap):
@@ -724,3 +765,17 @@ def test_a_set_stop_event_interrupts_run_checks_at_a_safe_point(spec, snap):
     assert 1 <= len(calls) <= 8, calls  # at most the prefetch batch already running (8 workers)
     stop.clear()
     assert run_checks(spec, RecordedExecutor(snap), only="bgp", netns_of=lambda n: None, stop=stop)
+
+
+def test_unexplained_upstream_rows_stay_roots_of_their_own():
+    """Two `upstream` rows nothing explains are two roots (a KeyError in group_failures once a
+    second such row looked for a dead daemon among the roots: railab check --wait crashed
+    while bgpd restarted)."""
+    from railab.checks.base import Cause, CheckResult
+    from railab.checks.runner import group_failures
+
+    rows = [CheckResult(check="routes", name=f"g1-leaf{i} 10.0.{i}.0/24", status="fail",
+                        node=f"g1-leaf{i}", prefix=f"10.0.{i}.0/24",
+                        cause=Cause(kind="upstream", node="g2-leaf1", prefix=f"10.0.{i}.0/24"))
+            for i in (1, 2, 3)]
+    assert [g[0].name for g in group_failures(rows)] == [r.name for r in rows]

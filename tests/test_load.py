@@ -720,6 +720,15 @@ def test_load_verdict_exit_rules():
     assert "nothing arrived" in load_verdict(res(flows=[dead]), pfc_on=False, capacity=True)[0]
     by_design = dict(dead, expected_hops=None)  # Rail-only across rails, no PXN
     assert load_verdict(res(flows=[by_design]), pfc_on=False, capacity=True) == []
+    # issue 31: grey loss on the sender NIC (an nftables egress drop: every send ENOBUFS) sent
+    # nothing and the run exited 0
+    refused = dict(ok, tx_packets=0, rx_packets=0, hops=None, backpressure=831)
+    (why,) = load_verdict(res(flows=[refused]), pfc_on=False, capacity=False)
+    assert why.startswith("a: nothing sent: its NIC refused every frame (831 times")
+    # a sender whose NIC is down (railab fault node-off srvN) sent nothing and the run exited 0
+    down = dict(ok, tx_packets=0, rx_packets=0, hops=None, nic_down=True)
+    (why,) = load_verdict(res(flows=[down]), pfc_on=False, capacity=False)
+    assert why == "a: its sender NIC is down (ENETDOWN): 0 sent; railab check names the link"
 
 
 @pytest.mark.integration

@@ -407,3 +407,119 @@ def test_counts_text_names_what_moved_and_counts_the_idle():
     text = counts_text(many)
     assert text == "l3=1, l700=1, ... and 4,094 more at 0" and len(text) < 100
     assert COUNTS_SHOWN >= 8
+
+
+def test_failed_flows_are_filed_under_the_check_root_cause_on_their_path(spec):
+    """Issue 31: traffic names a failure as railab check does. Flows dropped at a leaf whose
+    bgpd is dead follow check's ``daemon-dead`` root; a flow lost on a crossed cable follows
+    check's ``miswired`` root (one for the crossed pair); a flow nothing in check explains keeps
+    its own cause and is listed as not attributed."""
+    from railab.checks.base import Cause, failed
+    from railab.cli.traffic import flow_root_causes, unattributed
+
+    fl = {f"{f.src[0]}:{f.src_nic}>{f.dst[0]}:{f.dst_nic}": f for f in flows_for(spec, "cross-group")}
+    via_leaf1 = fl["srv1:1>srv3:1"]  # g1-leaf1 -> spine -> g2-leaf1
+    via_leaf2 = fl["srv1:2>srv4:2"]  # g1-leaf2 -> spine -> g2-leaf2
+    via_leaf3 = fl["srv1:3>srv3:3"]
+    lost = dict(sent=16, delivered=0, lost=16)
+    results = [FlowResult(flow=via_leaf1, path=["g1-leaf1:eth3"], **lost),
+               FlowResult(flow=via_leaf2, unreachable_at="g1-leaf2", **lost),
+               FlowResult(flow=via_leaf3, path=["g1-leaf3:eth3"], **lost)]
+    dead = failed("daemons", "g1-leaf1 daemons", node="g1-leaf1",
+                  cause=Cause(kind="daemon-dead", node="g1-leaf1", daemon="bgpd"))
+    crossed = Cause(kind="miswired", node="srv1", port="eth2", link="g1-leaf2:eth1--srv1:eth2")
+    nic2 = failed("cabling", "srv1 NIC 2", node="srv1", port="eth2",
+                  link="g1-leaf2:eth1--srv1:eth2", cause=crossed)
+    nic2b = failed("cabling", "srv2 NIC 2", node="srv2", port="eth2",
+                   link="g1-leaf2:eth2--srv2:eth2", cause=crossed)
+    groups = [(dead, []), (nic2, [nic2b])]
+    causes = flow_root_causes(spec, results, groups=groups)
+    by_kind = {c["cause"]["kind"]: c for c in causes}
+    assert set(by_kind) == {"daemon-dead", "miswired", "dropped"}, causes
+    assert by_kind["daemon-dead"]["root"] == results[0].flow.name and by_kind["daemon-dead"]["attributed"]
+    assert by_kind["daemon-dead"]["text"] == "bgpd is dead on g1-leaf1: railab restart"
+    assert by_kind["miswired"]["cause"]["node"] == "srv1" and by_kind["miswired"]["cause"]["port"] == "eth2"
+    assert not by_kind["dropped"]["attributed"] and "not attributed" in by_kind["dropped"]["text"]
+    assert unattributed(causes) == [results[2].flow.name]
+    # without check's groups the same flows only say where packets stopped
+    plain = flow_root_causes(spec, results)
+    assert {c["cause"]["kind"] for c in plain} == {"dropped", "unreachable"}
+    assert len(unattributed(plain)) == 3
+
+
+def test_a_missing_interface_fails_the_flow_naming_it(spec):
+    """A pulled cable or a parked far end (the interface is gone): the flow is not sent and
+    fails naming the interface; its cause is link-down on that link (as railab check)."""
+    from railab.checks.hops import flow_cause
+
+    f = flows_for(spec, "intra-rail")[0]  # srv1:gpu0 -> srv2:gpu0
+    r = FlowResult(flow=f, port_missing="g1-leaf1:eth2")
+    assert not r.ok and r.verdict.startswith("g1-leaf1:eth2 does not exist")
+    assert r.to_dict()["port_missing"] == "g1-leaf1:eth2"
+    c = flow_cause(spec, r)
+    assert (c.kind, c.node, c.port, c.link) == ("link-down", "g1-leaf1", "eth2", "g1-leaf1:eth2--srv2:eth1")
+
+
+def test_a_nic_that_refuses_every_frame_stops_the_flow(spec, monkeypatch):
+    """Issue 31: grey loss (an nftables egress drop) on a server NIC makes every send answer
+    ENOBUFS; the engine retried forever (railab traffic and check hung). After TX_STALL_S
+    without one frame accepted the flow stops, failing with ``tx_refused`` naming the NIC."""
+    import errno as _errno
+
+    from railab.traffic import engine as E
+
+    class Tpl(_Tpl):
+        def frame(self, psn, ack):
+            return b"x" * self.size
+
+    class Refusing:
+        def send(self, frame):
+            raise OSError(_errno.ENOBUFS, "No buffer space available")
+
+        def getsockname(self):
+            return ("eth1", 0, 0, 0, b"")
+
+    flow = flows_for(spec, "intra-rail")[0]
+    st = E._FlowState()
+    st.flow, st.res, st.sent, st.seq, st.tx, st.stall = flow, FlowResult(flow=flow), 0, [Tpl()] * 4, \
+        Refusing(), None
+    st.start_psn = 0
+    eng = E.Engine(spec)
+    clock = iter([0.0, 0.5, 0.5 + E.TX_STALL_S + 0.1])
+    monkeypatch.setattr(E.time, "monotonic", lambda: next(clock))
+    for _ in range(3):
+        eng._send_some(st, 4)
+    assert st.res.tx_refused == "srv1:eth1" and st.sent == 0
+    assert not st.res.ok and st.res.verdict.startswith("srv1:eth1 refused every frame")
+    assert st.res.to_dict()["tx_refused"] == "srv1:eth1"
+
+
+def test_traffic_does_not_run_check_when_an_exercise_switched_it_off(monkeypatch):
+    """A training exercise with ``--disable check``: traffic must not name the hidden fault
+    through check's families (check_groups gives None, the flows stay not attributed)."""
+    from railab.checks import lab as L
+    from railab.cli import exercise as X
+    from railab.cli.traffic import check_groups
+    from railab.errors import UsageError
+
+    def refuse(command, args):
+        raise UsageError(f"railab {command} is switched off")
+
+    def boom(ref):
+        raise AssertionError("check ran")
+
+    monkeypatch.setattr(X, "gate", refuse)
+    monkeypatch.setattr(L.LiveLab, "attach", classmethod(lambda cls, ref: boom(ref)))
+    assert check_groups("trainx") is None
+
+
+def test_traceroute_from_a_nic_that_refuses_or_cannot_fit_the_probe_says_so():
+    """Issue 31: grey loss on the source NIC made railab traceroute die with a traceback
+    (ENOBUFS from the probe's send); an MTU below the probe, likewise (EMSGSIZE)."""
+    from railab.traffic.engine import Hop
+    from railab.traffic.traceroute import format_path
+
+    assert format_path([Hop(1, None, "srv2:eth3", None, "tx-refused")]).startswith(
+        "srv2:eth3 refused the probe (ENOBUFS")
+    assert format_path([Hop(1, None, "srv2:eth3", None, "mtu-exceeded")]) == \
+        "srv2:eth3's MTU is below the probe: not sent"

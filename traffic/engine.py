@@ -70,6 +70,10 @@ SO_RCVBUFFORCE = 33
 RCVBUF = 32 << 20
 MASK24 = 0xFFFFFF
 SIOCGIFFLAGS = 0x8913
+#: seconds a flow may go without one frame accepted by its NIC (every send ENOBUFS/EAGAIN)
+#: before it stops as ``tx_refused``: a full queue drains in milliseconds, an egress filter
+#: that drops everything never does
+TX_STALL_S = 1.0
 #: ioctl: an interface's MTU (linux/sockios.h)
 SIOCGIFMTU = 0x8921
 IFF_UP = 0x1
@@ -171,8 +175,10 @@ def in_netns(ns: str) -> Iterator[None]:
 @dataclass
 class Hop:
     """One traceroute hop: TTL sent, replying address, lab node name, RTT (ms), kind
-    (``time-exceeded``, ``destination``, ``unreachable``, ``timeout``, or ``nic-down`` when the
-    source NIC is administratively down and the probe was not sent: ``node`` names it) and, for
+    (``time-exceeded``, ``destination``, ``unreachable``, ``timeout``, or ``nic-down`` /
+    ``mtu-exceeded`` / ``tx-refused`` when the source NIC is administratively down / has an MTU
+    below the probe / refused it (ENOBUFS: an egress filter) and the probe was not sent:
+    ``node`` names it) and, for
     ``unreachable``, the ICMP destination-unreachable code (RFC 792: 0 net, 1 host, 3 port;
     RFC 1812: 13 administratively prohibited)."""
 
@@ -210,6 +216,12 @@ class FlowResult:
     ``mtu_exceeded``: ``srv1:eth1`` when that NIC's MTU is below the flow's packets (the source:
     the kernel refused the frame, EMSGSIZE, and nothing more was sent; the destination: the
     packets that were lost were larger than it takes), and ``mtu_note`` the sizes in words.
+    ``port_missing``: ``srv2:eth3`` or ``g2-leaf1:eth1`` when an interface the flow needs (a
+    NIC at either end or the leaf port it is cabled to) does not exist (a pulled cable, a
+    far end parked by carrier loss): nothing was sent. ``tx_refused``: ``srv1:eth1`` when the
+    kernel refused every frame of the flow on that NIC for :data:`TX_STALL_S` (ENOBUFS: an
+    egress filter dropping everything, ``railab fault grey-loss`` on a server NIC): the flow
+    stopped there.
     """
 
     flow: Flow
@@ -242,6 +254,8 @@ class FlowResult:
     nic_down: str | None = None
     mtu_exceeded: str | None = None
     mtu_note: str | None = None
+    port_missing: str | None = None
+    tx_refused: str | None = None
 
     @property
     def miswired(self) -> str | None:
@@ -280,7 +294,9 @@ class FlowResult:
         nothing; every other flow delivers everything, intact, with the expected hop count by
         TTL and (when measured) by port counters."""
         exp = self.flow.expected_hops
-        if self.nic_down or self.mtu_exceeded:
+        if self.port_missing:
+            return exp is None
+        if self.nic_down or self.mtu_exceeded or self.tx_refused:
             return False
         if exp is None:
             return self.delivered == 0
@@ -295,12 +311,18 @@ class FlowResult:
     @property
     def verdict(self) -> str:
         exp = self.flow.expected_hops
+        if self.port_missing:
+            return (f"{self.port_missing} does not exist (cable pulled or unplugged): not sent"
+                    + (" (unreachable as expected)" if exp is None else ""))
         if self.nic_down:
             f = self.flow
             src = self.nic_down == f"{f.src[0]}:eth{f.src_nic}" and f.path_class != "intra-server"
             return (f"{self.nic_down} is down: "
                     + ("not sent" if src and self.sent == 0 else
                        f"sent {self.sent} then stopped" if src else f"lost {self.lost}"))
+        if self.tx_refused:
+            return (f"{self.tx_refused} refused every frame for {TX_STALL_S:g} s (ENOBUFS: an "
+                    f"egress filter or a full queue drops them); sent {self.sent}, lost {self.lost}")
         if self.mtu_exceeded:
             return (f"MTU: {self.mtu_note or self.mtu_exceeded}; "
                     + (f"sent {self.sent}, lost {self.lost}" if self.sent else "not sent"))
@@ -341,7 +363,7 @@ class FlowResult:
             "egress_to": self.egress_to, "ingress": self.ingress,
             "arrived_from": self.arrived_from, "miswired": self.miswired,
             "nic_down": self.nic_down, "mtu_exceeded": self.mtu_exceeded,
-            "ok": self.ok, "verdict": self.verdict,
+            "port_missing": self.port_missing, "tx_refused": self.tx_refused, "ok": self.ok, "verdict": self.verdict,
         }
 
 
@@ -356,7 +378,7 @@ def flow_qpns(flow: Flow) -> tuple[int, int]:
 class _FlowState:
     __slots__ = ("flow", "res", "seq", "tx", "start_psn", "sent", "got", "next_psn", "dqpn",
                  "sqpn", "ack_tpl", "ack_tx", "src_addr", "dst_addr", "last_rx", "t0",
-                 "want_if", "want_mac", "max_idx")
+                 "want_if", "want_mac", "max_idx", "stall")
 
 
 class Engine:
@@ -364,7 +386,9 @@ class Engine:
 
     ``spec``: the lab's ``LabSpec``; ``netns_of(node) -> namespace`` defaults to
     ``clab-<lab>-<node>`` (both runtimes). Use as a context manager; ``run(flows)`` returns one
-    :class:`FlowResult` per flow. Raises RailabError when a namespace or interface is missing.
+    :class:`FlowResult` per flow. Raises RailabError when a namespace is missing; a server NIC
+    or leaf server port that does not exist (a pulled cable) is listed in :attr:`missing` and
+    the flows that need it fail with ``FlowResult.port_missing``.
 
     ``stop``: an Event a SIGINT handler sets (see :func:`sigint_event`); the engine raises
     KeyboardInterrupt at its next safe point (every receive poll, every namespace opened), so a
@@ -397,6 +421,9 @@ class Engine:
         self._qpn_next = random.randrange(0x10000, 0x800000) & ~1
         self._buf = bytearray(16384)
         self._peer = spec.peers
+        #: interfaces lab.json plans that did not exist at :meth:`open` (``srv2:eth3``,
+        #: ``g2-leaf1:eth1``): a flow that needs one is not sent (``FlowResult.port_missing``)
+        self.missing: set[str] = set()
         self._roles = {n.name: n.role for n in spec.nodes}
         self._addr_node: dict[str, str] = {}
         for n in spec.nodes:
@@ -467,12 +494,18 @@ class Engine:
                         s.bind((nic.interface, 0))
                     except OSError as e:
                         s.close()
+                        if e.errno == errno.ENODEV:  # a pulled cable: the flows via it fail
+                            self.missing.add(f"{srv.name}:{nic.interface}")
+                            continue
                         raise RailabError(f"{srv.name}: cannot open {nic.interface} ({e}); "
                                           "is the lab fully up?") from None
                     s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
                     self._tx[(srv.name, nic.nic)] = s
                     self._src_mac[(srv.name, nic.nic)] = s.getsockname()[4].hex(":")
         for nic in self.spec.nics:
+            if nic.leaf_port not in self._links.get(nic.leaf, {}) and nic.leaf in self._links:
+                self.missing.add(f"{nic.leaf}:{nic.leaf_port}")  # pulled or parked far end
+                continue
             mac = self._link_mac(nic.leaf, nic.leaf_port)
             self._gw_mac[(nic.server, nic.nic)] = mac
             self._mac_port[bytes.fromhex(mac.replace(":", ""))] = f"{nic.leaf}:{nic.leaf_port}"
@@ -556,6 +589,27 @@ class Engine:
         return self._addr_node.get(address)
 
     # ---- flows -----------------------------------------------------------------------------
+    def missing_for(self, flow: Flow) -> str | None:
+        """The first interface ``flow`` needs that does not exist (:attr:`missing`: its source
+        NIC, the leaf port it is cabled to, the destination's leaf port, the destination NIC),
+        as ``node:ifname``; None when all exist or the flow stays inside its server."""
+        if not self.missing or flow.path_class == "intra-server":
+            return None
+        src = self.spec.nic(flow.src[0], flow.src_nic)
+        dst = self.spec.nic(flow.dst[0], flow.dst_nic)
+        return next((x for x in (f"{src.server}:{src.interface}", f"{src.leaf}:{src.leaf_port}",
+                                 f"{dst.leaf}:{dst.leaf_port}", f"{dst.server}:{dst.interface}")
+                     if x in self.missing), None)
+
+    def require(self, flow: Flow) -> None:
+        """Raise RailabError naming the interface ``flow`` needs that does not exist
+        (:meth:`missing_for`): the load and probe-stream engines cannot run such a flow."""
+        gone = self.missing_for(flow)
+        if gone is not None:
+            raise RailabError(f"flow {flow.name} needs {gone}, which does not exist (cable pulled "
+                              f"or unplugged): railab check {self.spec.name} names the link; "
+                              "heal it or pick other endpoints")
+
     def _prepare(self, flow: Flow, acks: bool) -> _FlowState:
         if not flow.path_class:
             raise RailabError(f"flow {flow.name} is not routed: build it with "
@@ -577,6 +631,15 @@ class Engine:
         intra = flow.path_class == "intra-server"
         st.src_addr = str(src.address.ip)
         st.dst_addr = str(dst.address.ip)
+        gone = self.missing_for(flow)
+        if gone is not None:  # nothing can be sent: the flow fails naming the interface
+            st.res.port_missing = gone
+            st.tx = st.ack_tx = None
+            st.want_if = st.want_mac = None
+            st.seq, st.got, st.sent, st.next_psn, st.last_rx, st.ack_tpl = [], bytearray(), 0, 0, 0.0, None
+            st.stall = None
+            st.start_psn = 0
+            return st
         if intra:
             st.tx = self._lo[flow.src[0]]
             smac = dmac = "00:00:00:00:00:00"
@@ -631,6 +694,7 @@ class Engine:
         st.max_idx = 0
         st.last_rx = 0.0
         st.ack_tpl = None
+        st.stall = None
         if acks:
             back = dict(src_mac=smac if intra else self._src_mac[(flow.dst[0], flow.dst_nic)],
                         dst_mac=dmac if intra else self._gw_mac[(flow.dst[0], flow.dst_nic)],
@@ -644,17 +708,22 @@ class Engine:
 
     def _send_some(self, st: _FlowState, budget: int) -> int:
         n = min(budget, len(st.seq) - st.sent)
+        if n <= 0:
+            return 0
         ppm = st.flow.packets_per_message
         send = st.tx.send
+        sent0 = st.sent
         for _ in range(n):
             i = st.sent
             frame = st.seq[i].frame((st.start_psn + i) & MASK24, (i + 1) % ppm == 0)
             try:
                 send(frame)
             except BlockingIOError:
+                self._stalled(st, sent0)
                 break
             except OSError as e:
                 if e.errno in (errno.ENOBUFS, errno.EAGAIN):
+                    self._stalled(st, sent0)
                     break
                 if e.errno == errno.ENETDOWN:  # the source NIC is down: the flow stops here
                     st.res.nic_down = f"{st.flow.src[0]}:{st.tx.getsockname()[0]}"
@@ -668,7 +737,19 @@ class Engine:
                     break
                 raise
             st.sent += 1
+        if st.sent > sent0:
+            st.stall = None
         return n
+
+    def _stalled(self, st: _FlowState, sent0: int) -> None:
+        """A send the kernel refused for now (ENOBUFS / EAGAIN: a full queue, retried). When
+        nothing of the flow has gone out for :data:`TX_STALL_S` (an egress filter dropping
+        every frame also answers ENOBUFS), the flow stops: ``FlowResult.tx_refused``."""
+        now = time.monotonic()
+        if st.sent > sent0 or st.stall is None:
+            st.stall = now
+        elif now - st.stall > TX_STALL_S:
+            st.res.tx_refused = f"{st.flow.src[0]}:{st.tx.getsockname()[0]}"
 
     def nic_mtu(self, server: str, nic: int) -> int | None:
         """The MTU (bytes, IP packet) of NIC ``nic`` of ``server``, read with SIOCGIFMTU in the
@@ -833,7 +914,7 @@ class Engine:
                 if budget > 0:
                     self._send_some(st, budget)
             active = [st for st in active if st.sent < len(st.seq) and st.res.nic_down is None
-                      and st.res.mtu_exceeded is None]
+                      and st.res.mtu_exceeded is None and st.res.tx_refused is None]
             self.poll(0)
             if active and all(st.flow.rate > 0 for st in active):
                 time.sleep(0.0005)
@@ -885,6 +966,9 @@ class Engine:
             if measure:
                 for f in flows:
                     st = self._prepare(f, acks=False)
+                    if st.res.port_missing:
+                        results.append(st.res)
+                        continue
                     before = self.port_stats()
                     self._run_batch([st], timeout, batch)
                     after = self.port_stats()
@@ -1033,6 +1117,7 @@ class Engine:
         """Send one TTL-limited copy of ``flow``'s first packet (same addresses and UDP ports,
         so ECMP hashes it like the flow) and return who answered: ICMP time-exceeded or
         unreachable from a switch, or arrival at the destination NIC."""
+        self.require(flow)
         st = self._prepare(flow, acks=False)
         self._forget(st)  # probes are matched on (probe QP, PSN), not counted as flow data
         pkt = Ether(bytes(st.seq[0].frame(ttl & MASK24)))
@@ -1046,10 +1131,12 @@ class Engine:
         try:
             st.tx.send(frame)
         except OSError as e:
-            if e.errno != errno.ENETDOWN:
+            kind = {errno.ENETDOWN: "nic-down", errno.EMSGSIZE: "mtu-exceeded",
+                    errno.ENOBUFS: "tx-refused", errno.EAGAIN: "tx-refused"}.get(e.errno)
+            if kind is None:
                 raise
             self._probes.pop(key, None)
-            return Hop(ttl, None, f"{flow.src[0]}:{st.tx.getsockname()[0]}", None, "nic-down")
+            return Hop(ttl, None, f"{flow.src[0]}:{st.tx.getsockname()[0]}", None, kind)
         deadline = t0 + timeout
         while rec["kind"] is None and time.monotonic() < deadline:
             self.poll(min(0.02, max(0.0, deadline - time.monotonic())))

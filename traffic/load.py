@@ -366,6 +366,7 @@ class LoadEngine(Engine):
         q.start_psn = (q.dqpn * 2654435761) & MASK24
         src = self.spec.nic(flow.src[0], flow.src_nic)
         dst = self.spec.nic(flow.dst[0], flow.dst_nic)
+        self.require(flow)
         q.tx = self._tx[(flow.src[0], flow.src_nic)]
         q.cnp_tx = self._tx[(flow.dst[0], flow.dst_nic)]
         q.sport = qp_sport(flow, self.sport_mode)
@@ -485,6 +486,12 @@ class LoadEngine(Engine):
                     q.nic_down = True
                     q.active = False
                     return
+                if e.errno == errno.EMSGSIZE:  # the NIC's MTU is below the run's frames
+                    nic = f"{q.flow.src[0]}:{q.tx.getsockname()[0]}"
+                    raise RailabError(
+                        f"{nic} refused a {len(frame) - 14} B packet (EMSGSIZE): its MTU is below "
+                        f"the run's packets; railab check names the MTU mismatch, or run with a "
+                        f"smaller --mtu") from None
                 raise
             q.sent += 1
             q.sent_bytes += tpl.size

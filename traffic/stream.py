@@ -283,6 +283,7 @@ class StreamEngine(Engine):
         s.start_psn = (s.dqpn * 2654435761) & MASK24
         src = self.spec.nic(flow.src[0], flow.src_nic)
         dst = self.spec.nic(flow.dst[0], flow.dst_nic)
+        self.require(flow)
         s.tx = self._tx[(flow.src[0], flow.src_nic)]
         s.sport = flow_sport(flow)
         payload = bytes((i * 31 + flow.qp) & 0xFF for i in range(self.probe_bytes))

@@ -29,7 +29,7 @@ def trace(engine: Engine, flow: Flow, max_ttl: int = 8, timeout: float = 0.3) ->
     for ttl in range(1, max_ttl + 1):
         hop = engine.probe(flow, ttl, timeout=timeout)
         hops.append(hop)
-        if hop.kind in ("destination", "unreachable", "nic-down"):
+        if hop.kind in ("destination", "unreachable", "nic-down", "mtu-exceeded", "tx-refused"):
             break
         silent = silent + 1 if hop.kind == "timeout" else 0
         if silent >= 2:
@@ -70,6 +70,11 @@ def format_path(hops: list[Hop]) -> str:
     for h in hops:
         if h.kind == "nic-down":
             parts.append(f"{h.node} is down: probe not sent")
+        elif h.kind == "mtu-exceeded":
+            parts.append(f"{h.node}'s MTU is below the probe: not sent")
+        elif h.kind == "tx-refused":
+            parts.append(f"{h.node} refused the probe (ENOBUFS: an egress filter or a full "
+                         "queue): not sent")
         elif h.kind == "timeout":
             parts.append("*")
         elif h.kind == "unreachable":

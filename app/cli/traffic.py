@@ -113,7 +113,8 @@ def black_hole_text(spec, eng, flow, hops) -> str | None:
     from railab.checks.base import link_status
     from railab.errors import RailabError
 
-    if not hops or hops[-1].kind in ("destination", "unreachable", "nic-down"):
+    if not hops or hops[-1].kind in ("destination", "unreachable", "nic-down", "mtu-exceeded",
+                                     "tx-refused"):
         return None
     answered = [h.node for h in hops if h.kind == "time-exceeded" and h.node]
     last = answered[-1] if answered else None
@@ -152,40 +153,110 @@ def black_hole_text(spec, eng, flow, hops) -> str | None:
 
 
 def cause_text(root) -> str:
-    """Words for a root-cause row of :func:`flow_root_causes`: ``srv4:eth2 is down (link
-    g2-leaf2:eth3--srv4:eth2)``, ``dropped at g2-leaf2``, ``miswired srv5:eth1``, or the
-    flow's own verdict when no element is named."""
+    """Words for a root-cause row of :func:`flow_root_causes`, naming the element as ``railab
+    check`` does: ``srv4:eth2 is down (link g2-leaf2:eth3--srv4:eth2)``, ``bgpd is dead on
+    g1-leaf1``, ``srv1:eth1 is miswired (planned link ...)``, ``a packet filter drops on
+    g1-leaf1:eth3 (link ...)``, ``MTU on ...``; ``dropped at g2-leaf2`` / ``... answered ICMP
+    unreachable`` when no element is named (not attributed), or the flow's own verdict."""
     c = root.cause
     if c is None:
-        return f"{root.name}: {root.reason}"
+        return f"{root.name}: {root.reason} (not attributed to an element: run railab check)"
+    at = f"{c.node}:{c.port}" if c.port else f"{c.node}"
+    link = f" (link {c.link})" if c.link else ""
     if c.kind == "link-down":
-        return f"{c.node}:{c.port} is down" + (f" (link {c.link})" if c.link else "")
+        return f"{at} is down{link}"
     if c.kind == "miswired":
-        return f"{c.node}:{c.port} is miswired ({root.reason})"
+        return f"{at} is miswired (cabled elsewhere than its planned link {c.link}: check cabling)"
     if c.kind == "mtu-mismatch":
-        return (f"MTU on {c.node}:{c.port}" + (f" (link {c.link})" if c.link else "")
-                + f": {root.reason}")
+        return f"MTU on {at}{link}: {root.reason}"
+    if c.kind == "node-down":
+        return f"{c.node} is down (every link of it down at its end: powered off?)"
+    if c.kind == "daemon-dead":
+        return f"{c.daemon or 'an FRR daemon'} is dead on {c.node}: railab restart"
+    if c.kind == "session-down":
+        return f"BGP session on {c.link or at} is down"
+    if c.kind == "port-filter":
+        return f"a packet filter (nftables) drops on {at}{link}"
+    if c.kind == "port-missing":
+        return f"{at} does not exist{link}"
+    if c.kind == "policy-route-missing":
+        return f"{at} lacks its policy route{link}"
+    if c.kind == "link-local-missing":
+        return f"{at} lacks its IPv6 link-local state{link}"
+    if c.kind == "wrong-asn":
+        return f"{c.node} runs another ASN than planned"
+    if c.kind == "not-announced":
+        return f"{c.node} does not announce {c.prefix}"
+    if c.kind == "node-unreachable":
+        return f"{c.node} cannot be reached"
     if c.kind == "unreachable":
-        return f"{c.node} answered ICMP unreachable (no route): run railab check"
+        return (f"{c.node} answered ICMP unreachable (no route; not attributed to an element: "
+                "run railab check)")
     if c.kind == "dropped":
-        return f"packets dropped at {c.node} (black hole): run railab check, railab traceroute"
-    return f"{c.kind} at {c.node}"
+        return (f"packets dropped at {c.node} (black hole; not attributed to an element: run "
+                "railab check, railab traceroute)")
+    return f"{c.kind} at {at}{link}"
 
 
-def flow_root_causes(spec, results, link_state=None) -> list[dict]:
+def attributed(cause: dict | None) -> bool:
+    """True when a root cause (a ``cause`` dict of :func:`flow_root_causes`) names the element
+    that broke, False when it only says where packets stopped (``dropped``/``unreachable``) or
+    names nothing."""
+    from railab.checks.hops import WEAK_KINDS
+
+    return cause is not None and cause.get("kind") not in WEAK_KINDS
+
+
+def check_groups(lab: str, stop=None) -> list | None:
+    """``railab check``'s root-cause groups (:func:`railab.checks.runner.group_failures`) of
+    every family but hops, run now on ``lab`` (about 1 s on mini): what :func:`flow_root_causes`
+    files failed flows under. None when the lab cannot be checked (an error is not a cause) or
+    a training exercise on it switched ``railab check`` off (its answer would leak)."""
+    from railab.checks.base import CHECKS
+    from railab.checks.lab import LiveLab
+    from railab.checks.runner import group_failures, run_checks
+    from railab.cli.exercise import gate
+    from railab.errors import RailabError, UsageError
+
+    try:
+        gate("check", [lab])
+    except UsageError:
+        return None
+    try:
+        live = LiveLab.attach(lab)
+        results = run_checks(live.spec, live.executor, only=[n for n in CHECKS if n != "hops"],
+                             netns_of=live.netns_of, stop=stop)
+    except (RailabError, OSError, ValueError):
+        return None
+    return group_failures(results)
+
+
+def flow_root_causes(spec, results, link_state=None, groups=None) -> list[dict]:
     """Failed flows grouped under their root cause, the way ``railab check`` groups rows
     (:func:`railab.checks.runner.group_failures` over :func:`railab.checks.hops.flow_rows`):
-    ``[{"text", "root" (first flow), "cause" (dict or None), "explains" [flow names]}]``.
-    ``link_state(node, port)`` names a leaf port that is down (see ``flow_cause``)."""
-    from railab.checks.hops import flow_rows
+    ``[{"text", "root" (first flow), "cause" (dict or None), "attributed" (bool: the cause
+    names the element that broke), "explains" [flow names]}]``. ``link_state(node, port)``
+    names a leaf port that is down (see ``flow_cause``); ``groups`` (:func:`check_groups`)
+    files each failed flow under the check root cause on its path
+    (:func:`railab.checks.hops.attribute_flows`), so traffic and check name the same element."""
+    from railab.checks.hops import attribute_flows, flow_rows
     from railab.checks.runner import group_failures
 
+    rows = flow_rows(spec, results, link_state)
+    if groups:
+        rows = attribute_flows(spec, rows, results, groups)
     out = []
-    for root, cons in group_failures(flow_rows(spec, results, link_state)):
-        out.append({"text": cause_text(root), "root": root.name,
-                    "cause": root.cause.model_dump(exclude_none=True) if root.cause else None,
-                    "explains": [c.name for c in cons]})
+    for root, cons in group_failures(rows):
+        cause = root.cause.model_dump(exclude_none=True) if root.cause else None
+        out.append({"text": cause_text(root), "root": root.name, "cause": cause,
+                    "attributed": attributed(cause), "explains": [c.name for c in cons]})
     return out
+
+
+def unattributed(causes: list[dict]) -> list[str]:
+    """The failed flows of ``causes`` (:func:`flow_root_causes`) whose cause names no broken
+    element (``attributed`` false): every flow name, root first."""
+    return [n for c in causes if not c["attributed"] for n in [c["root"], *c["explains"]]]
 
 
 #: Default load run (``--seconds``) on a lab without ``lab.capacity`` (nothing is time-scaled
@@ -231,7 +302,9 @@ def load_verdict(res, *, pfc_on: bool, capacity: bool) -> list[str]:
     loss where PFC promises lossless (queue drops or end-to-end loss with ``pfc_on``), an
     engine that fell more than 10 % short of what it meant to send, or a flow that arrived over
     an unexpected hop count or not at all although the design reaches it. Drops with PFC off,
-    or on a lab without ``lab.capacity``, are a measured result, not a failure."""
+    or on a lab without ``lab.capacity``, are a measured result, not a failure. A flow whose NIC
+    refused every frame of the run (nothing sent, back-pressure counted: an egress filter on the
+    NIC, ``railab fault grey-loss``) or whose sender NIC is down fails too."""
     out = []
     if pfc_on and capacity and ((res.dropped or 0) > 0 or res.lost > 0):
         out.append(f"loss with PFC on (lossless promised): {res.dropped or 0} queue drops, "
@@ -242,7 +315,14 @@ def load_verdict(res, *, pfc_on: bool, capacity: bool) -> list[str]:
     for f in res.flows:
         if f["expected_hops"] is None:
             continue
-        if f["rx_packets"] == 0 and f["tx_packets"] > 0:
+        if f.get("nic_down"):
+            out.append(f"{f['name']}: its sender NIC is down (ENETDOWN): {f['tx_packets']} sent; "
+                       "railab check names the link")
+        elif f["tx_packets"] == 0 and f.get("backpressure", 0) > 0:
+            out.append(f"{f['name']}: nothing sent: its NIC refused every frame "
+                       f"({f['backpressure']} times: an egress filter drops them, or a queue never "
+                       "drained); railab check names a filter on the port")
+        elif f["rx_packets"] == 0 and f["tx_packets"] > 0:
             out.append(f"{f['name']}: nothing arrived ({f['tx_packets']} sent), the design "
                        f"reaches it in {f['expected_hops']} hops")
         elif f["hops"] is not None and f["hops"] != f["expected_hops"]:
@@ -636,7 +716,8 @@ def register(app: typer.Typer) -> None:
                 with Engine(spec, netns_of, stop=stop) as eng:  # closes every socket, Ctrl-C too
                     results = eng.run(fl, measure=measure)
                     warnings = spread_warnings(spec, results, _link_up(eng))
-                    causes = flow_root_causes(spec, results, _link_state(eng)) if any(
+                    causes = flow_root_causes(
+                        spec, results, _link_state(eng), check_groups(lab, stop)) if any(
                         not r.ok for r in results) else []
                 if stop.is_set():
                     raise KeyboardInterrupt
@@ -663,7 +744,7 @@ def register(app: typer.Typer) -> None:
                              "servers_total": cov.servers_total, "rails": len(cov.rails),
                              "rails_total": cov.rails_total,
                              "nics_not_covered": cov.missing_nics},
-                "root_causes": causes,
+                "root_causes": causes, "unattributed": unattributed(causes),
             }, indent=2, sort_keys=True))
         else:
             con = _console()
@@ -698,6 +779,13 @@ def register(app: typer.Typer) -> None:
                 more = f" (+{n - 1} more)" if n > 1 else ""
                 con.print(f"[red]root cause:[/red] {c['text']}: {n} flow{'' if n == 1 else 's'} "
                           f"failed, e.g. {c['root']}{more}", highlight=False, soft_wrap=True)
+            lost = unattributed(causes)
+            if lost:
+                con.print(f"[yellow]not attributed:[/yellow] {len(lost)} failed "
+                          f"flow{'' if len(lost) == 1 else 's'} could not be tied to a broken "
+                          f"element (railab check names none on their paths): "
+                          + ", ".join(lost[:8]) + (f" and {len(lost) - 8} more" if len(lost) > 8 else ""),
+                          highlight=False, soft_wrap=True)
             con.print(f"{len(results) - len(bad)}/{len(results)} flows as expected"
                       + (f"; {len(causes)} root cause{'' if len(causes) == 1 else 's'}"
                          if causes else ""))
