@@ -908,12 +908,13 @@ def lb_chart(run: LoadRun) -> Markup:
     uplink bytes, dashed at 1 = even), the packets received out of PSN order (%), and the
     collective's fabric busbw (Gb/s) or the flows' median completion (lab s). All measured."""
     d = {**run.data, "modes": [m for m in run.data["modes"] if "error" not in m]}
+    failed = [m["mode"] for m in run.data["modes"] if "error" in m]
     modes = [m["mode"] for m in d["modes"]]
     coll = any(m.get("fabric_busbw_gbps") is not None for m in d["modes"])
     host_bound = any(m.get("engine_kept_rate") is False for m in d["modes"])
     fig, axes = _figure(6.4, 4.2, rows=3, sharex=True)
     cols = ["#888" if m == "ecmp" else "#4a7ab5" for m in modes]
-    axes[0].bar(modes, [m["uplink_imbalance"] for m in d["modes"]], color=cols)
+    axes[0].bar(modes, [m["uplink_imbalance"] or 0 for m in d["modes"]], color=cols)
     axes[0].axhline(1.0, color="#333", ls="--", lw=0.9)
     axes[0].set_ylabel("uplink max/mean")
     axes[1].bar(modes, [m["reordered_pct"] for m in d["modes"]], color=cols)
@@ -930,7 +931,12 @@ def lb_chart(run: LoadRun) -> Markup:
     for ax in axes:
         ax.grid(axis="y", alpha=0.3)
     scale = d.get("time_scale")
-    axes[0].set_title(f"measured; time scale {scale:g}" if scale else "measured", fontsize=9)
+    notes = [f"time scale {scale:g}"] if scale else []
+    if failed:
+        notes.append(f"not applied: {', '.join(failed)}")
+    if d.get("down_uplinks"):
+        notes.append(f"uplinks down: {', '.join(d['down_uplinks'])}")
+    axes[0].set_title("measured" + ("; " + "; ".join(notes) if notes else ""), fontsize=8)
     axes[1].set_ylim(bottom=0)
     return _svg(fig)
 

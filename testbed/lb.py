@@ -306,7 +306,7 @@ def apply_leaf(ns: str, lp: LeafPlan, mode: str, gap_s: float = 0.5) -> None:
               if "UP" in d.get("flags", []) and "LOWER_UP" in d.get("flags", [])]
         lines = wcmp_lines(routes, lp.uplinks, lp.servers, up)
         if not lines:
-            raise RuntimeError(f"{lp.leaf}: no uplink is up, WCMP has no member")
+            return  # no uplink up (a powered-off leaf): it stays on ECMP, the others get WCMP
     elif lp.spine:
         lines = indexed_member_routes(routes, lp.ways)
     else:
@@ -322,6 +322,36 @@ def apply_leaf(ns: str, lp: LeafPlan, mode: str, gap_s: float = 0.5) -> None:
     script = nft_script(lp, mode, gap_s)
     if script:
         _run(ns, ["nft", "-f", "-"], script)
+
+
+def stale(spec, netns_of, mode: str, *, spines: bool = False) -> list[str]:
+    """Switches whose ``mode`` tables no longer match their routes, in words (``"g1-leaf1:
+    member table 2000 has 0 of 7 routes"``): the spray, flowlet and pbr member tables are
+    copied from the main table when the mode is applied, so a route change after it (a fault,
+    and its heal) leaves them short until the mode is applied again. Empty for ecmp and wcmp
+    (the agent follows the links) and when every table is complete."""
+    if mode in ("ecmp", "wcmp"):
+        return []
+    out = []
+    for lp in plan(spec, mode, spines=spines):
+        ns = netns_of(lp.leaf)
+        try:
+            routes = json.loads(_run(ns, ["ip", "-j", "route", "show", "table", "main"]) or "[]")
+        except RuntimeError:
+            continue
+        want = (indexed_member_routes(routes, lp.ways) if lp.spine
+                else member_routes(routes, [], lp.uplinks))
+        need: dict[int, int] = {}
+        for line in want:
+            t = int(line.rsplit(" ", 1)[1])
+            need[t] = need.get(t, 0) + 1
+        for i in range(lp.n):
+            t = TABLE_BASE + i
+            have = json.loads(_run(ns, ["ip", "-j", "route", "show", "table", str(t)]) or "[]")
+            if len(have) < need.get(t, 0):
+                out.append(f"{lp.leaf}: member table {t} has {len(have)} of {need[t]} routes")
+                break
+    return out
 
 
 # ---- the load-balancing agent (flowlet, wcmp) -------------------------------------------------
@@ -340,11 +370,18 @@ def agent_plan(spec, netns_of, plans: list[LeafPlan], mode: str) -> lbagent.LbAg
 
 
 def agent_state(run_dir: str | Path) -> dict | None:
-    """The running agent's state file (:mod:`railab.testbed.lbagent`), or None."""
+    """The agent's state file (:mod:`railab.testbed.lbagent`) with ``running`` (its PID is
+    alive and is the agent), or None when there is none."""
     try:
-        return json.loads((Path(run_dir) / lbagent.STATE_FILE).read_text())
+        d = json.loads((Path(run_dir) / lbagent.STATE_FILE).read_text())
     except (OSError, ValueError):
         return None
+    try:
+        cmd = Path(f"/proc/{int(d.get('pid', 0))}/cmdline").read_bytes()
+    except (OSError, ValueError):
+        cmd = b""
+    d["running"] = b"railab.testbed.lbagent" in cmd and not d.get("final")
+    return d
 
 
 def stop_agent(run_dir: str | Path) -> None:
@@ -426,6 +463,45 @@ def start_agent(run_dir: str | Path, plan: lbagent.LbAgentPlan) -> int:
     raise RuntimeError(f"the load-balancing agent did not start: {(d / 'lb-agent.log').read_text()[-500:]}")
 
 
+_HELD: set[str] = set()  # run directories whose lb lock this process holds (re-entrant)
+
+
+@contextmanager
+def lab_lock(run_dir: str | Path, purpose: str = "railab lb") -> Iterator[None]:
+    """The lab's load-balancing lock (``lb.lock`` in its run directory) for the block: one
+    ``railab lb`` or ``railab lb compare`` at a time per lab. Re-entrant within this process (a
+    comparison applies modes under its own lock). When another ``railab lb LAB MODE`` holds it
+    this waits; when a comparison holds it (for minutes) it raises UsageError naming it."""
+    d = Path(run_dir)
+    key = str(d.resolve()) if d.exists() else str(d)
+    if key in _HELD:
+        yield
+        return
+    d.mkdir(parents=True, exist_ok=True)
+    with open(d / "lb.lock", "a+") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.seek(0)
+            holder = f.read().strip()
+            if "compare" in holder:
+                raise UsageError(f"{holder} is running on this lab: wait for it to finish (it "
+                                 "puts the lab's mode back) or stop it with Ctrl-C") from None
+            fcntl.flock(f, fcntl.LOCK_EX)
+        f.seek(0)
+        f.truncate()
+        f.write(f"{purpose} (pid {os.getpid()})")
+        f.flush()
+        _HELD.add(key)
+        try:
+            yield
+        finally:
+            _HELD.discard(key)
+            f.seek(0)
+            f.truncate()
+            f.flush()
+
+
 def _every_switch(spec) -> list[LeafPlan]:
     """A removal plan for every switch any mode may touch (leaves, and spines when they can
     spray)."""
@@ -448,9 +524,7 @@ def apply(spec, netns_of, mode: str, run_dir: str | Path | None = None, *,
         raise UsageError(f"load-balancing mode {mode!r} runs an agent: give the lab's run directory")
     if run_dir is None:
         return _apply(spec, netns_of, mode, plans, None)
-    Path(run_dir).mkdir(parents=True, exist_ok=True)
-    with open(Path(run_dir) / "lb.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # one `railab lb` at a time per lab: no orphan agent
+    with lab_lock(run_dir):  # one `railab lb` at a time per lab: no orphan agent
         stop_agent(run_dir)
         out = _apply(spec, netns_of, mode, plans, run_dir)
         if on_applied is not None:

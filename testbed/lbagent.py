@@ -262,6 +262,14 @@ class LbLoop:
         self.cycle_ms.append((time.monotonic() - now) * 1000)
         del self.cycle_ms[:-200]
 
+    def _shown(self, node: str) -> list | None:
+        """The slots, or the weights with None for a member that is down (not in the group)."""
+        cur = self._cur.get(node)
+        alive = self._alive.get(node)
+        if cur is None or self.plan.mode == "flowlet" or alive is None:
+            return cur
+        return [w if ok else None for w, ok in zip(cur, alive, strict=True)]
+
     def write_state(self, *, final: bool = False) -> None:
         cyc = sorted(self.cycle_ms)
         d = {"lab": self.plan.lab, "mode": self.plan.mode, "pid": os.getpid(), "ready": True,
@@ -271,7 +279,7 @@ class LbLoop:
                                   "up": self._alive.get(lf.node),
                                   "utilization": [round(x, 3) for x in self._util[lf.node]],
                                   ("slots" if self.plan.mode == "flowlet" else "weights"):
-                                      self._cur.get(lf.node),
+                                      self._shown(lf.node),
                                   "updates": self._updates[lf.node]}
                         for lf in self.plan.leaves}}
         tmp = self.state_path.with_suffix(".tmp")

@@ -493,3 +493,79 @@ def test_live_wcmp_follows_a_cut_uplink_and_concurrent_lb_leaves_one_agent(lossl
         run.invoke(app, ["fault", name, "heal", "--all"])
         run.invoke(app, ["lb", name, "ecmp"])
     assert _leftovers(spec) == []
+
+
+def test_compare_holds_the_lab_lock_and_a_mode_change_is_refused_meanwhile(tmp_path):
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import fcntl,sys,time\n"
+        f"f=open({str(tmp_path / 'lb.lock')!r},'a+'); fcntl.flock(f, fcntl.LOCK_EX)\n"
+        "f.seek(0); f.truncate(); f.write('railab lb compare --workload elephants (pid 1)'); f.flush()\n"
+        "print('held', flush=True); time.sleep(30)")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(UsageError, match="railab lb compare --workload elephants .* is running"):
+            with lb.lab_lock(tmp_path):
+                pass
+    finally:
+        holder.kill()
+        holder.wait()
+    with lb.lab_lock(tmp_path), lb.lab_lock(tmp_path):  # free now; re-entrant in one process
+        assert "railab lb (pid" in (tmp_path / "lb.lock").read_text()
+    assert (tmp_path / "lb.lock").read_text() == ""
+
+
+def test_bytes_have_an_upper_bound_and_disabled_capacity_refuses_agent_modes(tmp_path):
+    from railab.topologies.intent import IntentError
+
+    with pytest.raises(UsageError, match="at most"):
+        lbcompare.check_bytes("elephants", 99999 << 30)
+    import yaml
+
+    root = __import__("pathlib").Path(__file__).resolve().parents[1]
+    d = yaml.safe_load((root / "topologies" / "intents" / "mini-lossless.yml").read_text())
+    d["lab"]["load_balancing"] = "wcmp"
+    d["lab"]["capacity"]["enabled"] = False
+    p = tmp_path / "x.yml"
+    p.write_text(yaml.safe_dump(d))
+    with pytest.raises(IntentError, match="needs lab.capacity"):
+        build_lab(load_intent(str(p)))
+
+
+@pytest.mark.integration
+@pytest.mark.usefixtures("no_leaks")
+def test_live_sigterm_during_compare_and_stale_tables_after_a_heal(lossless_lab):
+    import signal
+    import time
+
+    spec = lossless_lab.spec
+    name = spec.name
+    run = CliRunner()
+    try:
+        assert run.invoke(app, ["lb", name, "pbr"]).exit_code == 0
+        p = subprocess.Popen([sys.executable, "-m", "railab", "lb", "compare", name, "--modes",
+                              "ecmp,wcmp,spray-rr,flowlet"], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 60
+        while lb.agent_state(st.lab_dir(name)) is None and time.monotonic() < deadline:
+            time.sleep(0.05)  # wait until the wcmp mode (an agent) is applied
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(timeout=60) == 130, p.stderr.read()
+        assert st.load(name).load_balancing == "pbr"  # the lab's own mode, put back
+        assert lb.agent_state(st.lab_dir(name)) is None
+        rps = subprocess.run(["ip", "netns", "exec", netns_name(name, "spine1"), "cat",
+                              "/sys/class/net/eth1/queues/rx-0/rps_cpus"],
+                             capture_output=True, text=True).stdout.strip()
+        assert int(rps, 16) == 0, rps  # receive steering off again
+        # spray-rr's member tables do not follow a route change: `railab lb LAB` says so
+        assert run.invoke(app, ["lb", name, "spray-rr"]).exit_code == 0
+        assert run.invoke(app, ["fault", name, "link-down", "g1-leaf1", "spine1"]).exit_code == 0
+        assert run.invoke(app, ["fault", name, "heal", "--all"]).exit_code == 0
+        assert run.invoke(app, ["check", name, "--wait", "30"]).exit_code == 0
+        r = run.invoke(app, ["lb", name])
+        assert "warning: g1-leaf1: member table 2000 has 0 of" in r.output, r.output
+        assert run.invoke(app, ["lb", name, "spray-rr"]).exit_code == 0
+        assert "warning" not in run.invoke(app, ["lb", name]).output
+    finally:
+        run.invoke(app, ["fault", name, "heal", "--all"])
+        run.invoke(app, ["lb", name, "ecmp"])
+    assert _leftovers(spec) == []

@@ -742,7 +742,7 @@ def resolve_lab(intent: Intent, source: str = "intent") -> LabShape:
         if arch == "rail-only":
             raise IntentError(f"lab.load_balancing: {lab.load_balancing} balances leaf uplinks and "
                               "a rail-only lab has none: remove it (or use ecmp)")
-        if lab.load_balancing in ("flowlet", "wcmp") and not lab.capacity:
+        if lab.load_balancing in ("flowlet", "wcmp") and not (lab.capacity and lab.capacity.enabled):
             raise IntentError(f"lab.load_balancing: {lab.load_balancing} needs lab.capacity (its "
                               "agent rates the uplinks by their queues): add lab.capacity or "
                               "pick ecmp, spray-rr, spray-random or pbr")

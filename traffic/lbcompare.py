@@ -56,15 +56,20 @@ DEFAULT_BYTES = {"elephants": 4 << 20, "incast": 1 << 20, "all-to-all": 4 << 20,
                  "all-reduce": 4 << 20}
 
 
-def elephants(spec: LabSpec, leaf: str | None = None) -> tuple[str, list[Flow]]:
-    """``(leaf, flows)`` of the elephants workload: the first leaf with uplinks (or ``leaf``),
+def elephants(spec: LabSpec, leaf: str | None = None,
+              avoid: set[str] | frozenset[str] = frozenset()) -> tuple[str, list[Flow]]:
+    """``(leaf, flows)`` of the elephants workload: the first leaf with uplinks not in
+    ``avoid`` (or ``leaf``),
     one flow per server NIC on it, up to its uplink count, each to a NIC of the same rail in
     another group (distinct destinations, round robin). UsageError when the lab has no such
     pair (a single group, or a rail-only lab)."""
     plans = {p.leaf: p for p in lb.plan(spec, "ecmp")}
     if not plans:
         raise UsageError("the elephants workload needs leaf uplinks; this lab has none (rail-only)")
-    leaf = leaf or sorted(plans)[0]
+    ok = [x for x in sorted(plans) if x not in avoid]
+    if leaf is None and not ok:
+        raise UsageError("every leaf with uplinks is down or has no uplink up: heal the fabric first")
+    leaf = leaf or ok[0]
     if leaf not in plans:
         raise UsageError(f"{leaf!r} is not a leaf with uplinks: use one of {', '.join(sorted(plans))}")
     srcs = sorted((n for n in spec.nics if n.leaf == leaf), key=lambda n: n.leaf_port)
@@ -103,7 +108,7 @@ class ModeResult:
 
     mode: str
     uplink_bytes: dict[str, int]
-    uplink_imbalance: float
+    uplink_imbalance: float | None
     reordered_pct: float
     max_psn_distance: int
     drops: int
@@ -139,11 +144,12 @@ def _pct(vals: list[float], q: float) -> float | None:
     return v[min(len(v) - 1, int(round(q * (len(v) - 1))))]
 
 
-def _imbalance(per: dict[str, int]) -> float:
+def _imbalance(per: dict[str, int]) -> float | None:
+    """max/mean of the uplinks' bytes; None when nothing went up (no figure to give)."""
     if not per:
-        return 0.0
+        return None
     mean = sum(per.values()) / len(per)
-    return round(max(per.values()) / mean, 3) if mean else 0.0
+    return round(max(per.values()) / mean, 3) if mean else None
 
 
 @contextmanager
@@ -208,6 +214,23 @@ def _collective_row(spec, netns_of, mode, sched, stop):
         fab.get("busbw_gbps"), fab.get("time_us"), c.keeps_rate)
 
 
+def _unusable_leaves(spec: LabSpec, netns_of: Callable[[str], str]) -> set[str]:
+    """Leaves with no uplink up or with every server port down (a powered-off leaf): the
+    workload leaf must be another."""
+    bad = set()
+    for p in lb.plan(spec, "ecmp"):
+        try:
+            out = subprocess.run(exec_argv(netns_of(p.leaf), ["ip", "-j", "link", "show"]),
+                                 capture_output=True, text=True, check=True).stdout
+        except subprocess.CalledProcessError:
+            bad.add(p.leaf)
+            continue
+        up = {d["ifname"] for d in json.loads(out) if {"UP", "LOWER_UP"} <= set(d.get("flags", []))}
+        if not up & set(p.uplinks) or not up & set(p.servers):
+            bad.add(p.leaf)
+    return bad
+
+
 def _warm_up(spec, netns_of, flows, sched, stop) -> None:
     """One packet per flow before the first mode, results dropped: every hop resolves its
     neighbours (ARP) now. A packet that arrives while its neighbour is being resolved waits in
@@ -246,6 +269,10 @@ def check_modes(spec: LabSpec, modes: tuple[str, ...] | None) -> tuple[str, ...]
     return tuple(modes)
 
 
+#: largest --bytes: per flow or per rank (a 200 Mb/s lab port needs 43 s for 1 GiB)
+MAX_BYTES = 1 << 30
+
+
 def check_bytes(workload: str, flow_bytes: int | None) -> int:
     """The bytes per flow (elephants, incast) or per rank (collectives): ``flow_bytes`` or
     :data:`DEFAULT_BYTES`; UsageError below one RoCE MTU (4096 B) for the load-engine
@@ -253,6 +280,9 @@ def check_bytes(workload: str, flow_bytes: int | None) -> int:
     if flow_bytes is None:
         return DEFAULT_BYTES[workload]
     least = coll.MIN_BYTES if workload in coll.OPS else 4096
+    if flow_bytes > MAX_BYTES:
+        raise UsageError(f"--bytes {flow_bytes}: at most {MAX_BYTES} (1G) per "
+                         + ("rank" if workload in coll.OPS else "flow"))
     if flow_bytes < least:
         raise UsageError(f"--bytes {flow_bytes}: the {workload} workload needs at least {least} "
                          "bytes per " + ("rank" if workload in coll.OPS else "flow"))
@@ -284,7 +314,7 @@ def compare(spec: LabSpec, netns_of: Callable[[str], str], *, workload: str = "e
     gap_s = GAP_FLOWLETS * lb.flowlet_gap_s(spec)
     leaf, flows, sched = None, [], None
     if workload in ("elephants", "incast"):
-        leaf, flows = elephants(spec)
+        leaf, flows = elephants(spec, avoid=_unusable_leaves(spec, netns_of))
         if workload == "incast":
             dst = flows[0].dst
             flows = [route(spec, Flow(f.src, dst)) for f in flows]
@@ -298,6 +328,14 @@ def compare(spec: LabSpec, netns_of: Callable[[str], str], *, workload: str = "e
         sched = coll.schedule(spec, workload, nbytes)
         down = []
     rows = []
+    with lb.lab_lock(run_dir, f"railab lb compare --workload {workload}"):
+        return _run_modes(spec, netns_of, workload, modes, nbytes, cc, stop, on_mode, spines,
+                          restore, run_dir, gap_s, leaf, flows, sched, down, rows,
+                          ports if sched is None else [], ns if sched is None else "")
+
+
+def _run_modes(spec, netns_of, workload, modes, nbytes, cc, stop, on_mode, spines, restore,
+               run_dir, gap_s, leaf, flows, sched, down, rows, ports, ns) -> dict:
     try:
         with lb.flow_steering(spec, netns_of), _dataplane(spec, netns_of) as sampler:
             _warm_up(spec, netns_of, flows, sched, stop)

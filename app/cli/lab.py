@@ -407,6 +407,7 @@ def register(app: typer.Typer) -> None:
         s["faults"] = [f.model_dump(mode="json") for f in rec_.faults]
         s["ipv6_repairs"] = list(getattr(rec_, "ipv6_repairs", []) or [])
         s["load_balancing"] = rec_.load_balancing
+        s["load_balancing_spines"] = rec_.load_balancing_spines
         code = 0 if s["healthy"] else EXIT_FAILED  # a dead daemon or a missing session: exit 1
         if as_json:
             typer.echo(json.dumps(s, indent=2, sort_keys=True))
@@ -436,8 +437,9 @@ def register(app: typer.Typer) -> None:
             con.print(f"IPv6 link-local repaired at up on {len(s['ipv6_repairs'])} port(s): "
                       + ", ".join(s["ipv6_repairs"][:8]), highlight=False)
         if s["load_balancing"] != "ecmp":
-            con.print(f"load balancing: {s['load_balancing']} (railab lb {s['lab']} ecmp resets it)",
-                      highlight=False)
+            con.print(f"load balancing: {s['load_balancing']}"
+                      + (" at the spines too" if s["load_balancing_spines"] else "")
+                      + f" (railab lb {s['lab']} ecmp resets it)", highlight=False)
         if code:
             con.print(f"[bold red]not healthy[/]: {len(dead)} dead daemon(s) {', '.join(dead[:8])}"
                       if dead else "[bold red]not healthy[/]: BGP sessions missing", highlight=False)

@@ -12,7 +12,7 @@ import json
 
 import typer
 
-from railab.errors import UsageError
+from railab.errors import RailabError, UsageError
 
 
 def register(app: typer.Typer) -> None:
@@ -53,7 +53,8 @@ def register(app: typer.Typer) -> None:
         if lab == "compare":
             if mode is None:
                 raise UsageError("railab lb compare LAB [--workload elephants|incast|all-to-all|"
-                                 "all-reduce] [--modes a,b] [--json]")
+                                 "all-reduce] [--modes a,b] [--bytes 4M] [--cc dcqcn|none] "
+                                 "[--spines] [--json]")
             _compare(mode, workload or "elephants", modes, flow_bytes, cc or "dcqcn", spines,
                      as_json)
             return
@@ -71,7 +72,9 @@ def register(app: typer.Typer) -> None:
         rec = ref.require_up()
         if mode is None:
             out = {"lab": ref.name, "load_balancing": rec.load_balancing,
-                   "spines": rec.load_balancing_spines}
+                   "spines": rec.load_balancing_spines,
+                   "stale": LB.stale(ref.spec(), ref.netns_of, rec.load_balancing,
+                                     spines=rec.load_balancing_spines)}
             agent = LB.agent_state(S.lab_dir(ref.name))
             if agent:
                 out["agent"] = agent
@@ -80,8 +83,14 @@ def register(app: typer.Typer) -> None:
                 rec = ref.require_up()
                 rec.load_balancing, rec.load_balancing_spines = mode, spines
                 S.save(rec)
-            plans = LB.apply(ref.spec(), ref.netns_of, mode, S.lab_dir(ref.name), spines=spines,
-                             on_applied=record)
+            try:
+                plans = LB.apply(ref.spec(), ref.netns_of, mode, S.lab_dir(ref.name),
+                                 spines=spines, on_applied=record)
+            except RailabError:
+                rec = ref.require_up()  # apply put every switch back on ecmp: say so
+                rec.load_balancing, rec.load_balancing_spines = "ecmp", False
+                S.save(rec)
+                raise
             out = {"lab": ref.name, "load_balancing": mode, "spines": spines,
                    "leaves": {p.leaf: ({"uplinks": p.uplinks, "pbr": p.binding} if mode == "pbr"
                                        else {"uplinks": p.uplinks})
@@ -92,11 +101,16 @@ def register(app: typer.Typer) -> None:
             typer.echo(json.dumps(out, indent=2, sort_keys=True))
         else:
             leaves, sp = out.get("leaves"), out.get("spine_plans")
+            agent = out.get("agent")
             typer.echo(f"lab {ref.name}: load balancing {out['load_balancing']}"
                        + (" (spines too)" if out.get("spines") else "")
                        + (f" on {len(leaves)} leaves" if leaves else "")
                        + (f" and {len(sp)} spines" if sp else "")
-                       + (f" (agent: {out['agent']['cycles']} cycles)" if out.get("agent") else ""))
+                       + ((f" (agent: {agent['cycles']} cycles)" if agent.get("running") else
+                           " (its agent is not running: apply the mode again)") if agent else ""))
+            for line in out.get("stale") or []:
+                typer.echo(f"warning: {line} (routes changed since the mode was applied: "
+                           f"railab lb {ref.name} {out['load_balancing']} applies it again)")
 
 
 def _compare(lab: str, workload: str, modes: str | None, flow_bytes: str | None, cc: str,
@@ -129,19 +143,16 @@ def _compare(lab: str, workload: str, modes: str | None, flow_bytes: str | None,
     spec = ref.spec()
     ms = C.check_modes(spec, ms)
     rec = ref.require_up()
-    try:
-        with sigint_event() as stop:
-            res = C.compare(spec, ref.netns_of, workload=workload, modes=ms, flow_bytes=size,
-                            cc=cc, stop=stop, spines=spines,
-                            restore=(rec.load_balancing, rec.load_balancing_spines),
-                            on_mode=None if as_json else
-                            (lambda m: typer.echo(f"  running {m} ...", err=True)))
-            interrupted = stop.is_set()
-    except BaseException:
-        rec = ref.require_up()
-        rec.load_balancing, rec.load_balancing_spines = "ecmp", False  # the error path's state
-        S.save(rec)
-        raise
+    from railab.testbed.signals import signals_raise
+
+    # a Ctrl-C, SIGTERM or SIGHUP unwinds through compare, which puts the lab's own mode back
+    with signals_raise(), sigint_event() as stop:
+        res = C.compare(spec, ref.netns_of, workload=workload, modes=ms, flow_bytes=size,
+                        cc=cc, stop=stop, spines=spines,
+                        restore=(rec.load_balancing, rec.load_balancing_spines),
+                        on_mode=None if as_json else
+                        (lambda m: typer.echo(f"  running {m} ...", err=True)))
+        interrupted = stop.is_set()
     rec = ref.require_up()
     rec.load_balancing = res["left_on"]["mode"]
     rec.load_balancing_spines = res["left_on"]["spines"]
@@ -181,7 +192,7 @@ def text(res: dict) -> str:
 
         def n(v, w, f=""):
             return f"{'-':>{w}}" if v is None else f"{v:>{w}{f}}"
-        line = (f"{r['mode']:<13} {r['uplink_imbalance']:>9.3f} {r['reordered_pct']:>7.2f} "
+        line = (f"{r['mode']:<13} {n(r['uplink_imbalance'], 9, '.3f')} {r['reordered_pct']:>7.2f} "
                 f"{r['max_psn_distance']:>7} {r['drops']:>6} {n(r['pauses'], 6)} "
                 f"{n(r['ce_marks'], 6)} {n(r['fct_p50_s'], 9, '.3f')} {n(r['fct_p99_s'], 7, '.3f')} "
                 f"{n(r['straggler'], 6, '.2f')}")

@@ -759,6 +759,8 @@ def register(app: typer.Typer) -> None:
                     "NVLink/local" if f.path_class == "intra-server" else "-")
                 if r.unreachable_at:
                     path += f" (unreachable at {r.unreachable_at})"
+                if getattr(r, "sprayed", None):  # a switch split it per packet (railab lb)
+                    path += f" (sprayed over {len(r.sprayed)} ports)"
                 style = "green" if r.ok else "red"
                 t.add_row(f.name, nics, f"{r.delivered}/{r.sent}", str(r.lost),
                           _hops(f.expected_hops), "-" if r.hops_ttl is None else str(r.hops_ttl),
@@ -767,6 +769,11 @@ def register(app: typer.Typer) -> None:
             con.print(t)
             con.print(cover, highlight=False)
             con.print(f"GPU pairs sent: {sample_text(spec, fl)}", highlight=False)
+            n_spr = sum(1 for r in results if getattr(r, "sprayed", None))
+            if n_spr:
+                con.print(f"sprayed: {n_spr} flow{'' if n_spr == 1 else 's'} split per packet "
+                          "(railab lb); below, each counts once on every uplink and spine it "
+                          "crossed", highlight=False)
             if sp.per_spine:
                 con.print(f"spines: {counts_text(sp.per_spine)}  "
                           + sp.spread_text(sp.per_spine, "spines"), highlight=False)
