@@ -306,6 +306,31 @@ def test_frr_daemons_run_in_the_nodes_namespaces(mini_lab):
     assert rec.phase == "running" and rec.user
 
 
+def test_restarted_daemons_join_their_nodes_uts_namespace(mini_lab):
+    """A daemon started again (after daemon-kill, node-off) joins its node's one UTS namespace
+    (a running sibling's, or one new namespace for all when every daemon had died), not one of
+    its own: node-off then heal on spine1 used to leave four UTS namespaces there."""
+    from typer.testing import CliRunner
+
+    from railab.cli import app
+
+    run = CliRunner()
+    lab = mini_lab.name
+    for fault in (["daemon-kill", "spine1", "--daemon", "bgpd"], ["node-off", "spine1"]):
+        r = run.invoke(app, ["fault", lab, *fault])
+        if r.exit_code != 0 and fault[0] == "daemon-kill":  # the CLI may name daemons otherwise
+            r = run.invoke(app, ["fault", lab, "daemon-kill", "spine1"])
+        assert r.exit_code == 0, r.output
+        assert run.invoke(app, ["fault", lab, "heal", "--all"]).exit_code == 0
+        pids = st.load(lab).routers["spine1"].pids
+        uts = {os.stat(f"/proc/{p}/ns/uts").st_ino for p in pids.values()}
+        assert len(uts) == 1, (fault, uts)
+        name = subprocess.run(["nsenter", f"--uts=/proc/{pids['bgpd']}/ns/uts", "hostname"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+        assert name == "spine1"
+    assert run.invoke(app, ["check", lab, "--wait", "60"]).exit_code == 0
+
+
 def test_executor_missing_command_is_127(mini_lab):
     res = mini_lab.executor.run("srv1", ["no-such-railab-command"])
     assert res.rc == 127 and "command not found" in res.stderr

@@ -127,23 +127,40 @@ class DaemonsMixin:
         todo = [d for d in want if not alive.get(d)]
         self._children = []
         ns = record.namespaces[node]
-        # zebra first, the others after its zserv socket exists (as in up)
-        for daemon in todo:
-            pidfile = st.node_dir(lab, node) / f"{daemon}.pid"
-            pidfile.unlink(missing_ok=True)
-            if daemon == "zebra":
-                (st.node_dir(lab, node) / "zserv.api").unlink(missing_ok=True)
-            p, held = self._spawn(self._daemon_argv(lab, node, daemon, cnode.daemon_options.get(daemon)),
-                                  ns=ns, hostname=node, stdin=subprocess.DEVNULL,
-                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-            if held is not None:
-                os.close(held)
-            self._reap({node: p}, daemon, lab)
-            if daemon == "zebra":
-                self._wait_files([st.node_dir(lab, node) / "zserv.api"], "zebra's zserv socket")
-            r.pids[daemon] = int(pidfile.read_text().split()[0])
-            record.routers[node] = r
-            st.save(record)
+        # one UTS namespace per node (hostname = node name), as up makes it: a restarted daemon
+        # joins the one its running siblings are in, or the first one started makes a new one
+        uts = None
+        for d, ok in alive.items():
+            if ok and d in r.pids:
+                try:
+                    uts = os.open(f"/proc/{r.pids[d]}/ns/uts", os.O_RDONLY)
+                    break
+                except OSError:
+                    continue
+        try:
+            # zebra first, the others after its zserv socket exists (as in up)
+            for daemon in todo:
+                pidfile = st.node_dir(lab, node) / f"{daemon}.pid"
+                pidfile.unlink(missing_ok=True)
+                if daemon == "zebra":
+                    (st.node_dir(lab, node) / "zserv.api").unlink(missing_ok=True)
+                p, held = self._spawn(self._daemon_argv(lab, node, daemon, cnode.daemon_options.get(daemon)),
+                                      ns=ns, uts=uts, hostname=None if uts is not None else node,
+                                      stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT)
+                if uts is None:
+                    uts = held  # the node's new UTS namespace: the next daemons join it
+                elif held is not None:
+                    os.close(held)
+                self._reap({node: p}, daemon, lab)
+                if daemon == "zebra":
+                    self._wait_files([st.node_dir(lab, node) / "zserv.api"], "zebra's zserv socket")
+                r.pids[daemon] = int(pidfile.read_text().split()[0])
+                record.routers[node] = r
+                st.save(record)
+        finally:
+            if uts is not None:
+                os.close(uts)
         self.push_config(lab, node)
         return todo
 
