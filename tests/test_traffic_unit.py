@@ -437,7 +437,7 @@ def test_failed_flows_are_filed_under_the_check_root_cause_on_their_path(spec):
     by_kind = {c["cause"]["kind"]: c for c in causes}
     assert set(by_kind) == {"daemon-dead", "miswired", "dropped"}, causes
     assert by_kind["daemon-dead"]["root"] == results[0].flow.name and by_kind["daemon-dead"]["attributed"]
-    assert by_kind["daemon-dead"]["text"] == "bgpd is dead on g1-leaf1: railab restart"
+    assert by_kind["daemon-dead"]["text"] == f"bgpd is dead on g1-leaf1: railab restart {spec.name} g1-leaf1"
     assert by_kind["miswired"]["cause"]["node"] == "srv1" and by_kind["miswired"]["cause"]["port"] == "eth2"
     assert not by_kind["dropped"]["attributed"] and "not attributed" in by_kind["dropped"]["text"]
     assert unattributed(causes) == [results[2].flow.name]

@@ -152,7 +152,7 @@ def black_hole_text(spec, eng, flow, hops) -> str | None:
     return f"black-holed {where}: the next hop did not answer; run railab check (bgp, routes)"
 
 
-def cause_text(root) -> str:
+def cause_text(root, lab: str = "LAB") -> str:
     """Words for a root-cause row of :func:`flow_root_causes`, naming the element as ``railab
     check`` does: ``srv4:eth2 is down (link g2-leaf2:eth3--srv4:eth2)``, ``bgpd is dead on
     g1-leaf1``, ``srv1:eth1 is miswired (planned link ...)``, ``a packet filter drops on
@@ -172,7 +172,8 @@ def cause_text(root) -> str:
     if c.kind == "node-down":
         return f"{c.node} is down (every link of it down at its end: powered off?)"
     if c.kind == "daemon-dead":
-        return f"{c.daemon or 'an FRR daemon'} is dead on {c.node}: railab restart"
+        return (f"{c.daemon or 'an FRR daemon'} is dead on {c.node}: railab restart {lab} "
+                f"{c.node}")
     if c.kind == "session-down":
         return f"BGP session on {c.link or at} is down"
     if c.kind == "port-filter":
@@ -248,7 +249,7 @@ def flow_root_causes(spec, results, link_state=None, groups=None) -> list[dict]:
     out = []
     for root, cons in group_failures(rows):
         cause = root.cause.model_dump(exclude_none=True) if root.cause else None
-        out.append({"text": cause_text(root), "root": root.name, "cause": cause,
+        out.append({"text": cause_text(root, spec.name), "root": root.name, "cause": cause,
                     "attributed": attributed(cause), "explains": [c.name for c in cons]})
     return out
 
