@@ -221,7 +221,21 @@ def group_failures(results: list[CheckResult]) -> list[tuple[CheckResult, list[C
     for i, j in sorted(root_of.items()):
         if i != j:
             out[j][1].append(fails[i])
-    return [out[j] for j in roots]
+    return [_powered_off_first(*out[j]) for j in roots]
+
+
+def _powered_off_first(root: CheckResult, cons: list[CheckResult]) -> tuple[CheckResult, list[CheckResult]]:
+    """A dead daemon on node ``N`` whose followers include ``N`` down (every link of it down at
+    its end: ``railab fault node-off``): the node is off, which explains its dead daemons, so
+    the first ``node-down`` row becomes the root and the daemon row one of its followers."""
+    c = root.cause
+    if c is None or c.kind != "daemon-dead":
+        return root, cons
+    off = next((r for r in cons if r.cause is not None and r.cause.kind == "node-down"
+                and r.cause.node == c.node), None)
+    if off is None:
+        return root, cons
+    return off, [root] + [r for r in cons if r is not off]
 
 
 def root_causes(results: list[CheckResult]) -> list[dict]:

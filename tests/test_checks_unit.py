@@ -382,6 +382,26 @@ def test_a_dead_node_is_one_root_cause(spec):
     assert _node_down(spec, srv4[:2]) == srv4[:2]  # two of four links down: links, not the node
 
 
+def test_a_powered_off_switch_is_named_node_down_not_a_dead_daemon():
+    """A review found node-off on a switch reported as "zebra is dead": when a dead daemon's
+    followers include its node down (every link down at its end), the node is the root."""
+    from railab.checks.base import Cause, CheckResult
+    from railab.checks.runner import group_failures, root_causes
+
+    def row(check, name, **cause):
+        return CheckResult(check=check, name=name, status="fail", node=cause.get("node"),
+                           cause=Cause(**cause))
+
+    dead = row("daemons", "g2-leaf2 daemons", kind="daemon-dead", node="g2-leaf2", daemon="zebra")
+    off = [row("cabling", f"g2-leaf2 eth{i}", kind="node-down", node="g2-leaf2") for i in (1, 2)]
+    other = row("routes", "g1-leaf1 10.0.9.0/24", kind="not-announced", node="g1-leaf9",
+                prefix="10.0.9.0/24")
+    groups = group_failures([dead, *off, other])
+    assert [(g[0].name, [c.name for c in g[1]]) for g in groups] == [
+        ("g2-leaf2 eth1", ["g2-leaf2 daemons", "g2-leaf2 eth2"]), ("g1-leaf1 10.0.9.0/24", [])]
+    assert root_causes([dead, *off])[0]["cause"] == {"kind": "node-down", "node": "g2-leaf2"}
+
+
 def test_structured_references_per_family(spec, snap):
     """bgp and routes rows carry node/port/link/session/prefix and a cause (one golden message
     per family is pinned by the other tests)."""
