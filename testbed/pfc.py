@@ -166,7 +166,9 @@ def ifindexes(ns: str, names: list[str], node: str) -> dict[tuple[str, str], int
             try:
                 out[(node, name)] = socket.if_nametoindex(name)
             except OSError:
-                raise RailabError(f"{node}:{name} does not exist: is the lab up?") from None
+                raise RailabError(f"{node}:{name} does not exist (a pulled cable? railab fault "
+                                  "LAB list names it; heal it first, or the lab is not fully up)"
+                                  ) from None
     return out
 
 
