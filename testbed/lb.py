@@ -54,7 +54,8 @@ from pathlib import Path
 
 from railab.errors import RailabError, UsageError
 from railab.testbed import lbagent
-from railab.testbed.namespaces import exec_argv
+from railab.testbed.namespaces import entered, exec_argv
+from railab.testbed.rtnl import Rtnl, link_status
 
 #: every mode :func:`apply` knows, in the order ``lb compare`` runs them
 MODES = ("ecmp", "spray-random", "spray-rr", "flowlet", "pbr", "wcmp")
@@ -256,16 +257,41 @@ def _run(ns: str, argv: list[str], stdin: str | None = None) -> str:
     return p.stdout
 
 
+@contextmanager
+def _rtnl(ns: str) -> Iterator[Rtnl]:
+    """A raw rtnetlink socket in namespace ``ns`` for the block (railab.testbed.rtnl)."""
+    with entered(ns):
+        r = Rtnl()
+    try:
+        yield r
+    finally:
+        r.close()
+
+
+def up_ports(ns: str) -> set[str]:
+    """The interfaces of namespace ``ns`` that are up by the one link-up rule
+    (:func:`railab.testbed.rtnl.link_status`: admin up and carrier), one RTM_GETLINK dump."""
+    with _rtnl(ns) as r:
+        return {n for n, (flags, oper) in r.link_flags().items() if link_status(flags, oper) == "up"}
+
+
+def tx_bytes(ns: str, ports: list[str]) -> dict[str, int]:
+    """TX byte counters of ``ports`` in namespace ``ns`` (one RTM_GETLINK and one RTM_GETSTATS
+    dump)."""
+    with _rtnl(ns) as r:
+        names = {i: n for i, (n, _mac) in r.links().items()}
+        return {names[i]: v[3] for i, v in r.stats().items() if names.get(i) in ports}
+
+
 def remove(ns: str, lp: LeafPlan) -> None:
     """Remove whatever any mode installed on one leaf namespace (idempotent): the nft table,
-    every rule at :data:`RULE_PRIO`, the member tables, the wcmp table, group and next hops."""
+    every rule at :data:`RULE_PRIO`, the member tables, the wcmp table, group and next hops
+    (one ``nft`` and one ``ip -batch``)."""
     subprocess.run(exec_argv(ns, ["nft", "delete", "table", "ip", NFT_TABLE]), capture_output=True)
-    rules = json.loads(_run(ns, ["ip", "-j", "rule", "show"]) or "[]")
-    for r in rules:
-        if r.get("priority") == RULE_PRIO:
-            subprocess.run(exec_argv(ns, ["ip", "rule", "del", "priority", str(RULE_PRIO)]),
-                           capture_output=True)
-    lines = [f"route flush table {TABLE_BASE + i}" for i in range(lp.n)]
+    with _rtnl(ns) as r:
+        ours = sum(1 for rule in r.rules() if rule.priority == RULE_PRIO)
+    lines = [f"rule del priority {RULE_PRIO}"] * ours
+    lines += [f"route flush table {TABLE_BASE + i}" for i in range(lp.n)]
     lines += [f"route flush table {WCMP_TABLE}", f"nexthop del id {GROUP_ID}"]
     lines += [f"nexthop del id {NH_BASE + i}" for i in range(len(lp.uplinks))]
     subprocess.run(exec_argv(ns, ["ip", "-force", "-batch", "-"]), input="\n".join(lines) + "\n",
@@ -301,10 +327,7 @@ def apply_leaf(ns: str, lp: LeafPlan, mode: str, gap_s: float = 0.5) -> None:
         return
     routes = json.loads(_run(ns, ["ip", "-j", "route", "show", "table", "main"]) or "[]")
     if mode == "wcmp":
-        links = json.loads(_run(ns, ["ip", "-j", "link", "show"]) or "[]")
-        up = [d["ifname"] for d in links
-              if "UP" in d.get("flags", []) and "LOWER_UP" in d.get("flags", [])]
-        lines = wcmp_lines(routes, lp.uplinks, lp.servers, up)
+        lines = wcmp_lines(routes, lp.uplinks, lp.servers, sorted(up_ports(ns)))
         if not lines:
             return  # no uplink up (a powered-off leaf): it stays on ECMP, the others get WCMP
     elif lp.spine:
@@ -345,12 +368,15 @@ def stale(spec, netns_of, mode: str, *, spines: bool = False) -> list[str]:
         for line in want:
             t = int(line.rsplit(" ", 1)[1])
             need[t] = need.get(t, 0) + 1
-        for i in range(lp.n):
-            t = TABLE_BASE + i
-            have = json.loads(_run(ns, ["ip", "-j", "route", "show", "table", str(t)]) or "[]")
-            if len(have) < need.get(t, 0):
-                out.append(f"{lp.leaf}: member table {t} has {len(have)} of {need[t]} routes")
-                break
+        have = dict.fromkeys(range(TABLE_BASE, TABLE_BASE + lp.n), 0)
+        with _rtnl(ns) as r:
+            for row in r.routes(None):  # one dump of every table
+                if row.table in have:
+                    have[row.table] += 1
+        short = [t for t in sorted(have) if have[t] < need.get(t, 0)]
+        if short:
+            t = short[0]
+            out.append(f"{lp.leaf}: member table {t} has {have[t]} of {need[t]} routes")
     return out
 
 

@@ -27,8 +27,6 @@ railab.testbed.lb and put back to ``ecmp`` at the end, also on error or Ctrl-C.
 
 from __future__ import annotations
 
-import json
-import subprocess
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -38,7 +36,6 @@ from pathlib import Path
 from railab.errors import RailabError, UsageError
 from railab.testbed import capacity, lb
 from railab.testbed import state as st
-from railab.testbed.namespaces import exec_argv
 from railab.topologies.labspec import LabSpec
 from railab.traffic import collective as coll
 from railab.traffic.load import LoadFlow, run_load
@@ -83,12 +80,6 @@ def elephants(spec: LabSpec, leaf: str | None = None,
         d = dsts[i % len(dsts)]
         flows.append(route(spec, Flow((s.server, s.gpu), (d.server, d.gpu))))
     return leaf, flows
-
-
-def _tx_bytes(ns: str, ports: list[str]) -> dict[str, int]:
-    out = subprocess.run(exec_argv(ns, ["ip", "-s", "-j", "link"]), capture_output=True, text=True,
-                         check=True).stdout
-    return {d["ifname"]: d["stats64"]["tx"]["bytes"] for d in json.loads(out) if d["ifname"] in ports}
 
 
 @dataclass
@@ -178,11 +169,11 @@ def lb_run_dir(spec: LabSpec) -> Path:
 
 def _elephants_row(spec, netns_of, mode, flows, ns, ports, flow_bytes, cc, sampler, gap_s,
                    sport_mode):
-    before = _tx_bytes(ns, ports)
+    before = lb.tx_bytes(ns, ports)
     r = run_load(spec, netns_of, [LoadFlow(f, bytes=flow_bytes, gap_s=gap_s) for f in flows],
                  cc=cc, sport_mode=sport_mode, message_bytes=ELEPHANT_MESSAGE_BYTES,
                  port_sampler=sampler)
-    after = _tx_bytes(ns, ports)
+    after = lb.tx_bytes(ns, ports)
     per = {p: after[p] - before[p] for p in ports}
     rx = sum(f["rx_packets"] for f in r.flows)
     fcts = [f["fct_s"] for f in r.flows if f.get("fct_s") is not None]
@@ -220,12 +211,10 @@ def _unusable_leaves(spec: LabSpec, netns_of: Callable[[str], str]) -> set[str]:
     bad = set()
     for p in lb.plan(spec, "ecmp"):
         try:
-            out = subprocess.run(exec_argv(netns_of(p.leaf), ["ip", "-j", "link", "show"]),
-                                 capture_output=True, text=True, check=True).stdout
-        except subprocess.CalledProcessError:
+            up = lb.up_ports(netns_of(p.leaf))
+        except OSError:
             bad.add(p.leaf)
             continue
-        up = {d["ifname"] for d in json.loads(out) if {"UP", "LOWER_UP"} <= set(d.get("flags", []))}
         if not up & set(p.uplinks) or not up & set(p.servers):
             bad.add(p.leaf)
     return bad
@@ -320,10 +309,8 @@ def compare(spec: LabSpec, netns_of: Callable[[str], str], *, workload: str = "e
             flows = [route(spec, Flow(f.src, dst)) for f in flows]
         ports = next(p.uplinks for p in lb.plan(spec, "ecmp") if p.leaf == leaf)
         ns = netns_of(leaf)
-        out = subprocess.run(exec_argv(ns, ["ip", "-j", "link", "show"]), capture_output=True,
-                             text=True, check=True).stdout
-        down = sorted(f"{leaf}:{d['ifname']}" for d in json.loads(out) if d["ifname"] in ports
-                      and not {"UP", "LOWER_UP"} <= set(d.get("flags", [])))
+        up = lb.up_ports(ns)
+        down = sorted(f"{leaf}:{p}" for p in ports if p not in up)
     else:
         sched = coll.schedule(spec, workload, nbytes)
         down = []
