@@ -162,41 +162,32 @@ def cause_text(root, lab: str = "LAB") -> str:
     if c is None:
         return f"{root.name}: {root.reason} (not attributed to an element: run railab check)"
     at = f"{c.node}:{c.port}" if c.port else f"{c.node}"
-    link = f" (link {c.link})" if c.link else ""
-    if c.kind == "link-down":
-        return f"{at} is down{link}"
-    if c.kind == "miswired":
-        return f"{at} is miswired (cabled elsewhere than its planned link {c.link}: check cabling)"
-    if c.kind == "mtu-mismatch":
-        return f"MTU on {at}{link}: {root.reason}"
-    if c.kind == "node-down":
-        return f"{c.node} is down (every link of it down at its end: powered off?)"
-    if c.kind == "daemon-dead":
-        return (f"{c.daemon or 'an FRR daemon'} is dead on {c.node}: railab restart {lab} "
-                f"{c.node}")
-    if c.kind == "session-down":
-        return f"BGP session on {c.link or at} is down"
-    if c.kind == "port-filter":
-        return f"a packet filter (nftables) drops on {at}{link}"
-    if c.kind == "port-missing":
-        return f"{at} does not exist{link}"
-    if c.kind == "policy-route-missing":
-        return f"{at} lacks its policy route{link}"
-    if c.kind == "link-local-missing":
-        return f"{at} lacks its IPv6 link-local state{link}"
-    if c.kind == "wrong-asn":
-        return f"{c.node} runs another ASN than planned"
-    if c.kind == "not-announced":
-        return f"{c.node} does not announce {c.prefix}"
-    if c.kind == "node-unreachable":
-        return f"{c.node} cannot be reached"
-    if c.kind == "unreachable":
-        return (f"{c.node} answered ICMP unreachable (no route; not attributed to an element: "
-                "run railab check)")
-    if c.kind == "dropped":
-        return (f"packets dropped at {c.node} (black hole; not attributed to an element: run "
-                "railab check, railab traceroute)")
-    return f"{c.kind} at {at}{link}"
+    words = {"at": at, "link": f" (link {c.link})" if c.link else "", "node": c.node,
+             "planned": c.link, "daemon": c.daemon or "an FRR daemon", "lab": lab,
+             "session": c.link or at, "prefix": c.prefix, "reason": root.reason, "kind": c.kind}
+    return _CAUSE_WORDS.get(c.kind, "{kind} at {at}{link}").format(**words)
+
+
+#: Words per cause kind (:data:`railab.checks.base.CAUSE_KINDS`) for :func:`cause_text`.
+_CAUSE_WORDS = {
+    "link-down": "{at} is down{link}",
+    "miswired": "{at} is miswired (cabled elsewhere than its planned link {planned}: check cabling)",
+    "mtu-mismatch": "MTU on {at}{link}: {reason}",
+    "node-down": "{node} is down (every link of it down at its end: powered off?)",
+    "daemon-dead": "{daemon} is dead on {node}: railab restart {lab} {node}",
+    "session-down": "BGP session on {session} is down",
+    "port-filter": "a packet filter (nftables) drops on {at}{link}",
+    "port-missing": "{at} does not exist{link}",
+    "policy-route-missing": "{at} lacks its policy route{link}",
+    "link-local-missing": "{at} lacks its IPv6 link-local state{link}",
+    "wrong-asn": "{node} runs another ASN than planned",
+    "not-announced": "{node} does not announce {prefix}",
+    "node-unreachable": "{node} cannot be reached",
+    "unreachable": "{node} answered ICMP unreachable (no route; not attributed to an element: "
+                   "run railab check)",
+    "dropped": "packets dropped at {node} (black hole; not attributed to an element: run "
+               "railab check, railab traceroute)",
+}
 
 
 def attributed(cause: dict | None) -> bool:
