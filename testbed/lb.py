@@ -59,8 +59,6 @@ from railab.testbed.rtnl import Rtnl, link_status
 
 #: every mode :func:`apply` knows, in the order ``lb compare`` runs them
 MODES = ("ecmp", "spray-random", "spray-rr", "flowlet", "pbr", "wcmp")
-#: the modes built (all of them)
-BUILT = MODES
 #: the modes the load-balancing agent (railab.testbed.lbagent) steers: they need lab.capacity
 AGENT_MODES = ("flowlet", "wcmp")
 #: the flowlet gap in fabric microseconds. The seed's ARS text gives no figure; 50 us is the
@@ -108,9 +106,6 @@ def check_mode(mode: str) -> str:
     """``mode`` when it is a mode that can be applied; UsageError (exit 2) otherwise."""
     if mode not in MODES:
         raise UsageError(f"unknown load-balancing mode {mode!r}: use one of {', '.join(MODES)}")
-    if mode not in BUILT:
-        raise UsageError(f"load-balancing mode {mode!r} is not built yet (needs the switch agent's "
-                         f"member rating): use one of {', '.join(BUILT)}")
     return mode
 
 
@@ -202,11 +197,10 @@ def nft_script(lp: LeafPlan, mode: str, gap_s: float = 0.5) -> str:
             f"offset {MARK_BASE:#x}\n  }}\n}}\n")
 
 
-def member_routes(routes: list[dict], ifindex_port: list[str], uplinks: list[str]) -> list[str]:
+def member_routes(routes: list[dict], uplinks: list[str]) -> list[str]:
     """``ip route add`` lines (for ``ip -batch``) filling the member tables from the main
     table's routes (``ip -j route show table main`` objects): each multipath route whose next hops
     include uplink i is copied into table ``TABLE_BASE + i`` with that next hop only."""
-    del ifindex_port
     lines = []
     for r in routes:
         hops = r.get("nexthops") or ([r] if r.get("dev") in uplinks and r.get("dst") != "default" else [])
@@ -333,7 +327,7 @@ def apply_leaf(ns: str, lp: LeafPlan, mode: str, gap_s: float = 0.5) -> None:
     elif lp.spine:
         lines = indexed_member_routes(routes, lp.ways)
     else:
-        lines = member_routes(routes, [], lp.uplinks)
+        lines = member_routes(routes, lp.uplinks)
     if mode.startswith("spray") or mode == "flowlet":
         lines += [f"rule add priority {RULE_PRIO} fwmark {MARK_BASE + i:#x} lookup {TABLE_BASE + i}"
                   for i in range(lp.n)]
@@ -363,7 +357,7 @@ def stale(spec, netns_of, mode: str, *, spines: bool = False) -> list[str]:
         except RuntimeError:
             continue
         want = (indexed_member_routes(routes, lp.ways) if lp.spine
-                else member_routes(routes, [], lp.uplinks))
+                else member_routes(routes, lp.uplinks))
         need: dict[int, int] = {}
         for line in want:
             t = int(line.rsplit(" ", 1)[1])

@@ -78,7 +78,7 @@ def test_member_routes_keep_one_next_hop_per_table():
         {"dst": "10.0.0.0/31", "dev": "eth1"},  # connected server subnet: not copied
         {"dst": "10.255.0.2", "gateway": "169.254.0.1", "dev": "eth9"},
     ]
-    lines = lb.member_routes(routes, [], ["eth9", "eth10"])
+    lines = lb.member_routes(routes, ["eth9", "eth10"])
     assert sorted(lines) == sorted([
         f"route replace 10.0.2.0/24 via 169.254.0.1 dev eth10 onlink table {lb.TABLE_BASE + 1}",
         f"route replace 10.0.2.0/24 via 169.254.0.1 dev eth9 onlink table {lb.TABLE_BASE}",

@@ -307,22 +307,34 @@ def compare(spec: LabSpec, netns_of: Callable[[str], str], *, workload: str = "e
         if workload == "incast":
             dst = flows[0].dst
             flows = [route(spec, Flow(f.src, dst)) for f in flows]
-        ports = next(p.uplinks for p in lb.plan(spec, "ecmp") if p.leaf == leaf)
+        ports: list[str] = next(p.uplinks for p in lb.plan(spec, "ecmp") if p.leaf == leaf)
         ns = netns_of(leaf)
         up = lb.up_ports(ns)
         down = sorted(f"{leaf}:{p}" for p in ports if p not in up)
     else:
         sched = coll.schedule(spec, workload, nbytes)
-        down = []
-    rows = []
+        down, ports, ns = [], [], ""
+    rows: list[dict] = []
     with lb.lab_lock(run_dir, f"railab lb compare --workload {workload}"):
-        return _run_modes(spec, netns_of, workload, modes, nbytes, cc, stop, on_mode, spines,
-                          restore, run_dir, gap_s, leaf, flows, sched, down, rows,
-                          ports if sched is None else [], ns if sched is None else "")
+        left = _run_modes(spec, netns_of, workload, modes, nbytes, cc, stop, on_mode, spines,
+                          restore, run_dir, gap_s, flows, sched, rows, ports, ns)
+    cap = spec.qos.capacity
+    return {"workload": workload, "leaf": leaf,
+            "flows": len(flows) if sched is None else len(sched.flows),
+            "flow_bytes": nbytes, "cc": cc if sched is None else None,
+            "gap_s": gap_s if workload == "elephants" else None, "spines": spines,
+            "left_on": {"mode": left[0], "spines": left[1]},
+            "down_uplinks": down,
+            "time_scale": cap.time_scale if cap.enabled else None,
+            "measured": "uplink TX byte counters, receivers' PSNs, the dataplane's drop/PAUSE "
+                        "counters; lab seconds (fabric = lab / time_scale)",
+            "modes": rows}
 
 
 def _run_modes(spec, netns_of, workload, modes, nbytes, cc, stop, on_mode, spines, restore,
-               run_dir, gap_s, leaf, flows, sched, down, rows, ports, ns) -> dict:
+               run_dir, gap_s, flows, sched, rows, ports, ns) -> tuple[str, bool]:
+    """Each mode applied and measured into ``rows``; returns the (mode, spines) the lab was
+    left on (``restore``, or ecmp when that could not be applied)."""
     try:
         with lb.flow_steering(spec, netns_of), _dataplane(spec, netns_of) as sampler:
             _warm_up(spec, netns_of, flows, sched, stop)
@@ -351,14 +363,4 @@ def _run_modes(spec, netns_of, workload, modes, nbytes, cc, stop, on_mode, spine
         except RailabError:
             left = ("ecmp", False)
             lb.apply(spec, netns_of, "ecmp", run_dir)
-    cap = spec.qos.capacity
-    return {"workload": workload, "leaf": leaf,
-            "flows": len(flows) if sched is None else len(sched.flows),
-            "flow_bytes": nbytes, "cc": cc if sched is None else None,
-            "gap_s": gap_s if workload == "elephants" else None, "spines": spines,
-            "left_on": {"mode": left[0], "spines": left[1]},
-            "down_uplinks": down,
-            "time_scale": cap.time_scale if cap.enabled else None,
-            "measured": "uplink TX byte counters, receivers' PSNs, the dataplane's drop/PAUSE "
-                        "counters; lab seconds (fabric = lab / time_scale)",
-            "modes": rows}
+    return left
