@@ -168,11 +168,11 @@ def lb_run_dir(spec: LabSpec) -> Path:
 
 
 def _elephants_row(spec, netns_of, mode, flows, ns, ports, flow_bytes, cc, sampler, gap_s,
-                   sport_mode):
+                   sport_mode, stop=None):
     before = lb.tx_bytes(ns, ports)
     r = run_load(spec, netns_of, [LoadFlow(f, bytes=flow_bytes, gap_s=gap_s) for f in flows],
                  cc=cc, sport_mode=sport_mode, message_bytes=ELEPHANT_MESSAGE_BYTES,
-                 port_sampler=sampler)
+                 port_sampler=sampler, stop=stop.is_set if stop is not None else None)
     after = lb.tx_bytes(ns, ports)
     per = {p: after[p] - before[p] for p in ports}
     rx = sum(f["rx_packets"] for f in r.flows)
@@ -352,7 +352,7 @@ def _run_modes(spec, netns_of, workload, modes, nbytes, cc, stop, on_mode, spine
                 if workload in ("elephants", "incast"):
                     row = _elephants_row(spec, netns_of, mode, flows, ns, ports, nbytes, cc,
                                          sampler, gap_s if workload == "elephants" else 0.0,
-                                         "fixed" if workload == "elephants" else "per-qp")
+                                         "fixed" if workload == "elephants" else "per-qp", stop)
                 else:
                     row = _collective_row(spec, netns_of, mode, sched, stop)
                 rows.append(row.to_json())

@@ -143,15 +143,22 @@ def _compare(lab: str, workload: str, modes: str | None, flow_bytes: str | None,
     spec = ref.spec()
     ms = C.check_modes(spec, ms)
     rec = ref.require_up()
-    from railab.testbed.signals import signals_raise
+    import signal
 
-    # a Ctrl-C, SIGTERM or SIGHUP unwinds through compare, which puts the lab's own mode back
-    with signals_raise(), sigint_event() as stop:
-        res = C.compare(spec, ref.netns_of, workload=workload, modes=ms, flow_bytes=size,
-                        cc=cc, stop=stop, spines=spines,
-                        restore=(rec.load_balancing, rec.load_balancing_spines),
-                        on_mode=None if as_json else
-                        (lambda m: typer.echo(f"  running {m} ...", err=True)))
+    # Ctrl-C, SIGTERM and SIGHUP only set ``stop``: the running mode ends early, compare puts
+    # the lab's own mode back, then exit 130. (Raising from the handler could land in a fork
+    # hook of the load engine's child, where Python ignores the exception.)
+    with sigint_event() as stop:
+        prev = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGTERM, signal.SIGHUP)}
+        try:
+            res = C.compare(spec, ref.netns_of, workload=workload, modes=ms, flow_bytes=size,
+                            cc=cc, stop=stop, spines=spines,
+                            restore=(rec.load_balancing, rec.load_balancing_spines),
+                            on_mode=None if as_json else
+                            (lambda m: typer.echo(f"  running {m} ...", err=True)))
+        finally:
+            for s, h in prev.items():
+                signal.signal(s, h)
         interrupted = stop.is_set()
     rec = ref.require_up()
     rec.load_balancing = res["left_on"]["mode"]
