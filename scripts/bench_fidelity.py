@@ -15,6 +15,7 @@ Usage (labs up first, e.g. ``railab up mini-lossless``)::
 
     python scripts/bench_fidelity.py --labs mini-lossless --senders 2,4,8 --pfc on,off --runs 3
     python scripts/bench_fidelity.py --labs old40,mini-lossless --senders 2 --runs 1   # side by side
+    python scripts/bench_fidelity.py --labs fx --senders 2 --dcqcn 400g,connectx     # profiles
 
 The machine's load average is printed before and after: quote it with any figure.
 """
@@ -28,8 +29,10 @@ import sys
 import time
 
 
-def run_one(lab: str, n: int, pfc: str, seconds: float | None) -> dict:
+def run_one(lab: str, n: int, pfc: str, seconds: float | None, dcqcn: str | None = None) -> dict:
     argv = ["railab", "traffic", lab, "--pattern", "incast", "--senders", str(n), "--pfc", pfc, "--json"]
+    if dcqcn is not None:
+        argv += ["--dcqcn", dcqcn]
     if seconds is not None:
         argv += ["--seconds", str(seconds)]
     t0 = time.monotonic()
@@ -57,30 +60,34 @@ def main() -> int:
     ap.add_argument("--pfc", default="on,off")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=None, help="lab seconds (default: railab's)")
+    ap.add_argument("--dcqcn", default=None, help="DCQCN profile(s), comma-separated, run side by "
+                    "side (default: the lab's)")
     a = ap.parse_args()
     print(f"load average before: {open('/proc/loadavg').read().split()[:3]}", flush=True)
-    hdr = ("lab", "N", "PFC", "run", "port used", "rx/fair", "drops %", "model used", "model drops %",
+    hdr = ("lab", "DCQCN", "N", "PFC", "run", "port used", "rx/fair", "drops %", "model used", "model drops %",
            "agrees", "fabric ms", "wall s", "fabric ms/wall s", "pkt/s", "shortfall")
     print(" | ".join(hdr), flush=True)
     verdicts = {}
-    for lab in a.labs.split(","):
-        for n in (int(x) for x in a.senders.split(",")):
-            for pfc in a.pfc.split(","):
-                for k in range(a.runs):
-                    r = run_one(lab, n, pfc, a.seconds)
-                    if "error" in r:
-                        print(f"{lab} | {n} | {pfc} | {k + 1} | error: {r['error']}", flush=True)
-                        verdicts.setdefault((lab, n, pfc), []).append(False)
-                        continue
-                    ok = (r["util"] >= 0.9 and r["ratio_min"] >= 0.85 and r["ratio_max"] <= 1.15
-                          if pfc == "on" else r["util"] >= 0.85 and r["drop_pct"] <= 1.0)
-                    verdicts.setdefault((lab, n, pfc), []).append(ok)
-                    mu = "-" if r["model_util"] is None else f"{r['model_util']:.1%}"
-                    md = "-" if r["model_drop_pct"] is None else f"{r['model_drop_pct']:.2f}"
-                    print(f"{lab} | {n} | {pfc} | {k + 1} | {r['util']:.1%} | {r['ratio_min']:.2f}-"
-                          f"{r['ratio_max']:.2f} | {r['drop_pct']:.2f} | {mu} | {md} | {r['agrees']} | "
-                          f"{r['fabric_ms']:g} | {r['wall_s']:.1f} | {r['fabric_ms'] / r['wall_s']:.3f} | "
-                          f"{r['pkts_per_s']:.0f} | {r['shortfall']:.1%}", flush=True)
+    profiles = a.dcqcn.split(",") if a.dcqcn else [None]
+    cases = [(lab, n, pfc, k, prof) for lab in a.labs.split(",")
+             for n in (int(x) for x in a.senders.split(",")) for pfc in a.pfc.split(",")
+             for k in range(a.runs) for prof in profiles]
+    for lab, n, pfc, k, prof in cases:
+        key = (f"{lab} | {prof or 'lab'}", n, pfc)
+        r = run_one(lab, n, pfc, a.seconds, prof)
+        if "error" in r:
+            print(f"{key[0]} | {n} | {pfc} | {k + 1} | error: {r['error']}", flush=True)
+            verdicts.setdefault(key, []).append(False)
+            continue
+        ok = (r["util"] >= 0.9 and r["ratio_min"] >= 0.85 and r["ratio_max"] <= 1.15
+              if pfc == "on" else r["util"] >= 0.85 and r["drop_pct"] <= 1.0)
+        verdicts.setdefault(key, []).append(ok)
+        mu = "-" if r["model_util"] is None else f"{r['model_util']:.1%}"
+        md = "-" if r["model_drop_pct"] is None else f"{r['model_drop_pct']:.2f}"
+        print(f"{key[0]} | {n} | {pfc} | {k + 1} | {r['util']:.1%} | {r['ratio_min']:.2f}-"
+              f"{r['ratio_max']:.2f} | {r['drop_pct']:.2f} | {mu} | {md} | {r['agrees']} | "
+              f"{r['fabric_ms']:g} | {r['wall_s']:.1f} | {r['fabric_ms'] / r['wall_s']:.3f} | "
+              f"{r['pkts_per_s']:.0f} | {r['shortfall']:.1%}", flush=True)
     print(f"load average after: {open('/proc/loadavg').read().split()[:3]}")
     for (lab, n, pfc), v in verdicts.items():
         print(f"verdict {lab} {n}:1 PFC {pfc}: {sum(v)} of {len(v)} runs meet issue 28's criterion")

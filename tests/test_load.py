@@ -23,6 +23,7 @@ from scapy.layers.l2 import Ether
 from railab.errors import RailabError
 from railab.topologies.qos import (
     DCQCN_400G,
+    DCQCN_CONNECTX,
     DCQCN_PAPER,
     DCQCN_PROFILES,
     DEFAULT_QOS,
@@ -121,6 +122,10 @@ def test_dcqcn_floor_and_from_qos_scaling():
     rp = DcqcnRP.from_qos(QosProfile(capacity=CapacityProfile(enabled=True, port_rate_mbps=40)))
     assert rp.rai == pytest.approx(400e6 / scale) and rp.rhai == pytest.approx(800e6 / scale)
     assert rp.alpha_timer_s == pytest.approx(1e-6 * scale) and rp.g == 5 / 1024
+    # connectx: 300 us rate timer = 3 lab s, the byte counter keeps its 32,767 B, R_AI 5 Mb/s
+    cx = DcqcnRP.from_qos(q.model_copy(update={"dcqcn": DCQCN_CONNECTX}))
+    assert cx.rate_timer_s == pytest.approx(300e-6 * scale) and cx.byte_counter == 32767
+    assert cx.rai == pytest.approx(5e6 / scale) and cx.F == 1
     assert rp.rate_timer_s == pytest.approx(55e-6 * scale)
     with pytest.raises(ValueError, match="positive"):
         DcqcnRP(0, g=0.1, alpha_timer_s=1, rate_timer_s=1, byte_counter=1, fast_recovery_steps=1,
@@ -128,7 +133,7 @@ def test_dcqcn_floor_and_from_qos_scaling():
 
 
 def test_dcqcn_profiles_are_named_and_sourced():
-    assert set(DCQCN_PROFILES) == {"paper", "400g"}
+    assert set(DCQCN_PROFILES) == {"paper", "400g", "connectx"}
     assert DEFAULT_QOS.dcqcn == DCQCN_400G and QosProfile().dcqcn.name == "400g"
     p, f = DCQCN_PAPER, DCQCN_400G
     # the paper's section-5 values, kept as they were
@@ -144,8 +149,16 @@ def test_dcqcn_profiles_are_named_and_sourced():
     assert (f.rate_timer_us, f.byte_counter_bytes, f.fast_recovery_steps, f.cnp_interval_us) == (
         p.rate_timer_us, p.byte_counter_bytes, p.fast_recovery_steps, p.cnp_interval_us)
     assert dcqcn_profile("paper") is p
-    with pytest.raises(ValueError, match="unknown DCQCN profile 'mlx5': use one of paper, 400g"):
+    with pytest.raises(ValueError,
+                       match="unknown DCQCN profile 'mlx5': use one of paper, 400g, connectx"):
         dcqcn_profile("mlx5")
+    # connectx: the mlx5 firmware's defaults (rp_time_reset, rp_byte_reset, rp_threshold,
+    # rp_ai_rate, rp_hai_rate, rp_min_rate, dce_tcp_rtt, rate_reduce_monitor_period; dce_tcp_g)
+    c = DCQCN_CONNECTX
+    assert (c.rate_timer_us, c.byte_counter_bytes, c.fast_recovery_steps, c.ai_rate_mbps,
+            c.hai_rate_mbps, c.min_rate_mbps, c.alpha_timer_us, c.cnp_interval_us) == (
+        300, 32767, 1, 5, 50, 1, 1, 4)
+    assert c.g == f.g and dcqcn_profile("connectx") is c
     # a lab.json written before the profiles existed (no name) reads as the paper's values
     old = {k: v for k, v in p.model_dump().items() if k != "name"}
     assert QosProfile.model_validate({"dcqcn": old}).dcqcn == p
@@ -675,7 +688,7 @@ def test_cli_dcqcn_profile_option_is_checked_before_the_lab():
     from railab.cli import app
 
     r = CliRunner().invoke(app, ["traffic", "no-such-lab", "--pattern", "incast", "--dcqcn", "mlx5"])
-    assert r.exit_code == 2 and "--dcqcn must be one of paper, 400g (got 'mlx5')" in r.output
+    assert r.exit_code == 2 and "--dcqcn must be one of paper, 400g, connectx (got 'mlx5')" in r.output
     # a profile with --cc none once ran silently without it (JSON dcqcn null)
     r = CliRunner().invoke(app, ["traffic", "no-such-lab", "--pattern", "incast", "--cc", "none",
                                  "--dcqcn", "paper"])

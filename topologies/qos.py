@@ -33,7 +33,7 @@ additive/hyper increase, minimum rate) divided by it (:meth:`CapacityProfile.lab
 DCQCN (:class:`DcqcnProfile`): Zhu et al., "Congestion Control for Large-Scale RDMA
 Deployments", SIGCOMM 2015, section 3 (the reaction point's alpha update with gain ``g``, rate
 decrease ``Rc * (1 - alpha/2)``, fast recovery for ``F`` steps, additive then hyper increase,
-driven by a timer and a byte counter). Two named profiles (:data:`DCQCN_PROFILES`):
+driven by a timer and a byte counter). Three named profiles (:data:`DCQCN_PROFILES`):
 
 * ``paper`` (:data:`DCQCN_PAPER`): the paper's values for 40 Gb/s NICs (section 5: g = 1/256,
   alpha timer 55 us, rate-increase timer 55 us, byte counter 10 MB, F = 5, R_AI 40 Mb/s), the
@@ -41,7 +41,9 @@ driven by a timer and a byte counter). Two named profiles (:data:`DCQCN_PROFILES
   (one CNP per QP per interval at most, as the paper's NP);
 * ``400g`` (:data:`DCQCN_400G`, the default of :class:`QosProfile`): the same algorithm, timers
   and NP, with the rate steps for a 400 Gb/s line (R_AI 400 Mb/s, R_HAI 800 Mb/s) and alpha
-  updated as the NVIDIA ConnectX firmware does by default (every 1 us, g = 5/1024).
+  updated as the NVIDIA ConnectX firmware does by default (every 1 us, g = 5/1024);
+* ``connectx`` (:data:`DCQCN_CONNECTX`): the NVIDIA ConnectX firmware's defaults as a whole,
+  for comparison.
 """
 
 from __future__ import annotations
@@ -150,8 +152,25 @@ DCQCN_PAPER = DcqcnProfile()
 DCQCN_400G = DcqcnProfile(name="400g", ai_rate_mbps=400.0, hai_rate_mbps=800.0,
                           min_rate_mbps=100.0, g=5 / 1024, alpha_timer_us=1.0)
 
+#: The NVIDIA ConnectX (mlx5) firmware's DCQCN defaults (``connectx``), as the Linux mlx5
+#: driver names them (``drivers/infiniband/hw/mlx5/cong.c``, the ``rp_*``/``np_*``
+#: parameters) and NVIDIA documents them (DOCA "DCQCN CC Parameters"): ``rp_time_reset``
+#: 300 us (rate timer), ``rp_byte_reset`` 32,767 B (byte counter), ``rp_threshold`` 1 (F),
+#: ``rp_ai_rate`` 5 Mb/s, ``rp_hai_rate`` 50 Mb/s, ``rp_min_rate`` 1 Mb/s, ``dce_tcp_g`` 1019
+#: (g = 5/1024), ``dce_tcp_rtt`` 1 us (alpha period), ``initial_alpha_value`` 1023 (~1), and
+#: ``rate_reduce_monitor_period`` 4 us, here as at most one CNP, so one cut, per QP per 4 us
+#: (a cut, ``1 - alpha/2``, never goes below ``rp_min_dec_fac`` 50 %). Not the default: the
+#: fluid model leaves mini-lossless's port 83-89 % used after 15 ms and a measured 2:1 run
+#: starved one sender (docs/congestion.md "Profiles"); it is here so that a planner can set
+#: what the NICs ship with beside what railab tunes.
+DCQCN_CONNECTX = DcqcnProfile(name="connectx", g=5 / 1024, alpha_timer_us=1.0,
+                              rate_timer_us=300.0, byte_counter_bytes=32767,
+                              fast_recovery_steps=1, ai_rate_mbps=5.0, hai_rate_mbps=50.0,
+                              min_rate_mbps=1.0, cnp_interval_us=4.0)
+
 #: The named DCQCN profiles (``railab traffic --dcqcn NAME``; the JSON records ``dcqcn.name``).
-DCQCN_PROFILES: dict[str, DcqcnProfile] = {"paper": DCQCN_PAPER, "400g": DCQCN_400G}
+DCQCN_PROFILES: dict[str, DcqcnProfile] = {"paper": DCQCN_PAPER, "400g": DCQCN_400G,
+                                           "connectx": DCQCN_CONNECTX}
 
 
 def dcqcn_profile(name: str) -> DcqcnProfile:

@@ -649,8 +649,9 @@ def register(app: typer.Typer) -> None:
             "rdma_get_udp_sport) | fixed (one port: low entropy) | spray (per packet)"),
         dcqcn: str | None = typer.Option(
             None, "--dcqcn", help="load run: DCQCN profile, 400g (rate steps and alpha for "
-            "400 Gb/s) | paper (Zhu et al. 2015, set for 40 Gb/s); default the lab's "
-            "qos.dcqcn"),
+            "400 Gb/s) | "
+            "paper (Zhu et al. 2015, set for 40 Gb/s) | connectx (NVIDIA ConnectX firmware "
+            "defaults); default the lab's qos.dcqcn"),
         seed: int | None = typer.Option(
             None, "--seed", help="load run: fib_multipath_hash_seed on every switch for the "
             "run (which uplink each flow hashes to); default: the lab's, random per boot"),
