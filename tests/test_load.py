@@ -771,3 +771,12 @@ def test_live_incast_carries_the_fluid_model_reference(lossless_lab):
             and abs(mean_m - mean_r) <= 0.15 * mean_r)
     assert ref["agrees"] is rule, ref["disagreements"]
     assert ref["series"]["t"][-1] == pytest.approx(c["seconds"], rel=0.02)
+    # the per-packet reference: the same N, profile and fabric time, run 5 times, and the
+    # measured spread set beside it
+    pk = ref["packet"]
+    assert pk["source"] == "computed" and pk["runs"] == 5 and len(pk["per_run"]) == 5
+    assert pk["fabric_ms"] == pytest.approx(c["fabric_ms"], rel=0.01)
+    ratios = c["fair_share"]["ratios"]
+    assert pk["measured_ratio"] == {"min": min(ratios), "max": max(ratios)}
+    assert pk["spread_like_reference"] is (min(ratios) >= pk["ratio"]["min"] - 0.05
+                                           and max(ratios) <= pk["ratio"]["max"] + 0.05)

@@ -1,5 +1,7 @@
 """``railab model incast``: the DCQCN fluid model's prediction for an N:1 incast (computed, not
-measured), in fabric units, with the lab's (or railab's default) ECN, PFC and DCQCN numbers.
+measured), in fabric units, with the lab's (or railab's default) ECN, PFC and DCQCN numbers, and
+the per-packet reference's spread of the senders around their share
+(:mod:`railab.traffic.packetsim`, ``--packet-runs``).
 
 The model is :mod:`railab.traffic.fluid` (Zhu et al., CoNEXT 2016, Fig. 2); ``railab traffic
 --pattern incast`` puts the same prediction beside every emulated incast (``congestion.reference``).
@@ -74,6 +76,9 @@ def register(app: typer.Typer) -> None:
         enqueue: bool = typer.Option(False, "--enqueue-marking", help="mark as a packet enters "
                                      "the queue (the queueing delay joins the control loop) "
                                      "instead of as it leaves it (ASICs and the lab: on dequeue)"),
+        packet_runs: int = typer.Option(5, "--packet-runs", help="also run the per-packet "
+                                        "reference (random marks) this many times and report "
+                                        "the senders' spread; 0: the fluid model only (0-50)"),
         as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
     ) -> None:
         """The DCQCN fluid model of an N:1 incast onto one port: per-flow rates, port
@@ -89,6 +94,8 @@ def register(app: typer.Typer) -> None:
             _usage(f"--dcqcn must be one of {', '.join(DCQCN_PROFILES)} (got {dcqcn!r})")
         if pfc is not None and pfc not in ("on", "off"):
             _usage(f"--pfc must be on or off (got {pfc!r})")
+        if not 0 <= packet_runs <= 50:
+            _usage(f"--packet-runs must be 0-50 (got {packet_runs})")
         if lab is not None:
             from railab.testbed.state import resolve
 
@@ -99,6 +106,14 @@ def register(app: typer.Typer) -> None:
         rec = model_record(qos, senders, pfc=pfc_on,
                            dcqcn=DCQCN_PROFILES[dcqcn] if dcqcn else None, fabric_ms=fabric_ms,
                            mark_at_enqueue=enqueue)
+        if packet_runs:
+            from railab.traffic.fluid import FluidParams
+            from railab.traffic.packetsim import spread
+
+            rec["packet"] = spread(
+                FluidParams.from_qos(qos, senders, pfc=pfc_on, mark_at_enqueue=enqueue,
+                                     dcqcn=DCQCN_PROFILES[dcqcn] if dcqcn else None),
+                fabric_ms * 1000, seeds=tuple(range(1, packet_runs + 1)))
         if as_json:
             typer.echo(json.dumps(rec, indent=2, sort_keys=True))
             return
@@ -130,6 +145,14 @@ def register(app: typer.Typer) -> None:
         fp = rec["fixed_point"]
         con.print(f"fixed point (paper eq. 9): p* {fp['p']:.2e}, q* {fp['q_bytes']:,} B, "
                   f"{fp['rate_gbps']:.1f} Gb/s per flow", highlight=False)
+        pk = rec.get("packet")
+        if pk is not None:
+            con.print(f"per-packet reference ({pk['runs']} runs, random marks): senders at "
+                      f"{pk['ratio']['min']:.2f}-{pk['ratio']['max']:.2f} of their share over the "
+                      f"last half, every sender within {pk['band']:.0%} in {pk['fair_runs']} of "
+                      f"{pk['runs']} runs; port used {pk['utilization']['min']:.1%}-"
+                      f"{pk['utilization']['max']:.1%}; dropped {pk['dropped_pct']['min']:.2f}-"
+                      f"{pk['dropped_pct']['max']:.2f} %", highlight=False, soft_wrap=True)
         lab_rec = rec["lab"]
         con.print(f"in the lab (time scale x{lab_rec['time_scale']:g}): {lab_rec['seconds']:g} lab s, "
                   f"each sender {lab_rec['per_flow_mbps'][0]:.2f} Mb/s of "

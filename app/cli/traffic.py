@@ -449,6 +449,12 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
                                      measured_mbps=[f["rx_mbps_last_half"] for f in res.flows])
         sent = sum(f["tx_packets"] for f in res.flows)
         reference["measured_dropped_pct"] = round(100 * (res.dropped or 0) / sent, 3) if sent else 0.0
+        from railab.traffic.packetsim import packet_reference
+
+        reference["packet"] = packet_reference(
+            spec.qos, len(res.flows), res.seconds, pfc=pfc_on,
+            dcqcn=DCQCN_PROFILES[dcqcn] if dcqcn else None, mtu=mtu or 4096,
+            measured_ratios=fshare["ratios"] if fshare else None)
     steady = bool(reference["steady"]) if reference else (
         fabric_ms is not None and fabric_ms >= 10.0)
     shared = {}
@@ -514,6 +520,17 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
                       + f"{r['tolerance']:.0%} on port use and mean rate)", highlight=False, soft_wrap=True)
             for d in r["disagreements"]:
                 con.print(f"  differs by more than {r['tolerance']:.0%}: {d}", highlight=False)
+            pk = r.get("packet")
+            if pk is not None:
+                con.print(f"per-packet reference ({pk['runs']} runs, computed, random marks): "
+                          f"senders at {pk['ratio']['min']:.2f}-{pk['ratio']['max']:.2f} of their "
+                          f"share, every sender within {pk['band']:.0%} in {pk['fair_runs']} of "
+                          f"{pk['runs']} runs, port used {pk['utilization']['min']:.0%}-"
+                          f"{pk['utilization']['max']:.0%}; measured "
+                          f"{pk['measured_ratio']['min']:.2f}-{pk['measured_ratio']['max']:.2f}"
+                          + (" (within that spread)" if pk["spread_like_reference"] else
+                             " ([yellow]wider than DCQCN's own spread[/yellow])"),
+                          highlight=False, soft_wrap=True)
         con.print(f"ce_marked {res.ce_marked}, cnp_sent {res.cnp_sent}, cnp_received "
                   f"{res.cnp_received}, dropped {res.dropped}, lost {res.lost}, pause_events "
                   f"{res.pause_events}; offered {res.offered_mbps:g} Mb/s, engine shortfall "

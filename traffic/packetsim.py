@@ -1,0 +1,233 @@
+"""A per-packet reference for an N:1 incast: the same DCQCN reaction point, notification point,
+WRED/ECN queue and PFC as the lab, simulated packet by packet with random marks.
+
+The fluid model (:mod:`railab.traffic.fluid`) gives the *expected* rates: its flows are means,
+so it cannot say how far one sender strays from its share in one run. Which sender's packets a
+WRED queue marks is random (each packet with probability ``p(q)``), and DCQCN turns those few
+marks (one CNP per QP per 50 us at most) into cuts of ``alpha/2`` and, for the senders that
+escape them long enough, hyper increase. This module runs that process as a discrete-event
+simulation in fabric time, several times with different seeds, so that a load run's per-flow
+spread has a reference too.
+
+What is simulated (each piece is the lab's, not a new rule):
+
+* senders: one :class:`railab.traffic.load.DcqcnRP` per flow (Zhu et al., SIGCOMM 2015,
+  section 3 and Fig. 7), in fabric units, starting at line rate; each paces its packets at its
+  current rate with the lab engine's uniform +-50 % gap jitter (mean exact);
+* the bottleneck: one FIFO served at the line rate; a packet is marked CE as it **leaves** the
+  queue with WRED's probability at the depth behind it (Kmin/Kmax/Pmax; ASICs and the lab's
+  switches mark on dequeue: :func:`railab.testbed.capacity.mark_point`), or as it enters, at
+  the depth in front of it, with ``mark_at_enqueue``; with PFC on, the
+  senders are paused at ``pause_bytes`` and resumed under ``resume_bytes`` (the lab's
+  xOFF/xON hysteresis); with PFC off a packet that does not fit ``buffer_bytes`` is dropped;
+* the receiver: :class:`railab.traffic.load.CnpPacer` (at most one CNP per QP per
+  ``cnp_interval_us``, the paper's NP), the CNP reaching the sender ``base_delay_us`` after
+  the marked packet left the queue (half each way).
+
+Figures are **computed** (model), in fabric units; :func:`spread` runs it ``runs`` times.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+
+import numpy as np
+
+from railab.topologies.qos import DcqcnProfile, QosProfile
+from railab.traffic.fluid import FluidParams
+from railab.traffic.load import CnpPacer, DcqcnRP
+
+#: Seeds :func:`spread` uses by default (fixed, so a reference is reproducible).
+DEFAULT_SEEDS = (1, 2, 3, 4, 5)
+
+
+@dataclass
+class PacketRun:
+    """One simulated incast: per-flow delivered rate over the window (``per_flow_gbps``,
+    fabric Gb/s), ``ratios`` (each over the fair share ``C/N``), ``utilization`` (delivered /
+    C over the window), ``dropped_pct`` (% of the packets sent, the whole run), ``hyper``,
+    ``cuts`` (per flow), ``queue_max_bytes``, ``pause_fraction`` (share of the window with the
+    senders paused), ``fabric_us`` and ``window_us``."""
+
+    per_flow_gbps: list[float]
+    ratios: list[float]
+    utilization: float
+    dropped_pct: float
+    hyper: list[int]
+    cuts: list[int]
+    queue_max_bytes: int
+    pause_fraction: float
+    fabric_us: float
+    window_us: tuple[float, float]
+    seed: int
+
+
+def _rp(p: FluidParams) -> DcqcnRP:
+    line = p.line_gbps * 1e9
+    return DcqcnRP(line, g=p.g, alpha_timer_s=p.alpha_timer_us * 1e-6,
+                   rate_timer_s=p.rate_timer_us * 1e-6, byte_counter=p.byte_counter_bytes,
+                   fast_recovery_steps=p.fast_recovery_steps, rai_bps=p.ai_rate_mbps * 1e6,
+                   rhai_bps=p.hai_rate_mbps * 1e6, min_bps=p.min_rate_mbps * 1e6,
+                   initial_alpha=p.initial_alpha)
+
+
+def simulate(params: FluidParams, fabric_us: float = 15_000.0, *, seed: int = 1,
+             resume_bytes: int | None = None, jitter: float = 0.5) -> PacketRun:
+    """Simulate ``params.senders`` DCQCN senders into one port for ``fabric_us`` (fabric us),
+    packet by packet, and read the last half. ``resume_bytes`` is the PFC resume depth
+    (default: ``pause_bytes`` less two frames); ``jitter`` the senders' gap jitter (0.5: gaps
+    uniform in [0.5, 1.5] x the paced gap). Raises ValueError for a non-positive duration."""
+    if fabric_us <= 0:
+        raise ValueError("packetsim: the run must last a positive fabric time")
+    p = params
+    rng = np.random.default_rng(seed)
+    n, size = p.senders, p.frame_bytes
+    line = p.line_gbps * 1e9
+    tx_time = size * 8 / line
+    end = fabric_us * 1e-6
+    frm = end / 2
+    half = p.base_delay_us * 1e-6 / 2
+    kmin, kmax, pmax = p.kmin_bytes, p.kmax_bytes, p.pmax
+    enqueue = p.mark_at_enqueue
+    pause_at = p.pause_bytes
+    resume_at = resume_bytes if resume_bytes is not None else max(0, pause_at - 2 * size)
+    rps = [_rp(p) for _ in range(n)]
+    pacer = CnpPacer(p.cnp_interval_us * 1e-6)
+    rx = [0] * n
+    sent = dropped = 0
+    queue: list[int] = []  # 2 x flow + CE of each queued packet, FIFO (head at index qh)
+    qh = 0
+    qbytes = qmax = 0
+    busy = paused = False
+    paused_since = paused_total = 0.0
+    waiting: list[int] = []
+    ev: list[tuple[float, int, int, int]] = []  # (time, seq, kind, flow)
+    seq = 0
+    SEND, ARRIVE, DEPART, CNP = 0, 1, 2, 3
+    for i in range(n):
+        seq += 1
+        heapq.heappush(ev, (rng.uniform(0, tx_time), seq, SEND, i))
+    while ev:
+        t, _, kind, i = heapq.heappop(ev)
+        if t > end:
+            break
+        if kind == SEND:
+            if paused:
+                waiting.append(i)
+                continue
+            rp = rps[i]
+            rp.tick(t)
+            rp.on_sent(size)
+            sent += 1
+            seq += 1
+            heapq.heappush(ev, (t + half, seq, ARRIVE, i))
+            gap = size * 8 / rp.rc
+            if jitter:
+                gap *= rng.uniform(1 - jitter, 1 + jitter)
+            seq += 1
+            heapq.heappush(ev, (t + gap, seq, SEND, i))
+        elif kind == ARRIVE:
+            if not p.pfc and qbytes + size > p.buffer_bytes:
+                dropped += 1
+                continue
+            marked = 0
+            if enqueue and qbytes > kmin:  # WRED on enqueue, at the depth in front of it
+                prob = 1.0 if qbytes >= kmax else pmax * (qbytes - kmin) / (kmax - kmin)
+                marked = int(rng.random() < prob)
+            queue.append(2 * i + marked)
+            qbytes += size
+            qmax = max(qmax, qbytes)
+            if p.pfc and not paused and qbytes >= pause_at:
+                paused, paused_since = True, t
+            if not busy:
+                busy = True
+                seq += 1
+                heapq.heappush(ev, (t + tx_time, seq, DEPART, -1))
+        elif kind == DEPART:
+            f, marked = divmod(queue[qh], 2)
+            qh += 1
+            qbytes -= size
+            if t >= frm:
+                rx[f] += size
+            if not enqueue and qbytes > kmin:  # WRED on dequeue, at the depth behind it
+                prob = 1.0 if qbytes >= kmax else pmax * (qbytes - kmin) / (kmax - kmin)
+                marked = int(rng.random() < prob)
+            if marked and pacer.due(f, t + half):
+                seq += 1
+                heapq.heappush(ev, (t + 2 * half, seq, CNP, f))
+            if paused and qbytes <= resume_at:
+                paused = False
+                paused_total += t - max(paused_since, frm) if t > frm else 0.0
+                for w in waiting:
+                    seq += 1
+                    heapq.heappush(ev, (t, seq, SEND, w))
+                waiting.clear()
+            if qh > 4096:
+                del queue[:qh]
+                qh = 0
+            if qh < len(queue):
+                seq += 1
+                heapq.heappush(ev, (t + tx_time, seq, DEPART, -1))
+            else:
+                busy = False
+        else:  # CNP
+            rps[i].tick(t)
+            rps[i].on_cnp(t)
+    if paused:
+        paused_total += end - max(paused_since, frm)
+    window = end - frm
+    per_flow = [b * 8 / window / 1e9 for b in rx]
+    share = p.line_gbps / n
+    return PacketRun(per_flow_gbps=[round(x, 3) for x in per_flow],
+                     ratios=[round(x / share, 3) for x in per_flow],
+                     utilization=round(sum(per_flow) / p.line_gbps, 4),
+                     dropped_pct=round(100 * dropped / sent, 3) if sent else 0.0,
+                     hyper=[r.hyper for r in rps], cuts=[r.cuts for r in rps],
+                     queue_max_bytes=qmax, pause_fraction=round(paused_total / window, 4),
+                     fabric_us=fabric_us, window_us=(frm * 1e6, end * 1e6), seed=seed)
+
+
+def spread(params: FluidParams, fabric_us: float = 15_000.0, *,
+           seeds: tuple[int, ...] = DEFAULT_SEEDS, band: float = 0.15) -> dict:
+    """Run :func:`simulate` once per seed and summarize: ``runs``, ``utilization`` {min,
+    max}, ``ratio`` {min, max} over every flow of every run, ``dropped_pct`` {min, max},
+    ``fair_runs`` (runs with every flow within ``band`` of its share) and ``per_run`` (each
+    run's ratios min-max). Computed figures, fabric units."""
+    runs = [simulate(params, fabric_us, seed=s) for s in seeds]
+    lo = [min(r.ratios) for r in runs]
+    hi = [max(r.ratios) for r in runs]
+    return {"model": "per-packet DCQCN simulation (railab.traffic.packetsim: the lab's RP, NP, "
+                     "WRED on dequeue and PFC; random marks)",
+            "source": "computed", "runs": len(runs), "fabric_ms": fabric_us / 1000,
+            "utilization": {"min": min(r.utilization for r in runs),
+                            "max": max(r.utilization for r in runs)},
+            "ratio": {"min": min(lo), "max": max(hi)},
+            "dropped_pct": {"min": min(r.dropped_pct for r in runs),
+                            "max": max(r.dropped_pct for r in runs)},
+            "fair_runs": sum(1 for a, b in zip(lo, hi, strict=True) if a >= 1 - band and b <= 1 + band),
+            "band": band,
+            "per_run": [[a, b] for a, b in zip(lo, hi, strict=True)]}
+
+
+def packet_reference(qos: QosProfile, senders: int, lab_seconds: float, *, pfc: bool,
+                     dcqcn: DcqcnProfile | None = None, mtu: int = 4096,
+                     measured_ratios: list[float] | None = None,
+                     seeds: tuple[int, ...] = DEFAULT_SEEDS, band: float = 0.15) -> dict:
+    """The per-packet reference of a lab's N:1 incast of ``lab_seconds`` (the
+    ``congestion.reference.packet`` object of ``railab traffic --pattern incast --json``):
+    :func:`spread` over ``seeds`` with the lab's ECN/PFC/DCQCN numbers
+    (:meth:`FluidParams.from_qos`) for the same fabric time, read over the last half.
+    ``measured_ratios`` (each sender's receive rate over its fair share, measured) adds
+    ``measured_ratio`` {min, max} and ``spread_like_reference``: the measured extremes lie
+    within the simulated runs' extremes widened by 0.05 (the emulation strays from the share
+    no more than DCQCN itself does). Raises ValueError for a non-positive duration."""
+    fabric_us = lab_seconds / qos.capacity.time_scale * 1e6
+    out = spread(FluidParams.from_qos(qos, senders, dcqcn=dcqcn, pfc=pfc, mtu=mtu), fabric_us,
+                 seeds=seeds, band=band)
+    if measured_ratios:
+        lo, hi = min(measured_ratios), max(measured_ratios)
+        out["measured_ratio"] = {"min": round(lo, 3), "max": round(hi, 3)}
+        out["spread_like_reference"] = bool(lo >= out["ratio"]["min"] - 0.05
+                                            and hi <= out["ratio"]["max"] + 0.05)
+    return out
