@@ -814,7 +814,8 @@ def register(app: typer.Typer) -> None:
             with sigint_event() as stop:
                 with Engine(spec, netns_of, stop=stop) as eng:  # closes every socket, Ctrl-C too
                     results = eng.run(fl, measure=measure)
-                    warnings = spread_warnings(spec, results, _link_up(eng))
+                    warnings = spread_warnings(spec, results, _link_up(eng),
+                                               link_state=_link_state(eng))
                     causes = flow_root_causes(
                         spec, results, _link_state(eng), check_groups(lab, stop)) if any(
                         not r.ok for r in results) else []
