@@ -644,7 +644,13 @@ def _load_failed(lab: str, spec, flows, pattern, exc: Exception, as_json: bool) 
                           "unattributed": lost, "congestion": None}, indent=2, sort_keys=True))
     else:
         typer.echo(f"error: {exc}", err=True)
-        print_root_causes(_console(), causes)
+        con = _console()
+        print_root_causes(con, causes)
+        if lost and causes:  # some flows lie on no broken element's path
+            con.print(f"[yellow]not attributed:[/yellow] {len(lost)} flow"
+                      f"{'' if len(lost) == 1 else 's'} cross no element railab check names: "
+                      + ", ".join(lost[:8]) + (f" and {len(lost) - 8} more" if len(lost) > 8 else ""),
+                      highlight=False, soft_wrap=True)
     raise typer.Exit(EXIT_FAILED)
 
 
