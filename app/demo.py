@@ -503,14 +503,14 @@ def run_demo(
 
 
 def print_failures(con: Console, report: Report, limit: int = 12) -> None:
-    """The first ``limit`` failures (root causes first: cabling and BGP run before routes), then
-    how many more the report lists."""
-    lines = report.failures()
+    """The first ``limit`` failure lines, failed checks grouped under their root causes as the
+    HTML report groups them (:meth:`Report.failure_lines`: one line per root cause with how
+    many failures follow from it), then how many more lines the report lists."""
+    lines = report.failure_lines()
     for line in lines[:limit]:
-        con.print(f"  [red]FAIL[/] {line}", highlight=False)
+        con.print(f"  [red]FAIL[/] {line}", highlight=False, soft_wrap=True)
     if len(lines) > limit:
-        con.print(f"  ... and {len(lines) - limit} more failures (all in the report)",
-                  highlight=False)
+        con.print(f"  ... and {len(lines) - limit} more (all in the report)", highlight=False)
 
 
 def _summary(con: Console, report: Report, files: ReportFiles, total: float) -> None:

@@ -321,11 +321,31 @@ class Report(BaseModel):
         return ", ".join(parts)
 
     def failures(self) -> list[str]:
-        """One line per failed item, for the console summary."""
+        """One line per failed item (every failed check too; the console summary groups the
+        checks under their root causes: :meth:`failure_lines`)."""
         out = [f"step error: {e}" for e in self.errors]
         out += [f"path {p.label}: {p.detail or 'failed'}" for p in self.paths if not p.ok]
         out += [f"ecmp {e.src} -> {e.dst}: {e.detail or 'failed'}" for e in self.ecmp if not e.ok]
         out += [f"check {c.check} {c.name}: {c.message}" for c in self.checks if not c.ok]
+        return out
+
+    def failure_lines(self) -> list[str]:
+        """The console summary's failures, grouped as the HTML page groups them: step errors,
+        failed paths and ECMP spreads one per line, then one line per check root cause
+        (:func:`root_cause_groups`, as ``railab check`` groups rows) ending with how many
+        failures follow from it, e.g. ``root cause: check cabling srv1 NIC 1: ... (+5 more
+        failures follow from it: routes 4, hops 1)``."""
+        out = [ln for ln in self.failures() if not ln.startswith("check ")]
+        for root, cons in root_cause_groups(self):
+            line = f"root cause: check {root.check} {root.name}: {root.message}"
+            if cons:
+                fams: dict[str, int] = {}
+                for c in cons:
+                    fams[c.check] = fams.get(c.check, 0) + 1
+                line += (f" (+{len(cons)} more failure{'' if len(cons) == 1 else 's'} "
+                         f"follow{'s' if len(cons) == 1 else ''} from it: "
+                         + ", ".join(f"{k} {v}" for k, v in fams.items()) + ")")
+            out.append(line)
         return out
 
     def dump(self) -> str:

@@ -957,7 +957,7 @@ def run_traffic(w: LabWatch, pattern: str, flows: int | None, pxn: bool = False)
         raise UsageError(str(exc)) from None
     with Engine(w.spec, w.netns_of) as eng:
         results = eng.run(fl, measure=True)
-        warnings = spread_warnings(w.spec, results, _link_up(eng))
+        warnings = spread_warnings(w.spec, results, _link_up(eng), link_state=_link_state(eng))
         causes = flow_root_causes(w.spec, results, _link_state(eng), check_groups(w.lab)) if any(
             not r.ok for r in results) else []
     sp = spread(w.spec, results)

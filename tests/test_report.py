@@ -281,3 +281,37 @@ def test_demo_flows_cover_every_path_class(mini):
     # PXN: GPU 0's NIC, NVLink to the peer GPU's NIC, its rail leaf, the destination NIC.
     assert _drawn_path(pxn, ["g1-leaf4:eth3"]) == ["srv1:eth1", "srv1:eth4", "g1-leaf4",
                                                    "srv2:eth4"]
+
+
+def test_console_failures_are_grouped_under_root_causes_like_the_page(mini):
+    """Issue 31: `railab report` printed every failed check one by one while its HTML groups
+    them under root causes; the console now prints one line per root cause with how many
+    failures follow from it (and still lists failed paths one by one)."""
+    from rich.console import Console
+
+    from railab.demo import print_failures
+    from railab.report import root_cause_groups
+
+    _, spec = mini
+    rep = _synthetic(spec, broken=True)
+    link = "g1-leaf1:eth3--spine1:eth1"
+    rep.checks.append(CheckItem(check="cabling", name="g1-leaf1:eth3", node="g1-leaf1", port="eth3",
+                                link=link, status="fail", expected="up", observed="admin-down",
+                                cause={"kind": "link-down", "node": "g1-leaf1", "port": "eth3",
+                                       "link": link}))
+    for i in range(3):
+        rep.checks.append(CheckItem(check="routes", name=f"g2-leaf{i + 1} 10.0.1.0/24",
+                                    node=f"g2-leaf{i + 1}", status="fail", expected="2 next hops",
+                                    observed="1 next hop", reason="ECMP short",
+                                    cause={"kind": "session-down", "link": link}))
+    groups = root_cause_groups(rep)
+    assert len(groups) == 2 and any(len(c) == 3 for _, c in groups)  # the HTML's grouping
+    con = Console(record=True, width=300)
+    print_failures(con, rep)
+    text = con.export_text()
+    fails = [ln for ln in text.splitlines() if "FAIL" in ln]
+    assert len(fails) == 3, text  # the path, and two root causes: not one line per check
+    assert any("path inter-rail" in ln for ln in fails)
+    (cab,) = [ln for ln in fails if "cabling g1-leaf1:eth3" in ln]
+    assert "root cause:" in cab and "+3 more failures follow from it: routes 3" in cab
+    assert "g2-leaf2 10.0.1.0/24" not in text

@@ -89,6 +89,32 @@ def test_spread_warning_names_the_idle_uplink(spec):
     assert spread_warnings(spec, results[:0]) == []
 
 
+def test_spread_warning_names_the_end_that_was_taken_down(spec):
+    """Issue 31: ``railab fault LAB link-down g1-leaf1 spine2 --end spine2`` takes the spine's
+    end down; the leaf's end only loses carrier. The warning named the leaf's port as down (the
+    wrong end); it names the spine's port now, and still the leaf's when that end is down."""
+    flows = flows_for(spec, "cross-group", n=16)
+    ups = {}
+    for ln in spec.links:
+        if ln.role == "leaf-spine":
+            ups.setdefault(ln.a.node, []).append(f"{ln.a.node}:{ln.a.interface}>{ln.b.node}:{ln.b.interface}")
+    results = []
+    for i, f in enumerate(flows):
+        leaf = spec.nic(f.src[0], f.src_nic).leaf
+        choices = ups[leaf]
+        results.append(_via(f, choices[0] if leaf == "g1-leaf1" else choices[i % len(choices)]))
+    near, far = ups["g1-leaf1"][1].split(">")
+    states = {near: "carrier-lost", far: "admin-down"}
+    state = lambda node, ifn: states.get(f"{node}:{ifn}", "up")  # noqa: E731
+    up = lambda node, ifn: state(node, ifn) == "up"  # noqa: E731
+    w = spread_warnings(spec, results, up, link_state=state)
+    assert w == [f"g1-leaf1 sent on 1 of 2 uplinks, 1 of 2 spines ({far} is down, at the far end "
+                 f"of {near}): run railab check"]
+    states = {near: "admin-down", far: "carrier-lost"}  # --end at the leaf: the leaf's port
+    w = spread_warnings(spec, results, up, link_state=state)
+    assert w == [f"g1-leaf1 sent on 1 of 2 uplinks, 1 of 2 spines ({near} is down): run railab check"]
+
+
 @pytest.mark.parametrize("args,needle", [
     (["--size", "0"], "--size must be at least 1"),
     (["--messages", "0"], "--messages must be at least 1"),

@@ -1177,7 +1177,8 @@ def spread(spec: LabSpec, results: list[FlowResult]) -> SpreadStats:
 
 def spread_warnings(spec: LabSpec, results: list[FlowResult],
                     link_up: Callable[[str, str], bool | None] | None = None,
-                    chance: float = 0.01) -> list[str]:
+                    chance: float = 0.01,
+                    link_state: Callable[[str, str], str | None] | None = None) -> list[str]:
     """Warnings for source leaves whose measured flows used fewer uplinks or spines than
     ``lab.json`` plans for them (a cut link, a dead BGP session, a shrunk ECMP group), e.g.
     ``"g1-leaf1 sent on 1 of 2 uplinks, 1 of 2 spines (g1-leaf1:eth6 is down): run railab
@@ -1185,6 +1186,10 @@ def spread_warnings(spec: LabSpec, results: list[FlowResult],
     failures.
 
     ``link_up(node, ifname)`` (e.g. :meth:`railab.checks.base.Observer.link_up`) names unused uplinks that are down.
+    ``link_state(node, ifname)`` (a :func:`railab.checks.base.link_status` word, None unknown)
+    names the end that was taken down: an uplink whose leaf end only lost carrier while its
+    spine end is ``admin-down`` (``railab fault LAB link-down LEAF SPINE --end SPINE``) reads
+    ``spine1:eth1 is down, at the far end of g1-leaf1:eth3``, not ``g1-leaf1:eth3 is down``.
     When every unused uplink is up, a leaf is only reported if ECMP hashing would miss one of
     its ``k`` uplinks with ``n`` flows less often than ``chance`` (``k x (1 - 1/k)^n``), so a
     few flows on a healthy fabric do not cry wolf. Needs measured results (``uplinks``).
@@ -1211,15 +1216,22 @@ def spread_warnings(spec: LabSpec, results: list[FlowResult],
         ks, us = len(spines_of.get(leaf, ())), len(used_spines[leaf])
         if u >= k and us >= ks:
             continue
-        idle = [x.split(">")[0] for x in planned[leaf] if x not in used[leaf]]
-        down = [x for x in idle if link_up is not None and link_up(*x.split(":", 1)) is False]
+        idle = [x.split(">") for x in planned[leaf] if x not in used[leaf]]
+        down = [(x, far) for x, far in idle
+                if link_up is not None and link_up(*x.split(":", 1)) is False]
         n = flows[leaf]
         if not down and k * (1 - 1 / k) ** n >= chance:
             continue  # too few flows to tell a missing uplink from hashing luck
         what = f"{leaf} sent on {u} of {k} uplinks"
         if us < ks:
             what += f", {us} of {ks} spines"
-        why = (f" ({', '.join(down)} {'is' if len(down) == 1 else 'are'} down)" if down
+        far_down = [(x, far) for x, far in down if link_state is not None
+                    and link_state(*x.split(":", 1)) != "admin-down"
+                    and link_state(*far.split(":", 1)) == "admin-down"]
+        near = [x for x, far in down if (x, far) not in far_down]
+        parts = ([f"{', '.join(near)} {'is' if len(near) == 1 else 'are'} down"] if near else [])
+        parts += [f"{far} is down, at the far end of {x}" for x, far in far_down]
+        why = (f" ({'; '.join(parts)})" if down
                else f" with {n} flows although its uplinks are up")
         out.append(f"{what}{why}: run railab check")
     return out

@@ -52,7 +52,7 @@ from railab.errors import RailabError
 from railab.topologies.labspec import LabSpec
 from railab.topologies.qos import DcqcnProfile, QosProfile
 from railab.traffic import roce
-from railab.traffic.engine import Engine, Rtnl, in_netns
+from railab.traffic.engine import Engine, FlowResult, Rtnl, in_netns
 from railab.traffic.patterns import Flow
 from railab.traffic.stream import flow_sport, recv_from_child, run_sender_child
 
@@ -288,13 +288,56 @@ class LoadResult:
         return d
 
 
+@dataclass
+class LoadFlowResult(FlowResult):
+    """One flow of a load run as the path engine's :class:`~railab.traffic.engine.FlowResult`
+    (what :func:`railab.checks.hops.flow_rows` and :func:`~railab.checks.hops.attribute_flows`
+    read to file failed flows under ``railab check``'s root causes): packets sent / delivered /
+    lost, ``path`` (the FIB trace's ``node:egress port`` per switch, empty when not traced),
+    ``nic_down`` (a NIC down at either end, the load flow's ``down_nic``), ``port_missing``,
+    ``mtu_exceeded`` / ``mtu_note`` and ``tx_refused`` (the source NIC refused every frame).
+    ``failure``: why the flow failed in words, None when it passed -- a load run's verdict is
+    the caller's (drops with PFC off are a result, not a failure), so ``ok`` and ``verdict``
+    follow it instead of the path engine's every-packet rule."""
+
+    failure: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.failure is None
+
+    @property
+    def verdict(self) -> str:
+        return self.failure or "ok"
+
+
+def flow_results(flows: list[Flow], result: LoadResult, failures: list[str | None]
+                 ) -> list[LoadFlowResult]:
+    """:class:`LoadFlowResult` per flow of ``result`` (``flows``: the routed flows the run was
+    given, same order; ``failures``: per flow why it failed, None when it passed). Raises
+    ValueError when the three lengths differ."""
+    if not len(flows) == len(result.flows) == len(failures):
+        raise ValueError(f"{len(flows)} flows, {len(result.flows)} results, {len(failures)} verdicts")
+    out = []
+    for f, d, why in zip(flows, result.flows, failures, strict=True):
+        refused = (f"{f.src[0]}:eth{f.src_nic}"
+                   if d["tx_packets"] == 0 and d.get("backpressure", 0) > 0 else None)
+        out.append(LoadFlowResult(
+            flow=f, sent=d["tx_packets"], delivered=d["rx_packets"], lost=d["lost"],
+            path=list(d.get("path") or []), nic_down=d.get("down_nic"),
+            port_missing=d.get("port_missing"), mtu_exceeded=d.get("mtu_exceeded"),
+            mtu_note=d.get("mtu_note"), tx_refused=refused, failure=why))
+    return out
+
+
 class _QP:
     __slots__ = ("lf", "flow", "tx", "cnp_tx", "tpls", "ntpl", "cnp_frame", "dqpn", "sqpn",
                  "start_psn", "rp", "next_t", "frame_bits", "sent", "sent_bytes", "goal",
                  "rx", "rx_bytes", "max_idx", "ooo", "ce", "cnp_sent", "cnp_rx", "bp",
                  "deficit_bytes", "t_start", "t_last_rx", "sport", "ppm", "s_tx", "s_rx",
                  "s_ce", "s_cnp", "series", "active", "icrc_errors", "nic_down", "ttl",
-                 "max_psn_dist")
+                 "max_psn_dist", "failed", "port_missing", "mtu_exceeded", "mtu_note",
+                 "down_nic")
 
 
 class LoadEngine(Engine):
@@ -303,16 +346,28 @@ class LoadEngine(Engine):
     ``dcqcn`` replaces the lab's ``qos.dcqcn`` for this engine (e.g.
     :data:`railab.topologies.qos.DCQCN_400G`); the CNP interval and every QP's RP use it.
     ``add(load_flow)`` prepares one QP (raises RailabError for an unrouted or intra-server
-    flow); :meth:`run` sends until ``seconds`` pass (or every byte flow finished), ``stop()``
-    says so, or the monotonic ``deadline``; returns a :class:`LoadResult` without port series
-    (:func:`run_load` adds them). Use as a context manager like :class:`Engine`.
+    flow); :meth:`run` sends until ``seconds`` pass (or every byte flow finished, or every QP
+    failed), ``stop()`` says so, or the monotonic ``deadline``; returns a :class:`LoadResult`
+    without port series (:func:`run_load` adds them). Use as a context manager like
+    :class:`Engine`.
+
+    ``per_flow_faults``: a fault that stops one QP fails that QP, not the run (``railab
+    traffic``, issue 31): an interface the flow needs that does not exist (a pulled cable,
+    :meth:`Engine.missing_for`) marks it ``port_missing`` and it is not sent; a packet larger
+    than the sender NIC's MTU (EMSGSIZE) marks it ``mtu_exceeded`` and it stops. Without it
+    both raise RailabError (what the collective and load-balancing runs expect). Either way a
+    QP that lost packets is diagnosed at the end: its destination NIC administratively down
+    (``down_nic``) or with an MTU below the run's packets (``mtu_exceeded``, dropped on
+    arrival), as :meth:`Engine.run` does for the path engine's flows.
     """
 
     def __init__(self, spec: LabSpec, netns_of: Callable[[str], str] | None = None, *,
                  cc: str = "dcqcn", sport_mode: str = "per-qp", mtu: int = DEFAULT_MTU,
                  message_bytes: int = DEFAULT_MESSAGE_BYTES, sample_s: float = DEFAULT_SAMPLE_S,
-                 line_mbps: float | None = None, dcqcn: DcqcnProfile | None = None) -> None:
+                 line_mbps: float | None = None, dcqcn: DcqcnProfile | None = None,
+                 per_flow_faults: bool = False) -> None:
         super().__init__(spec, netns_of)
+        self.per_flow_faults = per_flow_faults
         if dcqcn is not None:  # a named profile for this run instead of the lab's qos.dcqcn
             self.qos = self.qos.model_copy(update={"dcqcn": dcqcn})
         if cc not in CC_MODES:
@@ -366,6 +421,15 @@ class LoadEngine(Engine):
         q.start_psn = (q.dqpn * 2654435761) & MASK24
         src = self.spec.nic(flow.src[0], flow.src_nic)
         dst = self.spec.nic(flow.dst[0], flow.dst_nic)
+        _reset(q)
+        gone = self.missing_for(flow)
+        if gone is not None and self.per_flow_faults:  # not sent: the flow fails naming it
+            q.port_missing, q.failed = gone, True
+            q.tx = q.cnp_tx = None
+            q.sport = qp_sport(flow, self.sport_mode)
+            q.ppm, q.frame_bits, q.goal, q.rp = 1, 0, None, None
+            self._qps.append(q)
+            return
         self.require(flow)
         q.tx = self._tx[(flow.src[0], flow.src_nic)]
         q.cnp_tx = self._tx[(flow.dst[0], flow.dst_nic)]
@@ -397,17 +461,6 @@ class LoadEngine(Engine):
             ecn=roce.ECN_NOT_ECT, ttl=self.ttl, sport=q.sport))
         q.goal = None if lf.bytes is None else max(1, -(-lf.bytes // self.mtu))
         q.rp = None
-        q.next_t = 0.0
-        q.sent = q.sent_bytes = q.rx = q.rx_bytes = q.ooo = q.ce = q.cnp_sent = q.cnp_rx = 0
-        q.max_psn_dist = 0  # receiver's reorder depth (issue 30)
-        q.bp = q.deficit_bytes = q.icrc_errors = 0
-        q.max_idx = -1
-        q.t_start = q.t_last_rx = 0.0
-        q.s_tx = q.s_rx = q.s_ce = q.s_cnp = 0
-        q.series = {"t": [], "tx_mbps": [], "rx_mbps": [], "cc_mbps": [], "ce": [], "cnp": []}
-        q.active = False
-        q.nic_down = False
-        q.ttl = None
         self._qps.append(q)
         self._by_dqpn[q.dqpn] = q
         self._by_sqpn[q.sqpn] = q
@@ -483,11 +536,18 @@ class LoadEngine(Engine):
                     self._held(q, now)
                     return
                 if e.errno in (errno.ENETDOWN, errno.ENXIO):
-                    q.nic_down = True
+                    q.nic_down = q.failed = True
+                    q.down_nic = f"{q.flow.src[0]}:{q.tx.getsockname()[0]}"
                     q.active = False
                     return
                 if e.errno == errno.EMSGSIZE:  # the NIC's MTU is below the run's frames
                     nic = f"{q.flow.src[0]}:{q.tx.getsockname()[0]}"
+                    if self.per_flow_faults:  # this QP stops here, naming the NIC
+                        q.mtu_exceeded, q.failed, q.active = nic, True, False
+                        q.mtu_note = (f"{len(frame) - 14} B packets exceed {nic}'s MTU "
+                                      f"{self.nic_mtu(q.flow.src[0], q.flow.src_nic)} B "
+                                      "(refused at the sender, EMSGSIZE)")
+                        return
                     raise RailabError(
                         f"{nic} refused a {len(frame) - 14} B packet (EMSGSIZE): its MTU is below "
                         f"the run's packets; railab check names the MTU mismatch, or run with a "
@@ -548,6 +608,8 @@ class LoadEngine(Engine):
         k = len(self._qps)
         for i, q in enumerate(self._qps):
             q.t_start = t0 + q.lf.start_s
+            if q.failed:  # not sent (per_flow_faults): an interface it needs does not exist
+                continue
             q.next_t = q.t_start + i * q.frame_bits / self.line_bps / k  # staggered
             q.active = True
             if self.cc == "dcqcn":
@@ -572,8 +634,8 @@ class LoadEngine(Engine):
                 if q.next_t <= now:
                     self._send_due(q, now)
                 wait = min(wait, q.next_t - now)
-            if not busy and end is None:
-                break
+            if not busy and (end is None or all(q.failed for q in self._qps)):
+                break  # every byte flow done, or every QP failed: nothing more can be sent
             self._receive(max(0.0, wait))
             now = time.monotonic()
             if now >= next_sample:
@@ -598,7 +660,26 @@ class LoadEngine(Engine):
             if all(q.rx >= q.sent for q in self._qps):
                 break
         self._drain_sinks()
+        for q in self._qps:
+            if q.sent > q.rx and not q.failed:
+                self._diagnose(q)
         return self._result(t0, t_end)
+
+    def _diagnose(self, q: _QP) -> None:
+        """A QP that lost packets: its destination NIC administratively down (``down_nic``,
+        SIOCGIFFLAGS), else with an MTU below the run's packets (``mtu_exceeded``: a veth drops
+        a frame longer than its MTU as it arrives; SIOCGIFMTU). Nothing when neither."""
+        f = q.flow
+        down = self.nic_is_down(f.dst[0], f.dst_nic)
+        if down is not None:
+            q.down_nic = down
+            return
+        mtu = self.nic_mtu(f.dst[0], f.dst_nic)
+        big = max(t.size for per in q.tpls for t in per.values()) - 14  # IP packet (RETH in FIRST)
+        if mtu is not None and big > mtu:
+            nic = f"{f.dst[0]}:{self._tx[(f.dst[0], f.dst_nic)].getsockname()[0]}"
+            q.mtu_exceeded = nic
+            q.mtu_note = f"{big} B packets exceed {nic}'s MTU {mtu} B (dropped on arrival)"
 
     def _result(self, t0: float, t_end: float) -> LoadResult:
         cap = self.qos.capacity
@@ -619,7 +700,9 @@ class LoadEngine(Engine):
                  "rx_bytes": q.rx_bytes, "lost": max(0, q.sent - q.rx), "ooo": q.ooo,
                  "max_psn_distance": q.max_psn_dist,
                  "ce_marked": q.ce, "cnp_sent": q.cnp_sent, "cnp_received": q.cnp_rx,
-                 "backpressure": q.bp, "nic_down": q.nic_down, "icrc_errors": q.icrc_errors,
+                 "backpressure": q.bp, "nic_down": q.nic_down, "down_nic": q.down_nic,
+                 "port_missing": q.port_missing, "mtu_exceeded": q.mtu_exceeded,
+                 "mtu_note": q.mtu_note, "icrc_errors": q.icrc_errors,
                  "shortfall": (round(q.deficit_bytes / (q.sent_bytes + q.deficit_bytes), 4)
                                if q.deficit_bytes else 0.0),
                  "goal_packets": q.goal, "expected_hops": f.expected_hops,
@@ -644,6 +727,20 @@ class LoadEngine(Engine):
         res.engine_shortfall = round(1 - done / meant, 4) if meant else 0.0
         res.offered_mbps = round(done * 8 / dur / 1e6, 3)
         return res
+
+
+def _reset(q: _QP) -> None:
+    """A new QP's counters, series and fault marks, all at zero."""
+    q.next_t = 0.0
+    q.sent = q.sent_bytes = q.rx = q.rx_bytes = q.ooo = q.ce = q.cnp_sent = q.cnp_rx = 0
+    q.max_psn_dist = 0  # receiver's reorder depth (issue 30)
+    q.bp = q.deficit_bytes = q.icrc_errors = 0
+    q.max_idx = -1
+    q.t_start = q.t_last_rx = 0.0
+    q.s_tx = q.s_rx = q.s_ce = q.s_cnp = 0
+    q.series = {"t": [], "tx_mbps": [], "rx_mbps": [], "cc_mbps": [], "ce": [], "cnp": []}
+    q.active = q.nic_down = q.failed = False
+    q.ttl = q.port_missing = q.mtu_exceeded = q.mtu_note = q.down_nic = None
 
 
 def _with_sport(raw: bytes, sport: int) -> bytes:
@@ -723,7 +820,7 @@ def run_load(spec: LabSpec, netns_of: Callable[[str], str], flows: Iterable[Load
              message_bytes: int = DEFAULT_MESSAGE_BYTES, line_mbps: float | None = None,
              port_sampler: PortSampler | None = None, stop: Callable[[], bool] | None = None,
              max_s: float = 300.0, min_port_share: float = 0.01,
-             dcqcn: DcqcnProfile | None = None) -> LoadResult:
+             dcqcn: DcqcnProfile | None = None, per_flow_faults: bool = False) -> LoadResult:
     """Run ``flows`` on the lab's load engine in a child process and measure.
 
     ``cc``: ``dcqcn`` | ``none``; ``seconds``: run length in lab seconds (None: until every
@@ -735,8 +832,10 @@ def run_load(spec: LabSpec, netns_of: Callable[[str], str], flows: Iterable[Load
     end, is what there is). Ports whose tx bytes moved by less than ``min_port_share`` of the
     busiest port's are left out of ``ports`` (BGP/BFD-only ports). ``stop()`` ends the run
     early (Ctrl-C); ``max_s`` is the child's hard limit; ``dcqcn`` a DCQCN profile for the run
-    instead of the lab's ``qos.dcqcn`` (recorded in ``LoadResult.dcqcn``). Raises RailabError when the engine
-    cannot open its sockets or fails (its message).
+    instead of the lab's ``qos.dcqcn`` (recorded in ``LoadResult.dcqcn``); ``per_flow_faults``
+    fails a QP that cannot be sent (a pulled cable, a sender MTU below the packets) instead of
+    the run (:class:`LoadEngine`: the flow dict's ``port_missing`` / ``mtu_exceeded``). Raises
+    RailabError when the engine cannot open its sockets or fails (its message).
 
     Example (what ``railab collective`` builds on)::
 
@@ -750,7 +849,7 @@ def run_load(spec: LabSpec, netns_of: Callable[[str], str], flows: Iterable[Load
     if seconds is not None and not 0 < seconds <= max_s:
         raise RailabError(f"run length must be > 0 and <= {max_s:g} s (got {seconds:g})")
     kw = dict(cc=cc, sport_mode=sport_mode, mtu=mtu, message_bytes=message_bytes,
-              sample_s=sample_s, line_mbps=line_mbps, dcqcn=dcqcn)
+              sample_s=sample_s, line_mbps=line_mbps, dcqcn=dcqcn, per_flow_faults=per_flow_faults)
     LoadEngine(spec, netns_of, **kw)  # validate the options here, before forking
     ns = {n.name: netns_of(n.name) for n in spec.nodes}
     reader = PortReader(spec, netns_of)
@@ -895,5 +994,5 @@ def fair_share(result: LoadResult, tolerance: float = FAIR_TOLERANCE,
 
 
 __all__ = ["CC_MODES", "FAIR_TOLERANCE", "FIXED_SPORT", "SPORT_MODES", "CnpPacer", "DcqcnRP",
-           "LoadEngine", "LoadFlow", "LoadResult", "PortReader", "PortSampler", "fair_share",
-           "fairness", "qp_sport", "run_load", "spray_ports"]
+           "LoadEngine", "LoadFlow", "LoadFlowResult", "LoadResult", "PortReader", "PortSampler",
+           "fair_share", "fairness", "flow_results", "qp_sport", "run_load", "spray_ports"]

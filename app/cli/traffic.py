@@ -296,7 +296,9 @@ def load_verdict(res, *, pfc_on: bool, capacity: bool) -> list[str]:
     an unexpected hop count or not at all although the design reaches it. Drops with PFC off,
     or on a lab without ``lab.capacity``, are a measured result, not a failure. A flow whose NIC
     refused every frame of the run (nothing sent, back-pressure counted: an egress filter on the
-    NIC, ``railab fault grey-loss``) or whose sender NIC is down fails too."""
+    NIC, ``railab fault grey-loss``), whose sender NIC is down, that needs an interface that does
+    not exist (a pulled cable) or whose packets exceed a NIC's MTU fails too
+    (:func:`load_flow_failures`; a flow's share of the PFC loss is in the run's line)."""
     out = []
     if pfc_on and capacity and ((res.dropped or 0) > 0 or res.lost > 0):
         out.append(f"loss with PFC on (lossless promised): {res.dropped or 0} queue drops, "
@@ -304,23 +306,92 @@ def load_verdict(res, *, pfc_on: bool, capacity: bool) -> list[str]:
     if not res.keeps_rate:
         out.append(f"the engine fell {res.engine_shortfall:.0%} short of its configured rate "
                    "(host too busy): the figures understate the offered load")
-    for f in res.flows:
-        if f["expected_hops"] is None:
-            continue
-        if f.get("nic_down"):
-            out.append(f"{f['name']}: its sender NIC is down (ENETDOWN): {f['tx_packets']} sent; "
-                       "railab check names the link")
-        elif f["tx_packets"] == 0 and f.get("backpressure", 0) > 0:
-            out.append(f"{f['name']}: nothing sent: its NIC refused every frame "
-                       f"({f['backpressure']} times: an egress filter drops them, or a queue never "
-                       "drained); railab check names a filter on the port")
-        elif f["rx_packets"] == 0 and f["tx_packets"] > 0:
-            out.append(f"{f['name']}: nothing arrived ({f['tx_packets']} sent), the design "
-                       f"reaches it in {f['expected_hops']} hops")
-        elif f["hops"] is not None and f["hops"] != f["expected_hops"]:
-            out.append(f"{f['name']}: arrived over {f['hops']} hops, expected "
-                       f"{f['expected_hops']} (unexpected path)")
-    return out
+    return out + [f"{f['name']}: {w}" for f in res.flows for w in [_flow_failure(f, lossless=False)] if w]
+
+
+def load_flow_failures(res, *, pfc_on: bool, capacity: bool) -> list[str | None]:
+    """Per flow of a load run (``res.flows`` order) why it failed, in words (without the flow's
+    name), or None: the per-flow reasons of :func:`load_verdict`, and with PFC on a capacity
+    lab any lost packet (``lost N of M with PFC on``): the flows :func:`flow_root_causes` files
+    under a root cause. Flows unreachable by design (``expected_hops`` None) never fail here."""
+    return [_flow_failure(f, lossless=pfc_on and capacity) for f in res.flows]
+
+
+def _flow_failure(f: dict, *, lossless: bool) -> str | None:
+    """One load flow dict's failure in words (None: none), see :func:`load_flow_failures`."""
+    if f["expected_hops"] is None:
+        return None
+    tx, rx = f["tx_packets"], f["rx_packets"]
+    if f.get("port_missing"):
+        return (f"needs {f['port_missing']}, which does not exist (cable pulled or "
+                "unplugged): not sent")
+    if f.get("nic_down"):
+        return (f"its sender NIC is down (ENETDOWN): {tx} sent; railab check names "
+                "the link")
+    if f.get("mtu_exceeded"):
+        return f"MTU: {f.get('mtu_note') or f['mtu_exceeded']}; sent {tx}, {rx} arrived"
+    if f.get("down_nic"):
+        return f"{f['down_nic']} is down: sent {tx}, {rx} arrived"
+    if tx == 0 and f.get("backpressure", 0) > 0:
+        return (f"nothing sent: its NIC refused every frame ({f['backpressure']} times: "
+                "an egress filter drops them, or a queue never drained); railab check names a "
+                "filter on the port")
+    if rx == 0 and tx > 0:
+        return (f"nothing arrived ({tx} sent), the design reaches it in "
+                f"{f['expected_hops']} hops")
+    if f["hops"] is not None and f["hops"] != f["expected_hops"]:
+        return (f"arrived over {f['hops']} hops, expected {f['expected_hops']} "
+                "(unexpected path)")
+    if lossless and f.get("lost", 0) > 0:
+        return f"lost {f['lost']} of {tx} with PFC on"
+    return None
+
+
+def print_root_causes(con, causes: list[dict]) -> None:
+    """One ``root cause:`` line per entry of :func:`flow_root_causes` (not one per failed
+    flow), then the flows no broken element explains (``not attributed: ...``)."""
+    for c in causes:
+        n = 1 + len(c["explains"])
+        more = f" (+{n - 1} more)" if n > 1 else ""
+        con.print(f"[red]root cause:[/red] {c['text']}: {n} flow{'' if n == 1 else 's'} "
+                  f"failed, e.g. {c['root']}{more}", highlight=False, soft_wrap=True)
+    lost = unattributed(causes)
+    if lost:
+        con.print(f"[yellow]not attributed:[/yellow] {len(lost)} failed "
+                  f"flow{'' if len(lost) == 1 else 's'} could not be tied to a broken "
+                  f"element (railab check names none on their paths): "
+                  + ", ".join(lost[:8]) + (f" and {len(lost) - 8} more" if len(lost) > 8 else ""),
+                  highlight=False, soft_wrap=True)
+
+
+def load_root_causes(lab: str, spec, flows, res, failures: list[str | None]) -> list[dict]:
+    """The root causes of a load run's failed flows, as for the packet patterns
+    (:func:`flow_root_causes` over :func:`railab.traffic.load.flow_results`, with
+    ``railab check``'s families run now: :func:`check_groups`); ``[]`` when no flow failed
+    (a run that fails only on the engine's shortfall has no element to name)."""
+    from railab.traffic.load import flow_results
+
+    if not any(failures):
+        return []
+    return flow_root_causes(spec, flow_results(flows, res, failures), None, check_groups(lab))
+
+
+def load_error_causes(lab: str, spec, flows, error: str) -> tuple[list[dict], list[str]]:
+    """A load run that could not run (``error``): the ``railab check`` root causes on the
+    flows' paths (:func:`railab.checks.hops.attribute_flows`, every flow counted as failed
+    with ``not run: ERROR``) and the flows none of them explains: ``(root_causes,
+    unattributed flow names)``; ``([], [])`` without flows or when the lab cannot be
+    checked."""
+    from railab.traffic.load import LoadFlowResult
+
+    if spec is None or not flows:
+        return [], []
+    groups = check_groups(lab)
+    if not groups:
+        return [], [f.name for f in flows]
+    results = [LoadFlowResult(flow=f, failure=f"not run: {error}") for f in flows]
+    causes = flow_root_causes(spec, results, None, groups)
+    return [c for c in causes if c["attributed"]], unattributed(causes)
 
 
 def _capacity_sampler(ref, spec):
@@ -350,6 +421,7 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
     with the run's hash seed when ``seed`` is given): each flow dict gets ``path`` (egress
     ``node:port`` per switch, None for ``--sport spray`` or when a namespace cannot be read) and
     ``congestion.shared_links`` names the links two or more flows share (ECMP collisions)."""
+    from railab.errors import RailabError, UsageError
     from railab.testbed.state import resolve
     from railab.topologies.qos import DCQCN_PROFILES
     from railab.traffic.engine import sigint_event
@@ -388,6 +460,7 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
         _usage(f"--mtu must be 256-4096 (got {mtu})")
     if seed is not None and not 0 <= seed < 2 ** 32:
         _usage(f"--seed must be 0..{2 ** 32 - 1} (got {seed})")
+    spec = fl = None
     try:
         ref = resolve(lab)
         spec = ref.spec()
@@ -421,7 +494,8 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
                 res = run_load(spec, ref.netns_of, [LoadFlow(f) for f in fl], cc=cc,
                                seconds=secs, sport_mode=sport, port_sampler=sampler,
                                stop=stop.is_set, **({"mtu": mtu} if mtu else {}),
-                               dcqcn=DCQCN_PROFILES[dcqcn] if dcqcn else None)
+                               dcqcn=DCQCN_PROFILES[dcqcn] if dcqcn else None,
+                               per_flow_faults=True)
                 if stop.is_set():
                     raise KeyboardInterrupt
         finally:
@@ -429,8 +503,20 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
                 close()
     except KeyboardInterrupt:
         _interrupted()
+    except (RailabError, OSError) as exc:  # the run could not run: say why, and what broke
+        if isinstance(exc, UsageError):
+            raise
+        _load_failed(lab, spec, fl, pattern, exc, as_json)
     if res.dropped is None:
         res.dropped = res.lost  # no queues to count: the fabric's loss is what was measured
+    if paths is not None:
+        for f, tr in zip(res.flows, paths, strict=True):
+            f["path"] = tr.text() if tr is not None else None
+    try:  # failed flows under check's root causes, as the packet patterns do (issue 31)
+        causes = load_root_causes(lab, spec, fl, res, load_flow_failures(
+            res, pfc_on=pfc_on, capacity=capacity))
+    except KeyboardInterrupt:
+        _interrupted()
     if res.pause_events is None:
         res.pause_events = 0
     fair = fairness(res)
@@ -461,8 +547,6 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
     if paths is not None:
         from railab.traffic.fib import shared_links
 
-        for f, tr in zip(res.flows, paths, strict=True):
-            f["path"] = tr.text() if tr is not None else None
         shared = shared_links({f["name"]: tr for f, tr in zip(res.flows, paths, strict=True)
                                if tr is not None})
     if as_json:
@@ -482,6 +566,7 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
             "receiver": (f"{fl[0].dst[0]}:gpu{fl[0].dst[1]}" if pattern == "incast" else None),
             "port_rate_mbps": res.port_rate_mbps, "time_scale": res.time_scale,
             "dcqcn": res.dcqcn["name"] if res.dcqcn else None, "congestion": cong, "failures": bad,
+            "root_causes": causes, "unattributed": unattributed(causes), "error": None,
         }, indent=2, sort_keys=True))
     else:
         con = _console()
@@ -554,8 +639,36 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
                       "mini-lossless)", highlight=False)
         for b in bad:
             con.print(f"[red]failed:[/red] {b}", highlight=False, soft_wrap=True)
+        print_root_causes(con, causes)
+        if causes:
+            con.print(f"{len(causes)} root cause{'' if len(causes) == 1 else 's'}", highlight=False)
     if bad:
         raise typer.Exit(EXIT_FAILED)
+
+
+def _load_failed(lab: str, spec, flows, pattern, exc: Exception, as_json: bool) -> None:
+    """A load run that ended in an error (the engine could not start or run, the lab is not
+    up): with ``--json`` the JSON object ``{"lab", "pattern", "error", "failures": [error],
+    "root_causes", "unattributed", "congestion": null}`` (:func:`load_error_causes`), else
+    ``error: ...`` on stderr and the root-cause lines; raises typer.Exit(EXIT_FAILED)."""
+    try:
+        causes, lost = load_error_causes(lab, spec, flows, str(exc))
+    except KeyboardInterrupt:
+        _interrupted()
+    if as_json:
+        print(json.dumps({"lab": spec.name if spec is not None else lab, "pattern": pattern,
+                          "error": str(exc), "failures": [str(exc)], "root_causes": causes,
+                          "unattributed": lost, "congestion": None}, indent=2, sort_keys=True))
+    else:
+        typer.echo(f"error: {exc}", err=True)
+        con = _console()
+        print_root_causes(con, causes)
+        if lost and causes:  # some flows lie on no broken element's path
+            con.print(f"[yellow]not attributed:[/yellow] {len(lost)} flow"
+                      f"{'' if len(lost) == 1 else 's'} cross no element railab check names: "
+                      + ", ".join(lost[:8]) + (f" and {len(lost) - 8} more" if len(lost) > 8 else ""),
+                      highlight=False, soft_wrap=True)
+    raise typer.Exit(EXIT_FAILED)
 
 
 @contextmanager
@@ -725,7 +838,8 @@ def register(app: typer.Typer) -> None:
             with sigint_event() as stop:
                 with Engine(spec, netns_of, stop=stop) as eng:  # closes every socket, Ctrl-C too
                     results = eng.run(fl, measure=measure)
-                    warnings = spread_warnings(spec, results, _link_up(eng))
+                    warnings = spread_warnings(spec, results, _link_up(eng),
+                                               link_state=_link_state(eng))
                     causes = flow_root_causes(
                         spec, results, _link_state(eng), check_groups(lab, stop)) if any(
                         not r.ok for r in results) else []
@@ -791,18 +905,7 @@ def register(app: typer.Typer) -> None:
                           + sp.spread_text(sp.per_link, "uplinks", "imbalance"), highlight=False)
             for w in warnings:  # traffic rerouted around a fault: say so, exit code unchanged
                 con.print(f"[yellow]warning:[/yellow] {w}", highlight=False, soft_wrap=True)
-            for c in causes:  # one line per root cause, not one per failed flow
-                n = 1 + len(c["explains"])
-                more = f" (+{n - 1} more)" if n > 1 else ""
-                con.print(f"[red]root cause:[/red] {c['text']}: {n} flow{'' if n == 1 else 's'} "
-                          f"failed, e.g. {c['root']}{more}", highlight=False, soft_wrap=True)
-            lost = unattributed(causes)
-            if lost:
-                con.print(f"[yellow]not attributed:[/yellow] {len(lost)} failed "
-                          f"flow{'' if len(lost) == 1 else 's'} could not be tied to a broken "
-                          f"element (railab check names none on their paths): "
-                          + ", ".join(lost[:8]) + (f" and {len(lost) - 8} more" if len(lost) > 8 else ""),
-                          highlight=False, soft_wrap=True)
+            print_root_causes(con, causes)  # one line per root cause, not one per failed flow
             con.print(f"{len(results) - len(bad)}/{len(results)} flows as expected"
                       + (f"; {len(causes)} root cause{'' if len(causes) == 1 else 's'}"
                          if causes else ""))
