@@ -117,7 +117,7 @@ def test_dcqcn_floor_and_from_qos_scaling():
     assert rp.line_bps == 40e6
     assert rp.rate_timer_s == pytest.approx(55e-6 * scale)  # 0.55 lab s
     assert rp.rai == pytest.approx(40e6 / scale)  # R_AI 40 Mb/s fabric -> 4 kb/s lab
-    assert rp.byte_counter == DEFAULT_QOS.dcqcn.byte_counter_bytes  # bytes keep their value
+    assert rp.byte_counter == DCQCN_PAPER.byte_counter_bytes  # bytes keep their value
     # the default (400g) profile: rate steps x10, alpha every 1 us fabric = 10 ms lab
     rp = DcqcnRP.from_qos(QosProfile(capacity=CapacityProfile(enabled=True, port_rate_mbps=40)))
     assert rp.rai == pytest.approx(400e6 / scale) and rp.rhai == pytest.approx(800e6 / scale)
@@ -140,14 +140,16 @@ def test_dcqcn_profiles_are_named_and_sourced():
     assert (p.g, p.alpha_timer_us, p.rate_timer_us, p.byte_counter_bytes, p.fast_recovery_steps,
             p.ai_rate_mbps, p.hai_rate_mbps, p.cnp_interval_us) == (1 / 256, 55, 55, 10_000_000,
                                                                    5, 40, 400, 50)
-    # 400g: R_AI at the same share of a 10x faster line, R_HAI HPCC's 50 * 400 / 25 Mb/s (the
-    # fluid model: 10x the paper's overshoots into PFC at 2:1); alpha as ConnectX firmware
-    # (dce_tcp_rtt 1 us, dce_tcp_g 1019/1024); timers, byte counter, F and the NP unchanged
+    # 400g: R_AI and the byte counter at the same share of a 10x faster line (B: the paper's
+    # 2 ms of line-rate bytes), R_HAI HPCC's 50 * 400 / 25 Mb/s (the fluid model: 10x the
+    # paper's overshoots into PFC at 2:1); alpha as ConnectX firmware (dce_tcp_rtt 1 us,
+    # dce_tcp_g 1019/1024); the rate timer, F and the NP unchanged
     assert f.ai_rate_mbps == 10 * p.ai_rate_mbps and f.hai_rate_mbps == 50 * 400 / 25
     assert f.min_rate_mbps == 10 * p.min_rate_mbps
+    assert f.byte_counter_bytes == 10 * p.byte_counter_bytes
     assert f.alpha_timer_us == 1 and f.g == 1 - 1019 / 1024
-    assert (f.rate_timer_us, f.byte_counter_bytes, f.fast_recovery_steps, f.cnp_interval_us) == (
-        p.rate_timer_us, p.byte_counter_bytes, p.fast_recovery_steps, p.cnp_interval_us)
+    assert (f.rate_timer_us, f.fast_recovery_steps, f.cnp_interval_us) == (
+        p.rate_timer_us, p.fast_recovery_steps, p.cnp_interval_us)
     assert dcqcn_profile("paper") is p
     with pytest.raises(ValueError,
                        match="unknown DCQCN profile 'mlx5': use one of paper, 400g, connectx"):
