@@ -90,7 +90,7 @@ def register(app: typer.Typer) -> None:
         if pfc is not None and pfc not in ("on", "off"):
             _usage(f"--pfc must be on or off (got {pfc!r})")
         if lab is not None:
-            from railab.testbed.state import resolve
+            from railab.testbed.labref import resolve
 
             qos = resolve(lab).spec().qos  # RailabError (exit 2) names what is wrong
         else:
