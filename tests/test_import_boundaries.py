@@ -4,6 +4,7 @@ load, and the name a ``LAB`` argument gives with and without the lab model."""
 from __future__ import annotations
 
 import ast
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -63,10 +64,9 @@ def test_a_netns_deployer_is_the_netns_runtime_with_up():
 def test_lab_name_matches_resolve(tmp_path):
     labdir = Path(generate(ROOT / "topologies" / "intents" / "mini.yml", tmp_path / "lab", name="lnm"))
     clab = next(labdir.glob("*.clab.yml"))
-    only_clab = tmp_path / "only"
-    only_clab.mkdir()
-    (only_clab / clab.name).write_text(clab.read_text())  # a .clab.yml without lab.json
-    for ref in (labdir, labdir / "lab.json", clab, only_clab / clab.name, "lnm"):
+    only_clab = Path(shutil.copytree(labdir, tmp_path / "only"))
+    (only_clab / "lab.json").unlink()  # a lab directory with its .clab.yml only
+    for ref in (labdir, labdir / "lab.json", clab, only_clab, only_clab / clab.name, "lnm"):
         assert lab_name(ref) == resolve(ref).name == "lnm", ref
     assert resolve(labdir).labdir == labdir.absolute() and resolve(labdir).spec().name == "lnm"
     with pytest.raises(RailabError, match="neither a lab directory nor a lab name"):
