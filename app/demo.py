@@ -45,7 +45,7 @@ from railab.report import (
     write_report,
 )
 from railab.testbed.executor import Executor
-from railab.testbed.runtime import get_runtime
+from railab.testbed.runtime.deploy import get_deployer
 from railab.topologies import planner
 from railab.topologies.generator import generate
 from railab.topologies.intent import load_intent
@@ -467,7 +467,7 @@ def run_demo(
         t.detail = (f"{len(spec.by_role('spine'))} spines, {len(spec.by_role('leaf'))} leaves, "
                     f"{len(spec.by_role('server'))} servers, {len(spec.links)} links")
 
-    rt = get_runtime(runtime)
+    rt = get_deployer(runtime)
     report: Report | None = None
     files: ReportFiles | None = None
     up_done = False

@@ -49,6 +49,7 @@ from starlette.routing import Route
 
 from railab.errors import RailabError, UsageError
 from railab.testbed import state as st
+from railab.testbed.labref import resolve
 from railab.topologies.naming import is_lab_name
 from railab.uilive import Hub, LabWatch, exercise_public, exercise_running, live_state_hidden
 
@@ -999,7 +1000,7 @@ def run_incast(w: LabWatch, senders: int, seconds: float, cc: str = "dcqcn",
         fl = [route(spec, Flow(a, b, pxn=False)) for a, b in incast_pairs(spec, senders, None, False)]
     except PatternError as exc:
         raise UsageError(str(exc)) from None
-    sampler, close = _capacity_sampler(st.resolve(w.lab), spec)
+    sampler, close = _capacity_sampler(resolve(w.lab), spec)
     try:
         with _pfc(spec, w.netns_of, pfc_on, capacity):
             res = run_load(spec, w.netns_of, [LoadFlow(f) for f in fl], cc=cc, seconds=seconds,

@@ -48,6 +48,7 @@ from railab.checks import frr as FRR
 from railab.testbed import capacity as C
 from railab.testbed import lb as LB
 from railab.testbed import state as st
+from railab.testbed.labref import LabRef, resolve
 from railab.testbed.namespaces import entered, netns_path
 from railab.testbed.rtnl import Rtnl, link_status
 from railab.topologies.labspec import LabSpec
@@ -169,7 +170,7 @@ class LabWatch:
     _seq: int = field(default=0, init=False)
 
     def __post_init__(self) -> None:
-        ref = st.resolve(self.lab)
+        ref = resolve(self.lab)
         self.record = ref.require_up()
         self.spec = ref.spec()
         self.labdir = ref.labdir
@@ -218,7 +219,7 @@ class LabWatch:
     # ---- identity helpers -----------------------------------------------------------------
     def netns_of(self, node: str) -> str:
         """The node's namespace (recorded, else ``clab-<lab>-<node>``)."""
-        return self.record.namespaces.get(node) or st.LabRef(self.lab, None, self.record).netns_of(node)
+        return self.record.namespaces.get(node) or LabRef(self.lab, None, self.record).netns_of(node)
 
     @property
     def executor(self):

@@ -23,7 +23,7 @@ from railab.checks.converge import (
 )
 from railab.errors import RailabError
 from railab.testbed import lb, state
-from railab.testbed.runtime.base import Runtime
+from railab.testbed.runtime.base import Deployer, Runtime
 from railab.testbed.runtime.phases import timed
 from railab.testbed.signals import signals_ignored, signals_raise
 from railab.testbed.state import LabState
@@ -36,7 +36,7 @@ class LabDiffersError(RailabError):
     every session comes up with ``remote-as external``); the message lists the differences."""
 
 
-def bring_up(runtime: Runtime, labdir: str | Path, *, timeout: float | None = None,
+def bring_up(runtime: Deployer, labdir: str | Path, *, timeout: float | None = None,
              on_progress: Callable[[ConvergeProgress], None] | None = None,
              keep_on_failure: bool = False, **up_kwargs: Any) -> LabState:
     """Deploy ``labdir`` (a lab directory or its ``.clab.yml``) on ``runtime`` and wait until

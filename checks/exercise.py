@@ -51,6 +51,7 @@ from railab.errors import RailabError, UsageError
 from railab.testbed import exercise as store
 from railab.testbed import faults as F
 from railab.testbed import state as st
+from railab.testbed.labref import resolve
 from railab.topologies.labspec import LabSpec
 
 __all__ = ["KINDS", "LEVELS", "plan_faults", "start", "hint", "answer", "grade", "fix", "reveal",
@@ -307,7 +308,7 @@ def _iso(t: float | None) -> str | None:
 
 
 def _lab(labdir: Path | str) -> tuple[str, LabSpec, st.LabState]:
-    ref = st.resolve(labdir)
+    ref = resolve(labdir)
     return ref.name, ref.spec(), ref.require_up()
 
 
@@ -369,7 +370,7 @@ def start(labdir: Path | str, level: int = 1, seed: int | None = None, *, kind: 
             injected.append(F.inject(name, a["kind"], a["node_a"], a.get("node_b"), **a["params"]))
         for f, r in zip(planned, injected, strict=True):
             f["record"] = r.model_dump(mode="json")
-        rec = {"lab": name, "labdir": str(st.resolve(name).labdir), "level": level, "seed": seed,
+        rec = {"lab": name, "labdir": str(resolve(name).labdir), "level": level, "seed": seed,
                "kind": kind, "started_at": _now(), "faults": planned, "disabled": sorted(set(disable)),
                "found": [], "answers": [], "hints": [], "fix": {"attempts": 0, "verified_at": None}}
         with store.locked(name):

@@ -17,8 +17,9 @@ from railab.checks.deploy import bring_up
 from railab.checks.runner import run_checks
 from railab.testbed import state as st
 from railab.testbed.executor import ExecResult, Executor
+from railab.testbed.labref import resolve
 from railab.testbed.runtime import get_runtime
-from railab.testbed.runtime.netns import NetnsRuntime
+from railab.testbed.runtime.netns.deploy import NetnsDeployer
 from railab.topologies.generator import generate
 from railab.topologies.labspec import LabSpec
 from railab.topologies.naming import netns_name
@@ -47,7 +48,7 @@ class LiveLab:
 
         Raises RailabError when the lab is not up or its lab.json cannot be read.
         """
-        lab = st.resolve(ref)
+        lab = resolve(ref)
         runtime = lab.require_up().runtime
         return cls(lab.spec(), lab.labdir, runtime, get_runtime(runtime).executor(lab.name))
 
@@ -60,7 +61,7 @@ class LiveLab:
         tmp = tempfile.TemporaryDirectory(prefix="railab-lab-")
         try:
             labdir = generate(intent, Path(tmp.name) / "lab", name=name)
-            rt = NetnsRuntime()
+            rt = NetnsDeployer()
             bring_up(rt, labdir, timeout=timeout)
         except BaseException:
             tmp.cleanup()

@@ -59,7 +59,7 @@ def _flows(spec, qps: int):
 
 
 def bench(lab: str, qps: int, rates: list[float], seconds: float, runs: int) -> dict:
-    from railab.testbed.state import resolve
+    from railab.testbed.labref import resolve
     from railab.traffic.load import run_load
 
     ref = resolve(lab)

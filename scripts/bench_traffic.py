@@ -35,8 +35,8 @@ sys.path.insert(0, str(ROOT))
 
 from railab.checks.deploy import bring_up  # noqa: E402
 from railab.checks.hops import representative_flows  # noqa: E402
-from railab.testbed.runtime.netns import NetnsRuntime  # noqa: E402
-from railab.testbed.state import resolve  # noqa: E402
+from railab.testbed.labref import resolve  # noqa: E402
+from railab.testbed.runtime.netns.deploy import NetnsDeployer  # noqa: E402
 from railab.topologies.generator import generate  # noqa: E402
 from railab.traffic import roce  # noqa: E402
 from railab.traffic.engine import Engine  # noqa: E402
@@ -71,7 +71,7 @@ def main() -> int:
         ref = resolve(args.lab)
     else:
         name = f"tbench{os.getpid() % 100000}"
-        runtime = NetnsRuntime()
+        runtime = NetnsDeployer()
         labdir = generate(ROOT / "topologies" / "intents" / "mini.yml",
                           Path(tempfile.mkdtemp(prefix="railab-bench-")) / name, name=name)
         t0 = time.perf_counter()

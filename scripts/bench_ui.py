@@ -40,6 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from railab.testbed import state as st  # noqa: E402
+from railab.testbed.labref import LabRef  # noqa: E402
 from railab.testbed.namespaces import entered  # noqa: E402
 from railab.topologies.naming import link_id  # noqa: E402
 
@@ -143,14 +144,14 @@ def main() -> None:
         lab = args.lab
     else:
         from railab.checks.deploy import bring_up
-        from railab.testbed.runtime.netns import NetnsRuntime
+        from railab.testbed.runtime.netns.deploy import NetnsDeployer
         from railab.topologies.generator import generate
 
         lab = made = f"uib{os.getpid()}"
         labdir = generate(ROOT / "topologies" / "intents" / f"{args.intent}.yml",
                           Path(tempfile.mkdtemp(prefix="bench-ui-")) / lab, name=lab)
         t0 = time.monotonic()
-        bring_up(NetnsRuntime(), labdir, timeout=600)
+        bring_up(NetnsDeployer(), labdir, timeout=600)
         print(f"lab {lab} ({args.intent}) up in {time.monotonic() - t0:.1f} s", file=sys.stderr)
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if k != "RAILAB_UI_TOKEN"}
@@ -203,7 +204,7 @@ def main() -> None:
         # latency: a leaf-spine link down and up, straight over netlink
         ln = next(x for x in spec.links if x.role == "leaf-spine")
         lid = link_id(ln.a.node, ln.a.interface, ln.b.node, ln.b.interface)
-        ns = rec.namespaces.get(ln.a.node) or st.LabRef(lab, None, rec).netns_of(ln.a.node)
+        ns = rec.namespaces.get(ln.a.node) or LabRef(lab, None, rec).netns_of(ln.a.node)
         page = pages[0]
         down_ms, up_ms = [], []
         try:

@@ -51,7 +51,8 @@ from railab.cli.lab import phase_rows  # noqa: E402
 from railab.errors import RailabError  # noqa: E402
 from railab.progress import ConvergeBar  # noqa: E402
 from railab.testbed import state as st  # noqa: E402
-from railab.testbed.runtime.netns import MEM_HEADROOM_BYTES, NetnsRuntime, mem_available_bytes  # noqa: E402
+from railab.testbed.runtime.netns import MEM_HEADROOM_BYTES, mem_available_bytes  # noqa: E402
+from railab.testbed.runtime.netns.deploy import NetnsDeployer  # noqa: E402
 from railab.testbed.runtime.netns.procs import _ns_inode, _pids_in_namespaces  # noqa: E402
 from railab.topologies.estimate import GIB, estimate_memory  # noqa: E402
 from railab.topologies.generator import generate  # noqa: E402
@@ -173,7 +174,7 @@ def bench(intent: str, workdir: Path, idle_s: float = 10.0, commands: bool = Fal
     name = f"bench{os.getpid() % 10000}-{Path(intent).stem[:12].strip('-')}".lower()
     labdir = generate(_intent_path(intent), workdir / name, name=name)
     spec = LabSpec.load(labdir)
-    rt = NetnsRuntime()
+    rt = NetnsDeployer()
     peak = [0, 0]
     stop = threading.Event()
 
@@ -405,6 +406,9 @@ def side_by_side(intents: list[str], baseline: str, runs: int = 3, prefix: str =
 
 def main() -> None:
     args = sys.argv[1:]
+    if "-h" in args or "--help" in args:  # before anything is brought up
+        print(__doc__)
+        return
     idle_s = 10.0
     if "--idle" in args:
         i = args.index("--idle")

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Lint railab's layering with import-linter on a clean, NON-editable install, from outside the
 # repository, after importing every railab.* submodule, checking that the old top-level names
-# (testbed, topologies, traffic, checks) are gone and that `railab generate mini` works.
+# (testbed, topologies, traffic, checks) are gone and that `railab generate mini` works. First,
+# on the sources: no function-local import of railab.* outside app/ but the doors to optional
+# dependencies listed in docs/architecture.md ("Imports").
 #
 # Why not the developer's editable install: setuptools' package-dir mapping (railab.testbed =
 # testbed/ ...) is served by an import hook that import-linter (grimp) cannot walk. The wheel is
@@ -15,6 +17,50 @@ repo="$(cd "$(dirname "$0")/.." && pwd)"
 tmp="$(mktemp -d /tmp/railab-lint.XXXXXX)"
 cleanup() { [ -n "${KEEP_LINT_VENV:-}" ] || rm -rf "$tmp"; }
 trap cleanup EXIT
+
+# Function-local imports of railab.* outside app/ (docs/architecture.md, "Imports"): only the
+# listed doors to optional dependencies; `if TYPE_CHECKING:` blocks are not imports at run time.
+python3 - "$repo" <<'PY'
+import ast
+import sys
+from pathlib import Path
+
+ALLOWED = {  # (file, module): the optional `containerlab` extra (docker)
+    ("testbed/runtime/containerlab/prereq.py", "railab.testbed.docker_exec"),
+    ("testbed/runtime/__init__.py", "railab.testbed.runtime.containerlab"),
+}
+repo = Path(sys.argv[1])
+found = []
+
+
+def walk(node, rel, in_function):
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+            for sub in child.orelse:
+                walk(sub, rel, in_function)
+            continue
+        inner = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+        if in_function and isinstance(child, (ast.Import, ast.ImportFrom)):
+            if isinstance(child, ast.ImportFrom):  # the module, or module.name for a submodule
+                mod = ("railab." if child.level else "") + (child.module or "")
+                names = [(mod, f"{mod}.{a.name}") for a in child.names]
+            else:
+                names = [(a.name, a.name) for a in child.names]
+            for mod, full in names:
+                if mod.split(".")[0] == "railab" and not {(rel, mod), (rel, full)} & ALLOWED:
+                    found.append(f"{rel}:{child.lineno}: {full}")
+        walk(child, rel, inner)
+
+
+for top in ("testbed", "topologies", "traffic", "checks"):
+    for path in sorted((repo / top).rglob("*.py")):
+        rel = str(path.relative_to(repo))
+        walk(ast.parse(path.read_text(), rel), rel, False)
+if found:
+    sys.exit("function-local railab imports outside app/ (import at the top, or defer at a "
+             "boundary: docs/architecture.md, \"Imports\"):\n  " + "\n  ".join(found))
+print(f"function-local railab imports outside app/: only the {len(ALLOWED)} optional-dependency doors")
+PY
 
 mkdir "$tmp/src" "$tmp/run"
 # tracked files, plus files the working tree adds that git already knows about (staged)

@@ -55,6 +55,7 @@ from typing import TYPE_CHECKING, Any
 
 from railab.errors import RailabError, UsageError
 from railab.testbed import state as st
+from railab.testbed.labref import resolve
 from railab.testbed.namespaces import create_netns, entered, exec_argv, netns_path
 from railab.testbed.runtime import get_runtime
 from railab.testbed.runtime.netns import NetnsRuntime
@@ -89,7 +90,7 @@ class _Lab:
     """The lab a fault call acts on: name, record, spec, runtime."""
 
     def __init__(self, labdir: Path | str) -> None:
-        ref = st.resolve(labdir)
+        ref = resolve(labdir)
         self.record = ref.require_up()
         self.name = ref.name
         self.spec: LabSpec = ref.spec()

@@ -11,6 +11,10 @@ Ownership rule (see docs/runtime.md): railab removes only what it recorded.
 
 The record itself is :class:`LabState` (pydantic), stored as JSON. ``RAILAB_RUN_DIR``
 overrides ``/run/railab`` (tests only).
+
+Light on purpose: every command reads state (``railab list`` nothing else). Which lab a user's
+``LAB`` argument names is railab.testbed.labname ``lab_name`` (reads a ``.clab.yml``) and, with
+its record and lab model, railab.testbed.labref ``resolve`` (docs/architecture.md, "Imports").
 """
 
 from __future__ import annotations
@@ -22,15 +26,9 @@ import shutil
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-
-from railab.errors import RailabError, UsageError
-from railab.topologies.naming import is_lab_name, netns_name
-
-if TYPE_CHECKING:  # imported where used: every command reads state, few need the lab model
-    from railab.topologies.labspec import LabSpec
 
 STATE_VERSION = 1
 
@@ -295,81 +293,7 @@ def running_lab_in(directory: str | Path) -> str | None:
     return None
 
 
-class LabRef:
-    """What a user's ``LAB`` argument names: a lab directory, its ``lab.json`` or
-    ``<lab>.clab.yml``, or the name of a recorded (running) lab.
-
-    ``name``: the lab name; ``labdir``: the lab directory (None when only a name was given and
-    nothing is recorded); ``record``: the runtime state (None when the lab is not up).
-    """
-
-    def __init__(self, name: str, labdir: Path | None, record: LabState | None) -> None:
-        self.name, self.labdir, self.record = name, labdir, record
-
-    @property
-    def running(self) -> bool:
-        """True when the lab is recorded and converged (phase ``running``)."""
-        return self.record is not None and self.record.phase == "running"
-
-    def spec(self) -> LabSpec:
-        """The lab's LabSpec; RailabError when there is no lab directory or no lab.json."""
-        if self.labdir is None:
-            raise RailabError(f"lab {self.name!r} is not up and no lab directory was given ({running_labs()})")
-        from railab.topologies.labspec import LabSpec
-
-        try:
-            return LabSpec.load(self.labdir)
-        except FileNotFoundError as exc:
-            raise RailabError(f"lab {self.name}: {exc}") from None
-
-    def require_up(self) -> LabState:
-        """The runtime record; RailabError naming the running labs when the lab is not up."""
-        if self.record is None:
-            raise RailabError(f"lab {self.name!r} is not up (no {state_path(self.name)}): "
-                              f"`railab up` it first ({running_labs()})")
-        return self.record
-
-    def netns_of(self, node: str) -> str:
-        """The node's recorded namespace, else the shared ``clab-<lab>-<node>`` name."""
-        recorded = self.record.namespaces if self.record is not None else {}
-        return recorded.get(node) or netns_name(self.name, node)
-
-
 def running_labs() -> str:
     """``labs up here: a, b`` or ``no lab is up here`` (for error messages)."""
     names = labs()
     return f"labs up here: {', '.join(names)}" if names else "no lab is up here"
-
-
-def _lab_json_name(path: Path) -> str:
-    """The ``name`` in the lab.json at ``path``; UsageError (exit 2) naming the file when it is
-    not JSON or names no lab."""
-    try:
-        doc = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{path}: not valid JSON ({exc}): regenerate it (railab generate INTENT -o DIR)") from None
-    name = doc.get("name") if isinstance(doc, dict) else None
-    if not isinstance(name, str):
-        raise UsageError(f"{path}: no lab name (a lab.json holds a top-level \"name\")")
-    return name
-
-
-def resolve(ref: str | Path) -> LabRef:
-    """Resolve a ``LAB`` argument (see LabRef). Raises RailabError when ``ref`` is neither an
-    existing lab path nor a valid lab name (``^[a-z][a-z0-9-]{0,31}$``)."""
-    p = Path(ref)
-    if p.exists():
-        labdir = p if p.is_dir() else p.parent
-        if (labdir / "lab.json").is_file():
-            name = _lab_json_name(labdir / "lab.json")
-        else:
-            from railab.testbed.clabfile import load_clab
-
-            name = load_clab(p).name
-        return LabRef(name, labdir.absolute(), load(name))
-    name = str(ref)
-    if not is_lab_name(name):
-        raise RailabError(f"{name!r} is neither a lab directory nor a lab name; {running_labs()}")
-    record = load(name)
-    labdir = Path(record.labdir) if record is not None and record.labdir else None
-    return LabRef(name, labdir, record)

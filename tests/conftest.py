@@ -19,6 +19,7 @@ from pyroute2 import IPRoute
 from railab.checks.deploy import bring_up
 from railab.checks.lab import LiveLab
 from railab.testbed.runtime.netns import NetnsExecutor, NetnsRuntime
+from railab.testbed.runtime.netns.deploy import NetnsDeployer
 from railab.topologies.generator import generate
 from railab.topologies.labspec import LabSpec
 from railab.topologies.naming import netns_name
@@ -86,7 +87,7 @@ def _bring_up(intent: str, name: str, tmp_path_factory) -> LiveLab:
     root = Path(__file__).resolve().parents[1]
     labdir = generate(root / "topologies" / "intents" / f"{intent}.yml", tmp_path_factory.mktemp(name) / name,
                       name=name)
-    bring_up(NetnsRuntime(), labdir)
+    bring_up(NetnsDeployer(), labdir)
     lab = LiveLab(LabSpec.load(labdir), labdir, "netns", NetnsExecutor(name))  # the package's one LiveLab
     _LIVE[name] = lab
     return lab

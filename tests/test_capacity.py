@@ -386,7 +386,7 @@ def test_live_failed_capacity_step_rolls_the_lab_back(tmp_path, monkeypatch):
     if integration_skip_reason():
         pytest.skip(integration_skip_reason())
     from railab.errors import RailabError
-    from railab.testbed.runtime.netns import NetnsRuntime
+    from railab.testbed.runtime.netns.deploy import NetnsDeployer
 
     name = f"capf{PID}"
     labdir = generate("mini-lossless", tmp_path / "lab", name=name)
@@ -398,7 +398,7 @@ def test_live_failed_capacity_step_rolls_the_lab_back(tmp_path, monkeypatch):
 
     monkeypatch.setattr(cap, "apply", half_then_fail)
     with pytest.raises(RailabError, match="injected"):
-        NetnsRuntime().up(labdir)
+        NetnsDeployer().up(labdir)
     assert not [n for n in _netns() if name in n]
     assert not st.lab_dir(name).exists()
 
@@ -410,12 +410,13 @@ def test_capacity_lab_without_nft_is_refused_before_anything_is_built(tmp_path, 
         pytest.skip(integration_skip_reason())
     from railab.errors import RailabError
     from railab.testbed.runtime import netns as rt_netns
+    from railab.testbed.runtime.netns.deploy import NetnsDeployer
 
     name = f"capn{PID}"
     labdir = generate("mini-lossless", tmp_path / "lab", name=name)
     real = rt_netns.shutil.which
     monkeypatch.setattr(rt_netns.shutil, "which", lambda cmd, *a, **k: None if cmd == "nft" else real(cmd, *a, **k))
     with pytest.raises(RailabError, match="nft is not installed: apt-get install nftables"):
-        rt_netns.NetnsRuntime().up(labdir)
+        NetnsDeployer().up(labdir)
     assert not [n for n in _netns() if name in n]
     assert not st.lab_dir(name).exists()

@@ -69,7 +69,7 @@ def fault_lab(tmp_path_factory):
 
     if integration_skip_reason():
         pytest.skip(integration_skip_reason())
-    from railab.testbed.runtime.netns import NetnsRuntime
+    from railab.testbed.runtime.netns.deploy import NetnsDeployer
     from railab.topologies.generator import generate
     from railab.topologies.labspec import LabSpec
 
@@ -81,7 +81,7 @@ def fault_lab(tmp_path_factory):
     text = conf.read_text()
     assert f"router bgp {planned}\n" in text
     conf.write_text(text.replace(f"router bgp {planned}\n", f"router bgp {WRONG_ASN}\n"))
-    rt = NetnsRuntime()
+    rt = NetnsDeployer()
     from railab.checks.deploy import LabDiffersError, bring_up
 
     with pytest.raises(LabDiffersError, match="g2-leaf4 runs ASN"):  # issue 13: not "converged"

@@ -75,7 +75,7 @@ def test_corrupt_lab_json_names_the_file_and_exits_2(tmp_path, command):
 
 def test_labspec_load_of_corrupt_json_names_the_file(tmp_path):
     from railab.errors import UsageError
-    from railab.testbed.state import resolve
+    from railab.testbed.labref import resolve
     from railab.topologies.labspec import LabSpec
 
     (tmp_path / "lab.json").write_text("{\n")

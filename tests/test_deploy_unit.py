@@ -22,6 +22,7 @@ from railab.checks.converge import ConvergeProgress
 from railab.errors import RailabError
 from railab.progress import ConvergeBar
 from railab.testbed import state as st
+from railab.testbed.labref import resolve
 from railab.testbed.namespaces import exec_argv, netns_path
 from railab.testbed.runtime.base import Runtime
 from railab.testbed.signals import Interrupted, signals_deferred, signals_raise
@@ -166,7 +167,7 @@ def test_state_keeps_unknown_fields_and_rejects_bad_records(run_dir):
 
 def test_labref_uses_the_record(run_dir, labdir):
     st.save(st.LabState(lab="dep", phase="running", labdir=str(labdir), namespaces={"srv1": "custom-ns"}))
-    ref = st.resolve("dep")
+    ref = resolve("dep")
     assert ref.running and ref.labdir == labdir and ref.require_up().lab == "dep"
     assert ref.netns_of("srv1") == "custom-ns" and ref.netns_of("spine1") == "clab-dep-spine1"
     assert ref.spec().name == "dep"

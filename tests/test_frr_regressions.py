@@ -23,7 +23,8 @@ import pytest
 from pyroute2 import NetNS
 
 from railab.checks.deploy import bring_up
-from railab.testbed.runtime.netns import NEIGH_PER_ENDPOINT, NetnsExecutor, NetnsRuntime, raise_neighbour_tables
+from railab.testbed.runtime.netns import NEIGH_PER_ENDPOINT, NetnsExecutor, raise_neighbour_tables
+from railab.testbed.runtime.netns.deploy import NetnsDeployer
 from railab.topologies.generator import generate
 from railab.topologies.labspec import LabSpec
 from tests.conftest import integration_skip_reason
@@ -40,7 +41,7 @@ def flap_lab(tmp_path_factory):
     if reason:
         pytest.skip(reason)
     name = f"fr{os.getpid()}"
-    rt = NetnsRuntime()
+    rt = NetnsDeployer()
     try:
         d = generate(ROOT / "topologies" / "intents" / "mini.yml", tmp_path_factory.mktemp(name) / name, name=name)
         record = bring_up(rt, d)

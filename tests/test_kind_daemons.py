@@ -13,6 +13,7 @@ import yaml
 from railab.testbed import state as st
 from railab.testbed.clabfile import load_clab
 from railab.testbed.runtime.netns import FRR_BIN, NetnsRuntime, _alive, _cmdline
+from railab.testbed.runtime.netns.deploy import NetnsDeployer
 from railab.topologies.generator import generate
 from railab.topologies.intent import INTENTS_DIR
 from railab.topologies.nodekinds import (
@@ -105,7 +106,7 @@ def test_netns_runtime_starts_kind_daemons_in_order(tmp_path, ospf_kind):
     daemons (zebra's wave first, then the rest of the kind's list at once)."""
     name = f"ko{PID}"
     labdir = _lab(tmp_path, name, ospf_kind)
-    rt = NetnsRuntime()
+    rt = NetnsDeployer()
     try:
         rt.up(labdir)
         record = st.load(name)

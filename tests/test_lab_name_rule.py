@@ -11,7 +11,7 @@ import yaml
 from typer.testing import CliRunner
 
 from railab.errors import EXIT_USAGE, RailabError
-from railab.testbed import state as st
+from railab.testbed.labref import resolve
 from railab.topologies import naming
 from railab.topologies.generator import build_lab
 from railab.topologies.intent import INTENTS_DIR, IntentError, parse_intent
@@ -41,7 +41,7 @@ def test_generator_intent_and_resolver_reject_trailing_newline():
     with pytest.raises(IntentError, match="not a valid lab name"):
         parse_intent(data)
     with pytest.raises(RailabError):
-        st.resolve(f"nolab{PID}\n")
+        resolve(f"nolab{PID}\n")
 
 
 def test_cli_generate_rejects_trailing_newline(tmp_path):

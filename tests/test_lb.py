@@ -351,7 +351,7 @@ def test_live_up_applies_the_intents_mode_as_a_phase_and_down_removes_it(tmp_pat
     from conftest import PID, integration_skip_reason
 
     from railab.checks.deploy import bring_up
-    from railab.testbed.runtime.netns import NetnsRuntime
+    from railab.testbed.runtime.netns.deploy import NetnsDeployer
     from railab.topologies.generator import generate
 
     reason = integration_skip_reason()
@@ -360,7 +360,7 @@ def test_live_up_applies_the_intents_mode_as_a_phase_and_down_removes_it(tmp_pat
     p, _ = _intent_with(tmp_path, "mini-lossless", "wcmp")
     name = f"lbw{PID}"
     labdir = generate(p, tmp_path / name, name=name)
-    rt = NetnsRuntime()
+    rt = NetnsDeployer()
     try:
         rec = bring_up(rt, labdir)
         assert rec.load_balancing == "wcmp" and rec.timings["load_balancing_s"] > 0

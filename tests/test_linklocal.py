@@ -21,7 +21,8 @@ from railab.checks.frr import session_up
 from railab.testbed import linklocal
 from railab.testbed.namespaces import entered
 from railab.testbed.rtnl import Rtnl
-from railab.testbed.runtime.netns import NetnsExecutor, NetnsRuntime
+from railab.testbed.runtime.netns import NetnsExecutor
+from railab.testbed.runtime.netns.deploy import NetnsDeployer
 from railab.topologies.generator import generate
 from railab.topologies.labspec import LabSpec
 from railab.topologies.naming import netns_name
@@ -108,7 +109,7 @@ def test_live_a_session_whose_port_lost_its_link_local_route_is_repaired_by_the_
     ENETUNREACH) until the convergence wait's stall hook restarts IPv6 on that port."""
     name = f"ll{PID}"
     labdir = generate(INTENTS / "mini.yml", tmp_path / name, name=name)
-    runtime = NetnsRuntime()
+    runtime = NetnsDeployer()
     bring_up(runtime, labdir)
     try:
         spec = LabSpec.load(labdir)
@@ -154,7 +155,7 @@ def test_live_check_names_a_port_that_lost_its_link_local_and_wait_repairs_it(tm
 
     name = f"lc{PID}"
     labdir = generate(INTENTS / "mini.yml", tmp_path / name, name=name)
-    runtime = NetnsRuntime()
+    runtime = NetnsDeployer()
     bring_up(runtime, labdir)
     try:
         spec = LabSpec.load(labdir)

@@ -17,6 +17,7 @@ from railab.checks.deploy import bring_up
 from railab.errors import RailabError
 from railab.testbed import state as st
 from railab.testbed.runtime.netns import NetnsRuntime, _alive, _cmdline, exec_argv, netns_path
+from railab.testbed.runtime.netns.deploy import NetnsDeployer
 from railab.topologies import routing
 from railab.topologies.generator import generate
 from railab.topologies.intent import INTENTS_DIR
@@ -135,7 +136,7 @@ def test_two_labs_at_once(mini_lab, railonly_lab):
 
 def test_clash_is_refused_and_harmless(mini_lab):
     with pytest.raises(RailabError, match=f"lab {mini_lab.name} is already up: railab down {mini_lab.name}"):
-        NetnsRuntime().up(mini_lab.dir)
+        NetnsDeployer().up(mini_lab.dir)
     up, _ = observe_sessions(mini_lab.spec, NetnsRuntime().executor(mini_lab.name))
     assert len(up) == len(mini_lab.spec.bgp_sessions)
     assert st.load(mini_lab.name).phase == "running"
@@ -147,7 +148,7 @@ def test_bad_config_is_rejected(tmp_path):
     conf = sorted(labdir.glob("configs/*/frr.conf"))[0]
     conf.write_text(conf.read_text() + "interface eth1\n ip addresss 10.9.9.9/31\nexit\n")
     with pytest.raises(RailabError, match=rf"FRR rejected the config of {conf.parent.name} .*Unknown command"):
-        NetnsRuntime().up(labdir)
+        NetnsDeployer().up(labdir)
     _assert_gone(name)
 
 
@@ -162,14 +163,14 @@ def test_a_line_a_daemon_refuses_at_start_fails_up(tmp_path):
     conf.write_text(conf.read_text() + "router bgp 65000\n bgp router-id 1.1.1.1\nexit\n")
     n = len(conf.read_text().splitlines())
     with pytest.raises(RailabError, match=rf"g1-leaf1 bgpd: frr\.conf line {n - 2}: .*router bgp 65000"):
-        bring_up(NetnsRuntime(), labdir)
+        bring_up(NetnsDeployer(), labdir)
     _assert_gone(name)
 
 
 def test_down_removes_everything_and_is_idempotent(tmp_path):
     name = f"dn{PID}"
     labdir = _gen("rail-only-512", name, tmp_path)
-    rt = NetnsRuntime()
+    rt = NetnsDeployer()
     rec = bring_up(rt, labdir)
     pids = [p for r in rec["routers"].values() for p in r["pids"].values()]
     assert pids and all(_alive(p) for p in pids)
@@ -271,7 +272,7 @@ def test_sonic_vs_lab_is_refused_at_once(tmp_path):
     labdir = generate(path, tmp_path / name, name=name)
     t0 = time.monotonic()
     with pytest.raises(RailabError, match="kind sonic-vs .* --runtime containerlab"):
-        NetnsRuntime().up(labdir)
+        NetnsDeployer().up(labdir)
     assert time.monotonic() - t0 < 5
     _assert_gone(name)
 
@@ -337,11 +338,11 @@ def test_executor_missing_command_is_127(mini_lab):
 
 
 def test_up_deploys_only_and_bring_up_rolls_back_on_timeout(tmp_path):
-    """``Runtime.up`` returns once FRR runs (phase ``started``, no convergence wait); a
+    """``Deployer.up`` returns once FRR runs (phase ``started``, no convergence wait); a
     convergence timeout in bring_up removes the lab."""
     name = f"dq{PID}"
     labdir = _gen("mini", name, tmp_path)  # BGP sessions: cannot converge within 1 ms
-    rt = NetnsRuntime()
+    rt = NetnsDeployer()
     try:
         rec = rt.up(labdir)
         assert rec.phase == "started" and "converge_s" not in rec.timings

@@ -268,12 +268,12 @@ def stitched(tmp_path_factory):
     if reason:
         pytest.skip(reason)
     from railab.checks.deploy import bring_up
-    from railab.testbed.runtime.netns import NetnsRuntime
+    from railab.testbed.runtime.netns.deploy import NetnsDeployer
 
     name = f"mh{PID}"
     labdir, part = P.generate_hosts(load_intent("mini"), tmp_path_factory.mktemp("mh") / name,
                                     P.parse_hosts("2"), name=name)
-    rt = NetnsRuntime()
+    rt = NetnsDeployer()
     try:
         rec = bring_up(rt, labdir, stitch=True)
         yield name, labdir, part, rec
@@ -337,7 +337,7 @@ def test_a_failed_stitched_up_leaves_nothing(tmp_path, monkeypatch):
         pytest.skip(reason)
     from railab.errors import RailabError
     from railab.testbed import stitch
-    from railab.testbed.runtime.netns import NetnsRuntime
+    from railab.testbed.runtime.netns.deploy import NetnsDeployer
 
     name = f"mhf{PID}"
     labdir, _ = P.generate_hosts(load_intent("mini"), tmp_path / name, P.parse_hosts("2"), name=name)
@@ -351,7 +351,7 @@ def test_a_failed_stitched_up_leaves_nothing(tmp_path, monkeypatch):
 
     monkeypatch.setattr(stitch, "build", build_then_fail)
     with pytest.raises(RailabError, match="injected"):
-        NetnsRuntime().up(labdir, stitch=True)
+        NetnsDeployer().up(labdir, stitch=True)
     assert f"railab-{name}-underlay" in made and f"railab-{name}-host2" in made
     assert sorted(n for n in os.listdir("/run/netns") if name in n) == []
 

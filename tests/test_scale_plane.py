@@ -1,7 +1,7 @@
 """Issue 12, scale-plane: liveness timers that scale with the lab (BFD, IPv6 RA), the memory
 estimate and the up-front refusal, RLIMIT_NOFILE, the 4096-GPU full intent, the phase table.
 
-Root-free except the refusal through ``NetnsRuntime.up`` (root + Debian frr, skipped otherwise;
+Root-free except the refusal through ``NetnsDeployer.up`` (root + Debian frr, skipped otherwise;
 it creates nothing)."""
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from railab.cli.lab import phase_rows
 from railab.errors import RailabError
 from railab.testbed import state as st
 from railab.testbed.runtime import netns as rt_netns
+from railab.testbed.runtime.netns.deploy import NetnsDeployer
 from railab.topologies.bfd import (
     BGP_HOLD_MS,
     DEFAULT_BFD,
@@ -175,13 +176,13 @@ def test_preflight_refuses_through_the_override(full1024, monkeypatch):
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or not Path("/usr/lib/frr/zebra").exists(),
-                    reason="NetnsRuntime.up needs root and Debian's frr")
+                    reason="NetnsDeployer.up needs root and Debian's frr")
 def test_up_refuses_before_creating_anything(tmp_path, monkeypatch):
     name = f"mem{PID}"
     labdir = generate("mini", tmp_path / name, name=name)
     monkeypatch.setenv(rt_netns.MEM_AVAILABLE_ENV, str(64 * 2**20))
     with pytest.raises(RailabError, match=rf"lab {name} needs an estimated .* 0\.06 GiB available"):
-        rt_netns.NetnsRuntime().up(labdir)
+        NetnsDeployer().up(labdir)
     assert not st.lab_dir(name).exists()
     assert not [n for n in os.listdir("/run/netns") if n.startswith(f"clab-{name}-")] \
         if os.path.isdir("/run/netns") else True
@@ -467,7 +468,7 @@ def test_live_up_with_and_without_the_ra_gate_converges_and_leaves_no_gate(tmp_p
     monkeypatch.setenv(rt_netns.RA_GATE_ENV, gate)
     name = f"rag{gate}x{PID}"
     labdir = generate("mini", tmp_path / "lab", name=name)
-    rt = rt_netns.NetnsRuntime()
+    rt = NetnsDeployer()
     try:
         rec = bring_up(rt, labdir, timeout=60)
         assert rec["phase"] == "running" and "converge_s" in rec["timings"]  # bring_up returns once converged

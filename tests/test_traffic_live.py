@@ -155,12 +155,12 @@ def cut_lab(tmp_path_factory):
     if reason:
         pytest.skip(reason)
     from railab.checks.deploy import bring_up
-    from railab.testbed.runtime.netns import NetnsRuntime
+    from railab.testbed.runtime.netns.deploy import NetnsDeployer
     from railab.topologies.generator import generate
     from railab.topologies.labspec import LabSpec
 
     name = f"tc{os.getpid()}"
-    rt = NetnsRuntime()
+    rt = NetnsDeployer()
     try:
         d = generate(ROOT / "topologies" / "intents" / "mini.yml", tmp_path_factory.mktemp(name) / name,
                      name=name)
@@ -304,7 +304,7 @@ def _run_until(eng, flows, ok: bool, tries: int = 20):
 @pytest.mark.integration
 @pytest.mark.usefixtures("no_leaks")
 def test_swapped_server_cables_fail_with_a_cabling_verdict(cut_lab):
-    from railab.testbed.state import resolve
+    from railab.testbed.labref import resolve
 
     spec, _ = cut_lab
     netns_of = resolve(spec.name).netns_of

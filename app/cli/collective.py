@@ -148,7 +148,7 @@ def register(app: typer.Typer) -> None:
         """Run an NCCL-style collective over every GPU of the lab and report time, algbw and
         busbw the way nccl-tests does (lab units and fabric units)."""
         from railab.errors import RailabError
-        from railab.testbed.state import resolve
+        from railab.testbed.labref import resolve
         from railab.traffic.collective import OPS, run_collective, schedule, slowdown
         from railab.traffic.ecmp import HASH_POLICIES, SPORT_MODES
         from railab.traffic.engine import sigint_event
@@ -234,7 +234,7 @@ def register_ecmp(app: typer.Typer) -> None:
 
         Exits 1 when packets were lost where the lab promises lossless; 0 otherwise, whatever
         the spread (the spread is the measurement)."""
-        from railab.testbed.state import resolve
+        from railab.testbed.labref import resolve
         from railab.traffic import ecmp as E
         from railab.traffic.engine import sigint_event
         from railab.traffic.patterns import Flow, PatternError, parse_endpoint, route

@@ -13,8 +13,10 @@ from railab.testbed import state as st
 
 def _resolve_lab(lab: str) -> tuple[Path, str, bool]:
     """``LAB`` (a lab directory / lab.json path, or a running lab's name) -> (lab directory, lab
-    name, running?) via testbed.state.resolve. Raises RailabError saying what to pass."""
-    ref = st.resolve(lab)
+    name, running?) via railab.testbed.labref.resolve. Raises RailabError saying what to pass."""
+    from railab.testbed.labref import resolve
+
+    ref = resolve(lab)
     ref.spec()  # RailabError when there is no lab directory / lab.json
     return ref.labdir, ref.name, ref.running
 

@@ -34,9 +34,9 @@ def _refuse_during_exercise(lab: str) -> None:
     per element would reveal which ones are hidden, so every injection is refused (UsageError,
     exit 2). ``list`` and ``heal`` of the lab's own faults stay open."""
     from railab.testbed import exercise as store
-    from railab.testbed.state import resolve
+    from railab.testbed.labname import lab_name
 
-    name = resolve(lab).name
+    name = lab_name(lab)
     pub = store.load_public(name)
     if pub and not pub.get("revealed"):
         raise UsageError(f"an exercise runs on lab {name}: railab fault injects nothing until it is "
@@ -95,7 +95,7 @@ def register(app: typer.Typer) -> None:
         if action in _UNDO:
             if not targets:
                 raise UsageError(f"fault LAB {action} NODE_A NODE_B (or NODE:PORT)")
-            from railab.testbed.state import resolve
+            from railab.testbed.labref import resolve
 
             spec = resolve(lab).spec()
             node, p, peer, pp = F.resolve_link(spec, targets[0], targets[1] if len(targets) > 1 else None, port)

@@ -32,6 +32,14 @@ def _runtime(name: str = "netns"):
     return get_runtime(name)
 
 
+def _deployer(name: str = "netns"):
+    """The runtime called ``name`` that deploys (``up``; imported lazily: its deploy phases load
+    the lab model, which `railab down` and `railab status` do not need)."""
+    from railab.testbed.runtime.deploy import get_deployer
+
+    return get_deployer(name)
+
+
 def _runtime_of(lab: str):
     """The runtime that recorded ``lab`` (``/run/railab/<lab>/state.json``), netns by default."""
     record = state.load(lab) or {}
@@ -125,8 +133,11 @@ def _exit_code(exc: BaseException) -> int:
 
 
 def _lab_name(lab: str) -> str:
-    """A lab name, or the name inside a lab directory / .clab.yml (testbed.state.resolve)."""
-    return state.resolve(lab).name
+    """A lab name, or the name inside a lab directory / .clab.yml (railab.testbed.labname: no lab
+    model; imported here, as `railab list` needs none of it)."""
+    from railab.testbed.labname import lab_name
+
+    return lab_name(lab)
 
 
 #: How the recorded ``timings`` nest: phase -> its sub-phases (netns runtime; containerlab
@@ -241,7 +252,7 @@ def register(app: typer.Typer) -> None:
             typer.echo("error: --stitch is the netns runtime's one-machine proof; with containerlab deploy "
                        "each host's part with --host HOST on that host", err=True)
             raise typer.Exit(EXIT_USAGE)
-        rt = _runtime(runtime)
+        rt = _deployer(runtime)
         target = _generated_lab(lab, name)
         if target is None and (stitch or host is not None):  # nothing generated for a refusal
             typer.echo(f"error: {'--stitch' if stitch else '--host'} deploys a partitioned lab directory, "

@@ -49,6 +49,7 @@ def register(app: typer.Typer) -> None:
         """
         from railab.testbed import lb as LB
         from railab.testbed import state as S
+        from railab.testbed.labref import resolve
 
         if lab == "compare":
             if mode is None:
@@ -66,7 +67,7 @@ def register(app: typer.Typer) -> None:
             LB.check_mode(mode)  # before anything else: a bad name is a usage error
         elif spines:
             raise UsageError("--spines goes with a spray mode: railab lb LAB spray-rr --spines")
-        ref = S.resolve(lab)
+        ref = resolve(lab)
         if not ref.running:
             raise UsageError(f"lab {ref.name!r} is not up: `railab up` it first ({S.running_labs()})")
         rec = ref.require_up()
@@ -118,6 +119,7 @@ def _compare(lab: str, workload: str, modes: str | None, flow_bytes: str | None,
     """``railab lb compare``: checks first (exit 2, nothing run), then one run per mode."""
     from railab.cli.collective import parse_bytes
     from railab.testbed import state as S
+    from railab.testbed.labref import resolve
     from railab.testbed.signals import sigint_event
     from railab.traffic import lbcompare as C
 
@@ -137,7 +139,7 @@ def _compare(lab: str, workload: str, modes: str | None, flow_bytes: str | None,
         for m in ms:
             if m:
                 LB.check_mode(m)
-    ref = S.resolve(lab)
+    ref = resolve(lab)
     if not ref.running:
         raise UsageError(f"lab {ref.name!r} is not up: `railab up` it first ({S.running_labs()})")
     spec = ref.spec()

@@ -97,7 +97,7 @@ def register(app: typer.Typer) -> None:
         if not 0 <= packet_runs <= 50:
             _usage(f"--packet-runs must be 0-50 (got {packet_runs})")
         if lab is not None:
-            from railab.testbed.state import resolve
+            from railab.testbed.labref import resolve
 
             qos = resolve(lab).spec().qos  # RailabError (exit 2) names what is wrong
         else:

@@ -422,7 +422,7 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
     ``node:port`` per switch, None for ``--sport spray`` or when a namespace cannot be read) and
     ``congestion.shared_links`` names the links two or more flows share (ECMP collisions)."""
     from railab.errors import RailabError, UsageError
-    from railab.testbed.state import resolve
+    from railab.testbed.labref import resolve
     from railab.topologies.qos import DCQCN_PROFILES
     from railab.traffic.engine import sigint_event
     from railab.traffic.load import CC_MODES, SPORT_MODES, LoadFlow, fair_share, fairness, run_load
@@ -806,7 +806,7 @@ def register(app: typer.Typer) -> None:
                          mtu=mtu if mtu != 1024 else None, as_json=as_json, dcqcn=dcqcn,
                          seed=seed)
             return
-        from railab.testbed.state import resolve
+        from railab.testbed.labref import resolve
         from railab.traffic.engine import Engine, sigint_event, spread, spread_warnings
         from railab.traffic.patterns import (
             PatternError,
@@ -923,7 +923,7 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="machine-readable output (hops as JSON)"),
     ) -> None:
         """RoCE traceroute: TTL-limited copies of the flow's packets, leaf -> spine -> leaf."""
-        from railab.testbed.state import resolve
+        from railab.testbed.labref import resolve
         from railab.traffic.engine import Engine, sigint_event
         from railab.traffic.patterns import Flow, parse_endpoint, route
         from railab.traffic.traceroute import format_path, trace

@@ -1,4 +1,6 @@
-"""Runtimes that deploy a lab directory. ``get_runtime(name)`` picks one by name."""
+"""Runtimes, by name: ``get_runtime(name)`` picks the runtime of a recorded lab (``down``,
+``status``, ``exec``, ``inspect``...); the ones that deploy a lab directory are
+railab.testbed.runtime.deploy's (``get_deployer``)."""
 
 from __future__ import annotations
 
@@ -14,10 +16,10 @@ def runtime_class(name: str = "netns") -> type[Runtime]:
     """The runtime class called ``name`` (``netns`` or ``containerlab``). UsageError (exit 2)
     naming the valid choices for any other name.
 
-    The containerlab runtime (the ``containerlab`` extra: Docker, its lab model and SONiC
-    steps) is imported here, when a command asks for it: a command on a netns lab never loads
-    it (docs/architecture.md, "Imports"). The netns runtime is light (its ``up`` imports its own
-    phases) and imported with this module."""
+    The containerlab runtime (the optional ``containerlab`` extra: Docker, its lab model and
+    SONiC steps) is imported here, when a command asks for it: a command on a netns lab never
+    loads it (docs/architecture.md, "Imports"). The netns runtime (without its deploy phases,
+    railab.testbed.runtime.netns.deploy) is light and imported with this module."""
     if name == "netns":
         return NetnsRuntime
     if name == "containerlab":
@@ -28,7 +30,8 @@ def runtime_class(name: str = "netns") -> type[Runtime]:
 
 
 def get_runtime(name: str = "netns") -> Runtime:
-    """Return a new runtime called ``name`` (``netns`` or ``containerlab``).
+    """Return a new runtime called ``name`` (``netns`` or ``containerlab``), for a recorded lab
+    (railab.testbed.runtime.deploy ``get_deployer`` for one that deploys).
 
     Raises UsageError (exit 2) naming the valid choices for any other name.
     """

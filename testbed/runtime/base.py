@@ -7,6 +7,14 @@ directory (``<lab>.clab.yml`` + ``configs/`` + ``lab.json``).
 A runtime deploys mechanically: ``up`` returns once the nodes run with their configs. Whether
 the fabric converged is observed one layer up (railab.checks.deploy.bring_up waits with the
 predicate the checks use, then calls :meth:`Runtime.mark_converged`).
+
+Two interfaces: :class:`Runtime` is what a runtime does to a recorded lab (``down``, ``status``,
+``inspect``, an executor, the convergence hooks); :class:`Deployer` adds ``up``. The registry
+``railab.testbed.runtime.get_runtime`` hands out the first, which the commands on a running lab
+(``down``, ``status``, ``exec``, ``inspect``) load; ``railab.testbed.runtime.deploy.get_deployer``
+the second, for whoever brings a lab up. The netns runtime keeps its deploy phases (and the lab
+model, ``lab.capacity`` and the stitch they load) in its Deployer,
+railab.testbed.runtime.netns.deploy ``NetnsDeployer``; containerlab's one class is both.
 """
 
 from __future__ import annotations
@@ -22,18 +30,10 @@ from railab.topologies.naming import netns_name as _netns_name
 
 
 class Runtime(ABC):
-    """Lifecycle of one lab. ``lab`` arguments are lab names (the clab ``name:``)."""
+    """What a runtime does to one recorded lab (everything but deploying it: :class:`Deployer`).
+    ``lab`` arguments are lab names (the clab ``name:``)."""
 
     name: str = "abstract"
-
-    @abstractmethod
-    def up(self, labdir: Path) -> st.LabState:
-        """Deploy the lab in ``labdir`` (directory or ``.clab.yml``); return its recorded state
-        (phase ``started``). Does not wait for convergence.
-
-        Raises RailabError (after rolling back everything it made) on any failure, and
-        KeyboardInterrupt (after rolling back) on Ctrl-C, SIGTERM or SIGHUP.
-        """
 
     @abstractmethod
     def down(self, lab: str) -> None:
@@ -92,3 +92,17 @@ class Runtime(ABC):
         record.timings["converge_s"] = round(converge_s, 3)
         record.phase = "running"
         return st.save(record)
+
+
+class Deployer(Runtime):
+    """A runtime that also deploys a lab directory (:meth:`up`); what
+    railab.checks.deploy.bring_up takes."""
+
+    @abstractmethod
+    def up(self, labdir: Path) -> st.LabState:
+        """Deploy the lab in ``labdir`` (directory or ``.clab.yml``); return its recorded state
+        (phase ``started``). Does not wait for convergence.
+
+        Raises RailabError (after rolling back everything it made) on any failure, and
+        KeyboardInterrupt (after rolling back) on Ctrl-C, SIGTERM or SIGHUP.
+        """

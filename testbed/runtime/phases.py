@@ -2,7 +2,7 @@
 (``railab inspect``; railab.cli.lab ``phase_rows`` nests them) is timed here, in wall-clock
 seconds rounded to the millisecond, into the state record's ``timings`` (``<phase>_s`` keys).
 
-:meth:`railab.testbed.runtime.netns.NetnsRuntime.up` lists its phases (``preflight``, ``build``
+:meth:`railab.testbed.runtime.netns.deploy.NetnsDeployer.up` lists its phases (``preflight``, ``build``
 and its steps ``namespaces``, ``links``, ``servers``, ``capacity``, ``frr``) and times each with
 :func:`timed`; the FRR phase times its daemon waves and RA steps with the same clock."""
 

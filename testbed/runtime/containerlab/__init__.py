@@ -43,7 +43,7 @@ from typing import Any
 from railab.errors import RailabError, UsageError
 from railab.testbed import state as st
 from railab.testbed.clabfile import ClabFile, load_clab
-from railab.testbed.runtime.base import Runtime
+from railab.testbed.runtime.base import Deployer
 from railab.testbed.runtime.containerlab.commands import (
     BINARY,
     DEPLOY_TIMEOUT_S,
@@ -77,7 +77,7 @@ __all__ = [
 Runner = Callable[..., subprocess.CompletedProcess]
 
 
-class ContainerlabRuntime(Runtime):
+class ContainerlabRuntime(Deployer):
     """Containerlab + Docker (see the module docstring).
 
     ``binary``: the containerlab executable; ``docker_url``: Docker endpoint (default from the

@@ -26,9 +26,14 @@ waves across all nodes: zebra everywhere, then, once every zserv socket exists, 
 daemon of every node at once (every bgpd first, the top tier first), with the Router
 Solicitations sent from a thread beside that wave.
 
-``up`` deploys only: it returns once FRR runs with its config (phase ``started``); waiting for
-convergence is the caller's job (railab.checks.deploy.bring_up), which then records it with
-:meth:`NetnsRuntime.mark_converged`.
+This package's :class:`NetnsRuntime` is what the commands on a running lab load (``down``,
+``status``, ``exec``, ``inspect``, daemon restarts, the convergence hooks). ``up`` is
+railab.testbed.runtime.netns.deploy ``NetnsDeployer``'s (a NetnsRuntime that deploys), with its
+phases (:mod:`.preflight`, :mod:`.build`) imported at the top there: they load the lab model,
+``lab.capacity`` with the PFC plan and the stitch, which those commands do not need
+(docs/architecture.md, "Imports"). ``up`` deploys only: it returns once FRR runs with its
+config (phase ``started``); waiting for convergence is the caller's job
+(railab.checks.deploy.bring_up), which then records it with :meth:`NetnsRuntime.mark_converged`.
 
 Ownership: see testbed.state; ``up`` records everything before creating it, and rolls back on
 any failure, Ctrl-C (SIGINT), SIGTERM or SIGHUP.
@@ -44,11 +49,9 @@ from __future__ import annotations
 
 import resource  # noqa: F401 (tests patch railab.testbed.runtime.netns.resource)
 import shutil  # noqa: F401 (tests patch railab.testbed.runtime.netns.shutil)
-import subprocess
-from pathlib import Path
+import subprocess  # noqa: F401 (tests patch railab.testbed.runtime.netns.subprocess)
 from typing import Any
 
-from railab.errors import RailabError
 from railab.testbed import state as st
 from railab.testbed.namespaces import exec_argv, netns_path
 from railab.testbed.runtime.base import Runtime
@@ -90,8 +93,7 @@ from railab.testbed.runtime.netns.ipv6 import (
 )
 from railab.testbed.runtime.netns.procs import _alive, _cmdline
 from railab.testbed.runtime.netns.teardown import TeardownMixin
-from railab.testbed.runtime.phases import timed
-from railab.testbed.signals import Interrupted, signals_ignored, signals_raise
+from railab.testbed.signals import Interrupted
 
 #: what the single-module runtime exported and callers (tests, bench scripts) still import from here
 __all__ = [
@@ -105,70 +107,13 @@ __all__ = [
 
 
 class NetnsRuntime(FrrMixin, Ipv6Mixin, DaemonsMixin, TeardownMixin, Runtime):
-    """Network namespaces + Debian FRR (see the module docstring)."""
+    """Network namespaces + Debian FRR, a recorded lab (see the module docstring); deploying is
+    railab.testbed.runtime.netns.deploy ``NetnsDeployer``'s."""
 
     name = "netns"
 
     def executor(self, lab: str) -> NetnsExecutor:
         return NetnsExecutor(lab)
-
-    # -- up ------------------------------------------------------------------------------------
-    def up(self, labdir: Path, *, stitch: bool = False) -> st.LabState:
-        """Deploy the lab in ``labdir`` (a directory or its ``.clab.yml``): namespaces, veths,
-        sysctls, server addressing and policy routing, FRR started with its config. Does not wait
-        for convergence (railab.checks.deploy.bring_up does, then :meth:`mark_converged`).
-
-        ``stitch``: deploy a partitioned lab (``railab generate --hosts``) from its host files,
-        every host a namespace on one underlay and the cut links kernel VXLAN devices
-        (railab.testbed.stitch; recorded as the state's ``stitch`` entry).
-
-        The phases, in order, each timed once into the record's ``timings`` (the phase table of
-        ``railab inspect``): ``preflight``, then ``build`` = ``namespaces``, ``links``, (sysctls),
-        ``servers``, ``capacity`` (lab.capacity only), ``frr``.
-
-        Returns the recorded state (phase ``started``). Raises RailabError for non-root, missing
-        FRR, a lab name clash, a config FRR rejects or a failed step, after removing everything
-        made so far; KeyboardInterrupt (Ctrl-C; SIGTERM and SIGHUP as
-        railab.testbed.signals.Interrupted) likewise after rolling back.
-        """
-        # up's own phases, only when up runs: they load the lab model, lab.capacity with the PFC
-        # plan and the stitch (~20 ms) that down, exec and inspect do not need (docs/architecture.md)
-        from railab.testbed.runtime.netns import build, preflight
-
-        self._children: list[subprocess.Popen] = []
-        clab, plan, spec = preflight.load(labdir, stitch)
-        pre: dict[str, float] = {}
-        with timed(pre, "preflight_s"):
-            limits = preflight.host(self, clab, spec)
-        record = preflight.new_record(self, clab, plan, limits, pre)
-        lab, timings, b = clab.name, record.timings, build.Build(clab, spec, record, plan)
-        try:
-            with signals_raise():
-                try:
-                    st.save(record)
-                    st.ledger_add(list(record.namespaces.values()) + (plan.namespaces if plan is not None else []), lab)
-                    with timed(timings, "build_s"):
-                        try:
-                            for key, step in b.steps():
-                                with timed(timings, key):
-                                    step()
-                        finally:
-                            b.close()
-                        with timed(timings, "frr_s"):
-                            self._start_frr(b.frr_clab(), record)
-                    record.phase = "started"
-                    return st.save(record)
-                except BaseException:
-                    with signals_ignored():
-                        self._kill_children()
-                        self.down(lab)
-                    raise
-        except RailabError:
-            raise
-        except KeyboardInterrupt:
-            raise
-        except OSError as exc:
-            raise RailabError(f"lab {lab}: up failed ({exc}); everything it made was removed") from exc
 
     # -- status / inspect ----------------------------------------------------------------------
     def inspect(self, lab: str) -> dict[str, Any]:

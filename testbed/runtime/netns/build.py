@@ -1,7 +1,7 @@
 """Build phase of ``up``: host neighbour tables, namespaces, links (and the stitch's hosts and
 tunnels), per-interface sysctls, server addressing, lab.capacity; then the clab file FRR starts on.
 
-Imported by :meth:`NetnsRuntime.up` when it runs (see :mod:`.preflight` for why). ``up`` runs
+Imported by railab.testbed.runtime.netns.deploy (see :mod:`.preflight` for why). ``up`` runs
 the steps of :meth:`Build.steps` in order, each timed once as its phase of the phase table."""
 
 from __future__ import annotations

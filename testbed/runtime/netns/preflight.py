@@ -1,17 +1,16 @@
 """Preflight phase of ``up``: the lab file and model, the checks before anything is made, the
 host limits, and the first state record.
 
-Imported by :meth:`NetnsRuntime.up` when it runs (with :mod:`.build`), never by the commands on
-a running lab: this module and ``build`` load the lab model (railab.topologies.labspec),
-``lab.capacity`` with the PFC plan (railab.testbed.capacity) and the stitch
-(railab.testbed.stitch), ~125 M instructions (~20 ms) that ``down``, ``exec`` and ``inspect``
-do not pay (docs/architecture.md, "Imports")."""
+Imported by railab.testbed.runtime.netns.deploy (``NetnsDeployer.up``, with :mod:`.build`), never
+by the commands on a running lab: this module and ``build`` load the lab model
+(railab.topologies.labspec), ``lab.capacity`` with the PFC plan (railab.testbed.capacity) and the
+stitch (railab.testbed.stitch), ~125 M instructions (~20 ms) that ``down``, ``exec`` and
+``inspect`` do not pay (docs/architecture.md, "Imports")."""
 
 from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from railab.errors import RailabError, UsageError
 from railab.testbed import capacity
@@ -19,14 +18,12 @@ from railab.testbed import state as st
 from railab.testbed import stitch as stitch_mod
 from railab.testbed.clabfile import ClabFile, load_clab
 from railab.testbed.namespaces import netns_path
+from railab.testbed.runtime.netns import NetnsRuntime
 from railab.testbed.runtime.netns.constants import FRR_BIN
 from railab.testbed.runtime.netns.host import check_memory, check_prerequisites, raise_nofile
 from railab.testbed.runtime.netns.ipv6 import ra_gate_wanted
 from railab.topologies.labspec import LabSpec
 from railab.topologies.naming import is_lab_name, lab_name_rule, netns_name
-
-if TYPE_CHECKING:
-    from railab.testbed.runtime.netns import NetnsRuntime
 
 
 def load(labdir: Path, stitch: bool) -> tuple[ClabFile, stitch_mod.StitchPlan | None, LabSpec]:

@@ -1,0 +1,82 @@
+"""``up`` of the netns runtime: :class:`NetnsDeployer`, a NetnsRuntime that deploys, its phases
+in order.
+
+Its phases' modules (:mod:`.preflight`, :mod:`.build`) are imported at the top here: they load
+the lab model (railab.topologies.labspec), ``lab.capacity`` with the PFC plan
+(railab.testbed.capacity) and the stitch (railab.testbed.stitch), which the commands on a running
+lab (``down``, ``status``, ``exec``, ``inspect``) do not need. Those load
+railab.testbed.runtime.netns (the registry's ``NetnsRuntime``) and never this module; whoever
+brings a lab up takes a Deployer from railab.testbed.runtime.deploy ``get_deployer`` (or this
+class) instead (docs/architecture.md, "Imports").
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from railab.errors import RailabError
+from railab.testbed import state as st
+from railab.testbed.runtime.base import Deployer
+from railab.testbed.runtime.netns import NetnsRuntime, build, preflight
+from railab.testbed.runtime.phases import timed
+from railab.testbed.signals import signals_ignored, signals_raise
+
+__all__ = ["NetnsDeployer"]
+
+
+class NetnsDeployer(NetnsRuntime, Deployer):
+    """The netns runtime with ``up`` (see the module docstring and railab.testbed.runtime.netns)."""
+
+    def up(self, labdir: Path, *, stitch: bool = False) -> st.LabState:
+        """Deploy the lab in ``labdir`` (a directory or its ``.clab.yml``): namespaces, veths,
+        sysctls, server addressing and policy routing, FRR started with its config. Does not wait
+        for convergence (railab.checks.deploy.bring_up does, then :meth:`mark_converged`).
+
+        ``stitch``: deploy a partitioned lab (``railab generate --hosts``) from its host files,
+        every host a namespace on one underlay and the cut links kernel VXLAN devices
+        (railab.testbed.stitch; recorded as the state's ``stitch`` entry).
+
+        The phases, in order, each timed once into the record's ``timings`` (the phase table of
+        ``railab inspect``): ``preflight``, then ``build`` = ``namespaces``, ``links``, (sysctls),
+        ``servers``, ``capacity`` (lab.capacity only), ``frr``.
+
+        Returns the recorded state (phase ``started``). Raises RailabError for non-root, missing
+        FRR, a lab name clash, a config FRR rejects or a failed step, after removing everything
+        made so far; KeyboardInterrupt (Ctrl-C; SIGTERM and SIGHUP as
+        railab.testbed.signals.Interrupted) likewise after rolling back.
+        """
+        self._children: list[subprocess.Popen] = []
+        clab, plan, spec = preflight.load(labdir, stitch)
+        pre: dict[str, float] = {}
+        with timed(pre, "preflight_s"):
+            limits = preflight.host(self, clab, spec)
+        record = preflight.new_record(self, clab, plan, limits, pre)
+        lab, timings, b = clab.name, record.timings, build.Build(clab, spec, record, plan)
+        try:
+            with signals_raise():
+                try:
+                    st.save(record)
+                    st.ledger_add(list(record.namespaces.values()) + (plan.namespaces if plan is not None else []), lab)
+                    with timed(timings, "build_s"):
+                        try:
+                            for key, step in b.steps():
+                                with timed(timings, key):
+                                    step()
+                        finally:
+                            b.close()
+                        with timed(timings, "frr_s"):
+                            self._start_frr(b.frr_clab(), record)
+                    record.phase = "started"
+                    return st.save(record)
+                except BaseException:
+                    with signals_ignored():
+                        self._kill_children()
+                        self.down(lab)
+                    raise
+        except RailabError:
+            raise
+        except KeyboardInterrupt:
+            raise
+        except OSError as exc:
+            raise RailabError(f"lab {lab}: up failed ({exc}); everything it made was removed") from exc
