@@ -92,6 +92,8 @@ MINI_PAIRS = [
      [["daemon-kill", "spine2"], {"spine2"}]),
     ([["link-down", "g1-leaf1", "spine1"], {"g1-leaf1:eth3", "spine1:eth1"}],
      [["link-down", "g2-leaf1", "spine2"], {"g2-leaf1:eth4", "spine2:eth5"}]),
+    ([["link-down", "g1-leaf1", "spine1"], {"g1-leaf1:eth3", "spine1:eth1"}],
+     [["link-down", "g1-leaf1", "spine2"], {"g1-leaf1:eth4", "spine2:eth1"}]),
 ]
 
 
