@@ -243,35 +243,40 @@ def _resolve_upstream(fails: list[CheckResult], roots: list[int], provided: dict
     about: dict[tuple[str | None, str | None], list[int]] = {}
     for k, o in enumerate(fails):
         about.setdefault((o.node, o.prefix), []).append(k)
+    blamers: dict[tuple[str | None, str | None], list[int]] = {}  # (node, prefix) -> rows citing it
+    for i, ups in refs.items():
+        for ref in ups:
+            blamers.setdefault(ref, []).append(i)
+    # a worklist, not sweeps: a row is looked at again only when a row it cites gained a root
+    # (linear in the rows and roots on the largest fabrics, where sweeps after each new root
+    # were quadratic)
+    todo = list(refs)
 
     def settle() -> None:
-        changed = True
-        while changed:
-            changed = False
-            for i, ups in refs.items():
-                if roots_of[i] == {i}:
-                    continue  # made a root of its own below
-                for node, prefix in ups:
-                    rows = [k for k in about.get((node, prefix), []) if k != i]
-                    if rows:
-                        new = set().union(*(roots_of.get(k, set()) for k in rows))
-                    else:  # the neighbor lacking the prefix has a dead daemon (staticd)
-                        new = {j for j in roots if ("dead", node) in provided.get(j, ())}
-                    new -= roots_of[i]
-                    if new:
-                        roots_of[i] |= new
-                        changed = True
+        while todo:
+            i = todo.pop()
+            if roots_of[i] == {i}:
+                continue  # made a root of its own below
+            new: set[int] = set()
+            for node, prefix in refs[i]:
+                rows = [k for k in about.get((node, prefix), []) if k != i]
+                if rows:
+                    new |= set().union(*(roots_of.get(k, set()) for k in rows))
+                else:  # the neighbor lacking the prefix has a dead daemon (staticd)
+                    new |= {j for j in roots if ("dead", node) in provided.get(j, ())}
+            if new - roots_of[i]:
+                roots_of[i] |= new
+                todo.extend(blamers.get((fails[i].node, fails[i].prefix), []))
 
     settle()
-    wanted = {ref for ups in refs.values() for ref in ups}
     for i in sorted(refs):
         if roots_of[i]:
             continue
         roots.append(i)
         roots_of[i] = {i}
         provided[i] = _provides(fails[i])
-        if (fails[i].node, fails[i].prefix) in wanted:
-            settle()  # the rows that blame this one follow from it
+        todo.extend(blamers.get((fails[i].node, fails[i].prefix), []))  # they follow from it
+        settle()
 
 
 def joint_roots(groups: list[tuple[CheckResult, list[CheckResult]]]) -> dict[int, list[CheckResult]]:
