@@ -73,8 +73,8 @@ def _wrong_remote_as(obs: Observer, link: str, ends: list[tuple[str, str, dict |
                     Cause(kind="wrong-asn", node=other))
         return (f"{node}'s neighbor {iface} expects AS {ras} (`neighbor {iface} ... remote-as "
                 f"{ras}`), but {other} is AS {want} as planned: the session fails with Bad Peer "
-                f"AS; set `neighbor {iface} interface peer-group` back to the fabric's group (or "
-                f"`remote-as external`) on {node}",
+                f"AS; on {node} under `router bgp`: `no neighbor {iface} interface`, then "
+                f"`neighbor {iface} interface peer-group FABRIC` (the generated frr.conf's)",
                 Cause(kind="wrong-asn", node=node, port=iface, link=link))
     return None
 
