@@ -143,6 +143,9 @@ class CheckItem(BaseModel):
     session: dict[str, str] | None = Field(None, description="checks.base.SessionRef fields")
     cause: dict[str, str] | None = Field(None, description="checks.base.Cause fields: the "
                                                            "structured root-cause key")
+    joint: list[dict[str, str]] | None = Field(None, description="checks.base.Cause fields of "
+                                               "the causes that explain the row together "
+                                               "with cause (CheckResult.joint)")
 
     @property
     def ok(self) -> bool:
@@ -172,6 +175,7 @@ class CheckItem(BaseModel):
                 "port", "link", "prefix")},
             session=plain(getattr(result, "session", None)),
             cause=plain(getattr(result, "cause", None)),
+            joint=[plain(c) for c in getattr(result, "joint", None) or ()] or None,
             duration_s=duration_s,
         )
 
@@ -183,7 +187,8 @@ class CheckItem(BaseModel):
             node=self.node, subject=self.subject, expected=self.expected, observed=self.observed,
             reason=self.reason, port=self.port, link=self.link, prefix=self.prefix,
             session=SessionRef(**self.session) if self.session else None,
-            cause=Cause(**self.cause) if self.cause else None)
+            cause=Cause(**self.cause) if self.cause else None,
+            joint=tuple(Cause(**c) for c in self.joint) if self.joint else None)
 
 
 class StepTiming(BaseModel):

@@ -911,6 +911,8 @@ def run_check(w: LabWatch, only: list[str] | None) -> dict[str, Any]:
     """Run the check families on the watched lab (:func:`railab.checks.runner.run_checks`) and
     shape the result as ``railab check`` prints it: ``summary`` (family -> pass/fail/skip),
     ``roots`` (each root-cause failure with how many failures follow from it, by family),
+    ``n_follow`` (the failures that follow from a root, each once: a row two roots explain
+    together is in both roots' ``follow``),
     ``skips``, ``rows`` (every row), ``n_fail``, ``n_pass``, ``elapsed_s``."""
     from railab.checks.runner import group_failures, run_checks, summary
 
@@ -923,12 +925,15 @@ def run_check(w: LabWatch, only: list[str] | None) -> dict[str, Any]:
                 "link": getattr(r, "link", None)}
 
     roots = []
-    for root, cons in group_failures(results):
+    groups = group_failures(results)
+    for root, cons in groups:
         fams: dict[str, int] = {}
         for c in cons:
             fams[c.check] = fams.get(c.check, 0) + 1
         roots.append({**row(root), "follow": len(cons), "follow_by_family": fams})
-    return {"lab": w.lab, "summary": summary(results), "roots": roots,
+    # a row two faults cause together is under both roots: count it once
+    n_follow = len({id(c) for _, cons in groups for c in cons})
+    return {"lab": w.lab, "summary": summary(results), "roots": roots, "n_follow": n_follow,
             "skips": [row(r) for r in results if r.status == "skip"],
             "rows": [row(r) for r in results],
             "n_fail": sum(r.status == "fail" for r in results),

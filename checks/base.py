@@ -66,7 +66,8 @@ CAUSE_KINDS = {
     "session-down": "link (+ node, port): a BGP session is not Established",
     "daemon-dead": "node, daemon: an FRR daemon does not answer",
     "node-unreachable": "node: the executor cannot reach the node (SSH refused or timed out)",
-    "wrong-asn": "node: the node runs another ASN / router-id than planned",
+    "wrong-asn": "node: the node runs another ASN / router-id than planned; with port, link: "
+                 "that end of a session expects another remote AS than the peer's planned ASN",
     "neighbor-missing": "node, port: no BGP neighbor configured on the port",
     "not-announced": "node, prefix: the origin does not announce the prefix",
     "upstream": "node, prefix: the neighbor behind a port lacks the route itself",
@@ -128,6 +129,11 @@ class CheckResult(BaseModel):
         session: the planned BGP session the row is about, if any.
         prefix: the IPv4 prefix the row is about, if any.
         cause: for failures, the structured root-cause key (None: the row is its own cause).
+        joint: further causes that explain the row only together with ``cause`` (each cuts some
+            of the paths the row needs, all of them every path: a prefix missing at a leaf
+            whose one uplink is down while the other spine's bgpd is dead); None for a row
+            one cause explains. :func:`railab.checks.runner.group_failures` lists such a row
+            under every root one of its causes follows from.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -145,17 +151,23 @@ class CheckResult(BaseModel):
     session: SessionRef | None = None
     prefix: str | None = None
     cause: Cause | None = None
+    joint: tuple[Cause, ...] | None = None
 
     @property
     def ok(self) -> bool:
         """True unless the status is ``fail`` (skips are not failures)."""
         return self.status != "fail"
 
+    @property
+    def causes(self) -> list[Cause]:
+        """Every cause the row names: ``cause``, then ``joint`` ([] for a row without)."""
+        return [c for c in (self.cause, *(self.joint or ())) if c is not None]
+
     def refs(self) -> dict[str, Any]:
         """The structured references that are set (``node``, ``port``, ``link``, ``session``,
-        ``prefix``, ``cause``), JSON-ready."""
+        ``prefix``, ``cause``, ``joint``), JSON-ready."""
         return {k: v for k, v in self.model_dump(
-            include={"node", "port", "link", "session", "prefix", "cause"},
+            include={"node", "port", "link", "session", "prefix", "cause", "joint"},
             exclude_none=True).items()}
 
     def message(self) -> str:
@@ -295,6 +307,14 @@ def frr_unreadable(node: str, err: Exception | str, daemon: str) -> str:
     if msg.startswith(f"{node}: "):
         msg = msg[len(node) + 2:]
     return f"cannot read {daemon} on {node}: {msg}; is {daemon} running?"
+
+
+def cause_fields(causes: list[Cause | None]) -> dict[str, Any]:
+    """``{"cause": first, "joint": the others or None}`` for :class:`CheckResult` from the
+    causes that together explain a row (duplicates and Nones dropped, order kept); an empty
+    list gives ``cause`` None."""
+    uniq = list(dict.fromkeys(c for c in causes if c is not None))
+    return {"cause": uniq[0] if uniq else None, "joint": tuple(uniq[1:]) or None}
 
 
 def daemon_cause(node: str, err: Exception | str, daemon: str) -> Cause:

@@ -49,10 +49,42 @@ def _link_status(obs: Observer, node: str, iface: str) -> str | None:
         return None
 
 
+def _wrong_remote_as(obs: Observer, link: str, ends: list[tuple[str, str, dict | None, str | None]],
+                     planned_remote: dict[str, int]) -> tuple[str, Cause] | None:
+    """A session end configured to expect another AS than the peer's planned one (``neighbor
+    IF interface remote-as N``; ``railab fault wrong-asn``): FRR's summary shows that end's
+    ``remoteAs`` = N while the session is down (a ``remote-as external`` end shows 0 or what it
+    last saw). (sentence, ``wrong-asn`` cause on that end's port and the link), or None. When
+    the peer itself runs another ASN than planned (its ``router bgp``), the peer is the culprit:
+    a node-wide ``wrong-asn`` on it (the same cause as its own ASN row)."""
+    for node, iface, peer, _ in ends:
+        ras = (peer or {}).get("remoteAs")
+        want = planned_remote.get(node)
+        if not isinstance(ras, int) or not ras or want is None or ras == want:
+            continue
+        other = next((n for n, *_ in ends if n != node), node)
+        try:
+            other_as = obs.bgp_summary(other).get("as")
+        except ObservationError:
+            other_as = None
+        if other_as is not None and other_as != want:
+            return (f"{other} runs AS {other_as}, the plan says AS {want}: fix {other}'s "
+                    f"`router bgp` ASN (sessions to it fail with Bad Peer AS)",
+                    Cause(kind="wrong-asn", node=other))
+        return (f"{node}'s neighbor {iface} expects AS {ras} (`neighbor {iface} ... remote-as "
+                f"{ras}`), but {other} is AS {want} as planned: the session fails with Bad Peer "
+                f"AS; on {node} under `router bgp`: `no neighbor {iface} interface`, then "
+                f"`neighbor {iface} interface peer-group FABRIC` (the generated frr.conf's)",
+                Cause(kind="wrong-asn", node=node, port=iface, link=link))
+    return None
+
+
 def _cause(obs: Observer, link: str,
-           ends: list[tuple[str, str, dict | None, str | None]]) -> tuple[str, Cause]:
+           ends: list[tuple[str, str, dict | None, str | None]],
+           planned_remote: dict[str, int] | None = None) -> tuple[str, Cause]:
     """Likely cause of a session over ``link`` that is not Established, most specific first:
-    (one sentence, structured cause)."""
+    (one sentence, structured cause). ``planned_remote``: node -> the AS it should see on this
+    session (names a wrong ``remote-as``, see :func:`_wrong_remote_as`)."""
     for node, _iface, _peer, err in ends:
         if err:
             return frr_unreadable(node, err, "bgpd"), daemon_cause(node, err, "bgpd")
@@ -71,6 +103,9 @@ def _cause(obs: Observer, link: str,
         if status not in (None, "up"):
             return (f"link {node}:{iface} is down (netlink: {status}); check the cable/veth",
                     Cause(kind="link-down", node=node, port=iface, link=link))
+    wrong = _wrong_remote_as(obs, link, ends, planned_remote) if planned_remote else None
+    if wrong is not None:
+        return wrong
     for node, iface, _, _ in ends:
         try:
             nb = obs.bgp_neighbor(node, iface)
@@ -185,7 +220,7 @@ def check_bgp(obs: Observer) -> list[CheckResult]:
                 bad_as.append((node, iface, ras))
         observed = "; ".join(observed_parts)
         if bad_state:
-            reason, cause = _cause(obs, link, ends)
+            reason, cause = _cause(obs, link, ends, planned_remote)
             port = s.interface if bad_state[0] == s.node else s.peer_interface
             results.append(failed(CHECK, name, node=bad_state[0], subject=f"session {name}",
                                   expected=expected, observed=observed, reason=reason,

@@ -22,11 +22,13 @@ the flow (tests: crossed cables in test_checks_live.py and test_traffic_live.py)
 from __future__ import annotations
 
 from collections.abc import Callable
+from ipaddress import ip_network
 
 from railab.checks.base import (
     Cause,
     CheckResult,
     Observer,
+    cause_fields,
     failed,
     link_id,
     passed,
@@ -141,10 +143,13 @@ def _group_elements(group: tuple[CheckResult, list[CheckResult]]) -> dict[str, s
     out: dict[str, set] = {k: set() for k in ("links", "ends", "nodes", "causes", "root_links",
                                               "root_ends", "root_nodes")}
     for i, r in enumerate([root, *cons]):
+        if i and r.joint:
+            continue  # a row other roots explain too: its causes are not all this group's
         c = r.cause
         links = {x for x in (r.link, c.link if c else None) if x}
         ends = {(c.node, c.port)} if c is not None and c.node and c.port else set()
-        nodes = {c.node} if c is not None and c.node and c.kind in NODE_KINDS else set()
+        nodes = ({c.node} if c is not None and c.node and c.kind in NODE_KINDS and not c.port
+                 else set())  # a session's wrong remote-as names a port, not the whole node
         out["links"] |= links
         out["ends"] |= ends
         out["nodes"] |= nodes
@@ -155,6 +160,28 @@ def _group_elements(group: tuple[CheckResult, list[CheckResult]]) -> dict[str, s
     return out
 
 
+def _dst_prefix(spec, flow) -> str | None:
+    """The rail subnet (``lab.json`` ``rail_subnets``) holding the flow's destination NIC."""
+    addr = spec.nic(flow.dst[0], flow.dst_nic).address.ip
+    for rs in spec.rail_subnets:
+        if addr in ip_network(rs.prefix, strict=False):
+            return rs.prefix
+    return None
+
+
+def _cut_off(spec, flow, lost: dict[tuple[str, str], list[int]]) -> list[int]:
+    """The groups (indexes) whose ``routes`` row says the flow's source leaf lacks the
+    destination's rail subnet as a whole (``lost``: (node, prefix) -> groups listing such a
+    row), [] for none or a flow that stays on one leaf."""
+    if flow.path_class == "intra-server" or not lost:
+        return []
+    src_leaf = spec.nic(flow.src[0], flow.src_nic).leaf
+    if src_leaf == spec.nic(flow.dst[0], flow.dst_nic).leaf:
+        return []
+    prefix = _dst_prefix(spec, flow)
+    return lost.get((src_leaf, prefix), []) if prefix else []
+
+
 def attribute_flows(spec, rows: list[CheckResult], results, groups) -> list[CheckResult]:
     """Re-file failed flow rows (:func:`flow_rows` / :func:`check_hops`, one per
     :class:`~railab.traffic.engine.FlowResult` in ``results``, same order) under the
@@ -162,7 +189,12 @@ def attribute_flows(spec, rows: list[CheckResult], results, groups) -> list[Chec
     check names it (a daemon, a link, a cable, a filter) instead of where its packets stopped.
 
     ``groups``: :func:`railab.checks.runner.group_failures` of the other families' rows. A
-    failed row takes the cause of the best matching group's root (its ``cause``; the root row's
+    failed row whose own cause is weak (``dropped`` / ``unreachable``, or none) and whose
+    source leaf lacks the destination's rail subnet as a whole (a failed ``routes`` row for
+    that leaf and prefix without a ``port``: missing from the RIB or FIB) takes the causes of
+    every group listing that row: one root's cause, or several as ``joint`` causes when two
+    faults cut the prefix off together. Else it takes the cause of the best matching group's
+    root (its ``cause``; the root row's
     own fields when it has none), scored: the flow's own cause is one of the group's (4); the
     root's port or node is on the flow's measured path or where it stopped (3); the root's
     link or node-wide node is in :func:`flow_scope` (2); another link of the group is (1).
@@ -171,13 +203,22 @@ def attribute_flows(spec, rows: list[CheckResult], results, groups) -> list[Chec
     Passing rows are returned unchanged."""
     groups = [g for g in groups if g[0].cause is not None]  # a root must name an element
     elems = [_group_elements(g) for g in groups]
+    lost: dict[tuple[str, str], list[int]] = {}
+    for k, (root, cons) in enumerate(groups):
+        for r in (root, *cons):
+            if r.check == "routes" and r.node and r.prefix and r.port is None:
+                lost.setdefault((r.node, r.prefix), []).append(k)
     out = []
     for row, res in zip(rows, results, strict=True):
         if row.status != "fail" or not elems:
             out.append(row)
             continue
-        nodes, links = flow_scope(spec, res.flow)
         own = row.cause
+        cut = _cut_off(spec, res.flow, lost) if own is None or own.kind in WEAK_KINDS else []
+        if cut:
+            out.append(row.model_copy(update=cause_fields([groups[k][0].cause for k in cut])))
+            continue
+        nodes, links = flow_scope(spec, res.flow)
         walked = {p.split(":", 1)[0] for p in (res.path or [])}
         walked_ends = {tuple(p.split(":", 1)) for p in (res.path or [])}
         if res.unreachable_at:

@@ -26,6 +26,7 @@ from railab.checks.base import (
     CheckResult,
     ObservationError,
     Observer,
+    cause_fields,
     daemon_cause,
     failed,
     frr_unreadable,
@@ -72,36 +73,67 @@ def _bgp_planned(obs: Observer, node: str) -> bool:
     return any(s.node == node or s.peer == node for s in obs.spec.bgp_sessions)
 
 
+def _port_cause(obs: Observer, node: str, iface: str, peers: dict, prefix: str | None
+                ) -> tuple[str, Cause | None]:
+    """Why ``node`` has no path via ``iface`` (toward ``prefix``, None: any): its link is down,
+    its BGP session is not Established (also: no neighbor configured on a planned port, when
+    ``prefix`` is None), or the neighbor behind it lacks ``prefix`` itself (``upstream``);
+    (text, structured cause or None when nothing is known)."""
+    try:
+        status = obs.link_status(node, iface)
+    except (ObservationError, OSError):
+        status = None
+    peer = peers.get(iface)
+    link = obs.link_of(node, iface)
+    if status not in (None, "up", "missing"):
+        return f"{iface} link down", Cause(kind="link-down", node=node, port=iface, link=link)
+    if (peer is None and prefix is None) or (peer is not None and not F.session_up(peer.get("state"))):
+        state = peer.get("state") if peer is not None else "not configured"
+        return (f"BGP on {iface} is {state}",
+                Cause(kind="session-down", node=node, port=iface, link=link))
+    if prefix is not None and (nbr := _neighbor_on(obs, node, iface)) and not _has_route(obs, nbr, prefix):
+        return (f"{nbr} (behind {iface}) has no route to {prefix} itself: see {nbr}'s rows",
+                Cause(kind="upstream", node=nbr, prefix=prefix))
+    return f"no path learned via {iface}", None
+
+
 def _why_missing_ifs(obs: Observer, node: str, prefix: str,
-                     missing: list[str] | tuple[str, ...]) -> tuple[str, Cause | None]:
+                     missing: list[str] | tuple[str, ...]) -> tuple[str, list[Cause]]:
     """Name the cause for next hops missing via ``missing`` interfaces of ``node``: (text, the
-    structured cause of the first interface, None when nothing is known)."""
-    causes: list[str] = []
-    keys: list[Cause | None] = []
+    structured causes of the interfaces, in order: two interfaces cut by different faults give
+    two causes, a joint row; [] when the first interface's cause is unknown)."""
     try:
         peers = obs.peers(node)
     except ObservationError:
         peers = {}
-    for iface in missing:
-        try:
-            status = obs.link_status(node, iface)
-        except (ObservationError, OSError):
-            status = None
-        peer = peers.get(iface)
-        link = obs.link_of(node, iface)
-        if status not in (None, "up", "missing"):
-            causes.append(f"{iface} link down")
-            keys.append(Cause(kind="link-down", node=node, port=iface, link=link))
-        elif peer is not None and not F.session_up(peer.get("state")):
-            causes.append(f"BGP on {iface} is {peer.get('state')}")
-            keys.append(Cause(kind="session-down", node=node, port=iface, link=link))
-        elif (nbr := _neighbor_on(obs, node, iface)) and not _has_route(obs, nbr, prefix):
-            causes.append(f"{nbr} (behind {iface}) has no route to {prefix} itself: see {nbr}'s rows")
-            keys.append(Cause(kind="upstream", node=nbr, prefix=prefix))
-        else:
-            causes.append(f"no path learned via {iface}")
-            keys.append(None)
-    return "; ".join(causes), (keys[0] if keys else None)
+    parts = [_port_cause(obs, node, iface, peers, prefix) for iface in missing]
+    if not parts or parts[0][1] is None:
+        return "; ".join(t for t, _ in parts), []
+    return "; ".join(t for t, _ in parts), [c for _, c in parts if c is not None]
+
+
+def _planned_ports(obs: Observer, node: str) -> list[str]:
+    """``node``'s interfaces with a planned BGP session (lab.json bgp_sessions), in plan order."""
+    out = []
+    for s in obs.spec.bgp_sessions:
+        if s.node == node:
+            out.append(s.interface)
+        elif s.peer == node:
+            out.append(s.peer_interface)
+    return list(dict.fromkeys(out))
+
+
+def _every_path_cut(obs: Observer, node: str, peers: dict, prefix: str | None
+                    ) -> tuple[str, list[Cause]] | None:
+    """Each planned BGP port of ``node`` with the reason it gives no path (toward ``prefix``;
+    None: no session at all): (text, causes) when every port has a known cause, else None. A
+    prefix cut off by two faults (one leaf's uplink down, the other spine's bgpd dead) is then
+    a row the two explain together (``CheckResult.joint``)."""
+    parts = [(iface, *_port_cause(obs, node, iface, peers, prefix))
+             for iface in _planned_ports(obs, node)]
+    if not parts or any(c is None for _, _, c in parts):
+        return None
+    return "; ".join(t for _, t, _ in parts), [c for _, _, c in parts]
 
 
 def _neighbor_on(obs: Observer, node: str, iface: str) -> str | None:
@@ -139,8 +171,9 @@ def _session_states(obs: Observer, a: str, b: str) -> list[tuple[str, Cause]]:
     return out
 
 
-def _why_missing(obs: Observer, node: str, prefix: str) -> tuple[str, Cause | None]:
-    """Why ``prefix`` is missing from ``node``'s RIB: (one sentence, structured cause or None)."""
+def _why_missing(obs: Observer, node: str, prefix: str) -> tuple[str, list[Cause]]:
+    """Why ``prefix`` is missing from ``node``'s RIB: (one sentence, the structured causes that
+    explain it together, [] for none known)."""
     origin = _origin(obs, prefix)
     ann: bool | None = None
     if origin and origin != node and _bgp_planned(obs, origin):
@@ -148,29 +181,40 @@ def _why_missing(obs: Observer, node: str, prefix: str) -> tuple[str, Cause | No
         if ann is False:
             return (f"{origin} does not announce {prefix} (not in its BGP table): add "
                     f"`network {prefix}` under `address-family ipv4 unicast` on {origin}",
-                    Cause(kind="not-announced", node=origin, prefix=prefix))
+                    [Cause(kind="not-announced", node=origin, prefix=prefix)])
     try:
         peers = obs.peers(node)
         up = [i for i, p in peers.items() if F.session_up(p.get("state"))]
         if _bgp_planned(obs, node) and not up:
-            return f"{node} has no Established BGP session", Cause(kind="session-down", node=node)
+            # each planned session is down for its own reason: one cause per port (a link
+            # down and the other spine's dead bgpd explain the row together)
+            cut = _every_path_cut(obs, node, peers, None)
+            if cut is not None:
+                return f"{node} has no Established BGP session ({cut[0]})", cut[1]
+            return f"{node} has no Established BGP session", [Cause(kind="session-down", node=node)]
     except ObservationError as exc:
-        return frr_unreadable(node, exc, "bgpd"), daemon_cause(node, exc, "bgpd")
+        return frr_unreadable(node, exc, "bgpd"), [daemon_cause(node, exc, "bgpd")]
     if origin:
         direct = _session_states(obs, node, origin)
         if direct:
-            return "; ".join(t for t, _ in direct), direct[0][1]
+            return "; ".join(t for t, _ in direct), [direct[0][1]]
         text = f"{prefix} originates at {origin} but did not propagate to {node}; run the bgp check"
         if origin != node and _bgp_planned(obs, origin) and ann is None:
             # the origin's BGP table does not answer (bgpd dead or hung): that is the cause of
             # every row missing its prefixes (grouped under the bgp daemon-dead row)
             why, cause = _bgp_table_error(obs, origin)
-            return f"{text}: {why}", cause
-        # the origin announces it: this row follows whatever the origin's row for the prefix
-        # follows (none: a root of its own)
-        return text, (Cause(kind="upstream", node=origin, prefix=prefix) if origin != node
-                      else None)
-    return f"nothing on {node} installs {prefix}", None
+            return f"{text}: {why}", [cause]
+        if origin == node:
+            return text, []
+        # the origin announces it: every path from here is cut somewhere (each neighbor lacks
+        # it or the session to it is down): the row follows what cuts each path, together
+        cut = _every_path_cut(obs, node, peers, prefix)
+        if cut is not None:
+            return f"{text}: {cut[0]}", cut[1]
+        # else it follows whatever the origin's row for the prefix follows (none: a root of
+        # its own)
+        return text, [Cause(kind="upstream", node=origin, prefix=prefix)]
+    return f"nothing on {node} installs {prefix}", []
 
 
 def _check_one(obs: Observer, node: str, exp: ExpectedRoute, fib_err: list[str]) -> CheckResult:
@@ -186,9 +230,9 @@ def _check_one(obs: Observer, node: str, exp: ExpectedRoute, fib_err: list[str])
                       reason=frr_unreadable(node, exc, "zebra"), cause=daemon_cause(node, exc, "zebra"))
     verdict = F.route_verdict(entries, exp.ecmp_width, want_ifs)
     if verdict.state == "missing":
-        reason, cause = _why_missing(obs, node, prefix)
+        reason, causes = _why_missing(obs, node, prefix)
         return failed(CHECK, name, **ref, expected=expected, observed="missing from RIB",
-                      reason=reason, cause=cause)
+                      reason=reason, **cause_fields(causes))
     if verdict.state == "not-installed":
         return failed(CHECK, name, **ref, expected=expected,
                       observed=f"selected ({verdict.protocol}) but not installed",
@@ -200,22 +244,23 @@ def _check_one(obs: Observer, node: str, exp: ExpectedRoute, fib_err: list[str])
     ifs = list(verdict.hops)
     observed = f"RIB {len(ifs)}-way via {','.join(ifs) or '-'}"
     if not verdict.ok:
-        cause: Cause | None
+        causes: list[Cause]
         port = None
         if verdict.missing_ifs:
-            why, cause = _why_missing_ifs(obs, node, prefix, verdict.missing_ifs)
+            why, causes = _why_missing_ifs(obs, node, prefix, verdict.missing_ifs)
             reason = f"next hops missing via {','.join(verdict.missing_ifs)}: " + why
             port = verdict.missing_ifs[0]
         elif verdict.extra_ifs:
             reason = f"unexpected next hops via {','.join(verdict.extra_ifs)}: check the cabling audit"
             port = verdict.extra_ifs[0]
-            cause = Cause(kind="miswired", node=node, port=port, link=obs.link_of(node, port))
+            causes = [Cause(kind="miswired", node=node, port=port, link=obs.link_of(node, port))]
         else:
             reason = ("ECMP width differs: check `maximum-paths` and `bgp bestpath as-path "
                       "multipath-relax` on " + node)
-            cause = Cause(kind="config", node=node)
+            causes = [Cause(kind="config", node=node)]
         return failed(CHECK, name, **ref, expected=expected, observed=observed, reason=reason,
-                      port=port, link=obs.link_of(node, port) if port else None, cause=cause)
+                      port=port, link=obs.link_of(node, port) if port else None,
+                      **cause_fields(causes))
     # kernel FIB
     if fib_err:
         return passed(CHECK, name, **ref, expected=expected, observed=observed + " (FIB not read)")

@@ -91,17 +91,17 @@ def summary(results: list[CheckResult]) -> dict[str, dict[str, int]]:
     return {k: out[k] for k in sorted(out, key=lambda c: CHECKS.index(c) if c in CHECKS else 99)}
 
 
-def _keys(r: CheckResult) -> tuple[set[tuple], set[tuple]]:
-    """(specific, node-wide) root-cause keys a failure ``r`` *needs*, from its ``cause``.
+def _keys(node: str | None, c: Cause | None) -> tuple[set[tuple], set[tuple]]:
+    """(specific, node-wide) root-cause keys a failure about ``node`` blamed on ``c`` (one of
+    its :attr:`~railab.checks.base.CheckResult.causes`) *needs*.
 
     Specific: the cause's link (``("link", L)``) and the cause itself (``("cause", ...)``);
     node-wide: the node of a dead daemon (``("dead", N)``: any row about ``N`` or blaming ``N``).
     """
     spec: set[tuple] = set()
     wide: set[tuple] = set()
-    c = r.cause
-    if r.node:
-        wide.add(("dead", r.node))
+    if node:
+        wide.add(("dead", node))
     if c is None:
         return spec, wide
     if c.link:
@@ -124,8 +124,8 @@ def _link_nodes(link: str) -> list[str]:
 
 
 def _cause_key(c: Cause) -> tuple:
-    if c.kind in ("wrong-asn", "config"):
-        return ("node", c.kind, c.node)
+    if c.kind == "config" or (c.kind == "wrong-asn" and not c.port):
+        return ("node", c.kind, c.node)  # node-wide: every row blaming the node is one cause
     if c.kind == "not-announced":
         return ("announce", c.node, c.prefix)
     return ("cause", c.kind, c.node, c.port, c.link, c.daemon, c.prefix)
@@ -142,12 +142,12 @@ def _links(r: CheckResult) -> set[tuple]:
 
 
 def _provides(r: CheckResult) -> set[tuple]:
-    """Keys a root ``r`` explains: its own link, its cause (and its link), a dead daemon's node."""
+    """Keys a root ``r`` explains: its own link, its causes (and their links), a dead daemon's
+    node."""
     out: set[tuple] = set()
     if r.link:
         out.add(("link", r.link))
-    c = r.cause
-    if c is not None:
+    for c in r.causes:
         if c.link:
             out.add(("link", c.link))
         out.add(("dead", c.node) if c.kind == "daemon-dead" else _cause_key(c))
@@ -156,72 +156,137 @@ def _provides(r: CheckResult) -> set[tuple]:
 
 def group_failures(results: list[CheckResult]) -> list[tuple[CheckResult, list[CheckResult]]]:
     """Group failing results under their root cause: ``[(root, [consequences...]), ...]`` in run
-    order (cabling and BGP run before routes, so causes come first). Every failure appears once.
+    order (cabling and BGP run before routes, so causes come first). Every failure appears
+    once, except a row with joint causes (``CheckResult.joint``), which is listed under every
+    root one of its causes follows from (:func:`joint_roots` names them).
 
-    Works on structured fields only (``link``, ``node``, ``prefix`` and ``cause``, see
-    :class:`checks.base.Cause`), never on message text. A failure follows from an earlier root
-    when:
+    Works on structured fields only (``link``, ``node``, ``prefix`` and ``cause`` / ``joint``,
+    see :class:`checks.base.Cause`), never on message text. Each cause of a failure (its
+    ``cause``, then each of ``joint``) follows from an earlier root when:
 
-    * its cause names the root's link (``Cause.link`` == the root's ``link`` or its cause's
-      link), or is the same cause (the same wrong ASN, the same missing announcement);
+    * it names the root's link (``Cause.link`` == the root's ``link`` or its cause's link), or
+      is the same cause (the same wrong ASN, the same missing announcement);
     * otherwise (node-wide, weaker than a link match) the root's cause is a dead daemon on node
       ``N`` and the failure is about ``N`` (``node``), its cause is that dead daemon, a link or
       node down at ``N``'s end (``node-off``), or a BGP session down on a link to ``N``;
-    * its cause is ``upstream`` (the neighbor ``N`` behind a port lacks ``prefix`` itself): it
-      follows whatever ``N``'s failure for the same prefix follows, else a dead daemon on ``N``;
+    * it is ``upstream`` (the neighbor ``N`` behind a port lacks ``prefix`` itself): it
+      follows whatever roots ``N``'s failures for the same prefix follow (all of them, to a
+      fixed point: a spine lacks the prefix because its session to the origin is down), else
+      a dead daemon on ``N``;
     * transitively: a row attached to a root passes its own links on to that root, so a row
       whose cause names such a link follows the same root (bgpd dead on a spine -> the leaves'
       sessions to it -> the routes and ECMP width missing via those sessions: one root).
 
-    Anything else is a root of its own. Used by ``railab check`` to print root causes and
-    "N more failures follow from ..." (``--all`` lists every row).
+    A failure follows from every root one of its causes follows from (a prefix cut off by a
+    leaf's uplink down and the other spine's dead bgpd follows from both: two roots, the row
+    listed under each); a cause no root explains adds nothing while another of the row's
+    causes is explained. A failure none of whose causes is explained is a root of its own.
+    Used by ``railab check`` to print root causes and "N more failures follow from ..."
+    (``--all`` lists every row).
     """
     fails = [r for r in results if r.status == "fail"]
-    root_of: dict[int, int] = {}  # failure index -> index of its root failure
     roots: list[int] = []
     provided: dict[int, set[tuple]] = {}
-    deferred: list[tuple[int, tuple[str | None, str | None]]] = []
-    for i, r in enumerate(fails):
-        if r.cause is not None and r.cause.kind == "upstream":
-            deferred.append((i, (r.cause.node, r.cause.prefix)))
-            continue
-        spec, wide = _keys(r)
+    roots_of: dict[int, set[int]] = {}  # failure index -> indexes of the roots it follows from
+    refs: dict[int, list[tuple[str | None, str | None]]] = {}  # upstream (node, prefix) per row
+
+    def hit_of(node: str | None, c: Cause | None) -> int | None:
+        spec, wide = _keys(node, c)
         hit = next((j for j in roots if spec & provided[j]), None)
-        if hit is None:
-            hit = next((j for j in roots if wide & provided[j]), None)
-        if hit is not None:
-            root_of[i] = hit
-            provided[hit] |= _links(r)  # what follows from a follower follows from its root
+        return hit if hit is not None else next((j for j in roots if wide & provided[j]), None)
+
+    for i, r in enumerate(fails):
+        causes = r.causes
+        ups = [(c.node, c.prefix) for c in causes if c.kind == "upstream"]
+        direct = [c for c in causes if c.kind != "upstream"] or ([] if ups else [None])
+        hits: set[int] = set()
+        for k, c in enumerate(direct):
+            hit = hit_of(r.node, c)
+            if hit is None:
+                continue
+            hits.add(hit)
+            # what follows from a follower follows from its root: a cause's link to the root
+            # that cause follows from (and the row's own link, with its first cause)
+            provided[hit] |= {("link", c.link)} if c is not None and c.link else set()
+            if k == 0 and r.link and c is r.cause:
+                provided[hit].add(("link", r.link))
+        if ups:
+            refs[i] = ups
+            roots_of[i] = hits
+            continue
+        if hits:
+            roots_of[i] = hits
             continue
         roots.append(i)
-        root_of[i] = i
+        roots_of[i] = {i}
         provided[i] = _provides(r)
-    changed = True
-    while changed and deferred:
-        changed = False
-        for item in list(deferred):
-            i, (node, prefix) = item
-            same = [root_of[j] for j, o in enumerate(fails)
-                    if j in root_of and o.node == node and o.prefix == prefix]
-            if same:
-                root_of[i] = same[0]
-                deferred.remove(item)
-                changed = True
-    for i, (node, _prefix) in deferred:
-        # the neighbor that lacks the prefix has a dead daemon (staticd: no aggregate to
-        # announce): that root explains it; else nothing does and it is a root of its own
-        hit = next((j for j in roots if ("dead", node) in provided.get(j, ())), None)
-        if hit is None:
-            roots.append(i)
-            provided[i] = _provides(fails[i])
-            hit = i
-        root_of[i] = hit
+    if refs:
+        _resolve_upstream(fails, roots, provided, roots_of, refs)
     roots.sort()
-    out = {j: (fails[j], []) for j in roots}
-    for i, j in sorted(root_of.items()):
-        if i != j:
-            out[j][1].append(fails[i])
+    out: dict[int, tuple[CheckResult, list[CheckResult]]] = {j: (fails[j], []) for j in roots}
+    for i in sorted(roots_of):
+        for j in sorted(roots_of[i]):
+            if i != j:
+                out[j][1].append(fails[i])
     return [_powered_off_first(*out[j]) for j in roots]
+
+
+def _resolve_upstream(fails: list[CheckResult], roots: list[int], provided: dict[int, set[tuple]],
+                      roots_of: dict[int, set[int]],
+                      refs: dict[int, list[tuple[str | None, str | None]]]) -> None:
+    """Attach the rows with ``upstream`` causes (``refs``: row -> [(neighbor, prefix)]) to the
+    roots the neighbor's own failures for that prefix follow from, to a fixed point (a chain
+    leaf -> spine -> origin, or a spine and a leaf blaming each other, settle); a neighbor
+    without such failures refers to a dead daemon on it. A row nothing explains becomes a root
+    of its own, first in run order, and the others are resolved again (the rows that blame it
+    follow from it). Updates ``roots``, ``provided`` and ``roots_of`` in place."""
+    about: dict[tuple[str | None, str | None], list[int]] = {}
+    for k, o in enumerate(fails):
+        about.setdefault((o.node, o.prefix), []).append(k)
+    blamers: dict[tuple[str | None, str | None], list[int]] = {}  # (node, prefix) -> rows citing it
+    for i, ups in refs.items():
+        for ref in ups:
+            blamers.setdefault(ref, []).append(i)
+    # a worklist, not sweeps: a row is looked at again only when a row it cites gained a root
+    # (linear in the rows and roots on the largest fabrics, where sweeps after each new root
+    # were quadratic)
+    todo = list(refs)
+
+    def settle() -> None:
+        while todo:
+            i = todo.pop()
+            if roots_of[i] == {i}:
+                continue  # made a root of its own below
+            new: set[int] = set()
+            for node, prefix in refs[i]:
+                rows = [k for k in about.get((node, prefix), []) if k != i]
+                if rows:
+                    new |= set().union(*(roots_of.get(k, set()) for k in rows))
+                else:  # the neighbor lacking the prefix has a dead daemon (staticd)
+                    new |= {j for j in roots if ("dead", node) in provided.get(j, ())}
+            if new - roots_of[i]:
+                roots_of[i] |= new
+                todo.extend(blamers.get((fails[i].node, fails[i].prefix), []))
+
+    settle()
+    for i in sorted(refs):
+        if roots_of[i]:
+            continue
+        roots.append(i)
+        roots_of[i] = {i}
+        provided[i] = _provides(fails[i])
+        todo.extend(blamers.get((fails[i].node, fails[i].prefix), []))  # they follow from it
+        settle()
+
+
+def joint_roots(groups: list[tuple[CheckResult, list[CheckResult]]]) -> dict[int, list[CheckResult]]:
+    """For :func:`group_failures`' ``groups``: ``{id(row): [its roots]}`` for every row listed
+    under more than one root (a failure two faults cause together), roots in run order."""
+    seen: dict[int, list[CheckResult]] = {}
+    for root, cons in groups:
+        for c in cons:
+            seen.setdefault(id(c), []).append(root)
+    return {k: v for k, v in seen.items() if len(v) > 1}
 
 
 def _powered_off_first(root: CheckResult, cons: list[CheckResult]) -> tuple[CheckResult, list[CheckResult]]:
@@ -240,9 +305,21 @@ def _powered_off_first(root: CheckResult, cons: list[CheckResult]) -> tuple[Chec
 
 def root_causes(results: list[CheckResult]) -> list[dict]:
     """:func:`group_failures` as JSON-ready dicts: ``{"root": name, "check", "cause": {...} or
-    None, "refs": {...}, "explains": [{"check", "name"}, ...]}`` per root, in run order."""
+    None, "refs": {...}, "explains": [{"check", "name"}, ...]}`` per root, in run order. A row
+    several roots explain together (:func:`joint_roots`) is listed in the ``explains`` of each,
+    its entry adding ``"joint_with": [{"check", "root"}, ...]``: the other roots it needs."""
+    groups = group_failures(results)
+    joint = joint_roots(groups)
+
+    def entry(root: CheckResult, c: CheckResult) -> dict:
+        e: dict = {"check": c.check, "name": c.name}
+        if id(c) in joint:
+            e["joint_with"] = [{"check": o.check, "root": o.name} for o in joint[id(c)]
+                               if o is not root]
+        return e
+
     return [{"check": root.check, "root": root.name,
              "cause": root.cause.model_dump(exclude_none=True) if root.cause else None,
              "refs": root.refs(),
-             "explains": [{"check": c.check, "name": c.name} for c in cons]}
-            for root, cons in group_failures(results)]
+             "explains": [entry(root, c) for c in cons]}
+            for root, cons in groups]

@@ -799,3 +799,168 @@ def test_unexplained_upstream_rows_stay_roots_of_their_own():
                         cause=Cause(kind="upstream", node="g2-leaf1", prefix=f"10.0.{i}.0/24"))
             for i in (1, 2, 3)]
     assert [g[0].name for g in group_failures(rows)] == [r.name for r in rows]
+
+
+# ---- two faults that cut a prefix off together (issue 31, defect found on mini) -------------------
+def _cut_snapshot(spec, snap, down: set[tuple[str, str]], dead: str | None = None) -> dict:
+    """Edit the healthy ``snap`` as FRR shows ``mini`` with the leaf-spine links ``down``
+    ({(leaf, spine)}: sessions Idle at both ends) and bgpd dead on spine ``dead`` (the leaves'
+    sessions to it Active, its BGP routes gone; vtysh's bgp commands fail, see
+    DeadBgpdExecutor): a leaf keeps a next hop via a spine when its session to that spine is up
+    and that spine still has the prefix (its session to the origin is up)."""
+    origin = {rs.prefix: rs.leaf for rs in spec.rail_subnets}
+    origin.update({f"{n.loopback.ip}/32": n.name for n in spec.nodes if n.loopback})
+    port = {}  # (node, neighbor) -> node's interface
+    for s in spec.bgp_sessions:
+        port[(s.node, s.peer)] = s.interface
+        port[(s.peer, s.node)] = s.peer_interface
+    via = {(n, i): peer for (n, peer), i in port.items()}
+
+    def up(leaf, spine):
+        return spine != dead and (leaf, spine) not in down
+
+    for s in spec.bgp_sessions:  # node = leaf end
+        if (s.node, s.peer) in down:
+            snap[s.node][SUMMARY]["peers"][s.interface].update(state="Idle", peerState="Idle")
+            snap[s.peer][SUMMARY]["peers"][s.peer_interface].update(state="Idle", peerState="Idle")
+        elif s.peer == dead:
+            snap[s.node][SUMMARY]["peers"][s.interface].update(state="Active", peerState="Active")
+    for node, doc in snap.items():
+        role = spec.node(node).role
+        for prefix in list(doc[RIB]):
+            entry = doc[RIB][prefix][0]
+            if entry["protocol"] != "bgp":
+                continue
+            o = origin[prefix]
+            if role == "spine":
+                keep = [h for h in entry["nexthops"] if node != dead
+                        and via[(node, h["interfaceName"])] == o and up(o, node)]
+            else:
+                keep = [h for h in entry["nexthops"]
+                        if up(node, s := via[(node, h["interfaceName"])]) and (o == s or up(o, s))]
+            if keep:
+                entry["nexthops"] = keep
+            else:
+                del doc[RIB][prefix]
+    return snap
+
+
+def _roots(groups):
+    return sorted((root.cause.kind, root.cause.node or "", root.cause.link or "")
+                  for root, _ in groups)
+
+
+@pytest.mark.parametrize("down,dead", [
+    ({("g1-leaf1", "spine1")}, "spine2"),                          # an uplink + the other spine's bgpd
+    ({("g1-leaf1", "spine1"), ("g2-leaf1", "spine2")}, None),      # two leaves, two spines
+    ({("g1-leaf1", "spine1"), ("g1-leaf1", "spine2")}, None),      # both uplinks of one leaf
+], ids=["uplink+dead-spine-bgpd", "two-leaves-two-spines", "both-uplinks"])
+def test_two_faults_cutting_a_prefix_off_are_two_root_causes(spec, snap, down, dead):
+    """Issue 31: two faults that together cut a prefix off (every path from a leaf to it goes
+    through one of them) give two root causes, not one per row the two explain together: a
+    leaf with no Established session, and a prefix every neighbor lacks or whose session is
+    down, name each cause (``joint``) and are listed under both roots (JSON ``joint_with``)."""
+    from railab.checks.runner import group_failures, root_causes
+
+    _cut_snapshot(spec, snap, down, dead)
+    ex = DeadBgpdExecutor(snap, dead) if dead else RecordedExecutor(snap)
+    res = run_checks(spec, ex, only="bgp,routes", netns_of=lambda n: None)
+    groups = group_failures(res)
+    faults = {f"{leaf}--{sp}" for leaf, sp in down} | ({dead} if dead else set())
+    assert len(groups) == len(faults) == 2, [g[0].message() for g in groups]
+    for root, _ in groups:
+        c = root.cause
+        named = c.node if c.kind == "daemon-dead" else "--".join(
+            sorted({end.split(":")[0] for end in c.link.split("--")}, key=lambda n: n.startswith("spine")))
+        assert named in faults, root.message()
+    # every failed row is a root or listed under one; the rows the two cause together under both
+    fails = _fails(res)
+    listed = {id(r) for root, cons in groups for r in (root, *cons)}
+    assert all(id(r) in listed for r in fails)
+    joint = [r for r in fails if r.joint]
+    assert joint, "no row was cut off by the two together"
+    for r in joint:
+        assert sum(r in cons for _, cons in groups) == 2, r.message()
+    rc = root_causes(res)
+    entries = [e for g in rc for e in g["explains"] if "joint_with" in e]
+    assert len(entries) == 2 * len(joint)
+    other = {g["root"] for g in rc}
+    assert all(len(e["joint_with"]) == 1 and e["joint_with"][0]["root"] in other for e in entries)
+
+
+def test_joint_rows_follow_every_root_their_causes_follow():
+    """The pure correlation (group_failures) on rows shaped like mini's: an uplink down (root
+    A), bgpd dead on the other spine (root B); the leaf's prefix missing elsewhere names the
+    neighbors' rows (``upstream`` at each spine) and follows both, transitively through the
+    spines' own rows; a row whose second cause nothing explains follows the first alone; one
+    fault alone stays one root."""
+    from railab.checks.base import Cause, CheckResult
+    from railab.checks.runner import group_failures, joint_roots
+
+    la, lb = "g1-leaf1:eth3--spine1:eth1", "g1-leaf1:eth4--spine2:eth1"
+    p = "10.0.0.0/24"
+
+    def row(check, name, node=None, prefix=None, link=None, causes=()):
+        return CheckResult(check=check, name=name, status="fail", node=node, prefix=prefix,
+                           link=link, cause=causes[0] if causes else None,
+                           joint=tuple(causes[1:]) or None)
+
+    down_a = Cause(kind="link-down", node="g1-leaf1", port="eth3", link=la)
+    a = row("cabling", "A", "g1-leaf1", link=la, causes=[down_a])
+    b = row("daemons", "B", "spine2", causes=[Cause(kind="daemon-dead", node="spine2", daemon="bgpd")])
+    sess_b = row("bgp", "g1-leaf1:eth4 <-> spine2:eth1", "g1-leaf1", link=lb,
+                 causes=[Cause(kind="daemon-dead", node="spine2", daemon="bgpd")])
+    sp1 = row("routes", f"spine1 {p}", "spine1", p,
+              causes=[Cause(kind="session-down", node="spine1", port="eth1", link=la)])
+    sp2 = row("routes", f"spine2 {p}", "spine2", p, causes=[Cause(kind="daemon-dead", node="spine2", daemon="bgpd")])
+    leaf = row("routes", "g1-leaf1 10.0.1.0/24", "g1-leaf1", "10.0.1.0/24",
+               causes=[Cause(kind="link-down", node="g1-leaf1", port="eth3", link=la),
+                       Cause(kind="session-down", node="g1-leaf1", port="eth4", link=lb)])
+    far = row("routes", f"g2-leaf1 {p}", "g2-leaf1", p,
+              causes=[Cause(kind="upstream", node="spine1", prefix=p),
+                      Cause(kind="session-down", node="g2-leaf1", port="eth4", link="g2-leaf1:eth4--spine2:eth5")])
+    chained = row("routes", f"g2-leaf2 {p}", "g2-leaf2", p,
+                  causes=[Cause(kind="upstream", node="g2-leaf1", prefix=p)])
+    half = row("routes", "g2-leaf3 10.0.1.0/24", "g2-leaf3", "10.0.1.0/24",
+               causes=[Cause(kind="link-down", node="g1-leaf1", port="eth3", link=la),
+                       Cause(kind="session-down", node="g2-leaf3", port="eth9", link="nowhere")])
+    rows = [b, a, sess_b, sp1, sp2, leaf, far, chained, half]
+    groups = group_failures(rows)
+    assert [(r.name, [c.name for c in cons]) for r, cons in groups] == [
+        ("B", [sess_b.name, sp2.name, leaf.name, f"g2-leaf1 {p}", f"g2-leaf2 {p}"]),
+        ("A", [sp1.name, leaf.name, f"g2-leaf1 {p}", f"g2-leaf2 {p}", half.name])]
+    joint = joint_roots(groups)
+    assert {id(r) for r in (leaf, far, chained)} == set(joint)
+    assert [x.name for x in joint[id(far)]] == ["B", "A"]
+    # one fault alone: one root, nothing joint
+    assert [r.name for r, _ in group_failures([a, sp1, half])] == ["A"]
+    assert not joint_roots(group_failures([a, sp1, half]))
+
+
+def test_a_wrong_remote_as_on_one_session_is_named_wrong_asn_at_that_end(spec, snap):
+    """``railab fault wrong-asn g1-leaf2 spine2`` (g1-leaf2's `neighbor eth4 interface
+    remote-as 4199999998`): the session is down and g1-leaf2's summary shows the wrong
+    ``remoteAs``; the bgp row names a ``wrong-asn`` cause on g1-leaf2:eth4 and its link (not a
+    bare ``session-down``), as docs/tutorial.md says, and stays one root with its routes rows.
+    The peer running another ASN itself is the node-wide ``wrong-asn`` of its ASN row."""
+    from railab.checks.base import Cause
+    from railab.checks.runner import group_failures
+
+    s = next(x for x in spec.bgp_sessions if x.node == "g1-leaf2" and x.peer == "spine2")
+    snap["g1-leaf2"][SUMMARY]["peers"][s.interface].update(state="Active", peerState="Active",
+                                                            remoteAs=4199999998)
+    snap["spine2"][SUMMARY]["peers"][s.peer_interface].update(state="Active", peerState="Active")
+    res = _run(spec, snap, "bgp")
+    (row,) = _fails(res)
+    link = f"g1-leaf2:{s.interface}--spine2:{s.peer_interface}"
+    assert row.cause == Cause(kind="wrong-asn", node="g1-leaf2", port=s.interface, link=link)
+    assert "expects AS 4199999998" in row.reason and "spine2 is AS" in row.reason
+    assert len(group_failures(res)) == 1 and row.link == link
+    # spine2 itself runs another ASN: the culprit is spine2, as its own ASN row says
+    snap["spine2"][SUMMARY]["as"] = 4199999998
+    snap["g1-leaf2"][SUMMARY]["peers"][s.interface]["remoteAs"] = 4199999998
+    snap["g1-leaf2"][SUMMARY]["peers"][s.interface].update(state="Active")
+    res = _run(spec, snap, "bgp")
+    bad = _fails(res)
+    assert {r.cause for r in bad} == {Cause(kind="wrong-asn", node="spine2")}, [r.message() for r in bad]
+    assert len(group_failures(res)) == 1

@@ -84,6 +84,8 @@ def test_one_fault_one_root_cause_in_check_and_traffic(mini_lab, fault, element,
         assert not doc["ok"]
         assert len(roots) == 1, [(rc["root"], rc["cause"]) for rc in roots]
         assert _names(roots[0]["cause"], element), roots[0]
+        if fault[0] == "wrong-asn":  # named as the tutorial says, not a bare session-down
+            assert roots[0]["cause"]["kind"] == "wrong-asn", roots[0]
         failed = {(x["check"], x["name"]) for x in doc["results"] if x["status"] == "fail"}
         covered = {(roots[0]["check"], roots[0]["root"])} | {
             (e["check"], e["name"]) for e in roots[0]["explains"]}

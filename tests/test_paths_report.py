@@ -62,6 +62,25 @@ def test_check_items_keep_their_cause_and_group_by_root(spec):
     assert [r.name for r, _ in root_cause_groups(again)] == [r.name for r, _ in groups]
 
 
+def test_a_row_two_roots_explain_together_survives_report_json_under_both(spec):
+    """Issue 31: a routes row two faults cause together (``CheckResult.joint``) keeps its
+    causes through report.json, so the report shows two root causes with the row under each,
+    as ``railab check`` does."""
+    a = _lid(spec, "g1-leaf1", "eth3")
+    b = _lid(spec, "g2-leaf1", "eth4")
+    rows = [
+        failed("cabling", "A", node="g1-leaf1", link=a, cause=Cause(kind="link-down", link=a)),
+        failed("cabling", "B", node="g2-leaf1", link=b, cause=Cause(kind="link-down", link=b)),
+        failed("routes", "g2-leaf1 10.0.0.0/24", node="g2-leaf1", prefix="10.0.0.0/24",
+               cause=Cause(kind="link-down", link=a), joint=(Cause(kind="link-down", link=b),)),
+    ]
+    rep = Report(lab=LabSummary.from_spec(spec), checks=[CheckItem.from_result(r) for r in rows])
+    again = Report.model_validate_json(rep.dump())
+    assert again.checks[2].to_result().joint == rows[2].joint
+    assert [(r.name, [c.name for c in cons]) for r, cons in root_cause_groups(again)] == [
+        ("A", ["g2-leaf1 10.0.0.0/24"]), ("B", ["g2-leaf1 10.0.0.0/24"])]
+
+
 def test_marks_come_from_the_causes_and_the_faults(spec):
     rep = _report(spec)
     m = fabric_marks(rep)

@@ -145,7 +145,14 @@ def _check(lab: str, only: str | None, as_json: bool, junit: Path | None, show_a
     given, receives the results). KeyboardInterrupt once ``stop`` is set (run_checks raises it
     at a safe point; the output is not printed)."""
     from railab.checks.lab import LiveLab
-    from railab.checks.runner import group_failures, parse_only, root_causes, run_checks, summary
+    from railab.checks.runner import (
+        group_failures,
+        joint_roots,
+        parse_only,
+        root_causes,
+        run_checks,
+        summary,
+    )
 
     try:
         names = parse_only(only)
@@ -196,7 +203,8 @@ def _check(lab: str, only: str | None, as_json: bool, junit: Path | None, show_a
                         str(c["skip"]))
         con.print(tab)
         groups = group_failures(results)
-        follow = sum(len(c) for _, c in groups)
+        joint = joint_roots(groups)  # rows two or more roots explain together: listed under each
+        follow = len({id(c) for _, cons in groups for c in cons})
         det = Table(title="details" if show_all else "failures and skips", show_lines=True)
         for col in ("check", "name", "status", "node", "expected", "observed", "likely cause"):
             det.add_column(col, overflow="fold")
@@ -215,9 +223,14 @@ def _check(lab: str, only: str | None, as_json: bool, junit: Path | None, show_a
                     fams = {}
                     for c in cons:
                         fams[c.check] = fams.get(c.check, 0) + 1
+                    shared = [c for c in cons if id(c) in joint]
+                    others = list(dict.fromkeys(o.name for c in shared for o in joint[id(c)]
+                                                if o is not root))
                     det.add_row("", f"+{len(cons)} more", "", "", "", "",
                                 f"{_follow(len(cons))} from {root.name} ("
                                 + ", ".join(f"{k} {v}" for k, v in fams.items())
+                                + (f"; {len(shared)} of them together with "
+                                   + ", ".join(others) if shared else "")
                                 + f"): --verbose lists {'it' if len(cons) == 1 else 'them'}", style="dim")
             for r in results:
                 if r.status == "skip":

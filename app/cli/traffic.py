@@ -165,7 +165,8 @@ def cause_text(root, lab: str = "LAB") -> str:
     words = {"at": at, "link": f" (link {c.link})" if c.link else "", "node": c.node,
              "planned": c.link, "daemon": c.daemon or "an FRR daemon", "lab": lab,
              "session": c.link or at, "prefix": c.prefix, "reason": root.reason, "kind": c.kind}
-    return _CAUSE_WORDS.get(c.kind, "{kind} at {at}{link}").format(**words)
+    kind = "wrong-remote-as" if c.kind == "wrong-asn" and c.port else c.kind
+    return _CAUSE_WORDS.get(kind, "{kind} at {at}{link}").format(**words)
 
 
 #: Words per cause kind (:data:`railab.checks.base.CAUSE_KINDS`) for :func:`cause_text`.
@@ -181,6 +182,7 @@ _CAUSE_WORDS = {
     "policy-route-missing": "{at} lacks its policy route{link}",
     "link-local-missing": "{at} lacks its IPv6 link-local state{link}",
     "wrong-asn": "{node} runs another ASN than planned",
+    "wrong-remote-as": "{at} expects another remote AS than its peer's planned ASN{link}",
     "not-announced": "{node} does not announce {prefix}",
     "node-unreachable": "{node} cannot be reached",
     "unreachable": "{node} answered ICMP unreachable (no route; not attributed to an element: "
@@ -227,7 +229,9 @@ def flow_root_causes(spec, results, link_state=None, groups=None) -> list[dict]:
     """Failed flows grouped under their root cause, the way ``railab check`` groups rows
     (:func:`railab.checks.runner.group_failures` over :func:`railab.checks.hops.flow_rows`):
     ``[{"text", "root" (first flow), "cause" (dict or None), "attributed" (bool: the cause
-    names the element that broke), "explains" [flow names]}]``. ``link_state(node, port)``
+    names the element that broke), "explains" [flow names]}]``, plus ``"joint"`` [flow names]
+    on an entry whose flows failed only because of it and another entry together (two faults
+    cut the destination prefix off: the flow is listed under both). ``link_state(node, port)``
     names a leaf port that is down (see ``flow_cause``); ``groups`` (:func:`check_groups`)
     files each failed flow under the check root cause on its path
     (:func:`railab.checks.hops.attribute_flows`), so traffic and check name the same element."""
@@ -237,18 +241,34 @@ def flow_root_causes(spec, results, link_state=None, groups=None) -> list[dict]:
     rows = flow_rows(spec, results, link_state)
     if groups:
         rows = attribute_flows(spec, rows, results, groups)
+    # a flow two faults cut off together (``joint`` causes: its source leaf lost the prefix
+    # because one uplink is down and the other spine's bgpd is dead) fails because of each:
+    # one copy of it per cause, so it is listed under each root cause
+    split = [r.model_copy(update={"cause": c, "joint": None})
+             for r in rows for c in (r.causes if r.joint else [r.cause])]
     out = []
-    for root, cons in group_failures(rows):
+    groups_ = group_failures(split)
+    under: dict[str, list[str]] = {}
+    for root, cons in groups_:
+        for c in (root, *cons):
+            under.setdefault(c.name, []).append(root.name)
+    for root, cons in groups_:
         cause = root.cause.model_dump(exclude_none=True) if root.cause else None
-        out.append({"text": cause_text(root, spec.name), "root": root.name, "cause": cause,
-                    "attributed": attributed(cause), "explains": [c.name for c in cons]})
+        entry = {"text": cause_text(root, spec.name), "root": root.name, "cause": cause,
+                 "attributed": attributed(cause), "explains": [c.name for c in cons]}
+        joint = [c.name for c in (root, *cons) if len(under[c.name]) > 1]
+        if joint:
+            entry["joint"] = joint
+        out.append(entry)
     return out
 
 
 def unattributed(causes: list[dict]) -> list[str]:
     """The failed flows of ``causes`` (:func:`flow_root_causes`) whose cause names no broken
-    element (``attributed`` false): every flow name, root first."""
-    return [n for c in causes if not c["attributed"] for n in [c["root"], *c["explains"]]]
+    element (``attributed`` false) and no other cause does: every flow name, root first."""
+    named = {n for c in causes if c["attributed"] for n in [c["root"], *c["explains"]]}
+    return list(dict.fromkeys(n for c in causes if not c["attributed"]
+                              for n in [c["root"], *c["explains"]] if n not in named))
 
 
 #: Default load run (``--seconds``) on a lab without ``lab.capacity`` (nothing is time-scaled
@@ -353,8 +373,10 @@ def print_root_causes(con, causes: list[dict]) -> None:
     for c in causes:
         n = 1 + len(c["explains"])
         more = f" (+{n - 1} more)" if n > 1 else ""
+        both = (f"; {len(c['joint'])} of them only together with another root cause"
+                if c.get("joint") else "")
         con.print(f"[red]root cause:[/red] {c['text']}: {n} flow{'' if n == 1 else 's'} "
-                  f"failed, e.g. {c['root']}{more}", highlight=False, soft_wrap=True)
+                  f"failed{both}, e.g. {c['root']}{more}", highlight=False, soft_wrap=True)
     lost = unattributed(causes)
     if lost:
         con.print(f"[yellow]not attributed:[/yellow] {len(lost)} failed "
