@@ -30,6 +30,7 @@ Figures are **computed** (model), in fabric units; :func:`spread` runs it ``runs
 from __future__ import annotations
 
 import heapq
+from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
@@ -96,8 +97,7 @@ def simulate(params: FluidParams, fabric_us: float = 15_000.0, *, seed: int = 1,
     pacer = CnpPacer(p.cnp_interval_us * 1e-6)
     rx = [0] * n
     sent = dropped = 0
-    queue: list[int] = []  # 2 x flow + CE of each queued packet, FIFO (head at index qh)
-    qh = 0
+    queue: deque[int] = deque()  # 2 x flow + CE of each queued packet, FIFO
     qbytes = qmax = 0
     busy = paused = False
     paused_since = paused_total = 0.0
@@ -145,8 +145,7 @@ def simulate(params: FluidParams, fabric_us: float = 15_000.0, *, seed: int = 1,
                 seq += 1
                 heapq.heappush(ev, (t + tx_time, seq, DEPART, -1))
         elif kind == DEPART:
-            f, marked = divmod(queue[qh], 2)
-            qh += 1
+            f, marked = divmod(queue.popleft(), 2)
             qbytes -= size
             if t >= frm:
                 rx[f] += size
@@ -163,10 +162,7 @@ def simulate(params: FluidParams, fabric_us: float = 15_000.0, *, seed: int = 1,
                     seq += 1
                     heapq.heappush(ev, (t, seq, SEND, w))
                 waiting.clear()
-            if qh > 4096:
-                del queue[:qh]
-                qh = 0
-            if qh < len(queue):
+            if queue:
                 seq += 1
                 heapq.heappush(ev, (t + tx_time, seq, DEPART, -1))
             else:
@@ -208,6 +204,15 @@ def spread(params: FluidParams, fabric_us: float = 15_000.0, *,
             "fair_runs": sum(1 for a, b in zip(lo, hi, strict=True) if a >= 1 - band and b <= 1 + band),
             "band": band,
             "per_run": [[a, b] for a, b in zip(lo, hi, strict=True)]}
+
+
+def spread_text(ref: dict) -> str:
+    """The words of a :func:`spread` result, for the CLIs: the senders' range of their share,
+    the fair runs and the port's use (computed)."""
+    return (f"per-packet reference ({ref['runs']} runs, computed, random marks): senders at "
+            f"{ref['ratio']['min']:.2f}-{ref['ratio']['max']:.2f} of their share over the last "
+            f"half, every sender within {ref['band']:.0%} in {ref['fair_runs']} of {ref['runs']} "
+            f"runs, port used {ref['utilization']['min']:.1%}-{ref['utilization']['max']:.1%}")
 
 
 def packet_reference(qos: QosProfile, senders: int, lab_seconds: float, *, pfc: bool,

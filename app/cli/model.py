@@ -147,11 +147,9 @@ def register(app: typer.Typer) -> None:
                   f"{fp['rate_gbps']:.1f} Gb/s per flow", highlight=False)
         pk = rec.get("packet")
         if pk is not None:
-            con.print(f"per-packet reference ({pk['runs']} runs, random marks): senders at "
-                      f"{pk['ratio']['min']:.2f}-{pk['ratio']['max']:.2f} of their share over the "
-                      f"last half, every sender within {pk['band']:.0%} in {pk['fair_runs']} of "
-                      f"{pk['runs']} runs; port used {pk['utilization']['min']:.1%}-"
-                      f"{pk['utilization']['max']:.1%}; dropped {pk['dropped_pct']['min']:.2f}-"
+            from railab.traffic.packetsim import spread_text
+
+            con.print(f"{spread_text(pk)}; dropped {pk['dropped_pct']['min']:.2f}-"
                       f"{pk['dropped_pct']['max']:.2f} %", highlight=False, soft_wrap=True)
         lab_rec = rec["lab"]
         con.print(f"in the lab (time scale x{lab_rec['time_scale']:g}): {lab_rec['seconds']:g} lab s, "

@@ -629,11 +629,9 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
                 con.print(f"  differs by more than {r['tolerance']:.0%}: {d}", highlight=False)
             pk = r.get("packet")
             if pk is not None:
-                con.print(f"per-packet reference ({pk['runs']} runs, computed, random marks): "
-                          f"senders at {pk['ratio']['min']:.2f}-{pk['ratio']['max']:.2f} of their "
-                          f"share, every sender within {pk['band']:.0%} in {pk['fair_runs']} of "
-                          f"{pk['runs']} runs, port used {pk['utilization']['min']:.0%}-"
-                          f"{pk['utilization']['max']:.0%}; measured "
+                from railab.traffic.packetsim import spread_text
+
+                con.print(f"{spread_text(pk)}; measured "
                           f"{pk['measured_ratio']['min']:.2f}-{pk['measured_ratio']['max']:.2f}"
                           + (" (within that spread)" if pk["spread_like_reference"] else
                              " ([yellow]wider than DCQCN's own spread[/yellow])"),
