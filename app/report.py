@@ -698,8 +698,10 @@ NOT_MODELLED = (
     "Port rates are the lab's (qos.capacity.port_rate_mbps) with time scaled by the same factor: "
     "byte thresholds keep their production values, every time is lab time unless it says fabric.",
     "NVLink: intra-server legs of collectives (and PXN's hand-over) take no time.",
-    "Switch buffers: one tail-drop byte limit per egress port (tbf/htb), no shared buffer pool, "
-    "no dynamic thresholds, no cut-through.",
+    "Switch buffers: one tail-drop byte limit per egress port (tbf/htb); with "
+    "lab.capacity.shared_buffer the lossless queues' limit follows a dynamic threshold over the "
+    "switch's pool, rewritten once per agent cycle; PFC pauses at a static threshold; no "
+    "cut-through.",
     "PFC is an emulation: a control loop holds the upstream port's lossless class while the "
     "queue is above xOFF (no 802.1Qbb frames on the wire; its reaction time is the loop's).",
     "RDMA transport: lost packets are counted, never retransmitted (no go-back-N, no RNR/NAK), "

@@ -12,8 +12,10 @@ port; docs/congestion.md):
   - ``1:13`` **lossless** (traffic class ``qos.roce_tc`` = 3: RoCEv2 data, DSCP ``qos.roce_dscp``
     = 26, picked by a ``u32`` filter on the IPv4 DSCP), rate 90 % of the port, ceil the port,
     its child a ``tbf`` (the PFC emulation's pause point, :func:`lossless_qdisc`)
-    with a limit of ``buffer_bytes`` on a switch, :data:`NIC_BUFFER_BYTES` on a server NIC (a NIC's own
-    send queue back-pressures its sender instead of dropping);
+    with a limit of ``buffer_bytes`` on a switch (with ``shared_buffer``, a lone hot queue's
+    share of the pool, which the switch agent then keeps at the dynamic threshold of the pool's
+    free space), :data:`NIC_BUFFER_BYTES` on a server NIC (a NIC's own send queue
+    back-pressures its sender instead of dropping);
   - ``1:10`` **control/default** (everything else: BGP, BFD, ND/RA, ARP, CNPs at DSCP 48),
     rate 10 % of the port guaranteed (:data:`CONTROL_SHARE`), ceil the port, and first claim on
     spare bandwidth (htb ``prio 0``), a ``bfifo`` child of ``buffer_bytes``. The PFC emulation
@@ -139,8 +141,8 @@ def ports(spec: LabSpec) -> list[Port]:
             sw = spec.node(me.node).role != "server"
             out.append(Port(node=me.node, interface=me.interface, peer=far.node,
                             peer_interface=far.interface, switch=sw, rate_bps=rate,
-                            lossless_limit=cap.buffer_bytes if sw else max(NIC_BUFFER_BYTES,
-                                                                           cap.buffer_bytes),
+                            lossless_limit=cap.drop_limit_bytes if sw else max(
+                                NIC_BUFFER_BYTES, cap.buffer_bytes),
                             control_limit=cap.buffer_bytes, mtu=link.mtu))
     return out
 
@@ -466,16 +468,18 @@ def agent_plan(spec: LabSpec, netns_of: Callable[[str], str], *, pfc: bool) -> A
     """The switch agent's :class:`railab.testbed.pfc.AgentPlan` of lab ``spec``: thresholds from
     ``qos`` (raises ValueError for a buffer too small for PFC), every shaped port, namespaces."""
     q = spec.qos
+    sb = q.capacity.shared_buffer
     return AgentPlan(lab=spec.name, pfc=pfc, pause_bytes=q.pfc_pause_bytes,
                      resume_bytes=q.pfc_resume_bytes, kmin_bytes=q.ecn.kmin_bytes,
                      kmax_bytes=q.ecn.kmax_bytes, pmax_percent=q.ecn.pmax_percent,
                      lossless_handle=lossless_class(q), ports=tuple(ports(spec)),
-                     namespaces={n.name: netns_of(n.name) for n in spec.nodes})
+                     namespaces={n.name: netns_of(n.name) for n in spec.nodes},
+                     pool_bytes=sb.pool_bytes if sb else 0, alpha=sb.alpha if sb else 0.0)
 
 
 def reset(spec: LabSpec, netns_of: Callable[[str], str]) -> None:
     """Undo any emulation state a killed loop left behind: every lossless class back to its
-    rate and limit (``buffer_bytes``), every ECN set empty (no marks). Idempotent."""
+    rate and limit (``Port.lossless_limit``), every ECN set empty (no marks). Idempotent."""
     by_node: dict[str, list[Port]] = {}
     for p in ports(spec):
         by_node.setdefault(p.node, []).append(p)

@@ -27,6 +27,12 @@ lossless-queue backlog of every switch port (one raw rtnetlink qdisc dump per sw
   (xOFF - xON lower), ``S`` RESUMEs them (full rate again) and sends a kick frame out of each so
   the kernel runs the queue at once.
 
+* **Shared buffer** (when the lab has ``lab.capacity.shared_buffer``): keeps each switch's
+  lossless queues' tail-drop limit at the dynamic threshold of its pool's free space
+  (:func:`dt_limit`, alpha x (pool - what the switch's lossless queues hold); Choudhury and
+  Hahne 1998), rewriting a queue's tbf limit as the pool fills (:meth:`PfcLoop._threshold`);
+  the static limit comes back when the loop stops.
+
 Each change is one line written to a long-lived ``tc -batch`` (PFC) or ``nft -i`` (ECN) process
 in the node's namespace (the ECN ones in the namespace of each port's peer; no round trip in
 the loop; they run on the other core).
@@ -127,15 +133,19 @@ def _burst(p: Port) -> int:
 PAUSED_RATE_BPS = 8000
 
 
-def lossless_qdisc(p: Port, *, paused: bool = False, extra_bytes: int = 0) -> str:
+def lossless_qdisc(p: Port, *, paused: bool = False, extra_bytes: int = 0,
+                   limit: int | None = None) -> str:
     """The lossless class's leaf qdisc as tc arguments: a ``tbf`` at twice the port rate (the
     htb class above it shapes to the port rate; the tbf only has to stop when paused: then
     :data:`PAUSED_RATE_BPS`) with a two-frame bucket and ``lossless_limit + extra_bytes`` of
-    queue (tail drop beyond). A tbf, not a bfifo, because ``tc qdisc change`` of a tbf refills
-    its bucket and keeps its queue: the PFC emulation's PAUSE/RESUME (railab.testbed.pfc)."""
+    queue (tail drop beyond; ``limit`` replaces ``lossless_limit``: the shared buffer's dynamic
+    threshold). A tbf, not a bfifo, because ``tc qdisc change`` of a tbf refills its bucket and
+    keeps its queue (a smaller limit drops only new arrivals): the PFC emulation's PAUSE/RESUME
+    and the dynamic threshold (railab.testbed.pfc)."""
     rate = PAUSED_RATE_BPS if paused else 2 * p.rate_bps
     burst = (p.mtu + 14) if paused else _burst(p)
-    return f"tbf rate {rate}bit burst {burst} limit {p.lossless_limit + extra_bytes}"
+    base = p.lossless_limit if limit is None else limit
+    return f"tbf rate {rate}bit burst {burst} limit {base + extra_bytes}"
 
 
 def lossless_rate_bps(p: Port) -> int:
@@ -178,7 +188,9 @@ class AgentPlan:
     :func:`railab.testbed.capacity.agent_plan` from lab.json): ``lab``; ``pfc`` on/off;
     ``pause_bytes`` / ``resume_bytes`` (``QosProfile.pfc_pause_bytes`` / ``pfc_resume_bytes``);
     the WRED ``kmin_bytes`` / ``kmax_bytes`` / ``pmax_percent``; ``lossless_handle`` (tc handle
-    of the lossless class, ``1:13``); every shaped ``ports``; ``namespaces`` node -> netns."""
+    of the lossless class, ``1:13``); every shaped ``ports``; ``namespaces`` node -> netns;
+    ``pool_bytes`` / ``alpha``: each switch's shared buffer and its dynamic threshold
+    (:class:`railab.topologies.qos.SharedBufferProfile`; 0: static limits)."""
 
     lab: str
     pfc: bool
@@ -190,6 +202,8 @@ class AgentPlan:
     lossless_handle: int
     ports: tuple[Port, ...]
     namespaces: dict[str, str]
+    pool_bytes: int = 0
+    alpha: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -213,11 +227,27 @@ def wred_probability(kmin_bytes: int, kmax_bytes: int, pmax_percent: float,
     return pmax_percent / 100 * (depth_bytes - kmin_bytes) / (kmax_bytes - kmin_bytes)
 
 
-def tbf_line(p: Port, lossless_handle: int, *, paused: bool, extra: int) -> str:
-    """``tc -batch`` line setting port ``p``'s lossless tbf (paused or not, limit + ``extra``)."""
+def tbf_line(p: Port, lossless_handle: int, *, paused: bool, extra: int,
+             limit: int | None = None) -> str:
+    """``tc -batch`` line setting port ``p``'s lossless tbf (paused or not, ``limit`` (default
+    ``p.lossless_limit``) + ``extra``)."""
     ll = lossless_handle & 0xFFFF
     return (f"qdisc change dev {p.interface} parent 1:{ll:x} handle {ll:x}: "
-            f"{lossless_qdisc(p, paused=paused, extra_bytes=extra)}\n")
+            f"{lossless_qdisc(p, paused=paused, extra_bytes=extra, limit=limit)}\n")
+
+
+def dt_limit(pool_bytes: int, alpha: float, used_bytes: int) -> int:
+    """The dynamic threshold (Choudhury and Hahne, IEEE/ACM ToN 1998): a queue of a shared
+    pool of ``pool_bytes`` may grow while it holds less than ``alpha x (pool - used)``, bytes,
+    and never beyond the pool (0 to ``pool_bytes``); ``used_bytes``: what every queue of the
+    switch holds."""
+    return max(0, min(pool_bytes, int(alpha * (pool_bytes - used_bytes))))
+
+
+#: A port's dynamic-threshold limit is rewritten when it moves by this share of the pool (or
+#: more), and only while the port's queue holds an eighth of it: a tc write per port per cycle
+#: would crowd out the PAUSE/RESUME writes on the same tc process.
+DT_QUANTUM = 1 / 256
 
 
 @dataclass
@@ -241,6 +271,11 @@ class _Switch:
     pauses: int = 0
     paused: set[tuple[str, str]] = field(default_factory=set)
     max_depth: int = 0
+    #: dynamic threshold (shared buffer): limit rewrites, the lowest limit written, the most
+    #: the switch's lossless queues held at once (bytes)
+    dt_writes: int = 0
+    dt_min_limit: int | None = None
+    max_used: int = 0
 
 
 def _headroom_bytes(sw_ports: list[Port]) -> int:
@@ -302,6 +337,8 @@ class PfcLoop:
         self._kick_socks: dict[tuple[str, str], Any] = {}
         #: emulation headroom per switch while the loop runs, bytes
         self.extra = {sw.name: _headroom_bytes(sw.ports) for sw in self.switches} if self.pfc else {}
+        #: the dynamic-threshold limit written per switch port (shared buffer), bytes
+        self.limit: dict[tuple[str, str], int] = {}
         self._readers: dict[str, QdiscReader] = {}
         self._ifname: dict[str, dict[int, str]] = {}
         self.started = time.monotonic()
@@ -321,7 +358,7 @@ class PfcLoop:
     def _line(self, key: tuple[str, str]) -> str:
         p = self.by_key[key]
         return tbf_line(p, self.ll, paused=self.ports[key].paused_since is not None,
-                        extra=self.extra.get(p.node, 0))
+                        extra=self.extra.get(p.node, 0), limit=self.limit.get(key))
 
     def _nft_write(self, node: str, text: str) -> None:
         p = self._nft.get(node)
@@ -402,6 +439,8 @@ class PfcLoop:
             now = time.monotonic()
             for port, d in depth.items():
                 self._mark(sw.name, port, d)
+            if self.plan.pool_bytes:
+                self._threshold(sw, depth)
             top = max(depth.values(), default=0)
             sw.max_depth = max(sw.max_depth, top)
             self.busy = self.busy or top >= self.plan.kmin_bytes // 4 or bool(sw.paused)
@@ -419,6 +458,30 @@ class PfcLoop:
                     self._set(feeder, False, now)
                 sw.paused.clear()
 
+    def _threshold(self, sw: _Switch, depth: dict[str, int]) -> None:
+        """Shared buffer: keep each lossless queue's tail-drop limit of switch ``sw`` at the
+        dynamic threshold of the pool's free space (:func:`dt_limit`; ``depth``: port -> its
+        lossless backlog, bytes). A port is rewritten only when its limit moved by
+        :data:`DT_QUANTUM` of the pool and its queue holds an eighth of the limit: a queue far
+        under its limit cannot reach it within one cycle."""
+        pl = self.plan
+        used = sum(depth.values())
+        sw.max_used = max(sw.max_used, used)
+        limit = dt_limit(pl.pool_bytes, pl.alpha, used)
+        step = max(int(pl.pool_bytes * DT_QUANTUM), 1)
+        lines = []
+        for port, d in depth.items():
+            key = (sw.name, port)
+            cur = self.limit.get(key, self.by_key[key].lossless_limit)
+            if abs(limit - cur) < step or 8 * d < min(limit, cur):
+                continue
+            self.limit[key] = limit
+            sw.dt_writes += 1
+            sw.dt_min_limit = limit if sw.dt_min_limit is None else min(sw.dt_min_limit, limit)
+            lines.append(self._line(key))
+        if lines:
+            self._tc_write(sw.name, "".join(lines))
+
     def write_state(self, *, ready: bool = True, final: bool = False) -> None:
         now = time.monotonic()
         doc = {
@@ -430,8 +493,13 @@ class PfcLoop:
             "max_cycle_s": round(self.max_cycle_s, 6),
             "mean_cycle_s": round((now - self.started) / self.cycles, 6) if self.cycles else None,
             "switches": {sw.name: {"pauses": sw.pauses, "max_lossless_backlog_bytes": sw.max_depth,
-                                   "headroom_bytes": _headroom_bytes(sw.ports)}
+                                   "headroom_bytes": _headroom_bytes(sw.ports),
+                                   "max_lossless_used_bytes": sw.max_used,
+                                   "dt_writes": sw.dt_writes,
+                                   "dt_min_limit_bytes": sw.dt_min_limit}
                          for sw in self.switches},
+            "shared_buffer": ({"pool_bytes": self.plan.pool_bytes, "alpha": self.plan.alpha}
+                              if self.plan.pool_bytes else None),
             "ports": {f"{k[0]}:{k[1]}": ps.record(now) for k, ps in self.ports.items()
                       if ps.pause_events},
         }
@@ -472,6 +540,7 @@ class PfcLoop:
                 except OSError:
                     pass
         self.extra = {}
+        self.limit = {}
         for key, prob in list(self._ecn.items()):
             if prob:
                 p = self.by_key[key]

@@ -75,7 +75,7 @@ def test_capacity_block_reaches_lab_json(tmp_path):
     doc = json.loads((out / "lab.json").read_text())
     assert doc["qos"]["capacity"] == {"enabled": True, "port_rate_mbps": 25.0,
                                       "fabric_rate_gbps": 400, "buffer_bytes": 8388608,
-                                      "pfc": False}
+                                      "pfc": False, "shared_buffer": None}
     assert doc["qos"]["ecn"]["kmin_bytes"] == 100000 and doc["qos"]["ecn"]["pmax_percent"] == 10
     spec = LabSpec.load(out)
     assert spec.qos.capacity.time_scale == 16000.0
@@ -92,6 +92,9 @@ def test_no_capacity_block_leaves_links_unlimited(tmp_path):
     ("capacity: {buffer_bytes: 2100000}", ["buffer_bytes", "raise"]),
     ("capacity: {port_rate_mbps: 0}", ["port_rate_mbps"]),
     ("capacity: {queues: 3}", ["queues"]),
+    ("capacity: {shared_buffer: {pool_bytes: 6291456, dynamic_th: 0}}",
+     ["shared_buffer.pool_bytes to at least 8388608"]),
+    ("capacity: {shared_buffer: {dynamic_th: 8}}", ["dynamic_th"]),
 ])
 def test_bad_capacity_block_names_the_key(tmp_path, block, words):
     with pytest.raises(IntentError) as e:
@@ -107,7 +110,9 @@ def test_ports_rates_and_limits():
     nic = next(p for p in ports if not p.switch)
     sw = next(p for p in ports if p.switch)
     assert nic.rate_bps == sw.rate_bps == 200_000_000  # mini-lossless: 200 Mb/s ports
-    assert sw.lossless_limit == 4194304 and nic.lossless_limit >= cap.NIC_BUFFER_BYTES
+    # mini-lossless has a shared buffer: a lone hot queue's share, 128/129 of 64 MiB (alpha 128)
+    assert sw.lossless_limit == spec.qos.capacity.drop_limit_bytes == 66_588_640
+    assert sw.control_limit == 4194304 and nic.lossless_limit >= cap.NIC_BUFFER_BYTES
     # an 800G uplink runs at twice the lab rate of a 400G NIC
     assert cap.port_rate_bps(spec, 800) == 400_000_000
 
@@ -120,7 +125,8 @@ def test_tc_batch_keeps_control_apart_from_lossless():
     assert "classid 1:10 htb rate 20000000bit ceil 200000000bit" in text and "prio 0" in text
     assert "classid 1:13 htb rate 180000000bit" in text
     assert "match ip dsfield 0x68 0xfc flowid 1:13" in text  # DSCP 26 only
-    assert "handle 13: tbf rate 400000000bit" in text and "limit 4194304" in text
+    assert "handle 13: tbf rate 400000000bit" in text and "limit 66588640" in text
+    assert "bfifo limit 4194304" in text  # the control class keeps the static buffer
     assert cap.lossless_class(spec.qos) == 0x10013 and cap.control_class(spec.qos) == 0x10010
 
 
@@ -158,6 +164,65 @@ def test_pfc_lines_touch_only_the_lossless_queue():
     assert paused.startswith(f"qdisc change dev {p.interface} parent 1:13 handle 13: tbf rate 8000bit")
     assert "rate 400000000bit" in resumed and f"limit {p.lossless_limit + 1000}" in resumed
     assert "1:10" not in paused + resumed
+
+
+def test_shared_buffer_dynamic_threshold():
+    """The dynamic threshold (Choudhury and Hahne 1998): a queue may hold alpha x the pool's
+    free space; n queues filling at once settle at alpha pool / (1 + n alpha) each, the fixed
+    point of that rule. The agent's stdlib copy (pfc.dt_limit) is the same rule."""
+    from railab.topologies.qos import SharedBufferProfile
+
+    mib = 1048576
+    half = SharedBufferProfile(pool_bytes=64 * mib, dynamic_th=0)
+    assert half.alpha == 1 and half.share_bytes(1) == 32 * mib and half.share_bytes(3) == 16 * mib
+    for sb in (half, SharedBufferProfile(pool_bytes=64 * mib), SharedBufferProfile(dynamic_th=-3)):
+        for n in (1, 2, 8):
+            q = sb.share_bytes(n)
+            assert abs(sb.limit_bytes(n * q) - q) <= n * sb.alpha + 1, (sb, n)  # fixed point
+        for used in (0, 10 * mib, 63 * mib, 64 * mib, 70 * mib):
+            assert pfc.dt_limit(sb.pool_bytes, sb.alpha, used) == sb.limit_bytes(used)
+    assert SharedBufferProfile().dynamic_th == 7  # SONiC's egress_lossless_profile
+    assert half.limit_bytes(0) == 64 * mib and half.limit_bytes(80 * mib) == 0
+
+
+def _agent(spec):
+    """A switch agent of ``spec`` that is never opened: its tc lines are collected, not run."""
+    plan = cap.agent_plan(spec, lambda n: f"ns-{n}", pfc=False)
+    loop = pfc.PfcLoop(plan, state_path="/nonexistent/pfc.json")
+    written: list[str] = []
+    loop._tc_write = lambda node, text: written.extend(text.splitlines())
+    return loop, written
+
+
+def test_agent_keeps_each_queue_at_the_dynamic_threshold():
+    """With a shared buffer the agent rewrites a hot queue's tail-drop limit to alpha x the
+    pool's free space as the switch's queues fill (and leaves idle queues alone); a PAUSE then
+    keeps that limit; a lab without one has nothing to keep (pool 0, the static limits)."""
+    data = load_intent("mini-lossless").model_dump(mode="json", exclude_none=True)
+    data["lab"]["capacity"]["shared_buffer"] = {"pool_bytes": 64 * 1048576, "dynamic_th": 0}
+    from railab.topologies.intent import parse_intent
+
+    spec = build_lab(parse_intent(data)).spec
+    loop, written = _agent(spec)
+    sw = next(s for s in loop.switches if s.name == "g1-leaf1")
+    hot, cold = sw.ports[0].interface, sw.ports[1].interface
+    static = sw.ports[0].lossless_limit
+    assert static == 32 * 1048576  # alpha 1: a lone hot queue's half of 64 MiB
+    loop._threshold(sw, {hot: 1_000_000, cold: 0})
+    assert written == []  # far under its limit: nothing to write
+    loop._threshold(sw, {hot: 20 * 1048576, cold: 0})
+    (line,) = written
+    assert f"dev {hot} " in line and f"limit {44 * 1048576}" in line  # 64 - 20 MiB free
+    loop._threshold(sw, {hot: 20 * 1048576 + 1000, cold: 0})
+    assert len(written) == 1  # moved by less than DT_QUANTUM of the pool: no write
+    loop._threshold(sw, {hot: 30 * 1048576, cold: 12 * 1048576})
+    assert len(written) == 3 and all(f"limit {22 * 1048576}" in w for w in written[1:])
+    assert sw.dt_writes == 3 and sw.dt_min_limit == 22 * 1048576 and sw.max_used == 42 * 1048576
+    assert f"limit {22 * 1048576}" in loop._line((sw.name, hot))  # a PAUSE keeps the limit
+    del data["lab"]["capacity"]["shared_buffer"]  # static buffers: nothing to keep
+    loop2, _ = _agent(build_lab(parse_intent(data)).spec)
+    assert loop2.plan.pool_bytes == 0 and loop2.plan.alpha == 0
+    assert {p.lossless_limit for s in loop2.switches for p in s.ports} == {4194304}
 
 
 def test_containerlab_runtime_refuses_capacity(tmp_path):
@@ -308,11 +373,25 @@ def test_live_every_port_shaped_and_bgp_converged(lab):
 
 @pytest.mark.integration
 def test_live_pfc_off_drops_at_the_port_and_marks_ce(lab):
+    # the 2:1 overload (2 x 97.5 % of the port) must fill the leaf queue's shared-buffer share
+    # (mini-lossless: 128/129 of a 64 MiB pool) with 2 s to spare
+    capacity = lab.spec.qos.capacity
+    share = capacity.drop_limit_bytes
+    excess = (2 * 0.975 - 1) * capacity.port_rate_mbps * 1e6 / 8
     with cap.pfc_session(lab.spec, lab.netns_of, enabled=False) as sess:
         assert sess.pid and not sess.state().get("pfc")
-        r = _flood(lab, 3.0)
+        r = _flood(lab, share / excess + 2.0)
+        agent = sess.state()
     port = r["port"]
     assert port.lossless_dropped > 0 and port.dropped == port.lossless_dropped
+    # ... where the dynamic threshold stops it, far beyond the static buffer (a 50 ms sample
+    # misses at most 50 ms of growth; the agent rewrites the limit once a cycle, so the queue
+    # may pass the fixed point by what arrives in its slowest cycle)
+    lag = excess * (agent["max_cycle_s"] + pfc.POLL_S) + 2 * 9300
+    assert share - excess * 0.06 <= r["max_depth"] <= share + lag, (r["max_depth"], share, lag)
+    leaf = agent["switches"]["g1-leaf1"]
+    assert agent["shared_buffer"]["pool_bytes"] == capacity.shared_buffer.pool_bytes
+    assert leaf["dt_writes"] >= 1 and leaf["max_lossless_used_bytes"] >= share - excess * 0.06
     assert port.ce_marked > 0 and r["ce_seen"] > 0  # marked at the leaf, seen by the receiver
     frame = FLOOD_SIZE + 8 + 20 + 14  # UDP payload + UDP + IPv4 + Ethernet, as the qdisc counts it
     # every byte the NICs sent either left the leaf port or was dropped there

@@ -38,6 +38,8 @@ An intent is a YAML document::
         port_rate_mbps: 40          # lab rate of a port at the NIC speed; time scale = fabric / lab
         buffer_bytes: 4194304       # egress buffer per port (tail drop beyond it)
         pfc: true                   # PFC emulation on the lossless class (railab traffic --pfc)
+        shared_buffer: {pool_bytes: 67108864, dynamic_th: 7}  # switches' shared pool, dynamic
+                                    # threshold alpha = 2^dynamic_th (absent: static buffer_bytes)
         ecn: {kmin_bytes: 1048576, kmax_bytes: 2097152, pmax_percent: 5}  # WRED override
       load_balancing: ecmp          # leaves' mode at bring-up: ecmp, spray-rr, spray-random,
                                     # flowlet, pbr, wcmp (docs/loadbalancing.md; railab lb)
@@ -87,7 +89,13 @@ from railab.topologies.nodekinds import (
     get_node_kind,
     switch_kind_names,
 )
-from railab.topologies.qos import DEFAULT_QOS, CapacityProfile, EcnProfile, QosProfile
+from railab.topologies.qos import (
+    DEFAULT_QOS,
+    CapacityProfile,
+    EcnProfile,
+    QosProfile,
+    SharedBufferProfile,
+)
 from railab.topologies.units import RatioError, ratio_parts
 from railab.topologies.yamlio import YamlFileError, read_yaml_file
 
@@ -186,6 +194,9 @@ class CapacityIntent(_Strict):
                               le=1 << 30, description="egress buffer per port, bytes")
     pfc: bool = Field(True, description="PFC emulation on the lossless class")
     ecn: EcnProfile | None = Field(None, description="WRED/ECN override (default AZURE_LOSSLESS)")
+    shared_buffer: SharedBufferProfile | None = Field(
+        None, description="switches' shared pool with a dynamic threshold (default: static "
+        "buffer_bytes per queue)")
 
     @model_validator(mode="after")
     def _thresholds(self) -> CapacityIntent:
@@ -200,6 +211,14 @@ class CapacityIntent(_Strict):
             _ = self.qos(400).pfc_pause_bytes
         except ValueError as exc:
             raise ValueError(str(exc)) from None
+        sb = self.shared_buffer
+        if sb is not None and sb.share_bytes(1) < self.buffer_bytes:
+            need = -(-self.buffer_bytes * (1 + sb.alpha) // sb.alpha)
+            raise ValueError(
+                f"shared_buffer gives a lone hot queue {sb.share_bytes(1)} B (alpha "
+                f"{sb.alpha:g} x pool / (1 + alpha)), less than buffer_bytes "
+                f"({self.buffer_bytes}), where PFC pauses and its headroom must still fit: "
+                f"raise shared_buffer.pool_bytes to at least {int(need)} or dynamic_th")
         return self
 
     def qos(self, nic_speed_gbps: int) -> QosProfile:
@@ -207,7 +226,8 @@ class CapacityIntent(_Strict):
         override); ``fabric_rate_gbps`` defaults to ``nic_speed_gbps``."""
         cap = CapacityProfile(enabled=self.enabled, port_rate_mbps=self.port_rate_mbps,
                               fabric_rate_gbps=self.fabric_rate_gbps or nic_speed_gbps,
-                              buffer_bytes=self.buffer_bytes, pfc=self.pfc)
+                              buffer_bytes=self.buffer_bytes, pfc=self.pfc,
+                              shared_buffer=self.shared_buffer)
         return DEFAULT_QOS.model_copy(update={"capacity": cap, "ecn": self.ecn or DEFAULT_QOS.ecn})
 
 

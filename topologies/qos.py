@@ -196,13 +196,58 @@ def dcqcn_profile(name: str) -> DcqcnProfile:
                          f"{', '.join(DCQCN_PROFILES)}") from None
 
 
+class SharedBufferProfile(BaseModel):
+    """A switch's shared egress buffer with a dynamic threshold (intent
+    ``lab.capacity.shared_buffer``; lab.json ``qos.capacity.shared_buffer``).
+
+    Switch ASICs do not give each port a fixed buffer: every queue draws cells from one shared
+    pool, and a queue may grow while it holds less than ``alpha x (pool - used)``, the free
+    space scaled by alpha (the dynamic threshold of Choudhury and Hahne, "Dynamic queue length
+    thresholds for shared-memory packet switches", IEEE/ACM ToN 6(2), 1998). ``dynamic_th`` is
+    SONiC's ``BUFFER_PROFILE`` field (sonic-buffer-profile.yang: -8..7) and SAI's
+    ``SAI_BUFFER_PROFILE_ATTR_SHARED_DYNAMIC_TH``: alpha = 2^dynamic_th (0: alpha 1, a lone hot
+    queue takes half the pool). The default 7 (alpha 128: a lone hot queue may take 128/129 of
+    the pool, n hot queues about 1/n each) is SONiC's ``egress_lossless_profile`` default
+    (sonic-buildimage's Mellanox buffer templates; Broadcom's give that profile a static
+    threshold of the whole pool instead). ``pool_bytes``: the pool, bytes, default 64 MiB (the
+    on-chip buffer of a 12.8-25.6 Tb/s ASIC is some 64-113 MB, parts of it reserved: set your
+    switch's; railab does not model per-pipe partitions).
+
+    Without one the lab's queues have the static ``buffer_bytes`` each."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    pool_bytes: int = Field(64 * 1048576, gt=0, le=1 << 32, description="shared pool, bytes")
+    dynamic_th: int = Field(7, ge=-8, le=7, description="alpha = 2^dynamic_th (SONiC/SAI)")
+
+    @property
+    def alpha(self) -> float:
+        """The dynamic threshold's alpha: ``2 ** dynamic_th``."""
+        return 2.0 ** self.dynamic_th
+
+    def limit_bytes(self, used_bytes: int) -> int:
+        """A queue's admission limit, bytes, while the pool holds ``used_bytes``:
+        ``alpha x (pool - used)``, at least 0 and at most the pool
+        (railab.testbed.pfc ``dt_limit``, the switch agent's, is the same rule)."""
+        return max(0, min(self.pool_bytes, int(self.alpha * (self.pool_bytes - used_bytes))))
+
+    def share_bytes(self, hot_queues: int = 1) -> int:
+        """Steady depth, bytes, of each of ``hot_queues`` queues that fill at once (the others
+        empty): the fixed point q = alpha (pool - n q), so ``alpha pool / (1 + n alpha)``."""
+        a = self.alpha
+        return int(a * self.pool_bytes / (1 + hot_queues * a))
+
+
 class CapacityProfile(BaseModel):
     """Port capacity, queues and time scale of an FRR lab (intent ``lab.capacity``; lab.json
     ``qos.capacity``). ``enabled`` false: veth links stay unlimited (the path-test labs).
 
     ``port_rate_mbps`` is the lab rate of every leaf, spine and NIC egress port, Mb/s;
     ``buffer_bytes`` the egress buffer per port (a tail-drop byte limit beyond which packets
-    drop); ``pfc`` whether the lossless class is paused at xOFF (the PFC emulation)."""
+    drop; PFC's pause threshold is computed from it either way); ``pfc`` whether the lossless
+    class is paused at xOFF (the PFC emulation); ``shared_buffer`` (optional) replaces the
+    static tail-drop limit of the switches' lossless queues by a dynamic threshold over a shared
+    pool (:class:`SharedBufferProfile`, kept by the switch agent, docs/congestion.md)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -212,6 +257,17 @@ class CapacityProfile(BaseModel):
                                   "for, Gb/s")
     buffer_bytes: int = Field(4 * 1048576, gt=0, description="egress buffer per port, bytes")
     pfc: bool = Field(True, description="PFC emulation on the lossless class")
+    shared_buffer: SharedBufferProfile | None = Field(
+        None, description="shared pool with a dynamic threshold (drop limit); None: static")
+
+    @property
+    def drop_limit_bytes(self) -> int:
+        """Depth, bytes, at which one congested lossless queue tail-drops: ``buffer_bytes``, or
+        with a shared buffer the dynamic threshold's share of a lone hot queue
+        (:meth:`SharedBufferProfile.share_bytes`); the single-bottleneck models use it."""
+        if self.shared_buffer is None:
+            return self.buffer_bytes
+        return self.shared_buffer.share_bytes(1)
 
     @property
     def time_scale(self) -> float:

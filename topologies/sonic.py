@@ -57,7 +57,10 @@ Tables:
   hold: ``CABLE_LENGTH|AZURE`` (the profile's cable length per port), ``BUFFER_POOL``
   ``ingress_lossless_pool`` (dynamic, sized for every lossless priority group's headroom),
   ``BUFFER_PROFILE|pg_lossless_<speed>_<cable>_profile`` (``xoff``/``xon``/``size`` = the
-  profile's xOFF/xON/headroom, SONiC's naming) and ``BUFFER_PG|EthernetN|3-4``.
+  profile's xOFF/xON/headroom, SONiC's naming) and ``BUFFER_PG|EthernetN|3-4``; with
+  ``lab.capacity.shared_buffer`` also ``BUFFER_POOL|egress_lossless_pool`` (its ``pool_bytes``),
+  ``BUFFER_PROFILE|egress_lossless_profile`` (its ``dynamic_th``) and
+  ``BUFFER_QUEUE|EthernetN|3-4`` binding it, the numbers the lab's switch agent emulates.
 * BFD: docker-sonic-vs ships no ``bfdd`` program, so sonic-vs frr.conf carries no BFD (the
   ``daemons`` file lists what railab's FRR nodes run; on sonic-vs supervisord starts
   :data:`SONIC_FRR_DAEMONS`).
@@ -100,6 +103,11 @@ SONIC_FRR_DAEMONS = ("zebra", "staticd", "bgpd")
 APPL_DB, CONFIG_DB = "APPL_DB", "CONFIG_DB"
 #: Lossless buffer pool / PG names (SONiC's conventions, ``buffers_config.j2``).
 LOSSLESS_POOL = "ingress_lossless_pool"
+#: The egress pool and queue profile of a lab with ``lab.capacity.shared_buffer`` (SONiC's
+#: names: sonic-buildimage's buffer templates bind lossless queues 3-4 to
+#: ``egress_lossless_profile`` in ``egress_lossless_pool``).
+EGRESS_LOSSLESS_POOL = "egress_lossless_pool"
+EGRESS_LOSSLESS_PROFILE = "egress_lossless_profile"
 MAP_NAME = "AZURE"
 
 
@@ -267,6 +275,7 @@ def config_db(sw: SonicSwitch) -> dict:
     intf: dict[str, dict] = {}
     qos: dict[str, dict] = {}
     queue: dict[str, dict] = {}
+    buffer_queue: dict[str, dict] = {}
     buffer_pg: dict[str, dict] = {}
     cable: dict[str, str] = {}
     for eth in ports:
@@ -299,6 +308,7 @@ def config_db(sw: SonicSwitch) -> dict:
         for q in qp.lossless_queues:
             queue[f"{sp}|{q}"] = {"wred_profile": qp.name}
         buffer_pg[f"{sp}|{pg_range}"] = {"profile": profile}
+        buffer_queue[f"{sp}|{pg_range}"] = {"profile": EGRESS_LOSSLESS_PROFILE}
         cable[sp] = f"{int(qp.pfc.cable_m)}m"
     dscp_map = {str(d): str(t) for d, t in qp.dscp_to_tc().items()}
     ecn = qp.ecn
@@ -313,6 +323,22 @@ def config_db(sw: SonicSwitch) -> dict:
     pfc = qp.pfc
     # the pool holds every lossless PG's headroom (ports x lossless priorities x headroom)
     pool_size = len(ports) * len(qp.lossless_queues) * pfc.headroom_bytes
+    pools = {LOSSLESS_POOL: {"mode": "dynamic", "size": str(pool_size), "type": "ingress"}}
+    profiles = {profile: {
+        "dynamic_th": "0",
+        "pool": LOSSLESS_POOL,
+        "size": str(pfc.headroom_bytes),
+        "xoff": str(pfc.xoff_bytes),
+        "xon": str(pfc.xon_bytes),
+    }}
+    shared = {}
+    sb = qp.capacity.shared_buffer
+    if sb is not None:  # the lossless queues' shared egress pool and dynamic threshold
+        pools[EGRESS_LOSSLESS_POOL] = {"mode": "dynamic", "size": str(sb.pool_bytes),
+                                       "type": "egress"}
+        profiles[EGRESS_LOSSLESS_PROFILE] = {"dynamic_th": str(sb.dynamic_th),
+                                             "pool": EGRESS_LOSSLESS_POOL, "size": "0"}
+        shared = {"BUFFER_QUEUE": buffer_queue}
     return {
         "DEVICE_METADATA": {
             "localhost": {
@@ -335,16 +361,10 @@ def config_db(sw: SonicSwitch) -> dict:
         "WRED_PROFILE": {qp.name: wred},
         "QUEUE": queue,
         "CABLE_LENGTH": {MAP_NAME: cable},
-        "BUFFER_POOL": {LOSSLESS_POOL: {"mode": "dynamic", "size": str(pool_size), "type": "ingress"}},
-        "BUFFER_PROFILE": {profile: {
-            "dynamic_th": "0",
-            "pool": LOSSLESS_POOL,
-            "size": str(pfc.headroom_bytes),
-            "xoff": str(pfc.xoff_bytes),
-            "xon": str(pfc.xon_bytes),
-        }},
+        "BUFFER_POOL": pools,
+        "BUFFER_PROFILE": profiles,
         "BUFFER_PG": buffer_pg,
-    }
+    } | shared
 
 
 def render_config_db(sw: SonicSwitch) -> str:

@@ -304,7 +304,9 @@ def run_collective(spec: LabSpec, netns_of: Callable[[str], str], sched: Schedul
     cap = spec.qos.capacity
     flows = pace(sched.flows, cap.port_rate_mbps) if cap.enabled else list(sched.flows)
     # stragglers: a full port buffer drains in buffer / rate; wait for that (and some) at the end
-    drain = (2 * cap.buffer_bytes * 8 / (cap.port_rate_mbps * 1e6) + 0.5) if cap.enabled else 1.0
+    # (without PFC a shared buffer lets one hot queue hold its dynamic-threshold share)
+    held = cap.buffer_bytes if cap.pfc else max(cap.buffer_bytes, cap.drop_limit_bytes)
+    drain = (2 * held * 8 / (cap.port_rate_mbps * 1e6) + 0.5) if cap.enabled else 1.0
     with hashing(spec, netns_of, policy=policy, seed=seed):
         with PacedEngine(spec, netns_of, sport_mode=sport_mode, stop=stop) as eng:
             bg = background_rate(eng, background_s) if background_s > 0 else {}

@@ -124,7 +124,8 @@ class FluidParams:
                  pfc: bool | None = None, mtu: int = 4096, **kw) -> FluidParams:
         """The bottleneck of a lab's QoS profile: ``qos.ecn`` (Kmin/Kmax/Pmax), ``qos.dcqcn``
         (or ``dcqcn``), PFC from ``qos.capacity.pfc`` unless ``pfc``, pause threshold
-        ``qos.pfc_pause_bytes``, buffer ``qos.capacity.buffer_bytes``, line rate
+        ``qos.pfc_pause_bytes``, buffer ``qos.capacity.drop_limit_bytes`` (``buffer_bytes``, or
+        a lone hot queue's share of a shared buffer's dynamic threshold), line rate
         ``qos.capacity.fabric_rate_gbps``. Extra keywords override fields."""
         d = dcqcn or qos.dcqcn
         cap = qos.capacity
@@ -136,7 +137,7 @@ class FluidParams:
                     fast_recovery_steps=d.fast_recovery_steps, ai_rate_mbps=d.ai_rate_mbps,
                     hai_rate_mbps=d.hai_rate_mbps, min_rate_mbps=d.min_rate_mbps, cnp_interval_us=d.cnp_interval_us,
                     initial_alpha=d.initial_alpha, pfc=cap.pfc if pfc is None else pfc,
-                    pause_bytes=qos.pfc_pause_bytes, buffer_bytes=cap.buffer_bytes,
+                    pause_bytes=qos.pfc_pause_bytes, buffer_bytes=cap.drop_limit_bytes,
                     dcqcn_name=d.name)
         args.update(kw)
         return cls(**args)
