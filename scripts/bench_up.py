@@ -20,8 +20,9 @@ removed after), each its own ``python -m railab`` process with ``PYTHONPATH`` po
 (a symlink farm of its package-dir mapping, every module imported once first so that its bytecode
 is in a per-side cache), alternating old/new (ABBA), ``--runs N`` rounds (default 3): ``up DIR
 --no-progress`` (to converged), ``status LAB --json`` and ``list`` (each ``--repeat K`` times,
-default 3), ``down LAB``; medians per side, new/old ratios and the load average around each
-intent (the host is shared). Each command is measured as wall time and as CPU time (user +
+default 3), ``down LAB``; medians per side, new/old ratios of the medians and of the means,
+a Mann-Whitney U p-value per command (do the samples tell the sides apart?) and the load
+average around each intent (the host is shared). Each command is measured as wall time and as CPU time (user +
 system of the process and the children it waited for), the latter far less sensitive to the
 shared host's load. ``--callgrind`` adds, per side, the instructions the ``status``, ``list`` and
 ``down`` processes execute (valgrind callgrind: nearly independent of the load; slow, one sample
@@ -298,6 +299,20 @@ def _instructions(env: dict[str, str], *args: str) -> int | None:
     return int(m.group(1).replace(",", "")) if m else None
 
 
+def _distinct(old: list[float], new: list[float]) -> float | None:
+    """Two-sided Mann-Whitney U p-value of two sides' samples (scipy.stats.mannwhitneyu): under
+    0.05 the samples tell the sides apart; above it a median ratio off 1 is within the host's
+    noise (bimodal timings on a shared host move a median of 9 by ~5 % with no shift in the mean).
+    None without scipy or with fewer than 3 samples a side."""
+    if min(len(old), len(new)) < 3:
+        return None
+    try:
+        from scipy.stats import mannwhitneyu
+    except ImportError:
+        return None
+    return float(mannwhitneyu(old, new, alternative="two-sided").pvalue)
+
+
 def _median(xs: list[float]) -> float:
     xs = sorted(xs)
     n = len(xs)
@@ -369,6 +384,11 @@ def side_by_side(intents: list[str], baseline: str, runs: int = 3, prefix: str =
                 row = {"intent": intent, "baseline": rev[:12], "runs": runs,
                        "median_s": med,
                        "new_over_old": {c: round(med["new"][c] / med["old"][c], 3) for c in SIDE_COMMANDS},
+                       "mean_new_over_old": {c: round(sum(samples["new"][c]) / sum(samples["old"][c])
+                                                      * len(samples["old"][c]) / len(samples["new"][c]), 3)
+                                              for c in SIDE_COMMANDS},
+                       "mwu_p": {c: (None if (pv := _distinct(samples["old"][c], samples["new"][c])) is None
+                                     else round(pv, 3)) for c in SIDE_COMMANDS},
                        "median_cpu_s": med_cpu,
                        "cpu_new_over_old": {c: round(med_cpu["new"][c] / med_cpu["old"][c], 3)
                                             for c in SIDE_COMMANDS},
@@ -387,12 +407,14 @@ def side_by_side(intents: list[str], baseline: str, runs: int = 3, prefix: str =
     print(f"\nold = {rev[:12]}, new = working tree; medians (s) of {runs} rounds ({repeat} samples "
           f"per round for status and list), ABBA order, each command "
           "its own process")
-    print("| lab | command | wall old | wall new | new/old | CPU old | CPU new | new/old | load1 (min-max, mean) |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| lab | command | wall old | wall new | new/old | mean new/old | p (MWU) | CPU old | CPU new "
+          "| new/old | load1 (min-max, mean) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         ld, w, c_ = r["load1"], r["median_s"], r["median_cpu_s"]
         for c in SIDE_COMMANDS:
             print(f"| {r['intent']} | {c} | {w['old'][c]:.3f} | {w['new'][c]:.3f} | {r['new_over_old'][c]:.3f} | "
+                  f"{r['mean_new_over_old'][c]:.3f} | {r['mwu_p'][c]} | "
                   f"{c_['old'][c]:.3f} | {c_['new'][c]:.3f} | {r['cpu_new_over_old'][c]:.3f} | "
                   f"{ld['min']}-{ld['max']}, {ld['mean']} |")
     for r in rows:
