@@ -345,12 +345,17 @@ class PfcLoop:
         self.busy = False
 
     # -- tc writers -----------------------------------------------------------------------------
+    # The writers run in their own session: a terminal's Ctrl-C reaches the traffic command's
+    # process group (the agent included, which then restores every limit, rate and ECN set
+    # through them in close()), not the writers; they exit at EOF when the agent closes their
+    # stdin or dies. (In the agent's group, Ctrl-C killed them first and the restore went into
+    # dead pipes: a pool-size limit and a 100 % marking set stayed behind.)
     def _tc_write(self, node: str, line: str) -> None:
         p = self._tc.get(node)
         if p is None:
             p = subprocess.Popen(exec_argv(self.netns_of(node), ["tc", "-force", "-batch", "-"]),
                                  stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                                 stderr=subprocess.DEVNULL, text=True)
+                                 stderr=subprocess.DEVNULL, text=True, start_new_session=True)
             self._tc[node] = p
         p.stdin.write(line)
         p.stdin.flush()
@@ -365,7 +370,7 @@ class PfcLoop:
         if p is None:
             p = subprocess.Popen(exec_argv(self.netns_of(node), ["nft", "-i"]),
                                  stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                                 stderr=subprocess.DEVNULL, text=True)
+                                 stderr=subprocess.DEVNULL, text=True, start_new_session=True)
             self._nft[node] = p
         p.stdin.write(text)
         p.stdin.flush()

@@ -11,11 +11,14 @@ ports, drops nothing and leaves BGP Established; ``down`` leaves no namespace an
 from __future__ import annotations
 
 import json
+import os
+import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -398,6 +401,55 @@ def test_live_pfc_off_drops_at_the_port_and_marks_ce(lab):
     assert r["nic_bytes"] == port.lossless_tx_bytes + port.lossless_dropped * frame
     assert cap.totals(r["all"])["pause_events"] == 0
     assert r["max_depth"] >= lab.spec.qos.ecn.kmax_bytes
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                stat = (d / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat[stat.rindex(")") + 2:].split()[1]) == pid:
+                out.append(int(d.name))
+    return out
+
+
+@pytest.mark.integration
+def test_live_agent_writers_survive_a_terminal_ctrl_c(lab):
+    """The agent's tc/nft writers run in a session of their own, so a Ctrl-C to the traffic
+    command's process group (the agent's too) cannot kill them before the agent's close()
+    restores the limits and ECN sets through them (a reviewer found a pool-size limit and a
+    100 % marking set left behind). The agent then undoes everything on SIGINT."""
+    def tbf(node: str) -> list[str]:
+        out = subprocess.run(exec_argv(lab.netns_of(node), ["tc", "qdisc", "show"]),
+                             capture_output=True, text=True, check=True).stdout
+        return sorted(line for line in out.splitlines() if "tbf" in line)
+
+    before = {n: tbf(n) for n in ("g1-leaf1", "spine1")}
+    with cap.pfc_session(lab.spec, lab.netns_of, enabled=True) as sess:
+        deadline = time.monotonic() + 5
+        writers = []
+        while not writers and time.monotonic() < deadline:
+            writers = _children(sess.pid)
+            time.sleep(0.05)
+        assert writers, "the agent started no tc writer"
+        agent_sid = os.getsid(sess.pid)
+        assert all(os.getsid(w) != agent_sid for w in writers), (agent_sid, writers)
+        # a terminal's Ctrl-C: SIGINT to every process of the agent's group (here by hand: the
+        # group is pytest's own), the writers first, as the kernel may order it
+        group = os.getpgid(sess.pid)
+        for pid in [w for w in writers if os.getpgid(w) == group] + [sess.pid]:
+            os.kill(pid, signal.SIGINT)
+        end = time.monotonic() + 5
+        while time.monotonic() < end and Path(f"/proc/{sess.pid}").exists():
+            time.sleep(0.05)
+        final = sess.state()
+    assert final.get("final") is True
+    # the PFC headroom the agent added to every switch's lossless limit is gone again: each tbf
+    # (rate, burst, and the limit tc shows as latency) is as before the session
+    assert {n: tbf(n) for n in before} == before
 
 
 @pytest.mark.integration
