@@ -106,6 +106,13 @@ def test_reference_agrees_and_says_where_not():
     assert max(half["series"]["t"]) == pytest.approx(30.0, rel=0.01)  # lab seconds
     short = fluid.incast_reference(qos, 4, 4.0, pfc=True)
     assert short["steady"] is False  # 2 ms of fabric time: a transient only
+    # the model's rates but 40 % of the packets dropped (PFC on: the model drops none) is no
+    # agreement (a reviewer's 8:1 run: agrees true with 40.8 % dropped); within 1 point is
+    lossy = fluid.incast_reference(qos, 4, 30.0, pfc=True, measured_mbps=model, measured_dropped_pct=40.8)
+    assert lossy["agrees"] is False and lossy["measured_dropped_pct"] == 40.8
+    assert lossy["disagreements"] == ["drops 40.80 % measured, 0.00 % modelled"]
+    slight = fluid.incast_reference(qos, 4, 30.0, pfc=True, measured_mbps=model, measured_dropped_pct=0.9)
+    assert slight["agrees"] is True
 
 
 def test_model_cli_json_and_usage_errors():

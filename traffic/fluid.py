@@ -399,6 +399,9 @@ def with_senders(params: FluidParams, senders: int) -> FluidParams:
 
 #: Agreement band between the emulation and the model (utilization and mean per-flow rate).
 AGREE_TOLERANCE = 0.15
+#: Agreement band on the share of packets dropped, percentage points (issue 28's drop criterion
+#: is 1 %): a run that drops 5 % where the model drops none does not agree, whatever its rates.
+DROP_TOLERANCE_POINTS = 1.0
 #: A load run shorter than this (fabric ms) reports a transient only.
 STEADY_MIN_FABRIC_MS = 10.0
 
@@ -406,6 +409,7 @@ STEADY_MIN_FABRIC_MS = 10.0
 def incast_reference(qos: QosProfile, senders: int, lab_seconds: float, *, pfc: bool,
                      dcqcn: DcqcnProfile | None = None, mtu: int = 4096,
                      measured_mbps: list[float] | None = None, port_rate_mbps: float | None = None,
+                     measured_dropped_pct: float | None = None,
                      points: int = 200) -> dict:
     """The model's prediction for an N:1 incast of ``lab_seconds`` on a lab with QoS ``qos``,
     beside what the emulation measured (the ``congestion.reference`` object of
@@ -418,8 +422,10 @@ def incast_reference(qos: QosProfile, senders: int, lab_seconds: float, *, pfc: 
     in **lab** Mb/s (fabric Gb/s x 1000 / time scale) so they sit beside the measured ones.
     ``measured_mbps`` (each sender's receive rate over the last half, lab Mb/s) and
     ``port_rate_mbps`` (the receiver's port) make ``agrees``: utilization and mean per-flow
-    rate both within :data:`AGREE_TOLERANCE` of the model's; ``disagreements`` lists, in words,
-    every figure (utilization, mean rate, each flow) off by more than that.
+    rate both within :data:`AGREE_TOLERANCE` of the model's and, given ``measured_dropped_pct``
+    (% of the packets sent), the drops within :data:`DROP_TOLERANCE_POINTS` of the model's;
+    ``disagreements`` lists, in words, every figure (utilization, mean rate, drops, each flow)
+    off by more than that.
 
     Returns ``{"model", "source", "fabric_ms", "utilization", "per_flow_mbps", "fair_share_mbps",
     "queue_bytes": {mean, max}, "dropped_pct" (the model's tail drops, % of what was sent; 0
@@ -466,6 +472,11 @@ def incast_reference(qos: QosProfile, senders: int, lab_seconds: float, *, pfc: 
             bad.append(f"utilization {util:.2f} measured, {s['utilization']:.2f} modelled")
         if abs(mean_m - mean_r) > AGREE_TOLERANCE * mean_r:
             bad.append(f"mean per-flow rate {mean_m:.1f} Mb/s measured, {mean_r:.1f} modelled")
+        if measured_dropped_pct is not None:
+            out["measured_dropped_pct"] = round(measured_dropped_pct, 3)
+            if abs(measured_dropped_pct - s["dropped_pct"]) > DROP_TOLERANCE_POINTS:
+                bad.append(f"drops {measured_dropped_pct:.2f} % measured, {s['dropped_pct']:.2f} % "
+                           "modelled")
         out["agrees"] = not bad
         for i, (m, r) in enumerate(zip(measured_mbps, per_flow, strict=False)):
             if abs(m - r) > AGREE_TOLERANCE * r:
