@@ -98,6 +98,9 @@ def test_no_capacity_block_leaves_links_unlimited(tmp_path):
     ("capacity: {shared_buffer: {pool_bytes: 6291456, dynamic_th: 0}}",
      ["shared_buffer.pool_bytes to at least 8388608"]),
     ("capacity: {shared_buffer: {dynamic_th: 8}}", ["dynamic_th"]),
+    ("capacity: {shared_buffer: {dynamic_th: true}}", ["dynamic_th", "integer"]),
+    ("capacity: {shared_buffer: {pool_bytes: \"67108864\"}}", ["pool_bytes", "integer"]),
+    ("capacity: {shared_buffer: {pool_bytes: 4294967296}}", ["pool_bytes"]),
 ])
 def test_bad_capacity_block_names_the_key(tmp_path, block, words):
     with pytest.raises(IntentError) as e:

@@ -218,7 +218,8 @@ class CapacityIntent(_Strict):
                 f"shared_buffer gives a lone hot queue {sb.share_bytes(1)} B (alpha "
                 f"{sb.alpha:g} x pool / (1 + alpha)), less than buffer_bytes "
                 f"({self.buffer_bytes}), where PFC pauses and its headroom must still fit: "
-                f"raise shared_buffer.pool_bytes to at least {int(need)} or dynamic_th")
+                f"raise shared_buffer.pool_bytes to at least {int(need)}"
+                + (f" or dynamic_th (at most 7; {sb.dynamic_th} now)" if sb.dynamic_th < 7 else ""))
         return self
 
     def qos(self, nic_speed_gbps: int) -> QosProfile:

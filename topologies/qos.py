@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import math
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 #: Propagation delay in fibre, ns per metre (light at ~2/3 c).
 FIBRE_NS_PER_M = 5.0
@@ -217,8 +217,10 @@ class SharedBufferProfile(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    pool_bytes: int = Field(64 * 1048576, gt=0, le=1 << 32, description="shared pool, bytes")
-    dynamic_th: int = Field(7, ge=-8, le=7, description="alpha = 2^dynamic_th (SONiC/SAI)")
+    # strict: YAML's true or "7" is not a number of bytes or an exponent; at most 2 GiB, so the
+    # agent's tc limit (the pool plus PFC's emulation headroom) stays within tc's 32 bits
+    pool_bytes: StrictInt = Field(64 * 1048576, gt=0, le=1 << 31, description="shared pool, bytes")
+    dynamic_th: StrictInt = Field(7, ge=-8, le=7, description="alpha = 2^dynamic_th (SONiC/SAI)")
 
     @property
     def alpha(self) -> float:
