@@ -271,8 +271,8 @@ class _Switch:
     pauses: int = 0
     paused: set[tuple[str, str]] = field(default_factory=set)
     max_depth: int = 0
-    #: dynamic threshold (shared buffer): limit rewrites, the lowest limit written, the most
-    #: the switch's lossless queues held at once (bytes)
+    #: dynamic threshold (shared buffer only): limit rewrites, the lowest limit written, the
+    #: most the switch's lossless queues held at once (bytes)
     dt_writes: int = 0
     dt_min_limit: int | None = None
     max_used: int = 0
@@ -499,7 +499,7 @@ class PfcLoop:
             "mean_cycle_s": round((now - self.started) / self.cycles, 6) if self.cycles else None,
             "switches": {sw.name: {"pauses": sw.pauses, "max_lossless_backlog_bytes": sw.max_depth,
                                    "headroom_bytes": _headroom_bytes(sw.ports),
-                                   "max_lossless_used_bytes": sw.max_used,
+                                   "max_lossless_used_bytes": sw.max_used if self.plan.pool_bytes else None,
                                    "dt_writes": sw.dt_writes,
                                    "dt_min_limit_bytes": sw.dt_min_limit}
                          for sw in self.switches},

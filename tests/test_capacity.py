@@ -175,7 +175,7 @@ def test_pfc_lines_touch_only_the_lossless_queue():
 def test_shared_buffer_dynamic_threshold():
     """The dynamic threshold (Choudhury and Hahne 1998): a queue may hold alpha x the pool's
     free space; n queues filling at once settle at alpha pool / (1 + n alpha) each, the fixed
-    point of that rule. The agent's stdlib copy (pfc.dt_limit) is the same rule."""
+    point of that rule, as the switch agent runs it (pfc.dt_limit), never beyond the pool."""
     from railab.topologies.qos import SharedBufferProfile
 
     mib = 1048576
@@ -184,11 +184,10 @@ def test_shared_buffer_dynamic_threshold():
     for sb in (half, SharedBufferProfile(pool_bytes=64 * mib), SharedBufferProfile(dynamic_th=-3)):
         for n in (1, 2, 8):
             q = sb.share_bytes(n)
-            assert abs(sb.limit_bytes(n * q) - q) <= n * sb.alpha + 1, (sb, n)  # fixed point
-        for used in (0, 10 * mib, 63 * mib, 64 * mib, 70 * mib):
-            assert pfc.dt_limit(sb.pool_bytes, sb.alpha, used) == sb.limit_bytes(used)
+            assert abs(pfc.dt_limit(sb.pool_bytes, sb.alpha, n * q) - q) <= n * sb.alpha + 1, (sb, n)
     assert SharedBufferProfile().dynamic_th == 7  # SONiC's egress_lossless_profile
-    assert half.limit_bytes(0) == 64 * mib and half.limit_bytes(80 * mib) == 0
+    assert pfc.dt_limit(64 * mib, 1.0, 0) == 64 * mib and pfc.dt_limit(64 * mib, 1.0, 80 * mib) == 0
+    assert pfc.dt_limit(64 * mib, 128.0, 10 * mib) == 64 * mib  # never beyond the pool
 
 
 def _agent(spec):

@@ -227,15 +227,10 @@ class SharedBufferProfile(BaseModel):
         """The dynamic threshold's alpha: ``2 ** dynamic_th``."""
         return 2.0 ** self.dynamic_th
 
-    def limit_bytes(self, used_bytes: int) -> int:
-        """A queue's admission limit, bytes, while the pool holds ``used_bytes``:
-        ``alpha x (pool - used)``, at least 0 and at most the pool
-        (railab.testbed.pfc ``dt_limit``, the switch agent's, is the same rule)."""
-        return max(0, min(self.pool_bytes, int(self.alpha * (self.pool_bytes - used_bytes))))
-
     def share_bytes(self, hot_queues: int = 1) -> int:
         """Steady depth, bytes, of each of ``hot_queues`` queues that fill at once (the others
-        empty): the fixed point q = alpha (pool - n q), so ``alpha pool / (1 + n alpha)``."""
+        empty): the fixed point q = alpha (pool - n q), so ``alpha pool / (1 + n alpha)``. The
+        rule itself runs in the switch agent (railab.testbed.pfc ``dt_limit``)."""
         a = self.alpha
         return int(a * self.pool_bytes / (1 + hot_queues * a))
 

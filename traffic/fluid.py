@@ -457,7 +457,8 @@ def incast_reference(qos: QosProfile, senders: int, lab_seconds: float, *, pfc: 
            "fair_share_mbps": round(share, 3), "queue_bytes": s["queue_bytes"],
            "dropped_pct": s["dropped_pct"],
            "time_to_fair_ms": None if ttf is None else round(ttf / 1000, 3), "steady": steady,
-           "tolerance": AGREE_TOLERANCE, "agrees": None, "disagreements": []}
+           "tolerance": AGREE_TOLERANCE, "drop_tolerance_points": DROP_TOLERANCE_POINTS,
+           "agrees": None, "disagreements": []}
     idx = np.linspace(0, len(run.t_us) - 1, min(points, len(run.t_us))).astype(int)
     out["series"] = {"t": [round(float(t) * scale / 1e6, 4) for t in run.t_us[idx]],
                      "rate_mbps": [[round(float(x) * to_lab, 3) for x in row[idx]]

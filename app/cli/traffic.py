@@ -624,7 +624,8 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
                       f"{r['queue_bytes']['mean']:,} B, drops {r['dropped_pct']:.1f} % "
                       f"(measured {r['measured_dropped_pct']:.1f} %), {ttf}; the emulation "
                       + ("[green]agrees[/green] (within " if r["agrees"] else "[red]disagrees[/red] (beyond ")
-                      + f"{r['tolerance']:.0%} on port use and mean rate, 1 point on drops)",
+                      + f"{r['tolerance']:.0%} on port use and mean rate, "
+                      f"{r['drop_tolerance_points']:g} point on drops)",
                       highlight=False, soft_wrap=True)
             for d in r["disagreements"]:
                 con.print(f"  differs beyond the band: {d}", highlight=False)
