@@ -128,6 +128,22 @@ def test_model_cli_json_and_usage_errors():
         assert r.exit_code == 2, (bad, r.output)
 
 
+def test_model_cli_shows_the_senders_rate_and_the_onset_peak():
+    """The delivered share (throughput / N) hides the onset: the record and the text also give
+    each sender's DCQCN rate RC (at line rate when the incast starts) and the whole run's queue
+    peak, not only the last half's (reviewers, issue 28)."""
+    argv = ["model", "incast", "--senders", "8", "--pfc", "off", "--fabric-ms", "2"]
+    d = json.loads(CliRunner().invoke(make_app(["model"]), [*argv, "--json"]).output)
+    se = d["series"]
+    assert len(se["rc_gbps"]) == len(se["rate_gbps"]) == 8
+    assert se["rc_gbps"][0][0] == pytest.approx(400.0) and se["rate_gbps"][0][0] <= 400 / 8 + 1
+    assert d["queue_peak_bytes"] >= d["summary"]["queue_bytes"]["max"]
+    assert d["queue_peak_bytes"] > max(se["queue_bytes"][len(se["queue_bytes"]) // 2:])
+    r = CliRunner().invoke(make_app(["model"]), argv)
+    assert r.exit_code == 0, r.output
+    assert "sending, RC" in r.output and f"peak {d['queue_peak_bytes']:,} B" in r.output
+
+
 def test_pfc_off_drops_at_the_incast_onset_and_pfc_on_holds_them():
     """8:1 onto a 4 MiB buffer: the excess (7 x 400 Gb/s) fills it in ~12 us, before the
     first CNP returns (a mark at Kmin plus the queue in front of it): drops without PFC, none

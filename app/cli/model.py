@@ -26,8 +26,10 @@ def model_record(qos, senders: int, *, pfc: bool, dcqcn=None, fabric_ms: float =
     """The JSON of ``railab model incast``: ``params`` (the model's inputs, fabric units),
     ``summary`` (last half: ``utilization``, ``per_flow_gbps``, ``queue_bytes``,
     ``time_to_fair_us``), ``fixed_point`` (the paper's equation 9: ``p``, ``q_bytes``,
-    ``rate_gbps``), ``series`` (``points`` samples: ``t_us``, ``rate_gbps`` per flow,
-    ``queue_bytes``, ``utilization``) and ``lab`` (the same run in lab units at the lab's time
+    ``rate_gbps``), ``series`` (``points`` samples: ``t_us``, ``rate_gbps`` per flow (what
+    each flow delivers through the port), ``rc_gbps`` per flow (its DCQCN sending rate RC),
+    ``queue_bytes``, ``utilization``), ``queue_peak_bytes`` (the whole run's, onset included) and
+    ``lab`` (the same run in lab units at the lab's time
     scale: ``seconds``, ``per_flow_mbps``)."""
     from dataclasses import asdict
 
@@ -43,11 +45,12 @@ def model_record(qos, senders: int, *, pfc: bool, dcqcn=None, fabric_ms: float =
     fp = fixed_point(p)
     return {"model": "DCQCN fluid model (Zhu et al., CoNEXT 2016, Fig. 2, equations 1-5)",
             "source": "computed", "units": "fabric: us, Gb/s, bytes", "params": asdict(p),
-            "summary": s,
+            "summary": s, "queue_peak_bytes": int(run.q_bytes.max()),
             "fixed_point": {"p": fp["p"], "q_bytes": round(fp["q_bytes"]),
                             "rate_gbps": fp["rate_gbps"]},
             "series": {"t_us": [round(float(t), 1) for t in run.t_us[idx]],
                        "rate_gbps": [[round(float(x), 2) for x in row[idx]] for row in run.delivered_gbps],
+                       "rc_gbps": [[round(float(x), 2) for x in row[idx]] for row in run.rc_gbps],
                        "queue_bytes": [int(x) for x in run.q_bytes[idx]],
                        "utilization": [round(float(x), 3) for x in run.util[idx]]},
             "lab": {"time_scale": scale, "seconds": round(fabric_ms / 1000 * scale, 3),
@@ -128,19 +131,26 @@ def register(app: typer.Typer) -> None:
                   f"at {p['pmax']:.0%}, marking on {'enqueue' if p['mark_at_enqueue'] else 'dequeue'}, "
                   f"{fabric_ms:g} ms of fabric time", highlight=False, soft_wrap=True)
         t = Table(title="over time (fabric)")
-        for col in ("t (us)", "port used", "queue (B)", "each sender (Gb/s)"):
+        for col in ("t (us)", "port used", "queue (B)", "delivered per sender (Gb/s)",
+                    "sending, RC (Gb/s)"):
             t.add_column(col, justify="right")
         se = rec["series"]
+
+        def flows(rows: list, i: int) -> str:
+            return ", ".join(f"{r[i]:.1f}" for r in rows[:4]) + (" ..." if len(rows) > 4 else "")
+
         for i, tu in enumerate(se["t_us"]):
             t.add_row(f"{tu:g}", f"{se['utilization'][i]:.0%}", f"{se['queue_bytes'][i]:,}",
-                      ", ".join(f"{r[i]:.1f}" for r in se["rate_gbps"][:4])
-                      + (" ..." if len(se["rate_gbps"]) > 4 else ""))
+                      flows(se["rate_gbps"], i), flows(se["rc_gbps"], i))
         con.print(t)
         ttf = s["time_to_fair_us"]
         con.print(f"last half ({s['window_us'][0]:g}-{s['window_us'][1]:g} us): port used "
-                  f"{s['utilization']:.1%}, each sender {s['per_flow_gbps'][0]:.1f} Gb/s (fair "
-                  f"share {p['line_gbps'] / senders:.1f}), queue mean {s['queue_bytes']['mean']:,} B, "
-                  f"max {s['queue_bytes']['max']:,} B; within 10 % of the fair share after "
+                  f"{s['utilization']:.1%}, each sender delivers {s['per_flow_gbps'][0]:.1f} Gb/s "
+                  f"(fair share {p['line_gbps'] / senders:.1f}; sending at RC "
+                  f"{s['rc_gbps'][0]:.1f}), queue mean {s['queue_bytes']['mean']:,} B, max "
+                  f"{s['queue_bytes']['max']:,} B over the last half (the whole run's peak "
+                  f"{rec['queue_peak_bytes']:,} B); within 10 % of the fair "
+                  "share after "
                   + (f"{ttf:g} us" if ttf is not None else "- (not by the end)"), highlight=False)
         fp = rec["fixed_point"]
         con.print(f"fixed point (paper eq. 9): p* {fp['p']:.2e}, q* {fp['q_bytes']:,} B, "
