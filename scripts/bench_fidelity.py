@@ -16,6 +16,13 @@ Usage (labs up first, e.g. ``railab up mini-lossless``)::
     python scripts/bench_fidelity.py --labs mini-lossless --senders 2,4,8 --pfc on,off --runs 3
     python scripts/bench_fidelity.py --labs old40,mini-lossless --senders 2 --runs 1   # side by side
     python scripts/bench_fidelity.py --labs fx --senders 2 --dcqcn 400g,connectx     # profiles
+    python scripts/bench_fidelity.py --senders 8 --pfc off --runs 5 \
+        --railab railab,/work/venvs/old/bin/railab                              # two revisions
+
+``--railab`` takes one or more railab executables (e.g. an older revision's venv) and runs them
+interleaved, run by run, on the same lab, so both see the same machine load. The "start" column
+is the senders' sending rate over the first 0.5 lab s (min-max, Mb/s, measured): a host-bound
+start shows there.
 
 The machine's load average is printed before and after: quote it with any figure.
 """
@@ -29,8 +36,9 @@ import sys
 import time
 
 
-def run_one(lab: str, n: int, pfc: str, seconds: float | None, dcqcn: str | None = None) -> dict:
-    argv = ["railab", "traffic", lab, "--pattern", "incast", "--senders", str(n), "--pfc", pfc, "--json"]
+def run_one(lab: str, n: int, pfc: str, seconds: float | None, dcqcn: str | None = None,
+            railab: str = "railab") -> dict:
+    argv = [railab, "traffic", lab, "--pattern", "incast", "--senders", str(n), "--pfc", pfc, "--json"]
     if dcqcn is not None:
         argv += ["--dcqcn", dcqcn]
     if seconds is not None:
@@ -45,12 +53,18 @@ def run_one(lab: str, n: int, pfc: str, seconds: float | None, dcqcn: str | None
     ref = c.get("reference") or {}
     sent = sum(f["tx_packets"] for f in c["flows"])
     ratios = c["fair_share"]["ratios"]
+    start = []
+    for f in c["flows"]:
+        ser = f["series"]
+        head = [m for t, m in zip(ser["t"], ser["tx_mbps"], strict=True) if t <= 0.5]
+        start.append(sum(head) / len(head) if head else 0.0)
     return {"util": c["utilization"], "ratio_min": min(ratios), "ratio_max": max(ratios),
             "drop_pct": 100 * c["dropped"] / sent if sent else 0.0, "fabric_ms": c["fabric_ms"],
             "model_util": ref.get("utilization"), "model_drop_pct": ref.get("dropped_pct"),
             "agrees": ref.get("agrees"), "wall_s": wall, "lab_s": c["seconds"],
             "pkts_per_s": sent / c["seconds"] if c["seconds"] else 0.0,
-            "shortfall": c["engine_shortfall"], "port_rate_mbps": c["port_rate_mbps"]}
+            "shortfall": c["engine_shortfall"], "port_rate_mbps": c["port_rate_mbps"],
+            "start_min": min(start), "start_max": max(start)}
 
 
 def main() -> int:
@@ -62,19 +76,24 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=None, help="lab seconds (default: railab's)")
     ap.add_argument("--dcqcn", default=None, help="DCQCN profile(s), comma-separated, run side by "
                     "side (default: the lab's)")
+    ap.add_argument("--railab", default="railab", help="railab executable(s), comma-separated, "
+                    "run interleaved (e.g. another revision's venv)")
     a = ap.parse_args()
     print(f"load average before: {open('/proc/loadavg').read().split()[:3]}", flush=True)
     hdr = ("lab", "DCQCN", "N", "PFC", "run", "port used", "rx/fair", "drops %", "model used", "model drops %",
-           "agrees", "fabric ms", "wall s", "fabric ms/wall s", "pkt/s", "shortfall")
+           "agrees", "fabric ms", "wall s", "fabric ms/wall s", "pkt/s", "shortfall",
+           "start Mb/s")
     print(" | ".join(hdr), flush=True)
     verdicts = {}
     profiles = a.dcqcn.split(",") if a.dcqcn else [None]
-    cases = [(lab, n, pfc, k, prof) for lab in a.labs.split(",")
+    exes = a.railab.split(",")
+    cases = [(lab, n, pfc, k, prof, exe) for lab in a.labs.split(",")
              for n in (int(x) for x in a.senders.split(",")) for pfc in a.pfc.split(",")
-             for k in range(a.runs) for prof in profiles]
-    for lab, n, pfc, k, prof in cases:
-        key = (f"{lab} | {prof or 'lab'}", n, pfc)
-        r = run_one(lab, n, pfc, a.seconds, prof)
+             for k in range(a.runs) for prof in profiles for exe in exes]
+    for lab, n, pfc, k, prof, exe in cases:
+        label = lab if len(exes) == 1 else f"{lab} ({exe})"
+        key = (f"{label} | {prof or 'lab'}", n, pfc)
+        r = run_one(lab, n, pfc, a.seconds, prof, exe)
         if "error" in r:
             print(f"{key[0]} | {n} | {pfc} | {k + 1} | error: {r['error']}", flush=True)
             verdicts.setdefault(key, []).append(False)
@@ -87,7 +106,8 @@ def main() -> int:
         print(f"{key[0]} | {n} | {pfc} | {k + 1} | {r['util']:.1%} | {r['ratio_min']:.2f}-"
               f"{r['ratio_max']:.2f} | {r['drop_pct']:.2f} | {mu} | {md} | {r['agrees']} | "
               f"{r['fabric_ms']:g} | {r['wall_s']:.1f} | {r['fabric_ms'] / r['wall_s']:.3f} | "
-              f"{r['pkts_per_s']:.0f} | {r['shortfall']:.1%}", flush=True)
+              f"{r['pkts_per_s']:.0f} | {r['shortfall']:.1%} | {r['start_min']:.0f}-"
+              f"{r['start_max']:.0f}", flush=True)
     print(f"load average after: {open('/proc/loadavg').read().split()[:3]}")
     for (lab, n, pfc), v in verdicts.items():
         print(f"verdict {lab} {n}:1 PFC {pfc}: {sum(v)} of {len(v)} runs meet issue 28's criterion")

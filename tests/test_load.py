@@ -33,11 +33,16 @@ from railab.topologies.qos import (
 )
 from railab.traffic import roce
 from railab.traffic.load import (
+    _QP,
+    CATCH_UP,
     FIXED_SPORT,
+    PACING_JITTER,
     CnpPacer,
     DcqcnRP,
+    LoadEngine,
     LoadFlow,
     LoadResult,
+    _reset,
     fair_share,
     fairness,
     qp_sport,
@@ -75,6 +80,20 @@ def test_dcqcn_cut_and_alpha_on_a_cnp_sequence():
     assert rp.rate == pytest.approx(before * (1 - a / 2))
     assert rp.alpha == pytest.approx((1 - 1 / 256) * a + 1 / 256)
     assert rp.cnps == rp.cuts == 3
+
+
+def test_dcqcn_timers_hold_over_time_lost_to_the_host():
+    """Time the host took from a QP (the engine dropped its debt) is not DCQCN time: alpha and
+    the rate timer stand still over it, and run as before afterwards."""
+    rp, ref = _rp(), _rp()
+    rp.hold(100 * 0.55)  # a hundred alpha periods in which the QP could not send
+    rp.tick(100 * 0.55 + 1e-9)
+    assert rp.alpha == 1.0 and rp.t_steps == 0  # nothing decayed, no rate event
+    rp.tick(101 * 0.55 + 1e-9)
+    ref.tick(0.55 + 1e-9)
+    assert rp.alpha == ref.alpha == pytest.approx(1 - 1 / 256)
+    rp.on_cnp(102 * 0.55)  # a CNP after the hold cuts with the undecayed alpha: RC x 0.5
+    assert rp.rate == pytest.approx(40e6 * (1 - (1 - 1 / 256) / 2))
 
 
 def test_dcqcn_fast_recovery_then_additive_then_hyper():
@@ -288,6 +307,53 @@ def test_fair_share_block():
     assert fair_share(r)["within"] is False
 
 
+class _Tpl:
+    size = 4170
+
+    def frame_shared(self, psn, ack):
+        return b"x"
+
+
+class _Sock:
+    def __init__(self):
+        self.n = 0
+
+    def send(self, frame, flags):
+        self.n += 1
+        return len(frame)
+
+
+def _stalled_qp(eng, spec, behind_s, now):
+    q = _QP()
+    _reset(q)
+    q.lf = LoadFlow(route(spec, Flow(("srv2", 0), ("srv1", 0))))
+    q.flow, q.tx, q.ppm, q.goal, q.ntpl, q.start_psn = q.lf.flow, _Sock(), 1, None, 1, 0
+    q.tpls = [{roce.RC_RDMA_WRITE_ONLY: _Tpl()}]
+    q.rp = DcqcnRP.from_qos(eng.qos, now=0.0, line_bps=eng.line_bps)
+    q.next_t = now - behind_s
+    return q
+
+
+def test_engine_holds_dcqcn_timers_over_time_lost_to_the_host():
+    """A QP the host kept from sending for longer than MAX_LAG_S: the engine drops the debt
+    (counted as shortfall, not burst) and holds the QP's DCQCN timers over the same time."""
+    spec = _mini_spec()
+    eng = LoadEngine(spec)
+    now = 10.0
+    q = _stalled_qp(eng, spec, 0.5, now)
+    alpha_t, rate_t = q.rp.next_alpha, q.rp.next_rate
+    eng._send_due(q, now)
+    assert q.tx.n == CATCH_UP and q.deficit_bytes > 0 and q.next_t == now
+    gaps = CATCH_UP * _Tpl.size * 8 / eng.line_bps * (1 + PACING_JITTER)
+    assert 0.5 - gaps <= q.rp.next_alpha - alpha_t <= 0.5
+    assert q.rp.next_rate - rate_t == pytest.approx(q.rp.next_alpha - alpha_t)
+    # a QP a few ms late catches up in a burst: no debt dropped, no time held
+    late = _stalled_qp(eng, spec, 0.002, now)
+    alpha_t = late.rp.next_alpha
+    eng._send_due(late, now)
+    assert late.deficit_bytes == 0 and late.rp.next_alpha == alpha_t
+
+
 def test_run_load_rejects_bad_input_before_forking():
     spec = _mini_spec()
     f = route(spec, Flow(("srv2", 0), ("srv1", 0)))
@@ -360,7 +426,14 @@ def test_live_incast_none_drops_dcqcn_marks_cnps_and_drops_less(shaped_mini):
     assert all(f["tx_packets"] > 0.7 * 3.0 * 40e6 / 8 / 4170 for f in none.flows)  # line rate
     dc = _incast(lab, sampler, "dcqcn", 3.0)
     assert dc.ce_marked > 0 and dc.cnp_sent > 0 and dc.cnp_received > 0
-    assert all(f["dcqcn"]["cuts"] >= 1 for f in dc.flows)
+    # every CE-marked QP got a CNP from the receiver NIC, and every CNP a QP received cut it
+    # once. Not "every QP was cut": this test's dataplane marks at the nft hook before the tbf
+    # tail-drops, so a QP can lose every marked packet (measured: a QP with 152 of 3,605
+    # delivered and none marked; the old assertion failed in about a third of isolated runs,
+    # on the code before issue 28's first-CNP change as after it)
+    assert all(f["cnp_sent"] >= 1 for f in dc.flows if f["ce_marked"] > 0)
+    assert all(f["dcqcn"]["cuts"] == f["cnp_received"] for f in dc.flows)
+    assert sum(f["dcqcn"]["cuts"] >= 1 for f in dc.flows) >= len(dc.flows) // 2
     # fewer drops; "clearly less" (under half) is judged on railab's own dataplane, where ECN
     # comes from the real queue depth (test_live_lossless_incast_pfc_off_dcqcn_drops_less_than_none):
     # this lab's test-made token-bucket marking varied 0.23-0.59 of none's drops over 3 s runs

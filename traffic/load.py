@@ -79,7 +79,8 @@ DRAIN_MAX_S = 10.0
 #: Most packets one QP sends in one loop turn to catch up.
 CATCH_UP = 8
 #: A QP later than this (s) behind its schedule without back-pressure has lost time to the host
-#: (CPU): the debt is dropped and counted as the engine's shortfall, not sent in a burst.
+#: (CPU): the debt is dropped and counted as the engine's shortfall, not sent in a burst, and
+#: the QP's DCQCN timers are held over that time (:meth:`DcqcnRP.hold`).
 MAX_LAG_S = 0.02
 #: The engine "keeps its rate" when its shortfall is below this share of what it meant to send.
 SHORTFALL_LIMIT = 0.10
@@ -99,6 +100,8 @@ class DcqcnRP:
     * ``on_cnp(now)``: ``RT = RC``; ``RC = RC * (1 - alpha/2)`` (floor ``min_bps``);
       ``alpha = (1-g) alpha + g``; the timer, byte counter and their step counts T, BC restart.
     * alpha timer: every ``alpha_timer_s`` without a CNP, ``alpha = (1-g) alpha``.
+    * ``hold(seconds)``: time the host took from the QP (the engine dropped its sending debt,
+      :data:`MAX_LAG_S`) is not DCQCN time either: both timers move on by it.
     * rate-increase events: each ``rate_timer_s`` (T += 1) and each ``byte_counter`` bytes sent
       (BC += 1) since the last cut. On an event: fast recovery while ``max(T, BC) <= F``
       (RT unchanged), hyper increase once ``min(T, BC) > F`` (``RT += i * R_HAI``, ``i =
@@ -182,6 +185,17 @@ class DcqcnRP:
             self.bytes_since -= self.byte_counter
             self.bc_steps += 1
             self._increase()
+
+    def hold(self, seconds: float) -> None:
+        """The QP lost ``seconds`` to its host (it could not send its packets then): push the
+        alpha and rate-increase timers back by that much, so alpha does not decay, nor the rate
+        climb, over time in which the QP did not send at its rate. Without it an incast whose
+        senders started host-bound (8 QPs at 200 Mb/s ask 48,000 packets a second of the
+        engine; it sends ~14,000 at the start) met its first CNP with alpha decayed to ~0.7
+        (0.3 when the host was busier), cut too little and overflowed the switch buffer, where
+        the DCQCN fluid model, whose senders start at line rate, has alpha ~1 (issue 28)."""
+        self.next_alpha += seconds
+        self.next_rate += seconds
 
     def tick(self, now: float) -> None:
         """Run the alpha and rate-increase timers up to ``now`` (every period that passed)."""
@@ -564,8 +578,11 @@ class LoadEngine(Engine):
                 q.next_t += q.lf.gap_s  # the idle gap after a message
                 return
         if q.next_t < now - MAX_LAG_S:  # the host stalled us: count the debt, do not burst
+            lost = now - q.next_t
             rate = q.rp.rc if q.rp is not None else self.line_bps
-            q.deficit_bytes += int((now - q.next_t) * rate / 8)
+            q.deficit_bytes += int(lost * rate / 8)
+            if q.rp is not None:  # nor is the lost time DCQCN time (DcqcnRP.hold)
+                q.rp.hold(lost)
             q.next_t = now
 
     def _held(self, q: _QP, now: float) -> None:
