@@ -94,6 +94,16 @@ def test_dcqcn_timers_hold_over_time_lost_to_the_host():
     assert rp.alpha == ref.alpha == pytest.approx(1 - 1 / 256)
     rp.on_cnp(102 * 0.55)  # a CNP after the hold cuts with the undecayed alpha: RC x 0.5
     assert rp.rate == pytest.approx(40e6 * (1 - (1 - 1 / 256) / 2))
+    # the engine's order: the timers ran through the lost time before it was known; the hold
+    # then makes those periods up with as many without an event
+    late, ref = _rp(), _rp()
+    late.tick(10 * 0.55 + 1e-9)  # 10 periods ran, all of them lost to the host
+    late.hold(10 * 0.55)
+    late.tick(20 * 0.55 + 1e-9)  # the next 10 have no event
+    assert late.alpha == pytest.approx((1 - 1 / 256) ** 10) and late.t_steps == 10
+    late.tick(30 * 0.55 + 1e-9)
+    ref.tick(20 * 0.55 + 1e-9)
+    assert late.alpha == pytest.approx(ref.alpha) and late.t_steps == ref.t_steps == 20
 
 
 def test_dcqcn_fast_recovery_then_additive_then_hyper():

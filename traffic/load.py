@@ -101,7 +101,7 @@ class DcqcnRP:
       ``alpha = (1-g) alpha + g``; the timer, byte counter and their step counts T, BC restart.
     * alpha timer: every ``alpha_timer_s`` without a CNP, ``alpha = (1-g) alpha``.
     * ``hold(seconds)``: time the host took from the QP (the engine dropped its sending debt,
-      :data:`MAX_LAG_S`) is not DCQCN time either: both timers move on by it.
+      :data:`MAX_LAG_S`) is not DCQCN time either: both timers are pushed back by it.
     * rate-increase events: each ``rate_timer_s`` (T += 1) and each ``byte_counter`` bytes sent
       (BC += 1) since the last cut. On an event: fast recovery while ``max(T, BC) <= F``
       (RT unchanged), hyper increase once ``min(T, BC) > F`` (``RT += i * R_HAI``, ``i =
@@ -188,8 +188,11 @@ class DcqcnRP:
 
     def hold(self, seconds: float) -> None:
         """The QP lost ``seconds`` to its host (it could not send its packets then): push the
-        alpha and rate-increase timers back by that much, so alpha does not decay, nor the rate
-        climb, over time in which the QP did not send at its rate. Without it an incast whose
+        alpha and rate-increase timers back by that much, so over the run alpha does not decay,
+        nor the rate climb, for time in which the QP did not send at its rate. The engine
+        learns of the loss only when it drops the debt, after the timers ran through it, so the
+        periods already run are made up by as many without an event right after (at most
+        :data:`MAX_LAG_S` plus one loop turn late). Without it an incast whose
         senders started host-bound (8 QPs at 200 Mb/s ask 48,000 packets a second of the
         engine; it sends ~14,000 at the start) met its first CNP with alpha decayed to ~0.7
         (0.3 when the host was busier), cut too little and overflowed the switch buffer, where
