@@ -142,6 +142,8 @@ def test_model_cli_shows_the_senders_rate_and_the_onset_peak():
     r = CliRunner().invoke(make_app(["model"]), argv)
     assert r.exit_code == 0, r.output
     assert "sending, RC" in r.output and f"peak {d['queue_peak_bytes']:,} B" in r.output
+    assert d["summary"]["dropped_pct"] > 0  # 8:1 onto 4 MiB without PFC drops at the onset
+    assert f"tail drops {d['summary']['dropped_pct']:.2f} %" in r.output
 
 
 def test_pfc_off_drops_at_the_incast_onset_and_pfc_on_holds_them():

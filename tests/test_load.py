@@ -859,6 +859,14 @@ def test_live_incast_carries_the_fluid_model_reference(lossless_lab):
             and abs(ref["measured_dropped_pct"] - ref["dropped_pct"]) <= 1.0)
     assert ref["agrees"] is rule, ref["disagreements"]
     assert ref["series"]["t"][-1] == pytest.approx(c["seconds"], rel=0.02)
+    # the deepest queue sampled: the largest backlog any sampled port's series holds; 8:1
+    # onto one port with PFC on reaches ECN's Kmin (it marked) at a switch on the way
+    peaks = {p: max(s.get("backlog_bytes") or [0]) for p, s in c["ports"].items()}
+    assert c["queue_peak_bytes"] >= max(peaks.values())
+    assert c["queue_peak_bytes"] >= lossless_lab.spec.qos.ecn.kmin_bytes and c["ce_marked"] > 0
+    spec = lossless_lab.spec
+    assert c["queue_peak_port"].split(":")[0] in {n.name for r in ("leaf", "spine")
+                                                  for n in spec.by_role(r)}
     # the per-packet reference: the same N, profile and fabric time, run 5 times, and the
     # measured spread set beside it
     pk = ref["packet"]

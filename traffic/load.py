@@ -271,6 +271,9 @@ class LoadResult:
     fct_s, rate_mbps_last_half, and ``series`` columns t / tx_mbps / rx_mbps / cc_mbps / ce /
     cnp). ``ports``: ``"node:port" -> {"t": [...], "tx_mbps": [...], and the capacity
     counters' columns when a port sampler was given}``. Totals are integers over the run.
+    ``queue_peak_bytes`` / ``queue_peak_port``: the deepest backlog the port sampler read on
+    any port over the run (measured every ``sample_s``, so a peak between samples is missed;
+    None without a port sampler).
     """
 
     cc: str
@@ -292,6 +295,8 @@ class LoadResult:
     offered_mbps: float = 0.0
     dcqcn: dict | None = None
     pause_events_last_half: int | None = None
+    queue_peak_bytes: int | None = None
+    queue_peak_port: str | None = None
 
     @property
     def keeps_rate(self) -> bool:
@@ -948,6 +953,9 @@ def run_load(spec: LabSpec, netns_of: Callable[[str], str], flows: Iterable[Load
         res.pause_events_last_half = int(sum(
             v for s in cap_series.values()
             for t, v in zip(s["t"], s.get("pause_events", ()), strict=False) if t > res.seconds / 2))
+        deepest = max(((max(s.get("backlog_bytes") or [0]), p) for p, s in cap_series.items()),
+                      default=(0, None))
+        res.queue_peak_bytes, res.queue_peak_port = int(deepest[0]), deepest[1]
     peak = max((sum(s["tx_mbps"]) for s in series.values()), default=0.0)
     for port, s in series.items():
         if peak and sum(s["tx_mbps"]) >= min_port_share * peak:

@@ -24,13 +24,13 @@ def _usage(msg: str) -> None:
 def model_record(qos, senders: int, *, pfc: bool, dcqcn=None, fabric_ms: float = 15.0,
                  points: int = 16, mark_at_enqueue: bool = False) -> dict:
     """The JSON of ``railab model incast``: ``params`` (the model's inputs, fabric units),
-    ``summary`` (last half: ``utilization``, ``per_flow_gbps``, ``queue_bytes``,
-    ``time_to_fair_us``), ``fixed_point`` (the paper's equation 9: ``p``, ``q_bytes``,
-    ``rate_gbps``), ``series`` (``points`` samples: ``t_us``, ``rate_gbps`` per flow (what
-    each flow delivers through the port), ``rc_gbps`` per flow (its DCQCN sending rate RC),
-    ``queue_bytes``, ``utilization``), ``queue_peak_bytes`` (the whole run's, onset included) and
-    ``lab`` (the same run in lab units at the lab's time
-    scale: ``seconds``, ``per_flow_mbps``)."""
+    ``summary`` (last half: ``utilization``, ``per_flow_gbps``, ``rc_gbps``, ``queue_bytes``,
+    ``dropped_bytes``, ``time_to_fair_us``; ``dropped_pct`` is the whole run's),
+    ``fixed_point`` (the paper's equation 9: ``p``, ``q_bytes``, ``rate_gbps``), ``series``
+    (``points`` samples: ``t_us``, ``rate_gbps`` per flow (what each flow delivers through the
+    port), ``rc_gbps`` per flow (its DCQCN sending rate RC), ``queue_bytes``, ``utilization``),
+    ``queue_peak_bytes`` (the whole run's, onset included) and ``lab`` (the same run in lab
+    units at the lab's time scale: ``seconds``, ``per_flow_mbps``)."""
     from dataclasses import asdict
 
     import numpy as np
@@ -149,8 +149,8 @@ def register(app: typer.Typer) -> None:
                   f"(fair share {p['line_gbps'] / senders:.1f}; sending at RC "
                   f"{s['rc_gbps'][0]:.1f}), queue mean {s['queue_bytes']['mean']:,} B, max "
                   f"{s['queue_bytes']['max']:,} B over the last half (the whole run's peak "
-                  f"{rec['queue_peak_bytes']:,} B); within 10 % of the fair "
-                  "share after "
+                  f"{rec['queue_peak_bytes']:,} B); tail drops {s['dropped_pct']:.2f} % of what "
+                  "was sent over the whole run; within 10 % of the fair share after "
                   + (f"{ttf:g} us" if ttf is not None else "- (not by the end)"), highlight=False)
         fp = rec["fixed_point"]
         con.print(f"fixed point (paper eq. 9): p* {fp['p']:.2e}, q* {fp['q_bytes']:,} B, "

@@ -615,6 +615,9 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
                          "--seconds, or a faster lab port rate)"), highlight=False)
         if util is not None:
             con.print(f"receiver port used (measured, last half): {util:.0%}", highlight=False)
+        if res.queue_peak_bytes:
+            con.print(f"deepest queue (measured, sampled every {res.sample_s:g} lab s): "
+                      f"{res.queue_peak_bytes:,} B at {res.queue_peak_port}", highlight=False)
         if reference is not None:
             r = reference
             ttf = (f"within 10 % of the fair share after {r['time_to_fair_ms']:g} ms"
