@@ -102,7 +102,7 @@ def register(app: typer.Typer) -> None:
         if lab is not None:
             from railab.testbed.labref import resolve
 
-            qos = resolve(lab).spec().qos  # RailabError (exit 2) names what is wrong
+            qos = resolve(lab).spec().qos  # RailabError (exit 1, as for any command) names it
         else:
             qos = DEFAULT_QOS.model_copy(update={"capacity": CapacityProfile(enabled=True)})
         pfc_on = qos.capacity.pfc if pfc is None else pfc == "on"
