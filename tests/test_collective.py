@@ -23,6 +23,7 @@ from railab.traffic.collective import (
     bus_factor,
     schedule,
     slowdown,
+    straggler_wait_s,
 )
 from railab.traffic.ecmp import LeafLoad, collision_chance, flow_sport, pace, size_flow
 
@@ -373,3 +374,19 @@ def test_pfc_choice_defaults_to_the_intent_and_refuses_on_without_queues(mini):
         pfc_choice(mini, "on")
     with pytest.raises(ValueError, match="on or off"):
         pfc_choice(lossless, "yes")
+
+
+def test_straggler_wait_follows_the_runs_pfc_not_the_intents():
+    """A collective waits for what a full queue holds: buffer_bytes where PFC pauses, a lone
+    hot queue's shared-buffer share where it does not; `--pfc off` on a PFC-on intent is the
+    latter (the wait was the intent's before)."""
+    from railab.topologies.qos import CapacityProfile, SharedBufferProfile
+
+    cap = CapacityProfile(enabled=True, port_rate_mbps=200, pfc=True,
+                          shared_buffer=SharedBufferProfile())
+    on, off = straggler_wait_s(cap, True), straggler_wait_s(cap, False)
+    assert on == pytest.approx(2 * cap.buffer_bytes * 8 / 200e6 + 0.5)
+    assert off == pytest.approx(2 * cap.drop_limit_bytes * 8 / 200e6 + 0.5) and off > 5 * on
+    static = CapacityProfile(enabled=True, port_rate_mbps=200, pfc=False)
+    assert straggler_wait_s(static, False) == straggler_wait_s(static, True)
+    assert straggler_wait_s(CapacityProfile(enabled=False), True) == 1.0

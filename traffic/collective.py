@@ -45,6 +45,7 @@ from typing import Literal
 
 from railab.errors import UsageError
 from railab.topologies.labspec import LabSpec
+from railab.topologies.qos import CapacityProfile
 from railab.traffic.ecmp import (
     DEFAULT_HASH_SEED,
     PacedEngine,
@@ -289,10 +290,23 @@ class CollectiveResult:
         }
 
 
+def straggler_wait_s(cap: CapacityProfile, pfc: bool) -> float:
+    """How long, at most, a collective waits after its last packet for the rest (s): twice what
+    a full queue takes to drain at the port rate, plus 0.5 s (1 s on unshaped ports). A full
+    queue is ``buffer_bytes`` with PFC on (it pauses there) and, without PFC, up to a lone hot
+    queue's share of a shared buffer (``drop_limit_bytes``). The wait ends early once every
+    packet arrived."""
+    if not cap.enabled:
+        return 1.0
+    held = cap.buffer_bytes if pfc else max(cap.buffer_bytes, cap.drop_limit_bytes)
+    return 2 * held * 8 / (cap.port_rate_mbps * 1e6) + 0.5
+
+
 def run_collective(spec: LabSpec, netns_of: Callable[[str], str], sched: Schedule, *,
                    sport_mode: str = "per-qp", policy: str | None = None,
                    seed: int | None = DEFAULT_HASH_SEED, background_s: float = 0.5,
-                   stop: threading.Event | None = None) -> CollectiveResult:
+                   stop: threading.Event | None = None, pfc: bool | None = None
+                   ) -> CollectiveResult:
     """Run every network flow of ``sched`` at once on the running lab and time it.
 
     On a lab with shaped ports (``qos.capacity.enabled``) each flow is paced at its share of
@@ -300,13 +314,12 @@ def run_collective(spec: LabSpec, netns_of: Callable[[str], str], sched: Schedul
     as a NIC's scheduler would; unshaped, flows go as fast as the engine sends. Flows the design
     makes unreachable are sent too (nothing may arrive). ``sport_mode``/``policy``/``seed``: UDP
     source-port entropy and the switches' ECMP hash for the run (:func:`railab.traffic.ecmp.hashing`,
-    restored after). The uplink load is measured net of a ``background_s`` quiet interval."""
+    restored after). The uplink load is measured net of a ``background_s`` quiet interval.
+    ``pfc``: whether the run's switch agent pauses (``railab collective --pfc``; None: the
+    intent's ``lab.capacity.pfc``); it sets how long stragglers are waited for."""
     cap = spec.qos.capacity
     flows = pace(sched.flows, cap.port_rate_mbps) if cap.enabled else list(sched.flows)
-    # stragglers: a full port buffer drains in buffer / rate; wait for that (and some) at the end
-    # (without PFC a shared buffer lets one hot queue hold its dynamic-threshold share)
-    held = cap.buffer_bytes if cap.pfc else max(cap.buffer_bytes, cap.drop_limit_bytes)
-    drain = (2 * held * 8 / (cap.port_rate_mbps * 1e6) + 0.5) if cap.enabled else 1.0
+    drain = straggler_wait_s(cap, cap.pfc if pfc is None else pfc)
     with hashing(spec, netns_of, policy=policy, seed=seed):
         with PacedEngine(spec, netns_of, sport_mode=sport_mode, stop=stop) as eng:
             bg = background_rate(eng, background_s) if background_s > 0 else {}

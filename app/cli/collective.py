@@ -183,7 +183,8 @@ def register(app: typer.Typer) -> None:
                 queues_end = queue_totals(spec, ref.netns_of)
                 for mode in runs:
                     results[mode] = run_collective(spec, ref.netns_of, sched, sport_mode=mode,
-                                                   policy=hash_policy, seed=seed, stop=stop)
+                                                   policy=hash_policy, seed=seed, stop=stop,
+                                                   pfc=pfc_on)
                 queues = queues_end()
                 if stop.is_set():
                     raise KeyboardInterrupt
