@@ -36,6 +36,7 @@ from railab.traffic.load import (
     _QP,
     CATCH_UP,
     FIXED_SPORT,
+    LOAD_RT_PRIORITY,
     PACING_JITTER,
     CnpPacer,
     DcqcnRP,
@@ -50,7 +51,7 @@ from railab.traffic.load import (
     spray_ports,
 )
 from railab.traffic.patterns import Flow, PatternError, flows_for, incast_pairs, route
-from railab.traffic.stream import flow_sport
+from railab.traffic.stream import flow_sport, run_sender_child, scheduling
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -362,6 +363,30 @@ def test_engine_holds_dcqcn_timers_over_time_lost_to_the_host():
     alpha_t = late.rp.next_alpha
     eng._send_due(late, now)
     assert late.deficit_bytes == 0 and late.rp.next_alpha == alpha_t
+
+
+def _sched_child(conn, rt) -> None:
+    run_sender_child(os.getppid(), conn, scheduling, rt_priority=rt)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="real-time scheduling needs root (CAP_SYS_NICE)")
+def test_sender_child_runs_at_real_time_priority_when_asked():
+    """A load engine's child runs under SCHED_RR at the priority asked (the NICs are hardware
+    that never waits for a CPU, LOAD_RT_PRIORITY); a probe stream's stays at nice -10."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork")
+    got = {}
+    for rt in (LOAD_RT_PRIORITY, None):
+        parent, child = ctx.Pipe(duplex=False)
+        proc = ctx.Process(target=_sched_child, args=(child, rt))
+        proc.start()
+        child.close()
+        assert parent.poll(10)
+        got[rt] = parent.recv()
+        proc.join(5)
+    assert got[LOAD_RT_PRIORITY] == ("done", f"SCHED_RR {LOAD_RT_PRIORITY}")
+    assert got[None] == ("done", "nice -10")
 
 
 def test_run_load_rejects_bad_input_before_forking():
@@ -865,6 +890,8 @@ def test_live_incast_carries_the_fluid_model_reference(lossless_lab):
     assert c["queue_peak_bytes"] >= max(peaks.values())
     assert c["queue_peak_bytes"] >= lossless_lab.spec.qos.ecn.kmin_bytes and c["ce_marked"] > 0
     spec = lossless_lab.spec
+    # the engine ran as hardware does, at real-time priority under the switch agent's
+    assert c["engine_priority"] == f"SCHED_RR {LOAD_RT_PRIORITY}"
     assert c["queue_peak_port"].split(":")[0] in {n.name for r in ("leaf", "spine")
                                                   for n in spec.by_role(r)}
     # the per-packet reference: the same N, profile and fabric time, run 5 times, and the

@@ -431,18 +431,37 @@ def _die_with_parent() -> None:
         pass
 
 
-def run_sender_child(ppid: int, conn, work: Callable[[], object]) -> None:
+def scheduling() -> str:
+    """This process's CPU scheduling in words: ``"SCHED_RR 5"`` (real-time, with its
+    priority), ``"nice -10"`` or ``"normal"``."""
+    try:
+        if os.sched_getscheduler(0) in (os.SCHED_RR, os.SCHED_FIFO):
+            return f"SCHED_RR {os.sched_getparam(0).sched_priority}"
+    except (OSError, AttributeError):
+        pass
+    nice = os.getpriority(os.PRIO_PROCESS, 0)
+    return f"nice {nice}" if nice else "normal"
+
+
+def run_sender_child(ppid: int, conn, work: Callable[[], object], *,
+                     rt_priority: int | None = None) -> None:
     """The body of a forked sender process (probe streams here, load runs in
     :mod:`railab.traffic.load`): die with the parent (``PR_SET_PDEATHSIG``), ignore SIGINT (the
-    parent says when to stop), run at ``SENDER_NICE``, then send ``("done", work())`` or
-    ``("error", message)`` (a RailabError's text, else the exception's one line) on ``conn``,
-    which it closes."""
+    parent says when to stop), run at ``SENDER_NICE`` and, with ``rt_priority``, under
+    ``SCHED_RR`` at that priority (1-99; kept at the nice value where the kernel refuses it, e.g.
+    without CAP_SYS_NICE), then send ``("done", work())`` or ``("error", message)`` (a
+    RailabError's text, else the exception's one line) on ``conn``, which it closes."""
     _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:  # a sender starved by a busy host measures its own stalls, not the fabric's
         os.setpriority(os.PRIO_PROCESS, 0, SENDER_NICE)
     except OSError:
         pass
+    if rt_priority is not None:
+        try:
+            os.sched_setscheduler(0, os.SCHED_RR, os.sched_param(rt_priority))
+        except (OSError, AttributeError):
+            pass
     if os.getppid() != ppid:  # the parent died before prctl took effect
         os._exit(1)
     try:

@@ -644,7 +644,9 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
         con.print(f"ce_marked {res.ce_marked}, cnp_sent {res.cnp_sent}, cnp_received "
                   f"{res.cnp_received}, dropped {res.dropped}, lost {res.lost}, pause_events "
                   f"{res.pause_events}; offered {res.offered_mbps:g} Mb/s, engine shortfall "
-                  f"{res.engine_shortfall:.1%}", highlight=False)
+                  f"{res.engine_shortfall:.1%}"
+                  + (f" (engine at {res.engine_priority})" if res.engine_priority else ""),
+                  highlight=False)
         if cc == "dcqcn" and res.flows:
             con.print(f"fair share {fshare['share_mbps']:g} Mb/s (port / {len(fl)}): every "
                       f"sender {fshare['min']:.2f}-{fshare['max']:.2f} of it over the last half: "
