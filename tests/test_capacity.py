@@ -230,6 +230,51 @@ def test_agent_keeps_each_queue_at_the_dynamic_threshold():
     assert {p.lossless_limit for s in loop2.switches for p in s.ports} == {4194304}
 
 
+class _KickSock:
+    def __init__(self) -> None:
+        self.sent: list[bytes] = []
+
+    def getsockname(self):
+        return ("eth1", 0, 0, 1, b"\x02\x00\x00\x00\x00\x01")
+
+    def send(self, frame: bytes) -> int:
+        self.sent.append(frame)
+        return len(frame)
+
+
+def test_agent_kicks_a_resumed_port_until_a_late_change_must_have_landed():
+    """After a RESUME the agent sends a kick frame out of the port in the cycles KICK_AT after
+    it (a tc change lands when its writer runs; a kick before it restarts nothing, and a held
+    NIC gets no other frame that would run its queue), a PAUSE cancels the rest, and at close
+    every pending port gets one at once."""
+    loop, written = _agent(build_lab(load_intent("mini-lossless")).spec)
+    key = ("srv2", "eth1")
+    sock = loop._kick_socks[key] = _KickSock()
+    loop._set(key, True, 1.0)
+    loop._set(key, False, 1.1)
+    assert "rate 8000bit" in written[0] and "rate 8000bit" not in written[1]
+    kicked = []
+    for cycle in range(1, 41):
+        before = len(sock.sent)
+        loop._send_kicks()
+        if len(sock.sent) > before:
+            kicked.append(cycle)
+    assert kicked == list(pfc.KICK_AT) and key not in loop._kick
+    frame = sock.sent[0]
+    assert frame[:6] == pfc.KICK_DST and frame[12:14] == pfc.KICK_ETHERTYPE and len(frame) == 60
+    loop._set(key, True, 2.0)
+    loop._set(key, False, 2.1)
+    loop._send_kicks()
+    loop._set(key, True, 2.2)  # paused again before the rest: no more kicks for it
+    n = len(sock.sent)
+    for _ in range(40):
+        loop._send_kicks()
+    assert len(sock.sent) == n and key not in loop._kick
+    loop._set(key, False, 3.0)
+    loop._send_kicks(now=True)  # close(): every pending port at once, whatever the cycle
+    assert len(sock.sent) == n + 1
+
+
 def test_containerlab_runtime_refuses_capacity(tmp_path):
     from railab.errors import UsageError
     from railab.testbed.runtime.containerlab import ContainerlabRuntime
