@@ -90,10 +90,10 @@ SNDBUF_BYTES = 256 << 10
 #: and the receiver's NICs, hardware that never waits for a CPU; at ``nice -10`` it waited for
 #: one 16-24 % of an 8:1 incast with PFC on (``/proc/PID/schedstat``: the switch agent and its
 #: tc/nft writers run at real-time priority, :data:`railab.testbed.pfc.RT_PRIORITY`), fell
-#: 5-10 % short of its rate, and met issue 28's fair-share criterion in 3 of 7 runs; at
-#: ``SCHED_RR 5`` it waited 5-8 %, fell 2-3 % short, and met it in 11 of 12 (docs/congestion.md).
-#: Below the agent's 10, so a PFC PAUSE or a WRED update still goes first. The engine sleeps
-#: whenever no QP is due, so it takes a share of one core, not a whole one.
+#: 5-10 % short of its rate; at ``SCHED_RR 5`` it waits 5-8 % and falls 2-5 % short
+#: (docs/congestion.md, "8:1 with PFC on"). Below the agent's 10, so a PFC PAUSE or a WRED
+#: update still goes first. The engine sleeps whenever no QP is due, so it takes a share of
+#: one core, not a whole one.
 LOAD_RT_PRIORITY = 5
 #: Each inter-packet gap is the rate's gap times a uniform factor in 1 +- this: a NIC's pacer is
 #: not a metronome, and strictly periodic senders at the port rate phase-lock onto a token-bucket
