@@ -432,11 +432,13 @@ def _die_with_parent() -> None:
 
 
 def scheduling() -> str:
-    """This process's CPU scheduling in words: ``"SCHED_RR 5"`` (real-time, with its
-    priority), ``"nice -10"`` or ``"normal"``."""
+    """This process's CPU scheduling in words: ``"SCHED_RR 5"`` / ``"SCHED_FIFO 5"``
+    (real-time, with its priority), ``"nice -10"`` or ``"normal"``."""
     try:
-        if os.sched_getscheduler(0) in (os.SCHED_RR, os.SCHED_FIFO):
-            return f"SCHED_RR {os.sched_getparam(0).sched_priority}"
+        policy = os.sched_getscheduler(0)
+        if policy in (os.SCHED_RR, os.SCHED_FIFO):
+            name = "SCHED_RR" if policy == os.SCHED_RR else "SCHED_FIFO"
+            return f"{name} {os.sched_getparam(0).sched_priority}"
     except (OSError, AttributeError):
         pass
     nice = os.getpriority(os.PRIO_PROCESS, 0)
