@@ -64,7 +64,8 @@ def run_one(lab: str, n: int, pfc: str, seconds: float | None, dcqcn: str | None
             "agrees": ref.get("agrees"), "wall_s": wall, "lab_s": c["seconds"],
             "pkts_per_s": sent / c["seconds"] if c["seconds"] else 0.0,
             "shortfall": c["engine_shortfall"], "port_rate_mbps": c["port_rate_mbps"],
-            "start_min": min(start), "start_max": max(start)}
+            "start_min": min(start), "start_max": max(start),
+            "met": (c.get("steady_state_check") or {}).get("met")}  # None: an older railab
 
 
 def main() -> int:
@@ -98,8 +99,9 @@ def main() -> int:
             print(f"{key[0]} | {n} | {pfc} | {k + 1} | error: {r['error']}", flush=True)
             verdicts.setdefault(key, []).append(False)
             continue
-        ok = (r["util"] >= 0.9 and r["ratio_min"] >= 0.85 and r["ratio_max"] <= 1.15
-              if pfc == "on" else r["util"] >= 0.85 and r["drop_pct"] <= 1.0)
+        ok = r["met"] if r["met"] is not None else (  # railab's own check, else the same rule
+            r["util"] >= 0.9 and r["ratio_min"] >= 0.85 and r["ratio_max"] <= 1.15
+            if pfc == "on" else r["util"] >= 0.85 and r["drop_pct"] <= 1.0)
         verdicts.setdefault(key, []).append(ok)
         mu = "-" if r["model_util"] is None else f"{r['model_util']:.1%}"
         md = "-" if r["model_drop_pct"] is None else f"{r['model_drop_pct']:.2f}"

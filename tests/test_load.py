@@ -49,6 +49,7 @@ from railab.traffic.load import (
     qp_sport,
     run_load,
     spray_ports,
+    steady_state_check,
 )
 from railab.traffic.patterns import Flow, PatternError, flows_for, incast_pairs, route
 from railab.traffic.stream import flow_sport, run_sender_child, scheduling
@@ -387,6 +388,22 @@ def test_sender_child_runs_at_real_time_priority_when_asked():
         proc.join(5)
     assert got[LOAD_RT_PRIORITY] == ("done", f"SCHED_RR {LOAD_RT_PRIORITY}")
     assert got[None] == ("done", "nice -10")
+
+
+def test_steady_state_check_is_dcqcns_published_steady_state():
+    """With PFC on: the port >= 90 % used and every sender within 15 % of its share; with it
+    off: >= 85 % used and <= 1 % of the packets dropped (edges included)."""
+    on = steady_state_check(0.95, [0.85, 1.15], 0.0, pfc=True)
+    assert on["met"] and on["band"] == 0.15 and on["ratio"] == {"min": 0.85, "max": 1.15}
+    assert not steady_state_check(0.95, [0.84, 1.0], 0.0, pfc=True)["met"]
+    assert not steady_state_check(0.95, [0.9, 1.24], 0.0, pfc=True)["met"]
+    assert not steady_state_check(0.89, [1.0, 1.0], 0.0, pfc=True)["met"]
+    off = steady_state_check(0.85, [0.5, 1.5], 1.0, pfc=False)
+    assert off["met"] and off["dropped_max_pct"] == 1.0 and "band" not in off
+    assert not steady_state_check(0.97, [1.0, 1.0], 1.01, pfc=False)["met"]
+    assert not steady_state_check(0.84, [1.0, 1.0], 0.0, pfc=False)["met"]
+    with pytest.raises(ValueError, match="no sender"):
+        steady_state_check(0.9, [], 0.0, pfc=True)
 
 
 def test_run_load_rejects_bad_input_before_forking():
@@ -890,6 +907,12 @@ def test_live_incast_carries_the_fluid_model_reference(lossless_lab):
     assert c["queue_peak_bytes"] >= max(peaks.values())
     assert c["queue_peak_bytes"] >= lossless_lab.spec.qos.ecn.kmin_bytes and c["ce_marked"] > 0
     spec = lossless_lab.spec
+    # DCQCN's steady-state check is the stated rule on this run's own figures (PFC on)
+    chk = c["steady_state_check"]
+    assert chk["pfc"] == "on" and chk["ratio"] == {"min": round(min(c["fair_share"]["ratios"]), 3),
+                                                   "max": round(max(c["fair_share"]["ratios"]), 3)}
+    assert chk["met"] is (c["utilization"] >= 0.9 and chk["ratio"]["min"] >= 0.85
+                          and chk["ratio"]["max"] <= 1.15)
     # the engine ran as hardware does, at real-time priority under the switch agent's
     assert c["engine_priority"] == f"SCHED_RR {LOAD_RT_PRIORITY}"
     assert c["queue_peak_port"].split(":")[0] in {n.name for r in ("leaf", "spine")

@@ -1035,6 +1035,46 @@ def fair_share(result: LoadResult, tolerance: float = FAIR_TOLERANCE,
             "within": bool(ratios) and all(abs(r - 1.0) <= tolerance for r in ratios)}
 
 
+#: DCQCN's steady state for an N:1 incast on one port, as a check a planner can read off a run
+#: (DCQCN keeps the bottleneck near full with every flow near its fair share: Zhu et al.,
+#: SIGCOMM 2015, and the fluid model of Zhu et al., CoNEXT 2016; the numbers are issue 28's):
+#: with PFC on, the port at least STEADY_UTIL_PFC used and every sender within STEADY_BAND of
+#: its share; with PFC off, at least STEADY_UTIL_LOSSY used and at most STEADY_DROP_PCT % of the
+#: packets sent dropped (without PFC the onset may drop: DCQCN does not replace PFC, SIGCOMM
+#: 2015 "Need for PFC").
+STEADY_UTIL_PFC, STEADY_UTIL_LOSSY, STEADY_BAND, STEADY_DROP_PCT = 0.90, 0.85, 0.15, 1.0
+
+
+def steady_state_check(utilization: float, ratios: list[float], dropped_pct: float, *,
+                       pfc: bool) -> dict:
+    """The DCQCN steady-state check of one incast run (the ``congestion.steady_state_check``
+    object): ``utilization`` the receiver's port used over the last half (0-1, measured),
+    ``ratios`` each sender's receive rate over its fair share (last half), ``dropped_pct`` the
+    share of the packets sent that the queues dropped (%). Returns ``{"pfc", "utilization",
+    "utilization_min", "ratio": {"min", "max"}, "band" (PFC on) | "dropped_pct",
+    "dropped_max_pct" (PFC off), "met": bool, "rule": words}`` with the thresholds above.
+    Raises ValueError without a sender."""
+    if not ratios:
+        raise ValueError("steady_state_check: no sender")
+    lo, hi = min(ratios), max(ratios)
+    out = {"pfc": "on" if pfc else "off", "utilization": round(utilization, 4),
+           "ratio": {"min": round(lo, 3), "max": round(hi, 3)}}
+    if pfc:
+        out.update(utilization_min=STEADY_UTIL_PFC, band=STEADY_BAND,
+                   met=utilization >= STEADY_UTIL_PFC and lo >= 1 - STEADY_BAND
+                   and hi <= 1 + STEADY_BAND,
+                   rule=f"port >= {STEADY_UTIL_PFC:.0%} used and every sender within "
+                        f"{STEADY_BAND:.0%} of its share")
+    else:
+        out.update(utilization_min=STEADY_UTIL_LOSSY, dropped_pct=round(dropped_pct, 3),
+                   dropped_max_pct=STEADY_DROP_PCT,
+                   met=utilization >= STEADY_UTIL_LOSSY and dropped_pct <= STEADY_DROP_PCT,
+                   rule=f"port >= {STEADY_UTIL_LOSSY:.0%} used and at most "
+                        f"{STEADY_DROP_PCT:g} % of the packets dropped")
+    return out
+
+
 __all__ = ["CC_MODES", "FAIR_TOLERANCE", "FIXED_SPORT", "SPORT_MODES", "CnpPacer", "DcqcnRP",
            "LoadEngine", "LoadFlow", "LoadFlowResult", "LoadResult", "PortReader", "PortSampler",
-           "fair_share", "fairness", "flow_results", "qp_sport", "run_load", "spray_ports"]
+           "fair_share", "fairness", "flow_results", "qp_sport", "run_load", "spray_ports",
+           "steady_state_check"]

@@ -447,7 +447,15 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
     from railab.testbed.labref import resolve
     from railab.topologies.qos import DCQCN_PROFILES
     from railab.traffic.engine import sigint_event
-    from railab.traffic.load import CC_MODES, SPORT_MODES, LoadFlow, fair_share, fairness, run_load
+    from railab.traffic.load import (
+        CC_MODES,
+        SPORT_MODES,
+        LoadFlow,
+        fair_share,
+        fairness,
+        run_load,
+        steady_state_check,
+    )
     from railab.traffic.patterns import (
         DEFAULT_INCAST_SENDERS,
         PatternError,
@@ -563,6 +571,10 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
             spec.qos, len(res.flows), res.seconds, pfc=pfc_on,
             dcqcn=DCQCN_PROFILES[dcqcn] if dcqcn else None, mtu=mtu or 4096,
             measured_ratios=fshare["ratios"] if fshare else None)
+    check = None
+    if reference is not None:
+        check = steady_state_check(util, fshare["ratios"], reference["measured_dropped_pct"],
+                                   pfc=pfc_on)
     steady = bool(reference["steady"]) if reference else (
         fabric_ms is not None and fabric_ms >= 10.0)
     shared = {}
@@ -581,6 +593,7 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
         cong["fabric_ms"] = fabric_ms
         cong["steady"] = steady
         cong["reference"] = reference
+        cong["steady_state_check"] = check
         print(json.dumps({
             "lab": spec.name, "pattern": pattern, "pxn": pxn, "cc": cc,
             "pfc": "on" if pfc_on else "off", "capacity": capacity, "seconds": secs,
@@ -652,6 +665,14 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
                       f"sender {fshare['min']:.2f}-{fshare['max']:.2f} of it over the last half: "
                       f"{'within' if fshare['within'] else 'NOT within'} "
                       f"{fshare['tolerance']:.0%}", highlight=False)
+        if check is not None:
+            extra = (f"every sender {check['ratio']['min']:.2f}-{check['ratio']['max']:.2f} of its "
+                     "share" if pfc_on else f"{check['dropped_pct']:.2f} % dropped")
+            con.print(f"DCQCN steady-state check (measured, last half; {check['rule']}): port "
+                      f"{check['utilization']:.1%}, {extra}: "
+                      + ("[green]met[/green]" if check["met"] else "[red]NOT met[/red]")
+                      + (" (not steady: a transient)" if not steady else ""),
+                      highlight=False, soft_wrap=True)
         for link, names in shared.items():
             con.print(f"ECMP: {len(names)} flows share {link}: {', '.join(names)}",
                       highlight=False, soft_wrap=True)
