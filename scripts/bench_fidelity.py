@@ -35,6 +35,8 @@ import subprocess
 import sys
 import time
 
+from railab.traffic.load import steady_state_check
+
 
 def run_one(lab: str, n: int, pfc: str, seconds: float | None, dcqcn: str | None = None,
             railab: str = "railab") -> dict:
@@ -99,9 +101,8 @@ def main() -> int:
             print(f"{key[0]} | {n} | {pfc} | {k + 1} | error: {r['error']}", flush=True)
             verdicts.setdefault(key, []).append(False)
             continue
-        ok = r["met"] if r["met"] is not None else (  # railab's own check, else the same rule
-            r["util"] >= 0.9 and r["ratio_min"] >= 0.85 and r["ratio_max"] <= 1.15
-            if pfc == "on" else r["util"] >= 0.85 and r["drop_pct"] <= 1.0)
+        ok = r["met"] if r["met"] is not None else steady_state_check(  # an older railab's run
+            r["util"], [r["ratio_min"], r["ratio_max"]], r["drop_pct"], pfc=pfc == "on")["met"]
         verdicts.setdefault(key, []).append(ok)
         mu = "-" if r["model_util"] is None else f"{r['model_util']:.1%}"
         md = "-" if r["model_drop_pct"] is None else f"{r['model_drop_pct']:.2f}"
