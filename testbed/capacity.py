@@ -525,11 +525,21 @@ def pfc_session(spec: LabSpec, netns_of: Callable[[str], str],
     start at zero and stay readable after it (:func:`port_counters`
     with ``run_dir``).
 
-    UsageError for a lab without ``lab.capacity``; RailabError when the loop does not start
-    (its stderr in the message)."""
+    UsageError for a lab without ``lab.capacity`` and when another load run holds the lab
+    (:func:`railab.testbed.state.load_lock`); RailabError when the loop does not start (its stderr in the
+    message)."""
     if not spec.qos.capacity.enabled:
         raise UsageError(f"lab {spec.name} has no lab.capacity: PFC needs port queues (use an "
                          "intent with lab.capacity, e.g. mini-lossless)")
+    with st.load_lock(spec.name):
+        with _agent_session(spec, netns_of, enabled) as sess:
+            yield sess
+
+
+@contextmanager
+def _agent_session(spec: LabSpec, netns_of: Callable[[str], str],
+                   enabled: bool | None) -> Iterator[PfcSession]:
+    """:func:`pfc_session`'s body, under the lab's load lock."""
     on = spec.qos.capacity.pfc if enabled is None else bool(enabled)
     sess = PfcSession(lab=spec.name, enabled=on)
     prev, rec = sess.state(), st.load(spec.name)

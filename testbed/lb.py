@@ -40,7 +40,6 @@ queues); on a lab without it :func:`plan` refuses them with a usage error.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import signal
@@ -48,12 +47,13 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from railab.errors import RailabError, UsageError
 from railab.testbed import lbagent
+from railab.testbed import state as st
 from railab.testbed.namespaces import entered, exec_argv
 from railab.testbed.rtnl import Rtnl, link_status
 
@@ -483,43 +483,18 @@ def start_agent(run_dir: str | Path, plan: lbagent.LbAgentPlan) -> int:
     raise RuntimeError(f"the load-balancing agent did not start: {(d / 'lb-agent.log').read_text()[-500:]}")
 
 
-_HELD: set[str] = set()  # run directories whose lb lock this process holds (re-entrant)
-
-
-@contextmanager
-def lab_lock(run_dir: str | Path, purpose: str = "railab lb") -> Iterator[None]:
+def lab_lock(run_dir: str | Path, purpose: str = "railab lb") -> AbstractContextManager[None]:
     """The lab's load-balancing lock (``lb.lock`` in its run directory) for the block: one
-    ``railab lb`` or ``railab lb compare`` at a time per lab. Re-entrant within this process (a
-    comparison applies modes under its own lock). When another ``railab lb LAB MODE`` holds it
-    this waits; when a comparison holds it (for minutes) it raises UsageError naming it."""
-    d = Path(run_dir)
-    key = str(d.resolve()) if d.exists() else str(d)
-    if key in _HELD:
-        yield
-        return
-    d.mkdir(parents=True, exist_ok=True)
-    with open(d / "lb.lock", "a+") as f:
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            f.seek(0)
-            holder = f.read().strip()
-            if "compare" in holder:
-                raise UsageError(f"{holder} is running on this lab: wait for it to finish (it "
-                                 "puts the lab's mode back) or stop it with Ctrl-C") from None
-            fcntl.flock(f, fcntl.LOCK_EX)
-        f.seek(0)
-        f.truncate()
-        f.write(f"{purpose} (pid {os.getpid()})")
-        f.flush()
-        _HELD.add(key)
-        try:
-            yield
-        finally:
-            _HELD.discard(key)
-            f.seek(0)
-            f.truncate()
-            f.flush()
+    ``railab lb`` or ``railab lb compare`` at a time per lab (railab.testbed.state.holder_lock).
+    Re-entrant within this process (a comparison applies modes under its own lock). When another
+    ``railab lb LAB MODE`` holds it this waits; when a comparison holds it (for minutes) it
+    raises UsageError naming it."""
+    def busy(holder: str) -> None:
+        if "compare" in holder:
+            raise UsageError(f"{holder} is running on this lab: wait for it to finish (it "
+                             "puts the lab's mode back) or stop it with Ctrl-C")
+
+    return st.holder_lock(Path(run_dir) / "lb.lock", purpose, busy)
 
 
 def _every_switch(spec) -> list[LeafPlan]:

@@ -189,7 +189,9 @@ def run_batches(jobs: Mapping[str, tuple[list[str], str]], what: str) -> None:
         for node, (p, script) in procs.items():
             out, _ = p.communicate(script, timeout=60)
             if p.returncode != 0:
-                bad.append(f"{node}: {out.strip()[:300]}")
+                why = out.strip()[:300] or (f"killed by signal {-p.returncode}" if p.returncode < 0
+                                            else f"exit {p.returncode}, no output")
+                bad.append(f"{node}: {why}")
     except FileNotFoundError as exc:
         raise RailabError(f"{what}: {exc.filename} not found (iproute2, nftables, util-linux)") \
             from None

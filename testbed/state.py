@@ -19,16 +19,21 @@ its record and lab model, railab.testbed.labref ``resolve`` (docs/architecture.m
 
 from __future__ import annotations
 
+import fcntl
 import getpass
 import json
 import os
 import shutil
+import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from railab.errors import UsageError
 
 STATE_VERSION = 1
 
@@ -228,15 +233,21 @@ def unreadable(lab: str) -> bool:
     return False
 
 
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` whole: into a dot-named temp file beside it (this pid), then
+    renamed over it, so a reader sees the old content or the new, never a part. Raises OSError."""
+    tmp = path.parent / f".{path.name}.{os.getpid()}.tmp"
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
 def save(state: LabState | Mapping[str, Any]) -> LabState:
     """Atomically write ``state`` (a LabState, or a mapping validated into one: it must hold
     ``lab``) to its state.json; returns the LabState written. ValidationError on a bad mapping."""
     rec = state if isinstance(state, LabState) else LabState.model_validate(dict(state))
     path = state_path(rec.lab)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(rec.to_json(), indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(rec.to_json(), indent=2, sort_keys=True) + "\n")
     return rec
 
 
@@ -254,7 +265,7 @@ def ledger_add(namespaces: list[str], lab: str) -> None:
     d = ledger_dir()
     d.mkdir(parents=True, exist_ok=True)
     for ns in namespaces:
-        (d / ns).write_text(lab + "\n")
+        write_atomic(d / ns, lab + "\n")  # a reader never sees an entry half written
 
 
 def ledger_remove(ns: str) -> None:
@@ -266,11 +277,76 @@ def ledger_remove(ns: str) -> None:
 
 
 def ledger() -> dict[str, str]:
-    """Namespace -> owning lab name, for every namespace railab created and not yet removed."""
+    """Namespace -> owning lab name, for every namespace railab created and not yet removed.
+    Another lab's ``down`` may remove entries while this reads: those are left out, not raised
+    (a FileNotFoundError here failed a session teardown while a second lab went down)."""
     d = ledger_dir()
     if not d.is_dir():
         return {}
-    return {p.name: p.read_text().strip() for p in sorted(d.iterdir())}
+    out: dict[str, str] = {}
+    for p in sorted(d.iterdir()):
+        if p.name.startswith("."):
+            continue
+        try:
+            out[p.name] = p.read_text().strip()
+        except FileNotFoundError:
+            continue
+    return out
+
+
+_HELD_LOCKS: set[str] = set()  # lock files this process holds (the locks are re-entrant)
+
+
+@contextmanager
+def holder_lock(path: str | Path, purpose: str, busy: Callable[[str], None]) -> Iterator[None]:
+    """An exclusive flock on ``path`` for the block that records its holder (``purpose``, pid).
+    When another process holds it, ``busy(holder)`` is called with that record: it raises to
+    refuse, or returns to wait for the lock. Re-entrant within a process; the lock goes with
+    its process, so a killed holder never leaves it taken. Used by :func:`load_lock` and
+    railab.testbed.lb's ``lab_lock``."""
+    path = Path(path)
+    key = str(path.resolve()) if path.exists() else str(path)
+    if key in _HELD_LOCKS:
+        yield
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.seek(0)
+            busy(f.read().strip() or "another process")
+            fcntl.flock(f, fcntl.LOCK_EX)
+        f.seek(0)
+        f.truncate()
+        f.write(f"{purpose} (pid {os.getpid()})")
+        f.flush()
+        _HELD_LOCKS.add(key)
+        try:
+            yield
+        finally:
+            _HELD_LOCKS.discard(key)
+            f.seek(0)
+            f.truncate()
+            f.flush()
+
+
+LOAD_LOCK_FILE = "load.lock"
+
+
+def load_lock(lab: str) -> AbstractContextManager[None]:
+    """One load run at a time per lab: :func:`holder_lock` on ``/run/railab/<lab>/load.lock``,
+    recording the command line. Two switch agents on one lab would pause, resume and reset each
+    other's queues, and two engines' packets would share the ports each one measures. Raises
+    UsageError naming the holder when another process holds it (``railab traffic``,
+    ``collective``, ``lb compare`` or the console's load run). Re-entrant within a process (the
+    traffic CLI takes it before the switch agent's session does)."""
+    def refuse(holder: str) -> None:
+        raise UsageError(f"lab {lab} is busy: a load run is on it ({holder}); wait for it to "
+                         "end or stop it with Ctrl-C, then run this again")
+
+    argv = [os.path.basename(sys.argv[0]), *sys.argv[1:]] if sys.argv else ["railab"]
+    return holder_lock(lab_dir(lab) / LOAD_LOCK_FILE, " ".join(argv)[:200], refuse)
 
 
 def remove_lab_dir(lab: str) -> None:

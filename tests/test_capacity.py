@@ -14,6 +14,7 @@ import json
 import os
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -275,6 +276,95 @@ def test_agent_kicks_a_resumed_port_until_a_late_change_must_have_landed():
     assert len(sock.sent) == n + 1
 
 
+def _nlattr(atype: int, payload: bytes) -> bytes:
+    """One netlink attribute, padded to 4 bytes."""
+    raw = struct.pack("=HH", 4 + len(payload), atype) + payload
+    return raw + b"\0" * (-len(raw) % 4)
+
+
+def _qdisc_msg(seq: int, index: int, parent: int, backlog: int, *, stats: bool = True) -> bytes:
+    """An RTM_NEWQDISC message as the kernel dumps it: kind, options, TCA_STATS2 with
+    TCA_STATS_BASIC before TCA_STATS_QUEUE (linux/gen_stats.h)."""
+    tcm = struct.pack("=BxxxiLLL", 0, index, 0x130000, parent, 1)
+    attrs = _nlattr(1, b"tbf\0") + _nlattr(2, _nlattr(1, b"\x07" * 36))
+    if stats:
+        attrs += _nlattr(7, _nlattr(1, struct.pack("=QL", 1234, 5) + b"\0" * 4)
+                         + _nlattr(3, struct.pack("=LLLLL", 3, backlog, 9, 0, 0)))
+    body = tcm + attrs
+    return struct.pack("=LHHLL", 16 + len(body), 36, 2, seq, 0) + body
+
+
+class _DumpSock:
+    """A netlink socket that answers a dump with canned messages (two recv batches)."""
+
+    def __init__(self, batches):
+        self.batches, self.sent = list(batches), []
+
+    def send(self, data):
+        self.sent.append(data)
+
+    def recv(self, _n):
+        return self.batches.pop(0)
+
+
+def test_backlogs_reads_only_the_lossless_queues_of_a_dump():
+    """QdiscReader.backlogs (the agent's per-cycle read) returns the backlog of each qdisc whose
+    parent is the asked class, by interface index, across recv batches, and skips the rest
+    (another parent, another dump's sequence, a message without statistics)."""
+    ll = lossless = 0x10013
+    r = object.__new__(pfc.QdiscReader)
+    r._seq = 6
+    done = struct.pack("=LHHLL", 20, 3, 2, 7, 0) + b"\0" * 4
+    r._sock = _DumpSock([
+        _qdisc_msg(7, 2, ll, 4_122_032) + _qdisc_msg(7, 2, 0x10010, 999)
+        + _qdisc_msg(6, 5, ll, 777),                       # a stale reply: not this dump
+        _qdisc_msg(7, 3, lossless, 0) + _qdisc_msg(7, 4, ll, 1, stats=False) + done])
+    assert r.backlogs(ll) == {2: 4_122_032, 3: 0}
+    assert struct.unpack_from("=LHH", r._sock.sent[0])[1:] == (38, 0x301)  # RTM_GETQDISC dump
+    r._sock = _DumpSock([struct.pack("=LHHLL", 20, 2, 0, 8, 0) + struct.pack("=i", -19)])
+    with pytest.raises(OSError):
+        r.backlogs(ll)
+
+
+def test_load_lock_refuses_a_second_load_run_and_names_the_holder():
+    """One load run per lab: while another process holds the lab's load lock, a second is
+    refused with UsageError naming the holder's pid; the lock goes with its holder."""
+    from railab.errors import UsageError
+
+    lab = f"locktest{PID}"
+    ready, release = os.pipe(), os.pipe()
+    child = os.fork()
+    if child == 0:  # the holder: takes the lock, says so, waits to be told to go
+        try:
+            with st.load_lock(lab):
+                os.write(ready[1], b"1")
+                os.read(release[0], 1)
+        finally:
+            os._exit(0)
+    try:
+        assert os.read(ready[0], 1) == b"1"
+        with pytest.raises(UsageError, match=rf"lab {lab} is busy: a load run is on it \(.+ \(pid {child}\)\)"):
+            with st.load_lock(lab):
+                pass
+    finally:
+        os.write(release[1], b"1")
+        os.waitpid(child, 0)
+    with st.load_lock(lab):  # free again once the holder is gone
+        assert (st.lab_dir(lab) / st.LOAD_LOCK_FILE).read_text().endswith(f"(pid {os.getpid()})")
+    st.remove_lab_dir(lab)
+
+
+def test_run_batches_says_why_a_silent_command_failed():
+    """A batch command that dies of a signal (Ctrl-C reaches the whole process group) or exits
+    non-zero without a word is reported as such, not as an empty reason."""
+    from railab.errors import RailabError
+    from railab.testbed.namespaces import run_batches
+
+    with pytest.raises(RailabError, match=r"nft \(x\) failed on a: killed by signal 2 \| b: exit 3, no output"):
+        run_batches({"a": (["sh", "-c", "kill -INT $$"], ""), "b": (["sh", "-c", "exit 3"], "")},
+                    "nft (x)")
+
+
 def test_containerlab_runtime_refuses_capacity(tmp_path):
     from railab.errors import UsageError
     from railab.testbed.runtime.containerlab import ContainerlabRuntime
@@ -419,6 +509,19 @@ def test_live_every_port_shaped_and_bgp_converged(lab):
     assert sum(c.tx_bytes for c in leaf) > 0 and sum(c.lossless_tx_bytes for c in leaf) == 0
     up, total = _sessions_established(lab, "g1-leaf1")
     assert up == total == 8
+    # the agent's per-cycle read finds every shaped port's lossless queue, and agrees with the
+    # full dump
+    ll = cap.lossless_class(lab.spec.qos)
+    for node in ("g1-leaf1", "spine1"):
+        names = [p.interface for p in cap.ports(lab.spec) if p.node == node]
+        idx = pfc.ifindexes(lab.netns_of(node), names, node)
+        reader = pfc.QdiscReader(lab.netns_of(node))
+        try:
+            got = reader.backlogs(ll)
+            full = {q.index: q.backlog for q in reader.read() if q.parent == ll}
+        finally:
+            reader.close()
+        assert set(got) == set(idx.values()) == set(full) and len(got) == len(names) > 0
 
 
 @pytest.mark.integration
@@ -432,6 +535,13 @@ def test_live_pfc_off_drops_at_the_port_and_marks_ce(lab):
         assert sess.pid and not sess.state().get("pfc")
         r = _flood(lab, share / excess + 2.0)
         agent = sess.state()
+        # the session holds the lab's load lock: a second load run is refused before it touches
+        # anything (it used to start a second agent whose reset cleared this one's queues)
+        busy = subprocess.run([sys.executable, "-m", "railab", "traffic", lab.name, "--pattern",
+                               "incast", "--senders", "2", "--seconds", "1"],
+                              capture_output=True, text=True, timeout=120)
+        assert busy.returncode == 2 and f"lab {lab.name} is busy" in busy.stderr, busy
+        assert sess.state().get("ready") and not sess.state().get("final")
     port = r["port"]
     assert port.lossless_dropped > 0 and port.dropped == port.lossless_dropped
     # ... where the dynamic threshold stops it, far beyond the static buffer (a 50 ms sample
@@ -529,6 +639,8 @@ def test_live_pfc_on_pauses_upstream_without_drops_and_keeps_bgp(lab):
     assert paused.pause_events > 0 and paused.paused_s > 0 and not paused.paused
     assert port.ce_marked > 0  # ECN first: the queue passed Kmax before xOFF
     assert state["final"] and state["switches"]["g1-leaf1"]["pauses"] > 0
+    # the loop's reaction time while the queues were hot, from its own clock
+    assert state["busy_cycles"] > 0 and pfc.POLL_S < state["mean_busy_cycle_s"] < 1.0, state
     # the control class is never paused: BGP stays Established while ports are paused
     assert any(p for _, _, p in up_during), up_during
     assert all(u == total == 8 for u, total, _ in up_during), up_during

@@ -106,6 +106,23 @@ def test_ledger_roundtrip(tmp_path, monkeypatch):
     assert st.ledger() == {"clab-a-y": "a"} and st.labs() == [] and st.load("a") is None
 
 
+def test_ledger_leaves_out_an_entry_another_lab_removes_while_it_reads(tmp_path, monkeypatch):
+    """CI failed a session teardown on FileNotFoundError: a second lab's ``down`` removed its
+    namespace entries between the listing and the read."""
+    monkeypatch.setenv("RAILAB_RUN_DIR", str(tmp_path))
+    st.ledger_add(["clab-a-x", "clab-b-y"], "a")
+    real = Path.read_text
+
+    def racing(self, *a, **k):
+        if self.name == "clab-a-x":
+            st.ledger_remove("clab-a-x")  # the other lab goes down just now
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(Path, "read_text", racing)
+    assert st.ledger() == {"clab-b-y": "a"}
+    assert not [p for p in st.ledger_dir().iterdir() if p.name.startswith(".")]  # no temp file left
+
+
 # ---- containerlab's schema: ECMA-262 patterns (\p{L}, \p{N}) translated for Python --------------
 def _schema_topology(**over):
     topo = {

@@ -445,6 +445,7 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
     ``congestion.shared_links`` names the links two or more flows share (ECMP collisions)."""
     from railab.errors import RailabError, UsageError
     from railab.testbed.labref import resolve
+    from railab.testbed.state import load_lock
     from railab.topologies.qos import DCQCN_PROFILES
     from railab.traffic.engine import sigint_event
     from railab.traffic.load import (
@@ -518,8 +519,8 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
             _usage(str(exc))
         sampler, close = _capacity_sampler(ref, spec)
         try:
-            with sigint_event() as stop, _hash_seed(spec, ref.netns_of, seed), \
-                    _pfc(spec, ref.netns_of, pfc_on, capacity):
+            with sigint_event() as stop, load_lock(spec.name), \
+                    _hash_seed(spec, ref.netns_of, seed), _pfc(spec, ref.netns_of, pfc_on, capacity):
                 paths = _trace_paths(spec, ref.netns_of, fl, sport)
                 res = run_load(spec, ref.netns_of, [LoadFlow(f) for f in fl], cc=cc,
                                seconds=secs, sport_mode=sport, port_sampler=sampler,
