@@ -18,6 +18,7 @@ Usage (labs up first, e.g. ``railab up mini-lossless``)::
     python scripts/bench_fidelity.py --labs fx --senders 2 --dcqcn 400g,connectx     # profiles
     python scripts/bench_fidelity.py --senders 8 --pfc off --runs 5 \
         --railab railab,/work/venvs/old/bin/railab                              # two revisions
+    python scripts/bench_fidelity.py --senders 8 --pfc off --runs 3 --save runs/  # keep each --json
 
 ``--railab`` takes one or more railab executables (e.g. an older revision's venv) and runs them
 interleaved, run by run, on the same lab, so both see the same machine load. The "start" column
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -39,7 +41,7 @@ from railab.traffic.load import steady_state_check
 
 
 def run_one(lab: str, n: int, pfc: str, seconds: float | None, dcqcn: str | None = None,
-            railab: str = "railab") -> dict:
+            railab: str = "railab", save: str | None = None) -> dict:
     argv = [railab, "traffic", lab, "--pattern", "incast", "--senders", str(n), "--pfc", pfc, "--json"]
     if dcqcn is not None:
         argv += ["--dcqcn", dcqcn]
@@ -50,6 +52,9 @@ def run_one(lab: str, n: int, pfc: str, seconds: float | None, dcqcn: str | None
     wall = time.monotonic() - t0
     if p.returncode not in (0, 1) or not p.stdout.strip():
         return {"error": (p.stderr or p.stdout).strip()[-300:], "wall_s": wall}
+    if save:
+        with open(save, "w") as fh:
+            fh.write(p.stdout)
     d = json.loads(p.stdout)
     c = d["congestion"]
     ref = c.get("reference") or {}
@@ -81,7 +86,11 @@ def main() -> int:
                     "side (default: the lab's)")
     ap.add_argument("--railab", default="railab", help="railab executable(s), comma-separated, "
                     "run interleaved (e.g. another revision's venv)")
+    ap.add_argument("--save", default=None, metavar="DIR",
+                    help="keep each run's --json output in DIR (lab-N-pfc-run[-k].json)")
     a = ap.parse_args()
+    if a.save:
+        os.makedirs(a.save, exist_ok=True)
     print(f"load average before: {open('/proc/loadavg').read().split()[:3]}", flush=True)
     hdr = ("lab", "DCQCN", "N", "PFC", "run", "port used", "rx/fair", "drops %", "model used", "model drops %",
            "agrees", "fabric ms", "wall s", "fabric ms/wall s", "pkt/s", "shortfall",
@@ -96,7 +105,10 @@ def main() -> int:
     for lab, n, pfc, k, prof, exe in cases:
         label = lab if len(exes) == 1 else f"{lab} ({exe})"
         key = (f"{label} | {prof or 'lab'}", n, pfc)
-        r = run_one(lab, n, pfc, a.seconds, prof, exe)
+        save = (os.path.join(a.save, f"{lab}-{n}-{pfc}-{k + 1}"
+                             + (f"-{exes.index(exe)}" if len(exes) > 1 else "")
+                             + (f"-{prof}" if prof else "") + ".json") if a.save else None)
+        r = run_one(lab, n, pfc, a.seconds, prof, exe, save=save)
         if "error" in r:
             print(f"{key[0]} | {n} | {pfc} | {k + 1} | error: {r['error']}", flush=True)
             verdicts.setdefault(key, []).append(False)

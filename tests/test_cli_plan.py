@@ -99,7 +99,8 @@ def test_compare_hops_read_like_the_single_plan(run):
     assert hop_cells(both.stdout, "hops cross-group")[1:] == ["n/a", "3"]
 
 
-def test_table(run):
+def test_table(run, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")  # rich wraps cells at the width (80 without a terminal)
     r = run("--table", "CX864E-N", "--json")
     assert r.exit_code == 0, r.output
     rows = json.loads(r.stdout)

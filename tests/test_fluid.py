@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -57,6 +58,15 @@ def test_model_stability_depends_on_delay_and_flows_as_the_paper_shows():
     assert s2 < 0.1 and q2 > 0
     s10, q10 = swing(10)
     assert s10 > 0.3 and q10 == 0.0
+
+
+def test_scalar_p_gives_the_generic_forms_values():
+    """The step's one-probability forms (_scalar_p) equal _pow1m and _events, edges included."""
+    x = np.array([0.0, 1e-9, 0.3, 7.0, 4e3, 1e9])
+    for p in (0.0, 1e-13, 1e-12, 2e-12, 1e-6, 0.005, 0.3, 1 - 1e-13, 1.0):
+        pow1m, events = fluid._scalar_p(p)
+        assert np.array_equal(pow1m(x), fluid._pow1m(np.asarray(p), x)), p
+        assert np.allclose(events(x), fluid._events(np.asarray(p), x), rtol=1e-15, atol=0), p
 
 
 def test_marking_is_wred():

@@ -173,7 +173,7 @@ def _cli(*args):
 
 
 def _incast_json(lab: str, *extra: str) -> tuple[int, dict]:
-    r = _cli("traffic", lab, "--pattern", "incast", "--senders", "4", "--seconds", "4", "--json",
+    r = _cli("traffic", lab, "--pattern", "incast", "--senders", "4", "--seconds", "2", "--json",
              *extra)
     assert r.exception is None or isinstance(r.exception, SystemExit), r.output
     try:
@@ -240,8 +240,9 @@ def test_live_load_run_names_the_fault_that_fails_its_flows(lossless_lab):
                 assert all(f["tx_packets"] > 0 for f in ran)
             else:  # the receiver: every flow
                 assert sorted([c["root"], *c["explains"]]) == sorted(f.name for f in fl)
-            # the text names it too
-            r = _cli("traffic", lab, "--pattern", "incast", "--senders", "4", "--seconds", "2")
-            assert r.exit_code == 1 and "root cause:" in r.output, r.output[-3000:]
+            if fault[0] in ("link-down", "grey-loss"):  # the text names it too (one renderer
+                # for every kind: a receiver-side and a leaf-port cause are enough to see it)
+                r = _cli("traffic", lab, "--pattern", "incast", "--senders", "4", "--seconds", "2")
+                assert r.exit_code == 1 and "root cause:" in r.output, r.output[-3000:]
         finally:
             _heal(lab)

@@ -98,3 +98,14 @@ def test_model_cli_packet_runs():
     assert "packet" not in json.loads(r.output)
     r = CliRunner().invoke(app, ["model", "incast", "--packet-runs", "51"])
     assert r.exit_code == 2 and "--packet-runs must be 0-50" in r.output
+
+
+def test_spread_in_worker_processes_is_the_same_as_here():
+    """The seeds of a spread run in worker processes by default (after a load run the cores are
+    free); each run is seeded on its own, so the summary is the same as one after another."""
+    p = FluidParams.from_qos(_qos(), 4)
+    here = packetsim.spread(p, 2_000, seeds=(1, 2, 3), workers=1)
+    pooled = packetsim.spread(p, 2_000, seeds=(1, 2, 3), workers=2)
+    assert pooled == here and here["runs"] == 3
+    assert packetsim.spread(p, 2_000, seeds=(1, 2, 3), workers=2)["per_run"] != \
+        packetsim.spread(p, 2_000, seeds=(4, 5, 6), workers=2)["per_run"]
