@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -20,6 +22,7 @@ from railab.checks.deploy import bring_up
 from railab.checks.lab import LiveLab
 from railab.testbed.runtime.netns import NetnsExecutor, NetnsRuntime
 from railab.testbed.runtime.netns.deploy import NetnsDeployer
+from railab.testbed.state import holder_lock
 from railab.topologies.generator import generate
 from railab.topologies.labspec import LabSpec
 from railab.topologies.naming import netns_name
@@ -45,7 +48,46 @@ def integration_skip_reason() -> str | None:
     return None
 
 
+#: The session's lab fixtures: a module that uses one (or has an integration test) is live.
+LAB_FIXTURES = frozenset({"mini_lab", "railonly_lab", "lossless_lab"})
+#: xdist group of every test of a live module: one worker runs them all, in file order, so the
+#: session's labs come up once and no two load runs share the 2 cores.
+LIVE_GROUP = "live"
+#: Live modules that bring up labs of their own (no session lab) and measure no rate or timing:
+#: xdist group :data:`OWN_LAB_GROUP`, run by the other worker beside the first one's untimed
+#: live tests (about 3 of the live worker's 13.6 min, measured 2026-12-05).
+OWN_LAB_MODULES = frozenset({"test_faults_live", "test_exercise_live", "test_paths_deploy", "test_linklocal",
+                             "test_scale_plane", "test_partition"})
+OWN_LAB_GROUP = "live-own"
+#: Live modules that measure rates, losses or timings on a lab (load runs, drills, the console's
+#: load run): each of their tests waits its turn (:func:`cpu_turn`) while an own-lab test runs
+#: on the other worker, and holds it off while it runs; only the niced unit tests run beside it.
+TIMED_MODULES = frozenset({"test_load", "test_lb", "test_capacity", "test_load_rootcause", "test_collective",
+                           "test_ui_live", "test_drill_live", "test_traffic_live", "test_demo_e2e",
+                           "test_ecmp_load"})
+#: Nice of a worker while it runs a test of a model/unit module: it takes the CPU the live tests
+#: leave idle (FRR convergence waits, lab sleeps), not the CPU their load runs measure with.
+UNIT_NICE = 19
+
+
+def _live_modules(items) -> set[str]:
+    return {item.module.__name__ for item in items
+            if "integration" in item.keywords or LAB_FIXTURES & set(getattr(item, "fixturenames", ()))}
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
+    """Mark every test of a live module with its xdist group (:data:`LIVE_GROUP`, or
+    :data:`OWN_LAB_GROUP` for :data:`OWN_LAB_MODULES`). Before xdist's own hook (``tryfirst``):
+    that hook turns the marks into the node ids' ``@group`` suffix the loadgroup scheduler
+    reads, and a conftest hook registered before it runs after it; without ``tryfirst`` the
+    group was never seen and the live tests ran on both workers, each bringing up its own
+    session labs and load runs side by side (measured in CI: ml<pid> on gw0, ro<pid> on gw1)."""
+    live = _live_modules(items)
+    for item in items:
+        name = item.module.__name__
+        if name in live:
+            item.add_marker(pytest.mark.xdist_group(OWN_LAB_GROUP if name in OWN_LAB_MODULES else LIVE_GROUP))
     reason = integration_skip_reason()
     if reason is None:
         return
@@ -53,6 +95,51 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "integration" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """Under xdist (``-n 2 --dist loadgroup``, the README's test command), a worker runs live
+    tests at nice 0 and the rest at :data:`UNIT_NICE`: before the item's fixtures, so a lab a
+    live test brings up (its FRR daemons inherit the nice) is never started from a niced worker.
+    Nice is per thread on Linux: this is pytest's main thread, the one that forks."""
+    if os.environ.get("PYTEST_XDIST_WORKER") and os.geteuid() == 0:
+        live = item.get_closest_marker("xdist_group") is not None
+        os.setpriority(os.PRIO_PROCESS, 0, 0 if live else UNIT_NICE)
+
+
+def _cpu_turn_path(controller_pid: int) -> str:
+    return os.path.join(tempfile.gettempdir(), f"railab-suite-{controller_pid}.cpu.lock")
+
+
+def pytest_unconfigure(config):
+    """The controller removes the workers' turn lock file once they are gone."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        try:
+            os.unlink(_cpu_turn_path(os.getpid()))
+        except FileNotFoundError:
+            pass
+
+
+@contextmanager
+def cpu_turn(item):
+    """Under xdist, an exclusive flock shared by the run's workers (railab's own
+    :func:`railab.testbed.state.holder_lock`, waiting) around a test of
+    :data:`TIMED_MODULES` or :data:`OWN_LAB_MODULES` (its setup, call and teardown, session
+    lab teardown included): a load run never shares the CPU with the other worker's lab
+    bring-ups, only with niced unit tests. Elsewhere (one process) it does nothing."""
+    if not os.environ.get("PYTEST_XDIST_WORKER") or item.module.__name__ not in TIMED_MODULES | OWN_LAB_MODULES:
+        yield
+        return
+    # the workers' parent is xdist's controller; busy() returns: wait for the turn
+    with holder_lock(_cpu_turn_path(os.getppid()), f"test {item.nodeid}", lambda holder: None):
+        yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    with cpu_turn(item):
+        yield
 
 
 def our_namespaces() -> set[str]:
