@@ -334,6 +334,12 @@ def _save(rec: dict[str, Any]) -> None:
     store.save(rec["lab"], rec, public_view(rec))
 
 
+def _refuse_running(name: str) -> None:
+    if store.exists(name) and not (store.load(name) or {}).get("revealed_at"):
+        raise UsageError(f"lab {name} already has an exercise: railab exercise reveal {name} ends it "
+                         f"(railab down {name} removes it)")
+
+
 def start(labdir: Path | str, level: int = 1, seed: int | None = None, *, kind: str | None = None,
           disable: list[str] | tuple[str, ...] = (), precheck: bool = True) -> dict[str, Any]:
     """Start an exercise on a running lab: choose the faults (:func:`plan_faults`), inject them
@@ -349,9 +355,7 @@ def start(labdir: Path | str, level: int = 1, seed: int | None = None, *, kind: 
     bad = [c for c in disable if c not in GATEABLE]
     if bad:
         raise UsageError(f"--disable {','.join(bad)}: commands that can be switched off: {', '.join(GATEABLE)}")
-    if store.exists(name) and not (store.load(name) or {}).get("revealed_at"):
-        raise UsageError(f"lab {name} already has an exercise: railab exercise reveal {name} ends it "
-                         f"(railab down {name} removes it)")
+    _refuse_running(name)
     if record.faults:
         raise UsageError(f"lab {name} has injected faults ({', '.join(f.id for f in record.faults)}): "
                          f"railab fault {name} heal --all first")
@@ -364,26 +368,30 @@ def start(labdir: Path | str, level: int = 1, seed: int | None = None, *, kind: 
             raise UsageError(f"lab {name} is not green before the exercise ({len(failing)} failing checks, "
                              f"e.g. {failing[0].check}: {failing[0].name}): railab check {name}, fix it first")
     injected: list[st.FaultRecord] = []
-    try:
-        for f in planned:
-            a = f["fault"]
-            injected.append(F.inject(name, a["kind"], a["node_a"], a.get("node_b"), **a["params"]))
-        for f, r in zip(planned, injected, strict=True):
-            f["record"] = r.model_dump(mode="json")
+    with store.locked(name):  # hint, answer and reveal wait until the faults are hidden
+        _refuse_running(name)
         rec = {"lab": name, "labdir": str(resolve(name).labdir), "level": level, "seed": seed,
                "kind": kind, "started_at": _now(), "faults": planned, "disabled": sorted(set(disable)),
                "found": [], "answers": [], "hints": [], "fix": {"attempts": 0, "verified_at": None}}
-        with store.locked(name):
+        try:
+            # the record first: whoever sees a fault in the lab state from here on (the console's
+            # watcher marks fault events secret while an exercise runs) sees the exercise too
             _save(rec)
-        F.detach(name, [r.id for r in injected])
-    except BaseException:
-        store.remove(name)
-        for r in reversed(injected):
-            try:
-                F.heal(name, r.id)
-            except Exception:
-                pass
-        raise
+            for f in planned:
+                a = f["fault"]
+                injected.append(F.inject(name, a["kind"], a["node_a"], a.get("node_b"), **a["params"]))
+            for f, r in zip(planned, injected, strict=True):
+                f["record"] = r.model_dump(mode="json")
+            _save(rec)
+            F.detach(name, [r.id for r in injected])
+        except BaseException:
+            store.remove(name)
+            for r in reversed(injected):
+                try:
+                    F.heal(name, r.id)
+                except Exception:
+                    pass
+            raise
     return {**public_view(rec), "seed": seed}
 
 

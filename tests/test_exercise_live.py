@@ -249,10 +249,26 @@ def test_exercise_kind_graded_repaired_and_revealed(ex, level, kind):
         assert _cli("check", NAME, "--only", "cabling").exit_code == 0  # the gate lifted
 
 
-def test_reveal_heals_or_keeps_unrepaired_faults_and_down_removes_the_record(ex):
+def test_reveal_heals_or_keeps_unrepaired_faults_and_down_removes_the_record(ex, monkeypatch):
     lab = ex
+    from railab.testbed import faults as F
+    from railab.uilive import exercise_running
+
+    seen: list[bool] = []  # at each injection: does a watcher reading the lab state see the exercise?
+    inject = F.inject
+
+    def watched(*a, **k):
+        rec = inject(*a, **k)  # the fault is in the lab state now (the console's watcher may read it)
+        seen.append(exercise_running(NAME))
+        return rec
+
+    monkeypatch.setattr(F, "inject", watched)
     r = _cli("exercise", "start", NAME, "--level", 1, "--seed", SEED, "--json")
     assert r.exit_code == 0 and "symptoms" in json.loads(r.stdout)
+    # a fault event the watcher logs then is secret (trainee pages never get it): the exercise
+    # record is written before the first injection
+    assert seen == [True]
+    monkeypatch.setattr(F, "inject", inject)
     again = _cli("exercise", "start", NAME, "--level", 1)
     assert again.exit_code == 2 and "already has an exercise" in again.output
     first = json.loads(_cli("exercise", "reveal", NAME, "--json").stdout)
