@@ -665,7 +665,10 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
             con.print(f"fair share {fshare['share_mbps']:g} Mb/s (port / {len(fl)}): every "
                       f"sender {fshare['min']:.2f}-{fshare['max']:.2f} of it over the last half: "
                       f"{'within' if fshare['within'] else 'NOT within'} "
-                      f"{fshare['tolerance']:.0%}", highlight=False)
+                      f"{fshare['tolerance']:.0%}"
+                      + (" (the loose band; the steady-state check below holds each sender to "
+                         f"{check['band']:.0%})" if check is not None and "band" in check else ""),
+                      highlight=False)
         if check is not None:
             extra = (f"every sender {check['ratio']['min']:.2f}-{check['ratio']['max']:.2f} of its "
                      "share" if pfc_on else f"{check['dropped_pct']:.2f} % dropped")
