@@ -117,13 +117,15 @@ class DcqcnRP:
       min(T, BC) - F``), additive increase otherwise (``RT += R_AI``); then ``RC = (RT + RC)/2``.
       RT and RC never exceed ``line_bps``.
 
-    Counters: ``cnps``, ``cuts``, ``fast``, ``additive``, ``hyper``. Raises ValueError for
-    non-positive rates or times.
+    Counters: ``cnps``, ``cuts``, ``fast``, ``additive``, ``hyper``; ``lowest_bps``, the lowest
+    RC any cut left (``line_bps`` before the first; a rate series sampled every few ms misses
+    most troughs). Raises ValueError for non-positive rates or times.
     """
 
     __slots__ = ("line_bps", "g", "alpha_timer_s", "rate_timer_s", "byte_counter", "F", "rai",
                  "rhai", "min_bps", "rc", "rt", "alpha", "t_steps", "bc_steps", "bytes_since",
-                 "next_alpha", "next_rate", "cnps", "cuts", "fast", "additive", "hyper")
+                 "next_alpha", "next_rate", "cnps", "cuts", "fast", "additive", "hyper",
+                 "lowest_bps")
 
     def __init__(self, line_bps: float, *, g: float, alpha_timer_s: float, rate_timer_s: float,
                  byte_counter: int, fast_recovery_steps: int, rai_bps: float, rhai_bps: float,
@@ -138,7 +140,7 @@ class DcqcnRP:
         self.F = fast_recovery_steps
         self.rai, self.rhai = rai_bps, rhai_bps
         self.min_bps = min(min_bps, self.line_bps)
-        self.rc = self.rt = self.line_bps
+        self.rc = self.rt = self.lowest_bps = self.line_bps
         self.alpha = initial_alpha
         self.t_steps = self.bc_steps = 0
         self.bytes_since = 0
@@ -169,6 +171,7 @@ class DcqcnRP:
         self.cuts += 1
         self.rt = self.rc
         self.rc = max(self.min_bps, self.rc * (1.0 - self.alpha / 2.0))
+        self.lowest_bps = min(self.lowest_bps, self.rc)
         self.alpha = (1.0 - self.g) * self.alpha + self.g
         self.t_steps = self.bc_steps = 0
         self.bytes_since = 0
@@ -752,7 +755,8 @@ class LoadEngine(Engine):
                 d["dcqcn"] = {"rate_mbps": round(q.rp.rc / 1e6, 3), "target_mbps":
                               round(q.rp.rt / 1e6, 3), "alpha": round(q.rp.alpha, 4),
                               "cuts": q.rp.cuts, "fast_recovery": q.rp.fast,
-                              "additive": q.rp.additive, "hyper": q.rp.hyper}
+                              "additive": q.rp.additive, "hyper": q.rp.hyper,
+                              "lowest_rate_mbps": round(q.rp.lowest_bps / 1e6, 3)}
             res.flows.append(d)
             res.ce_marked += q.ce
             res.cnp_sent += q.cnp_sent
