@@ -27,7 +27,7 @@ import shutil
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -340,7 +340,12 @@ def load_lock(lab: str) -> AbstractContextManager[None]:
     other's queues, and two engines' packets would share the ports each one measures. Raises
     UsageError naming the holder when another process holds it (``railab traffic``,
     ``collective``, ``lb compare`` or the console's load run). Re-entrant within a process (the
-    traffic CLI takes it before the switch agent's session does)."""
+    traffic CLI takes it before the switch agent's session does). A lab that is not up (no
+    ``/run/railab/<lab>``) gets no lock and no directory: one made here would list it as up
+    (:func:`labs`) after the load run, which then fails anyway."""
+    if not lab_dir(lab).is_dir():
+        return nullcontext()
+
     def refuse(holder: str) -> None:
         raise UsageError(f"lab {lab} is busy: a load run is on it ({holder}); wait for it to "
                          "end or stop it with Ctrl-C, then run this again")

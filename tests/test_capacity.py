@@ -326,12 +326,18 @@ def test_backlogs_reads_only_the_lossless_queues_of_a_dump():
         r.backlogs(ll)
 
 
-def test_load_lock_refuses_a_second_load_run_and_names_the_holder():
+def test_load_lock_refuses_a_second_load_run_and_names_the_holder(tmp_path, monkeypatch):
     """One load run per lab: while another process holds the lab's load lock, a second is
-    refused with UsageError naming the holder's pid; the lock goes with its holder."""
+    refused with UsageError naming the holder's pid; the lock goes with its holder. A lab that
+    is not up gets no run directory from it (it would be listed as up afterwards)."""
     from railab.errors import UsageError
 
+    monkeypatch.setenv("RAILAB_RUN_DIR", str(tmp_path))
     lab = f"locktest{PID}"
+    with st.load_lock(lab):
+        pass
+    assert not st.lab_dir(lab).exists() and st.labs() == []
+    st.lab_dir(lab).mkdir()  # the lab is up
     ready, release = os.pipe(), os.pipe()
     child = os.fork()
     if child == 0:  # the holder: takes the lock, says so, waits to be told to go
