@@ -154,6 +154,10 @@ def test_model_cli_shows_the_senders_rate_and_the_onset_peak():
     assert "sending, RC" in r.output and f"peak {d['queue_peak_bytes']:,} B" in r.output
     assert d["summary"]["dropped_pct"] > 0  # 8:1 onto 4 MiB without PFC drops at the onset
     assert f"tail drops {d['summary']['dropped_pct']:.2f} %" in r.output
+    # the header says which buffer made those drops, and whose QoS it is (reviewer: a 4 MiB
+    # generic buffer predicted drops a lab's deeper one does not)
+    assert f"tail drop beyond {d['params']['buffer_bytes']:,} B" in r.output
+    assert "railab's generic QoS profile (--lab LAB" in " ".join(r.output.split())
 
 
 def test_pfc_off_drops_at_the_incast_onset_and_pfc_on_holds_them():

@@ -129,7 +129,12 @@ def register(app: typer.Typer) -> None:
                   f"{p['line_gbps']:g} Gb/s port, DCQCN {p['dcqcn_name']}, PFC "
                   f"{'on' if p['pfc'] else 'off'}, ECN {p['kmin_bytes']:,}-{p['kmax_bytes']:,} B "
                   f"at {p['pmax']:.0%}, marking on {'enqueue' if p['mark_at_enqueue'] else 'dequeue'}, "
-                  f"{fabric_ms:g} ms of fabric time", highlight=False, soft_wrap=True)
+                  + (f"PFC pauses at {p['pause_bytes']:,} B, " if p['pfc'] else
+                     f"tail drop beyond {p['buffer_bytes']:,} B, ")
+                  + f"{fabric_ms:g} ms of fabric time; "
+                  + (f"lab {lab}'s QoS" if lab is not None else
+                     "railab's generic QoS profile (--lab LAB for a lab's buffer and thresholds)"),
+                  highlight=False, soft_wrap=True)
         t = Table(title="over time (fabric)")
         for col in ("t (us)", "port used", "queue (B)", "delivered per sender (Gb/s)",
                     "sending, RC (Gb/s)"):
