@@ -554,8 +554,10 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
     fshare = fair_share(res)
     bad = load_verdict(res, pfc_on=pfc_on, capacity=capacity)
     fabric_ms = round(res.seconds / res.time_scale * 1000, 3) if capacity else None
+    # without lab.capacity the links are unlimited: no port rate to use or share (the engine's
+    # port_rate_mbps is then the generic profile's, not the lab's)
     util = (round(sum(f["rx_mbps_last_half"] for f in res.flows) / res.port_rate_mbps, 4)
-            if pattern == "incast" and res.flows else None)
+            if pattern == "incast" and res.flows and capacity else None)
     reference = None
     if pattern == "incast" and capacity and cc == "dcqcn" and res.flows:
         from railab.traffic.fluid import incast_reference
@@ -587,7 +589,7 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
     if as_json:
         cong = res.to_dict()
         cong["fairness_last_half"] = fair
-        cong["fair_share"] = fshare
+        cong["fair_share"] = fshare if capacity else None
         cong["shared_links"] = shared
         cong["hash_seed"] = seed
         cong["utilization"] = util
@@ -609,18 +611,20 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
         prof = f" ({res.dcqcn['name']} profile)" if res.dcqcn else ""
         t = Table(title=f"{spec.name}: {pattern or f'{src} -> {dst}'} load, {len(fl)} QPs, "
                   f"cc {cc}{prof}, PFC {'on' if pfc_on else 'off'}, {res.seconds:g} lab s "
-                  f"(= {res.seconds / res.time_scale * 1e6:.0f} us fabric, x{res.time_scale:g})")
+                  + (f"(= {res.seconds / res.time_scale * 1e6:.0f} us fabric, x{res.time_scale:g})"
+                     if capacity else "(links unlimited: no lab.capacity)"))
         for col in ("flow", "NICs", "tx Mb/s", "rx Mb/s", "rx/fair", "CE", "CNP", "lost",
                     "hops"):
             t.add_column(col, justify="left" if col in ("flow", "NICs") else "right")
         for f, share in zip(res.flows, fair, strict=True):
             t.add_row(f["name"], f"nic{f['src_nic']}->nic{f['dst_nic']}",
                       f"{f['rate_mbps_last_half']:.2f}", f"{f['rx_mbps_last_half']:.2f}",
-                      f"{share:.2f}", str(f["ce_marked"]), str(f["cnp_received"]),
+                      f"{share:.2f}" if capacity else "-", str(f["ce_marked"]), str(f["cnp_received"]),
                       str(f["lost"]), "-" if f["hops"] is None else str(f["hops"]))
         con.print(t)
-        con.print(f"port rate {res.port_rate_mbps:g} Mb/s; rates over the last half of the run; "
-                  f"rx/fair = rx rate / (port rate / {len(fl)})", highlight=False)
+        if capacity:
+            con.print(f"port rate {res.port_rate_mbps:g} Mb/s; rates over the last half of the run; "
+                      f"rx/fair = rx rate / (port rate / {len(fl)})", highlight=False)
         if fabric_ms is not None:
             con.print(f"fabric time covered: {fabric_ms:g} ms ({res.seconds:g} lab s at time scale "
                       f"x{res.time_scale:g}): "
@@ -661,7 +665,7 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
                   f"{res.engine_shortfall:.1%}"
                   + (f" (engine at {res.engine_priority})" if res.engine_priority else ""),
                   highlight=False)
-        if cc == "dcqcn" and res.flows:
+        if cc == "dcqcn" and res.flows and capacity:
             con.print(f"fair share {fshare['share_mbps']:g} Mb/s (port / {len(fl)}): every "
                       f"sender {fshare['min']:.2f}-{fshare['max']:.2f} of it over the last half: "
                       f"{'within' if fshare['within'] else 'NOT within'} "
