@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -936,3 +937,22 @@ def test_live_incast_carries_the_fluid_model_reference(lossless_lab):
     assert pk["measured_ratio"] == {"min": min(ratios), "max": max(ratios)}
     assert pk["spread_like_reference"] is (min(ratios) >= pk["ratio"]["min"] - 0.05
                                            and max(ratios) <= pk["ratio"]["max"] + 0.05)
+    # the text says the same in words: what is measured, what is computed and by which
+    # model, the fabric time, the two fair-share bands apart, and the check's verdict
+    from typer.testing import CliRunner
+
+    from railab.cli import app
+
+    out = CliRunner().invoke(app, ["traffic", lossless_lab.name, "--pattern", "incast", "--senders", "2",
+                                   "--cc", "dcqcn", "--pfc", "on", "--seconds", "2"],
+                             env={"COLUMNS": "250"}).output
+    words = " ".join(out.split())
+    assert "fabric time covered: 1 ms (2 lab s at time scale x2000): transient only" in words, out
+    assert "receiver port used (measured, last half)" in words and "model (DCQCN fluid model" in words
+    assert ("the emulation agrees (port use and mean rate within 15%, drops within 1 point)" in words
+            or "the emulation disagrees on what follows (the band: " in words), out
+    assert "per-packet reference (20 runs, computed, random marks)" in words
+    assert "within 25% (the loose band; the steady-state check below holds each sender to 15%)" in words
+    assert re.search(r"DCQCN steady-state check \(measured, last half; port >= 90% used and every sender "
+                     r"within 15% of its share\): port [\d.]+%, every sender [\d.]+-[\d.]+ of its share: "
+                     r"(met|NOT met) \(not steady: a transient\)", words), out

@@ -644,9 +644,10 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
                       f"sender {r['per_flow_mbps'][0]:.2f} Mb/s, queue mean (last half) "
                       f"{r['queue_bytes']['mean']:,} B, drops {r['dropped_pct']:.1f} % "
                       f"(measured {r['measured_dropped_pct']:.1f} %), {ttf}; the emulation "
-                      + ("[green]agrees[/green] (within " if r["agrees"] else "[red]disagrees[/red] (beyond ")
-                      + f"{r['tolerance']:.0%} on port use and mean rate, "
-                      f"{r['drop_tolerance_points']:g} point on drops)",
+                      + ("[green]agrees[/green] (" if r["agrees"] else
+                         "[red]disagrees[/red] on what follows (the band: ")
+                      + f"port use and mean rate within {r['tolerance']:.0%}, drops within "
+                      f"{r['drop_tolerance_points']:g} point)",
                       highlight=False, soft_wrap=True)
             for d in r["disagreements"]:
                 con.print(f"  differs beyond the band: {d}", highlight=False)
@@ -656,8 +657,8 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
 
                 con.print(f"{spread_text(pk)}; measured "
                           f"{pk['measured_ratio']['min']:.2f}-{pk['measured_ratio']['max']:.2f}"
-                          + (" (within that spread)" if pk["spread_like_reference"] else
-                             " ([yellow]wider than DCQCN's own spread[/yellow])"),
+                          + (" (within the reference's range)" if pk["spread_like_reference"] else
+                             " ([yellow]outside the reference's range, widened by 0.05[/yellow])"),
                           highlight=False, soft_wrap=True)
         con.print(f"ce_marked {res.ce_marked}, cnp_sent {res.cnp_sent}, cnp_received "
                   f"{res.cnp_received}, dropped {res.dropped}, lost {res.lost}, pause_events "
