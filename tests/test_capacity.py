@@ -321,6 +321,11 @@ def test_backlogs_reads_only_the_lossless_queues_of_a_dump():
         _qdisc_msg(7, 3, lossless, 0) + _qdisc_msg(7, 4, ll, 1, stats=False) + done])
     assert r.backlogs(ll) == {2: 4_122_032, 3: 0}
     assert struct.unpack_from("=LHH", r._sock.sent[0])[1:] == (38, 0x301)  # RTM_GETQDISC dump
+    # read() walks the same dump (QdiscReader._dump) and agrees on those queues
+    done8 = struct.pack("=LHHLL", 20, 3, 2, 8, 0) + b"\0" * 4
+    r._sock = _DumpSock([_qdisc_msg(8, 2, ll, 4_122_032) + _qdisc_msg(8, 2, 0x10010, 999)
+                         + _qdisc_msg(8, 3, ll, 0) + done8])
+    assert {q.index: q.backlog for q in r.read() if q.parent == ll} == {2: 4_122_032, 3: 0}
     r._sock = _DumpSock([struct.pack("=LHHLL", 20, 2, 0, 8, 0) + struct.pack("=i", -19)])
     with pytest.raises(OSError):
         r.backlogs(ll)
