@@ -76,6 +76,29 @@ def test_the_byte_counter_scaled_to_the_line_makes_2to1_fair():
     assert eight["fair_runs"] == eight["runs"]
 
 
+def test_fair_rate_is_the_wilson_interval():
+    """The share of fair runs comes with its 95 % Wilson score interval: computed here from
+    Wilson's formula, p +- z sqrt(p(1-p)/n + z^2/4n^2), centred at (p + z^2/2n)/(1 + z^2/n)."""
+    import math
+
+    from scipy.stats import norm
+
+    z = norm.ppf(0.975)
+    for k, n in ((38, 40), (40, 40), (0, 5), (11, 120)):
+        p = k / n
+        centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+        half = z / (1 + z * z / n) * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+        fr = packetsim.fair_rate(k, n)
+        assert (fr["fair"], fr["runs"], fr["rate"]) == (k, n, round(p, 4))
+        assert fr["low"] == pytest.approx(centre - half, abs=1e-4)
+        assert fr["high"] == pytest.approx(centre + half, abs=1e-4)
+    # 40 of 40 is not "always": the interval reaches down to ~91 %
+    assert packetsim.fair_rate(40, 40)["low"] < 0.92 and packetsim.fair_rate(40, 40)["high"] == 1.0
+    for k, n in ((3, 2), (-1, 4), (0, 0)):
+        with pytest.raises(ValueError, match="fair_rate"):
+            packetsim.fair_rate(k, n)
+
+
 def test_packet_reference_sets_the_measured_spread_beside_it():
     ref = packetsim.packet_reference(_qos(), 2, 10.0, pfc=True, measured_ratios=[1.0, 1.0],
                                      seeds=(1, 2))
@@ -107,5 +130,6 @@ def test_spread_in_worker_processes_is_the_same_as_here():
     here = packetsim.spread(p, 2_000, seeds=(1, 2, 3), workers=1)
     pooled = packetsim.spread(p, 2_000, seeds=(1, 2, 3), workers=2)
     assert pooled == here and here["runs"] == 3
+    assert here["fair_rate"] == packetsim.fair_rate(here["fair_runs"], 3)
     assert packetsim.spread(p, 2_000, seeds=(1, 2, 3), workers=2)["per_run"] != \
         packetsim.spread(p, 2_000, seeds=(4, 5, 6), workers=2)["per_run"]

@@ -578,6 +578,8 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
     if reference is not None:
         check = steady_state_check(util, fshare["ratios"], reference["measured_dropped_pct"],
                                    pfc=pfc_on)
+        if pfc_on:  # how often DCQCN itself meets the same band in runs of this length
+            check["reference_fair_rate"] = reference["packet"]["fair_rate"]
     steady = bool(reference["steady"]) if reference else (
         fabric_ms is not None and fabric_ms >= 10.0)
     shared = {}
@@ -680,7 +682,10 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
             con.print(f"DCQCN steady-state check (measured, last half; {check['rule']}): port "
                       f"{check['utilization']:.1%}, {extra}: "
                       + ("[green]met[/green]" if check["met"] else "[red]NOT met[/red]")
-                      + (" (not steady: a transient)" if not steady else ""),
+                      + (" (not steady: a transient)" if not steady else "")
+                      + (f"; DCQCN itself (per-packet reference) keeps every sender within "
+                         f"{check['band']:.0%} in {rf['fair']} of {rf['runs']} runs of this length"
+                         if (rf := check.get("reference_fair_rate")) else ""),
                       highlight=False, soft_wrap=True)
         for link, names in shared.items():
             con.print(f"ECMP: {len(names)} flows share {link}: {', '.join(names)}",
