@@ -162,9 +162,13 @@ def find_clab_file(path: str | Path) -> Path:
     if not p.is_dir():
         raise UsageError(f"{p}: no such lab directory or .clab.yml file")
     found = sorted(p.glob("*.clab.yml")) + sorted(p.glob("*.clab.yaml"))
-    if len(found) != 1:
-        what = "no *.clab.yml" if not found else f"several *.clab.yml ({', '.join(f.name for f in found)})"
-        raise UsageError(f"{p} holds {what}: pass the .clab.yml file itself")
+    if not found:
+        raise UsageError(f"{p} holds no *.clab.yml, so it is not a lab directory: pass one that "
+                         "`railab generate` wrote (or its .clab.yml file), or the name of a lab "
+                         "that is up")
+    if len(found) > 1:
+        raise UsageError(f"{p} holds several *.clab.yml ({', '.join(f.name for f in found)}): "
+                         "pass the .clab.yml file itself")
     return found[0]
 
 

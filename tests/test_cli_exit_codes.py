@@ -54,7 +54,13 @@ def test_find_clab_file_raises_usage_error(tmp_path):
     from railab.errors import UsageError
     from railab.testbed.clabfile import find_clab_file
 
-    with pytest.raises(UsageError, match=r"no \*\.clab\.yml"):
+    with pytest.raises(UsageError, match=r"no \*\.clab\.yml, so it is not a lab directory: pass one "
+                       "that `railab generate` wrote"):
+        find_clab_file(tmp_path)
+    (tmp_path / "a.clab.yml").write_text("name: a\n")
+    (tmp_path / "b.clab.yml").write_text("name: b\n")
+    with pytest.raises(UsageError, match=r"several \*\.clab\.yml \(a\.clab\.yml, b\.clab\.yml\): "
+                       "pass the .clab.yml file itself"):
         find_clab_file(tmp_path)
     with pytest.raises(UsageError, match="no such lab directory"):
         find_clab_file(tmp_path / "absent")
