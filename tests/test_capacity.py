@@ -549,9 +549,10 @@ def test_live_pfc_off_drops_at_the_port_and_marks_ce(lab):
         # the session holds the lab's load lock: a second load run is refused before it touches
         # anything (it used to start a second agent whose reset cleared this one's queues)
         busy = subprocess.run([sys.executable, "-m", "railab", "traffic", lab.name, "--pattern",
-                               "incast", "--senders", "2", "--seconds", "1"],
+                               "incast", "--senders", "2", "--seconds", "1", "--json"],
                               capture_output=True, text=True, timeout=120)
         assert busy.returncode == 2 and f"lab {lab.name} is busy" in busy.stderr, busy
+        assert busy.stdout == ""  # with --json too: an error before the run is stderr only (README)
         assert sess.state().get("ready") and not sess.state().get("final")
     port = r["port"]
     assert port.lossless_dropped > 0 and port.dropped == port.lossless_dropped
