@@ -918,6 +918,8 @@ def test_live_incast_carries_the_fluid_model_reference(lossless_lab):
     assert c["queue_peak_bytes"] >= max(peaks.values())
     assert c["queue_peak_bytes"] >= lossless_lab.spec.qos.ecn.kmin_bytes and c["ce_marked"] > 0
     spec = lossless_lab.spec
+    rcv = spec.nic(c["flows"][0]["dst"].split(":")[0], c["flows"][0]["dst_nic"])
+    assert dc["receiver_port"] == f"{rcv.leaf}:{rcv.leaf_port}"
     # DCQCN's steady-state check is the stated rule on this run's own figures (PFC on)
     chk = c["steady_state_check"]
     assert chk["pfc"] == "on" and chk["ratio"] == {"min": round(min(c["fair_share"]["ratios"]), 3),
@@ -954,6 +956,11 @@ def test_live_incast_carries_the_fluid_model_reference(lossless_lab):
     assert re.search(r"fabric time covered: 1(\.\d+)? ms \(2(\.\d+)? lab s at time scale x2000\): "
                      r"transient only", words), out
     assert "receiver port used (measured, last half)" in words and "model (DCQCN fluid model" in words
+    # the deepest queue says when it is not the receiver's own port (PFC holds the excess upstream)
+    deep = re.search(r"deepest queue \(measured, sampled every [\d.]+ lab s\): [\d,]+ B at (\S+?)(,|\s)", words)
+    if deep is not None:
+        rx_port = f"{rcv.leaf}:{rcv.leaf_port}"  # the same receiver: srv1's first GPU
+        assert (deep.group(1) == rx_port) is (f"not the receiver's port {rx_port}" not in words), out
     assert ("the emulation agrees (port use and mean rate within 15%, drops within 1 point)" in words
             or "the emulation disagrees on what follows (the band: " in words), out
     assert re.search(r"per-packet reference \(40 runs, computed, random marks\): .* every sender within "

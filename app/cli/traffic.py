@@ -588,6 +588,10 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
 
         shared = shared_links({f["name"]: tr for f, tr in zip(res.flows, paths, strict=True)
                                if tr is not None})
+    rx_port = None  # the leaf port lab.json cables the incast's receiver NIC to
+    if pattern == "incast" and fl:
+        n = spec.nic(fl[0].dst[0], fl[0].dst_nic)
+        rx_port = f"{n.leaf}:{n.leaf_port}"
     if as_json:
         cong = res.to_dict()
         cong["fairness_last_half"] = fair
@@ -604,6 +608,7 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
             "pfc": "on" if pfc_on else "off", "capacity": capacity, "seconds": secs,
             "senders": len(fl) if pattern == "incast" else None,
             "receiver": (f"{fl[0].dst[0]}:gpu{fl[0].dst[1]}" if pattern == "incast" else None),
+            "receiver_port": rx_port,
             "port_rate_mbps": res.port_rate_mbps, "time_scale": res.time_scale,
             "dcqcn": res.dcqcn["name"] if res.dcqcn else None, "congestion": cong, "failures": bad,
             "root_causes": causes, "unattributed": unattributed(causes), "error": None,
@@ -637,7 +642,11 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
             con.print(f"receiver port used (measured, last half): {util:.0%}", highlight=False)
         if res.queue_peak_bytes:
             con.print(f"deepest queue (measured, sampled every {res.sample_s:g} lab s): "
-                      f"{res.queue_peak_bytes:,} B at {res.queue_peak_port}", highlight=False)
+                      f"{res.queue_peak_bytes:,} B at {res.queue_peak_port}"
+                      + ("" if rx_port is None or res.queue_peak_port == rx_port else
+                         f", not the receiver's port {rx_port}"
+                         + (" (PFC pauses held the excess upstream of it)"
+                            if pfc_on and res.pause_events else "")), highlight=False)
         if reference is not None:
             r = reference
             ttf = (f"within 10 % of the fair share after {r['time_to_fair_ms']:g} ms"
