@@ -229,8 +229,9 @@ def _scalar_p(p: float):
         return (lambda x: np.exp(x * lp)), (lambda n: 1.0 / np.maximum(n, 1e-12))
     lpc = math.log1p(-pc)
 
-    def events(n):
-        return pc / np.expm1(-np.maximum(n, 1e-12) * lpc)
+    def events(n):  # 0 where expm1 would overflow (exponent past ~709.78), without its warning
+        e = -np.maximum(n, 1e-12) * lpc
+        return np.where(e < 709.7, pc / np.expm1(np.minimum(e, 709.7)), 0.0)
 
     return (lambda x: np.exp(x * lp)), events
 
