@@ -35,6 +35,7 @@ from typing import Any
 
 from railab.errors import RailabError
 from railab.testbed import state as st
+from railab.topologies.atomicfile import write_atomic
 
 #: commands a trainer may switch off for an exercise (``railab exercise start --disable``); the
 #: CLI wraps them (railab.cli.exercise.gate_commands)
@@ -114,11 +115,7 @@ def unseal(lab: str, blob: bytes) -> dict[str, Any]:
 
 
 def _write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)
+    write_atomic(path, data, mode=0o600)  # readable by root only, from its first byte
 
 
 def exists(lab: str) -> bool:

@@ -55,6 +55,7 @@ from typing import Any
 from railab.testbed.namespaces import entered, exec_argv
 from railab.testbed.pfc import QdiscReader, ifindexes, raise_priority
 from railab.testbed.rtnl import Rtnl, link_status
+from railab.topologies.atomicfile import write_atomic
 
 #: Agent cycle in fabric microseconds (scaled to lab time by the lab's time scale: 20 ms at
 #: mini-lossless's 2000). Hardware ARS re-rates its members every few microseconds; 10 us keeps
@@ -282,9 +283,7 @@ class LbLoop:
                                       self._shown(lf.node),
                                   "updates": self._updates[lf.node]}
                         for lf in self.plan.leaves}}
-        tmp = self.state_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(d))
-        os.replace(tmp, self.state_path)
+        write_atomic(self.state_path, json.dumps(d))
 
     def run(self) -> None:
         """Cycle until :attr:`stop` is set or a namespace is gone (the lab went down)."""

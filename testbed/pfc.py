@@ -76,6 +76,7 @@ from typing import Any
 
 from railab.errors import RailabError
 from railab.testbed.namespaces import entered, exec_argv
+from railab.topologies.atomicfile import write_atomic
 
 #: Lab seconds of arrivals the emulation headroom absorbs after the pause threshold: the loop's
 #: worst cycle plus the time tc takes to apply a change, with margin.
@@ -529,9 +530,7 @@ class PfcLoop:
             "ports": {f"{k[0]}:{k[1]}": ps.record(now) for k, ps in self.ports.items()
                       if ps.pause_events},
         }
-        tmp = self.state_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(doc, indent=1, sort_keys=True))
-        os.replace(tmp, self.state_path)
+        write_atomic(self.state_path, json.dumps(doc, indent=1, sort_keys=True))
 
     def run(self, parent: int | None = None) -> None:
         """Open, loop until :attr:`stop` is set (or ``parent`` dies), then RESUME everything,

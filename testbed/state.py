@@ -34,6 +34,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from railab.errors import UsageError
+from railab.topologies.atomicfile import write_atomic
 
 STATE_VERSION = 1
 
@@ -231,14 +232,6 @@ def unreadable(lab: str) -> bool:
     except (ValidationError, OSError, UnicodeDecodeError):
         return True
     return False
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` whole: into a dot-named temp file beside it (this pid), then
-    renamed over it, so a reader sees the old content or the new, never a part. Raises OSError."""
-    tmp = path.parent / f".{path.name}.{os.getpid()}.tmp"
-    tmp.write_text(text)
-    os.replace(tmp, path)
 
 
 def save(state: LabState | Mapping[str, Any]) -> LabState:

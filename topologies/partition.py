@@ -35,12 +35,12 @@ interfaces stay ``ethK``; the tunnel names railab itself makes (:func:`tunnel_na
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from railab.topologies import clab as clab_mod
 from railab.topologies import clabernetes
+from railab.topologies.atomicfile import write_atomic
 from railab.topologies.clab import vxlan_link
 from railab.topologies.generator import OutputError, build_lab, generate
 from railab.topologies.labspec import LabSpec
@@ -223,11 +223,7 @@ def write_partition(labdir: str | Path, files: dict[str, str]) -> list[Path]:
     for rel, text in sorted(files.items()):
         p = base / rel
         p.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent)
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, p)
+        write_atomic(p, text)
         out.append(p)
     return out
 
