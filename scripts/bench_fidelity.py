@@ -9,7 +9,10 @@ their fair share (min-max), the drop share, the model's utilization and drop sha
 (``congestion.reference``, computed), ``agrees``, the fabric time covered, the wall time, fabric
 milliseconds per wall second and the engine's achieved packet rate (data packets sent per wall
 second of sending). Then the done-when verdict of issue 28 per (lab, N, PFC): PFC on, port >= 90 %
-and every sender within 15 %; PFC off, port >= 85 % and drops <= 1 %.
+and every sender within 15 %; PFC off, port >= 85 % and drops <= 1 %. With PFC on the verdict
+sets beside it how often DCQCN itself meets the 15 % band in runs of the same length (the
+per-packet reference's ``fair_rate``, computed, 40 runs) and Fisher's exact test (one-sided,
+``scipy.stats.fisher_exact``) of whether the emulation meets it less often than that.
 
 Usage (labs up first, e.g. ``railab up mini-lossless``)::
 
@@ -36,6 +39,8 @@ import os
 import subprocess
 import sys
 import time
+
+from scipy.stats import fisher_exact
 
 from railab.traffic.load import steady_state_check
 
@@ -72,7 +77,8 @@ def run_one(lab: str, n: int, pfc: str, seconds: float | None, dcqcn: str | None
             "pkts_per_s": sent / c["seconds"] if c["seconds"] else 0.0,
             "shortfall": c["engine_shortfall"], "port_rate_mbps": c["port_rate_mbps"],
             "start_min": min(start), "start_max": max(start),
-            "met": (c.get("steady_state_check") or {}).get("met")}  # None: an older railab
+            "met": (c.get("steady_state_check") or {}).get("met"),  # None: an older railab
+            "ref_fair": (c.get("steady_state_check") or {}).get("reference_fair_rate")}
 
 
 def main() -> int:
@@ -97,6 +103,7 @@ def main() -> int:
            "start Mb/s")
     print(" | ".join(hdr), flush=True)
     verdicts = {}
+    ref_fair = {}  # (lab, N, PFC) -> the per-packet reference's fair_rate (PFC on; same seeds)
     profiles = a.dcqcn.split(",") if a.dcqcn else [None]
     exes = a.railab.split(",")
     cases = [(lab, n, pfc, k, prof, exe) for lab in a.labs.split(",")
@@ -116,6 +123,8 @@ def main() -> int:
         ok = r["met"] if r["met"] is not None else steady_state_check(  # an older railab's run
             r["util"], [r["ratio_min"], r["ratio_max"]], r["drop_pct"], pfc=pfc == "on")["met"]
         verdicts.setdefault(key, []).append(ok)
+        if r.get("ref_fair"):
+            ref_fair[key] = r["ref_fair"]
         mu = "-" if r["model_util"] is None else f"{r['model_util']:.1%}"
         md = "-" if r["model_drop_pct"] is None else f"{r['model_drop_pct']:.2f}"
         print(f"{key[0]} | {n} | {pfc} | {k + 1} | {r['util']:.1%} | {r['ratio_min']:.2f}-"
@@ -124,8 +133,19 @@ def main() -> int:
               f"{r['pkts_per_s']:.0f} | {r['shortfall']:.1%} | {r['start_min']:.0f}-"
               f"{r['start_max']:.0f}", flush=True)
     print(f"load average after: {open('/proc/loadavg').read().split()[:3]}")
-    for (lab, n, pfc), v in verdicts.items():
-        print(f"verdict {lab} {n}:1 PFC {pfc}: {sum(v)} of {len(v)} runs meet issue 28's criterion")
+    for key, v in verdicts.items():
+        lab, n, pfc = key
+        line = f"verdict {lab} {n}:1 PFC {pfc}: {sum(v)} of {len(v)} runs meet issue 28's criterion"
+        rf = ref_fair.get(key)
+        if rf is not None:  # beside DCQCN's own rate (the per-packet reference, computed)
+            p = fisher_exact([[sum(v), len(v) - sum(v)], [rf["fair"], rf["runs"] - rf["fair"]]],
+                             alternative="less").pvalue
+            line += (f"; DCQCN itself (per-packet reference) keeps every sender within 15 % in "
+                     f"{rf['fair']} of {rf['runs']} runs ({rf['confidence']:.0%} interval "
+                     f"{rf['low']:.0%}-{rf['high']:.0%}); Fisher's exact test (one-sided, "
+                     f"scipy.stats.fisher_exact) that the emulation meets it less often: p = {p:.2f}"
+                     + (" (shown worse at 5 %)" if p < 0.05 else " (not shown worse)"))
+        print(line)
     return 0
 
 
