@@ -37,6 +37,7 @@ from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.stats import binomtest
 
 from railab.topologies.qos import DcqcnProfile, QosProfile
 from railab.traffic.fluid import FluidParams
@@ -204,8 +205,6 @@ def fair_rate(fair: int, runs: int, confidence: float = CONFIDENCE) -> dict:
     Raises ValueError for ``runs`` < 1 or ``fair`` outside 0..``runs``."""
     if runs < 1 or not 0 <= fair <= runs:
         raise ValueError(f"fair_rate: need 0 <= fair <= runs and runs >= 1, got {fair} of {runs}")
-    from scipy.stats import binomtest
-
     ci = binomtest(fair, runs).proportion_ci(confidence_level=confidence, method="wilson")
     return {"fair": fair, "runs": runs, "rate": round(fair / runs, 4), "low": round(float(ci.low), 4),
             "high": round(float(ci.high), 4), "confidence": confidence,
