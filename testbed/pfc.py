@@ -62,6 +62,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import select
 import signal
 import socket
 import struct
@@ -163,12 +164,15 @@ ECN_SCALE = 1_000_000
 
 
 def ecn_set_update(port: str, probability: float) -> str:
-    """nft commands (one line each) that make port ``port`` mark with ``probability``."""
+    """The nft line that makes port ``port`` mark with ``probability``: the set flushed and
+    refilled by commands on **one** line, which ``nft -i`` runs as one transaction (the set is
+    never seen empty between them, and it costs one ruleset-cache refresh: ~0.9 ms against
+    ~2.1 ms for two lines, measured on mini-lossless, 2026-12-05)."""
     n = int(round(max(0.0, min(1.0, probability)) * ECN_SCALE))
-    line = f"flush set netdev {NFT_TABLE} p_{port}\n"
+    line = f"flush set netdev {NFT_TABLE} p_{port}"
     if n > 0:
-        line += f"add element netdev {NFT_TABLE} p_{port} {{ 0-{n - 1} }}\n"
-    return line
+        line += f"; add element netdev {NFT_TABLE} p_{port} {{ 0-{n - 1} }}"
+    return line + "\n"
 
 
 def ifindexes(ns: str, names: list[str], node: str) -> dict[tuple[str, str], int]:
@@ -381,15 +385,49 @@ class PfcLoop:
         return tbf_line(p, self.ll, paused=self.ports[key].paused_since is not None,
                         extra=self.extra.get(p.node, 0), limit=self.limit.get(key))
 
-    def _nft_write(self, node: str, text: str) -> None:
+    # -- nft writers ----------------------------------------------------------------------------
+    # One ``nft -i`` per node that applies marks, started in open() and confirmed ready before
+    # the loop reports ready: a writer's first command costs ~55 ms (process, netns, nft's
+    # start; more on a busy host), 27 us of fabric time at mini-lossless's time scale. Started on
+    # the first mark, as until 2026-12-05, it made an incast's first marks ~60 lab ms late:
+    # the queue passed Kmax and reached 3.3-4 MB before the first CE (none in the first 0.1 lab
+    # s), the senders took 4-5 cuts at the onset where the per-packet reference takes 3, and a
+    # 2:1 run's last half found them still climbing back (port 93-96 % used, the reference 99 %).
+    def _nft_spawn(self, node: str) -> subprocess.Popen:
         p = self._nft.get(node)
         if p is None:
             p = subprocess.Popen(exec_argv(self.netns_of(node), ["nft", "-i"]),
-                                 stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                  stderr=subprocess.DEVNULL, text=True, start_new_session=True)
             self._nft[node] = p
+        return p
+
+    def _nft_write(self, node: str, text: str) -> None:
+        p = self._nft_spawn(node)
         p.stdin.write(text)
         p.stdin.flush()
+
+    def _nft_ack(self, timeout: float) -> list[str]:
+        """Ask every nft writer for its table list and wait (at most ``timeout`` s in all) for
+        each answer: an answer means every command written before it has run. Returns the nodes
+        whose writer did not answer (dead, or stuck)."""
+        pending = {}
+        for node, p in self._nft.items():
+            try:
+                p.stdin.write("list tables\n")
+                p.stdin.flush()
+                pending[p.stdout.fileno()] = node
+            except (OSError, ValueError):
+                pass
+        missing = [n for n in self._nft if n not in pending.values()]
+        deadline = time.monotonic() + timeout
+        while pending and (left := deadline - time.monotonic()) > 0:
+            ready, _, _ = select.select(list(pending), [], [], left)
+            for fd in ready:
+                node = pending.pop(fd)
+                if not self._nft[node].stdout.readline():  # EOF: the writer is gone
+                    missing.append(node)
+        return sorted(missing + list(pending.values()))
 
     def _mark(self, node: str, port: str, depth: int) -> None:
         """Keep ``node:port``'s marking probability at the WRED value of ``depth`` (steps of
@@ -443,13 +481,22 @@ class PfcLoop:
 
     # -- the loop -------------------------------------------------------------------------------
     def open(self) -> None:
-        """Open the qdisc readers, grow the switches' lossless limits by the headroom."""
+        """Open the qdisc readers, grow the switches' lossless limits by the headroom, and start
+        an nft writer on every node that applies a switch port's marks (the peer end,
+        :func:`railab.testbed.capacity.mark_point`), ready before the loop reports ready.
+        Raises RailabError naming the nodes whose writer did not start."""
         for sw in self.switches:
             ns = self.netns_of(sw.name)
             self._readers[sw.name] = QdiscReader(ns)
             idx = ifindexes(ns, [p.interface for p in sw.ports], sw.name)
             self._ifname[sw.name] = {i: k[1] for k, i in idx.items()}
             self._tc_write(sw.name, "".join(self._line(p.key) for p in sw.ports))
+        for node in sorted({p.peer for sw in self.switches for p in sw.ports}):
+            self._nft_spawn(node)
+        late = self._nft_ack(START_TIMEOUT_S)
+        if late:
+            raise RailabError(f"switch agent: nft did not start in {', '.join(late)} within "
+                              f"{START_TIMEOUT_S:g} s (is nftables installed, the lab up?)")
 
     def cycle(self) -> None:
         """One pass over every switch: read its lossless backlogs, PAUSE or RESUME."""
@@ -586,7 +633,22 @@ class PfcLoop:
                     self._tc_write(sw.name, "".join(self._line(p.key) for p in sw.ports))
                 except OSError:
                     pass
-        procs = list(self._tc.values()) + list(self._nft.values())
+        procs = list(self._tc.values())
+        # the nft writers: once each has answered (every command before it has run), stop it;
+        # `nft -i` takes ~0.2 s of CPU to exit at EOF, two dozen of them seconds of a load run's
+        # end. One that does not answer is closed and waited for, as the tc writers are.
+        late = set(self._nft_ack(STOP_TIMEOUT_S)) if self._nft else set()
+        for node, p in self._nft.items():
+            if node in late:
+                procs.append(p)
+                continue
+            p.kill()
+            p.wait()
+            for f in (p.stdin, p.stdout):
+                try:
+                    f.close()
+                except OSError:
+                    pass
         for p in procs:
             try:
                 p.stdin.close()

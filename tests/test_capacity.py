@@ -26,7 +26,7 @@ import pytest
 from railab.testbed import capacity as cap
 from railab.testbed import pfc
 from railab.testbed import state as st
-from railab.testbed.namespaces import entered, exec_argv
+from railab.testbed.namespaces import entered, exec_argv, netns_path
 from railab.topologies.generator import build_lab, generate
 from railab.topologies.intent import IntentError, load_intent
 from railab.topologies.labspec import LabSpec
@@ -145,6 +145,9 @@ def test_wred_probability_and_set_updates():
     assert cap.ecn_probability(q, (k0 + k1) // 2) == pytest.approx(0.025, abs=1e-6)
     assert cap.ecn_probability(q, k1) == 1.0
     assert cap.ecn_set_update("eth3", 0.0) == f"flush set netdev {cap.NFT_TABLE} p_eth3\n"
+    # flush and refill on one line: nft -i runs them as one transaction (never an empty set)
+    assert cap.ecn_set_update("eth3", 0.025) == (f"flush set netdev {cap.NFT_TABLE} p_eth3; add element "
+                                                 f"netdev {cap.NFT_TABLE} p_eth3 {{ 0-24999 }}\n")
     assert "{ 0-24999 }" in cap.ecn_set_update("eth3", 0.025)
     assert "{ 0-999999 }" in cap.ecn_set_update("eth3", 1.0)
     spec = build_lab(load_intent("mini-lossless")).spec
@@ -619,6 +622,34 @@ def test_live_agent_writers_survive_a_terminal_ctrl_c(lab):
     # the PFC headroom the agent added to every switch's lossless limit is gone again: each tbf
     # (rate, burst, and the limit tc shows as latency) is as before the session
     assert {n: tbf(n) for n in before} == before
+
+
+@pytest.mark.integration
+def test_live_agent_has_every_nft_writer_ready_before_it_reports_ready(lab):
+    """The agent starts one `nft -i` per node that applies a switch port's marks and waits for
+    each to answer before it reports ready: a writer started on the first mark made an
+    incast's first CE ~60 lab ms late (~55 ms of nft's start), the queue overshot Kmax and the
+    senders took one or two more cuts at the onset than DCQCN does (docs/congestion.md). At the
+    end every writer is gone."""
+    nodes = cap.marked_by_node(cap.ports(lab.spec))
+    want = {os.stat(netns_path(lab.netns_of(n))).st_ino: n for n in nodes}
+
+    def nft_writers(pid: int) -> dict[str, int]:  # node -> pid of the agent's `nft -i` there
+        out = {}
+        for c in _children(pid):
+            try:
+                argv = Path(f"/proc/{c}/cmdline").read_text().split("\0")
+                ino = os.stat(f"/proc/{c}/ns/net").st_ino  # nsenter exec'd nft in the node's netns
+            except OSError:
+                continue
+            if argv[:2] == ["nft", "-i"] and ino in want:
+                out[want[ino]] = c
+        return out
+
+    with cap.pfc_session(lab.spec, lab.netns_of, enabled=True) as sess:
+        writers = nft_writers(sess.pid)  # at once: no queue has marked anything yet
+        assert set(writers) == set(nodes), sorted(set(nodes) ^ set(writers))
+    assert not any(Path(f"/proc/{w}").exists() for w in writers.values())
 
 
 @pytest.mark.integration
