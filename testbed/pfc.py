@@ -408,26 +408,34 @@ class PfcLoop:
         p.stdin.flush()
 
     def _nft_ack(self, timeout: float) -> list[str]:
-        """Ask every nft writer for its table list and wait (at most ``timeout`` s in all) for
-        each answer: an answer means every command written before it has run. Returns the nodes
-        whose writer did not answer (dead, or stuck)."""
-        pending = {}
+        """Ask every nft writer to list the ECN table and wait (at most ``timeout`` s in all) for
+        each whole answer (through the table's closing brace, so no stale output is left for
+        the next ask): an answer means every command written before it has run. Returns the
+        nodes whose writer did not answer (dead, or stuck)."""
+        pending: dict[int, tuple[str, bytearray]] = {}
         for node, p in self._nft.items():
             try:
-                p.stdin.write("list tables\n")
+                p.stdin.write(f"list table netdev {NFT_TABLE}\n")
                 p.stdin.flush()
-                pending[p.stdout.fileno()] = node
+                pending[p.stdout.fileno()] = (node, bytearray())
             except (OSError, ValueError):
                 pass
-        missing = [n for n in self._nft if n not in pending.values()]
+        asked = {node for node, _ in pending.values()}
+        missing = [n for n in self._nft if n not in asked]
         deadline = time.monotonic() + timeout
         while pending and (left := deadline - time.monotonic()) > 0:
             ready, _, _ = select.select(list(pending), [], [], left)
             for fd in ready:
-                node = pending.pop(fd)
-                if not self._nft[node].stdout.readline():  # EOF: the writer is gone
+                node, buf = pending[fd]
+                chunk = os.read(fd, 65536)  # the raw pipe: the text wrapper is never read
+                if not chunk:  # EOF: the writer is gone
                     missing.append(node)
-        return sorted(missing + list(pending.values()))
+                    del pending[fd]
+                    continue
+                buf += chunk
+                if buf.endswith(b"\n}\n"):  # the table's own closing brace (inner ones are indented)
+                    del pending[fd]
+        return sorted(missing + [node for node, _ in pending.values()])
 
     def _mark(self, node: str, port: str, depth: int) -> None:
         """Keep ``node:port``'s marking probability at the WRED value of ``depth`` (steps of

@@ -559,6 +559,12 @@ def test_live_pfc_off_drops_at_the_port_and_marks_ce(lab):
         assert sess.state().get("ready") and not sess.state().get("final")
     port = r["port"]
     assert port.lossless_dropped > 0 and port.dropped == port.lossless_dropped
+    # the agent's close() flushed every marking set before it stopped its nft writers (it waits
+    # for each writer's answer, then kills it): nothing marks after the session
+    for node in cap.marked_by_node(cap.ports(lab.spec)):
+        table = subprocess.run(exec_argv(lab.netns_of(node), ["nft", "list", "table", "netdev", cap.NFT_TABLE]),
+                               capture_output=True, text=True, check=True).stdout
+        assert "elements" not in table, (node, table)
     # ... where the dynamic threshold stops it, far beyond the static buffer (a 50 ms sample
     # misses at most 50 ms of growth; the agent rewrites the limit once a cycle, so the queue
     # may pass the fixed point by what arrives in its slowest cycle)
