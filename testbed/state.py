@@ -347,6 +347,23 @@ def load_lock(lab: str) -> AbstractContextManager[None]:
     return holder_lock(lab_dir(lab) / LOAD_LOCK_FILE, " ".join(argv)[:200], refuse)
 
 
+def load_holder(lab: str) -> str | None:
+    """Who holds lab ``lab``'s load lock (:func:`load_lock`): the holder's record (command line
+    and pid), or None when no load run is on the lab (or the lab is not up). Takes the lock for
+    an instant to find out, never waits."""
+    path = lab_dir(lab) / LOAD_LOCK_FILE
+    if not path.is_file() or str(path.resolve()) in _HELD_LOCKS:
+        return None
+    with open(path, "a+") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.seek(0)
+            return f.read().strip() or "another process"
+        fcntl.flock(f, fcntl.LOCK_UN)
+    return None
+
+
 def remove_lab_dir(lab: str) -> None:
     """Delete ``/run/railab/<lab>`` and the lab's exercise record, if any (idempotent)."""
     shutil.rmtree(lab_dir(lab), ignore_errors=True)

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 from railab.testbed import capacity as cap
 from railab.testbed import pfc
@@ -360,9 +361,20 @@ def test_load_lock_refuses_a_second_load_run_and_names_the_holder(tmp_path, monk
         with pytest.raises(UsageError, match=rf"lab {lab} is busy: a load run is on it \(.+ \(pid {child}\)\)"):
             with st.load_lock(lab):
                 pass
+        # railab down refuses it too, naming the holder (a reviewer's down under a running
+        # load run left the run to report the missing fabric as a black hole at g1-leaf1)
+        assert st.load_holder(lab).endswith(f"(pid {child})")
+        st.save({"lab": lab, "runtime": "netns"})
+        from railab.cli import app
+
+        r = CliRunner().invoke(app, ["down", lab])  # UsageError: railab's main() exits 2 with it
+        assert isinstance(r.exception, UsageError), r.output
+        assert f"lab {lab} is busy: a load run is on it" in str(r.exception)
+        assert "stop it with Ctrl-C" in str(r.exception) and st.load(lab) is not None  # nothing removed
     finally:
         os.write(release[1], b"1")
         os.waitpid(child, 0)
+    assert st.load_holder(lab) is None
     with st.load_lock(lab):  # free again once the holder is gone
         assert (st.lab_dir(lab) / st.LOAD_LOCK_FILE).read_text().endswith(f"(pid {os.getpid()})")
     st.remove_lab_dir(lab)

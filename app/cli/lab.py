@@ -365,6 +365,10 @@ def register(app: typer.Typer) -> None:
                 return
             typer.echo(f"lab {name} is not up: nothing to remove ({state.running_labs()})")
             return
+        holder = state.load_holder(name)
+        if holder is not None:  # its engine and switch agent would go on against a missing fabric
+            raise UsageError(f"lab {name} is busy: a load run is on it ({holder}); stop it with "
+                             f"Ctrl-C (it removes what it set up), then railab down {name} again")
         _runtime_of(name).down(name)
         typer.echo(f"lab {name} is down")
 
