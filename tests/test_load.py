@@ -500,10 +500,16 @@ def test_live_incast_none_drops_dcqcn_marks_cnps_and_drops_less(shaped_mini):
     assert sum(s["tx_mbps"]) / len(s["tx_mbps"]) > 20  # ... and was busy most of the run
     f0 = dc.flows[0]["series"]
     assert len(f0["t"]) == len(f0["tx_mbps"]) == len(f0["cc_mbps"]) >= 15
-    # DCQCN cut the rate at least in half: read off the reaction point, which records each
-    # cut; the series samples RC every ~0.2 lab s, between troughs (measured: a run whose
-    # flow 0 was at 21.2 Mb/s at its lowest sample); the series shows a cut too
-    assert dc.flows[0]["dcqcn"]["lowest_rate_mbps"] < 20 and min(f0["cc_mbps"]) < 40
+    # DCQCN cut the rate by about half: read off the reaction point, which records each cut
+    # (the series samples RC every ~0.2 lab s, between troughs: a run's flow 0 was at 21.2 Mb/s
+    # at its lowest sample). One cut multiplies RC by 1 - alpha/2, and alpha has decayed from 1
+    # by the first CNP (this lab's alpha timer is 10 lab ms: (1-5/1024)^n over the ~30-40 ms the
+    # queue takes to pass 1 MiB), so a QP cut once sits just above half: "below 20 Mb/s" held
+    # only for QPs cut twice (CI: flow 0 at 20.252 = 40 x 0.506, one cut at alpha 0.987). The
+    # bound is one cut at alpha >= 0.9; the series shows a cut too
+    f0_rp = dc.flows[0]["dcqcn"]
+    assert f0_rp["cuts"] >= 1 and f0_rp["lowest_rate_mbps"] <= 40 * (1 - 0.9 / 2), f0_rp
+    assert min(f0["cc_mbps"]) < 40
 
 
 @pytest.mark.integration
