@@ -30,7 +30,6 @@ import secrets
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 from railab.errors import RailabError
@@ -114,10 +113,6 @@ def unseal(lab: str, blob: bytes) -> dict[str, Any]:
     return json.loads(plain)
 
 
-def _write(path: Path, data: bytes) -> None:
-    write_atomic(path, data, mode=0o600)  # readable by root only, from its first byte
-
-
 def exists(lab: str) -> bool:
     """True when lab ``lab`` has an exercise record (running, or revealed and not yet down)."""
     return (st.exercise_dir(lab) / "sealed").exists()
@@ -128,8 +123,9 @@ def save(lab: str, secret: dict[str, Any], public: dict[str, Any]) -> None:
     d = st.exercise_dir(lab)
     d.mkdir(parents=True, exist_ok=True)
     os.chmod(d, 0o700)
-    _write(d / "sealed", seal(lab, secret))
-    _write(d / "public.json", json.dumps(public, indent=2, sort_keys=True).encode())
+    # readable by root only, from the first byte (write_atomic's temp file is 0600)
+    write_atomic(d / "sealed", seal(lab, secret), mode=0o600)
+    write_atomic(d / "public.json", json.dumps(public, indent=2, sort_keys=True), mode=0o600)
 
 
 def load(lab: str) -> dict[str, Any] | None:

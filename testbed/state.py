@@ -290,6 +290,17 @@ def ledger() -> dict[str, str]:
 _HELD_LOCKS: set[str] = set()  # lock files this process holds (the locks are re-entrant)
 
 
+def _try_flock(f) -> str | None:
+    """Take an exclusive flock on open file ``f`` without waiting: None when taken, else the
+    holder's record that the file holds (``another process`` when it is empty)."""
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.seek(0)
+        return f.read().strip() or "another process"
+    return None
+
+
 @contextmanager
 def holder_lock(path: str | Path, purpose: str, busy: Callable[[str], None]) -> Iterator[None]:
     """An exclusive flock on ``path`` for the block that records its holder (``purpose``, pid).
@@ -304,11 +315,9 @@ def holder_lock(path: str | Path, purpose: str, busy: Callable[[str], None]) -> 
         return
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a+") as f:
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            f.seek(0)
-            busy(f.read().strip() or "another process")
+        holder = _try_flock(f)
+        if holder is not None:
+            busy(holder)
             fcntl.flock(f, fcntl.LOCK_EX)
         f.seek(0)
         f.truncate()
@@ -355,13 +364,10 @@ def load_holder(lab: str) -> str | None:
     if not path.is_file() or str(path.resolve()) in _HELD_LOCKS:
         return None
     with open(path, "a+") as f:
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            f.seek(0)
-            return f.read().strip() or "another process"
-        fcntl.flock(f, fcntl.LOCK_UN)
-    return None
+        holder = _try_flock(f)
+        if holder is None:
+            fcntl.flock(f, fcntl.LOCK_UN)
+    return holder
 
 
 def remove_lab_dir(lab: str) -> None:
