@@ -167,7 +167,7 @@ def ecn_set_update(port: str, probability: float) -> str:
     """The nft line that makes port ``port`` mark with ``probability``: the set flushed and
     refilled by commands on **one** line, which ``nft -i`` runs as one transaction (the set is
     never seen empty between them, and it costs one ruleset-cache refresh: ~0.9 ms against
-    ~2.1 ms for two lines, measured on mini-lossless, 2026-12-05)."""
+    ~2.1 ms for two lines, measured on mini-lossless with a load run on the machine, 2026-12-05)."""
     n = int(round(max(0.0, min(1.0, probability)) * ECN_SCALE))
     line = f"flush set netdev {NFT_TABLE} p_{port}"
     if n > 0:
@@ -387,12 +387,12 @@ class PfcLoop:
 
     # -- nft writers ----------------------------------------------------------------------------
     # One ``nft -i`` per node that applies marks, started in open() and confirmed ready before
-    # the loop reports ready: a writer's first command costs ~55 ms (process, netns, nft's
-    # start; more on a busy host), 27 us of fabric time at mini-lossless's time scale. Started on
-    # the first mark, as until 2026-12-05, it made an incast's first marks ~60 lab ms late:
-    # the queue passed Kmax and reached 3.3-4 MB before the first CE (none in the first 0.1 lab
-    # s), the senders took 4-5 cuts at the onset where the per-packet reference takes 3, and a
-    # 2:1 run's last half found them still climbing back (port 93-96 % used, the reference 99 %).
+    # the loop reports ready. Started on a node's first mark, as until 2026-12-05, a writer's
+    # start fell in the incast's onset (a process, a netns, nft's start: 3-5 ms on an idle
+    # machine, 54-56 ms measured while a load run held the cores), and no CE came in the first
+    # 0.1 lab s of any 2:1 run: the queue passed Kmax and reached 3.7-4.1 MB, the senders took
+    # 4-5 cuts at the onset where the per-packet reference takes 3, and a 2:1 run's last half
+    # found them still climbing back (port 93-96 % used, the reference 99 %).
     def _nft_spawn(self, node: str) -> subprocess.Popen:
         p = self._nft.get(node)
         if p is None:
@@ -641,23 +641,8 @@ class PfcLoop:
                     self._tc_write(sw.name, "".join(self._line(p.key) for p in sw.ports))
                 except OSError:
                     pass
-        procs = list(self._tc.values())
-        # the nft writers: once each has answered (every command before it has run), stop it;
-        # `nft -i` takes ~0.2 s of CPU to exit at EOF, two dozen of them seconds of a load run's
-        # end. One that does not answer is closed and waited for, as the tc writers are.
-        late = set(self._nft_ack(STOP_TIMEOUT_S)) if self._nft else set()
-        for node, p in self._nft.items():
-            if node in late:
-                procs.append(p)
-                continue
-            p.kill()
-            p.wait()
-            for f in (p.stdin, p.stdout):
-                try:
-                    f.close()
-                except OSError:
-                    pass
-        for p in procs:
+        procs = list(self._tc.values()) + list(self._nft.values())
+        for p in procs:  # at EOF each writer runs what it was given, then exits
             try:
                 p.stdin.close()
             except OSError:
