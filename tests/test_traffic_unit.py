@@ -85,7 +85,7 @@ def test_spread_warning_names_the_idle_uplink(spec):
     assert len(many) == 16
     w = spread_warnings(spec, many, lambda n, i: True)
     assert w == ["g1-leaf1 sent on 1 of 2 uplinks, 1 of 2 spines with 16 flows although its "
-                 "uplinks are up: run railab check"]
+                 "uplinks are up (chance on a healthy leaf: 0.0031 %): run railab check"]
     assert spread_warnings(spec, results[:0]) == []
 
 

@@ -59,6 +59,7 @@ from railab.topologies.labspec import LabSpec
 from railab.topologies.naming import netns_name
 from railab.traffic import roce
 from railab.traffic.patterns import Flow, SpreadStats
+from railab.traffic.spreadchance import any_leaf_chance, idle_uplink_chance, percent
 
 ETH_P_IP = 0x0800
 SOL_PACKET = 263
@@ -1190,9 +1191,14 @@ def spread_warnings(spec: LabSpec, results: list[FlowResult],
     names the end that was taken down: an uplink whose leaf end only lost carrier while its
     spine end is ``admin-down`` (``railab fault LAB link-down LEAF SPINE --end SPINE``) reads
     ``spine1:eth1 is down, at the far end of g1-leaf1:eth3``, not ``g1-leaf1:eth3 is down``.
-    When every unused uplink is up, a leaf is only reported if ECMP hashing would miss one of
-    its ``k`` uplinks with ``n`` flows less often than ``chance`` (``k x (1 - 1/k)^n``), so a
-    few flows on a healthy fabric do not cry wolf. Needs measured results (``uplinks``).
+    When every unused uplink is up, a leaf whose ``n`` flows used ``u`` of its ``k`` uplinks is
+    only reported if hashing luck is an unlikely explanation for the whole run: the exact chance
+    that ``n`` uniformly hashed flows use at most ``u`` uplinks
+    (:func:`railab.traffic.spreadchance.idle_uplink_chance`), taken over every leaf the run sent
+    from (a run from 16 leaves has 16 draws), must be below ``chance`` (1 %). The warning then
+    says that chance, e.g. ``"g1-leaf1 sent on 1 of 2 uplinks, 1 of 2 spines with 16 flows
+    although its uplinks are up (chance on a healthy leaf: 0.0031 %): run railab check"``.
+    Needs measured results (``uplinks``).
     """
     planned: dict[str, list[str]] = {}
     spines_of: dict[str, set[str]] = {}
@@ -1220,7 +1226,9 @@ def spread_warnings(spec: LabSpec, results: list[FlowResult],
         down = [(x, far) for x, far in idle
                 if link_up is not None and link_up(*x.split(":", 1)) is False]
         n = flows[leaf]
-        if not down and k * (1 - 1 / k) ** n >= chance:
+        luck = idle_uplink_chance(k, n, u)  # this leaf, healthy, hashing this unevenly
+        luck_run = any_leaf_chance([luck] * len(used))  # ... or any leaf the run sent from
+        if not down and luck_run >= chance:
             continue  # too few flows to tell a missing uplink from hashing luck
         what = f"{leaf} sent on {u} of {k} uplinks"
         if us < ks:
@@ -1231,7 +1239,10 @@ def spread_warnings(spec: LabSpec, results: list[FlowResult],
         near = [x for x, far in down if (x, far) not in far_down]
         parts = ([f"{', '.join(near)} {'is' if len(near) == 1 else 'are'} down"] if near else [])
         parts += [f"{far} is down, at the far end of {x}" for x, far in far_down]
+        odds = f"chance on a healthy leaf: {percent(luck)}"
+        if len(used) > 1:
+            odds += f", on any of the {len(used)} leaves sent from: {percent(luck_run)}"
         why = (f" ({'; '.join(parts)})" if down
-               else f" with {n} flows although its uplinks are up")
+               else f" with {n} flows although its uplinks are up ({odds})")
         out.append(f"{what}{why}: run railab check")
     return out
