@@ -91,10 +91,41 @@ def _port_cause(obs: Observer, node: str, iface: str, peers: dict, prefix: str |
         state = peer.get("state") if peer is not None else "not configured"
         return (f"BGP on {iface} is {state}",
                 Cause(kind="session-down", node=node, port=iface, link=link))
-    if prefix is not None and (nbr := _neighbor_on(obs, node, iface)) and not _has_route(obs, nbr, prefix):
-        return (f"{nbr} (behind {iface}) has no route to {prefix} itself: see {nbr}'s rows",
-                Cause(kind="upstream", node=nbr, prefix=prefix))
+    if prefix is not None and (nbr := _neighbor_on(obs, node, iface)):
+        has = _has_route(obs, nbr, prefix)
+        if has is False:
+            return (f"{nbr} (behind {iface}) has no route to {prefix} itself: see {nbr}'s rows",
+                    Cause(kind="upstream", node=nbr, prefix=prefix))
+        if has is None:
+            return _unreadable_neighbor(obs, nbr, iface, prefix)
     return f"no path learned via {iface}", None
+
+
+def _unreadable_neighbor(obs: Observer, nbr: str, iface: str, prefix: str) -> tuple[str, Cause]:
+    """Why no path to ``prefix`` comes from ``nbr`` (behind ``iface``) whose RIB does not answer
+    (zebra dead): its BGP table (bgpd still runs) lacking the prefix because its own session to
+    the prefix's origin is down names that session (a wrong ASN or a pulled cable there, not
+    the dead zebra, keeps the prefix away); lacking it otherwise, ``upstream`` (it follows the
+    neighbor's own rows); having it, or no BGP table either, the neighbor's dead daemon."""
+    try:
+        paths = obs.bgp_table(nbr).get(prefix)
+    except ObservationError as exc:
+        return (f"{nbr} (behind {iface}): {frr_unreadable(nbr, exc, 'bgpd')}",
+                daemon_cause(nbr, exc, "bgpd"))
+    if not paths:
+        origin = _origin(obs, prefix)
+        direct = _session_states(obs, nbr, origin) if origin and origin != nbr else []
+        if direct:
+            return f"{nbr} (behind {iface}) has no BGP path to {prefix}: {direct[0][0]}", direct[0][1]
+        return (f"{nbr} (behind {iface}) has no BGP path to {prefix} itself: see {nbr}'s rows",
+                Cause(kind="upstream", node=nbr, prefix=prefix))
+    try:
+        obs.rib(nbr)
+        err: Exception | str = f"{nbr}: zebra does not answer"
+    except ObservationError as exc:
+        err = exc
+    return (f"{nbr} (behind {iface}) has {prefix} in BGP but {frr_unreadable(nbr, err, 'zebra')}",
+            daemon_cause(nbr, err, "zebra"))
 
 
 def _why_missing_ifs(obs: Observer, node: str, prefix: str,
@@ -146,11 +177,12 @@ def _neighbor_on(obs: Observer, node: str, iface: str) -> str | None:
     return None
 
 
-def _has_route(obs: Observer, node: str, prefix: str) -> bool:
+def _has_route(obs: Observer, node: str, prefix: str) -> bool | None:
+    """Whether ``node``'s RIB has a selected route to ``prefix``; None when zebra does not answer."""
     try:
         return F.selected_entry(obs.rib(node).get(prefix, [])) is not None
     except ObservationError:
-        return True  # unknown: do not blame it
+        return None
 
 
 def _session_states(obs: Observer, a: str, b: str) -> list[tuple[str, Cause]]:

@@ -110,8 +110,11 @@ def _keys(node: str | None, c: Cause | None) -> tuple[set[tuple], set[tuple]]:
         wide.add(("dead", c.node))
     else:
         spec.add(_cause_key(c))
-    if c.kind in ("link-down", "node-down") and c.node:
-        wide.add(("dead", c.node))  # the down end is on a node whose daemons died: node-off
+    if c.kind == "node-down" and c.node:
+        # the node is off (every link down at its end): its daemons died with it. A link down
+        # at one end is not: a dead daemon never takes a cable out, so a pulled cable at a node
+        # whose zebra is dead is a root of its own
+        wide.add(("dead", c.node))
     if c.kind == "session-down" and c.link:
         # a session is down when either end's bgpd (or bfdd resetting it) is dead
         wide.update(("dead", n) for n in _link_nodes(c.link))
