@@ -400,6 +400,17 @@ class Console:
         finally:
             lock.release()
 
+    @staticmethod
+    def _exercise_lock(lab: str, command: str) -> None:
+        """409 with the exercise's one refusal (railab.testbed.exercise.guard) when ``command``
+        would change ``lab``'s faults while an exercise runs there (the trainer's page too)."""
+        from railab.testbed import exercise as store
+
+        try:
+            store.guard(lab, command)
+        except UsageError as exc:
+            raise HTTPError(409, str(exc)) from None
+
     # ---- pages --------------------------------------------------------------------------------
     def lab_rows(self) -> list[dict]:
         """One row per lab up here: name, runtime, phase, nodes, user, faults, exercise."""
@@ -551,6 +562,7 @@ class Console:
 
         lab = self.lab_for(who, request.path_params["lab"])
         self.may(who, lab, "fault")
+        self._exercise_lock(lab, "fault")
         body = await self._body(request)
         w = self.hub.get(lab)
         kind = body.get("kind")
@@ -591,6 +603,7 @@ class Console:
 
         lab = self.lab_for(who, request.path_params["lab"])
         self.may(who, lab, "fault")
+        self._exercise_lock(lab, "fault")
         body = await self._body(request)
         w = self.hub.get(lab)
         fid = body.get("id")
@@ -613,6 +626,7 @@ class Console:
 
         lab = self.lab_for(who, request.path_params["lab"])
         self.may(who, lab, "fault")
+        self._exercise_lock(lab, "restart")
         body = await self._body(request)
         w = self.hub.get(lab)
         node = _node(w, body.get("node"))
@@ -692,8 +706,7 @@ class Console:
 
         lab = self.lab_for(who, request.path_params["lab"])
         self.may(who, lab, "drill")
-        if exercise_running(lab):
-            raise HTTPError(403, "no drill while an exercise runs on this lab")
+        self._exercise_lock(lab, "drill")
         body = await self._body(request)
         w = self.hub.get(lab)
         kind = body.get("kind")
@@ -778,9 +791,11 @@ class Console:
         elif verb == "fix":
             wait = _number(body, "wait", 0, 120, 20.0)
             res = await self._run(lab, X.fix, lab, wait=wait)
-            w.add_event("action", f"repair check: {'green' if res['green'] else 'not green'}",
-                        "good" if res["green"] else "bad")
+            verdict = ("green" if res["credited"] else
+                       "green, but no repair of the trainee's in the record" if res["green"] else "not green")
+            w.add_event("action", f"repair check: {verdict}", "good" if res["credited"] else "bad")
         elif verb == "swap-cables":
+            self._exercise_lock(lab, "swap-cables")
             a, b = body.get("a"), body.get("b")
             for ref in (a, b):
                 if not isinstance(ref, str):
@@ -914,10 +929,12 @@ def run_check(w: LabWatch, only: list[str] | None) -> dict[str, Any]:
     ``n_follow`` (the failures that follow from a root, each once: a row two roots explain
     together is in both roots' ``follow``),
     ``skips``, ``rows`` (every row), ``n_fail``, ``n_pass``, ``elapsed_s``."""
+    from railab.checks.exercise import disclose
     from railab.checks.runner import group_failures, run_checks, summary
 
     t0 = time.monotonic()
-    results = run_checks(w.spec, w.executor, only=only, netns_of=w.netns_of)
+    # while a training exercise runs: named at its detail, never a repair command (as railab check)
+    results = disclose(w.lab, run_checks(w.spec, w.executor, only=only, netns_of=w.netns_of))
 
     def row(r) -> dict[str, Any]:
         return {"check": r.check, "name": r.name, "status": r.status, "node": r.node or "",

@@ -61,7 +61,7 @@ from railab.checks.converge import wait_converged
 from railab.checks.lab import LiveLab
 from railab.checks.runner import run_checks
 from railab.errors import RailabError, UsageError
-from railab.testbed import faults
+from railab.testbed import exercise, faults
 from railab.testbed.signals import signals_ignored
 from railab.topologies.bfd import BGP_HOLD_MS
 from railab.topologies.labspec import LabSpec
@@ -399,9 +399,11 @@ def run_drill(lab: LiveLab, kind: str, node_a: str, node_b: str | None = None, *
     packets/s per flow. ``duration``: seconds the fault is held (default
     :func:`default_duration`). ``flows``/``control``: crossing and control flows wanted.
     ``on_event(text)``: progress lines. Raises UsageError (nothing injected, nothing changed)
-    for bad input or a lab that is not healthy before the drill; RailabError when a step fails
+    for bad input, a lab that runs a training exercise (:func:`railab.testbed.exercise.guard`)
+    or a lab that is not healthy before the drill; RailabError when a step fails
     (the fault is healed and BFD put back first).
     """
+    exercise.guard(lab.name, "drill")  # no drill while an exercise runs: it would inject and heal there
     say = on_event or (lambda _t: None)
     params = dict(params or {})
     if not 0 < rate <= 20000:

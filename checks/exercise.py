@@ -46,6 +46,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from railab.checks.base import Cause, CheckResult
 from railab.checks.lab import LiveLab
 from railab.errors import RailabError, UsageError
 from railab.testbed import exercise as store
@@ -54,8 +55,9 @@ from railab.testbed import state as st
 from railab.testbed.labref import resolve
 from railab.topologies.labspec import LabSpec
 
-__all__ = ["KINDS", "LEVELS", "plan_faults", "start", "hint", "answer", "grade", "fix", "reveal",
-           "score_sheet", "public_view", "normalise_kind", "GATEABLE", "report_line"]
+__all__ = ["KINDS", "LEVELS", "plan_faults", "start", "hint", "answer", "grade", "fix", "reveal", "stop",
+           "score_sheet", "public_view", "normalise_kind", "GATEABLE", "report_line", "CHECK_DETAILS",
+           "check_detail", "disclose"]
 
 #: exercise kinds by level (``two-faults`` draws two of :data:`PAIRABLE`)
 LEVELS: dict[int, tuple[str, ...]] = {
@@ -92,6 +94,39 @@ _MTU_WRONG = 1500
 GREY_TABLE = "filter"
 #: the families ``start`` requires green and ``fix`` polls before running every family
 _QUICK = "daemons,cabling,policy,bgp"
+#: what ``railab check`` names while an exercise runs (``exercise start --check-detail``):
+#: ``element`` the failing element and its likely cause; ``node`` the check family and the node;
+#: ``symptom`` the family's symptom only; ``full`` the check's own words (repair commands included)
+CHECK_DETAILS: tuple[str, ...] = ("symptom", "node", "element", "full")
+#: each level's default detail
+LEVEL_DETAIL: dict[int, str] = {1: "element", 2: "node", 3: "symptom"}
+#: what a failing row of each family means, without naming where (``symptom`` detail)
+SYMPTOMS: dict[str, str] = {
+    "daemons": "a routing daemon is not running as planned",
+    "cabling": "a link is not up, or not cabled as planned",
+    "policy": "a server NIC's policy routing is incomplete",
+    "bgp": "a BGP session is not Established",
+    "routes": "a prefix is missing, or has fewer paths than planned",
+    "oversub": "the capacity differs from the plan",
+    "hops": "a path takes other hops than planned",
+}
+#: a cause kind in words, without the repair (``element`` detail)
+_CAUSE_WORDS: dict[str, str] = {
+    "link-down": "link down", "node-down": "node powered off", "miswired": "cabled to another port",
+    "port-missing": "port missing", "session-down": "BGP session not Established",
+    "daemon-dead": "FRR daemon not answering", "node-unreachable": "node unreachable",
+    "wrong-asn": "AS number differs from the plan", "neighbor-missing": "no BGP neighbor on the port",
+    "not-announced": "prefix not announced", "upstream": "the neighbor lacks the route itself",
+    "config": "configuration differs from the plan", "mtu-mismatch": "MTU differs from the plan",
+    "link-local-missing": "IPv6 link-local state missing", "port-filter": "a packet filter drops on the port",
+    "policy-route-missing": "policy routing incomplete",
+}
+#: text that tells the repair (a command, a config line, a railab verb that heals): never shown
+#: while an exercise runs below ``full`` detail
+REPAIR_WORDS = re.compile(
+    r"no neighbor|neighbor \S+ (interface|shutdown)|peer-group|ip link set|ip route (add|replace)|"
+    r"ip rule add|railab (restart|fault|exercise|heal)|nft (delete|flush)|swap-cables|vtysh|frr\.conf|"
+    r"\bheal(s|ed|ing)?\b|re-add|restores it|bring \S+ (up|back)|router bgp|`", re.I)
 
 
 def normalise_kind(kind: str) -> str:
@@ -327,7 +362,88 @@ def public_view(rec: dict[str, Any]) -> dict[str, Any]:
     return {"lab": rec["lab"], "level": rec["level"], "started_at": _iso(rec["started_at"]),
             "started_ts": rec["started_at"], "symptoms": [f["symptom"] for f in rec["faults"]],
             "disabled": rec.get("disabled", []), "labdir": rec.get("labdir"),
-            "revealed": bool(rec.get("revealed_at"))}
+            "revealed": bool(rec.get("revealed_at")),
+            "check_detail": rec.get("check_detail") or LEVEL_DETAIL.get(rec["level"], "symptom")}
+
+
+def check_detail(lab: str) -> str | None:
+    """The detail ``railab check`` may show on ``lab`` (:data:`CHECK_DETAILS`): None when no
+    exercise runs there (or it was revealed) or the trainer chose ``full``."""
+    pub = store.running(lab)
+    if pub is None:
+        return None
+    detail = pub.get("check_detail") or LEVEL_DETAIL.get(pub.get("level"), "symptom")
+    return None if detail == "full" else detail
+
+
+def _clean(text: str | None) -> str | None:
+    return None if text and REPAIR_WORDS.search(text) else text
+
+
+def _where(c: Cause) -> str:
+    if c.port and c.node:
+        return f"{c.node}:{c.port}"
+    return c.link or c.node or c.prefix or "?"
+
+
+def _culprit(r: CheckResult) -> str | None:
+    """The node a failing row is blamed on (its cause's node, else its link's first end, else
+    its own node)."""
+    c = r.cause
+    if c is not None and c.node:
+        return c.node
+    if c is not None and c.link:
+        return c.link.split("--")[0].rsplit(":", 1)[0]
+    return r.node
+
+
+def disclose(lab: str, results: list[CheckResult], *, pub: dict[str, Any] | None = None) -> list[CheckResult]:
+    """``results`` as ``railab check`` may show them while an exercise runs on ``lab`` (unchanged
+    without one, after reveal, or at ``full`` detail; ``pub``: the exercise's public view, when
+    the caller has it). One row per row (the counts stay true), never a repair command
+    (:data:`REPAIR_WORDS`):
+
+    ``element``  names and elements kept; a failure's reason is its cause in words at its element
+                 (``link down at srv1:eth4``), expected/observed kept unless they tell the repair;
+    ``node``     every row named ``<family> at <node>`` with the family's symptom
+                 (:data:`SYMPTOMS`); a failure is grouped under the node it is blamed on;
+    ``symptom``  every row named by its family only, with the family's symptom.
+
+    At ``node`` and ``symptom`` the rows' ports, links, sessions, prefixes, expected and observed
+    are dropped, and their causes reduced to the detail (equal causes group, so ``check``
+    still prints one root per node, or per family)."""
+    if pub is not None:
+        detail = None if pub.get("revealed") else (pub.get("check_detail") or LEVEL_DETAIL.get(pub["level"]))
+        detail = None if detail == "full" else detail
+    else:
+        detail = check_detail(lab)
+    if detail is None:
+        return list(results)
+    out: list[CheckResult] = []
+    for r in results:
+        words = SYMPTOMS.get(r.check, f"a {r.check} check fails")
+        if detail == "element":
+            if r.status == "fail":
+                reason = (f"{_CAUSE_WORDS.get(r.cause.kind, r.cause.kind)} at {_where(r.cause)}"
+                          if r.cause is not None else f"{words} ({r.node or r.name})")
+            else:
+                reason = _clean(r.reason)
+            out.append(r.model_copy(update={"reason": reason, "expected": _clean(r.expected),
+                                             "observed": _clean(r.observed)}))
+            continue
+        node = _culprit(r) if r.status == "fail" else r.node
+        if detail == "node":
+            name = f"{r.check} at {r.node or node or '?'}"
+            cause = Cause(kind="exercise-node", node=node) if r.status == "fail" and node else None
+            reason = (f"{words} ({r.node or node})" if r.status == "fail" else
+                      "could not be observed" if r.status == "skip" else None)
+        else:
+            name, node = r.check, None
+            cause = Cause(kind="exercise-symptom", prefix=r.check) if r.status == "fail" else None
+            reason = words if r.status == "fail" else "could not be observed" if r.status == "skip" else None
+        out.append(CheckResult(check=r.check, name=name, status=r.status,
+                               node=r.node if detail == "node" else None, reason=reason, cause=cause))
+    return out
 
 
 def _save(rec: dict[str, Any]) -> None:
@@ -341,17 +457,21 @@ def _refuse_running(name: str) -> None:
 
 
 def start(labdir: Path | str, level: int = 1, seed: int | None = None, *, kind: str | None = None,
-          disable: list[str] | tuple[str, ...] = (), precheck: bool = True) -> dict[str, Any]:
+          disable: list[str] | tuple[str, ...] = (), precheck: bool = True,
+          check_detail: str | None = None) -> dict[str, Any]:
     """Start an exercise on a running lab: choose the faults (:func:`plan_faults`), inject them
     (railab.testbed.faults), hide their records, and return :func:`public_view` (the symptoms
     to tell the trainee) plus ``seed``.
 
     ``disable``: commands switched off for the trainee while it runs (:data:`GATEABLE`).
     ``precheck``: refuse a lab that is not green before (daemons, cabling, policy, bgp), since
-    ``exercise fix`` could never pass there. UsageError (nothing injected) when the lab already
-    runs an exercise, has recorded faults, is not green, or for a bad level/kind/command; a fault
-    that fails half-way is healed before the error is raised."""
+    ``exercise fix`` could never pass there. ``check_detail``: what ``railab check`` names while
+    it runs (:data:`CHECK_DETAILS`; default: the level's, :data:`LEVEL_DETAIL`). UsageError
+    (nothing injected) when the lab already runs an exercise, has recorded faults, is not green,
+    or for a bad level/kind/command; a fault that fails half-way is healed before the error is raised."""
     name, spec, record = _lab(labdir)
+    if check_detail is not None and check_detail not in CHECK_DETAILS:
+        raise UsageError(f"--check-detail {check_detail}: use one of {', '.join(CHECK_DETAILS)}")
     bad = [c for c in disable if c not in GATEABLE]
     if bad:
         raise UsageError(f"--disable {','.join(bad)}: commands that can be switched off: {', '.join(GATEABLE)}")
@@ -372,26 +492,29 @@ def start(labdir: Path | str, level: int = 1, seed: int | None = None, *, kind: 
         _refuse_running(name)
         rec = {"lab": name, "labdir": str(resolve(name).labdir), "level": level, "seed": seed,
                "kind": kind, "started_at": _now(), "faults": planned, "disabled": sorted(set(disable)),
+               "check_detail": check_detail or LEVEL_DETAIL[level], "repairs": [],
                "found": [], "answers": [], "hints": [], "fix": {"attempts": 0, "verified_at": None}}
-        try:
-            # the record first: whoever sees a fault in the lab state from here on (the console's
-            # watcher marks fault events secret while an exercise runs) sees the exercise too
-            _save(rec)
-            for f in planned:
-                a = f["fault"]
-                injected.append(F.inject(name, a["kind"], a["node_a"], a.get("node_b"), **a["params"]))
-            for f, r in zip(planned, injected, strict=True):
-                f["record"] = r.model_dump(mode="json")
-            _save(rec)
-            F.detach(name, [r.id for r in injected])
-        except BaseException:
-            store.remove(name)
-            for r in reversed(injected):
-                try:
-                    F.heal(name, r.id)
-                except Exception:
-                    pass
-            raise
+        # the exercise acts on its own lab: the lock (railab.testbed.exercise.guard) lets it through
+        with store.acting(name):
+            try:
+                # the record first: whoever sees a fault in the lab state from here on (the console's
+                # watcher marks fault events secret while an exercise runs) sees the exercise too
+                _save(rec)
+                for f in planned:
+                    a = f["fault"]
+                    injected.append(F.inject(name, a["kind"], a["node_a"], a.get("node_b"), **a["params"]))
+                for f, r in zip(planned, injected, strict=True):
+                    f["record"] = r.model_dump(mode="json")
+                _save(rec)
+                F.detach(name, [r.id for r in injected])
+            except BaseException:
+                store.remove(name)
+                for r in reversed(injected):
+                    try:
+                        F.heal(name, r.id)
+                    except Exception:
+                        pass
+                raise
     return {**public_view(rec), "seed": seed}
 
 
@@ -437,11 +560,19 @@ def _parse_text(spec: LabSpec, text: str) -> tuple[list[str], str | None]:
     names = sorted((n.name for n in spec.nodes), key=len, reverse=True)
     elements: list[str] = []
     pattern = (r"(?<![\w-])(" + "|".join(map(re.escape, names)) +
-               r")(?![\w-])(?:[:\s]+(eth|gpu|nic)\s*(\d+))?")
+               r")(?![\w-])(?:(?:[:/\s]|\s+on\s+)+(eth|gpu|nic|port|interface|if|swp)\s*(\d+)\b)?"
+               r"(?:(?:[:/\s])+([a-z]*\d+)\b)?")
     for m in re.finditer(pattern, t):
         # a port the node lacks ("srv4 nic 9") is bad input, as with --element: not silently
         # graded (and charged) as the bare node
-        elements.append(_element(spec, m.group(1) + (f":{m.group(2)}{m.group(3)}" if m.group(2) else "")))
+        prefix = {"port": "eth", "interface": "eth", "if": "eth", "swp": "eth"}.get(m.group(2), m.group(2))
+        if not m.group(2) and m.group(4):
+            # "g1-leaf1 3", "g1-leaf1 e3": a port in a spelling not read; say how to write it
+            raise UsageError(f"read {m.group(0).strip()!r} as node {m.group(1)} and a port railab cannot "
+                             f"read: name the port as {m.group(1)}:eth3, '{m.group(1)} eth3' or "
+                             f"'{m.group(1)} port 3' (servers also 'nic 3', 'gpu 2'), or answer with "
+                             "--element NODE:PORT --kind KIND")
+        elements.append(_element(spec, m.group(1) + (f":{prefix}{m.group(3)}" if m.group(2) else "")))
     rules = [(r"cross|swap|miswir|mis-cabl|wrong (rail|leaf|port)", "cross-cable"),
              (r"\bmtu\b|jumbo|frame size", "mtu"),
              (r"loss|drop|grey|gray|nft|filter|discard", "grey-loss"),
@@ -502,10 +633,13 @@ def answer(labdir: Path | str, element: str | None = None, kind: str | None = No
 def fix(labdir: Path | str, wait: float = 60.0, poll: float = 1.0) -> dict[str, Any]:
     """Check that the trainee's repair made the lab green: every check family passes (polled for
     up to ``wait`` seconds), and the exercise's faults are still recorded as injected and hidden
-    (none was handed to ``railab fault LAB heal``). ``{"green": bool, "elapsed_s",
-    "failing": [first failing rows], "n_failing", "rows_hidden", "attempts"}``; ``failing`` is
-    empty (``rows_hidden`` true) when the trainer switched ``check`` off, so ``fix`` does not
-    stand in for it. Records the verdict for the score sheet."""
+    (none was handed to ``railab fault LAB heal``). ``{"green": bool, "credited": bool,
+    "elapsed_s", "failing": [first failing rows], "n_failing", "rows_hidden", "attempts"}``;
+    ``credited``: green, and the record journals a repair of the trainee's (``railab exec``,
+    ``railab restart``, ``railab exercise swap-cables`` since the start): only that verifies the
+    repair. ``failing`` is empty (``rows_hidden`` true) when the trainer switched ``check``
+    off, so ``fix`` does not stand in for it; else named at the exercise's check detail
+    (:func:`disclose`). Records the verdict for the score sheet."""
     name, _, record = _lab(labdir)
     with store.locked(name):
         rec = _require(name)
@@ -529,14 +663,20 @@ def fix(labdir: Path | str, wait: float = 60.0, poll: float = 1.0) -> dict[str, 
     green = not failing
     with store.locked(name):
         rec = _require(name)
-        if green and rec["fix"]["verified_at"] is None:
+        # credited only when the record shows a repair of the trainee's (railab exec, restart,
+        # swap-cables since the start): nothing else may change the lab's faults while it runs
+        # (railab.testbed.exercise.guard), so a green lab without one was not repaired by them
+        credited = green and bool(rec.get("repairs"))
+        if credited and rec["fix"]["verified_at"] is None:
             rec["fix"]["verified_at"] = _now()
         _save(rec)
     # with `check` switched off, the failing rows would be `railab check` by another name (they
-    # name the faulty element): only their number is told
-    shown = [] if "check" in rec.get("disabled", []) else [f"{r.check}: {r.name}" for r in failing[:10]]
-    return {"green": green, "elapsed_s": round(elapsed, 2), "attempts": rec["fix"]["attempts"],
-            "failing": shown, "n_failing": len(failing), "rows_hidden": bool(failing) and not shown}
+    # name the faulty element): only their number is told; else named at the exercise's detail
+    rows = disclose(name, failing[:10], pub=public_view(rec))
+    shown = [] if "check" in rec.get("disabled", []) else [f"{r.check}: {r.name}" for r in rows]
+    return {"green": green, "credited": credited, "elapsed_s": round(elapsed, 2),
+            "attempts": rec["fix"]["attempts"], "failing": shown, "n_failing": len(failing),
+            "rows_hidden": bool(failing) and not shown}
 
 
 def reveal(labdir: Path | str, *, heal: bool = True) -> dict[str, Any]:
@@ -554,6 +694,14 @@ def reveal(labdir: Path | str, *, heal: bool = True) -> dict[str, Any]:
             rec["revealed_at"] = _now()
             _save(rec)
     if rec["fix"]["verified_at"] is None and not rec.get("returned"):
+        _hand_back(name, rec, heal=heal)
+    return score_sheet(name, rec)
+
+
+def _hand_back(name: str, rec: dict[str, Any], *, heal: bool) -> int:
+    """Put the exercise's hidden faults back into lab ``name``'s fault list and, with ``heal``,
+    heal them (railab's heal: idempotent). Returns how many were healed."""
+    with store.acting(name):  # the exercise's own action: the lock lets it through
         # attach may renumber a record whose id a later `railab fault` took (detach rewinds the
         # lab's fault counter so that it does not count hidden faults)
         back = F.attach(name, [st.FaultRecord.model_validate(f["record"]) for f in rec["faults"]])
@@ -562,13 +710,42 @@ def reveal(labdir: Path | str, *, heal: bool = True) -> dict[str, Any]:
                 f["record"] = r.model_dump(mode="json")
             rec["returned"] = True
             _save(rec)
+        healed = 0
         if heal:
             for r in reversed(back):
                 try:
                     F.heal(name, r.id)
+                    healed += 1
                 except UsageError:
                     pass  # already healed
-    return score_sheet(name, rec)
+        return healed
+
+
+def stop(labdir: Path | str) -> dict[str, Any]:
+    """End the exercise on a lab without showing its faults (the trainer calls a running exercise
+    off, or clears a revealed one): faults the repair did not verify are healed (as
+    :func:`reveal` does; faults a ``reveal --keep-faults`` handed to ``railab fault`` stay in its
+    list), the record is removed, and the lab takes a new ``exercise start``. Returns ``{"lab",
+    "was_revealed", "healed" (faults healed now), "score" (the sheet at the stop, without seed
+    and faults unless it was revealed)}``. UsageError when the lab runs no exercise."""
+    name, _, _ = _lab(labdir)
+    with store.locked(name):
+        rec = _require(name, running=False)
+        revealed = bool(rec.get("revealed_at"))
+        if not revealed:
+            rec["revealed_at"] = _now()  # the gate and the lock lift from here on
+            rec["stopped"] = True
+            _save(rec)
+    healed = 0
+    if rec["fix"]["verified_at"] is None and not rec.get("returned"):
+        healed = _hand_back(name, rec, heal=True)
+    sheet = score_sheet(name, rec)
+    if not revealed:
+        sheet.pop("seed", None)
+        sheet.pop("faults", None)
+        sheet["revealed"] = False
+    store.remove(name)
+    return {"lab": name, "was_revealed": revealed, "healed": healed, "score": sheet}
 
 
 def score_sheet(lab: str, rec: dict[str, Any] | None = None) -> dict[str, Any] | None:

@@ -17,6 +17,14 @@ or ``$RAILAB_EXERCISE_DIR``: outside ``/run/railab/<lab>`` and outside the lab d
                  always dig (the key is on the same host).
 
 ``railab down`` removes the lab's folder (``railab.testbed.state.remove_lab_dir``).
+
+While an exercise runs (recorded, not revealed), :func:`guard` is the one lock on every path
+that changes the lab's faults: ``railab.testbed.faults`` (inject, heal, attach, detach, restart,
+swap-cables) and the drill call it, so ``railab fault``, ``railab drill``, the console's actions
+and any script are refused with the same message (:func:`refusal`), except the trainee's repair
+tools the level allows (:data:`REPAIR_TOOLS`) and the exercise's own start, reveal and stop
+(:func:`acting`). The trainee's repairs through railab are journaled in the record
+(:func:`note_repair`); ``exercise fix`` credits only a green lab the journal shows a repair for.
 """
 
 from __future__ import annotations
@@ -28,11 +36,13 @@ import json
 import os
 import secrets
 import shutil
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
-from railab.errors import RailabError
+from railab.errors import RailabError, UsageError
 from railab.testbed import state as st
 from railab.topologies.atomicfile import write_atomic
 
@@ -41,7 +51,18 @@ from railab.topologies.atomicfile import write_atomic
 GATEABLE: tuple[str, ...] = ("check", "traffic", "traceroute", "report", "drill", "status", "inspect",
                              "graph", "fault", "restart", "exec")
 
-__all__ = ["GATEABLE", "exists", "save", "load", "load_public", "remove", "locked", "labs", "seal", "unseal"]
+#: railab commands that change the lab which the trainee may still use while an exercise of that
+#: level runs (their repair tools; every other path that changes faults is refused, :func:`guard`):
+#: ``exec`` at every level, ``restart`` (a dead daemon) and ``swap-cables`` (crossed cables) at
+#: level 2 only (elsewhere they would bring up the very link or NIC the exercise took down)
+REPAIR_TOOLS: dict[int, tuple[str, ...]] = {1: ("exec",), 2: ("exec", "restart", "swap-cables"), 3: ("exec",)}
+_TOOL_WORDS = {"exec": "railab exec", "restart": "railab restart", "swap-cables": "railab exercise swap-cables"}
+
+__all__ = ["GATEABLE", "REPAIR_TOOLS", "exists", "save", "load", "load_public", "remove", "locked", "labs",
+           "seal", "unseal", "running", "guard", "refusal", "acting", "note_repair"]
+
+#: the lab whose exercise is acting (start, reveal, stop inject and heal its own faults)
+_ACTING: ContextVar[str | None] = ContextVar("railab_exercise_acting", default=None)
 
 _NONCE = 16
 _TAG = 32
@@ -171,3 +192,64 @@ def locked(lab: str) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def running(lab: str) -> dict[str, Any] | None:
+    """``public.json`` of ``lab``'s exercise while it runs (recorded and not revealed), else None."""
+    pub = load_public(lab)
+    return pub if pub and not pub.get("revealed") else None
+
+
+def repair_tools(pub: dict[str, Any]) -> list[str]:
+    """The repair tools (:data:`REPAIR_TOOLS`) open in the running exercise ``pub`` (the level's,
+    minus the commands the trainer switched off)."""
+    off = set(pub.get("disabled", []))
+    return [t for t in REPAIR_TOOLS.get(pub.get("level"), ("exec",)) if t not in off]
+
+
+def refusal(lab: str, pub: dict[str, Any]) -> str:
+    """The one message every refused fault change gets while ``lab``'s exercise runs (the same for
+    every command and console action, so it says nothing about the hidden faults)."""
+    tools = ", ".join(_TOOL_WORDS[t] for t in repair_tools(pub)) or "none (the trainer switched them off)"
+    return (f"an exercise runs on lab {lab}: nothing injects, heals or restores faults in it until the "
+            f"exercise is revealed or stopped (railab exercise reveal {lab} / railab exercise stop {lab}); "
+            f"the trainee's repair tools at level {pub.get('level')}: {tools}")
+
+
+@contextmanager
+def acting(lab: str) -> Iterator[None]:
+    """The exercise of ``lab`` itself changes its faults in this block (start, reveal, stop):
+    :func:`guard` lets it through."""
+    token = _ACTING.set(lab)
+    try:
+        yield
+    finally:
+        _ACTING.reset(token)
+
+
+def guard(lab: str, command: str) -> None:
+    """The lock on fault changes: UsageError (exit 2, :func:`refusal`) when ``command`` (``fault``,
+    ``drill``, ``restart``, ``swap-cables``, ...) would change lab ``lab`` while its exercise runs,
+    unless it is one of the level's repair tools (:func:`repair_tools`) or the exercise's own
+    action (:func:`acting`). Costs one small file read when no exercise runs."""
+    if _ACTING.get() == lab:
+        return
+    pub = running(lab)
+    if pub is None or command in repair_tools(pub):
+        return
+    raise UsageError(refusal(lab, pub))
+
+
+def note_repair(lab: str, tool: str, node: str | None, argv: list[str] | None = None) -> None:
+    """Journal a trainee's repair action (``exec`` with its command, ``restart``,
+    ``swap-cables``) in ``lab``'s running exercise record: ``exercise fix`` credits only a green
+    lab whose journal shows a repair. Nothing when no exercise runs."""
+    if running(lab) is None:
+        return
+    with locked(lab):
+        rec = load(lab)
+        if rec is None or rec.get("revealed_at"):
+            return
+        rec.setdefault("repairs", []).append({"tool": tool, "node": node, "argv": list(argv or [])[:40],
+                                              "at": time.time()})
+        save(lab, rec, {**(load_public(lab) or {})})

@@ -54,6 +54,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from railab.errors import RailabError, UsageError
+from railab.testbed import exercise as ex
 from railab.testbed import state as st
 from railab.testbed.labref import resolve
 from railab.testbed.namespaces import create_netns, entered, exec_argv, netns_path
@@ -309,6 +310,7 @@ def detach(labdir: Path | str, fault_ids: list[str]) -> list[st.FaultRecord]:
     up."""
     lab = _Lab(labdir)
     with _locked(lab.name):
+        ex.guard(lab.name, "fault")
         lab.reload()
         out = [f for f in lab.record.faults if f.id in set(fault_ids)]
         lab.record.faults = [f for f in lab.record.faults if f.id not in set(fault_ids)]
@@ -328,6 +330,7 @@ def attach(labdir: Path | str, records: list[st.FaultRecord]) -> list[st.FaultRe
     attached id."""
     lab = _Lab(labdir)
     with _locked(lab.name):
+        ex.guard(lab.name, "fault")
         lab.reload()
         have = {f.id: f for f in lab.record.faults}
         out: list[st.FaultRecord] = []
@@ -362,7 +365,10 @@ def inject(labdir: Path | str, kind: str, node_a: str, node_b: str | None = None
     (default :data:`WRONG_ASN_DEFAULT`); ``daemon`` for daemon-kill.
 
     Raises UsageError (nothing changed) for an unknown kind, element or parameter, an element
-    another fault already holds, or a kind the lab's runtime does not support; RailabError
+    another fault already holds, a lab that runs a training exercise
+    (:func:`railab.testbed.exercise.guard`: so do :func:`heal`, :func:`attach`, :func:`detach`,
+    and :func:`restart_node` and :func:`swap_cables` where the level does not allow them), or a
+    kind the lab's runtime does not support; RailabError
     when the kernel or FRR refuses (the record stays: ``heal`` undoes the part done).
     """
     if kind not in FAULT_KINDS:
@@ -372,6 +378,7 @@ def inject(labdir: Path | str, kind: str, node_a: str, node_b: str | None = None
         raise UsageError(f"fault {kind} needs the netns runtime; lab {lab.name} runs on {lab.runtime} "
                          f"(supported there: {', '.join(k for k in FAULT_KINDS if k not in NETNS_ONLY)})")
     with _locked(lab.name):
+        ex.guard(lab.name, "fault")  # the exercise lock: nothing changes a lab's faults while it runs
         lab.reload()
         seq = lab.record.fault_seq
         try:
@@ -820,6 +827,7 @@ def heal(labdir: Path | str, fault_id: str | None = None) -> list[st.FaultRecord
     record stays, heal again)."""
     lab = _Lab(labdir)
     with _locked(lab.name):
+        ex.guard(lab.name, "fault")
         lab.reload()
         faults = list(lab.record.faults)
         if fault_id is not None:
@@ -999,6 +1007,7 @@ def swap_cables(labdir: Path | str, a: str, b: str) -> tuple[tuple[str, str], tu
     if ends[0] == ends[1]:
         raise UsageError("swap-cables needs two different NICs")
     with _locked(lab.name):
+        ex.guard(lab.name, "swap-cables")
         lab.reload()
         (s1, i1), (s2, i2) = ends
         peers = [_live_peer(lab, s, i) for s, i in ends]
@@ -1016,7 +1025,8 @@ def swap_cables(labdir: Path | str, a: str, b: str) -> tuple[tuple[str, str], tu
             for leaf in {l1, l2}:
                 _reapply_switch_port(lab, leaf)
             _restore_ends(lab, (s1, i1), (s2, i2))
-        return (l2, p2), (l1, p1)
+    ex.note_repair(lab.name, "swap-cables", s1, [f"{s1}:{i1}", f"{s2}:{i2}"])  # after the faults lock
+    return (l2, p2), (l1, p1)
 
 
 # ---- restart --------------------------------------------------------------------------------
@@ -1031,6 +1041,7 @@ def restart_node(labdir: Path | str, node: str) -> dict[str, list[str]]:
     _node(lab.spec, node)
     rt = lab.netns_rt
     with _locked(lab.name):
+        ex.guard(lab.name, "restart")
         lab.reload()
         mine = [f for f in lab.record.faults if f.node == node and f.kind in ("node-off", "daemon-kill")]
         held = {(f.node, f.port) for f in lab.record.faults if f not in mine} | {
@@ -1047,4 +1058,5 @@ def restart_node(labdir: Path | str, node: str) -> dict[str, list[str]]:
         lab.reload()
         lab.record.faults = [f for f in lab.record.faults if f not in mine]
         lab.save()
+    ex.note_repair(lab.name, "restart", node)  # after the faults lock (exercise start takes them the other way)
     return {"started": list(started), "healed": [f.id for f in mine]}

@@ -302,8 +302,10 @@ def test_fix_does_not_stand_in_for_a_switched_off_check(spec, exdir, monkeypatch
 
     monkeypatch.setattr(livelab.LiveLab, "attach", classmethod(lambda cls, ref: _Live()))
     monkeypatch.setattr(X, "_lab", lambda ref: (spec.name, spec, X.st.LabState(lab=spec.name)))
-    for disabled, shown in ((["check"], []), ([], ["cabling: g1-leaf1:eth1 egress filter"])):
-        rec = {**_rec(spec), "disabled": disabled}
+    # with check on, fix names the rows at the exercise's check detail (level 2: family and node)
+    for disabled, detail, shown in ((["check"], None, []), ([], "element", ["cabling: g1-leaf1:eth1 egress filter"]),
+                                    ([], None, ["cabling: cabling at g1-leaf1"])):
+        rec = {**_rec(spec), "disabled": disabled, "check_detail": detail}
         for i, f in enumerate(rec["faults"]):
             f["record"] = X.st.FaultRecord(id=f"f{i + 1}", kind="cross-cable", node="srv1").model_dump(mode="json")
         store.save(spec.name, rec, X.public_view(rec))

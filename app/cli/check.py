@@ -5,7 +5,9 @@ summary row per family, then each root-cause failure (and skip) with node, expec
 and the likely cause, followed by how many failures follow from it
 (:func:`checks.runner.group_failures`); ``--verbose`` / ``-v`` lists every row. ``--json``
 and ``--junit`` always carry every row. ``--wait SECONDS`` re-checks until green or the deadline
-and prints the time to green (``time_to_green_s`` in the JSON).
+and prints the time to green (``time_to_green_s`` in the JSON). While a training exercise runs
+on the lab, rows are named at its detail (railab.checks.exercise.disclose: element, node or
+symptom; never a repair command) until it is revealed.
 Exit code 0 when nothing failed, 1 when any check failed, 2 for bad usage.
 """
 
@@ -181,6 +183,12 @@ def _check(lab: str, only: str | None, as_json: bool, junit: Path | None, show_a
     n_fail = sum(r.status == "fail" for r in results)
     if not render:
         return n_fail
+    detail = None
+    if inventory is None:  # a training exercise runs: name what fails at the level's detail only
+        from railab.checks.exercise import check_detail, disclose
+
+        detail = check_detail(lab_name)
+        results = disclose(lab_name, results)
     if junit is not None:
         from railab.checks.junit import write_junit
 
@@ -191,6 +199,7 @@ def _check(lab: str, only: str | None, as_json: bool, junit: Path | None, show_a
             "lab": lab_name, "ok": n_fail == 0, "summary": summary(results),
             "results": [r.model_dump() for r in results],
             "root_causes": root_causes(results),
+            **({"exercise_detail": detail} if detail else {}),
             **(extra or {}),
         }, indent=2))
     else:
@@ -238,6 +247,9 @@ def _check(lab: str, only: str | None, as_json: bool, junit: Path | None, show_a
         if det.row_count:
             con.print(det)
         n_skip = sum(1 for r in results if r.status == "skip")
+        if detail:
+            con.print(f"[dim]a training exercise runs on {lab_name}: failures are named at {detail} "
+                      "detail until railab exercise reveal[/dim]", highlight=False)
         if not n_fail and n_skip:
             con.print(f"[green]{len(results) - n_skip} passed, {n_skip} skipped[/]",
                       highlight=False)

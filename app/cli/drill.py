@@ -109,8 +109,11 @@ def register(app: typer.Typer) -> None:
 
         if len(targets) > 2:
             raise UsageError(f"drill LAB {kind} takes NODE_A [NODE_B] (or NODE:PORT), got {' '.join(targets)}")
+        from railab.testbed import exercise as ex
         from railab.testbed import faults as F
+        from railab.testbed.labname import lab_name
 
+        ex.guard(lab_name(lab), "drill")  # refused before anything runs while an exercise runs there
         params = F.cli_params(kind, end=end, count=count, down_s=down_s, up_s=up_s, percent=percent,
                               roce_only=roce_only, mtu=mtu, asn=asn, daemon=daemon)
         live = LiveLab.attach(lab)

@@ -2,7 +2,8 @@
 (railab.checks.exercise; docs/training.md).
 
 ``start`` injects hidden faults and prints the customer's symptom; ``hint``, ``answer``, ``fix``,
-``status``, ``score`` and ``reveal`` follow the trainee; ``swap-cables`` is the trainee's hands
+``status``, ``score`` and ``reveal`` follow the trainee; ``stop`` calls it off without showing
+the faults; ``swap-cables`` is the trainee's hands
 at the rack (the repair of crossed cables). :func:`gate` is the "commands switched off" check
 the root callback runs before every command.
 
@@ -49,6 +50,9 @@ def start(
     precheck: bool = typer.Option(True, "--precheck/--no-precheck",
                                   help="refuse a lab whose daemons, cabling, policy or bgp checks fail "
                                        "(--no-precheck: you know it is green)"),
+    check_detail: str | None = typer.Option(
+        None, "--check-detail", help="what railab check names while it runs: symptom, node, element or full "
+        "(full: the check's own words, repair commands included); default: level 1 element, 2 node, 3 symptom"),
     as_json: bool = typer.Option(False, "--json", help="print JSON (symptoms, level, disabled; no faults)"),
 ) -> None:
     """Inject the exercise's faults (hidden from status/inspect/report/fault list) and print the
@@ -56,7 +60,7 @@ def start(
     from railab.checks import exercise as X
 
     cmds = [c.strip() for c in (disable or "").split(",") if c.strip()]
-    view = X.start(lab, level, seed, kind=kind, disable=cmds, precheck=precheck)
+    view = X.start(lab, level, seed, kind=kind, disable=cmds, precheck=precheck, check_detail=check_detail)
     if _out({k: v for k, v in view.items() if k != "seed"}, as_json):
         return
     typer.echo(f"exercise started on lab {view['lab']} (level {view['level']}); the customer says:")
@@ -112,12 +116,17 @@ def fix(
     as_json: bool = typer.Option(False, "--json", help="print JSON"),
 ) -> None:
     """Check that your repair made the lab green (every check family), with the exercise's faults
-    still recorded as injected (your repair, not `railab fault heal`). Exit 0 green, 1 not."""
+    still recorded as injected and your repair in the exercise's record (railab exec, restart,
+    swap-cables). Exit 0 green and credited, 1 not."""
     from railab.checks import exercise as X
 
     res = X.fix(lab, wait=wait)
     if not _out(res, as_json):
-        if res["green"]:
+        if res["green"] and not res["credited"]:
+            typer.echo(f"NOT CREDITED: every check passes (after {res['elapsed_s']:g} s), but the exercise's "
+                       "record shows no repair of yours (railab exec, railab restart, railab exercise "
+                       "swap-cables since the start); nothing else repairs a lab during an exercise")
+        elif res["green"]:
             typer.echo(f"REPAIRED: every check passes (after {res['elapsed_s']:g} s, attempt {res['attempts']})")
         else:
             typer.echo(f"NOT REPAIRED: {res['n_failing']} check(s) still fail after {res['elapsed_s']:g} s"
@@ -125,7 +134,7 @@ def fix(
                           if res.get("rows_hidden") else ", e.g.:"))
             for f in res["failing"][:5]:
                 typer.echo(f"  {f}")
-    if not res["green"]:
+    if not res["credited"]:
         raise typer.Exit(EXIT_FAILED)
 
 
@@ -198,6 +207,28 @@ def reveal(
     if not sheet["repair"]["verified"]:
         typer.echo(f"unrepaired faults left in the lab: railab fault {sheet['lab']} heal --all undoes them"
                    if keep_faults else "unrepaired faults healed")
+
+
+@exercise_app.command("stop")
+def stop(
+    lab: str = typer.Argument(..., help="lab name"),
+    as_json: bool = typer.Option(False, "--json", help="print JSON"),
+) -> None:
+    """End the exercise without showing its faults: heal what the repair did not verify, remove
+    the record (the score sheet is printed, then gone); the lab takes a new exercise. Use
+    reveal instead to keep the sheet and show the faults."""
+    from railab.checks import exercise as X
+
+    res = X.stop(lab)
+    if _out(res, as_json):
+        return
+    s = res["score"]
+    typer.echo(f"exercise on {res['lab']} stopped{' (it was revealed)' if res['was_revealed'] else ''}: "
+               f"found {s['faults_found']}/{s['faults_total']}, hints {s['hints_used']}, wrong answers "
+               f"{s['wrong_answers']}, repair {'verified' if s['repair']['verified'] else 'not verified'}, "
+               f"{s['points']}/{s['max_points']} points; "
+               + (f"{res['healed']} unrepaired fault(s) healed" if res["healed"] else "nothing left to heal")
+               + "; record removed")
 
 
 @exercise_app.command("swap-cables")

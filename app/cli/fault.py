@@ -29,19 +29,13 @@ def _row(f) -> str:
 
 
 def _refuse_during_exercise(lab: str) -> None:
-    """No ``railab fault`` injection while an exercise runs on ``lab`` and is not revealed: a
-    fault on one of its hidden elements would disturb it (and be healed with it), and a refusal
-    per element would reveal which ones are hidden, so every injection is refused (UsageError,
-    exit 2). ``list`` and ``heal`` of the lab's own faults stay open."""
+    """No ``railab fault`` injection or heal while an exercise runs on ``lab`` and is not
+    revealed: the one lock on fault changes (:func:`railab.testbed.exercise.guard`, the same
+    message for every command and console action, naming nothing hidden). ``list`` stays open."""
     from railab.testbed import exercise as store
     from railab.testbed.labname import lab_name
 
-    name = lab_name(lab)
-    pub = store.load_public(name)
-    if pub and not pub.get("revealed"):
-        raise UsageError(f"an exercise runs on lab {name}: railab fault injects nothing until it is "
-                         f"revealed or stopped (railab exercise reveal {name} / stop {name}); a fault of "
-                         "yours could land on its hidden fault's element")
+    store.guard(lab_name(lab), "fault")
 
 
 def register(app: typer.Typer) -> None:
@@ -90,11 +84,13 @@ def register(app: typer.Typer) -> None:
         if action == "heal":
             if heal_all == bool(targets) or len(targets) > 1:
                 raise UsageError("fault LAB heal takes one fault ID (railab fault LAB list) or --all")
+            _refuse_during_exercise(lab)
             show(F.heal(lab, targets[0] if targets else None), "healed")
             return
         if action in _UNDO:
             if not targets:
                 raise UsageError(f"fault LAB {action} NODE_A NODE_B (or NODE:PORT)")
+            _refuse_during_exercise(lab)
             from railab.testbed.labref import resolve
 
             spec = resolve(lab).spec()

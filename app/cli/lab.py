@@ -460,6 +460,15 @@ def register(app: typer.Typer) -> None:
                       if dead else "[bold red]not healthy[/]: BGP sessions missing", highlight=False)
             raise typer.Exit(code)
 
+    def _known_node(name: str, node: str) -> None:
+        """UsageError listing the lab's nodes when ``node`` is not one of them (as railab fault)."""
+        from railab.testbed.labref import resolve
+
+        names = [n.name for n in resolve(name).spec().nodes]
+        if node not in names:
+            shown = ", ".join(names[:40]) + (f", ... ({len(names)} in all)" if len(names) > 40 else "")
+            raise UsageError(f"lab {name} has no node {node!r} (nodes: {shown})")
+
     @app.command(name="exec", context_settings={"allow_interspersed_args": False})
     def exec_(
         lab: str = typer.Argument(..., help="lab name"),
@@ -480,6 +489,10 @@ def register(app: typer.Typer) -> None:
             cmd = cmd[1:]
         name = _lab_name(lab)
         rt = _runtime_of(name)
+        _known_node(name, node)
+        from railab.testbed import exercise as ex
+
+        ex.note_repair(name, "exec", node, cmd or ["(shell)"])  # the trainee's hands, for exercise fix
         if rt.name != "netns":  # containerlab: docker exec through the runtime's executor
             if not cmd:  # an interactive shell needs a terminal: the docker CLI, like containerlab exec
                 record = state.load(name) or {}
