@@ -10,6 +10,8 @@ import time
 import pytest
 from typer.testing import CliRunner
 
+from railab.errors import UsageError
+
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("no_leaks")]
 
 
@@ -142,3 +144,77 @@ def test_two_faults_cutting_a_prefix_off_on_mini_are_two_root_causes(mini_lab):
         assert r.exit_code == 0, r.output
         r = _cli("check", lab, "--wait", "30")
         assert r.exit_code == 0, r.output[-3000:]
+
+
+#: issue 48's five faults at once on mini: they share spine2 (its zebra, two of its links) and
+#: the prefixes behind them
+FIVE = [["daemon-kill", "spine2", "--daemon", "zebra"], ["wrong-asn", "g1-leaf2", "spine2"],
+        ["carrier-loss", "g2-leaf2", "spine2"], ["mtu", "srv4", "--port", "eth4", "--mtu", "1500"],
+        ["grey-loss", "g1-leaf1", "srv2", "--percent", "5"]]
+
+
+def _stacked(lab, faults: list[list[str]], want: int | None = None) -> tuple[dict, list[dict]]:
+    """Inject ``faults`` (every one; with ``want``, the first ``want`` that ``railab fault``
+    accepts, skipping those it refuses because another fault holds their element), wait until
+    two checks 1 s apart fail the same rows (hops aside: grey loss makes them flicker; at most
+    30 s), return (that check's document, the fault records)."""
+    n = 0
+    for f in faults:
+        if want is not None and n == want:
+            break
+        r = _cli("fault", lab.name, *f)
+        refused = isinstance(r.exception, UsageError) and "already has fault" in str(r.exception)
+        assert r.exit_code == 0 or (want is not None and refused), (r.output, r.exception)
+        n += r.exit_code == 0
+    recs = json.loads(_cli("fault", lab.name, "list", "--json").output)
+    time.sleep(2.0)
+    prev = None
+    end = time.monotonic() + 30
+    while True:
+        doc = json.loads(_cli("check", lab.name, "--json").output)
+        failed = {x for x in _failed(doc) if x[0] != "hops"}
+        if failed == prev or time.monotonic() > end:
+            return doc, recs
+        prev = failed
+        time.sleep(1.0)
+
+
+def test_five_stacked_faults_are_five_root_causes(mini_lab):
+    """Issue 48: zebra killed on spine2, wrong-asn g1-leaf2-spine2, carrier-loss g2-leaf2-spine2,
+    MTU 1500 on srv4:eth4 and 5 % grey loss g1-leaf1-srv2 gave 16-28 root causes (routes rows
+    with no cause, the carrier-loss's cabling row under the dead zebra). Now: exactly five, each
+    naming its fault, every failed row under a root on its path (``railab.checks.rootaudit``);
+    then one random set of 2-6 faults from the catalog (seed ``RAILAB_STACKED_SEED``, default
+    48) keeps the same rules."""
+    import os
+    import random
+
+    from railab.checks.rootaudit import audit, catalog
+
+    lab = mini_lab
+    try:
+        doc, recs = _stacked(lab, FIVE)
+        rcs = doc["root_causes"]
+        assert len(rcs) == 5 and all(rc["cause"] for rc in rcs), [(rc["root"], rc["cause"]) for rc in rcs]
+        assert audit(doc, recs, lab.spec) == []
+        carrier = [rc for rc in rcs if rc["check"] == "cabling" and rc["root"] == "g2-leaf2:eth4 <-> spine2:eth6"]
+        assert len(carrier) == 1 and carrier[0]["cause"]["kind"] == "link-down", rcs
+        (zebra,) = [rc for rc in rcs if rc["cause"]["kind"] == "daemon-dead"]
+        assert zebra["cause"]["node"] == "spine2" and zebra["cause"]["daemon"] == "zebra"
+        assert not [e for e in zebra["explains"] if e["check"] == "cabling"], zebra["explains"]
+    finally:
+        r = _cli("fault", lab.name, "heal", "--all")
+    assert r.exit_code == 0, r.output
+    assert _cli("check", lab.name, "--wait", "60").exit_code == 0
+    seed = int(os.environ.get("RAILAB_STACKED_SEED", "48"))
+    rng = random.Random(seed)
+    cat = catalog(lab.spec)
+    want = rng.randint(2, 6)
+    try:
+        doc, recs = _stacked(lab, rng.sample(cat, len(cat)), want=want)
+        assert len(recs) == want
+        assert audit(doc, recs, lab.spec) == [], (seed, [f["note"] for f in recs])
+    finally:
+        r = _cli("fault", lab.name, "heal", "--all")
+    assert r.exit_code == 0, r.output
+    assert _cli("check", lab.name, "--wait", "60").exit_code == 0
