@@ -38,11 +38,13 @@ dataplane's counters (backlog, drops, CE marks, PAUSE events) every ``sample_s``
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import multiprocessing as mp
 import os
 import random
 import socket
+import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
@@ -51,7 +53,7 @@ from typing import Literal
 from railab.errors import RailabError
 from railab.topologies.labspec import LabSpec
 from railab.topologies.qos import DcqcnProfile, QosProfile
-from railab.traffic import roce
+from railab.traffic import fastpath, roce
 from railab.traffic.engine import Engine, FlowResult, Rtnl, in_netns
 from railab.traffic.patterns import Flow
 from railab.traffic.stream import flow_sport, recv_from_child, run_sender_child, scheduling
@@ -61,6 +63,9 @@ _random = random.random
 CcMode = Literal["dcqcn", "none"]
 SportMode = Literal["per-qp", "fixed", "spray"]
 CC_MODES = ("dcqcn", "none")
+#: Who does the per-packet work: ``c`` (the compiled fast path), ``python`` (the loop in this
+#: module, ~6,000 packets/s) or ``auto`` (C when it builds here, else Python).
+ENGINES = ("auto", "c", "python")
 SPORT_MODES = ("per-qp", "fixed", "spray")
 #: The one UDP source port of every QP in ``sport_mode="fixed"`` (the low-entropy case).
 FIXED_SPORT = 0xC000
@@ -152,13 +157,7 @@ class DcqcnRP:
     def from_qos(cls, qos: QosProfile, now: float = 0.0, line_bps: float | None = None) -> DcqcnRP:
         """The RP of a lab's QoS profile: ``qos.dcqcn`` scaled by ``qos.capacity`` (timers x
         time scale, rates / time scale), line rate ``port_rate_mbps`` unless ``line_bps``."""
-        d, cap = qos.dcqcn, qos.capacity
-        return cls(line_bps if line_bps is not None else cap.port_rate_mbps * 1e6, g=d.g,
-                   alpha_timer_s=cap.lab_seconds(d.alpha_timer_us),
-                   rate_timer_s=cap.lab_seconds(d.rate_timer_us),
-                   byte_counter=d.byte_counter_bytes, fast_recovery_steps=d.fast_recovery_steps,
-                   rai_bps=cap.lab_bps(d.ai_rate_mbps), rhai_bps=cap.lab_bps(d.hai_rate_mbps),
-                   min_bps=cap.lab_bps(d.min_rate_mbps), initial_alpha=d.initial_alpha, now=now)
+        return cls(**rp_params(qos, line_bps), now=now)
 
     @property
     def rate(self) -> float:
@@ -223,6 +222,20 @@ class DcqcnRP:
             self.next_rate += self.rate_timer_s
 
 
+def rp_params(qos: QosProfile, line_bps: float | None = None) -> dict:
+    """:class:`DcqcnRP`'s arguments (but ``now``) for a lab's QoS profile: ``qos.dcqcn``
+    scaled by ``qos.capacity`` (timers x time scale, lab s; rates / time scale, bits/s), line
+    rate ``port_rate_mbps`` unless ``line_bps`` (bits/s). The compiled fast path's RP
+    (:func:`railab.traffic.fastpath.rp_init`) takes the same dict."""
+    d, cap = qos.dcqcn, qos.capacity
+    return dict(line_bps=line_bps if line_bps is not None else cap.port_rate_mbps * 1e6, g=d.g,
+                alpha_timer_s=cap.lab_seconds(d.alpha_timer_us),
+                rate_timer_s=cap.lab_seconds(d.rate_timer_us),
+                byte_counter=d.byte_counter_bytes, fast_recovery_steps=d.fast_recovery_steps,
+                rai_bps=cap.lab_bps(d.ai_rate_mbps), rhai_bps=cap.lab_bps(d.hai_rate_mbps),
+                min_bps=cap.lab_bps(d.min_rate_mbps), initial_alpha=d.initial_alpha)
+
+
 class CnpPacer:
     """The NP's CNP pacing: at most one CNP per QP per ``interval_s`` (lab seconds)."""
 
@@ -264,7 +277,9 @@ class LoadFlow:
     """One QP of a load run: the routed ``flow`` (:func:`railab.traffic.patterns.route`),
     ``bytes`` to send (None: send for the whole run), ``start_s`` (delay from the run's
     start, lab s) and ``gap_s`` (idle time after each RDMA WRITE message, lab s: a
-    collective's chunks, the gaps a flowlet switch splits at; 0: back to back). A run with
+    collective's chunks, the gaps a flowlet switch splits at; 0: back to back) and
+    ``rate_mbps`` (the QP's own ceiling, lab Mb/s: its share of its NIC when the NIC's
+    scheduler splits the port over several QPs; None: the engine's line rate). A run with
     byte counts ends when every flow has sent its bytes and they were delivered (or the drain
     timed out)."""
 
@@ -272,6 +287,7 @@ class LoadFlow:
     bytes: int | None = None
     start_s: float = 0.0
     gap_s: float = 0.0
+    rate_mbps: float | None = None
 
 
 @dataclass
@@ -287,7 +303,10 @@ class LoadResult:
     any port over the run (measured every ``sample_s``, so a peak between samples is missed;
     None without a port sampler). ``engine_priority``: the CPU scheduling the engine's process
     ran under (``"SCHED_RR 5"``, :data:`LOAD_RT_PRIORITY`; ``"nice -10"`` where the kernel
-    refused real-time; None for a result built in-process).
+    refused real-time; None for a result built in-process). ``engine``: who did the
+    per-packet work (``"c"``, the compiled fast path, or ``"python"``); ``engine_pps``: the
+    data packets it sent per lab second of sending (all QPs); ``engine_cpu_s``: CPU time of
+    the thread that did the per-packet work, kernel forwarding in its context included (s).
     """
 
     cc: str
@@ -312,6 +331,9 @@ class LoadResult:
     queue_peak_bytes: int | None = None
     queue_peak_port: str | None = None
     engine_priority: str | None = None
+    engine: str = "python"
+    engine_pps: float = 0.0
+    engine_cpu_s: float | None = None
 
     @property
     def keeps_rate(self) -> bool:
@@ -374,7 +396,7 @@ class _QP:
                  "deficit_bytes", "t_start", "t_last_rx", "sport", "ppm", "s_tx", "s_rx",
                  "s_ce", "s_cnp", "series", "active", "icrc_errors", "nic_down", "ttl",
                  "max_psn_dist", "failed", "port_missing", "mtu_exceeded", "mtu_note",
-                 "down_nic")
+                 "down_nic", "late_s", "line_bps")
 
 
 class LoadEngine(Engine):
@@ -402,9 +424,14 @@ class LoadEngine(Engine):
                  cc: str = "dcqcn", sport_mode: str = "per-qp", mtu: int = DEFAULT_MTU,
                  message_bytes: int = DEFAULT_MESSAGE_BYTES, sample_s: float = DEFAULT_SAMPLE_S,
                  line_mbps: float | None = None, dcqcn: DcqcnProfile | None = None,
-                 per_flow_faults: bool = False) -> None:
+                 per_flow_faults: bool = False, engine: str = "auto") -> None:
         super().__init__(spec, netns_of)
         self.per_flow_faults = per_flow_faults
+        if engine not in ENGINES:
+            raise RailabError(f"load engine must be one of {', '.join(ENGINES)} (got {engine!r})")
+        #: ``"c"``: the compiled fast path (:mod:`railab.traffic.fastpath`) sends and receives;
+        #: ``"python"``: this class's own per-packet loop; ``"auto"``: C where it builds.
+        self.engine = engine
         if dcqcn is not None:  # a named profile for this run instead of the lab's qos.dcqcn
             self.qos = self.qos.model_copy(update={"dcqcn": dcqcn})
         if cc not in CC_MODES:
@@ -423,6 +450,8 @@ class LoadEngine(Engine):
         self.line_bps = (line_mbps if line_mbps is not None else cap.port_rate_mbps) * 1e6
         self.pacer = CnpPacer(cap.lab_seconds(self.qos.dcqcn.cnp_interval_us))
         self._qps: list[_QP] = []
+        self._ran_with = "python"
+        self._cpu_s: float | None = None
         self._by_dqpn: dict[int, _QP] = {}
         self._by_sqpn: dict[int, _QP] = {}
 
@@ -450,8 +479,11 @@ class LoadEngine(Engine):
                               "pick flows between servers")
         if lf.bytes is not None and lf.bytes < 1:
             raise RailabError(f"flow {flow.name}: bytes must be at least 1 (got {lf.bytes})")
+        if lf.rate_mbps is not None and lf.rate_mbps <= 0:
+            raise RailabError(f"flow {flow.name}: rate must be > 0 Mb/s (got {lf.rate_mbps:g})")
         q = _QP()
         q.lf, q.flow = lf, flow
+        q.line_bps = lf.rate_mbps * 1e6 if lf.rate_mbps is not None else self.line_bps
         q.dqpn = self._qpn_next
         q.sqpn = self._qpn_next + 1
         self._qpn_next = (self._qpn_next + 2) & MASK24 or 0x10000
@@ -560,6 +592,8 @@ class LoadEngine(Engine):
                 op = roce.RC_RDMA_WRITE_LAST
             else:
                 op = roce.RC_RDMA_WRITE_MIDDLE
+            if q.goal is not None and i == q.goal - 1:  # how late the last packet leaves
+                q.late_s += now - q.next_t
             tpl = q.tpls[i % q.ntpl][op]
             frame = tpl.frame_shared((q.start_psn + i) & MASK24,
                                      op in (roce.RC_RDMA_WRITE_LAST, roce.RC_RDMA_WRITE_ONLY))
@@ -592,7 +626,7 @@ class LoadEngine(Engine):
                 raise
             q.sent += 1
             q.sent_bytes += tpl.size
-            rate = q.rp.rc if q.rp is not None else self.line_bps
+            rate = q.rp.rc if q.rp is not None else q.line_bps
             q.next_t += tpl.size * 8 / rate * (1.0 + PACING_JITTER * (2.0 * _random() - 1.0))
             if q.rp is not None:
                 q.rp.on_sent(tpl.size)
@@ -602,8 +636,9 @@ class LoadEngine(Engine):
                 return
         if q.next_t < now - MAX_LAG_S:  # the host stalled us: count the debt, do not burst
             lost = now - q.next_t
-            rate = q.rp.rc if q.rp is not None else self.line_bps
+            rate = q.rp.rc if q.rp is not None else q.line_bps
             q.deficit_bytes += int(lost * rate / 8)
+            q.late_s += lost
             if q.rp is not None:  # nor is the lost time DCQCN time (DcqcnRP.hold)
                 q.rp.hold(lost)
             q.next_t = now
@@ -615,7 +650,7 @@ class LoadEngine(Engine):
         retrying at once cost a send system call per loop turn per held QP (~10,000 a second
         each during an incast with PFC on), CPU the other QPs' pacing then lacked."""
         q.bp += 1
-        rate = q.rp.rc if q.rp is not None else self.line_bps
+        rate = q.rp.rc if q.rp is not None else q.line_bps
         q.next_t = now + q.frame_bits / rate
 
     def _sample(self, now: float, t0: float, dt: float) -> None:
@@ -625,7 +660,7 @@ class LoadEngine(Engine):
             s["tx_mbps"].append(round((q.sent_bytes - q.s_tx) * 8 / dt / 1e6, 3))
             s["rx_mbps"].append(round((q.rx_bytes - q.s_rx) * 8 / dt / 1e6, 3))
             s["cc_mbps"].append(round((q.rp.rc if q.rp is not None else
-                                       (self.line_bps if q.active else 0.0)) / 1e6, 3))
+                                       (q.line_bps if q.active else 0.0)) / 1e6, 3))
             s["ce"].append(q.ce - q.s_ce)
             s["cnp"].append(q.cnp_rx - q.s_cnp)
             q.s_tx, q.s_rx, q.s_ce, q.s_cnp = q.sent_bytes, q.rx_bytes, q.ce, q.cnp_rx
@@ -642,18 +677,21 @@ class LoadEngine(Engine):
             raise RailabError("no load flows: add() at least one")
         if seconds is None and any(q.goal is None for q in self._qps):
             raise RailabError("give seconds, or a byte count for every flow")
+        if self.engine == "c" or (self.engine == "auto" and fastpath.available()):
+            return self._run_fast(seconds, stop=stop, deadline=deadline, on_started=on_started)
         self.poll(0)
         self._drain_sinks()
+        cpu0 = time.thread_time()
         t0 = time.monotonic() + 0.01
         k = len(self._qps)
         for i, q in enumerate(self._qps):
             q.t_start = t0 + q.lf.start_s
             if q.failed:  # not sent (per_flow_faults): an interface it needs does not exist
                 continue
-            q.next_t = q.t_start + i * q.frame_bits / self.line_bps / k  # staggered
+            q.next_t = q.t_start + i * q.frame_bits / q.line_bps / k  # staggered
             q.active = True
             if self.cc == "dcqcn":
-                q.rp = DcqcnRP.from_qos(self.qos, now=q.t_start, line_bps=self.line_bps)
+                q.rp = DcqcnRP.from_qos(self.qos, now=q.t_start, line_bps=q.line_bps)
         if on_started is not None:
             on_started(t0)
         end = t0 + seconds if seconds is not None else None
@@ -700,10 +738,140 @@ class LoadEngine(Engine):
             if all(q.rx >= q.sent for q in self._qps):
                 break
         self._drain_sinks()
+        self._cpu_s = time.thread_time() - cpu0
         for q in self._qps:
             if q.sent > q.rx and not q.failed:
                 self._diagnose(q)
         return self._result(t0, t_end)
+
+    # ---- the compiled fast path ---------------------------------------------------------------
+    def _run_fast(self, seconds: float | None, *, stop: Callable[[], bool],
+                  deadline: float | None, on_started: Callable[[float], None] | None) -> LoadResult:
+        """:meth:`run` with the per-packet work in :mod:`railab.traffic.fastpath`: the QPs'
+        templates, sockets and DCQCN parameters are handed to ``dp_run`` (its own thread; the
+        GIL is released), this thread samples the per-QP series every ``sample_s`` off the
+        shared counters and passes ``stop()`` on. Same rules, same result as the Python loop."""
+        fp = fastpath
+        fp.load()
+        self.poll(0)
+        self._drain_sinks()
+        n = len(self._qps)
+        cq = (fp.Qp * n)()
+        keep: list = []  # template structs and frame buffers the run points into
+        t0 = time.monotonic() + 0.01
+        for i, q in enumerate(self._qps):
+            c = cq[i]
+            q.t_start = t0 + q.lf.start_s
+            c.start_t = q.t_start
+            c.max_idx = -1
+            c.last_cnp = -1e18
+            c.dqpn, c.sqpn, c.start_psn = q.dqpn, q.sqpn, q.start_psn
+            if q.failed:  # not sent (per_flow_faults): an interface it needs does not exist
+                c.failed = 1
+                continue
+            ops = (roce.RC_RDMA_WRITE_FIRST, roce.RC_RDMA_WRITE_MIDDLE, roce.RC_RDMA_WRITE_LAST,
+                   roce.RC_RDMA_WRITE_ONLY)
+            tpls = (fp.Tpl * (4 * q.ntpl))()
+            for k, per_port in enumerate(q.tpls):
+                for j, op in enumerate(ops):
+                    ft = per_port.get(op) or next(iter(per_port.values()))  # unused slot
+                    t, buf = fp.make_tpl(ft.raw(), ft.icrc_tables())
+                    tpls[4 * k + j] = t
+                    keep.append(buf)
+            cnp = ctypes.create_string_buffer(q.cnp_frame, len(q.cnp_frame))
+            keep += [tpls, cnp]
+            c.tpl = ctypes.cast(tpls, ctypes.POINTER(fp.Tpl))
+            c.cnp_frame, c.cnp_len = ctypes.addressof(cnp), len(q.cnp_frame)
+            c.tx_fd, c.cnp_fd = q.tx.fileno(), q.cnp_tx.fileno()
+            c.ntpl, c.ppm = q.ntpl, q.ppm
+            c.goal = -1 if q.goal is None else q.goal
+            c.gap_s = q.lf.gap_s
+            c.line_bps = q.line_bps
+            c.frame_bits = q.frame_bits
+            c.next_t = q.t_start + i * q.frame_bits / q.line_bps / n  # staggered
+            c.active = 1
+            q.active = True
+            if self.cc == "dcqcn":
+                c.cc = 1
+                fp.rp_init(c.rp, **rp_params(self.qos, q.line_bps), now=q.t_start)
+        rx = [fd for fd in self._rx]
+        ctx = fp.Ctx()
+        ctx.qps, ctx.nqp = cq, n
+        rx_arr = (ctypes.c_int32 * max(1, len(rx)))(*rx)
+        ctx.rx_fds, ctx.nrx = rx_arr, len(rx)
+        ctx.end_t = t0 + seconds if seconds is not None else 0.0
+        ctx.deadline = deadline if deadline is not None else t0 + 1e9
+        ctx.cnp_interval = self.pacer.interval_s
+        ctx.jitter, ctx.max_lag, ctx.catch_up = PACING_JITTER, MAX_LAG_S, CATCH_UP
+        ctx.drain_idle, ctx.drain_max = DRAIN_S, DRAIN_MAX_S
+        ctx.rng = random.getrandbits(64) | 1
+        view = _counter_view(cq)
+        out: list[int] = []
+        th = threading.Thread(target=lambda: out.append(fp.run(ctx)), name="railab-fastpath",
+                              daemon=True)
+        if on_started is not None:
+            on_started(t0)
+        th.start()
+        next_sample = t0 + self.sample_s
+        stopped = False
+        while th.is_alive():
+            th.join(max(0.0, min(0.05, next_sample - time.monotonic())))
+            if not stopped and stop():
+                ctx.stop = stopped = 1
+            now = time.monotonic()
+            if now >= next_sample and ctx.t_end == 0.0:
+                self._sample_fast(view, now, t0, now - next_sample + self.sample_s)
+                next_sample += self.sample_s
+                if next_sample < now:
+                    next_sample = now + self.sample_s
+        th.join()
+        self._ran_with, self._cpu_s = "c", ctx.cpu_s
+        if out and out[0] < 0:
+            raise RailabError(f"the load engine's fast path could not run: {os.strerror(-out[0])}")
+        self._drain_sinks()
+        for i, q in enumerate(self._qps):
+            _from_c(q, cq[i])
+        if ctx.fatal_errno:
+            q = self._qps[ctx.fatal_qp]
+            raise RailabError(f"{q.flow.src[0]}:eth{q.flow.src_nic}: sending failed: "
+                              f"{os.strerror(ctx.fatal_errno)}")
+        for q, c in zip(self._qps, cq, strict=True):
+            if c.err in (errno.ENETDOWN, errno.ENXIO):
+                q.nic_down = q.failed = True
+                q.down_nic = f"{q.flow.src[0]}:{q.tx.getsockname()[0]}"
+            elif c.err == errno.EMSGSIZE:
+                nic = f"{q.flow.src[0]}:{q.tx.getsockname()[0]}"
+                big = max(t.size for per in q.tpls for t in per.values()) - 14
+                if not self.per_flow_faults:
+                    raise RailabError(
+                        f"{nic} refused a {big} B packet (EMSGSIZE): its MTU is below the run's "
+                        "packets; railab check names the MTU mismatch, or run with a smaller --mtu")
+                q.mtu_exceeded, q.failed = nic, True
+                q.mtu_note = (f"{big} B packets exceed {nic}'s MTU "
+                              f"{self.nic_mtu(q.flow.src[0], q.flow.src_nic)} B "
+                              "(refused at the sender, EMSGSIZE)")
+        for q in self._qps:
+            if q.sent > q.rx and not q.failed:
+                self._diagnose(q)
+        del keep, view
+        return self._result(t0, ctx.t_end)
+
+    def _sample_fast(self, view: dict, now: float, t0: float, dt: float) -> None:
+        """One sample of every QP's series off the fast path's counters (``view``: numpy
+        columns over the shared QP array, :func:`_counter_view`)."""
+        sent_b, rx_b, ce, cnp = (view[k].copy() for k in ("sent_bytes", "rx_bytes", "ce", "cnp_rx"))
+        rc, active = view["rc"].copy(), view["active"].copy()
+        for i, q in enumerate(self._qps):
+            s = q.series
+            s["t"].append(round(now - t0, 4))
+            s["tx_mbps"].append(round((int(sent_b[i]) - q.s_tx) * 8 / dt / 1e6, 3))
+            s["rx_mbps"].append(round((int(rx_b[i]) - q.s_rx) * 8 / dt / 1e6, 3))
+            rate = float(rc[i]) if self.cc == "dcqcn" and not q.failed else (
+                q.line_bps if active[i] else 0.0)
+            s["cc_mbps"].append(round(rate / 1e6, 3))
+            s["ce"].append(int(ce[i]) - q.s_ce)
+            s["cnp"].append(int(cnp[i]) - q.s_cnp)
+            q.s_tx, q.s_rx, q.s_ce, q.s_cnp = int(sent_b[i]), int(rx_b[i]), int(ce[i]), int(cnp[i])
 
     def _diagnose(self, q: _QP) -> None:
         """A QP that lost packets: its destination NIC administratively down (``down_nic``,
@@ -749,6 +917,7 @@ class LoadEngine(Engine):
                  "hops": None if q.ttl is None else self.ttl - q.ttl,
                  "fct_s": (round(q.t_last_rx - q.t_start, 4)
                            if q.goal is not None and q.rx >= q.goal else None),
+                 "late_s": round(q.late_s, 6), "rate_cap_mbps": round(q.line_bps / 1e6, 3),
                  "rate_mbps_last_half": half, "rx_mbps_last_half": rx_half,
                  "series": q.series}
             if q.rp is not None:
@@ -767,6 +936,10 @@ class LoadEngine(Engine):
             done += q.sent_bytes
         res.engine_shortfall = round(1 - done / meant, 4) if meant else 0.0
         res.offered_mbps = round(done * 8 / dur / 1e6, 3)
+        res.engine = self._ran_with
+        res.engine_cpu_s = None if self._cpu_s is None else round(self._cpu_s, 4)
+        sent = sum(q.sent for q in self._qps)
+        res.engine_pps = round(sent / dur, 1)
         return res
 
 
@@ -776,12 +949,44 @@ def _reset(q: _QP) -> None:
     q.sent = q.sent_bytes = q.rx = q.rx_bytes = q.ooo = q.ce = q.cnp_sent = q.cnp_rx = 0
     q.max_psn_dist = 0  # receiver's reorder depth (issue 30)
     q.bp = q.deficit_bytes = q.icrc_errors = 0
+    q.late_s = 0.0
     q.max_idx = -1
     q.t_start = q.t_last_rx = 0.0
     q.s_tx = q.s_rx = q.s_ce = q.s_cnp = 0
     q.series = {"t": [], "tx_mbps": [], "rx_mbps": [], "cc_mbps": [], "ce": [], "cnp": []}
     q.active = q.nic_down = q.failed = False
     q.ttl = q.port_missing = q.mtu_exceeded = q.mtu_note = q.down_nic = None
+
+
+def _counter_view(cq) -> dict:
+    """numpy columns (views, no copy) over a fast-path QP array: ``sent_bytes``, ``rx_bytes``,
+    ``ce``, ``cnp_rx``, ``active`` and DCQCN's ``rc`` (bits/s), read while the run writes."""
+    import numpy as np
+
+    fp = fastpath
+    raw = np.frombuffer(cq, dtype=np.uint8)
+    size = ctypes.sizeof(fp.Qp)
+    cols = {"sent_bytes": (fp.Qp.sent_bytes.offset, np.int64), "rx_bytes": (fp.Qp.rx_bytes.offset, np.int64),
+            "ce": (fp.Qp.ce.offset, np.int64), "cnp_rx": (fp.Qp.cnp_rx.offset, np.int64),
+            "active": (fp.Qp.active.offset, np.int32),
+            "rc": (fp.Qp.rp.offset + fp.Rp.rc.offset, np.float64)}
+    dt = np.dtype({"names": list(cols), "formats": [t for _, t in cols.values()],
+                   "offsets": [o for o, _ in cols.values()], "itemsize": size})
+    arr = raw.view(dt)
+    return {k: arr[k] for k in cols}
+
+
+def _from_c(q: _QP, c) -> None:
+    """Copy a finished fast-path QP's counters into ``q`` (what :meth:`LoadEngine._result`
+    reads); its DCQCN state as a :class:`railab.traffic.fastpath.FastRP` view."""
+    q.sent, q.sent_bytes, q.rx, q.rx_bytes = c.sent, c.sent_bytes, c.rx, c.rx_bytes
+    q.ooo, q.max_psn_dist, q.ce, q.cnp_sent, q.cnp_rx = c.ooo, c.max_psn_dist, c.ce, c.cnp_sent, c.cnp_rx
+    q.bp, q.deficit_bytes, q.max_idx = c.bp, c.deficit_bytes, c.max_idx
+    q.t_last_rx = c.t_last_rx
+    q.late_s = c.late_s
+    q.ttl = c.ttl if c.rx else None
+    q.active = bool(c.active)
+    q.rp = fastpath.FastRP.of(c.rp) if c.cc else None
 
 
 def _with_sport(raw: bytes, sport: int) -> bytes:
@@ -863,7 +1068,8 @@ def run_load(spec: LabSpec, netns_of: Callable[[str], str], flows: Iterable[Load
              message_bytes: int = DEFAULT_MESSAGE_BYTES, line_mbps: float | None = None,
              port_sampler: PortSampler | None = None, stop: Callable[[], bool] | None = None,
              max_s: float = 300.0, min_port_share: float = 0.01,
-             dcqcn: DcqcnProfile | None = None, per_flow_faults: bool = False) -> LoadResult:
+             dcqcn: DcqcnProfile | None = None, per_flow_faults: bool = False,
+             engine: str = "auto") -> LoadResult:
     """Run ``flows`` on the lab's load engine in a child process and measure.
 
     ``cc``: ``dcqcn`` | ``none``; ``seconds``: run length in lab seconds (None: until every
@@ -877,7 +1083,8 @@ def run_load(spec: LabSpec, netns_of: Callable[[str], str], flows: Iterable[Load
     early (Ctrl-C); ``max_s`` is the child's hard limit; ``dcqcn`` a DCQCN profile for the run
     instead of the lab's ``qos.dcqcn`` (recorded in ``LoadResult.dcqcn``); ``per_flow_faults``
     fails a QP that cannot be sent (a pulled cable, a sender MTU below the packets) instead of
-    the run (:class:`LoadEngine`: the flow dict's ``port_missing`` / ``mtu_exceeded``). Raises
+    the run (:class:`LoadEngine`: the flow dict's ``port_missing`` / ``mtu_exceeded``);
+    ``engine``: ``auto`` | ``c`` | ``python`` (:data:`ENGINES`: who does the per-packet work). Raises
     RailabError when the engine cannot open its sockets or fails (its message).
 
     Example (what ``railab collective`` builds on)::
@@ -892,7 +1099,8 @@ def run_load(spec: LabSpec, netns_of: Callable[[str], str], flows: Iterable[Load
     if seconds is not None and not 0 < seconds <= max_s:
         raise RailabError(f"run length must be > 0 and <= {max_s:g} s (got {seconds:g})")
     kw = dict(cc=cc, sport_mode=sport_mode, mtu=mtu, message_bytes=message_bytes,
-              sample_s=sample_s, line_mbps=line_mbps, dcqcn=dcqcn, per_flow_faults=per_flow_faults)
+              sample_s=sample_s, line_mbps=line_mbps, dcqcn=dcqcn, per_flow_faults=per_flow_faults,
+              engine=engine)
     LoadEngine(spec, netns_of, **kw)  # validate the options here, before forking
     ns = {n.name: netns_of(n.name) for n in spec.nodes}
     reader = PortReader(spec, netns_of)

@@ -356,6 +356,19 @@ class FrameTemplate:
         base = 8 + (o - 14)  # where the BTH starts in the CRC's message
         return c0, table(base + 9), table(base + 10), table(base + 11), table(base + 8)[0x80]
 
+    def raw(self) -> bytes:
+        """The template's frame bytes as built (PSN 0, ICRC of that PSN)."""
+        return bytes(self._buf)
+
+    def icrc_tables(self) -> tuple:
+        """``(c0, t2, t1, t0, ta)``: the ICRC with PSN and ack-request zero, one 256-entry table
+        per PSN byte (bits 23-16, 15-8, 7-0) and the ack-request bit's term; the ICRC of PSN
+        ``p`` is ``c0 ^ t2[p >> 16] ^ t1[(p >> 8) & 255] ^ t0[p & 255] ^ (ta if ackreq else 0)``
+        (what :meth:`frame_shared` and the load engine's compiled fast path compute)."""
+        if self._fast is None:
+            self._fast = self._precompute()
+        return self._fast
+
     def frame_shared(self, psn: int, ackreq: bool = False) -> bytearray:
         """Like :meth:`frame` but patches and returns the template's own buffer (no copy) and
         takes the ICRC from precomputed tables (no CRC pass over the payload): send it before

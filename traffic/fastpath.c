@@ -1,0 +1,518 @@
+/* railab load engine fast path: paced RoCEv2 senders per QP, receivers, DCQCN's reaction point
+ * and the notification point's CNP pacing, in compiled code.
+ *
+ * The narrow interface (railab.traffic.fastpath drives it through ctypes):
+ *   dp_run(ctx)            send every QP at its rate until ctx->end_t / ctx->stop / every byte
+ *                          flow done, then drain; counters land in the QP array as it runs
+ *   dp_rp_* (below)        DCQCN's reaction point alone, fed with times and byte counts, so
+ *                          tests compare it with railab.traffic.load.DcqcnRP without a lab
+ *   dp_icrc(...)           the per-packet ICRC from the template's tables (tests compare it
+ *                          with zlib over the whole frame)
+ *
+ * Python builds every frame (scapy), opens every socket (one AF_PACKET socket per server NIC,
+ * one receive socket per server), and reads the counters; this file only moves packets and
+ * keeps per-QP state. No line of another project is in it. Times are CLOCK_MONOTONIC seconds
+ * as doubles (the same clock as Python's time.monotonic()), rates bits/s, sizes bytes.
+ *
+ * Rules it implements (each also in railab.traffic.load, the reference in Python):
+ *   DCQCN RP: Zhu et al., "Congestion Control for Large-Scale RDMA Deployments", SIGCOMM 2015,
+ *     section 3 and Fig. 7: cut RC *= 1 - alpha/2 on a CNP, alpha = (1-g) alpha + g; alpha
+ *     timer decay; rate-increase events per timer period and per byte counter, fast recovery /
+ *     additive / hyper increase, RC = (RT + RC) / 2.
+ *   NP: one CNP per QP per cnp_interval at most (DCQCN paper; IBTA Annex A17.9.3 CNP format).
+ *   PSN: 24-bit, out-of-order = a PSN below the highest seen (reorder depth in packets).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+#include <linux/if_packet.h>
+
+#define DP_ABI 5
+#define MASK24 0xFFFFFFu
+#define OP_FIRST 0
+#define OP_MIDDLE 1
+#define OP_LAST 2
+#define OP_ONLY 3
+#define RX_BATCH 64
+#define RX_SNAP 128
+#define BTH_OFF (14 + 20 + 8)
+
+typedef struct {              /* one frame template: bytes patched per packet */
+    uint8_t *frame;
+    uint32_t len;
+    uint32_t c0;              /* ICRC with PSN bytes and ack-request bit zero */
+    uint32_t ta;              /* the ack-request bit's ICRC contribution */
+    uint32_t pad;
+    uint32_t t[3][256];       /* the PSN bytes' contributions: [0] bits 23-16, [1] 15-8, [2] 7-0 */
+} dp_tpl;
+
+typedef struct {              /* DCQCN reaction point (see DcqcnRP) */
+    double line_bps, g, alpha_timer_s, rate_timer_s, rai, rhai, min_bps;
+    double rc, rt, alpha, lowest;
+    double next_alpha, next_rate, hold_s;
+    int64_t byte_counter, F, t_steps, bc_steps, bytes_since;
+    int64_t cnps, cuts, fast, additive, hyper;
+} dp_rp;
+
+typedef struct {
+    /* configuration, written by Python before dp_run */
+    int32_t tx_fd, cnp_fd, ntpl, ppm;
+    int32_t cc, pad0;
+    int64_t goal;             /* packets to send; < 0: for the whole run */
+    double start_t, gap_s;    /* absolute start (monotonic s); idle time after each message */
+    uint32_t start_psn, dqpn, sqpn, cnp_len;
+    dp_tpl *tpl;              /* ntpl x 4 templates, index port * 4 + op */
+    uint8_t *cnp_frame;
+    double line_bps;          /* the rate of a QP without DCQCN */
+    /* state, written by dp_run */
+    dp_rp rp;
+    double next_t, t_last_rx, last_cnp;
+    int64_t sent, sent_bytes, rx, rx_bytes, ooo, max_psn_dist, ce, cnp_sent, cnp_rx, bp;
+    int64_t deficit_bytes, max_idx, sends, frame_bits;
+    int32_t active, failed, err, ttl;
+    double late_s;            /* sending time the host took from this QP (s): debts dropped
+                               * plus how late its last packet left against its schedule */
+} dp_qp;
+
+typedef struct {
+    dp_qp *qps;
+    int32_t nqp, nrx;
+    int32_t *rx_fds;
+    double end_t;             /* stop sending at this time; 0: when every byte flow is done */
+    double deadline;          /* hard limit (monotonic s) */
+    double cnp_interval;      /* NP: seconds between two CNPs of one QP, at least */
+    double jitter;            /* each gap times a uniform factor in 1 +- jitter */
+    double max_lag;           /* a QP this late drops its debt (counted) instead of bursting */
+    double drain_idle, drain_max;
+    int32_t catch_up;         /* most packets a QP sends in one turn */
+    volatile int32_t stop;    /* set by Python: stop sending, drain */
+    uint64_t rng;
+    /* results */
+    double t_end;             /* when sending stopped */
+    int64_t loops, waits, rx_frames, rx_calls, tx_calls;
+    int32_t fatal_errno, fatal_qp;
+    double cpu_s;             /* CPU time of the thread that ran dp_run (s) */
+    void *priv;               /* the QPN maps (dp_prepare .. dp_release) */
+} dp_ctx;
+
+static inline double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static inline double urand(uint64_t *s)  /* xorshift64*, uniform in [0, 1) */
+{
+    uint64_t x = *s;
+    x ^= x >> 12; x ^= x << 25; x ^= x >> 27;
+    *s = x;
+    return (double)((x * 2685821657736338717ULL) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+/* ---- DCQCN reaction point -------------------------------------------------------------- */
+void dp_rp_init(dp_rp *r, double line_bps, double g, double alpha_timer_s, double rate_timer_s,
+                int64_t byte_counter, int64_t F, double rai, double rhai, double min_bps,
+                double initial_alpha, double now)
+{
+    memset(r, 0, sizeof(*r));
+    r->line_bps = line_bps; r->g = g;
+    r->alpha_timer_s = alpha_timer_s; r->rate_timer_s = rate_timer_s;
+    r->byte_counter = byte_counter; r->F = F;
+    r->rai = rai; r->rhai = rhai;
+    r->min_bps = min_bps < line_bps ? min_bps : line_bps;
+    r->rc = r->rt = r->lowest = line_bps;
+    r->alpha = initial_alpha;
+    r->next_alpha = now + alpha_timer_s;
+    r->next_rate = now + rate_timer_s;
+}
+
+void dp_rp_on_cnp(dp_rp *r, double now)
+{
+    r->cnps++;
+    r->cuts++;
+    r->rt = r->rc;
+    double rc = r->rc * (1.0 - r->alpha / 2.0);
+    r->rc = rc > r->min_bps ? rc : r->min_bps;
+    if (r->rc < r->lowest) r->lowest = r->rc;
+    r->alpha = (1.0 - r->g) * r->alpha + r->g;
+    r->t_steps = r->bc_steps = 0;
+    r->bytes_since = 0;
+    r->next_alpha = now + r->alpha_timer_s;
+    r->next_rate = now + r->rate_timer_s;
+}
+
+static void rp_increase(dp_rp *r)
+{
+    int64_t hi = r->t_steps > r->bc_steps ? r->t_steps : r->bc_steps;
+    int64_t lo = r->t_steps < r->bc_steps ? r->t_steps : r->bc_steps;
+    if (hi <= r->F) {
+        r->fast++;
+    } else if (lo > r->F) {
+        r->hyper++;
+        double rt = r->rt + (double)(lo - r->F) * r->rhai;
+        r->rt = rt < r->line_bps ? rt : r->line_bps;
+    } else {
+        r->additive++;
+        double rt = r->rt + r->rai;
+        r->rt = rt < r->line_bps ? rt : r->line_bps;
+    }
+    double rc = (r->rt + r->rc) / 2.0;
+    r->rc = rc < r->line_bps ? rc : r->line_bps;
+}
+
+void dp_rp_on_sent(dp_rp *r, int64_t nbytes)
+{
+    r->bytes_since += nbytes;
+    while (r->bytes_since >= r->byte_counter) {
+        r->bytes_since -= r->byte_counter;
+        r->bc_steps++;
+        rp_increase(r);
+    }
+}
+
+void dp_rp_hold(dp_rp *r, double seconds)
+{
+    r->next_alpha += seconds;
+    r->next_rate += seconds;
+    r->hold_s += seconds;
+}
+
+void dp_rp_tick(dp_rp *r, double now)
+{
+    while (now >= r->next_alpha) {
+        r->alpha *= 1.0 - r->g;
+        r->next_alpha += r->alpha_timer_s;
+    }
+    while (now >= r->next_rate) {
+        r->t_steps++;
+        rp_increase(r);
+        r->next_rate += r->rate_timer_s;
+    }
+}
+
+/* ---- frames ---------------------------------------------------------------------------- */
+uint32_t dp_icrc(const dp_tpl *t, uint32_t psn, int ackreq)
+{
+    return t->c0 ^ t->t[0][(psn >> 16) & 0xFF] ^ t->t[1][(psn >> 8) & 0xFF] ^ t->t[2][psn & 0xFF]
+        ^ (ackreq ? t->ta : 0);
+}
+
+/* patch PSN, ack request and ICRC into the template's own buffer; returns it */
+uint8_t *dp_frame(dp_tpl *t, uint32_t psn, int ackreq)
+{
+    uint8_t *b = t->frame;
+    uint32_t c = dp_icrc(t, psn, ackreq);
+    b[BTH_OFF + 8] = ackreq ? 0x80 : 0;
+    b[BTH_OFF + 9] = (psn >> 16) & 0xFF;
+    b[BTH_OFF + 10] = (psn >> 8) & 0xFF;
+    b[BTH_OFF + 11] = psn & 0xFF;
+    uint8_t *e = b + t->len - 4;
+    e[0] = c & 0xFF; e[1] = (c >> 8) & 0xFF; e[2] = (c >> 16) & 0xFF; e[3] = c >> 24;
+    return b;
+}
+
+/* ---- QP lookup: open addressing on the QPN ------------------------------------------- */
+typedef struct { uint32_t key; int32_t idx; } slot;
+typedef struct { slot *s; uint32_t mask; } qmap;
+
+static int qmap_init(qmap *m, int n)
+{
+    uint32_t cap = 16;
+    while (cap < (uint32_t)n * 4) cap <<= 1;
+    m->s = calloc(cap, sizeof(slot));
+    if (!m->s) return -1;
+    m->mask = cap - 1;
+    for (uint32_t i = 0; i < cap; i++) m->s[i].idx = -1;
+    return 0;
+}
+
+static void qmap_put(qmap *m, uint32_t key, int32_t idx)
+{
+    uint32_t h = (key * 2654435761u) & m->mask;
+    while (m->s[h].idx >= 0 && m->s[h].key != key) h = (h + 1) & m->mask;
+    m->s[h].key = key;
+    m->s[h].idx = idx;
+}
+
+static inline int32_t qmap_get(const qmap *m, uint32_t key)
+{
+    uint32_t h = (key * 2654435761u) & m->mask;
+    while (m->s[h].idx >= 0) {
+        if (m->s[h].key == key) return m->s[h].idx;
+        h = (h + 1) & m->mask;
+    }
+    return -1;
+}
+
+/* ---- receive ---------------------------------------------------------------------------- */
+typedef struct {
+    struct mmsghdr msg[RX_BATCH];
+    struct iovec iov[RX_BATCH];
+    struct sockaddr_ll addr[RX_BATCH];
+    uint8_t buf[RX_BATCH][RX_SNAP];
+} rxbatch;
+
+static void rx_frame(dp_ctx *c, const qmap *bydq, const qmap *bysq, const uint8_t *b,
+                     uint32_t n, double now)
+{
+    if (n < 14 + 20 + 8 + 12 || b[23] != 17) return;
+    uint32_t o = 14 + (b[14] & 0x0F) * 4 + 8;
+    if (o + 12 > RX_SNAP) return;
+    uint32_t dqpn = ((uint32_t)b[o + 5] << 16) | ((uint32_t)b[o + 6] << 8) | b[o + 7];
+    if (b[o] == 0x81) {       /* CNP: to the sender's QP */
+        int32_t i = qmap_get(bysq, dqpn);
+        if (i < 0) return;
+        dp_qp *q = &c->qps[i];
+        q->cnp_rx++;
+        if (q->cc) dp_rp_on_cnp(&q->rp, now);
+        return;
+    }
+    int32_t i = qmap_get(bydq, dqpn);
+    if (i < 0) return;
+    dp_qp *q = &c->qps[i];
+    uint32_t psn = ((uint32_t)b[o + 9] << 16) | ((uint32_t)b[o + 10] << 8) | b[o + 11];
+    int64_t idx = (int64_t)((psn - q->start_psn) & MASK24);
+    q->rx++;
+    q->rx_bytes += n;
+    q->t_last_rx = now;
+    q->ttl = b[22];
+    if (idx < q->max_idx) {
+        q->ooo++;
+        if (q->max_idx - idx > q->max_psn_dist) q->max_psn_dist = q->max_idx - idx;
+    } else {
+        q->max_idx = idx;
+    }
+    if ((b[15] & 3) == 3) {   /* CE: the NP paces CNPs per QP */
+        q->ce++;
+        if (now - q->last_cnp >= c->cnp_interval) {
+            q->last_cnp = now;
+            if (send(q->cnp_fd, q->cnp_frame, q->cnp_len, MSG_DONTWAIT) >= 0) q->cnp_sent++;
+        }
+    }
+}
+
+static int64_t rx_drain(dp_ctx *c, const qmap *bydq, const qmap *bysq, rxbatch *rb, int fd)
+{
+    int64_t got = 0;
+    for (;;) {
+        for (int k = 0; k < RX_BATCH; k++) {
+            rb->iov[k].iov_base = rb->buf[k];
+            rb->iov[k].iov_len = RX_SNAP;
+            memset(&rb->msg[k].msg_hdr, 0, sizeof(struct msghdr));
+            rb->msg[k].msg_hdr.msg_iov = &rb->iov[k];
+            rb->msg[k].msg_hdr.msg_iovlen = 1;
+            rb->msg[k].msg_hdr.msg_name = &rb->addr[k];
+            rb->msg[k].msg_hdr.msg_namelen = sizeof(struct sockaddr_ll);
+        }
+        int n = recvmmsg(fd, rb->msg, RX_BATCH, MSG_DONTWAIT | MSG_TRUNC, NULL);
+        c->rx_calls++;
+        if (n <= 0) break;
+        double now = now_s();
+        for (int k = 0; k < n; k++) {
+            if (rb->addr[k].sll_pkttype == PACKET_OUTGOING) continue;
+            rx_frame(c, bydq, bysq, rb->buf[k], rb->msg[k].msg_len, now);
+            got++;
+        }
+        if (n < RX_BATCH) break;
+    }
+    c->rx_frames += got;
+    return got;
+}
+
+static int64_t rx_poll(dp_ctx *c, const qmap *bydq, const qmap *bysq, rxbatch *rb, int ep,
+                       double wait_s)
+{
+    struct epoll_event ev[64];
+    struct timespec ts;
+    if (wait_s < 0) wait_s = 0;
+    ts.tv_sec = (time_t)wait_s;
+    ts.tv_nsec = (long)((wait_s - (double)ts.tv_sec) * 1e9);
+    int n = epoll_pwait2(ep, ev, 64, &ts, NULL);
+    if (wait_s > 0) c->waits++;
+    int64_t got = 0;
+    for (int k = 0; k < n; k++) got += rx_drain(c, bydq, bysq, rb, ev[k].data.fd);
+    return got;
+}
+
+/* ---- send ------------------------------------------------------------------------------- */
+static inline double qp_rate(const dp_qp *q) { return q->cc ? q->rp.rc : q->line_bps; }
+
+/* 0: go on; 1: this QP is done for now; -1: fatal (ctx->fatal_errno set) */
+static int send_due(dp_ctx *c, dp_qp *q, int qi, double now)
+{
+    int burst = 0;
+    int ppm = q->ppm;
+    while (q->next_t <= now && burst < c->catch_up) {
+        if (q->goal >= 0 && q->sent >= q->goal) {
+            q->active = 0;
+            return 1;
+        }
+        int64_t i = q->sent;
+        int pos = (int)(i % ppm);
+        int op;
+        if (ppm == 1) op = OP_ONLY;
+        else if (pos == 0) op = OP_FIRST;
+        else if (pos == ppm - 1 || (q->goal >= 0 && i == q->goal - 1)) op = OP_LAST;
+        else op = OP_MIDDLE;
+        if (q->goal >= 0 && i == q->goal - 1) q->late_s += now - q->next_t;
+        dp_tpl *t = &q->tpl[(i % q->ntpl) * 4 + op];
+        int ack = op == OP_LAST || op == OP_ONLY;
+        uint8_t *f = dp_frame(t, (q->start_psn + (uint32_t)i) & MASK24, ack);
+        c->tx_calls++;
+        if (send(q->tx_fd, f, t->len, MSG_DONTWAIT) < 0) {
+            int e = errno;
+            if (e == EAGAIN || e == ENOBUFS || e == EINTR) {   /* the NIC's queue is full */
+                q->bp++;
+                q->next_t = now + (double)q->frame_bits / qp_rate(q);
+                return 1;
+            }
+            q->err = e;
+            if (e == ENETDOWN || e == ENXIO || e == EMSGSIZE) {
+                q->failed = 1;
+                q->active = 0;
+                return 1;
+            }
+            c->fatal_errno = e;
+            c->fatal_qp = qi;
+            return -1;
+        }
+        q->sent++;
+        q->sent_bytes += t->len;
+        double rate = qp_rate(q);
+        q->next_t += (double)t->len * 8.0 / rate * (1.0 + c->jitter * (2.0 * urand(&c->rng) - 1.0));
+        if (q->cc) dp_rp_on_sent(&q->rp, t->len);
+        burst++;
+        if (q->gap_s > 0 && ack) {
+            q->next_t += q->gap_s;
+            return 0;
+        }
+    }
+    if (q->next_t < now - c->max_lag) {   /* the host stalled this QP: count the debt */
+        double lost = now - q->next_t;
+        q->deficit_bytes += (int64_t)(lost * qp_rate(q) / 8.0);
+        q->late_s += lost;
+        if (q->cc) dp_rp_hold(&q->rp, lost);
+        q->next_t = now;
+    }
+    return 0;
+}
+
+int dp_abi(void) { return DP_ABI; }
+size_t dp_sizeof_qp(void) { return sizeof(dp_qp); }
+size_t dp_sizeof_ctx(void) { return sizeof(dp_ctx); }
+size_t dp_sizeof_tpl(void) { return sizeof(dp_tpl); }
+size_t dp_sizeof_rp(void) { return sizeof(dp_rp); }
+
+/* Run the load: returns 0, or -errno when it could not run (a fatal send error is reported in
+ * ctx->fatal_errno / fatal_qp and ends sending). */
+typedef struct { qmap bydq, bysq; } maps;
+
+/* Index the QPs by QPN (data packets by destination QP, CNPs by the sender's QP). 0 or -ENOMEM. */
+int dp_prepare(dp_ctx *c)
+{
+    if (c->priv) return 0;
+    maps *m = calloc(1, sizeof(maps));
+    if (!m) return -ENOMEM;
+    if (qmap_init(&m->bydq, c->nqp) || qmap_init(&m->bysq, c->nqp)) {
+        free(m->bydq.s); free(m->bysq.s); free(m);
+        return -ENOMEM;
+    }
+    for (int i = 0; i < c->nqp; i++) {
+        qmap_put(&m->bydq, c->qps[i].dqpn, i);
+        qmap_put(&m->bysq, c->qps[i].sqpn, i);
+    }
+    c->priv = m;
+    return 0;
+}
+
+void dp_release(dp_ctx *c)
+{
+    maps *m = c->priv;
+    if (!m) return;
+    free(m->bydq.s); free(m->bysq.s); free(m);
+    c->priv = NULL;
+}
+
+/* One received frame, as the receive loop handles it (for tests: no socket needed; a CNP the
+ * NP earns is sent on the QP's cnp_fd). Returns 0 or -ENOMEM. */
+int dp_rx(dp_ctx *c, const uint8_t *frame, uint32_t n, double now)
+{
+    int r = dp_prepare(c);
+    if (r) return r;
+    maps *m = c->priv;
+    uint8_t b[RX_SNAP];
+    uint32_t k = n < RX_SNAP ? n : RX_SNAP;
+    memcpy(b, frame, k);
+    rx_frame(c, &m->bydq, &m->bysq, b, n, now);
+    return 0;
+}
+
+int dp_run(dp_ctx *c)
+{
+    prctl(PR_SET_NAME, "railab-dp", 0, 0, 0);   /* the thread's name in ps, top and perf */
+    int r = dp_prepare(c);
+    if (r) return r;
+    maps *m = c->priv;
+    qmap bydq = m->bydq, bysq = m->bysq;
+    int ep = epoll_create1(EPOLL_CLOEXEC);
+    if (ep < 0) { dp_release(c); return -errno; }
+    for (int k = 0; k < c->nrx; k++) {
+        struct epoll_event ev = { .events = EPOLLIN, .data.fd = c->rx_fds[k] };
+        epoll_ctl(ep, EPOLL_CTL_ADD, c->rx_fds[k], &ev);
+    }
+    rxbatch *rb = malloc(sizeof(rxbatch));
+    if (!rb) { close(ep); dp_release(c); return -ENOMEM; }
+    if (!c->rng) c->rng = 0x9E3779B97F4A7C15ULL;
+    for (;;) {
+        double now = now_s();
+        if (c->stop || now >= c->deadline || (c->end_t > 0 && now >= c->end_t) || c->fatal_errno)
+            break;
+        double next = now + 0.001;
+        int busy = 0;
+        for (int i = 0; i < c->nqp; i++) {
+            dp_qp *q = &c->qps[i];
+            if (!q->active) continue;
+            busy = 1;
+            if (q->cc) dp_rp_tick(&q->rp, now);
+            if (q->next_t <= now && send_due(c, q, i, now) < 0) break;
+            if (q->active && q->next_t < next) next = q->next_t;
+        }
+        c->loops++;
+        if (!busy && c->end_t <= 0) break;     /* every byte flow done, or every QP failed */
+        if (!busy) {
+            int all_failed = 1;
+            for (int i = 0; i < c->nqp; i++) if (!c->qps[i].failed) { all_failed = 0; break; }
+            if (all_failed) break;
+        }
+        double t = now_s();
+        rx_poll(c, &bydq, &bysq, rb, ep, next - t > 0 ? next - t : 0);
+    }
+    c->t_end = now_s();
+    /* drain: while packets still arrive (a paused or deep queue empties at the port rate), at
+     * most drain_max; stop early once every packet arrived, or drain_idle after the last one */
+    double hard = c->t_end + c->drain_max, last = now_s();
+    for (;;) {
+        double now = now_s();
+        if (now >= hard || now - last >= c->drain_idle) break;
+        if (rx_poll(c, &bydq, &bysq, rb, ep, 0.02) > 0) last = now_s();
+        int all = 1;
+        for (int i = 0; i < c->nqp; i++)
+            if (c->qps[i].rx < c->qps[i].sent) { all = 0; break; }
+        if (all) break;
+    }
+    struct timespec cpu;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
+    c->cpu_s = (double)cpu.tv_sec + (double)cpu.tv_nsec * 1e-9;
+    free(rb);
+    close(ep);
+    dp_release(c);
+    return 0;
+}
