@@ -103,7 +103,7 @@ LEVEL_DETAIL: dict[int, str] = {1: "element", 2: "node", 3: "symptom"}
 #: what a failing row of each family means, without naming where (``symptom`` detail)
 SYMPTOMS: dict[str, str] = {
     "daemons": "a routing daemon is not running as planned",
-    "cabling": "a link is not up, or not cabled as planned",
+    "cabling": "a link is not up, or not as planned (cabling, MTU, filters)",
     "policy": "a server NIC's policy routing is incomplete",
     "bgp": "a BGP session is not Established",
     "routes": "a prefix is missing, or has fewer paths than planned",
@@ -410,8 +410,9 @@ def disclose(lab: str, results: list[CheckResult], *, pub: dict[str, Any] | None
     ``symptom``  every row named by its family only, with the family's symptom.
 
     At ``node`` and ``symptom`` the rows' ports, links, sessions, prefixes, expected and observed
-    are dropped, and their causes reduced to the detail (equal causes group, so ``check``
-    still prints one root per node, or per family)."""
+    are dropped, and each failure's cause is reduced to its root's node (or family), the root
+    :func:`railab.checks.runner.group_failures` files it under: ``check`` still prints one root
+    per root it would print, named at the detail."""
     if pub is not None:
         detail = None if pub.get("revealed") else (pub.get("check_detail") or LEVEL_DETAIL.get(pub["level"]))
         detail = None if detail == "full" else detail
@@ -419,6 +420,13 @@ def disclose(lab: str, results: list[CheckResult], *, pub: dict[str, Any] | None
         detail = check_detail(lab)
     if detail is None:
         return list(results)
+    root_of: dict[int, CheckResult] = {}  # each failing row -> the root check files it under
+    if detail != "element":
+        from railab.checks.runner import group_failures
+
+        for root, cons in group_failures(results):
+            for r in (root, *cons):
+                root_of.setdefault(id(r), root)
     out: list[CheckResult] = []
     for r in results:
         words = SYMPTOMS.get(r.check, f"a {r.check} check fails")
@@ -431,7 +439,10 @@ def disclose(lab: str, results: list[CheckResult], *, pub: dict[str, Any] | None
             out.append(r.model_copy(update={"reason": reason, "expected": _clean(r.expected),
                                              "observed": _clean(r.observed)}))
             continue
-        node = _culprit(r) if r.status == "fail" else r.node
+        # a failure's reduced cause: its root's node (or family), so the rows group as the
+        # check itself groups them, one root per node (or family) shown
+        root = root_of.get(id(r), r)
+        node = (root.node or _culprit(root)) if r.status == "fail" else r.node
         if detail == "node":
             name = f"{r.check} at {r.node or node or '?'}"
             cause = Cause(kind="exercise-node", node=node) if r.status == "fail" and node else None
@@ -439,7 +450,7 @@ def disclose(lab: str, results: list[CheckResult], *, pub: dict[str, Any] | None
                       "could not be observed" if r.status == "skip" else None)
         else:
             name, node = r.check, None
-            cause = Cause(kind="exercise-symptom", prefix=r.check) if r.status == "fail" else None
+            cause = Cause(kind="exercise-symptom", prefix=root.check) if r.status == "fail" else None
             reason = words if r.status == "fail" else "could not be observed" if r.status == "skip" else None
         out.append(CheckResult(check=r.check, name=name, status=r.status,
                                node=r.node if detail == "node" else None, reason=reason, cause=cause))

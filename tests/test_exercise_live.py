@@ -249,6 +249,100 @@ def test_exercise_kind_graded_repaired_and_revealed(ex, level, kind):
         assert _cli("check", NAME, "--only", "cabling").exit_code == 0  # the gate lifted
 
 
+def _link(lab, node: str, port: str) -> str:
+    return lab.exec(node, ["ip", "-br", "link", "show", port]).stdout.split()[1]
+
+
+def test_nothing_changes_a_running_exercise_but_the_trainees_repair(ex):
+    """Issue 48: on mini with a level-1 exercise (seed 3: srv1's NIC 4 down), railab drill, fault
+    (inject, heal, link-up), restart and swap-cables are refused with one message (exit 2) and
+    change nothing; exercise fix then exits 1; a repair outside railab's tools is not credited,
+    one through railab exec is; exercise stop heals and removes the record."""
+    lab = ex
+    from railab.testbed import exercise as store
+    from railab.testbed import faults as F
+
+    (planned,) = X.plan_faults(lab.spec, 1, 3)
+    assert (planned["kind"], planned["element"]) == ("nic-down", "srv1:eth4")
+    r = _cli("exercise", "start", NAME, "--level", 1, "--seed", 3, "--no-precheck")
+    assert r.exit_code == 0, r.output
+    assert _link(lab, "srv1", "eth4") == "DOWN"
+    message = f"error: {store.refusal(NAME, store.running(NAME))}"
+    refused = {
+        "drill": ("drill", NAME, "link-down", "srv1", "g1-leaf4"),
+        "fault inject": ("fault", NAME, "link-down", "g1-leaf1", "spine1"),
+        "fault heal": ("fault", NAME, "heal", "--all"),
+        "fault link-up": ("fault", NAME, "link-up", "srv1", "g1-leaf4"),
+        "restart": ("restart", NAME, "srv1"),  # a level-2 tool: it would bring srv1:eth4 up
+        "swap-cables": ("exercise", "swap-cables", NAME, "srv1:eth4", "srv1:eth1"),
+    }
+    for what, argv in refused.items():
+        res = _cli(*argv)
+        assert res.exit_code == 2, (what, res.exit_code, res.output)
+        assert res.output.strip().splitlines()[-1] == message, (what, res.output)  # the same message
+        assert "eth4" not in message and "nic" not in message
+    with pytest.raises(Exception, match="an exercise runs on lab"):  # the API has the same lock
+        F.heal(NAME)
+    assert _link(lab, "srv1", "eth4") == "DOWN" and _link(lab, "srv1", "eth1") == "UP"  # nothing changed
+    assert st.load(NAME).faults == []
+    assert "no faults" in _cli("fault", NAME, "list").stdout  # reading stays open
+    not_yet = _cli("exercise", "fix", NAME, "--wait", "0")
+    assert not_yet.exit_code == 1 and "NOT REPAIRED" in not_yet.stdout
+
+    # a repair railab's record does not show (here: straight into the namespace) is not credited
+    nic = next(n for n in lab.spec.nics_of("srv1") if n.interface == "eth4")
+    lab.exec("srv1", ["ip", "link", "set", "eth4", "up"])
+    lab.exec("srv1", ["ip", "route", "replace", "default", "via", str(nic.gateway), "dev", "eth4",
+                      "table", str(nic.table)])
+    green = _cli("exercise", "fix", NAME, "--wait", "30")
+    assert green.exit_code == 1 and "NOT CREDITED" in green.stdout, green.output
+    assert X.score_sheet(NAME)["repair"]["verified"] is False
+    _exec("srv1", "--", "ip", "route", "replace", "default", "via", str(nic.gateway), "dev", "eth4",
+          "table", str(nic.table))  # the trainee's own hands, through railab exec: journaled
+    fixed = _cli("exercise", "fix", NAME, "--wait", "30")
+    assert fixed.exit_code == 0 and "REPAIRED" in fixed.stdout, fixed.output
+
+    stop = _cli("exercise", "stop", NAME)
+    assert stop.exit_code == 0 and "stopped" in stop.stdout and "srv1" not in stop.stdout, stop.output
+    assert store.load(NAME) is None and not st.exercise_dir(NAME).exists()
+    assert _cli("exercise", "status", NAME).exit_code == 2
+
+
+def test_check_names_no_repair_command_during_a_level_2_exercise(ex):
+    """Issue 48: during a level-2 exercise railab check names the family and the node, never the
+    repair command (`no neighbor`, `ip link set`, `railab restart`), in the table, --verbose and
+    --json; the same lab after reveal --keep-faults prints the check's own words, repair included;
+    a stopped exercise heals what it hid."""
+    lab = ex
+    (planned,) = X.plan_faults(lab.spec, 2, 7)
+    assert planned["kind"] == "wrong-asn"  # check's own words carry `no neighbor ... interface`
+    r = _cli("exercise", "start", NAME, "--level", 2, "--seed", 7, "--no-precheck")
+    assert r.exit_code == 0, r.output
+    repair = re.compile(r"no neighbor|ip link set|railab restart|peer-group|vtysh|remote-as|frr\.conf")
+    import time
+
+    end = time.monotonic() + 30
+    while "bgp at" not in (out := _cli("check", NAME, "--only", "bgp")).stdout and time.monotonic() < end:
+        time.sleep(1)
+    node = planned["element"].partition(":")[0]
+    assert out.exit_code == 1 and "bgp at" in out.stdout, out.output
+    for argv in (("check", NAME), ("check", NAME, "-v"), ("check", NAME, "--json"), ("check", NAME, "--only", "bgp")):
+        res = _cli(*argv)
+        assert res.exit_code == 1, (argv, res.output)
+        assert not repair.search(res.stdout), (argv, repair.search(res.stdout))
+        assert planned["element"] not in res.stdout and f"{node}:" not in res.stdout, argv  # no element
+    assert json.loads(_cli("check", NAME, "--json").stdout)["exercise_detail"] == "node"
+    fix = _cli("exercise", "fix", NAME, "--wait", "0")
+    assert fix.exit_code == 1 and not repair.search(fix.stdout) and planned["element"] not in fix.stdout
+    rev = _cli("exercise", "reveal", NAME, "--keep-faults")
+    assert rev.exit_code == 0, rev.output
+    after = _cli("check", NAME, "--only", "bgp")
+    assert after.exit_code == 1 and "no neighbor" in after.stdout  # what the exercise held back
+    from railab.testbed import faults as F
+
+    F.heal(NAME)
+
+
 def test_reveal_heals_or_keeps_unrepaired_faults_and_down_removes_the_record(ex, monkeypatch):
     lab = ex
     from railab.testbed import faults as F
