@@ -480,9 +480,9 @@ def start(labdir: Path | str, level: int = 1, seed: int | None = None, *, kind: 
     it runs (:data:`CHECK_DETAILS`; default: the level's, :data:`LEVEL_DETAIL`). UsageError
     (nothing injected) when the lab already runs an exercise, has recorded faults, is not green,
     or for a bad level/kind/command; a fault that fails half-way is healed before the error is raised."""
-    name, spec, record = _lab(labdir)
     if check_detail is not None and check_detail not in CHECK_DETAILS:
         raise UsageError(f"--check-detail {check_detail}: use one of {', '.join(CHECK_DETAILS)}")
+    name, spec, record = _lab(labdir)
     bad = [c for c in disable if c not in GATEABLE]
     if bad:
         raise UsageError(f"--disable {','.join(bad)}: commands that can be switched off: {', '.join(GATEABLE)}")

@@ -281,7 +281,7 @@ def test_nothing_changes_a_running_exercise_but_the_trainees_repair(ex):
         assert res.exit_code == 2, (what, res.exit_code, res.output)
         assert res.output.strip().splitlines()[-1] == message, (what, res.output)  # the same message
         assert "eth4" not in message and "nic" not in message
-    with pytest.raises(Exception, match="an exercise runs on lab"):  # the API has the same lock
+    with pytest.raises(RailabError, match="an exercise runs on lab"):  # the API has the same lock
         F.heal(NAME)
     assert _link(lab, "srv1", "eth4") == "DOWN" and _link(lab, "srv1", "eth1") == "UP"  # nothing changed
     assert st.load(NAME).faults == []

@@ -5,6 +5,7 @@ sheet and the command gate."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -312,3 +313,116 @@ def test_fix_does_not_stand_in_for_a_switched_off_check(spec, exdir, monkeypatch
         res = X.fix(spec.name, wait=0)
         assert res["green"] is False and res["n_failing"] == 1 and res["failing"] == shown
         assert res["rows_hidden"] is (not shown)
+
+
+def _running(spec, level: int, disabled=()):
+    rec = {**_rec(spec, level=level, kind=None), "disabled": list(disabled)}
+    store.save(spec.name, rec, X.public_view(rec))
+    return rec
+
+
+def test_one_lock_on_fault_changes_with_the_levels_repair_tools(spec, exdir):
+    """Issue 48: while an exercise runs, every path that changes faults is refused with one
+    message naming nothing hidden; the level's repair tools pass (exec always, restart and
+    swap-cables at level 2), unless switched off; the exercise's own actions pass; reveal lifts it."""
+    lab = spec.name
+    store.guard(lab, "fault")  # no exercise: open
+    for level, open_ in ((1, {"exec"}), (2, {"exec", "restart", "swap-cables"}), (3, {"exec"})):
+        _running(spec, level)
+        messages = set()
+        for cmd in ("fault", "drill", "restart", "swap-cables", "exec"):
+            if cmd in open_:
+                store.guard(lab, cmd)
+                continue
+            with pytest.raises(UsageError) as exc:
+                store.guard(lab, cmd)
+            messages.add(str(exc.value))
+        (msg,) = messages  # the same message for every command
+        assert msg.startswith(f"an exercise runs on lab {lab}") and f"exercise stop {lab}" in msg
+        assert all(e not in msg for f in store.load(lab)["faults"] for e in f["accept"])
+        with store.acting(lab):  # start / reveal / stop act on their own faults
+            store.guard(lab, "fault")
+        with store.acting("another"), pytest.raises(UsageError):
+            store.guard(lab, "fault")
+    _running(spec, 2, disabled=["restart"])
+    with pytest.raises(UsageError, match="railab exercise swap-cables$"):
+        store.guard(lab, "restart")
+    rec = store.load(lab)
+    rec["revealed_at"] = 2000.0
+    store.save(lab, rec, X.public_view(rec))
+    store.guard(lab, "drill")  # revealed: the lock lifted
+
+
+def test_fix_credits_only_a_repair_the_record_journals(spec, exdir, monkeypatch):
+    from railab.checks import lab as livelab
+
+    class _Green:
+        def check(self, only=None):
+            return []
+
+    monkeypatch.setattr(livelab.LiveLab, "attach", classmethod(lambda cls, ref: _Green()))
+    monkeypatch.setattr(X, "_lab", lambda ref: (spec.name, spec, X.st.LabState(lab=spec.name)))
+    rec = _running(spec, 2)
+    for i, f in enumerate(rec["faults"]):
+        f["record"] = X.st.FaultRecord(id=f"f{i + 1}", kind="cross-cable", node="srv1").model_dump(mode="json")
+    store.save(spec.name, rec, X.public_view(rec))
+    res = X.fix(spec.name, wait=0)
+    assert res["green"] is True and res["credited"] is False
+    assert X.score_sheet(spec.name)["repair"]["verified"] is False
+    store.note_repair(spec.name, "exec", "srv1", ["ip", "link", "set", "eth4", "up"])
+    assert store.load(spec.name)["repairs"][0]["argv"][:3] == ["ip", "link", "set"]
+    res = X.fix(spec.name, wait=0)
+    assert res["credited"] is True and X.score_sheet(spec.name)["repair"]["verified"] is True
+
+
+def test_check_names_failures_at_the_levels_detail_never_the_repair(spec, exdir):
+    from railab.checks.base import Cause, CheckResult
+
+    lab = spec.name
+    rows = [
+        CheckResult(check="bgp", name="g2-leaf3:eth3 <-> spine1:eth7", status="fail", node="spine1",
+                    observed="spine1:eth7 Idle", expected="Established", port="eth7",
+                    reason="spine1's neighbor eth7 expects AS 1: on spine1 under `router bgp`: "
+                           "`no neighbor eth7 interface`, then `neighbor eth7 interface peer-group FABRIC`",
+                    cause=Cause(kind="wrong-asn", node="spine1", port="eth7", link="g2-leaf3:eth3--spine1:eth7")),
+        CheckResult(check="daemons", name="g1-leaf2 daemons", status="fail", node="g1-leaf2",
+                    reason="bgpd not running on g1-leaf2: bring it back (railab restart x g1-leaf2)",
+                    cause=Cause(kind="daemon-dead", node="g1-leaf2", daemon="bgpd")),
+        CheckResult(check="cabling", name="srv1 NIC 4", status="fail", node="srv1",
+                    reason="link down: admin down at srv1:eth4: bring srv1:eth4 up (ip link set ... up)",
+                    cause=Cause(kind="link-down", node="srv1", port="eth4", link="srv1:eth4--g1-leaf4:eth1")),
+        CheckResult(check="routes", name="10.0.1.0/24 at g1-leaf1", status="pass", node="g1-leaf1"),
+    ]
+    assert X.disclose(lab, rows) == rows  # no exercise: the check's own words
+    words = re.compile(r"no neighbor|ip link set|railab restart|peer-group|router bgp")
+    for level, detail in ((1, "element"), (2, "node"), (3, "symptom")):
+        _running(spec, level)
+        assert X.check_detail(lab) == detail
+        out = X.disclose(lab, rows)
+        assert [r.status for r in out] == [r.status for r in rows]  # the counts stay true
+        text = " ".join(str(r.model_dump()) for r in out)
+        assert not words.search(text), (detail, words.search(text))
+        fails = [r for r in out if r.status == "fail"]
+        if detail == "element":
+            assert [r.reason for r in fails] == ["AS number differs from the plan at spine1:eth7",
+                                                 "FRR daemon not answering at g1-leaf2", "link down at srv1:eth4"]
+        elif detail == "node":
+            assert [r.name for r in fails] == ["bgp at spine1", "daemons at g1-leaf2", "cabling at srv1"]
+            assert "eth" not in text
+        else:
+            assert [r.name for r in fails] == ["bgp", "daemons", "cabling"] and all(r.node is None for r in out)
+            assert not re.search(r"spine1|g1-leaf|srv1|eth\d", text)
+    rec = {**_rec(spec, level=2), "check_detail": "full"}  # the trainer widened it
+    store.save(lab, rec, X.public_view(rec))
+    assert X.check_detail(lab) is None and X.disclose(lab, rows) == rows
+    with pytest.raises(UsageError, match="--check-detail"):
+        X.start(lab, 2, check_detail="everything")
+
+
+def test_free_text_ports_in_other_spellings_or_a_hint(spec):
+    assert X._parse_text(spec, "g1-leaf1 port 3 is down") == (["g1-leaf1:eth3"], "link-down")
+    assert X._parse_text(spec, "g1-leaf1 interface 2 drops packets") == (["g1-leaf1:eth2"], "grey-loss")
+    assert X._parse_text(spec, "g1-leaf1/eth3 is down")[0] == ["g1-leaf1:eth3"]
+    for text in ("g1-leaf1 3 is down", "g1-leaf1 e3 is down"):
+        with pytest.raises(UsageError, match="name the port as g1-leaf1:eth3.*port 3"):
+            X._parse_text(spec, text)

@@ -342,3 +342,47 @@ def test_a_lab_that_goes_down_ends_its_stream_and_leaves_the_index(labs):
     client, _ = _client(U.UiConfig())
     assert f'data-lab="{LAB_B}"' not in client.get("/").text
     assert client.get(f"/lab/{LAB_B}").status_code == 404
+
+
+def test_no_console_action_changes_faults_while_an_exercise_runs(labs, monkeypatch):
+    """Issue 48: the trainer's page too: inject, heal, restart (not a level-1 repair tool), drill
+    and swap-cables are refused (409) with the exercise's one message while it runs; nothing
+    reaches railab.testbed.faults. After reveal the trainer may inject again."""
+    called = []
+    for fn in ("inject", "heal", "restart_node", "swap_cables"):
+        monkeypatch.setattr(F, fn, lambda *a, _fn=fn, **k: called.append(_fn) or [])
+    client, console = _client(U.UiConfig())  # loopback: the trainer
+    h = _csrf(console, "local")
+    _exercise(LAB_A, labs[LAB_A])
+    message = store.refusal(LAB_A, store.running(LAB_A))
+    posts = {"fault": {"kind": "link-down", "node": "g1-leaf1", "port": "eth3"}, "heal": {"all": True},
+             "restart": {"node": "g1-leaf1"}, "drill": {"kind": "link-down", "node": "g1-leaf1", "port": "eth3"},
+             "exercise/swap-cables": {"a": "srv1:eth1", "b": "srv1:eth2"}}
+    for path, body in posts.items():
+        r = client.post(f"/api/lab/{LAB_A}/{path}", headers=h, json=body)
+        assert r.status_code == 409 and r.json()["error"] == message, (path, r.status_code, r.text)
+    assert called == []
+    _exercise(LAB_A, labs[LAB_A], revealed=True)
+    assert client.post(f"/api/lab/{LAB_A}/heal", headers=h, json={"all": True}).status_code == 200
+    assert called == ["heal"]
+
+
+def test_the_console_check_names_failures_at_the_exercise_detail(labs, monkeypatch):
+    """The console's check (as railab check) names no element and no repair command at level 2."""
+    from types import SimpleNamespace
+
+    from railab.checks import runner
+    from railab.checks.base import Cause, CheckResult
+
+    row = CheckResult(check="daemons", name="g1-leaf2 daemons", status="fail", node="g1-leaf2",
+                      reason="bgpd not running on g1-leaf2: bring it back (railab restart uia g1-leaf2)",
+                      cause=Cause(kind="daemon-dead", node="g1-leaf2", daemon="bgpd"))
+    monkeypatch.setattr(runner, "run_checks", lambda *a, **k: [row])
+    w = SimpleNamespace(lab=LAB_A, spec=None, executor=None, netns_of=None)
+    assert "railab restart" in json.dumps(U.run_check(w, None))  # no exercise: the check's words
+    _exercise(LAB_A, labs[LAB_A])
+    rec = store.load(LAB_A)
+    rec["level"] = 2
+    store.save(LAB_A, rec, X.public_view(rec))
+    text = json.dumps(U.run_check(w, None))
+    assert "railab restart" not in text and "bgpd" not in text and "daemons at g1-leaf2" in text
