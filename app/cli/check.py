@@ -109,7 +109,8 @@ def _check_wait(lab: str, only: str | None, as_json: bool, junit: Path | None, s
         elapsed = time.monotonic() - t0
         if not quiet or elapsed >= wait or stop.is_set():
             break
-        if inventory is None:  # a lab of ours: repair what the kernel left out, as up does
+        # a lab of ours: repair what the kernel left out, as up does (not while an exercise runs)
+        if inventory is None and not _exercise_runs(lab):
             repaired += _repair_link_local(lab, rows)
         time.sleep(WAIT_POLL_S)
     if repaired and not as_json:
@@ -124,6 +125,15 @@ def _check_wait(lab: str, only: str | None, as_json: bool, junit: Path | None, s
         else:
             typer.echo(f"not green after {elapsed:.2f} s (--wait {wait:g}): {quiet} failing")
     return n_fail
+
+
+def _exercise_runs(lab: str) -> bool:
+    """True while a training exercise runs on ``lab``: railab changes nothing in it then (only the
+    trainee's repair counts, railab.testbed.exercise.guard)."""
+    from railab.cli.lab import _lab_name
+    from railab.testbed import exercise as ex
+
+    return ex.running(_lab_name(lab)) is not None
 
 
 def _repair_link_local(lab: str, rows: list) -> list[str]:
