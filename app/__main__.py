@@ -1,28 +1,52 @@
 """``railab`` console-script entry point (also ``python3 -m railab``).
 
-This module imports nothing heavy: it installs the Ctrl-C handling first and only then imports
-the command line (Typer, rich, pydantic and the model take a few hundred ms), so an interrupt
-while modules load exits 130 with one ``error: interrupted`` line instead of a traceback.
+This module imports nothing heavy: it installs the signal handling first
+(``railab.testbed.signals.install_handlers``: SIGINT, SIGTERM and SIGHUP raise an interrupt
+naming the signal) and only then imports the command line (Typer, rich, pydantic and the model
+take a few hundred ms), so an interrupt while modules load exits 128 + the signal (130 for
+Ctrl-C, 143 for SIGTERM) with one ``error: interrupted by SIG...`` line instead of a traceback.
 """
 
 from __future__ import annotations
 
+import _signal  # first, the C module (no enum set-up): the window without a handler stays short
 import sys
 
-from railab.errors import EXIT_INTERRUPTED
+_early: list[int] = []
+
+
+def _early_handler(signum, _frame):
+    _early.append(signum)
+    raise KeyboardInterrupt
+
+
+for _s in (2, 15, 1):  # SIGINT, SIGTERM, SIGHUP, until install_handlers replaces this
+    _signal.signal(_s, _early_handler)
+try:
+    import signal
+
+    from railab.testbed.signals import install_handlers, signum_of
+except KeyboardInterrupt:
+    _name = {2: "SIGINT", 15: "SIGTERM", 1: "SIGHUP"}[_early[0] if _early else 2]
+    print(f"error: interrupted by {_name} while starting: nothing was done", file=sys.stderr)
+    sys.exit(128 + (_early[0] if _early else 2))
 
 
 def main() -> None:
-    """Run the ``railab`` command line (``railab.cli.main``); exit 130 on Ctrl-C during start-up.
+    """Run the ``railab`` command line (``railab.cli.main``); exit 128 + the signal on SIGINT
+    (130), SIGTERM (143) or SIGHUP (129) during start-up.
 
     Never returns: exits with the command's code (railab.errors: 0 ok, 1 failed, 2 usage,
-    130 interrupted).
+    130 interrupted, 143 terminated).
     """
+    install_handlers()
     try:
         from railab.cli import main as cli_main  # lazy: the heavy imports happen in here
-    except KeyboardInterrupt:
-        print("error: interrupted", file=sys.stderr)
-        sys.exit(EXIT_INTERRUPTED)
+    except KeyboardInterrupt as exc:
+        sig = signum_of(exc)
+        print(f"error: interrupted by {signal.Signals(sig).name} while starting: nothing was done",
+              file=sys.stderr)
+        sys.exit(128 + sig)
     cli_main()
 
 

@@ -20,15 +20,27 @@ EXIT_NOT_FOUND = 127
 EXIT_INTERRUPTED = 130
 
 _interrupted_reported = False
+_interrupt_line = None
 
 
-def report_interrupted(message: str = "error: interrupted") -> None:
-    """Print the interrupted line (``message``) on stderr and remember that it was printed, so
-    the CLI's top level (``railab.cli.main``, which clears the mark when it starts) does not
-    print another for the exit 130 that follows."""
+def set_interrupt_line(line) -> None:
+    """Set what :func:`report_interrupted` prints when given no message: ``line()``, a callable
+    the command line installs (the signal that came, what the command cleans up), or None for
+    ``error: interrupted``."""
+    global _interrupt_line
+    _interrupt_line = line
+
+
+def report_interrupted(message: str | None = None) -> None:
+    """Print the interrupted line (``message``, else the one :func:`set_interrupt_line` set, else
+    ``error: interrupted``) on stderr and remember that it was printed, so the CLI's top level
+    (``railab.cli.main``, which clears the mark when it starts) does not print another for the
+    exit 130 that follows."""
     global _interrupted_reported
     import sys
 
+    if message is None:
+        message = _interrupt_line() if _interrupt_line is not None else "error: interrupted"
     print(message, file=sys.stderr, flush=True)
     _interrupted_reported = True
 
@@ -54,6 +66,16 @@ class UsageError(RailabError, ValueError):
     """Bad input: an impossible intent, a bad option, a missing file, a name clash (exit 2)."""
 
     exit_code: int = EXIT_USAGE
+
+
+class LabGoneError(RailabError):
+    """The lab was taken down by another command (``railab down`` from another shell) while this
+    one ran on it (exit 1): the message says so, not which of its steps then failed."""
+
+    def __init__(self, lab: str, command: str, after: str = "") -> None:
+        self.lab = lab
+        super().__init__(f"lab {lab} was taken down by another command (railab down) while "
+                         f"{command} ran{after}")
 
 
 class MissingExtraError(RailabError):

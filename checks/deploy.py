@@ -21,11 +21,11 @@ from railab.checks.converge import (
     plan_mismatches,
     wait_converged,
 )
-from railab.errors import RailabError
+from railab.errors import LabGoneError, RailabError
 from railab.testbed import lb, state
 from railab.testbed.runtime.base import Deployer, Runtime
 from railab.testbed.runtime.phases import timed
-from railab.testbed.signals import signals_ignored, signals_raise
+from railab.testbed.signals import interruption, signals_ignored, signals_raise
 from railab.testbed.state import LabState
 from railab.topologies.labspec import LabSpec
 from railab.topologies.naming import netns_name
@@ -70,6 +70,8 @@ def bring_up(runtime: Deployer, labdir: str | Path, *, timeout: float | None = N
             refused = _StartupProblems(runtime, lab)
 
             def progress(p: ConvergeProgress) -> None:
+                if state.taken_down(record):  # by another command: waiting on is pointless
+                    raise LabGoneError(lab, "up", ": up stopped and removed what was left")
                 refused.raise_if_any(wait=False)  # fail fast: a refused line may stop convergence
                 if on_progress is not None:
                     on_progress(p)
@@ -84,6 +86,8 @@ def bring_up(runtime: Deployer, labdir: str | Path, *, timeout: float | None = N
                 _keep_or_raise(record, keep_on_failure, "not-converged", str(exc))
                 raise
             refused.raise_if_any(wait=True)
+            if state.taken_down(record):  # converged just as another command took it down
+                raise LabGoneError(lab, "up", ": up stopped and removed what was left")
             differs = plan_mismatches(spec, views or {})
             if differs:
                 msg = (f"lab {lab} converged but differs from lab.json: " + "; ".join(differs))
@@ -96,9 +100,17 @@ def bring_up(runtime: Deployer, labdir: str | Path, *, timeout: float | None = N
             return _load_balancing(runtime, spec, record)
         except _Kept as kept:
             raise kept.error from None
-        except BaseException:
+        except BaseException as exc:
+            gone = isinstance(exc, LabGoneError) or state.taken_down(record)  # by another command
             with signals_ignored():
+                if gone and state.load(lab) is None:  # what up made after that down: all of it
+                    state.save(record)
                 runtime.down(lab)
+            intr = interruption(exc)  # a helper killed by the same Ctrl-C: the Ctrl-C
+            if intr is not None and intr is not exc:
+                raise intr from None
+            if gone and not isinstance(exc, (KeyboardInterrupt, LabGoneError)):
+                raise LabGoneError(lab, "up", ": up stopped and removed what was left") from None
             raise
 
 

@@ -119,13 +119,16 @@ def set_link_up(ifname: str) -> None:
             fcntl.ioctl(s, _SIOCSIFFLAGS, struct.pack("16sH22x", name, flags | _IFF_UP))
 
 
-def ip_batch(scripts: dict[str | None, list[str]], *, what: str, parallel: int = 8) -> None:
+def ip_batch(scripts: dict[str | None, list[str]], *, what: str, parallel: int = 8,
+             force: bool = False) -> None:
     """Run iproute2 batches: ``scripts`` maps a namespace name (None: this process's own) to the
     ``ip`` command lines to run there (``ip [-n NS] -batch -``), up to ``parallel`` processes at
     once. One process per namespace applies hundreds of lines at kernel speed where one
     pyroute2 request per line costs 2-4 ms of Python each (measured: 1,000 veth pairs 1.2 s
     against 6.2 s). Raises RailabError naming ``what``, the namespace, iproute2's message and the
-    failing line (``ip -batch`` stops there)."""
+    failing line (``ip -batch`` stops there; with ``force``, ``ip -force -batch`` goes on past
+    a failing line and fails at the end). An ``ip`` killed by the terminal's Ctrl-C fails like
+    any other: ``up`` reports the interrupt instead (railab.testbed.signals.interruption)."""
     pending = [(ns, lines) for ns, lines in scripts.items() if lines]
     running: list[tuple[str | None, list[str], subprocess.Popen]] = []
     errors: list[str] = []
@@ -150,7 +153,7 @@ def ip_batch(scripts: dict[str | None, list[str]], *, what: str, parallel: int =
         while pending or running:
             while pending and len(running) < parallel:
                 ns, lines = pending.pop(0)
-                argv = ["ip"] + (["-n", ns] if ns else []) + ["-batch", "-"]
+                argv = ["ip"] + (["-n", ns] if ns else []) + (["-force"] if force else []) + ["-batch", "-"]
                 p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE, text=True)
                 p.stdin.write("\n".join(lines) + "\n")

@@ -394,3 +394,27 @@ def running_labs() -> str:
     """``labs up here: a, b`` or ``no lab is up here`` (for error messages)."""
     names = labs()
     return f"labs up here: {', '.join(names)}" if names else "no lab is up here"
+
+
+#: Marker a ``down`` leaves in the lab's run directory while it removes the lab (it goes with
+#: the directory): a command still running on the lab (``up`` above all) can tell a lab another
+#: command takes down from a failure of its own (:func:`taken_down`).
+REMOVING = "removing"
+
+
+def mark_removing(lab: str) -> None:
+    """Say that ``lab`` is being taken down (``down`` calls it first; see :data:`REMOVING`)."""
+    d = lab_dir(lab)
+    if d.is_dir():
+        (d / REMOVING).touch()
+
+
+def taken_down(state: LabState) -> bool:
+    """Whether the lab of ``state`` (a command's own copy of the record) is being or was taken
+    down by another command: its state file gone, the :data:`REMOVING` marker there, or, for
+    the netns runtime, one of its recorded namespaces gone while the caller still holds it (call
+    only once those namespaces were made)."""
+    if not state_path(state.lab).exists() or (lab_dir(state.lab) / REMOVING).exists():
+        return True
+    return state.runtime == "netns" and any(
+        not os.path.exists(f"/run/netns/{ns}") for ns in state.namespaces.values())

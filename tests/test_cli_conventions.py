@@ -135,7 +135,7 @@ def test_ctrl_c_while_modules_import_exits_130_without_traceback():
            "sys.meta_path.insert(0, _Interrupt())\n")
     res = _railab("--version", pre=pre)
     assert res.returncode == EXIT_INTERRUPTED, res.stderr
-    assert res.stderr == "error: interrupted\n" and res.stdout == ""
+    assert res.stderr == "error: interrupted by SIGINT while starting: nothing was done\n" and res.stdout == ""
 
 
 def test_start_up_stays_lazy():

@@ -116,12 +116,13 @@ def _kinds_exit(monkeypatch, capsys, body) -> tuple[int, str]:
 
 def test_ctrl_c_outside_a_commands_own_handling_prints_one_line(monkeypatch, capsys):
     """A Ctrl-C that lands before a command handles it (Typer turns it into a returned 130 in
-    non-standalone mode, with nothing printed): exit 130 and exactly one `error: interrupted`.
-    It was the silent exit of `railab check` interrupted at 0.8 s under load."""
+    non-standalone mode, with nothing printed): exit 130 and exactly one `error: interrupted by
+    SIGINT` (kinds cleans up nothing). It was the silent exit of `railab check` interrupted at
+    0.8 s under load."""
     def boom():
         raise KeyboardInterrupt
 
-    assert _kinds_exit(monkeypatch, capsys, boom) == (130, "error: interrupted\n")
+    assert _kinds_exit(monkeypatch, capsys, boom) == (130, "error: interrupted by SIGINT\n")
 
 
 def test_a_command_that_reports_its_interrupt_is_not_reported_twice(monkeypatch, capsys):

@@ -14,6 +14,7 @@ register); one that fails is one ``error:`` line, exit 2.
 from __future__ import annotations
 
 import importlib
+import signal
 import sys
 from collections.abc import Iterable
 
@@ -27,6 +28,7 @@ from railab.errors import (
     clear_interrupted,
     interrupted_reported,
     report_interrupted,
+    set_interrupt_line,
 )
 from railab.plugins import PluginError, load_plugins
 
@@ -58,12 +60,16 @@ def _show_version(value: bool) -> None:
         raise typer.Exit()
 
 
+_STARTED: list[bool] = []
+
+
 def _root(
     version: bool = typer.Option(
         False, "--version", callback=_show_version, is_eager=True, help="print railab's version and exit"
     ),
 ) -> None:
     """Plan, emulate and test Rail-only / Rail-optimized RoCEv2 GPU backend fabrics."""
+    _STARTED.append(True)  # a command runs from here on (an interrupt before: nothing was done)
     load_plugins()  # no-op once loaded; raises PluginError (exit 2) for a broken plugin
 
 
@@ -120,15 +126,57 @@ _TYPER_CLICK_EXCEPTION = next(
 )
 
 
+#: What an interrupt leaves, per command (the line names the signal, then this); a command that
+#: knows more prints its own line (``up``: what it removed).
+CLEANED_UP: dict[str, str] = {
+    "check": "the checks stopped (they change nothing)",
+    "traffic": "the flows stopped and what the run set up was removed",
+    "drill": "the drill healed the fault it injected and put BFD back as lab.json says",
+    "down": "down finished first, the lab is removed",
+}
+
+
+def _interrupt_line(sig: int | None = None) -> str:
+    """``error: interrupted by SIGX: <what>``: the signal that came (``sig``, else the one
+    railab.testbed.signals recorded, else SIGINT) and what the command cleaned up."""
+    from railab.testbed.signals import received
+
+    sig = sig or received() or signal.SIGINT
+    if not _STARTED:
+        what = "nothing was done"
+    else:
+        what = CLEANED_UP.get(_command_of(sys.argv[1:]) or "", "")
+    return f"error: interrupted by {signal.Signals(sig).name}" + (f": {what}" if what else "")
+
+
+def _interrupted(exc: BaseException | None = None) -> int:
+    """Exit code of an interrupt (128 + the signal: 130 Ctrl-C, 143 SIGTERM, 129 SIGHUP), after
+    printing its one line unless the command printed its own (what it cleaned up)."""
+    from railab.testbed.signals import Interrupted, received
+
+    sig = exc.signum if isinstance(exc, Interrupted) else (received() or signal.SIGINT)
+    if not interrupted_reported():
+        report_interrupted(_interrupt_line(sig))
+    return 128 + sig
+
+
 def main() -> None:
     """Run the command line and exit with the code of :mod:`railab.errors`; never returns.
 
     A ``RailabError`` that escapes a command is printed as one ``error: ...`` line on stderr and
     exits with its ``exit_code`` (1, or 2 for a ``UsageError`` such as a bad intent or plan);
     a model ``ValueError`` (pydantic validation) or a missing file is bad input: exit 2. Typer
-    usage errors exit 2, Ctrl-C (or an aborted question) 130; no traceback for any of them.
+    usage errors exit 2, Ctrl-C (or an aborted question) 130, SIGTERM 143, SIGHUP 129; no
+    traceback for any of them. A failure after one of those signals came (a helper process
+    killed by the same Ctrl-C, a pipe it closed: railab.testbed.signals.received) is the
+    interrupt, not a failure.
     """
+    from railab.testbed.signals import clear_received, received
+
     try:
+        clear_received()
+        _STARTED.clear()
+        set_interrupt_line(_interrupt_line)
         load_plugins()
         clear_interrupted()
         command = _command_of(sys.argv[1:])
@@ -136,26 +184,33 @@ def main() -> None:
         # only the command's home module
         app = _APP if _APP is not None else make_app([command] if command in COMMAND_HOMES else None)
         rc = app(standalone_mode=False)
-        if rc == EXIT_INTERRUPTED and not interrupted_reported():
+        if rc == EXIT_INTERRUPTED or (isinstance(rc, int) and rc and received() is not None):
             # Typer turns a Ctrl-C outside a command's own handling (parsing the options, a
-            # command's first imports) into a returned 130 with nothing printed
-            report_interrupted()
+            # command's first imports) into a returned 130 with nothing printed (and a SIGTERM
+            # too: the signal says which)
+            rc = _interrupted()
         if isinstance(rc, int) and rc:
             sys.exit(rc)
     except typer.Exit as exc:
-        if isinstance(exc.__cause__, KeyboardInterrupt) and not interrupted_reported():
-            report_interrupted()  # Typer turns Ctrl-C into a silent Exit(130)
+        if isinstance(exc.__cause__, KeyboardInterrupt):  # Typer turns Ctrl-C into a silent Exit(130)
+            sys.exit(_interrupted(exc.__cause__))
+        if exc.exit_code and received() is not None:
+            sys.exit(_interrupted())
         sys.exit(exc.exit_code)
     except RailabError as exc:
+        if received() is not None:
+            sys.exit(_interrupted())
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(exc.exit_code)
-    except (ValueError, FileNotFoundError) as exc:
+    except (ValueError, OSError) as exc:
+        if received() is not None:
+            sys.exit(_interrupted())
+        if not isinstance(exc, (ValueError, FileNotFoundError)):
+            raise
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(EXIT_USAGE)
-    except KeyboardInterrupt:
-        if not interrupted_reported():
-            report_interrupted()
-        sys.exit(EXIT_INTERRUPTED)
+    except KeyboardInterrupt as exc:
+        sys.exit(_interrupted(exc))
     except _TYPER_CLICK_EXCEPTION as exc:
         exc.show()
         sys.exit(exc.exit_code)

@@ -19,7 +19,15 @@ from pathlib import Path
 
 import typer
 
-from railab.errors import EXIT_FAILED, EXIT_NOT_FOUND, EXIT_USAGE, RailabError, UsageError, report_interrupted
+from railab.errors import (
+    EXIT_FAILED,
+    EXIT_NOT_FOUND,
+    EXIT_USAGE,
+    LabGoneError,
+    RailabError,
+    UsageError,
+    report_interrupted,
+)
 from railab.testbed import state
 from railab.topologies.naming import container_name
 from railab.topologies.nodekinds import FRR_DAEMONS
@@ -130,6 +138,11 @@ def _intent_target(lab_name: str, out: Path | None) -> Path:
 def _exit_code(exc: BaseException) -> int:
     """128 + the signal number (130 for Ctrl-C, 143 for SIGTERM, 129 for SIGHUP)."""
     return 128 + int(getattr(exc, "signum", signal.SIGINT))
+
+
+def _interrupt_name(exc: BaseException) -> str:
+    """``interrupted by SIGINT`` (or the signal ``exc`` names)."""
+    return f"interrupted by {signal.Signals(_exit_code(exc) - 128).name}"
 
 
 def _lab_name(lab: str) -> str:
@@ -252,67 +265,83 @@ def register(app: typer.Typer) -> None:
             typer.echo("error: --stitch is the netns runtime's one-machine proof; with containerlab deploy "
                        "each host's part with --host HOST on that host", err=True)
             raise typer.Exit(EXIT_USAGE)
-        rt = _deployer(runtime)
-        target = _generated_lab(lab, name)
-        if target is None and (stitch or host is not None):  # nothing generated for a refusal
-            typer.echo(f"error: {'--stitch' if stitch else '--host'} deploys a partitioned lab directory, "
-                       f"and {lab} is an intent: railab generate {lab} --hosts N -o DIR first, then "
-                       f"railab up DIR {'--stitch' if stitch else '--runtime containerlab --host HOST'}",
-                       err=True)
-            raise typer.Exit(EXIT_USAGE)
-        generated = target is None
-        if target is None:  # an intent: generate it first (lazy: jinja2 and the model, ~50 ms)
-            from railab.topologies.generator import generate
-            from railab.topologies.intent import load_intent
+        try:  # before bring_up: nothing is made yet (it rolls back its own part)
+            rt = _deployer(runtime)
+            target = _generated_lab(lab, name)
+            if target is None and (stitch or host is not None):  # nothing generated for a refusal
+                typer.echo(f"error: {'--stitch' if stitch else '--host'} deploys a partitioned lab directory, "
+                           f"and {lab} is an intent: railab generate {lab} --hosts N -o DIR first, then "
+                           f"railab up DIR {'--stitch' if stitch else '--runtime containerlab --host HOST'}",
+                           err=True)
+                raise typer.Exit(EXIT_USAGE)
+            generated = target is None
+            if target is None:  # an intent: generate it first (lazy: jinja2 and the model, ~50 ms)
+                from railab.topologies.generator import generate
+                from railab.topologies.intent import load_intent
 
-            intent = load_intent(lab)  # IntentError: a usage error (exit 2)
-            # containerlab-schema validations that passed are remembered with FRR's (0.7 s at
-            # 1024 GPUs for the same intent's same file, every up)
-            target = generate(intent, _intent_target(name or intent.name, out), name=name,
-                              schema_cache=state.cache_dir() / "clab-schema-ok")
-        if dry_run:
-            for line in rt.plan(Path(target), reconfigure=reconfigure, **({"host": host} if host else {})):
-                typer.echo(line)
-            return
-        if host is not None:  # one host's part: the others deploy theirs; no local view of the whole lab
-            rec = rt.up(Path(target), host=host, **({"reconfigure": True} if reconfigure else {}))
-            typer.echo(f"lab {rec['lab']}: host {host}'s part deployed ({len(rec['namespaces'])} nodes); it "
-                       f"converges once every host has deployed its part (docs/scale-out.md); "
-                       f"railab down {rec['lab']} removes this host's part")
-            return
-        t0 = time.monotonic()
-        kwargs: dict = {"reconfigure": True} if reconfigure and runtime == "containerlab" else {}
-        if stitch:
-            kwargs["stitch"] = True
-        from contextlib import nullcontext
+                intent = load_intent(lab)  # IntentError: a usage error (exit 2)
+                # containerlab-schema validations that passed are remembered with FRR's (0.7 s at
+                # 1024 GPUs for the same intent's same file, every up)
+                target = generate(intent, _intent_target(name or intent.name, out), name=name,
+                                  schema_cache=state.cache_dir() / "clab-schema-ok")
+            if dry_run:
+                for line in rt.plan(Path(target), reconfigure=reconfigure, **({"host": host} if host else {})):
+                    typer.echo(line)
+                return
+            if host is not None:  # one host's part: the others deploy theirs; no local view of the whole lab
+                rec = rt.up(Path(target), host=host, **({"reconfigure": True} if reconfigure else {}))
+                typer.echo(f"lab {rec['lab']}: host {host}'s part deployed ({len(rec['namespaces'])} nodes); it "
+                           f"converges once every host has deployed its part (docs/scale-out.md); "
+                           f"railab down {rec['lab']} removes this host's part")
+                return
+            t0 = time.monotonic()
+            kwargs: dict = {"reconfigure": True} if reconfigure and runtime == "containerlab" else {}
+            if stitch:
+                kwargs["stitch"] = True
+            from contextlib import nullcontext
 
-        from railab.checks.deploy import bring_up
+            from railab.checks.deploy import bring_up
 
-        if progress:
-            from railab.progress import ConvergeBar  # rich.progress, ~35 ms: only when drawn
-        try:
-            with ConvergeBar() if progress else nullcontext() as bar:
-                rec = bring_up(rt, target, timeout=timeout, on_progress=bar,
-                               keep_on_failure=keep_on_failure, **kwargs)
-        except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP: up has rolled back already
-            where = _shown(Path(target))
-            kept = (f" (the generated files stay in {where}, as after down: railab up {where} "
-                    f"starts from them)" if generated else "")
-            report_interrupted(f"error: {str(exc) or 'interrupted by SIGINT'}: everything up "
-                               f"started was removed{kept}")
+            if progress:
+                from railab.progress import ConvergeBar  # rich.progress, ~35 ms: only when drawn
+            from railab.testbed.signals import settle, signals_ignored, signals_raise
+
+            rec = None
+            try:
+                with signals_raise():  # until the line that says it is up: an interrupt rolls back
+                    with ConvergeBar() if progress else nullcontext() as bar:
+                        rec = bring_up(rt, target, timeout=timeout, on_progress=bar,
+                                       keep_on_failure=keep_on_failure, **kwargs)
+                    if state.taken_down(rec):  # by another command, since it converged
+                        with signals_ignored():
+                            rt.down(rec['lab'])
+                        raise LabGoneError(rec['lab'], "up", ": up stopped and removed what was left")
+                    typer.echo(
+                        f"lab {rec['lab']} is up and converged in {time.monotonic() - t0:.1f} s "
+                        f"({len(rec['namespaces'])} nodes, {len(rec['links'])} links"
+                        + (f" + {len(rec['stitch']['tunnels']) // 2} cut links as VXLAN over "
+                           f"{len(rec['stitch']['hosts'])} namespace hosts" if "stitch" in rec else "")
+                        + f"); railab down {rec['lab']} removes it"
+                    )
+                    settle()  # it is up, and said so: a signal from here on no longer undoes it
+            except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP: up has rolled back already
+                if rec is not None:  # converged, but interrupted before it said so: roll back here
+                    with signals_ignored():
+                        rt.down(rec['lab'])
+                where = _shown(Path(target))
+                kept = (f" (the generated files stay in {where}, as after down: railab up {where} "
+                        f"starts from them)" if generated else "")
+                report_interrupted(f"error: {_interrupt_name(exc)}: everything up "
+                                   f"started was removed{kept}")
+                raise typer.Exit(_exit_code(exc)) from None
+            repairs = rec.get("ipv6_repairs") or []
+            if repairs:  # the kernel left a port without its link-local state: say so (docs/runtime.md)
+                typer.echo(f"note: IPv6 restarted on {len(repairs)} port(s) found without their link-local state "
+                           f"(usually the kernel's: see dmesg for 'percpu: allocation failed'; nothing to do, the "
+                           f"lab converged): " + "; ".join(repairs[:5]) + (" ..." if len(repairs) > 5 else ""))
+        except KeyboardInterrupt as exc:
+            report_interrupted(f"error: {_interrupt_name(exc)}: up had not started anything yet")
             raise typer.Exit(_exit_code(exc)) from None
-        typer.echo(
-            f"lab {rec['lab']} is up and converged in {time.monotonic() - t0:.1f} s "
-            f"({len(rec['namespaces'])} nodes, {len(rec['links'])} links"
-            + (f" + {len(rec['stitch']['tunnels']) // 2} cut links as VXLAN over "
-               f"{len(rec['stitch']['hosts'])} namespace hosts" if "stitch" in rec else "")
-            + f"); railab down {rec['lab']} removes it"
-        )
-        repairs = rec.get("ipv6_repairs") or []
-        if repairs:  # the kernel left a port without its link-local route: say so (docs/runtime.md)
-            typer.echo(f"note: IPv6 restarted on {len(repairs)} port(s) found without their link-local state "
-                       f"(usually the kernel's: see dmesg for 'percpu: allocation failed'; nothing to do, the "
-                       f"lab converged): " + "; ".join(repairs[:5]) + (" ..." if len(repairs) > 5 else ""))
 
     @app.command()
     def down(
@@ -346,7 +375,13 @@ def register(app: typer.Typer) -> None:
                                                     default=False):
                         kept.append(f"{name} (user {owner})")
                         continue
-                _runtime(record.get("runtime", "netns")).down(name)
+                try:
+                    _runtime(record.get("runtime", "netns")).down(name)
+                except KeyboardInterrupt as exc:  # after that lab's teardown: stop there
+                    done = ", ".join([*gone, name])
+                    report_interrupted(f"error: {_interrupt_name(exc)}: down --all stopped after "
+                                       f"removing {done}")
+                    raise typer.Exit(_exit_code(exc)) from None
                 gone.append(name)
             typer.echo(f"removed {len(gone)} lab(s)" + (f": {', '.join(gone)}" if gone else ""))
             if kept and not ask:  # nobody to ask: refuse other users' labs, loudly (exit 2)
@@ -369,7 +404,12 @@ def register(app: typer.Typer) -> None:
         if holder is not None:  # its engine and switch agent would go on against a missing fabric
             raise UsageError(f"lab {name} is busy: a load run is on it ({holder}); stop it with "
                              f"Ctrl-C (it removes what it set up), then railab down {name} again")
-        _runtime_of(name).down(name)
+        try:
+            _runtime_of(name).down(name)  # a signal takes effect once the teardown is done
+        except KeyboardInterrupt as exc:
+            report_interrupted(f"error: {_interrupt_name(exc)}: down finished first, lab {name} is "
+                               f"removed")
+            raise typer.Exit(_exit_code(exc)) from None
         typer.echo(f"lab {name} is down")
 
     @app.command("list")

@@ -15,12 +15,12 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from railab.errors import RailabError
+from railab.errors import LabGoneError, RailabError
 from railab.testbed import state as st
 from railab.testbed.runtime.base import Deployer
 from railab.testbed.runtime.netns import NetnsRuntime, build, preflight
 from railab.testbed.runtime.phases import timed
-from railab.testbed.signals import signals_ignored, signals_raise
+from railab.testbed.signals import interruption, signals_ignored, signals_raise
 
 __all__ = ["NetnsDeployer"]
 
@@ -44,7 +44,8 @@ class NetnsDeployer(NetnsRuntime, Deployer):
         Returns the recorded state (phase ``started``). Raises RailabError for non-root, missing
         FRR, a lab name clash, a config FRR rejects or a failed step, after removing everything
         made so far; KeyboardInterrupt (Ctrl-C; SIGTERM and SIGHUP as
-        railab.testbed.signals.Interrupted) likewise after rolling back.
+        railab.testbed.signals.Interrupted) likewise after rolling back, also when what failed
+        first was a helper the same signal killed (railab.testbed.signals.interruption).
         """
         self._children: list[subprocess.Popen] = []
         clab, plan, spec = preflight.load(labdir, stitch)
@@ -69,10 +70,18 @@ class NetnsDeployer(NetnsRuntime, Deployer):
                             self._start_frr(b.frr_clab(), record)
                     record.phase = "started"
                     return st.save(record)
-                except BaseException:
+                except BaseException as exc:
+                    gone = "namespaces_s" in timings and st.taken_down(record)  # by another command
                     with signals_ignored():
                         self._kill_children()
+                        if gone and st.load(lab) is None:  # what up made after that down: all of it
+                            st.save(record)
                         self.down(lab)
+                    intr = interruption(exc)  # a helper killed by the same Ctrl-C: the Ctrl-C
+                    if intr is not None and intr is not exc:
+                        raise intr from None
+                    if gone and not isinstance(exc, KeyboardInterrupt):
+                        raise LabGoneError(lab, "up", ": up stopped and removed what was left") from None
                     raise
         except RailabError:
             raise

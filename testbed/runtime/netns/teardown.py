@@ -30,6 +30,7 @@ class TeardownMixin:
             self._down(lab)
 
     def _down(self, lab: str) -> None:
+        st.mark_removing(lab)  # an up still running on it reports this, not its next step's error
         record = st.load(lab)
         if record is not None and record.runtime != self.name:
             raise RailabError(
@@ -60,8 +61,9 @@ class TeardownMixin:
         # one `ip -batch` deletes them all (pyroute2's netns.remove per namespace needs its
         # 0.7 s package import and a call each); the ledger entries go once they are gone
         present = [ns for ns in sorted(namespaces) if netns_path(ns).exists()]
-        try:
-            ip_batch({None: [f"netns delete {ns}" for ns in present]}, what=f"lab {lab}: deleting namespaces")
+        try:  # -force: past a namespace another down (of the same lab, at the same time) deleted
+            ip_batch({None: [f"netns delete {ns}" for ns in present]}, what=f"lab {lab}: deleting namespaces",
+                     force=True)
         except RailabError:
             left = [ns for ns in present if netns_path(ns).exists()]
             if left:

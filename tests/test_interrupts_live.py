@@ -1,0 +1,164 @@
+"""Ctrl-C at any moment of ``railab up``, as a terminal sends it: SIGINT to the whole process
+group, so every helper (``ip -batch``, ``nft``, ``vtysh``, the FRR daemons being spawned) gets it
+at the same time as railab. Exit 130 (SIGTERM: 143) with one line naming the signal and what was
+cleaned up, never a "failure" of a helper the same signal killed, and nothing left behind. And a
+lab taken down by another command while ``up`` runs is reported as exactly that.
+
+The kill points are fractions of a bring-up measured in the same test, on this host, now.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from railab.testbed import state as st
+from railab.testbed.runtime.netns import NetnsRuntime, _alive, _cmdline
+from railab.topologies.generator import generate
+from tests.conftest import PID, our_namespaces
+
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("no_leaks")]
+ROOT = Path(__file__).resolve().parents[1]
+#: the console script's own entry (railab.__main__: its signal handlers come first)
+CLI = [sys.executable, "-m", "railab"]
+#: the one line an interrupted ``up`` may print (what it cleaned up, by when it came)
+LINE = re.compile(r"error: interrupted by (SIG[A-Z]+)(: everything up started was removed"
+                  r"|: up had not started anything yet|: nothing was done| while starting: nothing was done)\n")
+#: Python's own start (interpreter, site, before railab.__main__ runs) is not railab's: no point
+#: before this many seconds
+FLOOR_S = 0.15
+
+
+def _gen(intent: str, name: str, tmp_path: Path) -> Path:
+    return generate(ROOT / "topologies" / "intents" / f"{intent}.yml", tmp_path / name, name=name)
+
+
+def _left(lab: str) -> list[str]:
+    """What a lab left behind: namespaces, its run directory, ledger entries, processes."""
+    run = str(st.lab_dir(lab)) + "/"
+    left = [ns for ns in our_namespaces() if ns.startswith(f"clab-{lab}-")]
+    left += [str(st.lab_dir(lab))] if st.lab_dir(lab).exists() else []
+    left += [f"ledger {ns}" for ns, owner in st.ledger().items() if owner == lab]
+    left += [f"pid {p} {_cmdline(int(p))[:80]}" for p in os.listdir("/proc")
+             if p.isdigit() and _alive(int(p)) and run in _cmdline(int(p))]
+    return left
+
+
+def _up(labdir: Path) -> subprocess.Popen:
+    return subprocess.Popen([*CLI, "up", str(labdir), "--no-progress"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=ROOT, start_new_session=True)
+
+
+def _measure(labdir: Path, lab: str) -> float:
+    """One whole ``railab up`` (start to exit), then down: seconds."""
+    t0 = time.monotonic()
+    proc = _up(labdir)
+    out, err = proc.communicate(timeout=300)
+    took = time.monotonic() - t0
+    NetnsRuntime().down(lab)
+    assert proc.returncode == 0, err
+    return took
+
+
+def _interrupt(labdir: Path, lab: str, at: float, sig: signal.Signals) -> tuple[int, str, str, float]:
+    """``up``, then ``sig`` to its process group ``at`` s after the start: (rc, stdout, stderr,
+    seconds the whole run took)."""
+    t0 = time.monotonic()
+    proc = _up(labdir)
+    time.sleep(max(0.0, at - (time.monotonic() - t0)))
+    os.killpg(proc.pid, sig)
+    out, err = proc.communicate(timeout=300)
+    return proc.returncode, out, err, time.monotonic() - t0
+
+
+def _points(intent: str, fractions: list[float], sig: signal.Signals, tmp_path: Path) -> list[str]:
+    """Interrupt ``up`` of ``intent`` at ``fractions`` of a bring-up measured now; assert each
+    one; return the lines seen (for the message)."""
+    lab = f"s{sig.value}{intent[:2]}{PID}"
+    labdir = _gen(intent, lab, tmp_path)
+    took = _measure(labdir, lab)
+    seen = []
+    for f in fractions:
+        at = max(FLOOR_S, f * took)
+        for _ in range(3):
+            rc, out, err, run = _interrupt(labdir, lab, at, sig)
+            if rc == 0 and "is up and converged" in out:  # this run was done before the signal
+                NetnsRuntime().down(lab)                  # (faster than the measured one): again,
+                took = min(took, run)                     # at the same fraction of this run
+                at = max(FLOOR_S, f * took)
+                continue
+            break
+        where = f"{intent} at {at:.2f} s ({f:.2f} of {took:.2f} s)"
+        assert rc == 128 + sig.value, (where, rc, out, err)
+        assert LINE.fullmatch(err), (where, err)  # one line: the signal, what was cleaned up
+        assert LINE.fullmatch(err).group(1) == sig.name, (where, err)
+        assert "failed" not in err and "exit -" not in err and "Traceback" not in err, (where, err)
+        assert _left(lab) == [], (where, _left(lab))
+        seen.append(err.strip())
+    return seen
+
+
+def _spread(n: int, lo: float = 0.05, hi: float = 0.9) -> list[float]:
+    return [lo + (hi - lo) * i / (n - 1) for i in range(n)]
+
+
+def test_sigint_to_the_process_group_at_20_points_of_two_bring_ups(tmp_path):
+    """SIGINT to ``up``'s process group at 10 points of a ``mini`` and 10 of a
+    ``rail-optimized-1024`` bring-up: exit 130 every time, one line, nothing left."""
+    seen = _points("mini", _spread(10), signal.SIGINT, tmp_path)
+    seen += _points("rail-optimized-1024", _spread(10), signal.SIGINT, tmp_path)
+    assert len(seen) == 20
+    # the points reach the rollback (something was made and removed), not only the start
+    assert any("everything up started was removed" in s for s in seen), seen
+
+
+def test_sigterm_to_the_process_group(tmp_path):
+    """SIGTERM (a service manager, ``kill``) to the group at a few points: exit 143."""
+    _points("mini", [0.1, 0.4, 0.7], signal.SIGTERM, tmp_path)
+
+
+def _wait_for(lab: str, proc: subprocess.Popen, moment: str, timeout: float = 60) -> None:
+    """Wait until ``up`` of ``lab`` reaches ``moment``: ``namespaces`` (the first namespace is
+    there), ``zebra`` (a zebra runs), ``converging`` (the convergence wait started)."""
+    end = time.monotonic() + timeout
+    run = str(st.lab_dir(lab)) + "/"
+    while time.monotonic() < end:
+        assert proc.poll() is None, (moment, proc.communicate())
+        if moment == "namespaces" and any(ns.startswith(f"clab-{lab}-") for ns in our_namespaces()):
+            return
+        if moment == "zebra" and any(p.isdigit() and run in _cmdline(int(p)) and "zebra" in _cmdline(int(p))
+                                     for p in os.listdir("/proc")):
+            return
+        if moment == "converging" and (st.load(lab) or st.LabState(lab=lab)).phase == "converging":
+            return
+        time.sleep(0.002)
+    raise AssertionError(f"up never reached {moment}")
+
+
+@pytest.mark.parametrize("moment", ["namespaces", "zebra", "converging"])
+def test_down_from_another_shell_while_up_runs(tmp_path, moment):
+    """``railab down LAB`` from another shell while ``up LAB`` builds it, starts its daemons or
+    waits for convergence: ``up`` says the lab was taken down by another command (exit 1), not
+    which of its steps failed next, and nothing is left."""
+    lab = f"cd{moment[:2]}{PID}"
+    labdir = _gen("mini", lab, tmp_path)
+    proc = _up(labdir)
+    _wait_for(lab, proc, moment)
+    if moment == "converging":  # at once: a new railab process would take ~0.3 s to start,
+        NetnsRuntime().down(lab)  # by when mini may have converged (the same code as below)
+    else:
+        down = subprocess.run([*CLI, "down", lab], capture_output=True, text=True, cwd=ROOT, timeout=120)
+        assert down.returncode == 0, down.stderr
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1, (moment, out, err)
+    assert err == (f"error: lab {lab} was taken down by another command (railab down) while up ran: "
+                   f"up stopped and removed what was left\n"), (moment, err)
+    time.sleep(0.3)  # a daemon up spawned after the down would have daemonized by now
+    assert _left(lab) == [], (moment, _left(lab))
