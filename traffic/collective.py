@@ -52,10 +52,10 @@ from railab.traffic.ecmp import (
     UplinkLoad,
     background_rate,
     hashing,
-    pace,
     size_flow,
     uplink_load,
 )
+from railab.traffic.load import PortReader
 from railab.traffic.patterns import Flow, route
 
 Op = Literal["all-reduce", "all-to-all"]
@@ -67,6 +67,10 @@ COLLECTIVE_MTU = 4096
 MIN_BYTES = 1024
 #: Most network flows one run may hold (one process sends and receives them all).
 MAX_FLOWS = 4096
+#: Bytes of a RoCEv2 RDMA WRITE frame besides its payload as the ports' shapers count them:
+#: Ethernet 14 + IPv4 20 + UDP 8 + BTH 12 + ICRC 4 (RETH's 16 on a message's first packet not
+#: counted, so :func:`bound` errs fast).
+ROCE_FRAME_OVERHEAD = 58
 #: The engine "keeps its rate" when no paced flow's last packet left more than this share of
 #: its planned sending time late (:attr:`railab.traffic.ecmp.FlowTiming.lag`).
 LAG_LIMIT = 0.10
@@ -246,6 +250,16 @@ class CollectiveResult:
     max_psn_distance: int = 0
     #: completion time of each reachable flow that delivered everything, lab s
     flow_times_s: list[float] = field(default_factory=list)
+    #: the line-rate bound (:func:`bound`: time_s, algbw_gbps, busbw_gbps in lab units), None
+    #: on an unshaped lab
+    bound: dict | None = None
+    #: who did the per-packet work (``c``: the load engine's fast path, ``python``: its Python
+    #: loop, ``path``: the path engine on an unshaped lab), its data packets per lab second and
+    #: its CPU seconds; ``cc``: the QPs' congestion control (None on the path engine)
+    engine: str = "path"
+    engine_pps: float | None = None
+    engine_cpu_s: float | None = None
+    cc: str | None = None
 
     @property
     def unreachable_by_design(self) -> bool:
@@ -253,8 +267,11 @@ class CollectiveResult:
 
     @property
     def keeps_rate(self) -> bool:
-        """The engine sent every paced flow within :data:`LAG_LIMIT` of its planned time (a
-        slower sender makes the collective's time the host's, not the fabric's)."""
+        """``sender_lag`` <= :data:`LAG_LIMIT`: on the load engine (a shaped lab) no flow was
+        delayed by its host (``late_s``: debts the host made it drop plus its last packet's
+        lateness against its pacer) by more than that share of its completion time; on the
+        path engine no paced flow finished sending more than that share late. A slower sender
+        makes the collective's time the host's, not the fabric's."""
         return self.sender_lag <= LAG_LIMIT
 
     @property
@@ -284,6 +301,13 @@ class CollectiveResult:
                                  for k, v in self.per_class.items()},
             "sport_mode": self.sport_mode, "hash_policy": self.hash_policy,
             "sender_lag": round(self.sender_lag, 4), "keeps_rate": self.keeps_rate,
+            "bound_busbw_gbps": (self.bound or {}).get("busbw_gbps"),
+            "bound_time_s": (self.bound or {}).get("time_s"),
+            "busbw_of_bound": (round(self.busbw_gbps / self.bound["busbw_gbps"], 4)
+                               if self.busbw_gbps and self.bound and self.bound.get("busbw_gbps")
+                               else None),
+            "engine": self.engine, "engine_pps": self.engine_pps,
+            "engine_cpu_s": self.engine_cpu_s, "cc": self.cc,
             "out_of_order": self.out_of_order, "max_psn_distance": self.max_psn_distance,
             "schedule": s.to_dict(),
             "uplink_load": self.uplink_load.to_dict() if self.uplink_load else None,
@@ -305,20 +329,30 @@ def straggler_wait_s(cap: CapacityProfile, pfc: bool) -> float:
 def run_collective(spec: LabSpec, netns_of: Callable[[str], str], sched: Schedule, *,
                    sport_mode: str = "per-qp", policy: str | None = None,
                    seed: int | None = DEFAULT_HASH_SEED, background_s: float = 0.5,
-                   stop: threading.Event | None = None, pfc: bool | None = None
-                   ) -> CollectiveResult:
+                   stop: threading.Event | None = None, pfc: bool | None = None,
+                   cc: str = "dcqcn", engine: str = "auto") -> CollectiveResult:
     """Run every network flow of ``sched`` at once on the running lab and time it.
 
-    On a lab with shaped ports (``qos.capacity.enabled``) each flow is paced at its share of
-    the port rate (the flows leaving one NIC split it evenly, :func:`railab.traffic.ecmp.pace`),
-    as a NIC's scheduler would; unshaped, flows go as fast as the engine sends. Flows the design
-    makes unreachable are sent too (nothing may arrive). ``sport_mode``/``policy``/``seed``: UDP
-    source-port entropy and the switches' ECMP hash for the run (:func:`railab.traffic.ecmp.hashing`,
-    restored after). The uplink load is measured net of a ``background_s`` quiet interval.
-    ``pfc``: whether the run's switch agent pauses (``railab collective --pfc``; None: the
-    intent's ``lab.capacity.pfc``); it sets how long stragglers are waited for."""
+    On a lab with shaped ports (``qos.capacity.enabled``) the flows run on the load engine
+    (:func:`railab.traffic.load.run_load`, its compiled fast path unless ``engine="python"``):
+    each flow is one QP with its bytes, its ceiling its share of the port rate (the flows
+    leaving one NIC split it evenly, :func:`railab.traffic.ecmp.pace`, as a NIC's scheduler
+    would), under DCQCN (``cc="dcqcn"``, the lab's ``qos.dcqcn``) or at its ceiling
+    (``cc="none"``); whether the engine kept its rate is read off each QP's host delay
+    (``late_s``: debts the host made it drop plus how late its last packet left). Unshaped,
+    flows go as fast as the path engine sends (:class:`railab.traffic.ecmp.PacedEngine`; the
+    times are then the engine's). Flows the design makes unreachable are sent too (nothing may
+    arrive). ``sport_mode``/``policy``/``seed``: UDP source-port entropy and the switches' ECMP
+    hash for the run (:func:`railab.traffic.ecmp.hashing`, restored after). The uplink load is
+    measured net of a ``background_s`` quiet interval. ``pfc``: whether the run's switch agent
+    pauses (``railab collective --pfc``; None: the intent's ``lab.capacity.pfc``); on an
+    unshaped lab it sets how long stragglers are waited for."""
     cap = spec.qos.capacity
-    flows = pace(sched.flows, cap.port_rate_mbps) if cap.enabled else list(sched.flows)
+    if cap.enabled:
+        return _run_on_load_engine(spec, netns_of, sched, sport_mode=sport_mode, policy=policy,
+                                   seed=seed, background_s=background_s, stop=stop, cc=cc,
+                                   engine=engine)
+    flows = list(sched.flows)
     drain = straggler_wait_s(cap, cap.pfc if pfc is None else pfc)
     with hashing(spec, netns_of, policy=policy, seed=seed):
         with PacedEngine(spec, netns_of, sport_mode=sport_mode, stop=stop) as eng:
@@ -366,6 +400,116 @@ def run_collective(spec: LabSpec, netns_of: Callable[[str], str], sched: Schedul
                                                  default=0),
                             flow_times_s=[t.seconds for _, r, t in reach if t is not None
                                           and t.seconds is not None and r.delivered == r.sent])
+
+
+class _PortStats:
+    """Switch port tx bytes as :meth:`railab.traffic.engine.Engine.port_stats` gives them
+    (``(switch, port) -> (0, 0, 0, tx_bytes)``), from :class:`railab.traffic.load.PortReader`
+    (one rtnetlink socket per switch, no packet sockets)."""
+
+    def __init__(self, spec: LabSpec, netns_of: Callable[[str], str]) -> None:
+        self._r = PortReader(spec, netns_of)
+
+    def port_stats(self) -> dict[tuple[str, str], tuple[int, int, int, int]]:
+        out = {}
+        for key, tx in self._r.read().items():
+            node, port = key.split(":", 1)
+            out[(node, port)] = (0, 0, 0, tx)
+        return out
+
+    def close(self) -> None:
+        self._r.close()
+
+
+def bound(sched: Schedule, port_rate_mbps: float, mtu: int = COLLECTIVE_MTU) -> dict:
+    """The line-rate bound of ``sched`` on ports of ``port_rate_mbps`` (lab Mb/s): every NIC
+    sends and receives its flows' frames (``ceil(bytes / mtu)`` full packets, each ``mtu`` +
+    :data:`ROCE_FRAME_OVERHEAD` bytes: what the ports' shapers count) at the port rate and
+    nothing else waits, so the collective takes as long as its busiest NIC's
+    bytes in or out take. Returns ``{"time_s", "algbw_gbps", "busbw_gbps"}`` (lab units;
+    nccl-tests' busbw formula, :func:`bandwidth`). ValueError for a rate <= 0."""
+    if port_rate_mbps <= 0:
+        raise ValueError("port rate must be > 0 Mb/s")
+    out_b: dict[tuple[str, int], float] = {}
+    in_b: dict[tuple[str, int], float] = {}
+    for f, b in zip(sched.flows, sched.flow_bytes, strict=True):
+        if f.expected_hops is None:
+            continue
+        bits = math.ceil(b / mtu) * (ROCE_FRAME_OVERHEAD + mtu) * 8
+        out_b[(f.src[0], f.src_nic)] = out_b.get((f.src[0], f.src_nic), 0.0) + bits
+        in_b[(f.dst[0], f.dst_nic)] = in_b.get((f.dst[0], f.dst_nic), 0.0) + bits
+    worst = max(list(out_b.values()) + list(in_b.values()), default=0.0)
+    t = worst / (port_rate_mbps * 1e6)
+    if t <= 0:
+        return {"time_s": None, "algbw_gbps": None, "busbw_gbps": None}
+    alg, bus = bandwidth(sched.op, sched.bytes_per_rank, sched.ranks, t)
+    return {"time_s": round(t, 6), "algbw_gbps": round(alg, 6), "busbw_gbps": round(bus, 6)}
+
+
+def _run_on_load_engine(spec: LabSpec, netns_of: Callable[[str], str], sched: Schedule, *,
+                        sport_mode: str, policy: str | None, seed: int | None,
+                        background_s: float, stop: threading.Event | None, cc: str,
+                        engine: str) -> CollectiveResult:
+    """:func:`run_collective` on a shaped lab: every network flow one load-engine QP."""
+    from railab.traffic.load import LoadFlow, run_load
+
+    cap = spec.qos.capacity
+    fan: dict[tuple[str, int], int] = {}
+    for f in sched.flows:
+        fan[(f.src[0], f.src_nic)] = fan.get((f.src[0], f.src_nic), 0) + 1
+    # each QP's ceiling: its NIC's port rate split evenly over the NIC's QPs (a NIC's scheduler)
+    flows = [LoadFlow(f, bytes=b, rate_mbps=cap.port_rate_mbps / fan[(f.src[0], f.src_nic)])
+             for f, b in zip(sched.flows, sched.flow_bytes, strict=True)]
+    with hashing(spec, netns_of, policy=policy, seed=seed):
+        ps = _PortStats(spec, netns_of)
+        try:
+            bg = background_rate(ps, background_s) if background_s > 0 else {}
+            before, t0 = ps.port_stats(), time.monotonic()
+            res = run_load(spec, netns_of, flows, cc=cc, sport_mode=sport_mode,
+                           mtu=COLLECTIVE_MTU, stop=stop.is_set if stop is not None else None,
+                           engine=engine)
+            after, t1 = ps.port_stats(), time.monotonic()
+        finally:
+            ps.close()
+    if stop is not None and stop.is_set():
+        raise KeyboardInterrupt
+    reach = [(f, d) for f, d in zip(sched.flows, res.flows, strict=True) if f.expected_hops is not None]
+    lost = sum(d["lost"] for _, d in reach)
+    unreachable_delivered = sum(d["rx_packets"] for f, d in zip(sched.flows, res.flows, strict=True)
+                                if f.expected_hops is None)
+    delivered_bytes = sum(b for b, d in zip(sched.flow_bytes, res.flows, strict=True)
+                          if d["tx_packets"] and d["rx_packets"] >= d["tx_packets"])
+    per_class: dict[str, float | None] = {}
+    for f, d in reach:
+        secs = d["fct_s"]
+        prev = per_class.get(f.path_class, 0.0)
+        per_class[f.path_class] = None if (secs is None or prev is None) else max(prev, secs)
+    completed = not sched.unreachable and lost == 0 and all(d["fct_s"] is not None for _, d in reach)
+    time_s = alg = bus = None
+    fabric = None
+    if completed:
+        time_s = max(d["fct_s"] for _, d in reach)
+        alg, bus = bandwidth(sched.op, sched.bytes_per_rank, sched.ranks, time_s)
+        scale = cap.time_scale
+        fabric = {"units": f"fabric: lab time / {scale:g}, lab bandwidth x {scale:g} "
+                           f"({cap.port_rate_mbps:g} Mb/s lab ports stand for "
+                           f"{cap.fabric_rate_gbps} Gb/s)",
+                  "time_us": round(cap.fabric_us(time_s), 3),
+                  "algbw_gbps": round(alg * scale, 3), "busbw_gbps": round(bus * scale, 3)}
+    # the host's share of each flow's time: debts it dropped plus its last packet's lateness
+    lag = max((d["late_s"] / d["fct_s"] for _, d in reach if d["fct_s"]), default=0.0)
+    out = CollectiveResult(
+        sched, completed, time_s, alg, bus, fabric, lost, delivered_bytes, per_class,
+        uplink_load(spec, before, after, t1 - t0, bg), cap.port_rate_mbps, cap.time_scale,
+        sport_mode, policy, unreachable_delivered, lag,
+        out_of_order=sum(d["ooo"] for _, d in reach),
+        received=sum(d["rx_packets"] for _, d in reach),
+        max_psn_distance=max((d["max_psn_distance"] for _, d in reach), default=0),
+        flow_times_s=[d["fct_s"] for _, d in reach if d["fct_s"] is not None])
+    out.bound = bound(sched, cap.port_rate_mbps)
+    out.engine, out.engine_pps, out.cc = res.engine, res.engine_pps, cc
+    out.engine_cpu_s = res.engine_cpu_s
+    return out
 
 
 def slowdown(base: CollectiveResult, other: CollectiveResult) -> float | None:

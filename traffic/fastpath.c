@@ -24,7 +24,10 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -34,7 +37,8 @@
 #include <unistd.h>
 #include <linux/if_packet.h>
 
-#define DP_ABI 5
+#define DP_ABI 6
+#define MAX_THREADS 16
 #define MASK24 0xFFFFFFu
 #define OP_FIRST 0
 #define OP_MIDDLE 1
@@ -79,6 +83,8 @@ typedef struct {
     int32_t active, failed, err, ttl;
     double late_s;            /* sending time the host took from this QP (s): debts dropped
                                * plus how late its last packet left against its schedule */
+    int32_t owner, pad1;      /* the worker thread that sends this QP */
+    int64_t cnp_applied;      /* CNPs its reaction point has taken (cnp_rx: arrived) */
 } dp_qp;
 
 typedef struct {
@@ -98,8 +104,10 @@ typedef struct {
     double t_end;             /* when sending stopped */
     int64_t loops, waits, rx_frames, rx_calls, tx_calls;
     int32_t fatal_errno, fatal_qp;
-    double cpu_s;             /* CPU time of the thread that ran dp_run (s) */
+    double cpu_s;             /* CPU time of the worker threads (s) */
     void *priv;               /* the QPN maps (dp_prepare .. dp_release) */
+    int32_t nthreads;         /* worker threads (<= 1: the calling thread alone) */
+    int32_t live;             /* QPs still sending (internal) */
 } dp_ctx;
 
 static inline double now_s(void)
@@ -260,22 +268,55 @@ typedef struct {
     uint8_t buf[RX_BATCH][RX_SNAP];
 } rxbatch;
 
-static void rx_frame(dp_ctx *c, const qmap *bydq, const qmap *bysq, const uint8_t *b,
-                     uint32_t n, double now)
+typedef struct { qmap bydq, bysq; } maps;
+
+typedef struct {              /* one worker thread: its QPs, receive sockets and counters */
+    dp_ctx *c;
+    const maps *m;
+    int id;
+    int ep;
+    rxbatch *rb;
+    pthread_t th;
+    double cpu;
+    uint64_t rng;             /* this worker's pacing jitter */
+    int64_t loops, waits, rx_frames, rx_calls, tx_calls;
+} worker;
+
+static inline void go_inactive(dp_ctx *c, dp_qp *q)
+{
+    if (q->active) {
+        q->active = 0;
+        __atomic_fetch_sub(&c->live, 1, __ATOMIC_RELAXED);
+    }
+}
+
+/* a CNP for QP q: counted where it arrives; the owner's reaction point takes it (at once when
+ * the receiving thread is the owner, else on the owner's next loop turn, microseconds later) */
+static inline void take_cnps(dp_qp *q, double now)
+{
+    int64_t n = __atomic_load_n(&q->cnp_rx, __ATOMIC_ACQUIRE);
+    while (q->cnp_applied < n) {
+        q->cnp_applied++;
+        if (q->cc) dp_rp_on_cnp(&q->rp, now);
+    }
+}
+
+static void rx_frame(dp_ctx *c, const maps *m, int self, const uint8_t *b, uint32_t n,
+                     double now)
 {
     if (n < 14 + 20 + 8 + 12 || b[23] != 17) return;
     uint32_t o = 14 + (b[14] & 0x0F) * 4 + 8;
     if (o + 12 > RX_SNAP) return;
     uint32_t dqpn = ((uint32_t)b[o + 5] << 16) | ((uint32_t)b[o + 6] << 8) | b[o + 7];
     if (b[o] == 0x81) {       /* CNP: to the sender's QP */
-        int32_t i = qmap_get(bysq, dqpn);
+        int32_t i = qmap_get(&m->bysq, dqpn);
         if (i < 0) return;
         dp_qp *q = &c->qps[i];
-        q->cnp_rx++;
-        if (q->cc) dp_rp_on_cnp(&q->rp, now);
+        __atomic_fetch_add(&q->cnp_rx, 1, __ATOMIC_RELEASE);
+        if (q->owner == self) take_cnps(q, now);
         return;
     }
-    int32_t i = qmap_get(bydq, dqpn);
+    int32_t i = qmap_get(&m->bydq, dqpn);
     if (i < 0) return;
     dp_qp *q = &c->qps[i];
     uint32_t psn = ((uint32_t)b[o + 9] << 16) | ((uint32_t)b[o + 10] << 8) | b[o + 11];
@@ -299,8 +340,9 @@ static void rx_frame(dp_ctx *c, const qmap *bydq, const qmap *bysq, const uint8_
     }
 }
 
-static int64_t rx_drain(dp_ctx *c, const qmap *bydq, const qmap *bysq, rxbatch *rb, int fd)
+static int64_t rx_drain(worker *w, int fd)
 {
+    rxbatch *rb = w->rb;
     int64_t got = 0;
     for (;;) {
         for (int k = 0; k < RX_BATCH; k++) {
@@ -313,32 +355,31 @@ static int64_t rx_drain(dp_ctx *c, const qmap *bydq, const qmap *bysq, rxbatch *
             rb->msg[k].msg_hdr.msg_namelen = sizeof(struct sockaddr_ll);
         }
         int n = recvmmsg(fd, rb->msg, RX_BATCH, MSG_DONTWAIT | MSG_TRUNC, NULL);
-        c->rx_calls++;
+        w->rx_calls++;
         if (n <= 0) break;
         double now = now_s();
         for (int k = 0; k < n; k++) {
             if (rb->addr[k].sll_pkttype == PACKET_OUTGOING) continue;
-            rx_frame(c, bydq, bysq, rb->buf[k], rb->msg[k].msg_len, now);
+            rx_frame(w->c, w->m, w->id, rb->buf[k], rb->msg[k].msg_len, now);
             got++;
         }
         if (n < RX_BATCH) break;
     }
-    c->rx_frames += got;
+    w->rx_frames += got;
     return got;
 }
 
-static int64_t rx_poll(dp_ctx *c, const qmap *bydq, const qmap *bysq, rxbatch *rb, int ep,
-                       double wait_s)
+static int64_t rx_poll(worker *w, double wait_s)
 {
     struct epoll_event ev[64];
     struct timespec ts;
     if (wait_s < 0) wait_s = 0;
     ts.tv_sec = (time_t)wait_s;
     ts.tv_nsec = (long)((wait_s - (double)ts.tv_sec) * 1e9);
-    int n = epoll_pwait2(ep, ev, 64, &ts, NULL);
-    if (wait_s > 0) c->waits++;
+    int n = epoll_pwait2(w->ep, ev, 64, &ts, NULL);
+    if (wait_s > 0) w->waits++;
     int64_t got = 0;
-    for (int k = 0; k < n; k++) got += rx_drain(c, bydq, bysq, rb, ev[k].data.fd);
+    for (int k = 0; k < n; k++) got += rx_drain(w, ev[k].data.fd);
     return got;
 }
 
@@ -346,13 +387,14 @@ static int64_t rx_poll(dp_ctx *c, const qmap *bydq, const qmap *bysq, rxbatch *r
 static inline double qp_rate(const dp_qp *q) { return q->cc ? q->rp.rc : q->line_bps; }
 
 /* 0: go on; 1: this QP is done for now; -1: fatal (ctx->fatal_errno set) */
-static int send_due(dp_ctx *c, dp_qp *q, int qi, double now)
+static int send_due(worker *w, dp_qp *q, int qi, double now)
 {
+    dp_ctx *c = w->c;
     int burst = 0;
     int ppm = q->ppm;
     while (q->next_t <= now && burst < c->catch_up) {
         if (q->goal >= 0 && q->sent >= q->goal) {
-            q->active = 0;
+            go_inactive(c, q);
             return 1;
         }
         int64_t i = q->sent;
@@ -366,7 +408,7 @@ static int send_due(dp_ctx *c, dp_qp *q, int qi, double now)
         dp_tpl *t = &q->tpl[(i % q->ntpl) * 4 + op];
         int ack = op == OP_LAST || op == OP_ONLY;
         uint8_t *f = dp_frame(t, (q->start_psn + (uint32_t)i) & MASK24, ack);
-        c->tx_calls++;
+        w->tx_calls++;
         if (send(q->tx_fd, f, t->len, MSG_DONTWAIT) < 0) {
             int e = errno;
             if (e == EAGAIN || e == ENOBUFS || e == EINTR) {   /* the NIC's queue is full */
@@ -377,7 +419,7 @@ static int send_due(dp_ctx *c, dp_qp *q, int qi, double now)
             q->err = e;
             if (e == ENETDOWN || e == ENXIO || e == EMSGSIZE) {
                 q->failed = 1;
-                q->active = 0;
+                go_inactive(c, q);
                 return 1;
             }
             c->fatal_errno = e;
@@ -387,7 +429,7 @@ static int send_due(dp_ctx *c, dp_qp *q, int qi, double now)
         q->sent++;
         q->sent_bytes += t->len;
         double rate = qp_rate(q);
-        q->next_t += (double)t->len * 8.0 / rate * (1.0 + c->jitter * (2.0 * urand(&c->rng) - 1.0));
+        q->next_t += (double)t->len * 8.0 / rate * (1.0 + c->jitter * (2.0 * urand(&w->rng) - 1.0));
         if (q->cc) dp_rp_on_sent(&q->rp, t->len);
         burst++;
         if (q->gap_s > 0 && ack) {
@@ -410,10 +452,6 @@ size_t dp_sizeof_qp(void) { return sizeof(dp_qp); }
 size_t dp_sizeof_ctx(void) { return sizeof(dp_ctx); }
 size_t dp_sizeof_tpl(void) { return sizeof(dp_tpl); }
 size_t dp_sizeof_rp(void) { return sizeof(dp_rp); }
-
-/* Run the load: returns 0, or -errno when it could not run (a fatal send error is reported in
- * ctx->fatal_errno / fatal_qp and ends sending). */
-typedef struct { qmap bydq, bysq; } maps;
 
 /* Index the QPs by QPN (data packets by destination QP, CNPs by the sender's QP). 0 or -ENOMEM. */
 int dp_prepare(dp_ctx *c)
@@ -442,67 +480,62 @@ void dp_release(dp_ctx *c)
 }
 
 /* One received frame, as the receive loop handles it (for tests: no socket needed; a CNP the
- * NP earns is sent on the QP's cnp_fd). Returns 0 or -ENOMEM. */
+ * NP earns is sent on the QP's cnp_fd, a CNP's cut is taken at once). 0 or -ENOMEM. */
 int dp_rx(dp_ctx *c, const uint8_t *frame, uint32_t n, double now)
 {
     int r = dp_prepare(c);
     if (r) return r;
-    maps *m = c->priv;
     uint8_t b[RX_SNAP];
     uint32_t k = n < RX_SNAP ? n : RX_SNAP;
     memcpy(b, frame, k);
-    rx_frame(c, &m->bydq, &m->bysq, b, n, now);
+    rx_frame(c, c->priv, 0, b, n, now);   /* as worker 0, the owner of QPs set up by a test */
     return 0;
 }
 
-int dp_run(dp_ctx *c)
+static int all_failed(const dp_ctx *c)
 {
-    prctl(PR_SET_NAME, "railab-dp", 0, 0, 0);   /* the thread's name in ps, top and perf */
-    int r = dp_prepare(c);
-    if (r) return r;
-    maps *m = c->priv;
-    qmap bydq = m->bydq, bysq = m->bysq;
-    int ep = epoll_create1(EPOLL_CLOEXEC);
-    if (ep < 0) { dp_release(c); return -errno; }
-    for (int k = 0; k < c->nrx; k++) {
-        struct epoll_event ev = { .events = EPOLLIN, .data.fd = c->rx_fds[k] };
-        epoll_ctl(ep, EPOLL_CTL_ADD, c->rx_fds[k], &ev);
-    }
-    rxbatch *rb = malloc(sizeof(rxbatch));
-    if (!rb) { close(ep); dp_release(c); return -ENOMEM; }
-    if (!c->rng) c->rng = 0x9E3779B97F4A7C15ULL;
+    for (int i = 0; i < c->nqp; i++) if (!c->qps[i].failed) return 0;
+    return 1;
+}
+
+static void *work(void *arg)
+{
+    worker *w = arg;
+    dp_ctx *c = w->c;
+    char name[16];
+    snprintf(name, sizeof name, "railab-dp%d", w->id);
+    prctl(PR_SET_NAME, name, 0, 0, 0);   /* the thread's name in ps, top and perf */
     for (;;) {
         double now = now_s();
         if (c->stop || now >= c->deadline || (c->end_t > 0 && now >= c->end_t) || c->fatal_errno)
             break;
+        if (__atomic_load_n(&c->live, __ATOMIC_RELAXED) <= 0 && (c->end_t <= 0 || all_failed(c)))
+            break;                               /* every byte flow done, or every QP failed */
         double next = now + 0.001;
-        int busy = 0;
         for (int i = 0; i < c->nqp; i++) {
             dp_qp *q = &c->qps[i];
-            if (!q->active) continue;
-            busy = 1;
-            if (q->cc) dp_rp_tick(&q->rp, now);
-            if (q->next_t <= now && send_due(c, q, i, now) < 0) break;
+            if (q->owner != w->id || !q->active) continue;
+            if (q->cc) {
+                take_cnps(q, now);
+                dp_rp_tick(&q->rp, now);
+            }
+            if (q->next_t <= now && send_due(w, q, i, now) < 0) break;
             if (q->active && q->next_t < next) next = q->next_t;
         }
-        c->loops++;
-        if (!busy && c->end_t <= 0) break;     /* every byte flow done, or every QP failed */
-        if (!busy) {
-            int all_failed = 1;
-            for (int i = 0; i < c->nqp; i++) if (!c->qps[i].failed) { all_failed = 0; break; }
-            if (all_failed) break;
-        }
+        w->loops++;
         double t = now_s();
-        rx_poll(c, &bydq, &bysq, rb, ep, next - t > 0 ? next - t : 0);
+        rx_poll(w, next - t > 0 ? next - t : 0);
     }
-    c->t_end = now_s();
-    /* drain: while packets still arrive (a paused or deep queue empties at the port rate), at
-     * most drain_max; stop early once every packet arrived, or drain_idle after the last one */
+    double zero = 0.0, t_end = now_s();
+    __atomic_compare_exchange(&c->t_end, &zero, &t_end, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+    /* drain: while packets still arrive at this worker's receivers (a paused or deep queue
+     * empties at the port rate), at most drain_max; stop early once every packet arrived, or
+     * drain_idle after the last one */
     double hard = c->t_end + c->drain_max, last = now_s();
     for (;;) {
         double now = now_s();
         if (now >= hard || now - last >= c->drain_idle) break;
-        if (rx_poll(c, &bydq, &bysq, rb, ep, 0.02) > 0) last = now_s();
+        if (rx_poll(w, 0.02) > 0) last = now_s();
         int all = 1;
         for (int i = 0; i < c->nqp; i++)
             if (c->qps[i].rx < c->qps[i].sent) { all = 0; break; }
@@ -510,9 +543,125 @@ int dp_run(dp_ctx *c)
     }
     struct timespec cpu;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
-    c->cpu_s = (double)cpu.tv_sec + (double)cpu.tv_nsec * 1e-9;
-    free(rb);
-    close(ep);
+    w->cpu = (double)cpu.tv_sec + (double)cpu.tv_nsec * 1e-9;
+    return NULL;
+}
+
+/* ---- the blaster: the kernel's limit ----------------------------------------------------- */
+static void *blast(void *arg)
+{
+    worker *w = arg;
+    dp_ctx *c = w->c;
+    char name[16];
+    snprintf(name, sizeof name, "railab-bl%d", w->id);
+    prctl(PR_SET_NAME, name, 0, 0, 0);
+    while (!c->stop && now_s() < c->end_t) {
+        for (int i = 0; i < c->nqp; i++) {
+            dp_qp *q = &c->qps[i];
+            if (q->owner != w->id || !q->active) continue;
+            dp_tpl *t = &q->tpl[OP_MIDDLE];
+            uint8_t *f = dp_frame(t, (q->start_psn + (uint32_t)q->sent) & MASK24, 0);
+            w->tx_calls++;
+            if (send(q->tx_fd, f, t->len, MSG_DONTWAIT) < 0) { q->bp++; continue; }
+            q->sent++;
+            q->sent_bytes += t->len;
+        }
+        w->loops++;
+    }
+    struct timespec cpu;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
+    w->cpu = (double)cpu.tv_sec + (double)cpu.tv_nsec * 1e-9;
+    return NULL;
+}
+
+/* Send every active QP's MIDDLE frame round robin, unpaced, no DCQCN, nothing received, until
+ * ctx->end_t, on ctx->nthreads workers (QPs by NIC socket, as dp_run): how many packets per
+ * second the lab's kernel path takes at most (what arrives is counted on the ports). 0 or
+ * -errno. */
+int dp_blast(dp_ctx *c)
+{
+    int T = c->nthreads < 1 ? 1 : (c->nthreads > MAX_THREADS ? MAX_THREADS : c->nthreads);
+    worker w[MAX_THREADS];
+    memset(w, 0, sizeof w);
+    for (int i = 0; i < c->nqp; i++)
+        c->qps[i].owner = T > 1 ? (int32_t)((uint32_t)c->qps[i].tx_fd % (uint32_t)T) : 0;
+    int ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN), started = 0, err = 0;
+    for (int k = 0; k < T; k++) { w[k].c = c; w[k].id = k; }
+    for (int k = 1; k < T; k++) {
+        if (pthread_create(&w[k].th, NULL, blast, &w[k])) { err = -EAGAIN; c->stop = 1; break; }
+        started = k;
+        if (T <= ncpu) {
+            cpu_set_t set;
+            CPU_ZERO(&set);
+            CPU_SET(k, &set);
+            pthread_setaffinity_np(w[k].th, sizeof set, &set);
+        }
+    }
+    blast(&w[0]);
+    for (int k = 1; k <= started; k++) pthread_join(w[k].th, NULL);
+    c->t_end = now_s();
+    c->cpu_s = 0;
+    for (int k = 0; k < T; k++) {
+        c->loops += w[k].loops; c->tx_calls += w[k].tx_calls; c->cpu_s += w[k].cpu;
+    }
+    return err;
+}
+
+/* Run the load on ctx->nthreads workers (the calling thread is worker 0; QPs are owned by the
+ * worker of their NIC socket, receive sockets spread over the workers, worker k pinned to CPU
+ * k when there are enough). Returns 0, or -errno when it could not run (a fatal send error is
+ * reported in ctx->fatal_errno / fatal_qp and ends sending). */
+int dp_run(dp_ctx *c)
+{
+    int r = dp_prepare(c);
+    if (r) return r;
+    int T = c->nthreads < 1 ? 1 : (c->nthreads > MAX_THREADS ? MAX_THREADS : c->nthreads);
+    worker w[MAX_THREADS];
+    memset(w, 0, sizeof w);
+    c->live = 0;
+    c->t_end = 0.0;
+    if (!c->rng) c->rng = 0x9E3779B97F4A7C15ULL;
+    for (int i = 0; i < c->nqp; i++) {
+        dp_qp *q = &c->qps[i];
+        q->owner = T > 1 ? (int32_t)((uint32_t)q->tx_fd % (uint32_t)T) : 0;
+        if (q->active) c->live++;
+    }
+    int ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    int err = 0, started = 0;
+    for (int k = 0; k < T; k++) {
+        w[k].c = c; w[k].m = c->priv; w[k].id = k;
+        w[k].rng = c->rng ^ (0x9E3779B97F4A7C15ULL * (uint64_t)(k + 1));
+        if (!w[k].rng) w[k].rng = 1;
+        w[k].rb = malloc(sizeof(rxbatch));
+        w[k].ep = epoll_create1(EPOLL_CLOEXEC);
+        if (!w[k].rb || w[k].ep < 0) { err = -ENOMEM; break; }
+        for (int j = k; j < c->nrx; j += T) {
+            struct epoll_event ev = { .events = EPOLLIN, .data.fd = c->rx_fds[j] };
+            epoll_ctl(w[k].ep, EPOLL_CTL_ADD, c->rx_fds[j], &ev);
+        }
+    }
+    if (!err) {
+        for (int k = 1; k < T; k++) {
+            if (pthread_create(&w[k].th, NULL, work, &w[k])) { err = -EAGAIN; c->stop = 1; break; }
+            started = k;
+            if (T <= ncpu) {
+                cpu_set_t set;
+                CPU_ZERO(&set);
+                CPU_SET(k, &set);
+                pthread_setaffinity_np(w[k].th, sizeof set, &set);
+            }
+        }
+        work(&w[0]);
+        for (int k = 1; k <= started; k++) pthread_join(w[k].th, NULL);
+    }
+    c->cpu_s = 0;
+    for (int k = 0; k < T; k++) {
+        c->loops += w[k].loops; c->waits += w[k].waits; c->rx_frames += w[k].rx_frames;
+        c->rx_calls += w[k].rx_calls; c->tx_calls += w[k].tx_calls; c->cpu_s += w[k].cpu;
+        free(w[k].rb);
+        if (w[k].ep > 0) close(w[k].ep);
+    }
+    for (int i = 0; i < c->nqp; i++) take_cnps(&c->qps[i], c->t_end);
     dp_release(c);
-    return 0;
+    return err;
 }

@@ -41,7 +41,7 @@ from railab.errors import RailabError
 
 SOURCE = Path(__file__).with_name("fastpath.c")
 #: The C file's interface version (``DP_ABI``): a library of another version is not used.
-ABI = 5
+ABI = 6
 
 
 class FastPathUnavailable(RailabError):
@@ -82,7 +82,8 @@ class Qp(ctypes.Structure):
         (n, _I64) for n in ("sent", "sent_bytes", "rx", "rx_bytes", "ooo", "max_psn_dist", "ce",
                             "cnp_sent", "cnp_rx", "bp", "deficit_bytes", "max_idx", "sends",
                             "frame_bits")] + [
-        (n, _I32) for n in ("active", "failed", "err", "ttl")] + [("late_s", _F64)]
+        (n, _I32) for n in ("active", "failed", "err", "ttl")] + [
+        ("late_s", _F64), ("owner", _I32), ("pad1", _I32), ("cnp_applied", _I64)]
 
 
 class Ctx(ctypes.Structure):
@@ -94,7 +95,8 @@ class Ctx(ctypes.Structure):
                 ("drain_idle", _F64), ("drain_max", _F64), ("catch_up", _I32), ("stop", _I32),
                 ("rng", ctypes.c_uint64), ("t_end", _F64)] + [
         (n, _I64) for n in ("loops", "waits", "rx_frames", "rx_calls", "tx_calls")] + [
-        ("fatal_errno", _I32), ("fatal_qp", _I32), ("cpu_s", _F64), ("priv", ctypes.c_void_p)]
+        ("fatal_errno", _I32), ("fatal_qp", _I32), ("cpu_s", _F64), ("priv", ctypes.c_void_p),
+        ("nthreads", _I32), ("live", _I32)]
 
 
 _lib: ctypes.CDLL | None = None
@@ -169,6 +171,8 @@ def load() -> ctypes.CDLL:
         P = ctypes.POINTER
         lib.dp_run.argtypes = [P(Ctx)]
         lib.dp_run.restype = ctypes.c_int
+        lib.dp_blast.argtypes = [P(Ctx)]
+        lib.dp_blast.restype = ctypes.c_int
         lib.dp_rx.argtypes = [P(Ctx), ctypes.c_char_p, _U32, _F64]
         lib.dp_rx.restype = ctypes.c_int
         lib.dp_release.argtypes = [P(Ctx)]
@@ -294,10 +298,34 @@ def release(ctx: Ctx) -> None:
     load().dp_release(ctypes.byref(ctx))
 
 
+def threads() -> int:
+    """Worker threads a run uses: ``$RAILAB_ENGINE_THREADS`` if set, else one per CPU this
+    process may run on (the kernel forwards each packet through the lab in the sending thread's
+    context, so the workers are what spreads that work over the cores), at most 16."""
+    env = os.environ.get("RAILAB_ENGINE_THREADS")
+    if env:
+        try:
+            n = int(env)
+        except ValueError:
+            raise RailabError(f"RAILAB_ENGINE_THREADS must be a whole number (got {env!r})") from None
+        if not 1 <= n <= 16:
+            raise RailabError(f"RAILAB_ENGINE_THREADS must be 1-16 (got {n})")
+        return n
+    return max(1, min(16, len(os.sched_getaffinity(0))))
+
+
 def run(ctx: Ctx) -> int:
     """``dp_run(ctx)``: blocks until the run and its drain are over (the GIL is released, so
-    other threads sample the QP counters meanwhile); returns 0 or -errno."""
+    other threads sample the QP counters meanwhile); returns 0 or -errno. ``ctx.nthreads``
+    workers share the QPs (by NIC socket) and the receive sockets."""
     return load().dp_run(ctypes.byref(ctx))
+
+
+def blast(ctx: Ctx) -> int:
+    """``dp_blast(ctx)``: every active QP's MIDDLE frame sent round robin, unpaced, nothing
+    received, until ``ctx.end_t`` (the kernel limit benchmark, ``scripts/bench_engine.py``);
+    returns 0 or -errno."""
+    return load().dp_blast(ctypes.byref(ctx))
 
 
 def main() -> int:

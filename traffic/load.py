@@ -306,7 +306,8 @@ class LoadResult:
     refused real-time; None for a result built in-process). ``engine``: who did the
     per-packet work (``"c"``, the compiled fast path, or ``"python"``); ``engine_pps``: the
     data packets it sent per lab second of sending (all QPs); ``engine_cpu_s``: CPU time of
-    the thread that did the per-packet work, kernel forwarding in its context included (s).
+    the threads that did the per-packet work, kernel forwarding in their context included (s);
+    ``engine_threads``: how many (:func:`railab.traffic.fastpath.threads`; 1 for Python).
     """
 
     cc: str
@@ -334,6 +335,7 @@ class LoadResult:
     engine: str = "python"
     engine_pps: float = 0.0
     engine_cpu_s: float | None = None
+    engine_threads: int = 1
 
     @property
     def keeps_rate(self) -> bool:
@@ -452,6 +454,7 @@ class LoadEngine(Engine):
         self._qps: list[_QP] = []
         self._ran_with = "python"
         self._cpu_s: float | None = None
+        self._threads = 1
         self._by_dqpn: dict[int, _QP] = {}
         self._by_sqpn: dict[int, _QP] = {}
 
@@ -752,6 +755,79 @@ class LoadEngine(Engine):
         GIL is released), this thread samples the per-QP series every ``sample_s`` off the
         shared counters and passes ``stop()`` on. Same rules, same result as the Python loop."""
         fp = fastpath
+        ctx, cq, keep, t0 = self._fast_ctx(seconds, deadline)
+        view = _counter_view(cq)
+        out: list[int] = []
+        th = threading.Thread(target=lambda: out.append(fp.run(ctx)), name="railab-fastpath",
+                              daemon=True)
+        if on_started is not None:
+            on_started(t0)
+        th.start()
+        next_sample = t0 + self.sample_s
+        stopped = False
+        while th.is_alive():
+            th.join(max(0.0, min(0.05, next_sample - time.monotonic())))
+            if not stopped and stop():
+                ctx.stop = stopped = 1
+            now = time.monotonic()
+            if now >= next_sample and ctx.t_end == 0.0:
+                self._sample_fast(view, now, t0, now - next_sample + self.sample_s)
+                next_sample += self.sample_s
+                if next_sample < now:
+                    next_sample = now + self.sample_s
+        th.join()
+        self._ran_with, self._cpu_s = "c", ctx.cpu_s
+        self._threads = ctx.nthreads
+        if out and out[0] < 0:
+            raise RailabError(f"the load engine's fast path could not run: {os.strerror(-out[0])}")
+        self._drain_sinks()
+        for i, q in enumerate(self._qps):
+            _from_c(q, cq[i])
+        if ctx.fatal_errno:
+            q = self._qps[ctx.fatal_qp]
+            raise RailabError(f"{q.flow.src[0]}:eth{q.flow.src_nic}: sending failed: "
+                              f"{os.strerror(ctx.fatal_errno)}")
+        for q, c in zip(self._qps, cq, strict=True):
+            if c.err in (errno.ENETDOWN, errno.ENXIO):
+                q.nic_down = q.failed = True
+                q.down_nic = f"{q.flow.src[0]}:{q.tx.getsockname()[0]}"
+            elif c.err == errno.EMSGSIZE:
+                nic = f"{q.flow.src[0]}:{q.tx.getsockname()[0]}"
+                big = max(t.size for per in q.tpls for t in per.values()) - 14
+                if not self.per_flow_faults:
+                    raise RailabError(
+                        f"{nic} refused a {big} B packet (EMSGSIZE): its MTU is below the run's "
+                        "packets; railab check names the MTU mismatch, or run with a smaller --mtu")
+                q.mtu_exceeded, q.failed = nic, True
+                q.mtu_note = (f"{big} B packets exceed {nic}'s MTU "
+                              f"{self.nic_mtu(q.flow.src[0], q.flow.src_nic)} B "
+                              "(refused at the sender, EMSGSIZE)")
+        for q in self._qps:
+            if q.sent > q.rx and not q.failed:
+                self._diagnose(q)
+        del keep, view
+        return self._result(t0, ctx.t_end)
+
+    def blast(self, seconds: float) -> dict:
+        """The kernel limit: every added QP's frames sent round robin for ``seconds`` (lab s),
+        unpaced, without DCQCN and without receiving (:func:`railab.traffic.fastpath.blast`).
+        Returns ``{"sent", "seconds", "cpu_s", "threads"}``; what arrived is the caller's to
+        count on the ports (:class:`PortReader`)."""
+        if not self._qps:
+            raise RailabError("no load flows: add() at least one")
+        ctx, cq, keep, t0 = self._fast_ctx(seconds, None)
+        rc = fastpath.blast(ctx)
+        if rc < 0:
+            raise RailabError(f"the blaster could not run: {os.strerror(-rc)}")
+        sent = sum(c.sent for c in cq)
+        del keep
+        return {"sent": sent, "seconds": round(ctx.t_end - t0, 4), "cpu_s": round(ctx.cpu_s, 4),
+                "threads": ctx.nthreads}
+
+    def _fast_ctx(self, seconds: float | None, deadline: float | None) -> tuple:
+        """The fast path's context for the added QPs: ``(ctx, qp array, buffers to keep
+        alive, t0)``; sending starts at ``t0`` (monotonic s, 10 ms from now)."""
+        fp = fastpath
         fp.load()
         self.poll(0)
         self._drain_sinks()
@@ -805,56 +881,9 @@ class LoadEngine(Engine):
         ctx.jitter, ctx.max_lag, ctx.catch_up = PACING_JITTER, MAX_LAG_S, CATCH_UP
         ctx.drain_idle, ctx.drain_max = DRAIN_S, DRAIN_MAX_S
         ctx.rng = random.getrandbits(64) | 1
-        view = _counter_view(cq)
-        out: list[int] = []
-        th = threading.Thread(target=lambda: out.append(fp.run(ctx)), name="railab-fastpath",
-                              daemon=True)
-        if on_started is not None:
-            on_started(t0)
-        th.start()
-        next_sample = t0 + self.sample_s
-        stopped = False
-        while th.is_alive():
-            th.join(max(0.0, min(0.05, next_sample - time.monotonic())))
-            if not stopped and stop():
-                ctx.stop = stopped = 1
-            now = time.monotonic()
-            if now >= next_sample and ctx.t_end == 0.0:
-                self._sample_fast(view, now, t0, now - next_sample + self.sample_s)
-                next_sample += self.sample_s
-                if next_sample < now:
-                    next_sample = now + self.sample_s
-        th.join()
-        self._ran_with, self._cpu_s = "c", ctx.cpu_s
-        if out and out[0] < 0:
-            raise RailabError(f"the load engine's fast path could not run: {os.strerror(-out[0])}")
-        self._drain_sinks()
-        for i, q in enumerate(self._qps):
-            _from_c(q, cq[i])
-        if ctx.fatal_errno:
-            q = self._qps[ctx.fatal_qp]
-            raise RailabError(f"{q.flow.src[0]}:eth{q.flow.src_nic}: sending failed: "
-                              f"{os.strerror(ctx.fatal_errno)}")
-        for q, c in zip(self._qps, cq, strict=True):
-            if c.err in (errno.ENETDOWN, errno.ENXIO):
-                q.nic_down = q.failed = True
-                q.down_nic = f"{q.flow.src[0]}:{q.tx.getsockname()[0]}"
-            elif c.err == errno.EMSGSIZE:
-                nic = f"{q.flow.src[0]}:{q.tx.getsockname()[0]}"
-                big = max(t.size for per in q.tpls for t in per.values()) - 14
-                if not self.per_flow_faults:
-                    raise RailabError(
-                        f"{nic} refused a {big} B packet (EMSGSIZE): its MTU is below the run's "
-                        "packets; railab check names the MTU mismatch, or run with a smaller --mtu")
-                q.mtu_exceeded, q.failed = nic, True
-                q.mtu_note = (f"{big} B packets exceed {nic}'s MTU "
-                              f"{self.nic_mtu(q.flow.src[0], q.flow.src_nic)} B "
-                              "(refused at the sender, EMSGSIZE)")
-        for q in self._qps:
-            if q.sent > q.rx and not q.failed:
-                self._diagnose(q)
-        del keep, view
-        return self._result(t0, ctx.t_end)
+        ctx.nthreads = fp.threads()
+        keep.append(rx_arr)
+        return ctx, cq, keep, t0
 
     def _sample_fast(self, view: dict, now: float, t0: float, dt: float) -> None:
         """One sample of every QP's series off the fast path's counters (``view``: numpy
@@ -938,6 +967,7 @@ class LoadEngine(Engine):
         res.offered_mbps = round(done * 8 / dur / 1e6, 3)
         res.engine = self._ran_with
         res.engine_cpu_s = None if self._cpu_s is None else round(self._cpu_s, 4)
+        res.engine_threads = self._threads
         sent = sum(q.sent for q in self._qps)
         res.engine_pps = round(sent / dur, 1)
         return res

@@ -12,7 +12,7 @@ Exit codes: 0 when the collective completed, or when the design makes part of it
 packets were lost on a lab whose configuration predicts drops (ports shaped, PFC off: a measured
 result, ``completed`` false); 1 when packets were lost where the lab promises lossless (PFC on,
 or unshaped ports), a flow the design says is unreachable delivered, or the engine could not
-keep its rate (a paced flow finished sending more than 10 % late: ``keeps_rate`` false); 2 for
+keep its rate (the host delayed a flow by more than 10 % of its time: ``keeps_rate`` false); 2 for
 bad options.
 """
 
@@ -143,10 +143,14 @@ def register(app: typer.Typer) -> None:
         pfc: str | None = typer.Option(
             None, "--pfc", help="PFC emulation on | off for the run (default: the intent's "
             "lab.capacity.pfc; labs without lab.capacity have no queues to pause)"),
+        cc: str = typer.Option(
+            "dcqcn", "--cc", help="congestion control of the QPs on a lab with port capacity: "
+            "dcqcn (the lab's qos.dcqcn) | none (every QP at its share of its NIC)"),
         as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
     ) -> None:
         """Run an NCCL-style collective over every GPU of the lab and report time, algbw and
-        busbw the way nccl-tests does (lab units and fabric units)."""
+        busbw the way nccl-tests does (lab units and fabric units), with the line-rate bound
+        beside them on a lab with port capacity."""
         from railab.errors import RailabError
         from railab.testbed.labref import resolve
         from railab.traffic.collective import OPS, run_collective, schedule, slowdown
@@ -155,6 +159,8 @@ def register(app: typer.Typer) -> None:
 
         if op not in OPS:
             _usage(f"collective must be one of {', '.join(OPS)} (got {op!r})")
+        if cc not in ("dcqcn", "none"):
+            _usage(f"--cc must be dcqcn or none (got {cc!r})")
         if sport not in SPORT_MODES:
             _usage(f"--sport must be one of {', '.join(SPORT_MODES)} (got {sport!r})")
         if hash_policy is not None and hash_policy not in HASH_POLICIES:
@@ -184,7 +190,7 @@ def register(app: typer.Typer) -> None:
                 for mode in runs:
                     results[mode] = run_collective(spec, ref.netns_of, sched, sport_mode=mode,
                                                    policy=hash_policy, seed=seed, stop=stop,
-                                                   pfc=pfc_on)
+                                                   pfc=pfc_on, cc=cc)
                 queues = queues_end()
                 if stop.is_set():
                     raise KeyboardInterrupt
@@ -332,6 +338,14 @@ def _show(spec, results: dict, promised: bool, pfc_on: bool = False,
                   f"{w.imbalance:.2f} of {w.uplink_count}" if w else "-")
     con.print(t)
     con.print(unit, highlight=False)
+    if first.bound and first.bound.get("busbw_gbps"):
+        b = first.bound
+        con.print(f"line-rate bound (every NIC at the port rate, computed): busbw "
+                  f"{b['busbw_gbps']:.4f} lab Gb/s, time {b['time_s']:.4f} lab s; measured "
+                  + ", ".join(f"{m} {r.busbw_gbps / b['busbw_gbps']:.0%} of it"
+                              for m, r in results.items() if r.busbw_gbps), highlight=False)
+        con.print(f"engine: {first.engine} ({first.engine_pps:,.0f} data packets per lab s), "
+                  f"QPs under {first.cc}", highlight=False)
     if queues:
         con.print(f"ports over the run: {queues['dropped']} dropped, {queues['ce_marked']} "
                   f"CE-marked, {queues['pause_events']} PAUSEs", highlight=False)
@@ -349,8 +363,8 @@ def _show(spec, results: dict, promised: bool, pfc_on: bool = False,
                       "not complete", highlight=False)
     for mode, r in results.items():
         if not r.keeps_rate:
-            con.print(f"[red]{mode}: the engine did not keep its rate[/red] (its slowest flow "
-                      f"finished sending {r.sender_lag:.0%} late: the host's CPU, not the fabric, "
+            con.print(f"[red]{mode}: the engine did not keep its rate[/red] (the host delayed "
+                      f"a flow by {r.sender_lag:.0%} of its time: the host's CPU, not the fabric, "
                       "set the time; run on a quieter machine or a smaller --bytes/lab)",
                       highlight=False)
     if "fixed" in results and "per-qp" in results:
