@@ -59,6 +59,19 @@ def _announces(obs: Observer, node: str, prefix: str) -> bool | None:
     return F.originated_here(doc)
 
 
+def _announced_invalid(obs: Observer, node: str, prefix: str) -> bool:
+    """True when ``node`` originates ``prefix`` but no local path of it is valid (``"valid":
+    false``: the ``network`` has no route under it in zebra, e.g. the static blackhole
+    aggregate went with a dead staticd), so it is not sent to any peer."""
+    try:
+        doc = obs.frr(node, F.cmd_bgp_prefix(prefix))
+    except ObservationError:
+        return False
+    paths = doc.get("paths") if isinstance(doc, dict) else None
+    local = [p for p in paths or [] if (p.get("aspath") or {}).get("length", 1) == 0 and p.get("sourced")]
+    return bool(local) and not any(p.get("valid", True) for p in local)
+
+
 def _bgp_table_error(obs: Observer, node: str) -> tuple[str, Cause]:
     """Why ``node``'s BGP table could not be read: (one sentence, cause); see frr_unreadable."""
     try:
@@ -214,6 +227,12 @@ def _why_missing(obs: Observer, node: str, prefix: str) -> tuple[str, list[Cause
             return (f"{origin} does not announce {prefix} (not in its BGP table): add "
                     f"`network {prefix}` under `address-family ipv4 unicast` on {origin}",
                     [Cause(kind="not-announced", node=origin, prefix=prefix)])
+    if ann and _announced_invalid(obs, origin, prefix):
+        # nothing leaves the origin: every row missing the prefix follows the origin's own
+        # rows for it, else its dead daemon (staticd), not whatever else cuts paths on the way
+        return (f"{origin} originates {prefix} but its local path is not valid (no route under "
+                f"the `network` in zebra: is staticd running on {origin}?), so no peer gets it",
+                [Cause(kind="upstream", node=origin, prefix=prefix)])
     try:
         peers = obs.peers(node)
         up = [i for i, p in peers.items() if F.session_up(p.get("state"))]

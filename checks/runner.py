@@ -91,16 +91,22 @@ def summary(results: list[CheckResult]) -> dict[str, dict[str, int]]:
     return {k: out[k] for k in sorted(out, key=lambda c: CHECKS.index(c) if c in CHECKS else 99)}
 
 
-def _keys(node: str | None, c: Cause | None) -> tuple[set[tuple], set[tuple]]:
-    """(specific, node-wide) root-cause keys a failure about ``node`` blamed on ``c`` (one of
-    its :attr:`~railab.checks.base.CheckResult.causes`) *needs*.
+#: families that read the kernel (netlink), not FRR: a dead daemon on their row's node does
+#: not explain them (a cable, an MTU, an nft table, a NIC's table route)
+KERNEL_FAMILIES = frozenset({"cabling", "policy"})
+
+
+def _keys(node: str | None, c: Cause | None, check: str | None = None) -> tuple[set[tuple], set[tuple]]:
+    """(specific, node-wide) root-cause keys a failure of family ``check`` about ``node`` blamed
+    on ``c`` (one of its :attr:`~railab.checks.base.CheckResult.causes`) *needs*.
 
     Specific: the cause's link (``("link", L)``) and the cause itself (``("cause", ...)``);
-    node-wide: the node of a dead daemon (``("dead", N)``: any row about ``N`` or blaming ``N``).
+    node-wide: the node of a dead daemon (``("dead", N)``: any row about ``N`` that reads FRR,
+    not :data:`KERNEL_FAMILIES`, or blaming ``N``).
     """
     spec: set[tuple] = set()
     wide: set[tuple] = set()
-    if node:
+    if node and check not in KERNEL_FAMILIES:
         wide.add(("dead", node))
     if c is None:
         return spec, wide
@@ -193,8 +199,8 @@ def group_failures(results: list[CheckResult]) -> list[tuple[CheckResult, list[C
     roots_of: dict[int, set[int]] = {}  # failure index -> indexes of the roots it follows from
     refs: dict[int, list[tuple[str | None, str | None]]] = {}  # upstream (node, prefix) per row
 
-    def hit_of(node: str | None, c: Cause | None) -> int | None:
-        spec, wide = _keys(node, c)
+    def hit_of(node: str | None, c: Cause | None, check: str) -> int | None:
+        spec, wide = _keys(node, c, check)
         hit = next((j for j in roots if spec & provided[j]), None)
         return hit if hit is not None else next((j for j in roots if wide & provided[j]), None)
 
@@ -204,7 +210,7 @@ def group_failures(results: list[CheckResult]) -> list[tuple[CheckResult, list[C
         direct = [c for c in causes if c.kind != "upstream"] or ([] if ups else [None])
         hits: set[int] = set()
         for k, c in enumerate(direct):
-            hit = hit_of(r.node, c)
+            hit = hit_of(r.node, c, r.check)
             if hit is None:
                 continue
             hits.add(hit)

@@ -350,9 +350,11 @@ def test_grouping_reads_fields_not_message_text():
 def test_a_dead_node_is_one_root_cause(spec):
     """Issue 31: a spine powered off (daemons dead, its links down at its end), a spine whose
     bfdd died (its sessions reset) and a leaf whose staticd died (its aggregate not announced)
-    are each one root cause: link-down rows at the dead node, sessions on links to it and
-    prefixes missing upstream at it follow its dead-daemon row; the cabling family files a
-    server whose every link is down at its end under one ``node-down`` cause."""
+    are each one root cause: its node-down cabling rows (the first the root, issue 48), its
+    dead-daemon row, sessions on links to it and prefixes missing upstream at it; a cable pulled
+    or an nft filter at a node whose daemon died is a root of its own (a dead daemon takes no
+    cable out); the cabling family files a server whose every link is down at its end under one
+    ``node-down`` cause."""
     from railab.checks.base import Cause, CheckResult
     from railab.checks.cabling import _node_down
     from railab.checks.runner import group_failures
@@ -362,14 +364,25 @@ def test_a_dead_node_is_one_root_cause(spec):
                            cause=Cause(**cause))
 
     dead = row("daemons", "spine1 daemons", kind="daemon-dead", node="spine1", daemon="zebra")
-    links = [row("cabling", f"g1-leaf{i}:eth3 <-> spine1:eth{i}", kind="link-down", node="spine1",
-                 port=f"eth{i}", link=f"g1-leaf{i}:eth3--spine1:eth{i}") for i in (1, 2)]
+    # powered off: the cabling family names every link of the spine down at its end node-down
+    links = [row("cabling", f"g1-leaf{i}:eth3 <-> spine1:eth{i}", kind="node-down", node="spine1")
+             for i in (1, 2)]
     session = row("bgp", "g1-leaf3:eth3 <-> spine1:eth3", kind="session-down",
                   link="g1-leaf3:eth3--spine1:eth3")
     upstream = row("routes", "g1-leaf1 10.0.6.0/24", kind="upstream", node="spine1",
                    prefix="10.0.6.0/24")
     ((root, follow),) = group_failures([dead, *links, session, upstream])
-    assert root is dead and len(follow) == 4
+    assert root is links[0] and len(follow) == 4 and dead in follow
+    # issue 48: a cable pulled at a spine whose zebra died is not the daemon's doing (a dead
+    # daemon takes no cable out): two roots, the cabling row its own
+    pulled = row("cabling", "g2-leaf2:eth4 <-> spine1:eth6", kind="link-down", node="spine1",
+                 port="eth6", link="g2-leaf2:eth4--spine1:eth6")
+    filt = row("cabling", "spine1:eth5 egress filter", kind="port-filter", node="spine1", port="eth5",
+               link="g2-leaf1:eth3--spine1:eth5")
+    groups = group_failures([dead, pulled, filt, session])
+    assert [(g[0].name, [c.name for c in g[1]]) for g in groups] == [
+        ("spine1 daemons", ["g1-leaf3:eth3 <-> spine1:eth3"]), ("g2-leaf2:eth4 <-> spine1:eth6", []),
+        ("spine1:eth5 egress filter", [])]
     # a server powered off: every link down at its end is one node-down cause
     srv4 = [CheckResult(check="cabling", name=f"srv4 NIC {n.nic}", status="fail", node="srv4",
                         link=f"{n.leaf}:{n.leaf_port}--srv4:{n.interface}",
