@@ -57,7 +57,8 @@ LIVE_GROUP = "live"
 #: xdist group :data:`OWN_LAB_GROUP`, run by the other worker beside the first one's untimed
 #: live tests (about 3 of the live worker's 13.6 min, measured 2026-12-05).
 OWN_LAB_MODULES = frozenset({"test_faults_live", "test_exercise_live", "test_paths_deploy", "test_linklocal",
-                             "test_scale_plane", "test_partition", "test_interrupts_live"})
+                             "test_scale_plane", "test_partition", "test_interrupts_live",
+                             "test_docs_blocks"})
 OWN_LAB_GROUP = "live-own"
 #: Live modules that measure rates, losses or timings on a lab (load runs, drills, the console's
 #: load run): each of their tests waits its turn (:func:`cpu_turn`) while an own-lab test runs
