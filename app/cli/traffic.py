@@ -205,8 +205,10 @@ def check_groups(lab: str, stop=None) -> list | None:
     """``railab check``'s root-cause groups (:func:`railab.checks.runner.group_failures`) of
     every family but hops, run now on ``lab`` (about 1 s on mini): what :func:`flow_root_causes`
     files failed flows under. None when the lab cannot be checked (an error is not a cause) or
-    a training exercise on it switched ``railab check`` off (its answer would leak)."""
+    a training exercise on it switched ``railab check`` off, or runs below ``full`` check detail
+    (railab.checks.exercise.check_detail: its answer, and the repair, would leak)."""
     from railab.checks.base import CHECKS
+    from railab.checks.exercise import check_detail
     from railab.checks.lab import LiveLab
     from railab.checks.runner import group_failures, run_checks
     from railab.cli.exercise import gate
@@ -218,6 +220,8 @@ def check_groups(lab: str, stop=None) -> list | None:
         return None
     try:
         live = LiveLab.attach(lab)
+        if check_detail(live.name) is not None:
+            return None  # an exercise runs: check's words (and repair commands) are held back
         results = run_checks(live.spec, live.executor, only=[n for n in CHECKS if n != "hops"],
                              netns_of=live.netns_of, stop=stop)
     except (RailabError, OSError, ValueError):
