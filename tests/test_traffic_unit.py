@@ -539,6 +539,28 @@ def test_traffic_does_not_run_check_when_an_exercise_switched_it_off(monkeypatch
     assert check_groups("trainx") is None
 
 
+def test_traffic_attributes_nothing_to_check_while_an_exercise_runs_below_full_detail(monkeypatch, tmp_path):
+    """Issue 48: check's root causes carry the element and the repair (``railab restart LAB
+    NODE``); while an exercise runs below ``full`` check detail, traffic files no flow under them."""
+    from types import SimpleNamespace
+
+    from railab.checks import lab as L
+    from railab.checks import runner
+    from railab.cli.traffic import check_groups
+    from railab.testbed import exercise as store
+
+    monkeypatch.setenv("RAILAB_EXERCISE_DIR", str(tmp_path / "ex"))
+    ran = []
+    monkeypatch.setattr(L.LiveLab, "attach", classmethod(
+        lambda cls, ref: SimpleNamespace(name="trainy", spec=None, executor=None, netns_of=None)))
+    monkeypatch.setattr(runner, "run_checks", lambda *a, **k: ran.append(1) or [])
+    assert check_groups("trainy") == [] and ran == [1]  # no exercise: check runs
+    for detail, runs in (("node", False), ("element", False), ("full", True)):
+        ran.clear()
+        store.save("trainy", {}, {"lab": "trainy", "level": 2, "revealed": False, "check_detail": detail})
+        assert (check_groups("trainy") is None) is not runs and bool(ran) is runs, detail
+
+
 def test_traceroute_from_a_nic_that_refuses_or_cannot_fit_the_probe_says_so():
     """Issue 31: grey loss on the source NIC made railab traceroute die with a traceback
     (ENOBUFS from the probe's send); an MTU below the probe, likewise (EMSGSIZE)."""
