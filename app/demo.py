@@ -336,10 +336,13 @@ def measure_traffic(spec: LabSpec, executor: Executor, console: Console
 
 
 def run_all_checks(spec: LabSpec, executor: Executor, console: Console) -> list[CheckItem]:
-    """Every check family (checks.runner.run_checks) as report rows."""
+    """Every check family (checks.runner.run_checks) as report rows; while a training exercise
+    runs on the lab, at its check detail (railab.checks.exercise.disclose: no repair command)."""
+    from railab.checks.exercise import disclose
+
     t0 = time.monotonic()
     with console.status("running checks ..."):
-        results = run_checks(spec, executor)
+        results = disclose(spec.name, run_checks(spec, executor))
     per = (time.monotonic() - t0) / max(1, len(results))
     return [CheckItem.from_result(r, duration_s=round(per, 4)) for r in results]
 

@@ -5,6 +5,7 @@ sheet and the command gate."""
 from __future__ import annotations
 
 import json
+import os
 import re
 
 import pytest
@@ -426,3 +427,21 @@ def test_free_text_ports_in_other_spellings_or_a_hint(spec):
     for text in ("g1-leaf1 3 is down", "g1-leaf1 e3 is down"):
         with pytest.raises(UsageError, match="name the port as g1-leaf1:eth3.*port 3"):
             X._parse_text(spec, text)
+
+
+def test_the_report_checks_at_the_exercise_detail(spec, exdir, monkeypatch):
+    """railab report runs every check: while an exercise runs, its rows too name no repair."""
+    from rich.console import Console
+
+    from railab import demo
+    from railab.checks.base import Cause, CheckResult
+
+    row = CheckResult(check="daemons", name="g1-leaf2 daemons", status="fail", node="g1-leaf2",
+                      reason="bgpd not running on g1-leaf2: bring it back (railab restart xu1 g1-leaf2)",
+                      cause=Cause(kind="daemon-dead", node="g1-leaf2", daemon="bgpd"))
+    monkeypatch.setattr(demo, "run_checks", lambda *a, **k: [row])
+    con = Console(file=open(os.devnull, "w"))
+    assert "railab restart" in demo.run_all_checks(spec, None, con)[0].reason
+    _running(spec, 2)
+    (item,) = demo.run_all_checks(spec, None, con)
+    assert "railab restart" not in str(item) and item.name == "daemons at g1-leaf2"
