@@ -164,6 +164,9 @@ def status(
         typer.echo(f"  \"{sym}\"")
     typer.echo(f"found {s['faults_found']}/{s['faults_total']}, hints {s['hints_used']}, wrong answers "
                f"{s['wrong_answers']}, repair {'verified' if s['repair']['verified'] else 'not verified'}")
+    if not view["revealed"]:
+        typer.echo(f"railab check names failures at {view['check_detail']} detail"
+                   + (f"; switched off: {', '.join(view['disabled'])}" if view["disabled"] else ""))
 
 
 @exercise_app.command("score")
