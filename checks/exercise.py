@@ -444,7 +444,8 @@ def disclose(lab: str, results: list[CheckResult], *, pub: dict[str, Any] | None
         root = root_of.get(id(r), r)
         node = (root.node or _culprit(root)) if r.status == "fail" else r.node
         if detail == "node":
-            name = f"{r.check} at {r.node or node or '?'}"
+            at = r.node or node
+            name = f"{r.check} at {at}" if at else r.check
             cause = Cause(kind="exercise-node", node=node) if r.status == "fail" and node else None
             reason = (f"{words} ({r.node or node})" if r.status == "fail" else
                       "could not be observed" if r.status == "skip" else None)
