@@ -571,3 +571,20 @@ def test_traceroute_from_a_nic_that_refuses_or_cannot_fit_the_probe_says_so():
         "srv2:eth3 refused the probe (ENOBUFS")
     assert format_path([Hop(1, None, "srv2:eth3", None, "mtu-exceeded")]) == \
         "srv2:eth3's MTU is below the probe: not sent"
+
+
+@pytest.mark.parametrize("rate", [40.0, 100.0, 200.0, 400.0, 1000.0, 10000.0])
+def test_default_load_run_covers_at_least_10_ms_of_fabric_time(rate):
+    """Issue 43: a default load run on any capacity lab covers at least 10 ms of fabric time
+    (at 40 Mb/s the old 60 s cap left 6 ms), at most 15 ms, and never exceeds the longest run."""
+    from types import SimpleNamespace
+
+    from railab.cli.traffic import MAX_LOAD_S, default_load_seconds
+    from railab.topologies.qos import CapacityProfile
+
+    cap = CapacityProfile(enabled=True, port_rate_mbps=rate)
+    secs = default_load_seconds(SimpleNamespace(qos=SimpleNamespace(capacity=cap)))
+    fabric_ms = secs / cap.time_scale * 1e3
+    assert secs <= MAX_LOAD_S
+    assert fabric_ms >= 10.0 - 1e-6
+    assert fabric_ms <= 15.0 + 1e-6 or secs == 8.0  # a fast lab's run is at least 8 lab s
