@@ -286,6 +286,9 @@ def test_nothing_changes_a_running_exercise_but_the_trainees_repair(ex):
     assert _link(lab, "srv1", "eth4") == "DOWN" and _link(lab, "srv1", "eth1") == "UP"  # nothing changed
     assert st.load(NAME).faults == []
     assert "no faults" in _cli("fault", NAME, "list").stdout  # reading stays open
+    unknown = _cli("exec", NAME, "srv9", "--", "true")  # a typo: the lab's nodes, as railab fault lists them
+    assert unknown.exit_code == 2 and "has no node 'srv9' (nodes: spine1, spine2, g1-leaf1" in unknown.output
+    assert "srv4" in unknown.output
     not_yet = _cli("exercise", "fix", NAME, "--wait", "0")
     assert not_yet.exit_code == 1 and "NOT REPAIRED" in not_yet.stdout
 
