@@ -362,8 +362,14 @@ def process(path: Path, check: bool, live_only: bool, log=print) -> list[str]:
     finally:
         runner.close()
     if not check:
-        new = render(lines, blocks, outputs)
-        if new != text:
+        # others may have edited the file while the labs ran: write the outputs into the file as
+        # it is now, provided its marked blocks still hold the same commands
+        now = path.read_text()
+        lines, _labs, blocks_now = parse(now)
+        if [[c.text for c in b.commands] for b in blocks_now] != [[c.text for c in b.commands] for b in blocks]:
+            raise SystemExit(f"{path}: its marked blocks changed during the run; run the script again")
+        new = render(lines, blocks_now, outputs)
+        if new != now:
             path.write_text(new)
             log(f"rewrote {path}")
     return diffs
