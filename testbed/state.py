@@ -409,12 +409,18 @@ def mark_removing(lab: str) -> None:
         (d / REMOVING).touch()
 
 
+def gone(lab: str) -> bool:
+    """Whether ``lab`` (known to have been up) has no state file any more, or a ``down`` is
+    removing it (:data:`REMOVING`)."""
+    return not state_path(lab).exists() or (lab_dir(lab) / REMOVING).exists()
+
+
 def taken_down(state: LabState) -> bool:
     """Whether the lab of ``state`` (a command's own copy of the record) is being or was taken
     down by another command: its state file gone, the :data:`REMOVING` marker there, or, for
     the netns runtime, one of its recorded namespaces gone while the caller still holds it (call
     only once those namespaces were made)."""
-    if not state_path(state.lab).exists() or (lab_dir(state.lab) / REMOVING).exists():
+    if gone(state.lab):
         return True
     return state.runtime == "netns" and any(
         not os.path.exists(f"/run/netns/{ns}") for ns in state.namespaces.values())

@@ -162,3 +162,30 @@ def test_down_from_another_shell_while_up_runs(tmp_path, moment):
                    f"up stopped and removed what was left\n"), (moment, err)
     time.sleep(0.3)  # a daemon up spawned after the down would have daemonized by now
     assert _left(lab) == [], (moment, _left(lab))
+
+
+def test_down_from_another_shell_while_a_drill_runs(tmp_path):
+    """A drill on a lab that ``railab down`` removes under it (after it injected its fault):
+    exit 1 with the one line that says so, not the drill's next failing step; nothing left."""
+    lab = f"cdd{PID}"
+    labdir = _gen("mini", lab, tmp_path)
+    up = subprocess.run([*CLI, "up", str(labdir), "--no-progress"], capture_output=True, text=True,
+                        cwd=ROOT, timeout=300)
+    assert up.returncode == 0, up.stderr
+    try:
+        proc = subprocess.Popen([*CLI, "drill", lab, "link-down", "g1-leaf1", "spine1"], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        seen = []
+        for line in proc.stdout:  # the fault is in: the drill measures the outage
+            seen.append(line)
+            if line.startswith("injecting"):
+                break
+        assert seen and seen[-1].startswith("injecting"), (seen, proc.stderr.read())
+        NetnsRuntime().down(lab)  # what `railab down` from another shell runs
+        out, err = proc.communicate(timeout=120)
+    finally:
+        NetnsRuntime().down(lab)
+    assert proc.returncode == 1, (out, err)
+    assert err == f"error: lab {lab} was taken down by another command (railab down) while drill ran\n", err
+    assert _left(lab) == [], _left(lab)

@@ -22,8 +22,10 @@ import typer
 
 import railab
 from railab.errors import (
+    EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_USAGE,
+    LabGoneError,
     RailabError,
     clear_interrupted,
     interrupted_reported,
@@ -131,7 +133,7 @@ _TYPER_CLICK_EXCEPTION = next(
 CLEANED_UP: dict[str, str] = {
     "check": "the checks stopped (they change nothing)",
     "traffic": "the flows stopped and what the run set up was removed",
-    "drill": "the drill healed the fault it injected and put BFD back as lab.json says",
+    "drill": "the drill healed any fault it injected and put BFD back as lab.json says",
     "down": "down finished first, the lab is removed",
 }
 
@@ -160,6 +162,42 @@ def _interrupted(exc: BaseException | None = None) -> int:
     return 128 + sig
 
 
+def _labs_named(argv: list[str]) -> list[str]:
+    """The labs up now that ``argv`` names (a lab name, or a lab directory of a running lab)."""
+    from railab.testbed import state
+
+    up = set(state.labs())
+    named = []
+    for word in argv[1:]:
+        if word.startswith("-"):
+            continue
+        if word in up:
+            named.append(word)
+        elif "/" in word or word.endswith((".yml", ".yaml")):
+            try:
+                from railab.testbed.labname import lab_name
+
+                if lab_name(word) in up:
+                    named.append(lab_name(word))
+            except Exception:  # noqa: BLE001 - not a lab directory: nothing to watch
+                pass
+    return named
+
+
+def _lab_gone(labs: list[str]) -> bool:
+    """When one of ``labs`` (up when the command started) was taken down by another command
+    meanwhile: print that as the command's error line and say so (the command's own failure,
+    a step on a missing namespace, is not the news)."""
+    from railab.testbed import state
+
+    for lab in labs:
+        if state.gone(lab):
+            command = _command_of(sys.argv[1:]) or "the command"
+            print(f"error: {LabGoneError(lab, command)}", file=sys.stderr)
+            return True
+    return False
+
+
 def main() -> None:
     """Run the command line and exit with the code of :mod:`railab.errors`; never returns.
 
@@ -169,10 +207,13 @@ def main() -> None:
     usage errors exit 2, Ctrl-C (or an aborted question) 130, SIGTERM 143, SIGHUP 129; no
     traceback for any of them. A failure after one of those signals came (a helper process
     killed by the same Ctrl-C, a pipe it closed: railab.testbed.signals.received) is the
-    interrupt, not a failure.
+    interrupt, not a failure. A command that fails on a lab another command took down meanwhile
+    (``railab down`` from another shell; the lab was up when it started) says that, exit 1
+    (railab.errors.LabGoneError).
     """
-    from railab.testbed.signals import clear_received, received
+    from railab.testbed.signals import clear_received, received, settle
 
+    watched: list[str] = []
     try:
         clear_received()
         _STARTED.clear()
@@ -183,7 +224,18 @@ def main() -> None:
         # the whole app when something already built it (and may have added to it), else
         # only the command's home module
         app = _APP if _APP is not None else make_app([command] if command in COMMAND_HOMES else None)
-        rc = app(standalone_mode=False)
+        watched = _labs_named(sys.argv[1:]) if command not in ("up", "down") else []
+        try:
+            rc = app(standalone_mode=False)
+        except (KeyboardInterrupt, SystemExit, LabGoneError):
+            raise
+        except Exception:
+            if received() is None and _lab_gone(watched):
+                sys.exit(EXIT_FAILED)
+            raise
+        if isinstance(rc, int) and rc and rc != EXIT_INTERRUPTED and received() is None \
+                and _lab_gone(watched):
+            sys.exit(EXIT_FAILED)
         if rc == EXIT_INTERRUPTED or (isinstance(rc, int) and rc and received() is not None):
             # Typer turns a Ctrl-C outside a command's own handling (parsing the options, a
             # command's first imports) into a returned 130 with nothing printed (and a SIGTERM
@@ -192,6 +244,9 @@ def main() -> None:
         if isinstance(rc, int) and rc:
             sys.exit(rc)
     except typer.Exit as exc:
+        if exc.exit_code and exc.exit_code != EXIT_INTERRUPTED and received() is None \
+                and _lab_gone(watched):
+            sys.exit(EXIT_FAILED)
         if isinstance(exc.__cause__, KeyboardInterrupt):  # Typer turns Ctrl-C into a silent Exit(130)
             sys.exit(_interrupted(exc.__cause__))
         if exc.exit_code and received() is not None:
@@ -217,3 +272,5 @@ def main() -> None:
     except typer.Abort:
         print("error: aborted", file=sys.stderr)
         sys.exit(EXIT_INTERRUPTED)
+    finally:
+        settle()  # the command is over and has said how: a late signal changes nothing now
