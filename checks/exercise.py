@@ -48,6 +48,7 @@ from typing import Any
 
 from railab.checks.base import Cause, CheckResult
 from railab.checks.lab import LiveLab
+from railab.checks.runner import group_failures
 from railab.errors import RailabError, UsageError
 from railab.testbed import exercise as store
 from railab.testbed import faults as F
@@ -422,8 +423,6 @@ def disclose(lab: str, results: list[CheckResult], *, pub: dict[str, Any] | None
         return list(results)
     root_of: dict[int, CheckResult] = {}  # each failing row -> the root check files it under
     if detail != "element":
-        from railab.checks.runner import group_failures
-
         for root, cons in group_failures(results):
             for r in (root, *cons):
                 root_of.setdefault(id(r), root)
