@@ -437,7 +437,9 @@ static int send_due(worker *w, dp_qp *q, int qi, double now)
             return 0;
         }
     }
-    if (q->next_t < now - c->max_lag) {   /* the host stalled this QP: count the debt */
+    /* the host stalled this QP: count the debt (not once it sent its last packet: that
+     * packet's lateness is counted already, and nothing of it is left to send) */
+    if (q->next_t < now - c->max_lag && !(q->goal >= 0 && q->sent >= q->goal)) {
         double lost = now - q->next_t;
         q->deficit_bytes += (int64_t)(lost * qp_rate(q) / 8.0);
         q->late_s += lost;

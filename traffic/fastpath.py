@@ -28,6 +28,7 @@ naming what is missing when no compiler is there.
 
 from __future__ import annotations
 
+import array
 import ctypes
 import hashlib
 import os
@@ -269,8 +270,10 @@ def make_tpl(frame: bytes, tables: tuple) -> tuple[Tpl, ctypes.Array]:
     t.len = len(frame)
     c0, t2, t1, t0, ta = tables
     t.c0, t.ta = c0, ta
-    for row, tab in enumerate((t2, t1, t0)):
-        t.t[row][:] = tab
+    rows = array.array("I", t2)
+    rows.extend(t1)
+    rows.extend(t0)
+    ctypes.memmove(ctypes.addressof(t.t), rows.tobytes(), 3 * 256 * 4)
     return t, buf
 
 

@@ -36,6 +36,7 @@ sender for entropy).
 
 from __future__ import annotations
 
+import functools
 import struct
 import zlib
 
@@ -283,6 +284,30 @@ def check_icrc(frame: bytes | bytearray | memoryview) -> bool:
     return got == icrc_ipv4(memoryview(frame)[14:end - 4])
 
 
+@functools.lru_cache(maxsize=64)
+def _psn_tables(n: int, base: int) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], int]:
+    """The ICRC's PSN-byte tables (bits 23-16, 15-8, 7-0) and ack-request term for a CRC message
+    of ``n`` bytes whose BTH starts at ``base``: the linear part of CRC-32 depends on a byte's
+    position from the end only, so every frame of one length shares them (one build per length,
+    not per QP: an all-to-all of 960 QPs builds 3 sets, not 2,880)."""
+    zero = bytearray(n)
+    cz = zlib.crc32(zero)
+
+    def table(pos: int) -> tuple[int, ...]:
+        bits = []
+        for j in range(8):
+            zero[pos] = 1 << j
+            bits.append(zlib.crc32(zero) ^ cz)
+        zero[pos] = 0
+        t = [0] * 256
+        for v in range(1, 256):
+            low = v & -v
+            t[v] = t[v ^ low] ^ bits[low.bit_length() - 1]
+        return tuple(t)
+
+    return table(base + 9), table(base + 10), table(base + 11), table(base + 8)[0x80]
+
+
 class FrameTemplate:
     """A prebuilt frame whose PSN (and ack-request bit) is patched per packet, ICRC recomputed.
 
@@ -338,23 +363,8 @@ class FrameTemplate:
         b[o + 4] = 0xFF
         c0 = zlib.crc32(memoryview(b)[o:self._end], self._prefix_crc)
         n = 8 + (o - 14) + (self._end - o)  # LRH stand-in + IPv4/UDP + BTH..payload
-        zero = bytearray(n)
-        cz = zlib.crc32(zero)
-
-        def table(pos: int) -> list[int]:
-            bits = []
-            for j in range(8):
-                zero[pos] = 1 << j
-                bits.append(zlib.crc32(zero) ^ cz)
-            zero[pos] = 0
-            t = [0] * 256
-            for v in range(1, 256):
-                low = v & -v
-                t[v] = t[v ^ low] ^ bits[low.bit_length() - 1]
-            return t
-
         base = 8 + (o - 14)  # where the BTH starts in the CRC's message
-        return c0, table(base + 9), table(base + 10), table(base + 11), table(base + 8)[0x80]
+        return (c0, *_psn_tables(n, base))
 
     def raw(self) -> bytes:
         """The template's frame bytes as built (PSN 0, ICRC of that PSN)."""
