@@ -87,20 +87,33 @@ def _where(obs: Observer, node: str, iface: str | None) -> str:
     return f"{node}:{iface}"
 
 
-def _node_down(spec, rows: list[CheckResult]) -> list[CheckResult]:
+def _node_down(spec, rows: list[CheckResult], admin: dict[str, set[str]] | None = None) -> list[CheckResult]:
     """Rows whose link is down at node ``N``'s end, when every link of ``N`` (two or more) is
     (``railab fault node-off``, a server powered off): one cause, ``node-down`` on ``N``, so
-    they are one root cause (behind ``N``'s dead daemons on a switch) instead of one per link."""
+    they are one root cause (behind ``N``'s dead daemons on a switch) instead of one per link.
+    ``admin``: row name -> the nodes whose end of the row's link is admin down (a link between
+    two powered-off nodes is down at both ends, and counts for each; its row's cause names the
+    node its cause named, else the other)."""
+    admin = admin or {}
+
+    def at(r: CheckResult) -> set[str]:
+        return {r.cause.node} | admin.get(r.name, set())
+
     down: dict[str, int] = {}
     for r in rows:
         if r.status == "fail" and r.cause is not None and r.cause.kind == "link-down":
-            down[r.cause.node] = down.get(r.cause.node, 0) + 1
+            for n in at(r):
+                down[n] = down.get(n, 0) + 1
     off = {n for n, k in down.items() if k >= 2 and k == len(spec.links_of(n))}
     if not off:
         return rows
-    return [r.model_copy(update={"cause": Cause(kind="node-down", node=r.cause.node)})
-            if r.status == "fail" and r.cause is not None and r.cause.kind == "link-down"
-            and r.cause.node in off else r for r in rows]
+    out = []
+    for r in rows:
+        if r.status == "fail" and r.cause is not None and r.cause.kind == "link-down" and at(r) & off:
+            node = r.cause.node if r.cause.node in off else min(at(r) & off)
+            r = r.model_copy(update={"cause": Cause(kind="node-down", node=node)})
+        out.append(r)
+    return out
 
 
 def _crossed(obs: Observer, spec, a: Endpoint, b: Endpoint, peer: tuple[str, str]) -> Cause | None:
@@ -128,6 +141,7 @@ def check_cabling(obs: Observer) -> list[CheckResult]:
     spec = obs.spec
     results: list[CheckResult] = []
     faults = _faults(spec.name)
+    admin: dict[str, set[str]] = {}  # row name -> nodes whose end of its link is admin down
     nic_by_port = {(n.server, n.interface): n for n in spec.nics}
     breakouts = spec_breakouts(spec)
     partition = _partition(spec.name)
@@ -210,6 +224,7 @@ def check_cabling(obs: Observer) -> list[CheckResult]:
             down = [f"{n}:{i} {st_.operstate}" for n, i, st_ in ends]
             # the end that is administratively down is the one to fix; else the first
             first = next((e for e in ends if e[2].status == "admin-down"), ends[0])
+            admin[name] = {n for n, _, st_ in ends if st_.status == "admin-down"}
             results.append(failed(
                 CHECK, name, **ref, expected=f"{expected}, up",
                 observed=f"{expected}, " + ", ".join(down),
@@ -221,7 +236,7 @@ def check_cabling(obs: Observer) -> list[CheckResult]:
     if not results:
         results.append(skipped(CHECK, "links", "lab.json lists no links"))
         return results
-    results = _node_down(spec, results)
+    results = _node_down(spec, results, admin)
     results += _mtu_rows(obs)
     results += _filter_rows(obs, faults)
     return results

@@ -393,6 +393,19 @@ def test_a_dead_node_is_one_root_cause(spec):
     assert {r.cause for r in rows} == {Cause(kind="node-down", node="srv4")}
     assert len(group_failures(rows)) == 1
     assert _node_down(spec, srv4[:2]) == srv4[:2]  # two of four links down: links, not the node
+    # issue 48: g1-leaf2 and srv2 both powered off; their shared link is admin down at both
+    # ends and its row's cause names srv2: g1-leaf2 is still node-down (all 4 links down at its end)
+    leaf = []
+    for port, peer, peer_port in spec.links_of("g1-leaf2"):
+        end = (peer, peer_port) if peer == "srv2" else ("g1-leaf2", port)
+        lid = "--".join(sorted([f"g1-leaf2:{port}", f"{peer}:{peer_port}"]))
+        leaf.append(CheckResult(check="cabling", name=f"{peer} {peer_port}", status="fail",
+                                node=end[0], link=lid,
+                                cause=Cause(kind="link-down", node=end[0], port=end[1], link=lid)))
+    admin = {r.name: {"g1-leaf2", "srv2"} if r.name.startswith("srv2 ") else {"g1-leaf2"} for r in leaf}
+    assert {r.cause.node for r in leaf} == {"g1-leaf2", "srv2"} and len(leaf) == 4
+    assert {r.cause for r in _node_down(spec, leaf)} == {r.cause for r in leaf}  # without the ends
+    assert {r.cause for r in _node_down(spec, leaf, admin)} == {Cause(kind="node-down", node="g1-leaf2")}
 
 
 def test_a_powered_off_switch_is_named_node_down_not_a_dead_daemon():
