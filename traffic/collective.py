@@ -55,7 +55,7 @@ from railab.traffic.ecmp import (
     size_flow,
     uplink_load,
 )
-from railab.traffic.load import PortReader
+from railab.traffic.load import LoadFlow, PortReader, run_load
 from railab.traffic.patterns import Flow, route
 
 Op = Literal["all-reduce", "all-to-all"]
@@ -451,8 +451,6 @@ def _run_on_load_engine(spec: LabSpec, netns_of: Callable[[str], str], sched: Sc
                         background_s: float, stop: threading.Event | None, cc: str,
                         engine: str) -> CollectiveResult:
     """:func:`run_collective` on a shaped lab: every network flow one load-engine QP."""
-    from railab.traffic.load import LoadFlow, run_load
-
     cap = spec.qos.capacity
     fan: dict[tuple[str, int], int] = {}
     for f in sched.flows:
