@@ -189,3 +189,80 @@ def test_down_from_another_shell_while_a_drill_runs(tmp_path):
     assert proc.returncode == 1, (out, err)
     assert err == f"error: lab {lab} was taken down by another command (railab down) while drill ran\n", err
     assert _left(lab) == [], _left(lab)
+
+
+#: the one line ``check``, ``traffic``, ``drill`` and ``down`` print when interrupted
+OTHER_LINE = re.compile(r"error: interrupted by (SIG[A-Z]+)(: nothing was done| while starting: nothing was done"
+                        r"|: the checks stopped \(they change nothing\)"
+                        r"|: the flows stopped and what the run set up was removed"
+                        r"|: the drill healed any fault it injected and put BFD back as lab.json says"
+                        r")\n")
+
+
+def _run_measured(argv: list[str]) -> float:
+    t0 = time.monotonic()
+    res = subprocess.run([*CLI, *argv], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert res.returncode == 0, (argv, res.stdout[-1500:], res.stderr[-1500:])
+    return time.monotonic() - t0
+
+
+def _interrupt_command(argv: list[str], frac: float, took: float, sig: signal.Signals) -> str:
+    """``railab argv`` with ``sig`` to its process group at ``frac`` of ``took``; a run that was
+    done before the signal (faster than the measured one) is done again at ``frac`` of its own
+    time. Asserts the exit code and the one line; returns the line."""
+    for _ in range(3):
+        at = max(FLOOR_S, frac * took)
+        t0 = time.monotonic()
+        proc = subprocess.Popen([*CLI, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                cwd=ROOT, start_new_session=True)
+        time.sleep(max(0.0, at - (time.monotonic() - t0)))
+        os.killpg(proc.pid, sig)
+        out, err = proc.communicate(timeout=300)
+        if proc.returncode == 0 and not err:  # done before the signal came: again, earlier
+            took = min(took, time.monotonic() - t0)
+            continue
+        break
+    where = f"{' '.join(argv)} at {at:.2f} s"
+    assert proc.returncode == 128 + sig.value, (where, proc.returncode, out[-1500:], err[-1500:])
+    assert OTHER_LINE.fullmatch(err) and OTHER_LINE.fullmatch(err).group(1) == sig.name, (where, err)
+    return err.strip()
+
+
+def test_sigint_and_sigterm_to_check_traffic_drill_and_down(tmp_path):
+    """SIGINT and SIGTERM to the process group of ``check``, ``traffic``, ``drill`` and
+    ``down``, at fractions of each one's time measured here: 128 + the signal, one line naming
+    it and what was cleaned up; the drill's fault healed (the lab green again), the downed lab
+    gone."""
+    lab = f"oc{PID}"
+    labdir = _gen("mini", lab, tmp_path)
+    up = subprocess.run([*CLI, "up", str(labdir), "--no-progress"], capture_output=True, text=True,
+                        cwd=ROOT, timeout=300)
+    assert up.returncode == 0, up.stderr
+    try:
+        lines = []
+        for argv, fracs in ((["check", lab], (0.5, 0.8)),
+                            (["traffic", lab, "--pattern", "inter-rail", "-n", "64"], (0.5, 0.8)),
+                            (["drill", lab, "link-down", "g1-leaf1", "spine1"], (0.5,))):
+            took = _run_measured(argv)
+            for frac, sig in zip(fracs, (signal.SIGINT, signal.SIGTERM)[:len(fracs)], strict=True):
+                lines.append(_interrupt_command(argv, frac, took, sig))
+        assert "the drill healed" in lines[-1], lines  # half-way through the drill: its fault was in
+        assert st.load(lab).faults == []  # and it healed it
+        green = subprocess.run([*CLI, "check", lab, "--wait", "60"], capture_output=True, text=True,
+                               cwd=ROOT, timeout=300)
+        assert green.returncode == 0, green.stdout[-2000:]
+        # down: SIGINT to its group once the teardown began (its marker is there): the teardown
+        # finishes first, then the signal; nothing of the lab is left
+        proc = subprocess.Popen([*CLI, "down", lab], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                cwd=ROOT, start_new_session=True)
+        end = time.monotonic() + 60
+        while not (st.lab_dir(lab) / st.REMOVING).exists():
+            assert proc.poll() is None and time.monotonic() < end, proc.communicate()
+            time.sleep(0.001)
+        os.killpg(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 130, (out, err)
+        assert err == f"error: interrupted by SIGINT: down finished first, lab {lab} is removed\n", err
+        assert _left(lab) == [], (err, _left(lab))
+    finally:
+        NetnsRuntime().down(lab)
