@@ -653,8 +653,17 @@ int dp_run(dp_ctx *c)
                 pthread_setaffinity_np(w[k].th, sizeof set, &set);
             }
         }
+        cpu_set_t before;
+        int pinned = T > 1 && T <= ncpu && !pthread_getaffinity_np(pthread_self(), sizeof before, &before);
+        if (pinned) {
+            cpu_set_t set;
+            CPU_ZERO(&set);
+            CPU_SET(0, &set);
+            pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+        }
         work(&w[0]);
         for (int k = 1; k <= started; k++) pthread_join(w[k].th, NULL);
+        if (pinned) pthread_setaffinity_np(pthread_self(), sizeof before, &before);
     }
     c->cpu_s = 0;
     for (int k = 0; k < T; k++) {
