@@ -18,7 +18,6 @@ from railab.traffic import fastpath as fp
 from railab.traffic import roce
 from railab.traffic.load import DcqcnRP, rp_params
 
-
 QOS = QosProfile(capacity=CapacityProfile(port_rate_mbps=200), dcqcn=DCQCN_400G)
 RP_KW = rp_params(QOS)
 
