@@ -23,7 +23,8 @@ Usage (labs up first, e.g. ``railab up mini-lossless``)::
         --railab railab,/work/venvs/old/bin/railab                              # two revisions
     python scripts/bench_fidelity.py --senders 8 --pfc off --runs 3 --save runs/  # keep each --json
 
-``--railab`` takes one or more railab executables (e.g. an older revision's venv) and runs them
+``--railab`` takes one or more railab executables (e.g. an older revision's venv, or
+``RAILAB_LOAD_ENGINE=python railab``: the load engine's Python loop) and runs them
 interleaved, run by run, on the same lab, so both see the same machine load. The "start" column
 is the senders' sending rate over the first 0.5 lab s (min-max, Mb/s, measured): a host-bound
 start shows there.
@@ -47,13 +48,17 @@ from railab.traffic.load import steady_state_check
 
 def run_one(lab: str, n: int, pfc: str, seconds: float | None, dcqcn: str | None = None,
             railab: str = "railab", save: str | None = None) -> dict:
-    argv = [railab, "traffic", lab, "--pattern", "incast", "--senders", str(n), "--pfc", pfc, "--json"]
+    # "RAILAB_LOAD_ENGINE=python railab": environment assignments before the executable
+    words = railab.split()
+    env = dict(os.environ, **dict(w.split("=", 1) for w in words[:-1]))
+    argv = [words[-1], "traffic", lab, "--pattern", "incast", "--senders", str(n), "--pfc", pfc,
+            "--json"]
     if dcqcn is not None:
         argv += ["--dcqcn", dcqcn]
     if seconds is not None:
         argv += ["--seconds", str(seconds)]
     t0 = time.monotonic()
-    p = subprocess.run(argv, capture_output=True, text=True, check=False)
+    p = subprocess.run(argv, capture_output=True, text=True, check=False, env=env)
     wall = time.monotonic() - t0
     if p.returncode not in (0, 1) or not p.stdout.strip():
         return {"error": (p.stderr or p.stdout).strip()[-300:], "wall_s": wall}

@@ -432,7 +432,8 @@ class LoadEngine(Engine):
         if engine not in ENGINES:
             raise RailabError(f"load engine must be one of {', '.join(ENGINES)} (got {engine!r})")
         #: ``"c"``: the compiled fast path (:mod:`railab.traffic.fastpath`) sends and receives;
-        #: ``"python"``: this class's own per-packet loop; ``"auto"``: C where it builds.
+        #: ``"python"``: this class's own per-packet loop; ``"auto"``: C where it builds, unless
+        #: ``$RAILAB_LOAD_ENGINE`` says ``c`` or ``python`` (benchmarks run both side by side).
         self.engine = engine
         if dcqcn is not None:  # a named profile for this run instead of the lab's qos.dcqcn
             self.qos = self.qos.model_copy(update={"dcqcn": dcqcn})
@@ -681,7 +682,10 @@ class LoadEngine(Engine):
             raise RailabError("no load flows: add() at least one")
         if seconds is None and any(q.goal is None for q in self._qps):
             raise RailabError("give seconds, or a byte count for every flow")
-        if self.engine == "c" or (self.engine == "auto" and fastpath.available()):
+        engine = self.engine
+        if engine == "auto" and os.environ.get("RAILAB_LOAD_ENGINE") in ("c", "python"):
+            engine = os.environ["RAILAB_LOAD_ENGINE"]  # a benchmark's side-by-side choice
+        if engine == "c" or (engine == "auto" and fastpath.available()):
             return self._run_fast(seconds, stop=stop, deadline=deadline, on_started=on_started)
         self.poll(0)
         self._drain_sinks()
