@@ -265,6 +265,7 @@ def register(app: typer.Typer) -> None:
             typer.echo("error: --stitch is the netns runtime's one-machine proof; with containerlab deploy "
                        "each host's part with --host HOST on that host", err=True)
             raise typer.Exit(EXIT_USAGE)
+        started, generated, target = False, False, None
         try:  # before bring_up: nothing is made yet (it rolls back its own part)
             rt = _deployer(runtime)
             target = _generated_lab(lab, name)
@@ -289,6 +290,7 @@ def register(app: typer.Typer) -> None:
                     typer.echo(line)
                 return
             if host is not None:  # one host's part: the others deploy theirs; no local view of the whole lab
+                started = True  # the runtime rolls its own part back on an interrupt
                 rec = rt.up(Path(target), host=host, **({"reconfigure": True} if reconfigure else {}))
                 typer.echo(f"lab {rec['lab']}: host {host}'s part deployed ({len(rec['namespaces'])} nodes); it "
                            f"converges once every host has deployed its part (docs/scale-out.md); "
@@ -340,7 +342,10 @@ def register(app: typer.Typer) -> None:
                            f"(usually the kernel's: see dmesg for 'percpu: allocation failed'; nothing to do, the "
                            f"lab converged): " + "; ".join(repairs[:5]) + (" ..." if len(repairs) > 5 else ""))
         except KeyboardInterrupt as exc:
-            report_interrupted(f"error: {_interrupt_name(exc)}: up had not started anything yet")
+            kept = (f" (the generated files stay in {_shown(Path(target))}: railab up {_shown(Path(target))} "
+                    f"starts from them)" if generated and target is not None else "")
+            report_interrupted(f"error: {_interrupt_name(exc)}: " + (
+                "everything up started was removed" if started else "up had not started anything yet") + kept)
             raise typer.Exit(_exit_code(exc)) from None
 
     @app.command()
