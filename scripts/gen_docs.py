@@ -13,8 +13,9 @@ A marked block in a markdown file (docs/tutorial.md, docs/training.md)::
 Every line of the block starting with ``# `` is a command (a trailing ``\\`` continues it on the
 next line); the rest is its output. The script runs the commands of every marked block of a file
 in document order, in one scratch directory, with ``bash`` (stdout and stderr together, no
-terminal: railab prints its tables at their fixed non-terminal widths), and writes each command's
-real output under it. Attributes of the opening comment (shell-quoted):
+terminal: railab prints its tables at their fixed non-terminal widths, or at ``COLUMNS=120``
+where they follow the terminal), and writes each command's real output under it. Attributes of
+the opening comment (shell-quoted):
 
 ``show``      per command, separated by ``;``: which output lines to keep, comma-separated
               ``N``, ``N-M``, ``N-`` (1-based), ``~N`` (the last N lines), ``/regex/`` (lines
@@ -78,6 +79,9 @@ LABS = re.compile(r"^<!-- railab-docs labs=(?P<labs>[a-z0-9,-]+) -->\s*$", re.M)
 SHOWN_DIR = "/tmp/railab-tut"
 PROMPT = "# "
 COMMAND_TIMEOUT = 900
+#: The width the commands' tables are rendered at where they follow the terminal (``COLUMNS``);
+#: tables with a fixed width of their own (check, traffic, drill: 200-220) keep it.
+COLUMNS = 120
 
 
 @dataclass
@@ -270,6 +274,7 @@ class Runner:
                     break
             self.names[lab] = real
         self.env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+        self.env["COLUMNS"] = str(COLUMNS)  # tables that follow the terminal's width use this one
         self.env["RAILAB_DOCS_GEN"] = "1"
 
     def _to_real(self, text: str) -> str:
