@@ -8,7 +8,10 @@ and what to change. The CLI maps them to exit codes the same way in every comman
 * ``EXIT_USAGE`` (2): usage error or bad input (``UsageError``: an impossible intent, a bad
   option, a missing file, a lab name clash or a lab already up, an unknown runtime or node, a
   directory without a .clab.yml, a lab.json that is not JSON);
-* ``EXIT_INTERRUPTED`` (130): Ctrl-C (128 + SIGINT).
+* ``EXIT_INTERRUPTED`` (130): Ctrl-C (128 + SIGINT); SIGTERM and SIGHUP exit 128 + their
+  number too (143, 129), each with one line naming the signal and what was cleaned up.
+
+A lab taken down by another command while a command ran on it is a ``LabGoneError`` (exit 1).
 """
 
 from __future__ import annotations

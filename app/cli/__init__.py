@@ -3,8 +3,10 @@
 Conventions, the same in every command: ``-h``/``--help``, ``railab --version``, ``-o``/``--out``
 is always where output goes, ``--json`` prints machine-readable output, ``--verbose``/``-v``
 lists every row, ``--all`` means every lab, ``--yes``/``-y`` skips a question. Exit codes come
-from :mod:`railab.errors`: 0 ok, 1 a check or run failed, 2 usage error or bad input, 130
-interrupted (and 127 for ``railab exec`` of a command that does not exist).
+from :mod:`railab.errors`: 0 ok, 1 a check or run failed, 2 usage error or bad input, 128 + the
+signal when interrupted (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP; one line names the signal and what
+was cleaned up: :data:`CLEANED_UP`) (and 127 for ``railab exec`` of a command that does not
+exist).
 
 Plugins (railab.plugins: entry points ``railab.plugins``, ``RAILAB_PLUGINS``) are loaded at
 start, after the built-ins and before the commands are built (so ``--help`` lists what they
