@@ -19,6 +19,7 @@ import importlib
 import signal
 import sys
 from collections.abc import Iterable
+from pathlib import Path
 
 import typer
 
@@ -169,13 +170,16 @@ def _labs_named(argv: list[str]) -> list[str]:
     from railab.testbed import state
 
     up = set(state.labs())
+    if not up:
+        return []
     named = []
-    for word in argv[1:]:
+    words = argv[1:argv.index("--")] if "--" in argv else argv[1:]  # not a command run in a node
+    for word in words:
         if word.startswith("-"):
             continue
         if word in up:
             named.append(word)
-        elif "/" in word or word.endswith((".yml", ".yaml")):
+        elif (Path(word) / "lab.json").is_file() or word.endswith((".clab.yml", "lab.json")):
             try:
                 from railab.testbed.labname import lab_name
 
