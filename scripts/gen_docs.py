@@ -78,6 +78,8 @@ LABS = re.compile(r"^<!-- railab-docs labs=(?P<labs>[a-z0-9,-]+) -->\s*$", re.M)
 #: The scratch directory as the docs show it; the real one has the same length.
 SHOWN_DIR = "/tmp/railab-tut"
 PROMPT = "# "
+#: The attributes an opening comment may carry (see the module doc).
+ATTRS = frozenset({"show", "before", "after", "volatile", "test"})
 COMMAND_TIMEOUT = 900
 #: The width the commands' tables are rendered at where they follow the terminal (``COLUMNS``);
 #: tables with a fixed width of their own (check, traffic, drill: 200-220) keep it.
@@ -169,7 +171,14 @@ def parse(text: str) -> tuple[list[str], list[str], list[Block]]:
             k += 1
         if not cmds:
             raise ValueError(f"line {start + 1}: a railab-output block needs at least one '# command'")
-        blocks.append(Block(start, j, parse_attrs(m.group("attrs")), body[0], cmds))
+        attrs = parse_attrs(m.group("attrs"))
+        bad = sorted(set(attrs) - ATTRS)
+        if bad:
+            raise ValueError(f"line {start + 1}: unknown railab-output attribute(s) {bad} (known: {sorted(ATTRS)})")
+        unknown = sorted({v for v in attrs.get("volatile", "").split(",") if v} - set(_VOLATILE))
+        if unknown or attrs.get("test", "live") not in ("live", "static"):
+            raise ValueError(f"line {start + 1}: volatile must be of {sorted(_VOLATILE)}, test live or static")
+        blocks.append(Block(start, j, attrs, body[0], cmds))
         i = j + 1
     return lines, labs, blocks
 

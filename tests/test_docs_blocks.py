@@ -146,6 +146,12 @@ def test_normalization_tolerates_only_volatile_parts():
     assert any("+all 905 checks passed" in d for d in gen.diff_block(TUTORIAL, blocks[0], [["all 905 checks passed"]]))
 
 
+def test_a_misspelt_mark_is_an_error():
+    for attrs in ("volatil=ecmp", "volatile=spines", "test=sometimes"):
+        with pytest.raises(ValueError):
+            gen.parse(f"<!-- railab-output {attrs} -->\n```console\n# railab kinds\n```\n<!-- /railab-output -->")
+
+
 def test_select_marks_trimmed_lines():
     out = [f"l{i}" for i in range(1, 11)]
     assert gen.select(out, "") == out
