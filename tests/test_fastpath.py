@@ -173,3 +173,127 @@ def test_no_compiler_is_one_clear_error(tmp_path, monkeypatch):
 def test_default_qos_has_a_reaction_point_too():
     c = fp.FastRP(**rp_params(DEFAULT_QOS), now=0.0)
     assert c.rc == DEFAULT_QOS.capacity.port_rate_mbps * 1e6
+
+
+# ---- the RC transport (IBTA 9.7): responder and requester rules on packets ------------------
+ACK_EVERY, NAK_AFTER = 4, 3
+
+
+def _rc_ctx(nic: int, goal: int = 100):
+    """One QP with the transport on (nic 1 gbn, 2 ooo): its ACK/NAK frames go to a socket pair
+    (returned read end); data frames are fed with :func:`fp.rx`."""
+    ctx, qps, (a, b, buf) = _rx_ctx(interval_s=1.0, cc=False)
+    q = qps[0]
+    q.nic, q.goal, q.rtx_one = nic, goal, -1
+    keep = [buf]
+    acks = (fp.Tpl * 2)()
+    for j, syn in enumerate((roce.AETH_ACK, roce.AETH_NAK_PSN_SEQ)):
+        ft = roce.FrameTemplate(roce.roce_packet(
+            src_mac="02:00:00:00:00:02", dst_mac="02:00:00:00:00:01", src_ip="10.0.1.1",
+            dst_ip="10.0.0.1", dst_qpn=0x101, psn=0, opcode=roce.RC_ACKNOWLEDGE, syndrome=syn))
+        t, tb = fp.make_tpl(ft.raw(), ft.icrc_tables())
+        acks[j] = t
+        keep.append(tb)
+    q.ack_tpl = ctypes.cast(acks, ctypes.POINTER(fp.Tpl))
+    keep.append(acks)
+    ctx.ack_every, ctx.ooo_nak_after, ctx.rto = ACK_EVERY, NAK_AFTER, 0.5
+    return ctx, qps, (a, b, keep)
+
+
+def _acks(sock) -> list[tuple[str, int]]:
+    """(ACK|NAK, PSN index) of every frame the responder sent, in order."""
+    out = []
+    while True:
+        try:
+            f = sock.recv(4096)
+        except BlockingIOError:
+            return out
+        op, _qpn, psn, _ = roce.parse_bth(f)
+        assert op == roce.RC_ACKNOWLEDGE
+        syn = f[14 + 20 + 8 + 12]  # AETH's syndrome, right after the BTH
+        kind = "NAK" if (syn & 0x60) == 0x60 else "ACK"
+        out.append((kind, (psn - 1000) & 0xFFFFFF))
+
+
+def _feed(ctx, idxs, t0=0.0, ackreq=()):
+    for k, i in enumerate(idxs):
+        f = bytearray(_data(1000 + i))
+        if i in ackreq:
+            f[14 + 20 + 8 + 8] |= 0x80  # BTH ack request (the ICRC is not checked on receive)
+        fp.rx(ctx, bytes(f), t0 + k * 1e-3)
+
+
+def test_gbn_responder_acks_in_order_and_naks_a_gap_once():
+    ctx, qps, (a, b, _k) = _rc_ctx(nic=1)
+    try:
+        q = qps[0]
+        _feed(ctx, [0, 1, 2, 3])                 # in order: one coalesced ACK at 4 packets
+        assert q.epsn == 4 and _acks(b) == [("ACK", 3)]
+        _feed(ctx, [5, 6, 7], t0=0.01)           # 4 lost: NAK(4) once, the rest dropped
+        assert q.epsn == 4 and _acks(b) == [("NAK", 4)] and q.naks_tx == 1
+        _feed(ctx, [4, 5], t0=0.02)              # go-back-N resend from 4: in order again
+        assert q.epsn == 6 and q.nak_out == 0
+        _feed(ctx, [3], t0=0.03, ackreq=(3,))    # a duplicate with an ack request: re-ACKed
+        assert q.dup_rx == 1 and _acks(b)[-1] == ("ACK", 5)
+    finally:
+        fp.release(ctx)
+        a.close(), b.close()
+
+
+def test_gbn_requester_goes_back_to_the_naks_psn_and_acks_move_it_on():
+    ctx, qps, (a, b, _k) = _rc_ctx(nic=1)
+    try:
+        q = qps[0]
+        q.nxt = q.hi = 10                        # packets 0..9 sent
+        q.last_ack_t = 0.0
+        nak = bytes(roce.roce_packet(src_mac="02:00:00:00:00:02", dst_mac="02:00:00:00:00:01",
+                                     src_ip="10.0.1.1", dst_ip="10.0.0.1", dst_qpn=0x101,
+                                     psn=1000 + 4, opcode=roce.RC_ACKNOWLEDGE,
+                                     syndrome=roce.AETH_NAK_PSN_SEQ))
+        fp.rx(ctx, nak, 0.1)
+        fp.take_acks(ctx, 0, 0.1)
+        assert (q.nxt, q.una, q.naks_rx) == (4, 4, 1)   # resend 4, 5, ... (everything from 4)
+        ack = bytes(roce.roce_packet(src_mac="02:00:00:00:00:02", dst_mac="02:00:00:00:00:01",
+                                     src_ip="10.0.1.1", dst_ip="10.0.0.1", dst_qpn=0x101,
+                                     psn=1000 + 9, opcode=roce.RC_ACKNOWLEDGE,
+                                     syndrome=roce.AETH_ACK))
+        fp.rx(ctx, ack, 0.2)
+        fp.take_acks(ctx, 0, 0.2)
+        assert q.una == 10 and q.acks_rx == 1
+    finally:
+        fp.release(ctx)
+        a.close(), b.close()
+
+
+@pytest.mark.parametrize("nic", [1, 2])
+def test_a_lost_tail_is_resent_after_the_timeout(nic):
+    ctx, qps, (a, b, _k) = _rc_ctx(nic=nic)
+    try:
+        q = qps[0]
+        q.nxt = q.hi = 10
+        q.una, q.last_ack_t = 8, 1.0             # 8 and 9 lost: no later packet reveals them
+        fp.take_acks(ctx, 0, 1.0 + 0.4)          # within rto (0.5 s): nothing
+        assert q.timeouts == 0
+        fp.take_acks(ctx, 0, 1.0 + 0.6)
+        assert q.timeouts == 1
+        assert (q.nxt if nic == 1 else q.rtx_one) == 8   # resend from the oldest unacked
+    finally:
+        fp.release(ctx)
+        a.close(), b.close()
+
+
+def test_ooo_responder_places_past_a_gap_and_naks_only_a_lasting_hole():
+    ctx, qps, (a, b, _k) = _rc_ctx(nic=2)
+    try:
+        q = qps[0]
+        _feed(ctx, [0, 2, 3])                    # 1 late (reordered): 2 later packets, no NAK
+        assert q.epsn == 1 and q.naks_tx == 0
+        _feed(ctx, [1], t0=0.01)                 # the hole fills: 1, 2, 3 in order at once
+        assert q.epsn == 4 and q.naks_tx == 0
+        _feed(ctx, [5, 6, 7, 8], t0=0.02)        # 4 lost: NAK(4) after 3 later packets
+        assert q.naks_tx == 1 and ("NAK", 4) in _acks(b)
+        _feed(ctx, [4], t0=0.03)                 # selective repeat of 4 alone completes 4..8
+        assert q.epsn == 9
+    finally:
+        fp.release(ctx)
+        a.close(), b.close()

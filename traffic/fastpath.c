@@ -37,7 +37,10 @@
 #include <unistd.h>
 #include <linux/if_packet.h>
 
-#define DP_ABI 6
+#define DP_ABI 7
+#define OOO_WINDOW 4096
+#define BUSY_MAX_S 0.005      /* a worker that has not waited for this long ... */
+#define BUSY_REST_S 0.0001    /* ... waits this long: at most ~98 % of a core */
 #define MAX_THREADS 16
 #define MASK24 0xFFFFFFu
 #define OP_FIRST 0
@@ -85,6 +88,20 @@ typedef struct {
                                * plus how late its last packet left against its schedule */
     int32_t owner, pad1;      /* the worker thread that sends this QP */
     int64_t cnp_applied;      /* CNPs its reaction point has taken (cnp_rx: arrived) */
+    /* RC transport (IBTA 9.7; nic 0: none, every packet sent once, as before) */
+    int32_t nic;              /* 0 none, 1 go-back-N, 2 out-of-order placement + selective repeat */
+    int32_t nak_out;          /* receiver: a NAK for the current gap is outstanding */
+    dp_tpl *ack_tpl;          /* receiver -> sender: [0] ACK, [1] NAK (PSN sequence error) */
+    int64_t nxt, hi, una;     /* sender: next index to send, highest sent + 1, oldest unacked */
+    int64_t retx, retx_bytes, acks_rx, naks_rx, timeouts;
+    int64_t ack_hi;           /* acked index + 1, as ACKs arrive (any worker; owner takes it) */
+    int64_t nak_seq, nak_idx, nak_applied;   /* the latest NAK, handed to the owner */
+    int64_t rtx_one;          /* ooo: one packet to resend (-1: none) */
+    double last_ack_t;        /* sender: last progress of una (or first send) */
+    int64_t epsn, acks_tx, naks_tx, dup_rx, beyond;   /* receiver: next expected index ... */
+    int64_t ack_pending;      /* receiver: packets since its last ACK */
+    double t_done;            /* receiver: when every packet of the flow had arrived */
+    uint64_t ooo_map[64];     /* ooo: indices epsn+1 .. epsn+4096 already placed */
 } dp_qp;
 
 typedef struct {
@@ -108,6 +125,9 @@ typedef struct {
     void *priv;               /* the QPN maps (dp_prepare .. dp_release) */
     int32_t nthreads;         /* worker threads (<= 1: the calling thread alone) */
     int32_t live;             /* QPs still sending (internal) */
+    double rto;               /* RC: retransmission timeout (s) */
+    int32_t ack_every;        /* RC: the responder ACKs every this many packets (and on ack req) */
+    int32_t ooo_nak_after;    /* ooo: a hole is NAKed once this many later packets arrived */
 } dp_ctx;
 
 static inline double now_s(void)
@@ -279,6 +299,7 @@ typedef struct {              /* one worker thread: its QPs, receive sockets and
     pthread_t th;
     double cpu;
     uint64_t rng;             /* this worker's pacing jitter */
+    double busy_since;        /* when it last waited */
     int64_t loops, waits, rx_frames, rx_calls, tx_calls;
 } worker;
 
@@ -301,6 +322,75 @@ static inline void take_cnps(dp_qp *q, double now)
     }
 }
 
+/* the responder sends an ACK (syndrome 0x1F) or a NAK (0x60, PSN sequence error) for its QP */
+static void ack_send(dp_qp *q, int nak, int64_t idx)
+{
+    dp_tpl *t = &q->ack_tpl[nak ? 1 : 0];
+    uint8_t *f = dp_frame(t, (q->start_psn + (uint32_t)idx) & MASK24, 0);
+    if (send(q->cnp_fd, f, t->len, MSG_DONTWAIT) >= 0) {
+        if (nak) q->naks_tx++; else q->acks_tx++;
+    }
+}
+
+static inline int ooo_has(const dp_qp *q, int64_t idx)
+{
+    int64_t d = idx - q->epsn - 1;
+    return d >= 0 && d < OOO_WINDOW && (q->ooo_map[d >> 6] >> (d & 63)) & 1;
+}
+
+/* move the placed-window bitmap on by one index (epsn advanced by one) */
+static void ooo_shift(dp_qp *q)
+{
+    for (int k = 0; k < 63; k++) q->ooo_map[k] = (q->ooo_map[k] >> 1) | (q->ooo_map[k + 1] << 63);
+    q->ooo_map[63] >>= 1;
+}
+
+/* RC responder (IBTA 9.7.5: PSN checks): in order, the packet is accepted and acknowledged
+ * (coalesced: every ack_every packets, on an ack request, at the flow's last packet); below the
+ * expected PSN it is a duplicate; above it, go-back-N drops it and NAKs the expected PSN once
+ * per gap, while out-of-order placement keeps it and NAKs a hole only once ooo_nak_after later
+ * packets have arrived (reordering shorter than that costs nothing) */
+static void responder(dp_ctx *c, dp_qp *q, int64_t idx, int ackreq, double now)
+{
+    if (idx < q->epsn || ooo_has(q, idx)) {
+        q->dup_rx++;
+        if (ackreq) ack_send(q, 0, q->epsn - 1);
+        return;
+    }
+    if (idx > q->epsn) {
+        if (q->nic == 2 && idx - q->epsn - 1 < OOO_WINDOW) {
+            int64_t d = idx - q->epsn - 1;
+            q->ooo_map[d >> 6] |= 1ULL << (d & 63);
+            q->beyond++;
+            if (!q->nak_out && q->beyond >= c->ooo_nak_after) { ack_send(q, 1, q->epsn); q->nak_out = 1; }
+        } else if (!q->nak_out) {
+            ack_send(q, 1, q->epsn);
+            q->nak_out = 1;
+        }
+        return;
+    }
+    q->epsn++;                /* in order */
+    q->ack_pending++;
+    if (q->nic == 2) {        /* placed packets right after it are in order now too */
+        for (;;) {
+            int placed = q->ooo_map[0] & 1;
+            ooo_shift(q);
+            if (!placed) break;
+            q->epsn++;
+            q->ack_pending++;
+        }
+        q->beyond = 0;
+        for (int k = 0; k < 64; k++) q->beyond += __builtin_popcountll(q->ooo_map[k]);
+    }
+    q->nak_out = 0;
+    int last = q->goal >= 0 && q->epsn >= q->goal;
+    if (last && q->t_done == 0) q->t_done = now;
+    if (ackreq || last || q->ack_pending >= c->ack_every) {
+        ack_send(q, 0, q->epsn - 1);
+        q->ack_pending = 0;
+    }
+}
+
 static void rx_frame(dp_ctx *c, const maps *m, int self, const uint8_t *b, uint32_t n,
                      double now)
 {
@@ -314,6 +404,25 @@ static void rx_frame(dp_ctx *c, const maps *m, int self, const uint8_t *b, uint3
         dp_qp *q = &c->qps[i];
         __atomic_fetch_add(&q->cnp_rx, 1, __ATOMIC_RELEASE);
         if (q->owner == self) take_cnps(q, now);
+        return;
+    }
+    if (b[o] == 0x11) {       /* ACKNOWLEDGE (AETH after the BTH): to the sender's QP */
+        int32_t i = qmap_get(&m->bysq, dqpn);
+        if (i < 0 || o + 16 > RX_SNAP) return;
+        dp_qp *q = &c->qps[i];
+        uint32_t psn = ((uint32_t)b[o + 9] << 16) | ((uint32_t)b[o + 10] << 8) | b[o + 11];
+        int64_t idx = (int64_t)((psn - q->start_psn) & MASK24);
+        if ((b[o + 12] & 0x60) == 0x60) {   /* NAK; code 0: PSN sequence error, PSN = expected */
+            __atomic_store_n(&q->nak_idx, idx, __ATOMIC_RELAXED);
+            __atomic_fetch_add(&q->nak_seq, 1, __ATOMIC_RELEASE);
+            __atomic_fetch_add(&q->naks_rx, 1, __ATOMIC_RELAXED);
+        } else {                            /* ACK: every PSN up to this one arrived */
+            int64_t cur = __atomic_load_n(&q->ack_hi, __ATOMIC_RELAXED);
+            while (idx + 1 > cur &&
+                   !__atomic_compare_exchange_n(&q->ack_hi, &cur, idx + 1, 0, __ATOMIC_RELEASE,
+                                                __ATOMIC_RELAXED)) {}
+            __atomic_fetch_add(&q->acks_rx, 1, __ATOMIC_RELAXED);
+        }
         return;
     }
     int32_t i = qmap_get(&m->bydq, dqpn);
@@ -338,6 +447,7 @@ static void rx_frame(dp_ctx *c, const maps *m, int self, const uint8_t *b, uint3
             if (send(q->cnp_fd, q->cnp_frame, q->cnp_len, MSG_DONTWAIT) >= 0) q->cnp_sent++;
         }
     }
+    if (q->nic) responder(c, q, idx, b[o + 8] & 0x80, now);
 }
 
 static int64_t rx_drain(worker *w, int fd)
@@ -386,6 +496,33 @@ static int64_t rx_poll(worker *w, double wait_s)
 /* ---- send ------------------------------------------------------------------------------- */
 static inline double qp_rate(const dp_qp *q) { return q->cc ? q->rp.rc : q->line_bps; }
 
+/* RC requester (IBTA 9.7.4, 9.7.5.2): the ACKs and NAKs that arrived (any worker) taken by the
+ * QP's owner: an ACK moves the oldest unacknowledged PSN on; a NAK (PSN sequence error, PSN =
+ * the responder's expected one) acknowledges what precedes it and, go-back-N, resends from
+ * there, or, selective repeat, resends that packet alone; no progress for rto resends from the
+ * oldest unacknowledged packet (a lost tail has no later packet to reveal it) */
+static void take_acks(dp_ctx *c, dp_qp *q, double now)
+{
+    int64_t a = __atomic_load_n(&q->ack_hi, __ATOMIC_ACQUIRE);
+    if (a > q->una) { q->una = a; q->last_ack_t = now; }
+    int64_t seq = __atomic_load_n(&q->nak_seq, __ATOMIC_ACQUIRE);
+    if (seq != q->nak_applied) {
+        q->nak_applied = seq;
+        int64_t k = __atomic_load_n(&q->nak_idx, __ATOMIC_RELAXED);
+        if (k > q->una) q->una = k;
+        q->last_ack_t = now;
+        if (q->nic == 1) { if (q->nxt > k) q->nxt = k; }
+        else if (k < q->hi) q->rtx_one = k;
+    }
+    if (q->hi > q->una && now - q->last_ack_t > c->rto) {
+        q->timeouts++;
+        q->last_ack_t = now;
+        if (q->nic == 1) q->nxt = q->una; else q->rtx_one = q->una;
+        if (q->next_t > now) q->next_t = now;
+    }
+    if (q->goal >= 0 && q->una >= q->goal) go_inactive(c, q);
+}
+
 /* 0: go on; 1: this QP is done for now; -1: fatal (ctx->fatal_errno set) */
 static int send_due(worker *w, dp_qp *q, int qi, double now)
 {
@@ -393,18 +530,32 @@ static int send_due(worker *w, dp_qp *q, int qi, double now)
     int burst = 0;
     int ppm = q->ppm;
     while (q->next_t <= now && burst < c->catch_up) {
-        if (q->goal >= 0 && q->sent >= q->goal) {
-            go_inactive(c, q);
-            return 1;
+        int64_t i;
+        if (q->nic) {
+            if (q->goal >= 0 && q->una >= q->goal) {
+                go_inactive(c, q);
+                return 1;
+            }
+            i = q->rtx_one >= 0 ? q->rtx_one : q->nxt;
+            if (q->goal >= 0 && i >= q->goal) {   /* all sent: wait for ACKs or the timeout */
+                q->next_t = q->last_ack_t + c->rto;
+                return 1;
+            }
+        } else {
+            if (q->goal >= 0 && q->sent >= q->goal) {
+                go_inactive(c, q);
+                return 1;
+            }
+            i = q->sent;
         }
-        int64_t i = q->sent;
         int pos = (int)(i % ppm);
         int op;
         if (ppm == 1) op = OP_ONLY;
         else if (pos == 0) op = OP_FIRST;
         else if (pos == ppm - 1 || (q->goal >= 0 && i == q->goal - 1)) op = OP_LAST;
         else op = OP_MIDDLE;
-        if (q->goal >= 0 && i == q->goal - 1) q->late_s += now - q->next_t;
+        int fresh = !q->nic || i >= q->hi;   /* not a retransmission */
+        if (fresh && q->goal >= 0 && i == q->goal - 1) q->late_s += now - q->next_t;
         dp_tpl *t = &q->tpl[(i % q->ntpl) * 4 + op];
         int ack = op == OP_LAST || op == OP_ONLY;
         uint8_t *f = dp_frame(t, (q->start_psn + (uint32_t)i) & MASK24, ack);
@@ -428,6 +579,16 @@ static int send_due(worker *w, dp_qp *q, int qi, double now)
         }
         q->sent++;
         q->sent_bytes += t->len;
+        if (q->nic) {
+            if (!fresh) {
+                q->retx++;
+                q->retx_bytes += t->len;
+            } else {
+                if (q->hi == 0) q->last_ack_t = now;   /* the timer runs from the first packet */
+                q->hi = i + 1;
+            }
+            if (q->rtx_one == i) q->rtx_one = -1; else q->nxt = i + 1;
+        }
         double rate = qp_rate(q);
         q->next_t += (double)t->len * 8.0 / rate * (1.0 + c->jitter * (2.0 * urand(&w->rng) - 1.0));
         if (q->cc) dp_rp_on_sent(&q->rp, t->len);
@@ -439,7 +600,8 @@ static int send_due(worker *w, dp_qp *q, int qi, double now)
     }
     /* the host stalled this QP: count the debt (not once it sent its last packet: that
      * packet's lateness is counted already, and nothing of it is left to send) */
-    if (q->next_t < now - c->max_lag && !(q->goal >= 0 && q->sent >= q->goal)) {
+    int64_t done_to = q->nic ? q->nxt : q->sent;
+    if (q->next_t < now - c->max_lag && !(q->goal >= 0 && done_to >= q->goal)) {
         double lost = now - q->next_t;
         q->deficit_bytes += (int64_t)(lost * qp_rate(q) / 8.0);
         q->late_s += lost;
@@ -494,6 +656,12 @@ int dp_rx(dp_ctx *c, const uint8_t *frame, uint32_t n, double now)
     return 0;
 }
 
+/* The requester's side of one QP at ``now`` (for tests: what a worker does every turn). */
+void dp_take_acks(dp_ctx *c, int32_t i, double now)
+{
+    if (i >= 0 && i < c->nqp) take_acks(c, &c->qps[i], now);
+}
+
 static int all_failed(const dp_ctx *c)
 {
     for (int i = 0; i < c->nqp; i++) if (!c->qps[i].failed) return 0;
@@ -507,6 +675,7 @@ static void *work(void *arg)
     char name[16];
     snprintf(name, sizeof name, "railab-dp%d", w->id);
     prctl(PR_SET_NAME, name, 0, 0, 0);   /* the thread's name in ps, top and perf */
+    w->busy_since = now_s();
     for (;;) {
         double now = now_s();
         if (c->stop || now >= c->deadline || (c->end_t > 0 && now >= c->end_t) || c->fatal_errno)
@@ -521,12 +690,27 @@ static void *work(void *arg)
                 take_cnps(q, now);
                 dp_rp_tick(&q->rp, now);
             }
+            if (q->nic) {
+                take_acks(c, q, now);
+                if (!q->active) continue;
+            }
             if (q->next_t <= now && send_due(w, q, i, now) < 0) break;
             if (q->active && q->next_t < next) next = q->next_t;
         }
         w->loops++;
         double t = now_s();
-        rx_poll(w, next - t > 0 ? next - t : 0);
+        double wait = next - t > 0 ? next - t : 0;
+        /* a worker behind its schedule never sleeps; at real-time priority on every core it
+         * would starve the rest of the lab (FRR, the kernel's softirq thread): every
+         * BUSY_MAX_S without a wait it waits BUSY_REST_S all the same */
+        if (wait > 0) {
+            w->busy_since = t;
+        } else if (t - w->busy_since > BUSY_MAX_S) {   /* a real sleep: packets keep arriving */
+            struct timespec rest = { 0, (long)(BUSY_REST_S * 1e9) };
+            nanosleep(&rest, NULL);
+            w->busy_since = now_s();
+        }
+        rx_poll(w, wait);
     }
     double zero = 0.0, t_end = now_s();
     __atomic_compare_exchange(&c->t_end, &zero, &t_end, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
@@ -623,9 +807,12 @@ int dp_run(dp_ctx *c)
     c->live = 0;
     c->t_end = 0.0;
     if (!c->rng) c->rng = 0x9E3779B97F4A7C15ULL;
+    if (c->ack_every < 1) c->ack_every = 1;
+    if (c->ooo_nak_after < 1) c->ooo_nak_after = 1;
     for (int i = 0; i < c->nqp; i++) {
         dp_qp *q = &c->qps[i];
         q->owner = T > 1 ? (int32_t)((uint32_t)q->tx_fd % (uint32_t)T) : 0;
+        q->rtx_one = -1;
         if (q->active) c->live++;
     }
     int ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN);
@@ -672,7 +859,13 @@ int dp_run(dp_ctx *c)
         free(w[k].rb);
         if (w[k].ep > 0) close(w[k].ep);
     }
-    for (int i = 0; i < c->nqp; i++) take_cnps(&c->qps[i], c->t_end);
+    for (int i = 0; i < c->nqp; i++) {
+        take_cnps(&c->qps[i], c->t_end);
+        if (c->qps[i].nic) {
+            int64_t a = c->qps[i].ack_hi;
+            if (a > c->qps[i].una) c->qps[i].una = a;
+        }
+    }
     dp_release(c);
     return err;
 }

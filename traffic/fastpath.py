@@ -42,7 +42,7 @@ from railab.errors import RailabError
 
 SOURCE = Path(__file__).with_name("fastpath.c")
 #: The C file's interface version (``DP_ABI``): a library of another version is not used.
-ABI = 6
+ABI = 7
 
 
 class FastPathUnavailable(RailabError):
@@ -84,7 +84,13 @@ class Qp(ctypes.Structure):
                             "cnp_sent", "cnp_rx", "bp", "deficit_bytes", "max_idx", "sends",
                             "frame_bits")] + [
         (n, _I32) for n in ("active", "failed", "err", "ttl")] + [
-        ("late_s", _F64), ("owner", _I32), ("pad1", _I32), ("cnp_applied", _I64)]
+        ("late_s", _F64), ("owner", _I32), ("pad1", _I32), ("cnp_applied", _I64),
+        ("nic", _I32), ("nak_out", _I32), ("ack_tpl", ctypes.POINTER(Tpl))] + [
+        (n, _I64) for n in ("nxt", "hi", "una", "retx", "retx_bytes", "acks_rx", "naks_rx",
+                            "timeouts", "ack_hi", "nak_seq", "nak_idx", "nak_applied", "rtx_one")] + [
+        ("last_ack_t", _F64)] + [
+        (n, _I64) for n in ("epsn", "acks_tx", "naks_tx", "dup_rx", "beyond", "ack_pending")] + [
+        ("t_done", _F64), ("ooo_map", ctypes.c_uint64 * 64)]
 
 
 class Ctx(ctypes.Structure):
@@ -97,7 +103,8 @@ class Ctx(ctypes.Structure):
                 ("rng", ctypes.c_uint64), ("t_end", _F64)] + [
         (n, _I64) for n in ("loops", "waits", "rx_frames", "rx_calls", "tx_calls")] + [
         ("fatal_errno", _I32), ("fatal_qp", _I32), ("cpu_s", _F64), ("priv", ctypes.c_void_p),
-        ("nthreads", _I32), ("live", _I32)]
+        ("nthreads", _I32), ("live", _I32), ("rto", _F64), ("ack_every", _I32),
+        ("ooo_nak_after", _I32)]
 
 
 _lib: ctypes.CDLL | None = None
@@ -172,6 +179,8 @@ def load() -> ctypes.CDLL:
         P = ctypes.POINTER
         lib.dp_run.argtypes = [P(Ctx)]
         lib.dp_run.restype = ctypes.c_int
+        lib.dp_take_acks.argtypes = [P(Ctx), _I32, _F64]
+        lib.dp_take_acks.restype = None
         lib.dp_blast.argtypes = [P(Ctx)]
         lib.dp_blast.restype = ctypes.c_int
         lib.dp_rx.argtypes = [P(Ctx), ctypes.c_char_p, _U32, _F64]
@@ -294,6 +303,12 @@ def rx(ctx: Ctx, frame: bytes, now: float) -> None:
     without a lab. :func:`release` frees the QPN index it builds."""
     if load().dp_rx(ctypes.byref(ctx), bytes(frame), len(frame), now) < 0:
         raise MemoryError("fast path: no memory for the QPN index")
+
+
+def take_acks(ctx: Ctx, qp: int, now: float) -> None:
+    """The requester of QP ``qp`` takes the ACKs and NAKs :func:`rx` handed it, and its
+    retransmission timer runs to ``now`` (what a worker does every loop turn; for tests)."""
+    load().dp_take_acks(ctypes.byref(ctx), qp, now)
 
 
 def release(ctx: Ctx) -> None:

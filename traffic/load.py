@@ -63,6 +63,28 @@ _random = random.random
 CcMode = Literal["dcqcn", "none"]
 SportMode = Literal["per-qp", "fixed", "spray"]
 CC_MODES = ("dcqcn", "none")
+#: The NICs' RC transport (IBTA 9.7): ``none`` (every packet sent once, a loss is a counter:
+#: railab before 2026-12-06), ``gbn`` (go-back-N: a gap is NAKed, PSN sequence error, and the
+#: requester resends everything from the NAK's PSN) and ``ooo`` (out-of-order placement with
+#: selective repeat: the responder keeps packets past a gap and the requester resends only the
+#: missing one; NVIDIA's ROCE_ACCL selective_repeat). Both retransmit on a timeout too.
+NIC_MODES = ("none", "gbn", "ooo")
+#: The retransmission timeout's IBTA exponent: 4.096 us x 2^9 = 2.1 ms of fabric time (IBTA
+#: local ACK timeout = 4.096 us x 2^exponent; NVIDIA's adaptive retransmission goes as low as a
+#: 4 us base, "Adaptive Retransmission: Parameters Control"; NCCL's default exponent 20, 4.3 s,
+#: would end any lab run). railab's choice: above the deepest queueing delay a lab's buffer
+#: allows (a lone hot queue of mini-lossless's 64 MiB shared pool at 400 Gb/s: 1.3 ms), so a
+#: deep queue is not taken for a loss (at 131 us, exponent 5, an 8:1 incast with PFC off
+#: timed out 13 times on one QP with nothing lost and resent twice what it delivered). Scaled by
+#: the time scale like every timer.
+RTO_EXP = 9
+#: The responder ACKs (coalesced) every this many in-order packets, on an ack request (a
+#: message's LAST packet) and at a flow's last packet.
+ACK_EVERY = 32
+#: ``ooo``: a gap is NAKed only once this many later packets have been placed (reordering
+#: shallower than that, e.g. by packet spraying, costs no retransmission).
+OOO_NAK_AFTER = 64
+
 #: Who does the per-packet work: ``c`` (the compiled fast path), ``python`` (the loop in this
 #: module, ~6,000 packets/s) or ``auto`` (C when it builds here, else Python).
 ENGINES = ("auto", "c", "python")
@@ -308,6 +330,11 @@ class LoadResult:
     data packets it sent per lab second of sending (all QPs); ``engine_cpu_s``: CPU time of
     the threads that did the per-packet work, kernel forwarding in their context included (s);
     ``engine_threads``: how many (:func:`railab.traffic.fastpath.threads`; 1 for Python).
+    ``nic``: the RC transport (:data:`NIC_MODES`); with one, ``transport`` holds the run's
+    totals (``retx_packets``, ``retx_bytes``, ``naks``, ``timeouts``, ``goodput_mbps``,
+    ``fct_p50_s``, ``fct_p99_s``, ``rto_lab_s``) and each flow dict a ``transport`` object
+    (delivered, retransmitted, NAKs and ACKs each way, timeouts, duplicates, goodput) with
+    ``fct_s`` the time until every packet had arrived at the responder.
     """
 
     cc: str
@@ -336,6 +363,8 @@ class LoadResult:
     engine_pps: float = 0.0
     engine_cpu_s: float | None = None
     engine_threads: int = 1
+    nic: str = "none"
+    transport: dict | None = None
 
     @property
     def keeps_rate(self) -> bool:
@@ -398,7 +427,7 @@ class _QP:
                  "deficit_bytes", "t_start", "t_last_rx", "sport", "ppm", "s_tx", "s_rx",
                  "s_ce", "s_cnp", "series", "active", "icrc_errors", "nic_down", "ttl",
                  "max_psn_dist", "failed", "port_missing", "mtu_exceeded", "mtu_note",
-                 "down_nic", "late_s", "line_bps")
+                 "down_nic", "late_s", "line_bps", "ack_tpls", "rc")
 
 
 class LoadEngine(Engine):
@@ -426,9 +455,17 @@ class LoadEngine(Engine):
                  cc: str = "dcqcn", sport_mode: str = "per-qp", mtu: int = DEFAULT_MTU,
                  message_bytes: int = DEFAULT_MESSAGE_BYTES, sample_s: float = DEFAULT_SAMPLE_S,
                  line_mbps: float | None = None, dcqcn: DcqcnProfile | None = None,
-                 per_flow_faults: bool = False, engine: str = "auto") -> None:
+                 per_flow_faults: bool = False, engine: str = "auto", nic: str = "none",
+                 rto_exp: int = RTO_EXP) -> None:
         super().__init__(spec, netns_of)
         self.per_flow_faults = per_flow_faults
+        if nic not in NIC_MODES:
+            raise RailabError(f"NIC transport must be one of {', '.join(NIC_MODES)} (got {nic!r})")
+        if not 0 <= rto_exp <= 31:
+            raise RailabError(f"the retransmission timeout's exponent must be 0-31 (got {rto_exp})")
+        #: the RC transport (:data:`NIC_MODES`) and its timeout, lab s (IBTA 4.096 us x 2^exp)
+        self.nic = nic
+        self.rto_s = self.qos.capacity.lab_seconds(4.096 * 2 ** rto_exp)
         if engine not in ENGINES:
             raise RailabError(f"load engine must be one of {', '.join(ENGINES)} (got {engine!r})")
         #: ``"c"``: the compiled fast path (:mod:`railab.traffic.fastpath`) sends and receives;
@@ -532,6 +569,14 @@ class LoadEngine(Engine):
             dst_mac=self._gw_mac[(flow.dst[0], flow.dst_nic)], src_ip=str(dst.address.ip),
             dst_ip=str(src.address.ip), dst_qpn=q.sqpn, psn=0, opcode=roce.CNP, qos=self.qos,
             ecn=roce.ECN_NOT_ECT, ttl=self.ttl, sport=q.sport))
+        q.ack_tpls = None
+        if self.nic != "none":  # the responder's ACK and NAK (PSN sequence error), to the sender's QP
+            q.ack_tpls = [roce.FrameTemplate(roce.roce_packet(
+                src_mac=self._src_mac[(flow.dst[0], flow.dst_nic)],
+                dst_mac=self._gw_mac[(flow.dst[0], flow.dst_nic)], src_ip=str(dst.address.ip),
+                dst_ip=str(src.address.ip), dst_qpn=q.sqpn, psn=0, opcode=roce.RC_ACKNOWLEDGE,
+                syndrome=syn, qos=self.qos, ttl=self.ttl, sport=q.sport))
+                for syn in (roce.AETH_ACK, roce.AETH_NAK_PSN_SEQ)]
         q.goal = None if lf.bytes is None else max(1, -(-lf.bytes // self.mtu))
         q.rp = None
         self._qps.append(q)
@@ -687,6 +732,9 @@ class LoadEngine(Engine):
             engine = os.environ["RAILAB_LOAD_ENGINE"]  # a benchmark's side-by-side choice
         if engine == "c" or (engine == "auto" and fastpath.available()):
             return self._run_fast(seconds, stop=stop, deadline=deadline, on_started=on_started)
+        if self.nic != "none":
+            raise RailabError(f"the NIC transport ({self.nic}) runs on the load engine's compiled "
+                              "fast path only: install gcc (scripts/bootstrap.sh), or run without --nic")
         self.poll(0)
         self._drain_sinks()
         cpu0 = time.thread_time()
@@ -869,6 +917,16 @@ class LoadEngine(Engine):
             c.active = 1
             q.active = True
             c.cc = int(self.cc == "dcqcn")
+            c.rtx_one = -1
+            if q.ack_tpls is not None:
+                c.nic = NIC_MODES.index(self.nic)
+                acks = (fp.Tpl * 2)()
+                for j, ft in enumerate(q.ack_tpls):
+                    t, buf = fp.make_tpl(ft.raw(), ft.icrc_tables())
+                    acks[j] = t
+                    keep.append(buf)
+                keep.append(acks)
+                c.ack_tpl = ctypes.cast(acks, ctypes.POINTER(fp.Tpl))
         # the clock starts once every frame is built (960 QPs take ~0.1 s of ctypes work):
         # a start taken before it would make every QP late from its first packet
         t0 = time.monotonic() + 0.005
@@ -891,6 +949,7 @@ class LoadEngine(Engine):
         ctx.drain_idle, ctx.drain_max = DRAIN_S, DRAIN_MAX_S
         ctx.rng = random.getrandbits(64) | 1
         ctx.nthreads = fp.threads()
+        ctx.rto, ctx.ack_every, ctx.ooo_nak_after = self.rto_s, ACK_EVERY, OOO_NAK_AFTER
         keep.append(rx_arr)
         return ctx, cq, keep, t0
 
@@ -958,6 +1017,14 @@ class LoadEngine(Engine):
                  "late_s": round(q.late_s, 6), "rate_cap_mbps": round(q.line_bps / 1e6, 3),
                  "rate_mbps_last_half": half, "rx_mbps_last_half": rx_half,
                  "series": q.series}
+            if q.rc is not None:  # the RC transport: what arrived in order, what it cost
+                rc = dict(q.rc)
+                t_done = rc.pop("t_done")
+                finished = q.goal is not None and t_done > 0
+                d["fct_s"] = round(t_done - q.t_start, 4) if finished else None
+                span = (t_done - q.t_start) if finished else dur
+                rc["goodput_mbps"] = round(rc["delivered_packets"] * self.mtu * 8 / max(span, 1e-9) / 1e6, 3)
+                d["transport"] = rc
             if q.rp is not None:
                 d["dcqcn"] = {"rate_mbps": round(q.rp.rc / 1e6, 3), "target_mbps":
                               round(q.rp.rt / 1e6, 3), "alpha": round(q.rp.alpha, 4),
@@ -974,6 +1041,18 @@ class LoadEngine(Engine):
             done += q.sent_bytes
         res.engine_shortfall = round(1 - done / meant, 4) if meant else 0.0
         res.offered_mbps = round(done * 8 / dur / 1e6, 3)
+        res.nic = self.nic
+        if self.nic != "none":
+            rcs = [f["transport"] for f in res.flows if f.get("transport")]
+            fcts = sorted(f["fct_s"] for f in res.flows if f.get("fct_s") is not None)
+            res.transport = {
+                "nic": self.nic, "rto_lab_s": round(self.rto_s, 6),
+                "retx_packets": sum(r["retx_packets"] for r in rcs),
+                "retx_bytes": sum(r["retx_bytes"] for r in rcs),
+                "naks": sum(r["naks_received"] for r in rcs),
+                "timeouts": sum(r["timeouts"] for r in rcs),
+                "goodput_mbps": round(sum(r["goodput_mbps"] for r in rcs), 3),
+                "fct_p50_s": _pct(fcts, 0.5), "fct_p99_s": _pct(fcts, 0.99)}
         res.engine = self._ran_with
         res.engine_cpu_s = None if self._cpu_s is None else round(self._cpu_s, 4)
         res.engine_threads = self._threads
@@ -989,12 +1068,20 @@ def _reset(q: _QP) -> None:
     q.max_psn_dist = 0  # receiver's reorder depth (issue 30)
     q.bp = q.deficit_bytes = q.icrc_errors = 0
     q.late_s = 0.0
+    q.rc = None
     q.max_idx = -1
     q.t_start = q.t_last_rx = 0.0
     q.s_tx = q.s_rx = q.s_ce = q.s_cnp = 0
     q.series = {"t": [], "tx_mbps": [], "rx_mbps": [], "cc_mbps": [], "ce": [], "cnp": []}
     q.active = q.nic_down = q.failed = False
     q.ttl = q.port_missing = q.mtu_exceeded = q.mtu_note = q.down_nic = None
+
+
+def _pct(values: list[float], q: float) -> float | None:
+    """The ``q`` quantile (nearest rank) of sorted ``values``, None when empty."""
+    if not values:
+        return None
+    return values[min(len(values) - 1, max(0, int(round(q * len(values) + 0.5)) - 1))]
 
 
 def _counter_view(cq) -> dict:
@@ -1026,6 +1113,11 @@ def _from_c(q: _QP, c) -> None:
     q.ttl = c.ttl if c.rx else None
     q.active = bool(c.active)
     q.rp = fastpath.FastRP.of(c.rp) if c.cc else None
+    q.rc = None if not c.nic else {
+        "nic": NIC_MODES[c.nic], "delivered_packets": c.epsn, "retx_packets": c.retx,
+        "retx_bytes": c.retx_bytes, "naks_sent": c.naks_tx, "naks_received": c.naks_rx,
+        "acks_sent": c.acks_tx, "acks_received": c.acks_rx, "timeouts": c.timeouts,
+        "duplicates": c.dup_rx, "acked_packets": c.una, "t_done": c.t_done}
 
 
 def _with_sport(raw: bytes, sport: int) -> bytes:
@@ -1108,7 +1200,7 @@ def run_load(spec: LabSpec, netns_of: Callable[[str], str], flows: Iterable[Load
              port_sampler: PortSampler | None = None, stop: Callable[[], bool] | None = None,
              max_s: float = 300.0, min_port_share: float = 0.01,
              dcqcn: DcqcnProfile | None = None, per_flow_faults: bool = False,
-             engine: str = "auto") -> LoadResult:
+             engine: str = "auto", nic: str = "none") -> LoadResult:
     """Run ``flows`` on the lab's load engine in a child process and measure.
 
     ``cc``: ``dcqcn`` | ``none``; ``seconds``: run length in lab seconds (None: until every
@@ -1123,7 +1215,8 @@ def run_load(spec: LabSpec, netns_of: Callable[[str], str], flows: Iterable[Load
     instead of the lab's ``qos.dcqcn`` (recorded in ``LoadResult.dcqcn``); ``per_flow_faults``
     fails a QP that cannot be sent (a pulled cable, a sender MTU below the packets) instead of
     the run (:class:`LoadEngine`: the flow dict's ``port_missing`` / ``mtu_exceeded``);
-    ``engine``: ``auto`` | ``c`` | ``python`` (:data:`ENGINES`: who does the per-packet work). Raises
+    ``engine``: ``auto`` | ``c`` | ``python`` (:data:`ENGINES`: who does the per-packet work);
+    ``nic``: the NICs' RC transport (:data:`NIC_MODES`; not ``none`` needs the fast path). Raises
     RailabError when the engine cannot open its sockets or fails (its message).
 
     Example (what ``railab collective`` builds on)::
@@ -1139,7 +1232,7 @@ def run_load(spec: LabSpec, netns_of: Callable[[str], str], flows: Iterable[Load
         raise RailabError(f"run length must be > 0 and <= {max_s:g} s (got {seconds:g})")
     kw = dict(cc=cc, sport_mode=sport_mode, mtu=mtu, message_bytes=message_bytes,
               sample_s=sample_s, line_mbps=line_mbps, dcqcn=dcqcn, per_flow_faults=per_flow_faults,
-              engine=engine)
+              engine=engine, nic=nic)
     LoadEngine(spec, netns_of, **kw)  # validate the options here, before forking
     ns = {n.name: netns_of(n.name) for n in spec.nodes}
     reader = PortReader(spec, netns_of)
@@ -1151,9 +1244,11 @@ def run_load(spec: LabSpec, netns_of: Callable[[str], str], flows: Iterable[Load
                              stop_ev, child))
     series: dict[str, dict] = {}
     cap_series: dict[str, dict] = {}
+    restore = None
     try:
         proc.start()
         child.close()
+        restore = _sampler_priority()
         msg = _recv(parent, 60.0)
         if msg[0] != "started":
             raise RailabError(f"load engine did not start: {msg[1]}")
@@ -1203,6 +1298,8 @@ def run_load(spec: LabSpec, netns_of: Callable[[str], str], flows: Iterable[Load
                                        - first_cap.get(p, {}).get("pause_events", 0)
                                        for p, r in last.items()))
     finally:
+        if restore is not None:
+            restore()
         stop_ev.set()
         proc.join(5.0)
         if proc.is_alive():
@@ -1230,6 +1327,29 @@ def run_load(spec: LabSpec, netns_of: Callable[[str], str], flows: Iterable[Load
                     row[k] = v
             res.ports[port] = row
     return res
+
+
+#: Real-time priority of the thread that samples the ports during a load run: above the
+#: engine's workers (:data:`LOAD_RT_PRIORITY`), which may take both cores while host-bound, so
+#: the series are sampled on time; below the switch agent's.
+SAMPLER_RT_PRIORITY = LOAD_RT_PRIORITY + 1
+
+
+def _sampler_priority() -> Callable[[], None] | None:
+    """Raise the calling thread to ``SCHED_RR`` :data:`SAMPLER_RT_PRIORITY` for the run; returns
+    the function that puts its scheduling back (None where the kernel refuses, e.g. not root)."""
+    try:
+        policy, param = os.sched_getscheduler(0), os.sched_getparam(0)
+        os.sched_setscheduler(0, os.SCHED_RR, os.sched_param(SAMPLER_RT_PRIORITY))
+    except (OSError, AttributeError):
+        return None
+
+    def restore() -> None:
+        try:
+            os.sched_setscheduler(0, policy, param)
+        except OSError:
+            pass
+    return restore
 
 
 def _until(s: dict, horizon: float) -> dict:

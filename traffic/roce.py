@@ -72,6 +72,10 @@ RC_RDMA_WRITE_LAST = 0x08
 RC_RDMA_WRITE_ONLY = 0x0A
 RC_RDMA_READ_REQUEST = 0x0C
 RC_ACKNOWLEDGE = 0x11
+#: AETH syndromes (IBTA 9.7.5.2.5, table 42): ACK with the credit count invalid (0x1F), and
+#: NAK code 0, PSN sequence error (0x60: bits 6-5 = 11 NAK)
+AETH_ACK = 0x1F
+AETH_NAK_PSN_SEQ = 0x60
 RC_ATOMIC_ACKNOWLEDGE = 0x12
 RC_COMPARE_SWAP = 0x13
 RC_FETCH_ADD = 0x14

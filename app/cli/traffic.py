@@ -444,7 +444,7 @@ def _capacity_sampler(ref, spec):
 
 
 def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, seconds, sport,
-                 mtu, as_json, dcqcn=None, seed=None) -> None:
+                 mtu, as_json, dcqcn=None, seed=None, nic=None) -> None:
     """``railab traffic`` on the load engine (:func:`railab.traffic.load.run_load`): see the
     command's help; prints a per-flow table or the JSON object with ``congestion``.
 
@@ -459,6 +459,7 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
     from railab.traffic.engine import sigint_event
     from railab.traffic.load import (
         CC_MODES,
+        NIC_MODES,
         SPORT_MODES,
         LoadFlow,
         fair_share,
@@ -479,8 +480,11 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
 
     cc = cc or "dcqcn"
     sport = sport or "per-qp"
+    nic = nic or "none"
     if cc not in CC_MODES:
         _usage(f"--cc must be one of {', '.join(CC_MODES)} (got {cc!r})")
+    if nic not in NIC_MODES:
+        _usage(f"--nic must be one of {', '.join(NIC_MODES)} (got {nic!r})")
     if pfc is not None and pfc not in ("on", "off"):
         _usage(f"--pfc must be on or off (got {pfc!r})")
     if sport not in SPORT_MODES:
@@ -535,7 +539,7 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
                                seconds=secs, sport_mode=sport, port_sampler=sampler,
                                stop=stop.is_set, **({"mtu": mtu} if mtu else {}),
                                dcqcn=DCQCN_PROFILES[dcqcn] if dcqcn else None,
-                               per_flow_faults=True)
+                               per_flow_faults=True, nic=nic)
                 if stop.is_set():
                     raise KeyboardInterrupt
         finally:
@@ -686,6 +690,16 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
                   f"{res.engine_shortfall:.1%}"
                   + (f" (engine at {res.engine_priority})" if res.engine_priority else ""),
                   highlight=False)
+        if res.transport is not None:
+            tr = res.transport
+            con.print(f"RC transport ({tr['nic']}: "
+                      + ("go-back-N" if tr["nic"] == "gbn" else "out-of-order placement, selective "
+                         "repeat")
+                      + f", timeout {tr['rto_lab_s']:g} lab s): goodput {tr['goodput_mbps']:g} Mb/s, "
+                      f"{tr['retx_packets']} packets retransmitted ({tr['retx_bytes']:,} B), "
+                      f"{tr['naks']} NAKs, {tr['timeouts']} timeouts"
+                      + (f"; FCT p50 {tr['fct_p50_s']:g} s, p99 {tr['fct_p99_s']:g} s (lab)"
+                         if tr["fct_p50_s"] is not None else ""), highlight=False, soft_wrap=True)
         if cc == "dcqcn" and res.flows and capacity:
             con.print(f"fair share {fshare['share_mbps']:g} Mb/s (port / {len(fl)}): every "
                       f"sender {fshare['min']:.2f}-{fshare['max']:.2f} of it over the last half: "
@@ -866,6 +880,10 @@ def register(app: typer.Typer) -> None:
         seed: int | None = typer.Option(
             None, "--seed", help="load run: fib_multipath_hash_seed on every switch for the "
             "run (which uplink each flow hashes to); default: the lab's, random per boot"),
+        nic: str | None = typer.Option(
+            None, "--nic", help="load run: the NICs' RC transport: none (every packet sent "
+            "once; default) | gbn (go-back-N on a NAK or timeout) | ooo (out-of-order placement, "
+            "selective repeat)"),
     ) -> None:
         """Send a RoCEv2 traffic pattern and check hops, loss and paths.
 
@@ -881,11 +899,11 @@ def register(app: typer.Typer) -> None:
         keep its rate or a flow on an unexpected path exit 1.
         """
         if pattern == "incast" or any(v is not None for v in (senders, cc, pfc, seconds, sport,
-                                                              dcqcn, seed)):
+                                                              dcqcn, seed, nic)):
             load_command(lab, pattern=pattern, src=src, dst=dst, pxn=pxn, flows=flows,
                          senders=senders, cc=cc, pfc=pfc, seconds=seconds, sport=sport,
                          mtu=mtu if mtu != 1024 else None, as_json=as_json, dcqcn=dcqcn,
-                         seed=seed)
+                         seed=seed, nic=nic)
             return
         from railab.testbed.labref import resolve
         from railab.traffic.engine import Engine, sigint_event, spread, spread_warnings
