@@ -125,12 +125,15 @@ def test_sigterm_to_the_process_group(tmp_path):
 
 
 def _wait_for(lab: str, proc: subprocess.Popen, moment: str, timeout: float = 60) -> None:
-    """Wait until ``up`` of ``lab`` reaches ``moment``: ``namespaces`` (the first namespace is
-    there), ``zebra`` (a zebra runs), ``converging`` (the convergence wait started)."""
+    """Wait until ``up`` of ``lab`` reaches ``moment``: ``record`` (its first state record),
+    ``namespaces`` (the first namespace is there), ``zebra`` (a zebra runs), ``converging`` (the
+    convergence wait started)."""
     end = time.monotonic() + timeout
     run = str(st.lab_dir(lab)) + "/"
     while time.monotonic() < end:
         assert proc.poll() is None, (moment, proc.communicate())
+        if moment == "record" and st.state_path(lab).exists():
+            return
         if moment == "namespaces" and any(ns.startswith(f"clab-{lab}-") for ns in our_namespaces()):
             return
         if moment == "zebra" and any(p.isdigit() and run in _cmdline(int(p)) and "zebra" in _cmdline(int(p))
@@ -142,17 +145,17 @@ def _wait_for(lab: str, proc: subprocess.Popen, moment: str, timeout: float = 60
     raise AssertionError(f"up never reached {moment}")
 
 
-@pytest.mark.parametrize("moment", ["namespaces", "zebra", "converging"])
+@pytest.mark.parametrize("moment", ["record", "namespaces", "zebra", "converging"])
 def test_down_from_another_shell_while_up_runs(tmp_path, moment):
-    """``railab down LAB`` from another shell while ``up LAB`` builds it, starts its daemons or
-    waits for convergence: ``up`` says the lab was taken down by another command (exit 1), not
+    """``railab down LAB`` from another shell while ``up LAB`` has just recorded it, builds it,
+    starts its daemons or waits for convergence: ``up`` says the lab was taken down by another command (exit 1), not
     which of its steps failed next, and nothing is left."""
     lab = f"cd{moment[:2]}{PID}"
     labdir = _gen("mini", lab, tmp_path)
     proc = _up(labdir)
     _wait_for(lab, proc, moment)
-    if moment == "converging":  # at once: a new railab process would take ~0.3 s to start,
-        NetnsRuntime().down(lab)  # by when mini may have converged (the same code as below)
+    if moment in ("record", "converging"):  # at once: a new railab process takes ~0.3 s to
+        NetnsRuntime().down(lab)  # start, by when up is past that moment (the same code as below)
     else:
         down = subprocess.run([*CLI, "down", lab], capture_output=True, text=True, cwd=ROOT, timeout=120)
         assert down.returncode == 0, down.stderr

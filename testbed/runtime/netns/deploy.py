@@ -56,8 +56,10 @@ class NetnsDeployer(NetnsRuntime, Deployer):
         lab, timings, b = clab.name, record.timings, build.Build(clab, spec, record, plan)
         try:
             with signals_raise():
+                saved = False
                 try:
                     st.save(record)
+                    saved = True  # from here a missing record means another command's down
                     st.ledger_add(list(record.namespaces.values()) + (plan.namespaces if plan is not None else []), lab)
                     with timed(timings, "build_s"):
                         try:
@@ -68,10 +70,13 @@ class NetnsDeployer(NetnsRuntime, Deployer):
                             b.close()
                         with timed(timings, "frr_s"):
                             self._start_frr(b.frr_clab(), record)
+                    if st.taken_down(record):  # by another command meanwhile: not up after all
+                        raise LabGoneError(lab, "up", ": up stopped and removed what was left")
                     record.phase = "started"
                     return st.save(record)
                 except BaseException as exc:
-                    gone = "namespaces_s" in timings and st.taken_down(record)  # by another command
+                    gone = isinstance(exc, LabGoneError) or (saved and st.gone(lab)) or (  # another's down
+                        "namespaces_s" in timings and st.taken_down(record))
                     with signals_ignored():
                         self._kill_children()
                         if gone and st.load(lab) is None:  # what up made after that down: all of it
@@ -80,7 +85,7 @@ class NetnsDeployer(NetnsRuntime, Deployer):
                     intr = interruption(exc)  # a helper killed by the same Ctrl-C: the Ctrl-C
                     if intr is not None and intr is not exc:
                         raise intr from None
-                    if gone and not isinstance(exc, KeyboardInterrupt):
+                    if gone and not isinstance(exc, (KeyboardInterrupt, LabGoneError)):
                         raise LabGoneError(lab, "up", ": up stopped and removed what was left") from None
                     raise
         except RailabError:
