@@ -8,8 +8,11 @@
   spawned, so a signal cannot land between fork and the Popen object existing; they are
   delivered when the block ends. A child inherits the mask: unblock it before exec
   (:data:`HELD_SIGNALS`).
-* :func:`sigint_event`: SIGINT only sets an Event that long-running work (the traffic engine,
-  the checks) polls at safe points, so a Ctrl-C never lands inside pyroute2's asyncio loop.
+* :func:`sigint_event`: SIGINT (and SIGTERM, SIGHUP) only set an Event that long-running work
+  (the traffic engine, the checks) polls at safe points, so a Ctrl-C never lands inside
+  pyroute2's asyncio loop.
+* :func:`install_handlers` (the console script, first thing) and :func:`settle` (a command that
+  is done and has said so: signals ignored until the process exits).
 * :func:`received`: the first of the three signals this process got (every handler here records
   it; a signal still pending counts too). A helper process (``ip -batch``, ``nft``, an FRR
   daemon) in the same process group gets the terminal's Ctrl-C at the same time as railab and
