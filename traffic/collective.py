@@ -260,6 +260,11 @@ class CollectiveResult:
     engine_pps: float | None = None
     engine_cpu_s: float | None = None
     cc: str | None = None
+    #: CE-marked packets the receivers saw (load engine only), the NICs' RC transport and, with
+    #: one, its totals (:attr:`railab.traffic.load.LoadResult.transport`)
+    ce_marked: int | None = None
+    nic: str = "none"
+    transport: dict | None = None
 
     @property
     def unreachable_by_design(self) -> bool:
@@ -307,7 +312,8 @@ class CollectiveResult:
                                if self.busbw_gbps and self.bound and self.bound.get("busbw_gbps")
                                else None),
             "engine": self.engine, "engine_pps": self.engine_pps,
-            "engine_cpu_s": self.engine_cpu_s, "cc": self.cc,
+            "engine_cpu_s": self.engine_cpu_s, "cc": self.cc, "ce_marked": self.ce_marked,
+            "nic": self.nic, "transport": self.transport,
             "out_of_order": self.out_of_order, "max_psn_distance": self.max_psn_distance,
             "schedule": s.to_dict(),
             "uplink_load": self.uplink_load.to_dict() if self.uplink_load else None,
@@ -330,7 +336,8 @@ def run_collective(spec: LabSpec, netns_of: Callable[[str], str], sched: Schedul
                    sport_mode: str = "per-qp", policy: str | None = None,
                    seed: int | None = DEFAULT_HASH_SEED, background_s: float = 0.5,
                    stop: threading.Event | None = None, pfc: bool | None = None,
-                   cc: str = "dcqcn", engine: str = "auto") -> CollectiveResult:
+                   cc: str = "dcqcn", engine: str = "auto", nic: str = "none"
+                   ) -> CollectiveResult:
     """Run every network flow of ``sched`` at once on the running lab and time it.
 
     On a lab with shaped ports (``qos.capacity.enabled``) the flows run on the load engine
@@ -346,12 +353,17 @@ def run_collective(spec: LabSpec, netns_of: Callable[[str], str], sched: Schedul
     hash for the run (:func:`railab.traffic.ecmp.hashing`, restored after). The uplink load is
     measured net of a ``background_s`` quiet interval. ``pfc``: whether the run's switch agent
     pauses (``railab collective --pfc``; None: the intent's ``lab.capacity.pfc``); on an
-    unshaped lab it sets how long stragglers are waited for."""
+    unshaped lab it sets how long stragglers are waited for. ``nic``: the NICs' RC transport
+    (:data:`railab.traffic.load.NIC_MODES`; a shaped lab only): the flows then complete when the
+    responder has every packet, and ``transport`` counts what recovery cost."""
     cap = spec.qos.capacity
     if cap.enabled:
         return _run_on_load_engine(spec, netns_of, sched, sport_mode=sport_mode, policy=policy,
                                    seed=seed, background_s=background_s, stop=stop, cc=cc,
-                                   engine=engine)
+                                   engine=engine, nic=nic)
+    if nic != "none":
+        raise UsageError(f"--nic {nic}: the NIC transport runs on the load engine, which runs "
+                         f"collectives on labs with lab.capacity; lab {spec.name} has none")
     flows = list(sched.flows)
     drain = straggler_wait_s(cap, cap.pfc if pfc is None else pfc)
     with hashing(spec, netns_of, policy=policy, seed=seed):
@@ -449,7 +461,7 @@ def bound(sched: Schedule, port_rate_mbps: float, mtu: int = COLLECTIVE_MTU) -> 
 def _run_on_load_engine(spec: LabSpec, netns_of: Callable[[str], str], sched: Schedule, *,
                         sport_mode: str, policy: str | None, seed: int | None,
                         background_s: float, stop: threading.Event | None, cc: str,
-                        engine: str) -> CollectiveResult:
+                        engine: str, nic: str = "none") -> CollectiveResult:
     """:func:`run_collective` on a shaped lab: every network flow one load-engine QP."""
     cap = spec.qos.capacity
     fan: dict[tuple[str, int], int] = {}
@@ -465,7 +477,7 @@ def _run_on_load_engine(spec: LabSpec, netns_of: Callable[[str], str], sched: Sc
             before, t0 = ps.port_stats(), time.monotonic()
             res = run_load(spec, netns_of, flows, cc=cc, sport_mode=sport_mode,
                            mtu=COLLECTIVE_MTU, stop=stop.is_set if stop is not None else None,
-                           engine=engine)
+                           engine=engine, nic=nic)
             after, t1 = ps.port_stats(), time.monotonic()
         finally:
             ps.close()
@@ -507,6 +519,8 @@ def _run_on_load_engine(spec: LabSpec, netns_of: Callable[[str], str], sched: Sc
     out.bound = bound(sched, cap.port_rate_mbps)
     out.engine, out.engine_pps, out.cc = res.engine, res.engine_pps, cc
     out.engine_cpu_s = res.engine_cpu_s
+    out.ce_marked = sum(d["ce_marked"] for _, d in reach)
+    out.nic, out.transport = nic, res.transport
     return out
 
 

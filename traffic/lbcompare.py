@@ -95,7 +95,10 @@ class ModeResult:
     ``fct_p50_s``/``fct_p99_s`` (lab s) and ``straggler`` (slowest flow's completion over the
     median); collectives add ``time_s``, ``busbw_gbps`` (lab Gb/s), ``fabric_busbw_gbps``,
     ``fabric_time_us`` and ``engine_kept_rate`` (False: the host's CPU, not the fabric, set the
-    collective's time: railab.traffic.collective.CollectiveResult.keeps_rate)."""
+    collective's time: railab.traffic.collective.CollectiveResult.keeps_rate). With a NIC
+    transport (``--nic gbn|ooo``), ``transport`` (the run's totals) gives ``goodput_mbps``,
+    ``retx_packets``, ``retx_bytes``, ``naks`` and ``timeouts`` (None without one), and the FCTs
+    run to the responder's last packet."""
 
     mode: str
     uplink_bytes: dict[str, int]
@@ -113,6 +116,7 @@ class ModeResult:
     fabric_busbw_gbps: float | None = None
     fabric_time_us: float | None = None
     engine_kept_rate: bool | None = None
+    transport: dict | None = None
 
     def to_json(self) -> dict:
         vals = list(self.uplink_bytes.values())
@@ -125,7 +129,12 @@ class ModeResult:
                 "fct_p50_s": self.fct_p50_s, "fct_p99_s": self.fct_p99_s,
                 "straggler": self.straggler, "time_s": self.time_s,
                 "busbw_gbps": self.busbw_gbps, "fabric_busbw_gbps": self.fabric_busbw_gbps,
-                "fabric_time_us": self.fabric_time_us, "engine_kept_rate": self.engine_kept_rate}
+                "fabric_time_us": self.fabric_time_us, "engine_kept_rate": self.engine_kept_rate,
+                "goodput_mbps": (self.transport or {}).get("goodput_mbps"),
+                "retx_packets": (self.transport or {}).get("retx_packets"),
+                "retx_bytes": (self.transport or {}).get("retx_bytes"),
+                "naks": (self.transport or {}).get("naks"),
+                "timeouts": (self.transport or {}).get("timeouts")}
 
 
 def _pct(vals: list[float], q: float) -> float | None:
@@ -168,11 +177,11 @@ def lb_run_dir(spec: LabSpec) -> Path:
 
 
 def _elephants_row(spec, netns_of, mode, flows, ns, ports, flow_bytes, cc, sampler, gap_s,
-                   sport_mode, stop=None):
+                   sport_mode, stop=None, nic="none"):
     before = lb.tx_bytes(ns, ports)
     r = run_load(spec, netns_of, [LoadFlow(f, bytes=flow_bytes, gap_s=gap_s) for f in flows],
                  cc=cc, sport_mode=sport_mode, message_bytes=ELEPHANT_MESSAGE_BYTES,
-                 port_sampler=sampler, stop=stop.is_set if stop is not None else None)
+                 port_sampler=sampler, stop=stop.is_set if stop is not None else None, nic=nic)
     after = lb.tx_bytes(ns, ports)
     per = {p: after[p] - before[p] for p in ports}
     rx = sum(f["rx_packets"] for f in r.flows)
@@ -185,11 +194,11 @@ def _elephants_row(spec, netns_of, mode, flows, ns, ports, flow_bytes, cc, sampl
         r.dropped if r.dropped is not None else r.lost, r.pause_events,
         sum(f["ce_marked"] for f in r.flows) if spec.qos.capacity.enabled else None,
         p50, _pct(fcts, 0.99),
-        round(max(fcts) / p50, 3) if fcts and p50 else None)
+        round(max(fcts) / p50, 3) if fcts and p50 else None, transport=r.transport)
 
 
-def _collective_row(spec, netns_of, mode, sched, stop):
-    c = coll.run_collective(spec, netns_of, sched, stop=stop)
+def _collective_row(spec, netns_of, mode, sched, stop, nic="none"):
+    c = coll.run_collective(spec, netns_of, sched, stop=stop, nic=nic)
     w = c.uplink_load.worst if c.uplink_load else None
     per = dict(w.bytes) if w else {}
     fcts = c.flow_times_s
@@ -198,11 +207,11 @@ def _collective_row(spec, netns_of, mode, sched, stop):
     return ModeResult(
         mode, per, _imbalance(per),
         round(100.0 * c.out_of_order / c.received, 3) if c.received else 0.0,
-        c.max_psn_distance, c.lost, None, None, p50, _pct(fcts, 0.99),
+        c.max_psn_distance, c.lost, None, c.ce_marked, p50, _pct(fcts, 0.99),
         round(max(fcts) / p50, 3) if fcts and p50 else None,
         None if c.time_s is None else round(c.time_s, 6),
         None if c.busbw_gbps is None else round(c.busbw_gbps, 6),
-        fab.get("busbw_gbps"), fab.get("time_us"), c.keeps_rate)
+        fab.get("busbw_gbps"), fab.get("time_us"), c.keeps_rate, transport=c.transport)
 
 
 def _unusable_leaves(spec: LabSpec, netns_of: Callable[[str], str]) -> set[str]:
@@ -282,7 +291,7 @@ def compare(spec: LabSpec, netns_of: Callable[[str], str], *, workload: str = "e
             modes: tuple[str, ...] | None = None, flow_bytes: int | None = None,
             cc: str = "dcqcn", stop: threading.Event | None = None,
             on_mode: Callable[[str], None] | None = None, spines: bool = False,
-            restore: tuple[str, bool] = ("ecmp", False)) -> dict:
+            restore: tuple[str, bool] = ("ecmp", False), nic: str = "none") -> dict:
     """Run ``workload`` once per mode (same flows, same bytes) and return
     ``{"workload", "leaf", "flows", "flow_bytes", "cc", "time_scale", "gap_s", "spines",
     "modes": [ModeResult.to_json() or {"mode", "error"}]}``. ``modes``: :func:`check_modes`;
@@ -290,7 +299,9 @@ def compare(spec: LabSpec, netns_of: Callable[[str], str], *, workload: str = "e
     UsageError for an unknown workload, a bad mode list or byte count (checked before anything
     runs). A mode that cannot be applied on the lab as it is (a RailabError, e.g. a fault) gets
     a row with its ``error`` and the others still run. The lab is left on ``restore`` (mode,
-    spines), the mode it had. ``on_mode(mode)`` is called as each mode starts (progress)."""
+    spines), the mode it had. ``on_mode(mode)`` is called as each mode starts (progress).
+    ``nic``: the NICs' RC transport for every run (:data:`railab.traffic.load.NIC_MODES`; on a
+    lab with lab.capacity for the collectives)."""
     if workload not in WORKLOADS:
         raise UsageError(f"unknown workload {workload!r}: use one of {', '.join(WORKLOADS)}")
     modes = check_modes(spec, modes)
@@ -317,11 +328,11 @@ def compare(spec: LabSpec, netns_of: Callable[[str], str], *, workload: str = "e
     rows: list[dict] = []
     with lb.lab_lock(run_dir, f"railab lb compare --workload {workload}"):
         left = _run_modes(spec, netns_of, workload, modes, nbytes, cc, stop, on_mode, spines,
-                          restore, run_dir, gap_s, flows, sched, rows, ports, ns)
+                          restore, run_dir, gap_s, flows, sched, rows, ports, ns, nic)
     cap = spec.qos.capacity
     return {"workload": workload, "leaf": leaf,
             "flows": len(flows) if sched is None else len(sched.flows),
-            "flow_bytes": nbytes, "cc": cc if sched is None else None,
+            "flow_bytes": nbytes, "cc": cc if sched is None else None, "nic": nic,
             "gap_s": gap_s if workload == "elephants" else None, "spines": spines,
             "left_on": {"mode": left[0], "spines": left[1]},
             "down_uplinks": down,
@@ -332,7 +343,7 @@ def compare(spec: LabSpec, netns_of: Callable[[str], str], *, workload: str = "e
 
 
 def _run_modes(spec, netns_of, workload, modes, nbytes, cc, stop, on_mode, spines, restore,
-               run_dir, gap_s, flows, sched, rows, ports, ns) -> tuple[str, bool]:
+               run_dir, gap_s, flows, sched, rows, ports, ns, nic="none") -> tuple[str, bool]:
     """Each mode applied and measured into ``rows``; returns the (mode, spines) the lab was
     left on (``restore``, or ecmp when that could not be applied)."""
     try:
@@ -352,9 +363,10 @@ def _run_modes(spec, netns_of, workload, modes, nbytes, cc, stop, on_mode, spine
                 if workload in ("elephants", "incast"):
                     row = _elephants_row(spec, netns_of, mode, flows, ns, ports, nbytes, cc,
                                          sampler, gap_s if workload == "elephants" else 0.0,
-                                         "fixed" if workload == "elephants" else "per-qp", stop)
+                                         "fixed" if workload == "elephants" else "per-qp", stop,
+                                         nic=nic)
                 else:
-                    row = _collective_row(spec, netns_of, mode, sched, stop)
+                    row = _collective_row(spec, netns_of, mode, sched, stop, nic=nic)
                 rows.append(row.to_json())
     finally:
         left = restore

@@ -146,6 +146,10 @@ def register(app: typer.Typer) -> None:
         cc: str = typer.Option(
             "dcqcn", "--cc", help="congestion control of the QPs on a lab with port capacity: "
             "dcqcn (the lab's qos.dcqcn) | none (every QP at its share of its NIC)"),
+        nic: str = typer.Option(
+            "none", "--nic", help="the NICs' RC transport on a lab with port capacity: none "
+            "(every packet sent once) | gbn (go-back-N) | ooo (out-of-order placement, "
+            "selective repeat)"),
         as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
     ) -> None:
         """Run an NCCL-style collective over every GPU of the lab and report time, algbw and
@@ -161,6 +165,8 @@ def register(app: typer.Typer) -> None:
             _usage(f"collective must be one of {', '.join(OPS)} (got {op!r})")
         if cc not in ("dcqcn", "none"):
             _usage(f"--cc must be dcqcn or none (got {cc!r})")
+        if nic not in ("none", "gbn", "ooo"):
+            _usage(f"--nic must be none, gbn or ooo (got {nic!r})")
         if sport not in SPORT_MODES:
             _usage(f"--sport must be one of {', '.join(SPORT_MODES)} (got {sport!r})")
         if hash_policy is not None and hash_policy not in HASH_POLICIES:
@@ -190,7 +196,7 @@ def register(app: typer.Typer) -> None:
                 for mode in runs:
                     results[mode] = run_collective(spec, ref.netns_of, sched, sport_mode=mode,
                                                    policy=hash_policy, seed=seed, stop=stop,
-                                                   pfc=pfc_on, cc=cc)
+                                                   pfc=pfc_on, cc=cc, nic=nic)
                 queues = queues_end()
                 if stop.is_set():
                     raise KeyboardInterrupt
@@ -346,6 +352,13 @@ def _show(spec, results: dict, promised: bool, pfc_on: bool = False,
                               for m, r in results.items() if r.busbw_gbps), highlight=False)
         con.print(f"engine: {first.engine} ({first.engine_pps:,.0f} data packets per lab s), "
                   f"QPs under {first.cc}", highlight=False)
+    for mode, r in results.items():
+        if r.transport:
+            tr = r.transport
+            con.print(f"{mode}: RC transport {tr['nic']}: {tr['retx_packets']} packets "
+                      f"retransmitted ({tr['retx_bytes']:,} B), {tr['naks']} NAKs, "
+                      f"{tr['timeouts']} timeouts; FCT p50 {tr['fct_p50_s']} s, p99 "
+                      f"{tr['fct_p99_s']} s (lab)", highlight=False)
     if queues:
         con.print(f"ports over the run: {queues['dropped']} dropped, {queues['ce_marked']} "
                   f"CE-marked, {queues['pause_events']} PAUSEs", highlight=False)

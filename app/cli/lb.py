@@ -37,6 +37,9 @@ def register(app: typer.Typer) -> None:
                                               "4M (default 4 MiB; incast 1 MiB)"),
         cc: str | None = typer.Option(None, "--cc", help="compare, load-engine workloads: "
                                       "congestion control, dcqcn (default) or none"),
+        nic: str | None = typer.Option(None, "--nic", help="compare: the NICs' RC transport, "
+                                       "none (default) | gbn (go-back-N) | ooo (out-of-order "
+                                       "placement, selective repeat)"),
     ) -> None:
         """Set the switches' load-balancing mode, or compare the modes on one workload.
 
@@ -57,10 +60,11 @@ def register(app: typer.Typer) -> None:
                                  "all-reduce] [--modes a,b] [--bytes 4M] [--cc dcqcn|none] "
                                  "[--spines] [--json]")
             _compare(mode, workload or "elephants", modes, flow_bytes, cc or "dcqcn", spines,
-                     as_json)
+                     as_json, nic or "none")
             return
         given = [o for o, v in (("--workload", workload), ("--modes", modes),
-                                ("--bytes", flow_bytes), ("--cc", cc)) if v is not None]
+                                ("--bytes", flow_bytes), ("--cc", cc), ("--nic", nic))
+                 if v is not None]
         if given:
             raise UsageError(f"{', '.join(given)}: only with `railab lb compare LAB`")
         if mode is not None:
@@ -115,7 +119,7 @@ def register(app: typer.Typer) -> None:
 
 
 def _compare(lab: str, workload: str, modes: str | None, flow_bytes: str | None, cc: str,
-             spines: bool, as_json: bool) -> None:
+             spines: bool, as_json: bool, nic: str = "none") -> None:
     """``railab lb compare``: checks first (exit 2, nothing run), then one run per mode."""
     from railab.cli.collective import parse_bytes
     from railab.testbed import state as S
@@ -127,6 +131,8 @@ def _compare(lab: str, workload: str, modes: str | None, flow_bytes: str | None,
         raise UsageError(f"unknown workload {workload!r}: use one of {', '.join(C.WORKLOADS)}")
     if cc not in ("dcqcn", "none"):
         raise UsageError(f"--cc must be dcqcn or none (got {cc!r})")
+    if nic not in ("none", "gbn", "ooo"):
+        raise UsageError(f"--nic must be none, gbn or ooo (got {nic!r})")
     try:
         size = parse_bytes(flow_bytes) if flow_bytes is not None else None
     except ValueError as exc:
@@ -154,7 +160,7 @@ def _compare(lab: str, workload: str, modes: str | None, flow_bytes: str | None,
         prev = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGTERM, signal.SIGHUP)}
         try:
             res = C.compare(spec, ref.netns_of, workload=workload, modes=ms, flow_bytes=size,
-                            cc=cc, stop=stop, spines=spines,
+                            cc=cc, stop=stop, spines=spines, nic=nic,
                             restore=(rec.load_balancing, rec.load_balancing_spines),
                             on_mode=None if as_json else
                             (lambda m: typer.echo(f"  running {m} ...", err=True)))
@@ -177,6 +183,7 @@ def _compare(lab: str, workload: str, modes: str | None, flow_bytes: str | None,
 def text(res: dict) -> str:
     """The comparison as a table (what ``railab lb compare`` prints)."""
     coll = res["workload"] not in ("elephants", "incast")
+    nic = res.get("nic") not in (None, "none")
     head = (f"workload {res['workload']}: {res['flows']} flows x {res['flow_bytes']} B"
             + (f" from {res['leaf']}, cc {res['cc']}" if not coll else " per rank")
             + (f", idle gap {res['gap_s']:g} lab s after each message" if res.get("gap_s") else ""))
@@ -184,6 +191,9 @@ def text(res: dict) -> str:
         head += f"; time scale {res['time_scale']:g} (fabric s = lab s / scale)"
     if res.get("spines"):
         head += "; spray modes spray at the spines too"
+    if nic:
+        head += (f"; NICs: {res['nic']} (RC transport: goodput Mb/s, packets retransmitted, NAKs, "
+                 "timeouts; FCT to the responder's last packet)")
     left = res.get("left_on") or {}
     if left:
         head += f"\nthe lab is back on {left['mode']}" + (" (spines too)" if left.get("spines") else "")
@@ -193,7 +203,8 @@ def text(res: dict) -> str:
     lines = [head, f"measured: {res['measured']}",
              f"{'mode':<13} {'imbalance':>9} {'reord%':>7} {'maxPSNd':>7} {'drops':>6} "
              f"{'pauses':>6} {'CE':>6} {'FCT p50 s':>9} {'p99 s':>7} {'strag':>6}"
-             + (f" {'busbw Gb/s':>10} {'fabric':>8}" if coll else "")]
+             + (f" {'busbw Gb/s':>10} {'fabric':>8}" if coll else "")
+             + (f" {'goodput':>8} {'retx':>7} {'NAKs':>5} {'RTOs':>5}" if nic else "")]
     for r in res["modes"]:
         if "error" in r:
             lines.append(f"{r['mode']:<13} not run: {r['error']}")
@@ -207,7 +218,10 @@ def text(res: dict) -> str:
                 f"{n(r['straggler'], 6, '.2f')}")
         if coll:
             line += f" {n(r['busbw_gbps'], 10, '.4f')} {n(r['fabric_busbw_gbps'], 8, '.1f')}"
-            if r.get("engine_kept_rate") is False:
-                line += "  (engine short of its rate: host-bound)"
+        if nic:
+            line += (f" {n(r.get('goodput_mbps'), 8, '.1f')} {n(r.get('retx_packets'), 7)} "
+                     f"{n(r.get('naks'), 5)} {n(r.get('timeouts'), 5)}")
+        if coll and r.get("engine_kept_rate") is False:
+            line += "  (engine short of its rate: host-bound)"
         lines.append(line)
     return "\n".join(lines)
