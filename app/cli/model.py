@@ -58,6 +58,50 @@ def model_record(qos, senders: int, *, pfc: bool, dcqcn=None, fabric_ms: float =
                     "per_flow_mbps": [round(g * 1000 / scale, 3) for g in s["per_flow_gbps"]]}}
 
 
+def ns3_reference(qos, senders: int, pfc: bool, profile: str, rec: dict) -> dict | None:
+    """The ``reference.ns3`` object: ns-3's stored figures for the same N, PFC setting and
+    DCQCN profile (:mod:`railab.traffic.ns3ref`, HPCC's RDMA model, computed by ns-3), whether
+    ns-3 ran with the same ECN thresholds, PFC pause depth and drop depth as ``qos``
+    (``same_qos``; the stored runs use ``mini-lossless``'s) and the fluid model's figures of
+    ``rec`` against ns-3's in issue 44's bands (``fluid_vs_ns3``). None when nothing is stored."""
+    from railab.traffic import ns3ref
+
+    stored = ns3ref.load(senders, pfc, profile)
+    if stored is None:
+        return None
+    out = ns3ref.brief(stored)
+    mapped = stored["params"]["topology"]["target_bytes"]
+    ecn = stored["params"]["railab"]["qos"]["ecn"]
+    here = qos.pfc_pause_bytes if pfc else qos.capacity.drop_limit_bytes
+    out["same_qos"] = bool(mapped == here and ecn["kmin_bytes"] == qos.ecn.kmin_bytes
+                           and ecn["kmax_bytes"] == qos.ecn.kmax_bytes
+                           and ecn["pmax_percent"] == qos.ecn.pmax_percent)
+    s, share = rec["summary"], qos.capacity.fabric_rate_gbps / senders
+    out["fluid_vs_ns3"] = ns3ref.compare(
+        stored["summary"], utilization=s["utilization"],
+        ratios=[g / share for g in s["per_flow_gbps"]], queue_peak_bytes=rec["queue_peak_bytes"])
+    out["bands"] = ns3ref.BANDS
+    return out
+
+
+def ns3_text(ns3: dict) -> str:
+    """One line for ``reference.ns3`` in the text output."""
+    c = ns3["fluid_vs_ns3"]
+    ttf = ns3["time_to_fair_us"]
+    return (f"ns-3 (HPCC's RDMA model, {ns3['repository']}@{(ns3['commit'] or '?')[:10]}, "
+            f"computed by ns-3, {ns3['lab_qos']}'s QoS"
+            + ("" if ns3["same_qos"] else ", [yellow]not this run's ECN/PFC/buffer[/yellow]")
+            + f"): port used {ns3['utilization']:.1%}, senders at {min(ns3['ratios']):.2f}-"
+            f"{max(ns3['ratios']):.2f} of their share, queue peak {ns3['queue_peak_bytes']:,} B "
+            f"(mean {ns3['queue_bytes']['mean']:,} B over the last half), PAUSEs "
+            f"{ns3['pauses_received']}, drops {ns3['dropped_pct']:.2f} %, within 10 % of the "
+            "share after " + (f"{ttf:g} us" if ttf is not None else "- (not by the end)")
+            + "; the fluid model " + ("[green]agrees[/green]" if c["agrees"] else
+                                      "[red]differs[/red]")
+            + f" (port {c['utilization_points']:g} points, shares {c['share_max_diff']:.2f}, "
+            f"queue peak {c['queue_peak_rel']:.0%}; bands 3 points, 0.15, 30 %)")
+
+
 def register(app: typer.Typer) -> None:
     """Attach ``model incast`` to ``app``."""
     model = typer.Typer(help="Reference models (computed, not measured): the DCQCN fluid model.",
@@ -117,6 +161,9 @@ def register(app: typer.Typer) -> None:
                 FluidParams.from_qos(qos, senders, pfc=pfc_on, mark_at_enqueue=enqueue,
                                      dcqcn=DCQCN_PROFILES[dcqcn] if dcqcn else None),
                 fabric_ms * 1000, seeds=tuple(range(1, packet_runs + 1)))
+        ns3 = ns3_reference(qos, senders, pfc_on, dcqcn or qos.dcqcn.name, rec)
+        if ns3 is not None:
+            rec["reference"] = {"ns3": ns3}
         if as_json:
             typer.echo(json.dumps(rec, indent=2, sort_keys=True))
             return
@@ -166,6 +213,8 @@ def register(app: typer.Typer) -> None:
 
             con.print(f"{spread_text(pk)}; dropped {pk['dropped_pct']['min']:.2f}-"
                       f"{pk['dropped_pct']['max']:.2f} %", highlight=False, soft_wrap=True)
+        if ns3 is not None:
+            con.print(ns3_text(ns3), highlight=False, soft_wrap=True)
         lab_rec = rec["lab"]
         con.print(f"in the lab (time scale x{lab_rec['time_scale']:g}): {lab_rec['seconds']:g} lab s, "
                   f"each sender {lab_rec['per_flow_mbps'][0]:.2f} Mb/s of "

@@ -1,0 +1,462 @@
+#!/usr/bin/env python3
+"""Run railab's N:1 incast scenarios in ns-3's RDMA model (HPCC's simulator) and store its figures.
+
+ns-3 with the RDMA model of HPCC (Li et al., SIGCOMM 2019; github.com/alibaba-edu/
+High-Precision-Congestion-Control, ns-3.17 + waf; GPL) is an independent simulator of DCQCN, PFC
+and a shared-buffer switch. railab does not depend on it and carries none of its code: this script
+takes the path of a checkout, builds it there (``waf``, the modules HPCC's driver needs), writes
+**config, topology, flow and trace files** for HPCC's own driver ``simulation/scratch/third.cc``
+(unchanged) for each scenario, runs it, reads its binary packet trace (the ``TraceFormat`` record
+of ``point-to-point/model/trace-format.h``: 56 bytes, after a ``SimSetting`` header) and PFC log,
+and writes one JSON of **numbers** per scenario into ``tests/data/ns3/`` with the ns-3 commit, the
+parameters (railab's and ns-3's names, with the mapping), the command, the date and the wall
+time. ``tests/test_ns3_reference.py`` compares railab's fluid model and per-packet reference with
+those files, without ns-3.
+
+The scenario (docs/congestion.md "ns-3 (HPCC) side by side"): N senders, one switch, one
+receiver, 400 Gb/s links of 250 ns (control loop 1 us without queueing, railab's
+``base_delay_us``), long flows on priority 3 from t = 2 s (HPCC's driver's convention) for
+``--fabric-ms`` (15 ms), the lab ``mini-lossless``'s QoS (ECN 1 MiB-2 MiB at 5 %, marks on
+dequeue in both; PFC pause depth ``qos.pfc_pause_bytes``; drop depth its shared buffer's share of
+a lone hot queue) and a DCQCN profile of ``railab.topologies.qos``; 4096-byte payloads. Each
+mapping, and where ns-3's DCQCN differs from railab's (no byte counter, a constant hyper-increase
+step, rate cuts on a periodic check), is in :func:`mapping`.
+
+Usage (nice 19: the build takes ~20 min of one core; a 15 ms scenario 0.5-2 min)::
+
+    python scripts/ns3_reference.py --src /tmp/hpcc            # a work tree of the repository
+    python scripts/ns3_reference.py --src /tmp/hpcc --only 2-on-400g,8-off-400g --fabric-ms 15
+
+Needs Python 2.7 for ns-3.17's waf (``--python2``; pyenv's 2.7.18 here) and g++; GCC >= 6 needs
+``-fpermissive -std=gnu++11 -w`` (HPCC's README: "if gcc version > 5, compilation will fail").
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import gzip
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from railab.topologies.intent import load_intent
+from railab.topologies.qos import DCQCN_PROFILES, QosProfile
+from railab.traffic.fluid import ROCE_FRAME_OVERHEAD
+
+REPO = Path(__file__).resolve().parent.parent
+OUT = REPO / "tests" / "data" / "ns3"
+UPSTREAM = "alibaba-edu/High-Precision-Congestion-Control"
+
+#: The 12 scenarios of issue 44: (senders, PFC on, DCQCN profile).
+SCENARIOS: tuple[tuple[int, bool, str], ...] = tuple(
+    [(n, pfc, "400g") for n in (2, 4, 8, 16) for pfc in (True, False)]
+    + [(n, True, prof) for prof in ("paper", "connectx") for n in (2, 8)])
+
+LINE_BPS = 400_000_000_000
+LINK_DELAY_NS = 250           # each hop; data path 2 hops + CNP path 2 hops = 1 us
+PAYLOAD = 4096                # railab's MTU payload (FluidParams.from_qos mtu)
+START_S = 2.0                 # HPCC's driver starts flows at 2 s by convention (mix/flow.txt)
+BIN_US = 50                   # stored time series resolution
+FAIR_BIN_US = 100             # bins for the time to within 10 % of the fair share
+MMU_RESERVE = 4 * 1024        # switch-mmu.cc SwitchMmu(): reserve per ingress queue, bytes
+MMU_PFC_SHIFT = 3             # third.cc: pfc_a_shift 3 (threshold = free shared buffer / 8)
+
+#: ns-3's TraceFormat record (trace-format.h, x86-64 layout: the union is 8-byte aligned).
+TRACE_DTYPE = np.dtype([("time", "<u8"), ("node", "<u2"), ("intf", "u1"), ("qidx", "u1"),
+                        ("qlen", "<u4"), ("sip", "<u4"), ("dip", "<u4"), ("size", "<u2"),
+                        ("l3", "u1"), ("event", "u1"), ("ecn", "u1"), ("ntype", "u1"),
+                        ("_p0", "V2"), ("sport", "<u2"), ("dport", "<u2"), ("seq", "<u4"),
+                        ("ts", "<u8"), ("pg", "<u2"), ("payload", "<u2"), ("_p1", "V4")])
+assert TRACE_DTYPE.itemsize == 56
+RECV, ENQU, DEQU = 0, 1, 2
+UDP = 0x11
+
+
+def lab_qos(lab: str = "mini-lossless") -> QosProfile:
+    """The QoS profile (ECN, PFC, buffer, DCQCN) of the intent ``lab``, at 400 Gb/s NICs."""
+    return load_intent(lab).lab.capacity.qos(400)
+
+
+def mmu_depths(senders: int, buffer_bytes: int, idle_ports: int) -> tuple[int, int]:
+    """The egress queue depth, bytes, at which HPCC's switch pauses (PFC on) and drops (PFC off)
+    an N:1 incast, its senders' ingress queues equally full: each ingress queue pauses once its
+    shared use reaches ``(buffer - headrooms - reserves - shared used) >> 3`` (switch-mmu.cc
+    ``CheckShouldPause``/``GetPfcThreshold``) and, PFC off, drops once its headroom
+    (``rate x delay x 3``, third.cc) is full too (``CheckIngressAdmission``)."""
+    ports = senders + 1 + idle_ports
+    hdrm = LINE_BPS * LINK_DELAY_NS // 8 // 1_000_000_000 * 3
+    shared = (buffer_bytes - ports * (hdrm + MMU_RESERVE)) / ((1 << MMU_PFC_SHIFT) + senders)
+    pause = senders * (MMU_RESERVE + shared)
+    return int(pause), int(pause + senders * hdrm)
+
+
+def solve_buffer(senders: int, target: int, pfc: bool) -> tuple[int, int, int]:
+    """``(BUFFER_SIZE MiB, idle switch ports, depth)``: the ns-3 switch whose pause (PFC on) or
+    drop (PFC off) depth of an N:1 incast is nearest railab's ``target`` bytes. HPCC's
+    thresholds are per ingress port and dynamic (1/8 of the free buffer), railab's one egress
+    depth, so the buffer is chosen per N, and idle ports (which reserve headroom) trim it."""
+    best = None
+    for mib in range(1, 2048):
+        for idle in range(0, 40):
+            depth = mmu_depths(senders, mib * 1048576, idle)[0 if pfc else 1]
+            if depth <= 0:
+                continue
+            err = abs(depth - target) / target
+            key = (err > 0.005, idle, err)  # within 0.5 %, with as few idle ports as may be
+            if best is None or key < best[0]:
+                best = (key, (mib, idle, depth))
+    return best[1]
+
+
+def mapping(qos: QosProfile, senders: int, pfc: bool, profile: str, fabric_ms: float) -> dict:
+    """railab's scenario in HPCC's ``third.cc`` config keys, with each mapping written down:
+    ``config`` (key -> value), ``topology`` (buffer, idle ports, implied depths) and ``table``
+    (rows: railab name, railab value, ns-3 name, ns-3 value, note; sources in rdma-hw.cc,
+    switch-mmu.cc, switch-node.cc, qbb-net-device.cc of the HPCC repository)."""
+    d = DCQCN_PROFILES[profile]
+    ecn = qos.ecn
+    target = qos.pfc_pause_bytes if pfc else qos.capacity.drop_limit_bytes
+    mib, idle, depth = solve_buffer(senders, target, pfc)
+    rate = str(LINE_BPS)
+    kmin_kb, kmax_kb = round(ecn.kmin_bytes / 1000), round(ecn.kmax_bytes / 1000)
+    cfg = {"ENABLE_QCN": 1, "USE_DYNAMIC_PFC_THRESHOLD": 1, "PACKET_PAYLOAD_SIZE": PAYLOAD,
+           "SIMULATOR_STOP_TIME": f"{START_S + fabric_ms / 1000:.6f}",
+           "CC_MODE": 1, "ALPHA_RESUME_INTERVAL": d.alpha_timer_us,
+           "RATE_DECREASE_INTERVAL": d.cnp_interval_us, "CLAMP_TARGET_RATE": 1,
+           "RP_TIMER": d.rate_timer_us, "EWMA_GAIN": d.g,
+           "FAST_RECOVERY_TIMES": d.fast_recovery_steps,
+           "RATE_AI": f"{d.ai_rate_mbps:g}Mb/s", "RATE_HAI": f"{d.hai_rate_mbps:g}Mb/s",
+           "MIN_RATE": f"{d.min_rate_mbps:g}Mb/s", "DCTCP_RATE_AI": "1000Mb/s",
+           "ERROR_RATE_PER_LINK": "0.0000", "L2_CHUNK_SIZE": 4000, "L2_ACK_INTERVAL": 1,
+           "L2_BACK_TO_ZERO": 0, "HAS_WIN": 0, "GLOBAL_T": 1, "VAR_WIN": 0, "FAST_REACT": 1,
+           "U_TARGET": 0.95, "MI_THRESH": 0, "INT_MULTI": 1, "MULTI_RATE": 0,
+           "SAMPLE_FEEDBACK": 0, "PINT_LOG_BASE": 1.05, "PINT_PROB": 1.0, "RATE_BOUND": 1,
+           "ACK_HIGH_PRIO": 1, "LINK_DOWN": "0 0 0", "ENABLE_TRACE": 1,
+           "KMAX_MAP": f"1 {rate} {kmax_kb}", "KMIN_MAP": f"1 {rate} {kmin_kb}",
+           "PMAX_MAP": f"1 {rate} {ecn.pmax_percent / 100:.2f}", "BUFFER_SIZE": mib,
+           "QLEN_MON_START": 9_000_000_000, "QLEN_MON_END": 9_000_000_001}
+    t = [
+        ("senders -> switch -> receiver", f"{senders}:1", "TOPOLOGY_FILE",
+         f"{senders} hosts + receiver + {idle} idle hosts, 1 switch", "idle ports trim the "
+         "MMU's pause/drop depth (each reserves headroom); they carry nothing"),
+        ("capacity.fabric_rate_gbps", 400, "link DataRate", "400Gbps", "every link"),
+        ("FluidParams.base_delay_us", 1.0, "link Delay", f"{LINK_DELAY_NS}ns",
+         "2 hops to the receiver + 2 back for the CNP: 1 us plus serialization"),
+        ("mtu (payload)", PAYLOAD, "PACKET_PAYLOAD_SIZE", PAYLOAD,
+         f"headers: railab {ROCE_FRAME_OVERHEAD} B (RoCEv2), ns-3's UDP/IP/PPP + SeqTs ~48 B"),
+        ("ecn.kmin_bytes", ecn.kmin_bytes, "KMIN_MAP (KB)", kmin_kb,
+         "switch-mmu.cc ConfigEcn: x1000; both mark on dequeue (switch-node.cc "
+         "SwitchNotifyDequeue, railab mark_point)"),
+        ("ecn.kmax_bytes", ecn.kmax_bytes, "KMAX_MAP (KB)", kmax_kb, "as Kmin"),
+        ("ecn.pmax_percent", ecn.pmax_percent, "PMAX_MAP", ecn.pmax_percent / 100,
+         "linear Kmin-Kmax, 1 beyond Kmax (switch-mmu.cc ShouldSendCN) as railab"),
+        ("qos.pfc_pause_bytes" if pfc else "capacity.drop_limit_bytes", target,
+         "BUFFER_SIZE (MiB) + idle ports", f"{mib} MiB, {idle} idle",
+         f"HPCC pauses per ingress port at 1/8 of the free shared buffer (switch-mmu.cc "
+         f"GetPfcThreshold; third.cc pfc_a_shift 3); at {senders}:1 that is an egress depth of "
+         f"{depth:,} B" + ("" if pfc else " where headroom overflows and it drops")),
+        ("capacity.pfc", pfc, "QbbNetDevice::QbbEnabled (NS_ATTRIBUTE_DEFAULT)", pfc,
+         "off: hosts ignore PAUSE (qbb-net-device.cc Receive); the MMU drops once headroom fills"),
+        ("dcqcn.g", d.g, "EWMA_GAIN", d.g, ""),
+        ("dcqcn.alpha_timer_us", d.alpha_timer_us, "ALPHA_RESUME_INTERVAL", d.alpha_timer_us,
+         "ns-3 updates alpha once per interval, up if a CNP came in it (rdma-hw.cc "
+         "UpdateAlphaMlx); railab raises alpha at each CNP and decays it each period without"),
+        ("dcqcn.rate_timer_us", d.rate_timer_us, "RP_TIMER", d.rate_timer_us, ""),
+        ("dcqcn.byte_counter_bytes", d.byte_counter_bytes, "-", "none",
+         "ns-3's DCQCN has no byte counter: increase events come from the timer only "
+         "(rdma-hw.cc RateIncEventTimerMlx)"),
+        ("dcqcn.fast_recovery_steps", d.fast_recovery_steps, "FAST_RECOVERY_TIMES",
+         d.fast_recovery_steps, "stage < F fast recovery, == F additive, > F hyper "
+         "(RateIncEventMlx); railab: max/min of timer and byte-counter steps"),
+        ("dcqcn.ai_rate_mbps", d.ai_rate_mbps, "RATE_AI", cfg["RATE_AI"], ""),
+        ("dcqcn.hai_rate_mbps", d.hai_rate_mbps, "RATE_HAI", cfg["RATE_HAI"],
+         "ns-3 adds R_HAI per hyper step (HyperIncreaseMlx), railab i x R_HAI (paper Fig. 7)"),
+        ("dcqcn.min_rate_mbps", d.min_rate_mbps, "MIN_RATE", cfg["MIN_RATE"], ""),
+        ("dcqcn.cnp_interval_us", d.cnp_interval_us, "RATE_DECREASE_INTERVAL",
+         d.cnp_interval_us, "railab: the NP sends at most one CNP per QP per interval and the "
+         "RP cuts at each; ns-3: the receiver flags CNP on every ACK of a marked packet "
+         "(rdma-hw.cc ReceiveUdp) and the RP cuts at most once per interval, on a periodic "
+         "check that starts one interval after the first CNP (CheckRateDecreaseMlx)"),
+        ("RT = RC at every cut", True, "CLAMP_TARGET_RATE", 1,
+         "0 (HPCC's default) keeps RT on a cut right after a cut (CheckRateDecreaseMlx)"),
+        ("dcqcn.initial_alpha", d.initial_alpha, "(first CNP)", 1.0,
+         "ns-3 sets alpha 1 at the first CNP and starts its timers then (cnp_received_mlx)"),
+        ("rate-based DCQCN, no window", True, "HAS_WIN / VAR_WIN", "0 / 0",
+         "HPCC's windowed DCQCN is HAS_WIN 1"),
+        ("ACK per packet (none in railab)", "-", "L2_ACK_INTERVAL", 1,
+         "carries the CNP flag; ACKs travel the reverse path, off the congested port"),
+    ]
+    table = [dict(zip(("railab", "railab_value", "ns3", "ns3_value", "note"), row, strict=True))
+             for row in t]
+    return {"config": cfg, "topology": {"buffer_mib": mib, "idle_ports": idle,
+                                        "implied_depth_bytes": depth, "target_bytes": target},
+            "table": table}
+
+
+def write_inputs(work: Path, senders: int, mp: dict, flow_bytes: int) -> Path:
+    """Write ``config.txt``, ``topology.txt``, ``flow.txt``, ``trace.txt`` into ``work``;
+    return the config's path. Hosts 0..N-1 send, host N receives, N+1.. are idle, then the
+    switch (traced)."""
+    work.mkdir(parents=True, exist_ok=True)
+    n, idle = senders, mp["topology"]["idle_ports"]
+    hosts = n + 1 + idle
+    sw = hosts
+    links = [f"{h} {sw} 400Gbps {LINK_DELAY_NS}ns 0" for h in range(hosts)]
+    (work / "topology.txt").write_text(f"{hosts + 1} 1 {len(links)}\n{sw}\n" + "\n".join(links) + "\n")
+    flows = [f"{i} {n} 3 100 {flow_bytes} {START_S}" for i in range(n)]
+    (work / "flow.txt").write_text(f"{n}\n" + "\n".join(flows) + "\n")
+    (work / "trace.txt").write_text(f"1\n{sw}\n")
+    cfg = dict(mp["config"], TOPOLOGY_FILE=work / "topology.txt", FLOW_FILE=work / "flow.txt",
+               TRACE_FILE=work / "trace.txt", TRACE_OUTPUT_FILE=work / "mix.tr",
+               FCT_OUTPUT_FILE=work / "fct.txt", PFC_OUTPUT_FILE=work / "pfc.txt",
+               QLEN_MON_FILE=work / "qlen.txt")
+    path = work / "config.txt"
+    path.write_text("".join(f"{k} {v}\n" for k, v in cfg.items()))
+    return path
+
+
+def sim_dir(src: Path) -> Path:
+    """The ``simulation`` directory of a checkout (or ``src`` itself if it is one)."""
+    return src / "simulation" if (src / "simulation" / "wscript").exists() else src
+
+
+def find_program(sim: Path) -> Path | None:
+    """The built ``third`` driver, if any."""
+    for cand in sorted((sim / "build" / "scratch").glob("third*")):
+        if cand.is_file() and os.access(cand, os.X_OK):
+            return cand
+    return None
+
+
+def build(sim: Path, python2: str, jobs: int) -> float:
+    """Configure and build ns-3 (optimized; point-to-point, internet, applications and their
+    dependencies) at nice 19; return the wall time, s (0 when already built)."""
+    if find_program(sim) is not None:
+        return 0.0
+    env = dict(os.environ, CXXFLAGS="-O2 -w -fpermissive -std=gnu++11")
+    t0 = time.monotonic()
+    subprocess.run(["nice", "-n", "19", python2, "./waf", "configure", "--build-profile=optimized",
+                    "--enable-modules=point-to-point,internet,applications", "--disable-python",
+                    "--disable-tests", "--disable-examples"], cwd=sim, env=env, check=True)
+    subprocess.run(["nice", "-n", "19", python2, "./waf", "build", f"-j{jobs}"], cwd=sim,
+                   env=env, check=True)
+    return time.monotonic() - t0
+
+
+def commit_of(src: Path) -> str | None:
+    """The checkout's git commit, or the ``NS3_COMMIT`` file beside it, or None."""
+    try:
+        return subprocess.run(["git", "-C", str(src), "rev-parse", "HEAD"], capture_output=True,
+                              text=True, check=True).stdout.strip()
+    except (subprocess.CalledProcessError, FileNotFoundError):
+        f = src / "NS3_COMMIT"
+        return f.read_text().strip() if f.exists() else None
+
+
+def read_trace(path: Path) -> np.ndarray:
+    """HPCC's binary trace: a ``SimSetting`` header (u32 count, count x (u16 node, u8 intf,
+    u64 bps), u32 window) and then ``TraceFormat`` records."""
+    raw = path.read_bytes()
+    count = int.from_bytes(raw[:4], "little")
+    off = 4 + count * 11 + 4
+    body = raw[off:]
+    usable = len(body) - len(body) % TRACE_DTYPE.itemsize
+    return np.frombuffer(body[:usable], dtype=TRACE_DTYPE)
+
+
+def analyse(work: Path, senders: int, sw: int, fabric_ms: float) -> dict:
+    """The figures of one run, fabric units, over the last half (railab's window): per-flow
+    delivered rate and share, utilization, queue depth, PAUSEs, drops; and the time series."""
+    tr = read_trace(work / "mix.tr")
+    t0 = int(START_S * 1e9)
+    end_ns = int(fabric_ms * 1e6)
+    data = tr[(tr["node"] == sw) & (tr["l3"] == UDP)]
+    rel = data["time"].astype(np.int64) - t0
+    flow = ((data["sip"] >> 8) & 0xFFFF).astype(np.int64)
+    deq = data["event"] == DEQU
+    enq = data["event"] == ENQU
+    rcv = data["event"] == RECV
+    egress = int(np.bincount(data["intf"][deq]).argmax()) if deq.any() else 0
+    port = data["intf"] == egress
+    C = LINE_BPS
+    bins = int(round(fabric_ms * 1000 / BIN_US))
+    b = np.clip(rel // (BIN_US * 1000), 0, bins - 1)
+    rate = np.zeros((senders, bins))
+    m = deq & port
+    np.add.at(rate, (flow[m], b[m]), data["size"][m].astype(np.float64))
+    rate_gbps = rate * 8 / (BIN_US * 1e-6) / 1e9
+    qm = (enq | deq) & port
+    qlen = data["qlen"][qm].astype(np.int64)
+    qb = b[qm]
+    qmax = np.zeros(bins, dtype=np.int64)
+    np.maximum.at(qmax, qb, qlen)
+    qsum = np.bincount(qb, weights=qlen, minlength=bins)
+    qcnt = np.bincount(qb, minlength=bins)
+    qmean = np.where(qcnt > 0, qsum / np.maximum(qcnt, 1), 0)
+    half = bins // 2
+    window_s = (bins - half) * BIN_US * 1e-6
+    per_flow = rate[:, half:].sum(axis=1) * 8 / window_s / 1e9
+    share = C / 1e9 / senders
+    # time to within 10 % of the fair share, as railab's FluidResult.time_to_fair_us
+    fb = int(round(fabric_ms * 1000 / FAIR_BIN_US))
+    k = FAIR_BIN_US // BIN_US
+    fr = rate_gbps[:, :fb * k].reshape(senders, fb, k).mean(axis=2)
+    ok = np.all(np.abs(fr - share) <= 0.10 * share, axis=0)
+    ttf = None
+    if ok[-1]:
+        bad = np.nonzero(~ok)[0]
+        ttf = 0.0 if bad.size == 0 else float((bad[-1] + 1) * FAIR_BIN_US)
+    sent = int((rcv & ~port).sum())
+    enqueued = int((enq & port).sum())
+    dropped = max(0, sent - enqueued)
+    pauses = [0] * senders
+    paused_ns = [0] * senders
+    since: dict[int, int] = {}
+    pf = work / "pfc.txt"
+    for line in (pf.read_text().splitlines() if pf.exists() else []):
+        tns, node, ntype, _intf, typ = (int(x) for x in line.split())
+        if ntype != 0 or node >= senders:
+            continue
+        tns -= t0
+        if typ == 1:
+            pauses[node] += 1
+            since.setdefault(node, tns)
+        elif node in since:
+            s = since.pop(node)
+            paused_ns[node] += max(0, tns - max(s, end_ns // 2))
+    for node, s in since.items():
+        paused_ns[node] += max(0, end_ns - max(s, end_ns // 2))
+    fct = []
+    ff = work / "fct.txt"
+    for line in (ff.read_text().splitlines() if ff.exists() else []):
+        f = line.split()
+        fct.append({"sport": int(f[2]), "size_bytes": int(f[4]), "fct_ns": int(f[6]),
+                    "standalone_fct_ns": int(f[7])})
+    ps = qmax.argmax()
+    return {
+        "summary": {
+            "window_us": [half * BIN_US, bins * BIN_US],
+            "utilization": round(float(per_flow.sum() / (C / 1e9)), 4),
+            "per_flow_gbps": [round(float(x), 3) for x in per_flow],
+            "ratios": [round(float(x / share), 3) for x in per_flow],
+            "queue_bytes": {"mean": int(qmean[half:].mean()), "max": int(qmax[half:].max())},
+            "queue_peak_bytes": int(qmax.max()), "queue_peak_at_us": int(ps * BIN_US),
+            "time_to_fair_us": ttf, "fair_bin_us": FAIR_BIN_US,
+            "pauses_received": sum(pauses), "pauses_per_sender": pauses,
+            "paused_fraction": [round(x / (end_ns / 2), 4) for x in paused_ns],
+            "packets_sent": sent, "packets_dropped": dropped,
+            "dropped_pct": round(100 * dropped / sent, 3) if sent else 0.0,
+            "marked_pct": round(100 * float((data["ecn"][m] == 3).mean()), 3) if m.any() else 0.0,
+        },
+        "series": {"bin_us": BIN_US, "t_us": [int((i + 1) * BIN_US) for i in range(bins)],
+                   "rate_gbps": [[round(float(x), 1) for x in row] for row in rate_gbps],
+                   "queue_bytes_mean": [int(x) for x in qmean],
+                   "queue_bytes_max": [int(x) for x in qmax]},
+        "fct": fct,
+        "trace_records": int(len(tr)),
+    }
+
+
+def name_of(senders: int, pfc: bool, profile: str) -> str:
+    """The stored file's stem: ``incast-<N>-pfc-<on|off>-<profile>``."""
+    return f"incast-{senders}-pfc-{'on' if pfc else 'off'}-{profile}"
+
+
+def run_one(sim: Path, prog: Path, work_root: Path, senders: int, pfc: bool, profile: str,
+            fabric_ms: float, qos: QosProfile, lab: str, commit: str | None, out: Path,
+            keep: bool) -> dict:
+    """Generate, run (nice 19) and analyse one scenario; write its JSON; return it."""
+    mp = mapping(qos, senders, pfc, profile, fabric_ms)
+    work = work_root / name_of(senders, pfc, profile)
+    if work.exists():
+        shutil.rmtree(work)
+    flow_bytes = int(LINE_BPS / 8 * fabric_ms / 1000 * 1.2)
+    cfg = write_inputs(work, senders, mp, flow_bytes)
+    env = dict(os.environ, LD_LIBRARY_PATH=str(sim / "build"),
+               NS_ATTRIBUTE_DEFAULT=f"ns3::QbbNetDevice::QbbEnabled={'true' if pfc else 'false'}")
+    cmd = ["nice", "-n", "19", str(prog), str(cfg)]
+    t0 = time.monotonic()
+    with open(work / "stdout.txt", "w") as so:
+        subprocess.run(cmd, cwd=sim, env=env, stdout=so, stderr=subprocess.STDOUT, check=True)
+    wall = time.monotonic() - t0
+    sw = senders + 1 + mp["topology"]["idle_ports"]
+    res = analyse(work, senders, sw, fabric_ms)
+    rec = {
+        "scenario": name_of(senders, pfc, profile), "senders": senders, "pfc": pfc,
+        "dcqcn": profile, "lab_qos": lab, "fabric_us": fabric_ms * 1000,
+        "source": "ns-3 simulation (computed by HPCC's ns-3 RDMA model, not by railab)",
+        "ns3": {"repository": UPSTREAM, "commit": commit, "version": "ns-3.17 (HPCC)",
+                "program": "simulation/scratch/third.cc (HPCC's driver, unmodified)",
+                "cc_mode": "1 (DCQCN, 'Mellanox's version', rdma-hw.cc)",
+                "env": {"NS_ATTRIBUTE_DEFAULT": env["NS_ATTRIBUTE_DEFAULT"]}},
+        "command": "NS_ATTRIBUTE_DEFAULT=" + env["NS_ATTRIBUTE_DEFAULT"] + " " + " ".join(
+            ["nice", "-n", "19", "build/scratch/" + prog.name, "config.txt"]),
+        "generated_by": "scripts/ns3_reference.py",
+        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "wall_s": round(wall, 1), "load_avg": os.getloadavg()[0],
+        "params": {"railab": {"qos": json.loads(qos.model_dump_json()),
+                              "dcqcn": json.loads(DCQCN_PROFILES[profile].model_dump_json())},
+                   "ns3": {k: str(v) for k, v in mp["config"].items()},
+                   "topology": mp["topology"], "mapping": mp["table"]},
+        "inputs": {"topology.txt": (work / "topology.txt").read_text(),
+                   "flow.txt": (work / "flow.txt").read_text()},
+        **res,
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    with gzip.open(out / f"{rec['scenario']}.json.gz", "wt") as f:
+        json.dump(rec, f, separators=(",", ":"), sort_keys=True)
+    if not keep:
+        (work / "mix.tr").unlink(missing_ok=True)
+    return rec
+
+
+def main() -> int:
+    """Parse the arguments, build if needed, run the scenarios, write the JSON files."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--src", required=True, type=Path, help="a work tree of " + UPSTREAM)
+    ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--work", type=Path, default=Path("/tmp/ns3-railab-runs"))
+    ap.add_argument("--fabric-ms", type=float, default=15.0)
+    ap.add_argument("--lab", default="mini-lossless", help="intent whose QoS to use")
+    ap.add_argument("--only", default="", help="comma list of N-on|off-profile, e.g. 2-on-400g")
+    ap.add_argument("--python2", default=shutil.which("python2.7") or "python2")
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--commit", default=None, help="the checkout's commit if not a git tree")
+    ap.add_argument("--keep-trace", action="store_true")
+    a = ap.parse_args()
+    sim = sim_dir(a.src.resolve())
+    bwall = build(sim, a.python2, a.jobs)
+    prog = find_program(sim)
+    if prog is None:
+        print("error: no build/scratch/third after the build", file=sys.stderr)
+        return 1
+    if bwall:
+        print(f"built in {bwall:.0f} s")
+    commit = a.commit or commit_of(a.src)
+    qos = lab_qos(a.lab)
+    want = {s.strip() for s in a.only.split(",") if s.strip()}
+    total = time.monotonic()
+    for n, pfc, prof in SCENARIOS:
+        tag = f"{n}-{'on' if pfc else 'off'}-{prof}"
+        if want and tag not in want:
+            continue
+        rec = run_one(sim, prog, a.work, n, pfc, prof, a.fabric_ms, qos, a.lab, commit, a.out,
+                      a.keep_trace)
+        s = rec["summary"]
+        print(f"{rec['scenario']}: {rec['wall_s']:.0f} s wall, port {s['utilization']:.1%}, "
+              f"shares {min(s['ratios']):.2f}-{max(s['ratios']):.2f}, queue peak "
+              f"{s['queue_peak_bytes']:,} B, pauses {s['pauses_received']}, drops "
+              f"{s['dropped_pct']:.2f} %", flush=True)
+    print(f"all scenarios: {time.monotonic() - total:.0f} s wall")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

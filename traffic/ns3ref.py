@@ -1,0 +1,92 @@
+"""Stored ns-3 results of railab's N:1 incasts: an independent simulator beside railab's models.
+
+ns-3 with HPCC's RDMA model (Li et al., "HPCC: High Precision Congestion Control", SIGCOMM
+2019; github.com/alibaba-edu/High-Precision-Congestion-Control, ns-3.17: DCQCN in
+``rdma-hw.cc``, PFC in ``qbb-net-device.cc``, a shared-buffer switch in ``switch-mmu.cc``) is
+the simulator many published DCQCN results come from. ``scripts/ns3_reference.py`` runs
+railab's incast scenarios in it (the lab ``mini-lossless``'s ECN/PFC/buffer numbers and a DCQCN
+profile of :data:`railab.topologies.qos.DCQCN_PROFILES`, each mapped to ns-3's config keys) and
+stores **its numbers** (no ns-3 code: ns-3 is GPL and not a dependency) as
+``tests/data/ns3/incast-<N>-pfc-<on|off>-<profile>.json.gz`` with the ns-3 commit, the
+parameters, the command, the date and the wall time. This module finds and summarizes them;
+``railab model incast`` and the incast load run print them as ``reference.ns3``.
+
+The figures are ns-3's (computed by ns-3, not measured), fabric units (us, Gb/s, bytes), over
+the last half of the run as railab's: ``utilization`` (delivered / port rate), ``ratios``
+(each sender's delivered rate over its fair share), ``queue_peak_bytes`` (the whole run),
+``queue_bytes`` {mean, max} (last half), ``pauses_received`` (PFC PAUSE frames the senders
+got), ``dropped_pct``, ``time_to_fair_us`` (100 us bins, railab's 10 % band).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+from pathlib import Path
+
+#: Where the stored files are: ``RAILAB_NS3_DATA`` or the source tree's ``tests/data/ns3``
+#: (absent from an installed wheel: then there is no ns-3 reference to print).
+DATA_DIR = Path(os.environ.get("RAILAB_NS3_DATA")
+                or Path(__file__).resolve().parent.parent / "tests" / "data" / "ns3")
+
+#: The bands of issue 44 for railab's models against ns-3: utilization within 3 points, every
+#: sender's mean share within 15 % (of the fair share), the queue peak within 30 % (of ns-3's).
+BANDS = {"utilization_points": 3.0, "share": 0.15, "queue_peak": 0.30}
+
+
+def scenario_name(senders: int, pfc: bool, profile: str) -> str:
+    """The stored file's stem of an N:1 incast: ``incast-<N>-pfc-<on|off>-<profile>``."""
+    return f"incast-{senders}-pfc-{'on' if pfc else 'off'}-{profile}"
+
+
+def load(senders: int, pfc: bool, profile: str, data_dir: Path | None = None) -> dict | None:
+    """The stored ns-3 record of the scenario (the whole JSON), or None if there is none."""
+    path = (data_dir or DATA_DIR) / f"{scenario_name(senders, pfc, profile)}.json.gz"
+    if not path.exists():
+        return None
+    with gzip.open(path, "rt") as f:
+        return json.load(f)
+
+
+def stored(data_dir: Path | None = None) -> list[dict]:
+    """Every stored ns-3 record, sorted by profile, PFC and N."""
+    d = data_dir or DATA_DIR
+    recs = []
+    for p in sorted(d.glob("incast-*.json.gz")) if d.is_dir() else []:
+        with gzip.open(p, "rt") as f:
+            recs.append(json.load(f))
+    return sorted(recs, key=lambda r: (r["dcqcn"], not r["pfc"], r["senders"]))
+
+
+def brief(rec: dict) -> dict:
+    """The ``reference.ns3`` object of a record: ns-3's summary figures with their provenance
+    (repository, commit, scenario, the lab whose QoS was mapped, date, fabric time)."""
+    s = rec["summary"]
+    keys = ("utilization", "ratios", "per_flow_gbps", "queue_peak_bytes", "queue_bytes",
+            "pauses_received", "dropped_pct", "time_to_fair_us", "window_us")
+    return {"source": rec["source"], "repository": rec["ns3"]["repository"],
+            "commit": rec["ns3"]["commit"], "scenario": rec["scenario"],
+            "lab_qos": rec["lab_qos"], "date": rec["date"], "fabric_us": rec["fabric_us"],
+            **{k: s[k] for k in keys}}
+
+
+def compare(ns3: dict, *, utilization: float, ratios: list[float], queue_peak_bytes: float,
+            bands: dict | None = None) -> dict:
+    """railab's figures against ns-3's ``summary`` (:func:`brief` or the record's): the
+    differences and whether each is within :data:`BANDS`. Shares are compared sender by sender
+    after sorting both sides (the senders are alike, so which one is slowest is chance):
+    ``share_max_diff`` is the largest ``|railab - ns-3|`` of the sorted ratios (fractions of the
+    fair share). A railab side with fewer senders than ns-3 (or more) raises ValueError."""
+    b = bands or BANDS
+    if len(ratios) != len(ns3["ratios"]):
+        raise ValueError("compare: railab and ns-3 have different numbers of senders")
+    du = 100 * abs(utilization - ns3["utilization"])
+    ds = max(abs(a - c) for a, c in zip(sorted(ratios), sorted(ns3["ratios"]), strict=True))
+    dq = abs(queue_peak_bytes - ns3["queue_peak_bytes"]) / max(ns3["queue_peak_bytes"], 1)
+    out = {"utilization_points": round(du, 2), "share_max_diff": round(ds, 3),
+           "queue_peak_rel": round(dq, 3),
+           "utilization_ok": du <= b["utilization_points"], "share_ok": ds <= b["share"],
+           "queue_peak_ok": dq <= b["queue_peak"]}
+    out["agrees"] = out["utilization_ok"] and out["share_ok"] and out["queue_peak_ok"]
+    return out
