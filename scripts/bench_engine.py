@@ -2,11 +2,11 @@
 """The load engine against the kernel's limit (issue 43): packets/s and CPU per packet, the
 compiled fast path and the Python loop side by side in one run, with the machine load stated.
 
-Usage (root): ``python scripts/bench_engine.py [--seconds 3] [--runs 3] [--json FILE]
-[--keep]``
+Usage (root): ``python scripts/bench_engine.py [--seconds 3] [--runs 3] [--rates 200,100]
+[--collective-runs 3] [--json FILE] [--keep]``
 
-Brings up two labs of the ``mini-lossless`` intent under its own names (down at the end unless
-``--keep``): one as shipped (200 Mb/s ports) and one with its ports at 10 Gb/s (the shaper
+Brings up labs of the ``mini-lossless`` intent under its own names (down at the end unless
+``--keep``): one per ``--rates`` port rate (200 Mb/s: as shipped) and one with its ports at 10 Gb/s (the shaper
 then never holds a packet, so what limits the rate is the kernel's per-packet work: the same
 queues, classifier, WRED/ECN chains, routing and veths, only faster tokens). On the fast lab,
 32 QPs cross the fabric in a permutation (server k of group 1 <-> server k of group 2, every
@@ -22,10 +22,11 @@ rail: NIC, leaf, spine, leaf, NIC; 3 routed hops each) and, per run, interleaved
 * ``python``: the engine's Python loop, same flows.
 
 Each row: delivered packets/s (receiver counted), share of the run's limit, CPU seconds per
-packet of the threads doing the work (kernel forwarding in their context included). Then on
-the shipped lab, ``railab collective``'s all-reduce and all-to-all (1 MiB) on the fast path and
-on the Python loop: keeps_rate, busbw over the line-rate bound. ``/proc/loadavg`` before and
-after every row.
+packet of the threads doing the work (kernel forwarding in their context included). Then, on a
+mini-lossless lab per ``--rates`` port rate, ``railab collective``'s all-reduce and all-to-all
+(1 MiB per rank) ``--collective-runs`` times on the fast path and once on the Python loop:
+keeps_rate, busbw over the line-rate bound, the engine's packets/s. ``/proc/loadavg`` before
+and after every row.
 """
 
 from __future__ import annotations
@@ -154,21 +155,29 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--rates", default="200", help="port rates (Mb/s) of the mini-lossless labs "
+                    "the collectives run on, comma-separated (200: the shipped intent)")
+    ap.add_argument("--collective-runs", type=int, default=3)
     ap.add_argument("--json", type=Path)
-    ap.add_argument("--keep", action="store_true", help="leave the two labs up")
+    ap.add_argument("--keep", action="store_true", help="leave the labs up")
     a = ap.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("bench_engine: run as root (network namespaces)")
     pid = os.getpid()
-    fast, base = f"bef{pid}", f"bed{pid}"
+    fast = f"bef{pid}"
+    rates = [float(r) for r in a.rates.split(",")]
+    bases = {r: f"be{int(r)}x{pid}"[:10] for r in rates}
     tmp = Path(tempfile.mkdtemp(prefix="bench-engine-"))
     intent = (ROOT / "topologies/intents/mini-lossless.yml").read_text()
     (tmp / "fast.yml").write_text(intent.replace("port_rate_mbps: 200", "port_rate_mbps: 10000"))
+    for r in rates:
+        (tmp / f"r{int(r)}.yml").write_text(intent.replace("port_rate_mbps: 200", f"port_rate_mbps: {r:g}"))
     out: dict = {"machine": {"cpus": os.cpu_count(), "load_start": _load()}, "seconds": a.seconds,
                  "runs": a.runs, "rows": [], "collectives": []}
     try:
         _railab("up", str(tmp / "fast.yml"), "--name", fast)
-        _railab("up", "mini-lossless", "--name", base)
+        for r, lab in bases.items():
+            _railab("up", str(tmp / f"r{int(r)}.yml"), "--name", lab)
         from railab.testbed.labref import resolve
 
         ref = resolve(fast)
@@ -190,15 +199,17 @@ def main() -> int:
                 row.update(kind=kind, run=run, load_before=before, load_after=_load())
                 out["rows"].append(row)
                 print(json.dumps(row), flush=True)
-        for op in ("all-reduce", "all-to-all"):
-            for engine in ("c", "python"):
-                row = collective_row(base, op, engine)
-                row.update(op=op, engine=engine, load=_load())
-                out["collectives"].append(row)
-                print(json.dumps(row), flush=True)
+        for r, lab in bases.items():
+            for op in ("all-reduce", "all-to-all"):
+                for k in range(a.collective_runs + 1):
+                    engine = "python" if k == a.collective_runs else "c"  # the old engine once
+                    row = collective_row(lab, op, engine)
+                    row.update(rate_mbps=r, op=op, engine=engine, load=_load())
+                    out["collectives"].append(row)
+                    print(json.dumps(row), flush=True)
     finally:
         if not a.keep:
-            for lab in (fast, base):
+            for lab in (fast, *bases.values()):
                 subprocess.run([sys.executable, "-m", "railab", "down", lab], cwd=ROOT,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     summary = {}
@@ -216,6 +227,17 @@ def main() -> int:
     for kind, s in summary.items():
         print(f"  {kind:7s} {s['pps_median']:>9,.0f} packets/s delivered  {s['share_of_limit']:.0%} of "
               f"the limit  {s['cpu_us_per_packet_median']:.2f} us CPU per packet")
+    print("collectives (1 MiB per rank, 32 ranks; keeps_rate runs, busbw / line-rate bound median):")
+    for r in rates:
+        for op in ("all-reduce", "all-to-all"):
+            for engine in ("c", "python"):
+                rows = [c for c in out["collectives"]
+                        if c["rate_mbps"] == r and c["op"] == op and c["engine"] == engine]
+                if rows:
+                    print(f"  {r:g} Mb/s {op:10s} {engine:6s} keeps rate {sum(c['keeps_rate'] for c in rows)}"
+                          f"/{len(rows)}, busbw {statistics.median(c['busbw_of_bound'] or 0 for c in rows):.0%} "
+                          f"of the bound, {statistics.median(c['engine_pps'] or 0 for c in rows):,.0f} "
+                          "packets/s")
     print(f"load average: start {out['machine']['load_start']}, end {out['machine']['load_end']}")
     if a.json:
         a.json.write_text(json.dumps(out, indent=2))

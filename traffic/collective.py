@@ -394,12 +394,7 @@ def run_collective(spec: LabSpec, netns_of: Callable[[str], str], sched: Schedul
         time_s = max(t.last_rx for _, _, t in reach) - start
         alg, bus = bandwidth(sched.op, sched.bytes_per_rank, sched.ranks, time_s)
         if cap.enabled:
-            scale = cap.time_scale
-            fabric = {"units": f"fabric: lab time / {scale:g}, lab bandwidth x {scale:g} "
-                               f"({cap.port_rate_mbps:g} Mb/s lab ports stand for "
-                               f"{cap.fabric_rate_gbps} Gb/s)",
-                      "time_us": round(cap.fabric_us(time_s), 3),
-                      "algbw_gbps": round(alg * scale, 3), "busbw_gbps": round(bus * scale, 3)}
+            fabric = _fabric(cap, time_s, alg, bus)
     load = uplink_load(spec, before, after, t1 - t0, bg)
     lag = max((t.lag for _, _, t in reach if t is not None), default=0.0)
     return CollectiveResult(sched, completed, time_s, alg, bus, fabric, lost, delivered_bytes,
@@ -412,6 +407,15 @@ def run_collective(spec: LabSpec, netns_of: Callable[[str], str], sched: Schedul
                                                  default=0),
                             flow_times_s=[t.seconds for _, r, t in reach if t is not None
                                           and t.seconds is not None and r.delivered == r.sent])
+
+
+def _fabric(cap: CapacityProfile, time_s: float, alg: float, bus: float) -> dict:
+    """A collective's lab time and bandwidths in fabric units (the ``fabric`` object)."""
+    scale = cap.time_scale
+    return {"units": f"fabric: lab time / {scale:g}, lab bandwidth x {scale:g} "
+                     f"({cap.port_rate_mbps:g} Mb/s lab ports stand for {cap.fabric_rate_gbps} Gb/s)",
+            "time_us": round(cap.fabric_us(time_s), 3),
+            "algbw_gbps": round(alg * scale, 3), "busbw_gbps": round(bus * scale, 3)}
 
 
 class _PortStats:
@@ -500,12 +504,7 @@ def _run_on_load_engine(spec: LabSpec, netns_of: Callable[[str], str], sched: Sc
     if completed:
         time_s = max(d["fct_s"] for _, d in reach)
         alg, bus = bandwidth(sched.op, sched.bytes_per_rank, sched.ranks, time_s)
-        scale = cap.time_scale
-        fabric = {"units": f"fabric: lab time / {scale:g}, lab bandwidth x {scale:g} "
-                           f"({cap.port_rate_mbps:g} Mb/s lab ports stand for "
-                           f"{cap.fabric_rate_gbps} Gb/s)",
-                  "time_us": round(cap.fabric_us(time_s), 3),
-                  "algbw_gbps": round(alg * scale, 3), "busbw_gbps": round(bus * scale, 3)}
+        fabric = _fabric(cap, time_s, alg, bus)
     # the host's share of each flow's time: debts it dropped plus its last packet's lateness
     lag = max((d["late_s"] / d["fct_s"] for _, d in reach if d["fct_s"]), default=0.0)
     out = CollectiveResult(

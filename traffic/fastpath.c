@@ -733,6 +733,24 @@ static void *work(void *arg)
     return NULL;
 }
 
+/* Start workers 1..T-1 running fn, worker k pinned to CPU k when there are enough CPUs; returns
+ * the highest index started (a failed start sets *err and ctx->stop). */
+static int spawn(dp_ctx *c, worker *w, int T, void *(*fn)(void *), int *err)
+{
+    int ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN), started = 0;
+    for (int k = 1; k < T; k++) {
+        if (pthread_create(&w[k].th, NULL, fn, &w[k])) { *err = -EAGAIN; c->stop = 1; break; }
+        started = k;
+        if (T <= ncpu) {
+            cpu_set_t set;
+            CPU_ZERO(&set);
+            CPU_SET(k, &set);
+            pthread_setaffinity_np(w[k].th, sizeof set, &set);
+        }
+    }
+    return started;
+}
+
 /* ---- the blaster: the kernel's limit ----------------------------------------------------- */
 static void *blast(void *arg)
 {
@@ -771,18 +789,9 @@ int dp_blast(dp_ctx *c)
     memset(w, 0, sizeof w);
     for (int i = 0; i < c->nqp; i++)
         c->qps[i].owner = T > 1 ? (int32_t)((uint32_t)c->qps[i].tx_fd % (uint32_t)T) : 0;
-    int ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN), started = 0, err = 0;
+    int err = 0;
     for (int k = 0; k < T; k++) { w[k].c = c; w[k].id = k; }
-    for (int k = 1; k < T; k++) {
-        if (pthread_create(&w[k].th, NULL, blast, &w[k])) { err = -EAGAIN; c->stop = 1; break; }
-        started = k;
-        if (T <= ncpu) {
-            cpu_set_t set;
-            CPU_ZERO(&set);
-            CPU_SET(k, &set);
-            pthread_setaffinity_np(w[k].th, sizeof set, &set);
-        }
-    }
+    int started = spawn(c, w, T, blast, &err);
     blast(&w[0]);
     for (int k = 1; k <= started; k++) pthread_join(w[k].th, NULL);
     c->t_end = now_s();
@@ -830,16 +839,7 @@ int dp_run(dp_ctx *c)
         }
     }
     if (!err) {
-        for (int k = 1; k < T; k++) {
-            if (pthread_create(&w[k].th, NULL, work, &w[k])) { err = -EAGAIN; c->stop = 1; break; }
-            started = k;
-            if (T <= ncpu) {
-                cpu_set_t set;
-                CPU_ZERO(&set);
-                CPU_SET(k, &set);
-                pthread_setaffinity_np(w[k].th, sizeof set, &set);
-            }
-        }
+        started = spawn(c, w, T, work, &err);
         cpu_set_t before;
         int pinned = T > 1 && T <= ncpu && !pthread_getaffinity_np(pthread_self(), sizeof before, &before);
         if (pinned) {
