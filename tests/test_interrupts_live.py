@@ -269,3 +269,57 @@ def test_sigint_and_sigterm_to_check_traffic_drill_and_down(tmp_path):
         assert _left(lab) == [], (err, _left(lab))
     finally:
         NetnsRuntime().down(lab)
+
+
+def _in_a_terminal(argv: list[str], at: float) -> tuple[int, str]:
+    """``railab argv`` in a pseudo-terminal (the convergence bar drawn), Ctrl-C typed ``at`` s
+    after the start (the terminal sends SIGINT to its foreground process group): (exit code,
+    everything the terminal showed)."""
+    import pty
+    import select
+
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: exec at once
+        os.chdir(ROOT)
+        os.execv(sys.executable, [*CLI, *argv])
+    t0, shown, typed = time.monotonic(), b"", False
+    try:
+        while True:
+            if not typed and time.monotonic() - t0 >= at:
+                os.write(fd, b"\x03")
+                typed = True
+            if select.select([fd], [], [], 0.02)[0]:
+                try:
+                    data = os.read(fd, 65536)
+                except OSError:  # EIO: the child closed the terminal
+                    break
+                if not data:
+                    break
+                shown += data
+    finally:
+        _, status = os.waitpid(pid, 0)
+        os.close(fd)
+    return os.waitstatus_to_exitcode(status), shown.decode(errors="replace")
+
+
+def test_ctrl_c_typed_in_a_terminal(tmp_path):
+    """The real thing: Ctrl-C typed in a terminal while ``up`` draws its convergence bar, at two
+    points of a bring-up measured here: exit 130, the last thing shown is the one line."""
+    lab = f"tt{PID}"
+    labdir = _gen("mini", lab, tmp_path)
+    rc, shown = _in_a_terminal(["up", str(labdir)], 300)  # never typed: the whole bring-up
+    NetnsRuntime().down(lab)
+    assert rc == 0, shown[-2000:]
+    took = float(re.search(r"is up and converged in ([\d.]+) s", shown).group(1))
+    hit = 0
+    for frac in (0.2, 0.4, 0.8):
+        rc, shown = _in_a_terminal(["up", str(labdir)], FLOOR_S + 0.3 + frac * took)
+        if rc == 0:  # done before the key: this run was faster; nothing to interrupt
+            NetnsRuntime().down(lab)
+            continue
+        hit += 1
+        assert rc == 130, shown[-2000:]
+        last = shown.replace("^C", "").rstrip("\r\n").rsplit("\n", 1)[-1].rstrip("\r")
+        assert LINE.fullmatch(last + "\n"), shown[-2000:]
+        assert _left(lab) == [], _left(lab)
+    assert hit >= 2, "the bring-ups were all done before the key"
