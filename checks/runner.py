@@ -94,6 +94,12 @@ def summary(results: list[CheckResult]) -> dict[str, dict[str, int]]:
 #: families that read the kernel (netlink), not FRR: a dead daemon on their row's node does
 #: not explain them (a cable, an MTU, an nft table, a NIC's table route)
 KERNEL_FAMILIES = frozenset({"cabling", "policy"})
+#: causes that name a culprit no dead daemon makes (a wrong ASN, a miswire, a missing neighbor
+#: or announcement, an MTU, a filter): a row blaming one does not follow a dead daemon merely
+#: because it is about that daemon's node (a session failing with Bad Peer AS on a leaf whose
+#: staticd died is the wrong ASN's)
+CULPRIT_KINDS = frozenset({"wrong-asn", "miswired", "port-missing", "neighbor-missing", "not-announced",
+                           "mtu-mismatch", "port-filter"})
 
 
 def _keys(node: str | None, c: Cause | None, check: str | None = None) -> tuple[set[tuple], set[tuple]]:
@@ -106,7 +112,7 @@ def _keys(node: str | None, c: Cause | None, check: str | None = None) -> tuple[
     """
     spec: set[tuple] = set()
     wide: set[tuple] = set()
-    if node and check not in KERNEL_FAMILIES:
+    if node and check not in KERNEL_FAMILIES and (c is None or c.kind not in CULPRIT_KINDS):
         wide.add(("dead", node))
     if c is None:
         return spec, wide
