@@ -587,6 +587,10 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
             spec.qos, len(res.flows), res.seconds, pfc=pfc_on,
             dcqcn=DCQCN_PROFILES[dcqcn] if dcqcn else None, mtu=mtu or 4096,
             measured_ratios=fshare["ratios"] if fshare else None)
+        from railab.traffic import ns3ref  # ns-3's stored figures for the same incast, if any
+
+        if (ns3 := ns3ref.load(len(res.flows), pfc_on, dcqcn or spec.qos.dcqcn.name)) is not None:
+            reference["ns3"] = ns3ref.brief(ns3)
     check = None
     if reference is not None:
         check = steady_state_check(util, fshare["ratios"], reference["measured_dropped_pct"],
