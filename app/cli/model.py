@@ -63,7 +63,8 @@ def ns3_reference(qos, senders: int, pfc: bool, profile: str, rec: dict) -> dict
     DCQCN profile (:mod:`railab.traffic.ns3ref`, HPCC's RDMA model, computed by ns-3), whether
     ns-3 ran with the same ECN thresholds, PFC pause depth and drop depth as ``qos``
     (``same_qos``; the stored runs use ``mini-lossless``'s) and the fluid model's figures of
-    ``rec`` against ns-3's in issue 44's bands (``fluid_vs_ns3``). None when nothing is stored."""
+    ``rec`` against ns-3's in issue 44's bands (``fluid_vs_ns3``; ``same_fabric_time``: the
+    stored run is as long as ``rec``'s). None when nothing is stored."""
     from railab.traffic import ns3ref
 
     stored = ns3ref.load(senders, pfc, profile)
@@ -76,6 +77,7 @@ def ns3_reference(qos, senders: int, pfc: bool, profile: str, rec: dict) -> dict
     out["same_qos"] = bool(mapped == here and ecn["kmin_bytes"] == qos.ecn.kmin_bytes
                            and ecn["kmax_bytes"] == qos.ecn.kmax_bytes
                            and ecn["pmax_percent"] == qos.ecn.pmax_percent)
+    out["same_fabric_time"] = abs(stored["fabric_us"] - rec["summary"]["fabric_us"]) < 1
     s, share = rec["summary"], qos.capacity.fabric_rate_gbps / senders
     out["fluid_vs_ns3"] = ns3ref.compare(
         stored["summary"], utilization=s["utilization"],
@@ -91,6 +93,8 @@ def ns3_text(ns3: dict) -> str:
     return (f"ns-3 (HPCC's RDMA model, {ns3['repository']}@{(ns3['commit'] or '?')[:10]}, "
             f"computed by ns-3, {ns3['lab_qos']}'s QoS"
             + ("" if ns3["same_qos"] else ", [yellow]not this run's ECN/PFC/buffer[/yellow]")
+            + ("" if ns3["same_fabric_time"] else
+               f", [yellow]{ns3['fabric_us'] / 1000:g} ms of fabric time[/yellow]")
             + f"): port used {ns3['utilization']:.1%}, senders at {min(ns3['ratios']):.2f}-"
             f"{max(ns3['ratios']):.2f} of their share, queue peak {ns3['queue_peak_bytes']:,} B "
             f"(mean {ns3['queue_bytes']['mean']:,} B over the last half), PAUSEs "
@@ -99,7 +103,8 @@ def ns3_text(ns3: dict) -> str:
             + "; the fluid model " + ("[green]agrees[/green]" if c["agrees"] else
                                       "[red]differs[/red]")
             + f" (port {c['utilization_points']:g} points, shares {c['share_max_diff']:.2f}, "
-            f"queue peak {c['queue_peak_rel']:.0%}; bands 3 points, 0.15, 30 %)")
+            f"queue peak {c['queue_peak_rel']:.0%}; bands 3 points, 0.15, 30 %; ns-3's DCQCN "
+            "is not the paper's: docs/congestion.md \"ns-3 (HPCC) side by side\")")
 
 
 def register(app: typer.Typer) -> None:
