@@ -53,10 +53,10 @@ COMMAND_HOMES: dict[str, str] = {
     "demo": "demo", "report": "demo", "graph": "demo", "kinds": "registry",
     "fault": "fault", "restart": "fault", "drill": "drill",
     "collective": "collective", "ecmp": "collective", "exercise": "exercise", "model": "model",
-    "ui": "ui", "lb": "lb",
+    "ui": "ui", "lb": "lb", "otg": "otg",
 }
 _ORDER = ("plan", "generate", "lab", "traffic", "check", "demo", "registry", "fault", "drill",
-          "collective", "exercise", "model", "ui", "lb")
+          "collective", "exercise", "model", "ui", "lb", "otg")
 
 
 def _show_version(value: bool) -> None:

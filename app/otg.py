@@ -1,0 +1,972 @@
+"""``railab otg LAB``: the Open Traffic Generator (OTG) REST API over a running lab (docs/otg.md).
+
+A Starlette app (served by uvicorn, as ``railab ui``) answering the part of the OTG API a
+fabric test uses, so that `snappi <https://pypi.org/project/snappi/>`_ scripts drive railab's
+engines. The paths and objects are those of the OTG models' OpenAPI document
+(open-traffic-generator/models ``artifacts/openapi.yaml``; snappi 1.62.0 is the client tested):
+
+* ``POST /config`` / ``GET /config`` (``paths./config``, schema ``Config``): ports are server
+  NICs (``location`` ``srv1:eth1``, ``srv1:nic1`` or ``srv1:gpu0``); devices with Ethernet and
+  IPv4 on those ports (the lab's addresses); flows with Ethernet / IPv4 / UDP headers, a fixed
+  ``size``, a ``rate`` (pps, bps, kbps, mbps, gbps, percentage of line) and a ``duration``
+  (fixed_packets, fixed_seconds, continuous), from one port (or device) to one other.
+* ``POST /control/state`` (``Control.State``): ``traffic.flow_transmit`` start/stop,
+  ``port.link`` up/down (a railab ``link-down`` fault on the server NIC), ``protocol.all``
+  start (the lab's interfaces are always up: a warning says so).
+* ``POST /monitor/metrics`` (``Metrics.Request`` / ``Metrics.Response``): ``port`` and ``flow``.
+* ``GET /capabilities/version`` (``Version``).
+
+Everything else the API has answers the API's error object (``Error``: ``code``, ``kind``,
+``errors``) with status 501 (a feature railab does not do) or 400 (a malformed config, an
+unknown port location, a name that does not exist), never a silent success.
+
+Flows run on the path engine (:class:`railab.traffic.engine.Engine`): each OTG frame is one
+RoCEv2 SEND_ONLY packet (Ethernet / IPv4 / UDP 4791 / BTH / payload / ICRC) from the tx port's
+NIC to the rx port's, with the lab's addresses (the fabric routes by them); the engine counts
+what arrived, in PSN order, and the hops it took (TTL). Rates are the fabric's: on a lab with
+``qos.capacity`` (e.g. ``mini-lossless``) a fabric rate is divided by the lab's time scale
+(``QosProfile.time_scale``, fabric rate / lab rate) to get the lab's, and measured lab rates are
+multiplied by it; labs without capacity have time scale 1 and no line rate.
+
+Security as ``railab ui`` (docs/ui.md): loopback by default, ``--token`` required for any other
+bind, the token checked on every request (``Authorization: Bearer T``; 401 without, 403 wrong),
+loopback ``Host`` names only on a loopback bind; names are checked against the lab's
+``lab.json`` and every action is a Python call: nothing from a request reaches a shell.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from railab.errors import RailabError, UsageError
+from railab.testbed import state as st
+from railab.testbed.labref import resolve
+from railab.topologies.labspec import LabSpec
+from railab.ui import check_bind, is_loopback, parse_bind
+
+#: the OTG API version this server speaks (the snappi release it is tested with, pinned in the
+#: ``test`` extra; its models' ``artifacts/openapi.yaml`` paths and objects used here are the
+#: same as in 1.61.0's, the newest the project's mirror holds)
+API_VERSION = "1.62.0"
+#: RoCEv2 SEND_ONLY frame without payload: Ethernet 14 + IPv4 20 + UDP 8 + BTH 12 + ICRC 4,
+#: plus the 4-byte FCS that OTG's frame size counts
+FRAME_OVERHEAD = 62
+MIN_FRAME = 64
+MAX_FRAME = FRAME_OVERHEAD + 4096
+#: preamble + start delimiter + inter-frame gap, bytes: what a line's percentage counts
+L1_EXTRA = 20
+#: flow metrics and port metrics columns (``Flow.Metric``, ``Port.Metric``)
+FLOW_COLUMNS = ("transmit", "frames_tx", "frames_rx", "bytes_tx", "bytes_rx", "frames_tx_rate", "frames_rx_rate",
+                "loss", "tx_l1_rate_bps", "rx_l1_rate_bps", "tx_rate_bytes", "rx_rate_bytes", "tx_rate_bps",
+                "rx_rate_bps", "tx_rate_kbps", "rx_rate_kbps", "tx_rate_mbps", "rx_rate_mbps")
+PORT_COLUMNS = ("transmit", "location", "link", "frames_tx", "frames_rx", "bytes_tx", "bytes_rx",
+                "frames_tx_rate", "frames_rx_rate", "bytes_tx_rate", "bytes_rx_rate", "speed")
+_NAME_RE = re.compile(r"^[\sa-zA-Z0-9-_()><\[\]]+$")  # Port.name's pattern in the OpenAPI document
+_LOC_RE = re.compile(r"^(?P<srv>[a-z][a-z0-9-]{0,40}):(?P<kind>eth|nic|gpu)(?P<idx>\d{1,3})$")
+#: packets per path-engine run of a continuous or fixed-seconds flow (counters move per chunk)
+CHUNK_S = 0.5
+
+
+class OtgError(Exception):
+    """A request the API answers with its ``Error`` object: ``status`` (400 malformed or
+    unknown name, 401/403 token, 409 busy, 501 not implemented by railab, 500 engine failure),
+    ``kind`` (``validation`` or ``internal``) and ``errors`` (one line each)."""
+
+    def __init__(self, status: int, *errors: str, kind: str = "validation") -> None:
+        super().__init__("; ".join(errors))
+        self.status = status
+        self.errors = list(errors)
+        self.kind = kind
+
+    def body(self) -> dict[str, Any]:
+        """The ``Error`` object (``components.schemas.Error``)."""
+        return {"code": self.status, "kind": self.kind, "errors": self.errors}
+
+
+def unsupported(what: str) -> OtgError:
+    """501: ``what`` is in the OTG API but railab does not do it."""
+    return OtgError(501, f"{what}: not implemented by railab's OTG server (docs/otg.md lists what is)")
+
+
+# ---- the lab's units --------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Units:
+    """The lab's units: ``time_scale`` lab seconds per fabric second (1 without
+    ``qos.capacity``), ``fabric_gbps`` the line rate a port stands for (None: no line rate)."""
+
+    time_scale: float = 1.0
+    fabric_gbps: float | None = None
+
+    @classmethod
+    def of(cls, spec: LabSpec) -> Units:
+        """From ``spec.qos.capacity`` (enabled: its time scale and fabric rate)."""
+        cap = spec.qos.capacity
+        if getattr(cap, "enabled", False):
+            return cls(time_scale=float(cap.time_scale), fabric_gbps=float(cap.fabric_rate_gbps))
+        return cls()
+
+    def lab_pps(self, rate: dict[str, Any], frame: int) -> float:
+        """An OTG ``Flow.Rate`` (fabric units) as lab packets/s for frames of ``frame`` bytes.
+        501 for ``percentage`` on a lab without a line rate; 400 for a rate <= 0."""
+        choice = rate.get("choice", "pps")
+        if choice == "pps":
+            fabric_pps = float(rate.get("pps", 1000))
+        elif choice in ("bps", "kbps", "mbps", "gbps"):
+            mult = {"bps": 1, "kbps": 1e3, "mbps": 1e6, "gbps": 1e9}[choice]
+            fabric_pps = float(rate.get(choice, 0)) * mult / ((frame + L1_EXTRA) * 8)
+        elif choice == "percentage":
+            if self.fabric_gbps is None:
+                raise unsupported("rate.percentage on a lab without qos.capacity (no line rate; use pps)")
+            pct = float(rate.get("percentage", 100))
+            if not 0 < pct <= 100:
+                raise OtgError(400, f"rate.percentage {pct:g} is not in (0, 100]")
+            fabric_pps = pct / 100 * self.fabric_gbps * 1e9 / ((frame + L1_EXTRA) * 8)
+        else:
+            raise OtgError(400, f"rate.choice {choice!r} is not one of pps, bps, kbps, mbps, gbps, percentage")
+        if fabric_pps <= 0:
+            raise OtgError(400, f"flow rate must be > 0 (got {fabric_pps:g} packets/s)")
+        return fabric_pps / self.time_scale
+
+    def speed_kbps(self) -> int:
+        """``Port.Metric.speed`` (KBps, the API's unit) of the fabric's line; 0 without one."""
+        return int(self.fabric_gbps * 1e6 / 8) if self.fabric_gbps else 0
+
+
+# ---- the parsed configuration -----------------------------------------------------------------
+@dataclass
+class PortSpec:
+    """A configured port: ``name``, ``location`` as given, the server and its 1-based NIC."""
+
+    name: str
+    location: str
+    server: str
+    nic: int
+
+    @property
+    def interface(self) -> str:
+        return f"eth{self.nic}"
+
+
+@dataclass
+class FlowSpec:
+    """A configured flow: ``tx``/``rx`` port names, ``frame`` bytes (with FCS), ``pps`` lab
+    packets/s, ``packets`` (None: by ``seconds`` or continuous), ``seconds`` lab seconds (None),
+    ``continuous``."""
+
+    name: str
+    tx: str
+    rx: str
+    frame: int
+    payload: int
+    pps: float
+    packets: int | None = None
+    seconds: float | None = None
+    continuous: bool = False
+
+
+@dataclass
+class FlowCounters:
+    """What a flow did since its last start: frames and bytes, ``hops`` (TTL) and the expected
+    hop count, lab seconds from start to the last counted packet, and whether it runs."""
+
+    frames_tx: int = 0
+    frames_rx: int = 0
+    bytes_tx: int = 0
+    bytes_rx: int = 0
+    started: float | None = None
+    ended: float | None = None
+    running: bool = False
+    hops: int | None = None
+    expected_hops: int | None = None
+    error: str | None = None
+
+    #: lab seconds the engine spent on the flow's packets (first sent to last received, summed
+    #: over its runs): what its rates are measured over
+    active_s: float = 0.0
+
+    def seconds(self) -> float:
+        """Lab seconds the rates are measured over: the engine's time on the flow, else (no
+        packet counted yet) the time since start; 0 before any start."""
+        if self.active_s > 0:
+            return self.active_s
+        if self.started is None:
+            return 0.0
+        return max((self.ended or time.monotonic()) - self.started, 1e-9)
+
+
+def _str(obj: dict, key: str, where: str) -> str:
+    v = obj.get(key)
+    if not isinstance(v, str) or not v:
+        raise OtgError(400, f"{where}: {key} must be a non-empty string")
+    return v
+
+
+def _pattern_value(obj: Any, where: str) -> str | int | None:
+    """The single value of an OTG pattern (``{"choice": "value", "value": X}``); None when the
+    field is not set; 501 for value lists, increments, random and metric tags."""
+    if obj is None:
+        return None
+    if not isinstance(obj, dict):
+        raise OtgError(400, f"{where} must be an object")
+    choice = obj.get("choice", "value")
+    if choice in ("value", "auto") and not obj.get("metric_tags"):
+        return obj.get("value")
+    raise unsupported(f"{where}.{choice if not obj.get('metric_tags') else 'metric_tags'}")
+
+
+class Lab:
+    """A running lab as the OTG server sees it: name, ``spec``, namespaces, lab directory."""
+
+    def __init__(self, lab: str) -> None:
+        if lab not in st.labs():
+            raise UsageError(f"no lab {lab!r} is up on this host ({st.running_labs()})")
+        ref = resolve(lab)
+        self.record = ref.require_up()
+        self.name = lab
+        self.spec = ref.spec()
+        self.labdir = ref.labdir
+        self.netns_of = ref.netns_of
+        self.units = Units.of(self.spec)
+
+    def locate(self, location: str, where: str) -> tuple[str, int]:
+        """``srv1:eth1`` / ``srv1:nic1`` (1-based) / ``srv1:gpu0`` (0-based) -> (server, NIC);
+        400 naming the lab's servers and NICs otherwise."""
+        m = _LOC_RE.match(location.strip()) if isinstance(location, str) else None
+        servers = [n.name for n in self.spec.by_role("server")]
+        g = self.spec.gpus_per_server
+        hint = (f"lab {self.name} has servers {servers[0]}..{servers[-1]} with NICs eth1..eth{g}"
+                f" (or gpu0..gpu{g - 1})" if servers else f"lab {self.name} has no servers")
+        if not m:
+            raise OtgError(400, f"{where}: location {str(location)[:60]!r} is not SERVER:ethN, SERVER:nicN or "
+                                f"SERVER:gpuN; {hint}")
+        nic = int(m["idx"]) + (1 if m["kind"] == "gpu" else 0)
+        try:
+            self.spec.nic(m["srv"], nic)
+        except KeyError:
+            raise OtgError(400, f"{where}: location {location!r} is not a NIC of lab {self.name}; {hint}") from None
+        return m["srv"], nic
+
+
+_CONFIG_KEYS_501 = ("lags", "layer1", "captures", "lldp", "stateful_flows", "egress_only_tracking")
+
+
+def parse_config(lab: Lab, cfg: Any) -> tuple[dict[str, PortSpec], dict[str, FlowSpec], list[str]]:
+    """Check an OTG ``Config`` (``paths./config.post``) against the lab: ports, devices, flows.
+
+    Returns (ports by name, flows by name, warnings). Raises OtgError 400 for a malformed config
+    or a name or location that does not exist, 501 for what railab does not do."""
+    if not isinstance(cfg, dict):
+        raise OtgError(400, "the config must be a JSON object (OTG Config)")
+    warnings: list[str] = []
+    for key in _CONFIG_KEYS_501:
+        if cfg.get(key):
+            raise unsupported(f"config.{key}")
+    if cfg.get("events"):
+        raise unsupported("config.events")
+    ports: dict[str, PortSpec] = {}
+    taken: dict[tuple[str, int], str] = {}
+    for i, p in enumerate(cfg.get("ports") or []):
+        where = f"ports[{i}]"
+        if not isinstance(p, dict):
+            raise OtgError(400, f"{where} must be an object")
+        name = _str(p, "name", where)
+        if not _NAME_RE.match(name):
+            raise OtgError(400, f"{where}: name {name[:40]!r} does not match the API's name pattern")
+        if name in ports:
+            raise OtgError(400, f"{where}: port name {name!r} is used twice")
+        srv, nic = lab.locate(p.get("location"), f"port {name}")
+        if (srv, nic) in taken:
+            raise OtgError(400, f"port {name}: location {p.get('location')!r} is also port {taken[(srv, nic)]!r}")
+        taken[(srv, nic)] = name
+        ports[name] = PortSpec(name, p["location"], srv, nic)
+    # devices: Ethernet and IPv4 on a port; the lab's addresses are the device's
+    ipv4_port: dict[str, str] = {}  # device / ethernet / ipv4 names usable as flow endpoints
+    for i, d in enumerate(cfg.get("devices") or []):
+        where = f"devices[{i}]"
+        if not isinstance(d, dict):
+            raise OtgError(400, f"{where} must be an object")
+        dname = _str(d, "name", where)
+        extra = sorted(k for k, v in d.items() if k not in ("name", "ethernets") and v)
+        if extra:
+            raise unsupported(f"device {dname}: {', '.join(extra)} (railab's devices are the lab's NICs: "
+                              "Ethernet and IPv4 only; BGP runs on the lab's switches)")
+        for j, e in enumerate(d.get("ethernets") or []):
+            ew = f"device {dname} ethernets[{j}]"
+            if not isinstance(e, dict):
+                raise OtgError(400, f"{ew} must be an object")
+            ename = _str(e, "name", ew)
+            conn = e.get("connection") or {}
+            pname = conn.get("port_name") or e.get("port_name")
+            if pname not in ports:
+                raise OtgError(400, f"{ew}: connection.port_name {str(pname)[:40]!r} is not a configured port")
+            if e.get("vlans") or e.get("ipv6_addresses"):
+                raise unsupported(f"{ew}: vlans / ipv6_addresses")
+            port = ports[pname]
+            nic = lab.spec.nic(port.server, port.nic)
+            ipv4_port[ename] = pname
+            mac = e.get("mac")
+            if mac:
+                warnings.append(f"{ew}: mac {mac} is not used: the lab's NIC {port.server}:{port.interface} "
+                                "keeps its MAC")
+            for k, a in enumerate(e.get("ipv4_addresses") or []):
+                aw = f"{ew} ipv4_addresses[{k}]"
+                if not isinstance(a, dict):
+                    raise OtgError(400, f"{aw} must be an object")
+                aname = _str(a, "name", aw)
+                ipv4_port[aname] = pname
+                addr, gw = a.get("address"), a.get("gateway")
+                if addr and addr != str(nic.address.ip):
+                    warnings.append(f"{aw}: address {addr} replaced by the lab's {nic.address.ip} on "
+                                    f"{port.server}:{port.interface} (the fabric routes by the lab's addresses)")
+                if gw and gw != str(nic.gateway):
+                    warnings.append(f"{aw}: gateway {gw} replaced by the lab's {nic.gateway} ({nic.leaf})")
+            ipv4_port.setdefault(dname, pname)
+    flows: dict[str, FlowSpec] = {}
+    for i, f in enumerate(cfg.get("flows") or []):
+        fl, w = _parse_flow(lab, f, i, ports, ipv4_port)
+        if fl.name in flows:
+            raise OtgError(400, f"flows[{i}]: flow name {fl.name!r} is used twice")
+        flows[fl.name] = fl
+        warnings.extend(w)
+    if flows:
+        u = lab.units
+        warnings.append(f"rates are the fabric's ({u.fabric_gbps:g} Gb/s ports): lab rate x time scale "
+                        f"{u.time_scale:g}" if u.fabric_gbps else
+                        "this lab has no qos.capacity: time scale 1, rates are the lab's own")
+    return ports, flows, warnings
+
+
+_HEADERS_OK = ("ethernet", "ipv4", "udp")
+
+
+def _parse_flow(lab: Lab, f: Any, i: int, ports: dict[str, PortSpec],
+                ipv4_port: dict[str, str]) -> tuple[FlowSpec, list[str]]:
+    where = f"flows[{i}]"
+    if not isinstance(f, dict):
+        raise OtgError(400, f"{where} must be an object")
+    name = _str(f, "name", where)
+    where = f"flow {name}"
+    warnings: list[str] = []
+    for key in ("egress_packet",):
+        if f.get(key):
+            raise unsupported(f"{where}: {key}")
+    txrx = f.get("tx_rx")
+    if not isinstance(txrx, dict):
+        raise OtgError(400, f"{where}: tx_rx is required (port or device)")
+    choice = txrx.get("choice", "port")
+    if choice == "port":
+        pr = txrx.get("port") or {}
+        tx = pr.get("tx_name")
+        rx_names = list(pr.get("rx_names") or []) or ([pr["rx_name"]] if pr.get("rx_name") else [])
+        for n in [tx, *rx_names]:
+            if n not in ports:
+                raise OtgError(400, f"{where}: tx_rx.port names {str(n)[:40]!r}, not a configured port")
+        if not rx_names:
+            raise unsupported(f"{where}: a flow without rx port (railab's engine sends from one lab NIC to "
+                              "another: give tx_rx.port.rx_names)")
+    elif choice == "device":
+        dv = txrx.get("device") or {}
+        if dv.get("mode", "mesh") not in ("mesh", "one_to_one"):
+            raise OtgError(400, f"{where}: tx_rx.device.mode must be mesh or one_to_one")
+        txs, rxs = list(dv.get("tx_names") or []), list(dv.get("rx_names") or [])
+        for n in txs + rxs:
+            if n not in ipv4_port:
+                raise OtgError(400, f"{where}: tx_rx.device names {str(n)[:40]!r}, not a configured device, "
+                                    "ethernet or ipv4 name")
+        if len(txs) != 1 or len(rxs) != 1:
+            raise unsupported(f"{where}: tx_rx.device with {len(txs)} tx and {len(rxs)} rx names "
+                              "(one of each per flow)")
+        if dv.get("bidirectional"):
+            raise unsupported(f"{where}: tx_rx.device.bidirectional")
+        tx, rx_names = ipv4_port[txs[0]], [ipv4_port[rxs[0]]]
+    else:
+        raise OtgError(400, f"{where}: tx_rx.choice {choice!r} is not port or device")
+    if len(rx_names) != 1:
+        raise unsupported(f"{where}: {len(rx_names)} rx ports (one per flow: make one flow per receiver)")
+    rx = rx_names[0]
+    if rx == tx:
+        raise OtgError(400, f"{where}: tx and rx are the same port {tx!r}")
+    # headers
+    src_nic, dst_nic = lab.spec.nic(ports[tx].server, ports[tx].nic), lab.spec.nic(ports[rx].server, ports[rx].nic)
+    packet = f.get("packet") or []
+    if not isinstance(packet, list):
+        raise OtgError(400, f"{where}: packet must be a list of headers")
+    kinds = []
+    for j, h in enumerate(packet):
+        if not isinstance(h, dict):
+            raise OtgError(400, f"{where}: packet[{j}] must be an object")
+        kind = h.get("choice")
+        if kind not in FLOW_HEADER_CHOICES:
+            raise OtgError(400, f"{where}: packet[{j}].choice {str(kind)[:30]!r} is not an OTG flow header")
+        if kind not in _HEADERS_OK:
+            raise unsupported(f"{where}: packet[{j}] header {kind} (railab sends Ethernet / IPv4 / UDP, "
+                              "a RoCEv2 frame)")
+        kinds.append(kind)
+        hw = f"{where} packet[{j}].{kind}"
+        body = h.get(kind) or {}
+        if not isinstance(body, dict):
+            raise OtgError(400, f"{hw} must be an object")
+        if kind == "ethernet":
+            for fld in ("src", "dst"):
+                v = _pattern_value(body.get(fld), f"{hw}.{fld}")
+                if v is not None:
+                    warnings.append(f"{hw}.{fld} {v} replaced: frames leave with the NIC's MAC and the leaf's "
+                                    "(the lab's ARP)")
+        elif kind == "ipv4":
+            want = {"src": str(src_nic.address.ip), "dst": str(dst_nic.address.ip)}
+            for fld, lab_v in want.items():
+                v = _pattern_value(body.get(fld), f"{hw}.{fld}")
+                if v is not None and v != lab_v:
+                    warnings.append(f"{hw}.{fld} {v} replaced by the lab's {lab_v} (the fabric routes by the "
+                                    "lab's addresses)")
+            for fld in ("priority", "time_to_live"):
+                if body.get(fld):
+                    warnings.append(f"{hw}.{fld} is not used: the lab's QoS profile sets DSCP/ECN, TTL is 64")
+        elif kind == "udp":
+            for fld in ("src_port", "dst_port"):
+                v = _pattern_value(body.get(fld), f"{hw}.{fld}")
+                if v is not None:
+                    warnings.append(f"{hw}.{fld} {v} replaced: RoCEv2 sends to UDP 4791 from the QP pair's "
+                                    "source port (rdma_get_udp_sport)")
+    if kinds and kinds != list(_HEADERS_OK[:len(kinds)]):
+        raise OtgError(400, f"{where}: headers {'/'.join(kinds)} are not in the order ethernet / ipv4 / udp")
+    if f.get("payload"):
+        raise unsupported(f"{where}: payload")
+    # size
+    size = f.get("size") or {"choice": "fixed", "fixed": 64}
+    if size.get("choice", "fixed") != "fixed":
+        raise unsupported(f"{where}: size.{size.get('choice')} (fixed sizes only)")
+    frame = size.get("fixed", 64)
+    if not isinstance(frame, int) or not MIN_FRAME <= frame <= MAX_FRAME:
+        raise OtgError(400, f"{where}: size.fixed must be an integer {MIN_FRAME}-{MAX_FRAME} bytes")
+    payload = (frame - FRAME_OVERHEAD) // 4 * 4  # RoCEv2 pads the payload to 4 bytes
+    sent = FRAME_OVERHEAD + payload
+    if sent != frame:
+        warnings.append(f"{where}: frames are {sent} bytes, not {frame} (RoCEv2 pads its payload to a multiple "
+                        "of 4 bytes; sizes 62 + 4k are exact)")
+    # rate and duration
+    pps = lab.units.lab_pps(f.get("rate") or {"choice": "pps", "pps": 1000}, sent)
+    dur = f.get("duration") or {"choice": "continuous"}
+    dchoice = dur.get("choice", "continuous")
+    fs = FlowSpec(name, tx, rx, sent, payload, pps)
+    if dchoice == "fixed_packets":
+        n = (dur.get("fixed_packets") or {}).get("packets", 1)
+        if not isinstance(n, int) or n < 1:
+            raise OtgError(400, f"{where}: duration.fixed_packets.packets must be an integer >= 1")
+        fs.packets = n
+    elif dchoice == "fixed_seconds":
+        s = (dur.get("fixed_seconds") or {}).get("seconds", 1.0)
+        if not isinstance(s, (int, float)) or s <= 0:
+            raise OtgError(400, f"{where}: duration.fixed_seconds.seconds must be > 0")
+        fs.seconds = float(s) * lab.units.time_scale
+        if fs.seconds > 600:
+            raise OtgError(400, f"{where}: {s:g} fabric s is {fs.seconds:g} lab s at time scale "
+                                f"{lab.units.time_scale:g} (at most 600)")
+    elif dchoice == "continuous":
+        fs.continuous = True
+    elif dchoice == "burst":
+        raise unsupported(f"{where}: duration.burst")
+    else:
+        raise OtgError(400, f"{where}: duration.choice {dchoice!r} is not an OTG duration")
+    delay = (dur.get(dchoice) or {}).get("delay") or {}
+    if any(v for k, v in delay.items() if k != "choice"):
+        raise unsupported(f"{where}: duration.{dchoice}.delay")
+    met = f.get("metrics") or {}
+    if (met.get("latency") or {}).get("enable"):
+        raise unsupported(f"{where}: metrics.latency (the path engine does not timestamp frames)")
+    if met.get("timestamps"):
+        raise unsupported(f"{where}: metrics.timestamps")
+    if met.get("predefined_metric_tags"):
+        raise unsupported(f"{where}: metrics.predefined_metric_tags")
+    return fs, warnings
+
+
+#: ``Flow.Header.choice`` values of the OpenAPI document (components.schemas.Flow.Header)
+FLOW_HEADER_CHOICES = frozenset({
+    "custom", "ethernet", "vlan", "vxlan", "ipv4", "ipv6", "pfcpause", "ethernetpause", "tcp", "udp", "gre",
+    "gtpv1", "gtpv2", "arp", "icmp", "icmpv6", "ppp", "igmpv1", "mpls", "snmpv2c", "rsvp", "macsec", "lacp",
+    "ipv6_extension_header", "cfm", "rocev2"})
+
+
+# ---- the server -------------------------------------------------------------------------------
+@dataclass
+class OtgConfig:
+    """The server's settings: ``lab``, the bind (``host``, ``port``) and the ``token`` (None on
+    an open loopback server)."""
+
+    lab: str
+    host: str = "127.0.0.1"
+    port: int = 8443
+    token: str | None = None
+
+    @property
+    def loopback(self) -> bool:
+        return is_loopback(self.host)
+
+
+@dataclass
+class _State:
+    config: dict[str, Any] = field(default_factory=dict)
+    ports: dict[str, PortSpec] = field(default_factory=dict)
+    flows: dict[str, FlowSpec] = field(default_factory=dict)
+    counters: dict[str, FlowCounters] = field(default_factory=dict)
+    faults: dict[str, str] = field(default_factory=dict)  # port name -> fault id it injected
+    link_change: dict[str, int] = field(default_factory=dict)  # port -> ns since the epoch
+
+
+class OtgServer:
+    """The OTG API for one lab: :attr:`app` is the Starlette app. ``lab`` may be given as a
+    :class:`Lab` (tests) or is opened from ``config.lab``."""
+
+    def __init__(self, config: OtgConfig, lab: Lab | None = None) -> None:
+        self.config = config
+        self.lab = lab or Lab(config.lab)
+        self.state = _State()
+        self.lock = threading.Lock()
+        self._stop = threading.Event()
+        self._runner: threading.Thread | None = None
+        self.app = Starlette(routes=[
+            Route("/config", self.config_route, methods=["GET", "POST", "PATCH"]),
+            Route("/config/append", self.not_implemented("PATCH /config/append"), methods=["PATCH"]),
+            Route("/config/delete", self.not_implemented("PATCH /config/delete"), methods=["PATCH"]),
+            Route("/control/state", self.control_state, methods=["POST"]),
+            Route("/control/action", self.not_implemented("POST /control/action (ping, protocol actions)"),
+                  methods=["POST"]),
+            Route("/monitor/metrics", self.metrics, methods=["POST"]),
+            Route("/monitor/states", self.not_implemented("POST /monitor/states"), methods=["POST"]),
+            Route("/monitor/capture", self.not_implemented("POST /monitor/capture"), methods=["POST"]),
+            Route("/capabilities/version", self.version, methods=["GET"]),
+        ], exception_handlers={404: self._not_found, 405: self._not_allowed})
+
+    # ---- plumbing --------------------------------------------------------------------------------
+    async def _not_found(self, request: Request, exc: Exception) -> JSONResponse:
+        return JSONResponse(OtgError(404, f"{request.url.path[:80]}: no such OTG path").body(), status_code=404)
+
+    async def _not_allowed(self, request: Request, exc: Exception) -> JSONResponse:
+        return JSONResponse(OtgError(405, f"{request.method} {request.url.path[:80]}: method not allowed").body(),
+                            status_code=405)
+
+    def authorize(self, request: Request) -> None:
+        """The token rule of ``railab ui``: OtgError 403 for a non-loopback ``Host`` on a
+        loopback bind (DNS rebinding), 401 without a token where one is needed, 403 with a
+        wrong one (compared in constant time)."""
+        if self.config.loopback:
+            host = request.headers.get("host", "")
+            name = host.rsplit(":", 1)[0] if not host.startswith("[") else host.split("]")[0] + "]"
+            if not (is_loopback(name.strip("[]")) or name == self.config.host):
+                raise OtgError(403, "this server answers loopback host names only (Host header)")
+        if self.config.token is None:
+            return
+        auth = request.headers.get("authorization", "")
+        tok = auth[7:].strip() if auth.lower().startswith("bearer ") else ""
+        if not tok:
+            raise OtgError(401, "this server needs a token: Authorization: Bearer T")
+        if not hmac.compare_digest(tok.encode(), self.config.token.encode()):
+            raise OtgError(403, "this token is not valid here")
+
+    async def _body(self, request: Request) -> Any:
+        raw = await request.body()
+        if len(raw) > 4 << 20:
+            raise OtgError(400, "request body over 4 MiB")
+        try:
+            return json.loads(raw or b"{}")
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise OtgError(400, f"request body is not JSON: {exc}") from None
+
+    def _answer(self, fn):
+        async def handler(request: Request) -> JSONResponse:
+            try:
+                self.authorize(request)
+                body = await self._body(request) if request.method in ("POST", "PATCH") else None
+                out = await run_in_threadpool(fn, request.method, body)
+                return JSONResponse(out, headers={"Cache-Control": "no-store"})
+            except OtgError as exc:
+                return JSONResponse(exc.body(), status_code=exc.status)
+            except UsageError as exc:
+                return JSONResponse(OtgError(400, str(exc)).body(), status_code=400)
+            except RailabError as exc:
+                return JSONResponse(OtgError(500, str(exc), kind="internal").body(), status_code=500)
+        return handler
+
+    def not_implemented(self, what: str):
+        """A route answering 501 (after the token check)."""
+        def fn(method: str, body: Any) -> dict:
+            raise unsupported(what)
+        return self._answer(fn)
+
+    @property
+    def config_route(self):
+        return self._answer(self._config)
+
+    @property
+    def control_state(self):
+        return self._answer(self._control_state)
+
+    @property
+    def metrics(self):
+        return self._answer(self._metrics)
+
+    @property
+    def version(self):
+        return self._answer(lambda method, body: {"api_spec_version": API_VERSION, "sdk_version": "",
+                                                  "app_version": f"railab {_railab_version()}"})
+
+    # ---- /config ---------------------------------------------------------------------------------
+    def _config(self, method: str, body: Any) -> dict:
+        """``GET /config``: the config last set (``Config``); ``POST /config``: check and keep a
+        new one (``Warning``); ``PATCH /config`` (update): 501."""
+        if method == "GET":
+            with self.lock:
+                return self.state.config
+        if method == "PATCH":
+            raise unsupported("PATCH /config (update flows in place)")
+        if self._running():
+            raise OtgError(409, "traffic is running: stop it (control state traffic.flow_transmit stop) first")
+        ports, flows, warnings = parse_config(self.lab, body)
+        with self.lock:
+            self.state.config = body
+            self.state.ports, self.state.flows = ports, flows
+            self.state.counters = {n: FlowCounters() for n in flows}
+        return {"warnings": warnings}
+
+    # ---- /control/state --------------------------------------------------------------------------
+    def _control_state(self, method: str, body: Any) -> dict:
+        """``POST /control/state`` (``Control.State``): traffic flow_transmit start / stop, port
+        link up / down, protocol all start. 501 for pause/resume, capture, other protocols."""
+        if not isinstance(body, dict):
+            raise OtgError(400, "control state must be an object (Control.State)")
+        choice = body.get("choice")
+        if choice == "traffic":
+            tr = body.get("traffic") or {}
+            if tr.get("choice", "flow_transmit") != "flow_transmit":
+                raise OtgError(400, f"traffic.choice {tr.get('choice')!r} is not flow_transmit")
+            ft = tr.get("flow_transmit") or {}
+            return self._flow_transmit(ft.get("state"), list(ft.get("flow_names") or []))
+        if choice == "port":
+            pt = body.get("port") or {}
+            if pt.get("choice") == "capture":
+                raise unsupported("port capture")
+            if pt.get("choice") != "link":
+                raise OtgError(400, f"port.choice {pt.get('choice')!r} is not link or capture")
+            lk = pt.get("link") or {}
+            return self._link(lk.get("state"), list(lk.get("port_names") or []))
+        if choice == "protocol":
+            pr = body.get("protocol") or {}
+            if pr.get("choice") == "all" and (pr.get("all") or {}).get("state") == "start":
+                return {"warnings": ["protocols: the lab's NICs are configured and up, its BGP runs on the "
+                                     "switches: nothing to start"]}
+            raise unsupported(f"protocol state {pr.get('choice')!r} (railab emulates no protocols on its ports)")
+        raise OtgError(400, f"control state choice {str(choice)[:30]!r} is not port, protocol or traffic")
+
+    def _running(self) -> bool:
+        return self._runner is not None and self._runner.is_alive()
+
+    def _flow_transmit(self, state: Any, names: list[str]) -> dict:
+        with self.lock:
+            flows = dict(self.state.flows)
+        for n in names:
+            if n not in flows:
+                raise OtgError(400, f"flow_transmit.flow_names: no flow {str(n)[:40]!r} is configured")
+        chosen = [flows[n] for n in (names or list(flows))]
+        if state == "start":
+            if not chosen:
+                raise OtgError(400, "no flows are configured (POST /config first)")
+            if self._running():
+                raise OtgError(409, "traffic is already running: stop it first")
+            with self.lock:
+                for f in chosen:
+                    self.state.counters[f.name] = FlowCounters(running=True, started=time.monotonic())
+            self._stop.clear()
+            self._runner = threading.Thread(target=self._run, args=(chosen,), name="otg-traffic", daemon=True)
+            self._runner.start()
+            return {"warnings": []}
+        if state == "stop":
+            self._stop.set()
+            if self._runner is not None:
+                self._runner.join(timeout=30)
+            return {"warnings": self.flow_summaries([f.name for f in chosen])}
+        if state in ("pause", "resume"):
+            raise unsupported(f"flow_transmit {state}")
+        raise OtgError(400, f"flow_transmit.state {str(state)[:20]!r} is not start, stop, pause or resume")
+
+    def flow_summaries(self, names: list[str]) -> list[str]:
+        """One line per flow for the stop's ``Warning``: frames delivered, the hops the engine
+        saw (64 - received TTL) and the lab's expected hop count, the lab seconds it ran."""
+        out = []
+        with self.lock:
+            for n in names:
+                c = self.state.counters.get(n)
+                if c is None or c.started is None:
+                    continue
+                hops = "-" if c.hops is None else str(c.hops)
+                exp = "-" if c.expected_hops is None else str(c.expected_hops)
+                fabric_us = c.seconds() / self.lab.units.time_scale * 1e6
+                out.append(f"flow {n}: {c.frames_rx}/{c.frames_tx} frames delivered through {hops} hops "
+                           f"(expected {exp}) in {c.seconds():.3f} lab s ({fabric_us:.1f} fabric us)"
+                           + (f"; engine error: {c.error}" if c.error else ""))
+        return out
+
+    def _link(self, state: Any, names: list[str]) -> dict:
+        from railab.testbed import faults as F
+        from railab.uilive import exercise_running
+
+        if state not in ("up", "down"):
+            raise OtgError(400, f"link.state {str(state)[:20]!r} is not up or down")
+        with self.lock:
+            ports = dict(self.state.ports)
+        for n in names:
+            if n not in ports:
+                raise OtgError(400, f"link.port_names: no port {str(n)[:40]!r} is configured")
+        if exercise_running(self.lab.name):
+            raise OtgError(409, f"lab {self.lab.name} runs a training exercise: its faults cannot change")
+        warnings = []
+        for n in names or list(ports):
+            p = ports[n]
+            if state == "down":
+                if n in self.state.faults:
+                    warnings.append(f"port {n} is already down (fault {self.state.faults[n]})")
+                    continue
+                rec = F.inject(self.lab.labdir, "link-down", p.server, port=p.interface)
+                self.state.faults[n] = rec.id
+                warnings.append(f"port {n}: railab fault {rec.id} link-down {p.server}:{p.interface}")
+            else:
+                fid = self.state.faults.pop(n, None)
+                if fid is None:
+                    warnings.append(f"port {n} was not taken down by this server: left as it is")
+                    continue
+                F.heal(self.lab.labdir, fid)
+                warnings.append(f"port {n}: railab fault {fid} healed")
+            self.state.link_change[n] = time.time_ns()
+        return {"warnings": warnings}
+
+    # ---- the traffic ---------------------------------------------------------------------------
+    def _engine_flow(self, fs: FlowSpec, ports: dict[str, PortSpec], packets: int, qp: int):
+        from railab.traffic.patterns import Flow, route
+
+        tx, rx = ports[fs.tx], ports[fs.rx]
+        return route(self.lab.spec, Flow((tx.server, tx.nic - 1), (rx.server, rx.nic - 1), qp=qp,
+                                         size=max(fs.payload, 1), messages=packets,
+                                         mtu=max(256, fs.payload), rate=fs.pps, op="send"))
+
+    def _run(self, flows: list[FlowSpec]) -> None:
+        """The traffic thread: the flows on the path engine, interleaved, in chunks for
+        continuous and fixed-seconds flows, until done or stopped."""
+        from railab.traffic.engine import Engine
+
+        with self.lock:
+            ports = dict(self.state.ports)
+        left = {f.name: f.packets for f in flows}
+        t0 = time.monotonic()
+        try:
+            with Engine(self.lab.spec, self.lab.netns_of) as eng:
+                while not self._stop.is_set():
+                    batch, fmap = [], []
+                    for i, f in enumerate(flows):
+                        if f.packets is not None:
+                            n = left[f.name]
+                        elif f.seconds is not None:
+                            remain = f.seconds - (time.monotonic() - t0)
+                            n = int(min(remain, CHUNK_S) * f.pps) if remain > 0 else 0
+                        else:
+                            n = max(1, int(CHUNK_S * f.pps))
+                        if n and n > 0:
+                            batch.append(self._engine_flow(f, ports, n, i))
+                            fmap.append(f)
+                    if not batch:
+                        break
+                    results = eng.run(batch, acks=False)
+                    now = time.monotonic()
+                    with self.lock:
+                        for f, r in zip(fmap, results, strict=True):
+                            c = self.state.counters[f.name]
+                            c.frames_tx += r.sent
+                            c.frames_rx += r.delivered
+                            c.bytes_tx += r.sent * f.frame
+                            c.bytes_rx += r.delivered * f.frame
+                            c.ended = now
+                            c.active_s += r.seconds
+                            c.hops = r.hops_ttl if r.hops_ttl is not None else c.hops
+                            c.expected_hops = r.flow.expected_hops
+                            if f.packets is not None:
+                                left[f.name] = 0
+        except Exception as exc:  # the error is the flows' metric state; the server keeps serving
+            with self.lock:
+                for f in flows:
+                    self.state.counters[f.name].error = f"{type(exc).__name__}: {exc}"
+        finally:
+            now = time.monotonic()
+            with self.lock:
+                for f in flows:
+                    c = self.state.counters[f.name]
+                    c.running = False
+                    c.ended = c.ended or now
+
+    # ---- /monitor/metrics ------------------------------------------------------------------------
+    def _metrics(self, method: str, body: Any) -> dict:
+        """``POST /monitor/metrics``: ``port`` and ``flow`` (``Port.Metric``, ``Flow.Metric``);
+        501 for the other choices (protocols, convergence, RoCEv2, LAG, ...)."""
+        if not isinstance(body, dict):
+            raise OtgError(400, "metrics request must be an object (Metrics.Request)")
+        choice = body.get("choice", "port")
+        if choice == "flow":
+            return {"choice": "flow_metrics", "flow_metrics": self._flow_metrics(body.get("flow") or {})}
+        if choice == "port":
+            return {"choice": "port_metrics", "port_metrics": self._port_metrics(body.get("port") or {})}
+        if choice in METRIC_CHOICES:
+            raise unsupported(f"metrics {choice}")
+        raise OtgError(400, f"metrics choice {str(choice)[:30]!r} is not an OTG metrics choice")
+
+    def _flow_row(self, f: FlowSpec, c: FlowCounters) -> dict[str, Any]:
+        s = c.seconds() or 1.0  # never started: every count is 0
+        scale = self.lab.units.time_scale
+        fps_tx, fps_rx = c.frames_tx / s * scale, c.frames_rx / s * scale
+        bps_tx, bps_rx = c.bytes_tx * 8 / s * scale, c.bytes_rx * 8 / s * scale
+        row: dict[str, Any] = {
+            "transmit": "started" if c.running else "stopped",
+            "frames_tx": c.frames_tx, "frames_rx": c.frames_rx, "bytes_tx": c.bytes_tx, "bytes_rx": c.bytes_rx,
+            "frames_tx_rate": round(fps_tx, 3), "frames_rx_rate": round(fps_rx, 3),
+            "loss": round(100.0 * (c.frames_tx - c.frames_rx) / c.frames_tx, 4) if c.frames_tx else 0.0,
+            "tx_l1_rate_bps": round(fps_tx * (f.frame + L1_EXTRA) * 8, 3),
+            "rx_l1_rate_bps": round(fps_rx * (f.frame + L1_EXTRA) * 8, 3),
+            "tx_rate_bytes": round(bps_tx / 8, 3), "rx_rate_bytes": round(bps_rx / 8, 3),
+            "tx_rate_bps": round(bps_tx, 3), "rx_rate_bps": round(bps_rx, 3),
+            "tx_rate_kbps": round(bps_tx / 1e3, 3), "rx_rate_kbps": round(bps_rx / 1e3, 3),
+            "tx_rate_mbps": round(bps_tx / 1e6, 6), "rx_rate_mbps": round(bps_rx / 1e6, 6),
+        }
+        return row
+
+    def _flow_metrics(self, req: dict) -> list[dict]:
+        names = list(req.get("flow_names") or [])
+        cols = list(req.get("metric_names") or [])
+        with self.lock:
+            flows, counters = dict(self.state.flows), dict(self.state.counters)
+        for n in names:
+            if n not in flows:
+                raise OtgError(400, f"flow.flow_names: no flow {str(n)[:40]!r} is configured")
+        for c in cols:
+            if c not in FLOW_COLUMNS:
+                raise OtgError(400, f"flow.metric_names: {str(c)[:30]!r} is not a Flow.Metric column")
+        out = []
+        for n in names or list(flows):
+            f, c = flows[n], counters[n]
+            if c.error:
+                raise OtgError(500, f"flow {n}: the engine failed: {c.error}", kind="internal")
+            row = self._flow_row(f, c)
+            row = {k: v for k, v in row.items() if not cols or k in cols}
+            out.append({"name": n, "port_tx": f.tx, "port_rx": f.rx, **row})
+        return out
+
+    def _port_metrics(self, req: dict) -> list[dict]:
+        names = list(req.get("port_names") or [])
+        cols = list(req.get("column_names") or [])
+        with self.lock:
+            ports, flows, counters = dict(self.state.ports), dict(self.state.flows), dict(self.state.counters)
+        for n in names:
+            if n not in ports:
+                raise OtgError(400, f"port.port_names: no port {str(n)[:40]!r} is configured")
+        for c in cols:
+            if c not in PORT_COLUMNS:
+                raise OtgError(400, f"port.column_names: {str(c)[:30]!r} is not a Port.Metric column")
+        down = set()
+        for rec in self.lab_faults():
+            if rec.kind in LINK_DOWN_KINDS:
+                down.update({f"{rec.node}:{rec.port}", f"{rec.peer_node}:{rec.peer_port}"})
+        scale = self.lab.units.time_scale
+        out = []
+        for n in names or list(ports):
+            p = ports[n]
+            ftx = [(flows[k], counters[k]) for k in flows if flows[k].tx == n]
+            frx = [(flows[k], counters[k]) for k in flows if flows[k].rx == n]
+            secs = max([c.seconds() for _, c in ftx + frx] or [0.0]) or 1.0
+            row: dict[str, Any] = {
+                "location": f"{p.location} ({self.lab.name}, time scale {scale:g})",
+                "link": "down" if n in self.state.faults or f"{p.server}:{p.interface}" in down else "up",
+                "transmit": "started" if any(c.running for _, c in ftx) else "stopped",
+                "frames_tx": sum(c.frames_tx for _, c in ftx), "frames_rx": sum(c.frames_rx for _, c in frx),
+                "bytes_tx": sum(c.bytes_tx for _, c in ftx), "bytes_rx": sum(c.bytes_rx for _, c in frx),
+                "speed": self.lab.units.speed_kbps(),
+            }
+            row["frames_tx_rate"] = round(row["frames_tx"] / secs * scale, 3)
+            row["frames_rx_rate"] = round(row["frames_rx"] / secs * scale, 3)
+            row["bytes_tx_rate"] = round(row["bytes_tx"] / secs * scale, 3)
+            row["bytes_rx_rate"] = round(row["bytes_rx"] / secs * scale, 3)
+            if n in self.state.link_change:
+                row["last_change"] = self.state.link_change[n]
+            out.append({"name": n, **{k: v for k, v in row.items() if not cols or k in cols}})
+        return out
+
+    def lab_faults(self) -> list:
+        """The lab's fault records (:func:`railab.testbed.faults.list_faults`): what a port's
+        ``link`` metric reads."""
+        from railab.testbed import faults as F
+
+        return F.list_faults(self.lab.labdir)
+
+    def shutdown(self) -> None:
+        """Stop the traffic thread and heal the link faults this server injected."""
+        from railab.testbed import faults as F
+
+        self._stop.set()
+        if self._runner is not None:
+            self._runner.join(timeout=30)
+        for n, fid in list(self.state.faults.items()):
+            try:
+                F.heal(self.lab.labdir, fid)
+            except (RailabError, UsageError):
+                pass
+            self.state.faults.pop(n, None)
+
+
+#: fault kinds that take a link down (a port's ``link`` metric reads ``down`` for either end)
+LINK_DOWN_KINDS = frozenset({"link-down", "carrier-loss", "cable-pull"})
+#: ``Metrics.Request.choice`` values of the OpenAPI document besides port and flow
+METRIC_CHOICES = frozenset({
+    "bgpv4", "bgpv6", "isis", "lag", "lacp", "lldp", "rsvp", "dhcpv4_client", "dhcpv4_server", "dhcpv6_client",
+    "dhcpv6_server", "ospfv2", "convergence", "macsec", "mka", "ospfv3", "rocev2_ipv4", "rocev2_ipv6",
+    "rocev2_flow", "egress_only_tracking", "bmp_server"})
+
+
+def _railab_version() -> str:
+    import railab
+
+    return railab.__version__
+
+
+def make_server(config: OtgConfig, lab: Lab | None = None) -> OtgServer:
+    """The server for ``config`` (its Starlette app is ``.app``); UsageError for a lab that is
+    not up."""
+    return OtgServer(config, lab)
+
+
+def serve(config: OtgConfig, *, log_level: str = "warning") -> None:
+    """Serve the OTG API for ``config`` with uvicorn until Ctrl-C/SIGTERM (:func:`serve_server`)."""
+    serve_server(make_server(config), log_level=log_level)
+
+
+def serve_server(server: OtgServer, *, log_level: str = "warning") -> None:
+    """Serve ``server`` with uvicorn until Ctrl-C/SIGTERM; then stop the traffic and heal the
+    link faults it injected."""
+    import uvicorn
+
+    config = server.config
+    try:
+        uvicorn.run(server.app, host=config.host.strip("[]"), port=config.port, log_level=log_level,
+                    timeout_graceful_shutdown=2, access_log=False)
+    finally:
+        server.shutdown()
+
+
+__all__ = ["OtgConfig", "OtgServer", "OtgError", "Lab", "Units", "parse_config", "make_server", "serve", "serve_server",
+           "parse_bind", "check_bind", "API_VERSION"]

@@ -1,0 +1,401 @@
+"""``railab otg``: the Open Traffic Generator API over a lab (railab.otg; docs/otg.md).
+
+Unit tests (no root): the API's shapes and errors with Starlette's TestClient on a generated
+``mini-lossless`` lab (not up: its lab.json only): a config is checked against the lab (unknown
+location, malformed header, unsupported features get OTG's ``Error`` object with 400 / 501),
+the units (fabric rate / time scale), metrics requests, the token rules of ``railab ui``.
+
+Live tests (root, Debian FRR): a real ``snappi`` client (PyPI, pinned in the ``test`` extra)
+against ``railab otg`` serving the session's ``mini-lossless`` lab on a free port: a two-port
+IPv4/UDP flow of a fixed number of frames arrives whole (tx = rx, loss 0) through the expected
+number of hops; a config with an unknown port location gets a 400 Error through snappi; a port
+link down / up through control state is a railab fault; a server with ``--token`` refuses a
+tokenless snappi and answers one that sends it.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+from starlette.testclient import TestClient
+
+from railab import otg as O
+from railab.errors import UsageError
+from railab.topologies.generator import generate
+from railab.topologies.labspec import LabSpec
+
+
+# ---- unit: a Lab over a generated lab.json -------------------------------------------------------
+@pytest.fixture(scope="module")
+def spec_dir(tmp_path_factory):
+    return generate("mini-lossless", tmp_path_factory.mktemp("otg") / "otgu", name="otgu")
+
+
+def _lab(spec_dir) -> O.Lab:
+    lab = O.Lab.__new__(O.Lab)
+    lab.name = "otgu"
+    lab.spec = LabSpec.load(spec_dir)
+    lab.labdir = spec_dir
+    lab.netns_of = lambda node: f"clab-otgu-{node}"
+    lab.units = O.Units.of(lab.spec)
+    return lab
+
+
+@pytest.fixture()
+def client(spec_dir):
+    server = O.OtgServer(O.OtgConfig(lab="otgu"), lab=_lab(spec_dir))
+    server.lab_faults = list  # the lab is not up: no fault records
+    with TestClient(server.app, base_url="http://127.0.0.1:8443") as c:
+        c.server = server
+        yield c
+
+
+def _cfg(**flow_over) -> dict:
+    flow = {"name": "f1", "tx_rx": {"choice": "port", "port": {"tx_name": "p1", "rx_names": ["p2"]}},
+            "packet": [{"choice": "ethernet", "ethernet": {}}, {"choice": "ipv4", "ipv4": {}},
+                       {"choice": "udp", "udp": {}}],
+            "size": {"choice": "fixed", "fixed": 130},
+            "rate": {"choice": "pps", "pps": 1000},
+            "duration": {"choice": "fixed_packets", "fixed_packets": {"packets": 100}}}
+    flow.update(flow_over)
+    return {"ports": [{"name": "p1", "location": "srv1:eth1"}, {"name": "p2", "location": "srv3:gpu0"}],
+            "flows": [flow]}
+
+
+def _error(r, status: int) -> dict:
+    assert r.status_code == status, r.text
+    body = r.json()
+    assert set(body) >= {"code", "errors"} and body["code"] == status and body["errors"], body
+    assert body.get("kind") in (None, "validation", "internal")
+    return body
+
+
+def test_version(client):
+    r = client.get("/capabilities/version")
+    assert r.status_code == 200
+    assert r.json()["api_spec_version"] == O.API_VERSION and r.json()["app_version"].startswith("railab ")
+
+
+def test_config_set_and_get(client):
+    r = client.post("/config", json=_cfg())
+    assert r.status_code == 200, r.text
+    warns = r.json()["warnings"]
+    assert any("time scale" in w for w in warns), warns  # the units are said
+    assert client.get("/config").json() == _cfg()
+    fl = client.server.state.flows["f1"]
+    assert (fl.tx, fl.rx, fl.frame, fl.payload, fl.packets) == ("p1", "p2", 130, 68, 100)
+    p2 = client.server.state.ports["p2"]
+    assert (p2.server, p2.nic) == ("srv3", 1)  # gpu0 is NIC 1
+
+
+def test_units_fabric_rate_over_time_scale(spec_dir):
+    lab = _lab(spec_dir)
+    u = lab.units
+    cap = lab.spec.qos.capacity
+    assert u.time_scale == pytest.approx(cap.fabric_rate_gbps * 1000 / cap.port_rate_mbps)
+    assert u.lab_pps({"choice": "pps", "pps": 1e6}, 130) == pytest.approx(1e6 / u.time_scale)
+    # 100 % of a fabric line in frames of 130 bytes (+20 of preamble and gap) = the lab's line
+    lab_line_pps = cap.port_rate_mbps * 1e6 / (150 * 8)
+    assert u.lab_pps({"choice": "percentage", "percentage": 100}, 130) == pytest.approx(lab_line_pps)
+    assert u.lab_pps({"choice": "gbps", "gbps": 1}, 130) == pytest.approx(1e9 / 1200 / u.time_scale)
+    assert O.Units().lab_pps({"choice": "pps", "pps": 500}, 64) == 500
+    with pytest.raises(O.OtgError) as exc:
+        O.Units().lab_pps({"choice": "percentage", "percentage": 50}, 64)
+    assert exc.value.status == 501
+
+
+@pytest.mark.parametrize("cfg, status, words", [
+    ({"ports": [{"name": "p1", "location": "srv99:eth1"}]}, 400, "srv99:eth1"),
+    ({"ports": [{"name": "p1", "location": "srv1:eth9"}]}, 400, "not a NIC"),
+    ({"ports": [{"name": "p1", "location": "; rm -rf /"}]}, 400, "not SERVER:ethN"),
+    ({"ports": [{"name": "p1", "location": "srv1:eth1"}, {"name": "p1", "location": "srv2:eth1"}]}, 400, "twice"),
+    ({"ports": [{"location": "srv1:eth1"}]}, 400, "name"),
+    ([1, 2], 400, "JSON object"),
+    ({"lags": [{"name": "l"}]}, 501, "config.lags"),
+    ({"captures": [{"name": "c"}]}, 501, "config.captures"),
+])
+def test_bad_config_gets_the_error_object(client, cfg, status, words):
+    body = _error(client.post("/config", json=cfg), status)
+    assert words in " ".join(body["errors"]), body
+
+
+@pytest.mark.parametrize("over, status, words", [
+    ({"packet": [{"choice": "ethernet", "ethernet": {}}, {"choice": "bogus", "bogus": {}}]}, 400, "bogus"),
+    ({"packet": [{"choice": "ethernet", "ethernet": {}}, {"choice": "ipv4", "ipv4": {}},
+                 {"choice": "tcp", "tcp": {}}]}, 501, "tcp"),
+    ({"packet": [{"choice": "udp", "udp": {}}, {"choice": "ipv4", "ipv4": {}}]}, 400, "order"),
+    ({"packet": [{"choice": "ipv4", "ipv4": {"src": {"choice": "increment", "increment": {}}}}]}, 501, "increment"),
+    ({"packet": "eth"}, 400, "list"),
+    ({"tx_rx": {"choice": "port", "port": {"tx_name": "p1", "rx_names": ["nope"]}}}, 400, "nope"),
+    ({"tx_rx": {"choice": "port", "port": {"tx_name": "p1"}}}, 501, "rx port"),
+    ({"tx_rx": {"choice": "port", "port": {"tx_name": "p1", "rx_names": ["p1"]}}}, 400, "same port"),
+    ({"size": {"choice": "fixed", "fixed": 20}}, 400, "size.fixed"),
+    ({"size": {"choice": "increment", "increment": {}}}, 501, "size.increment"),
+    ({"rate": {"choice": "pps", "pps": 0}}, 400, "> 0"),
+    ({"duration": {"choice": "burst", "burst": {}}}, 501, "burst"),
+    ({"duration": {"choice": "fixed_packets", "fixed_packets": {"packets": 0}}}, 400, "packets"),
+    ({"metrics": {"enable": True, "latency": {"enable": True}}}, 501, "latency"),
+])
+def test_bad_flow_gets_the_error_object(client, over, status, words):
+    body = _error(client.post("/config", json=_cfg(**over)), status)
+    assert words in " ".join(body["errors"]), body
+    assert client.server.state.flows == {}  # nothing was kept
+
+
+def test_header_values_are_replaced_with_warnings(client):
+    over = {"packet": [{"choice": "ethernet", "ethernet": {"src": {"choice": "value", "value": "00:11:22:33:44:55"}}},
+                       {"choice": "ipv4", "ipv4": {"dst": {"choice": "value", "value": "20.1.1.1"}}},
+                       {"choice": "udp", "udp": {"dst_port": {"choice": "value", "value": 6010}}}],
+            "size": {"choice": "fixed", "fixed": 128}}
+    r = client.post("/config", json=_cfg(**over))
+    assert r.status_code == 200, r.text
+    w = " ".join(r.json()["warnings"])
+    for words in ("00:11:22:33:44:55", "20.1.1.1 replaced", "6010", "126 bytes, not 128"):
+        assert words in w, w
+
+
+def test_devices_as_flow_endpoints(client, spec_dir):
+    spec = LabSpec.load(spec_dir)
+    nic = spec.nic("srv1", 1)
+    cfg = {"ports": [{"name": "p1", "location": "srv1:eth1"}, {"name": "p2", "location": "srv2:eth1"}],
+           "devices": [{"name": "d1", "ethernets": [{"name": "d1e", "connection": {"choice": "port_name",
+                                                                                  "port_name": "p1"},
+                                                     "ipv4_addresses": [{"name": "d1ip", "address": str(nic.address.ip),
+                                                                         "gateway": "1.2.3.4"}]}]},
+                       {"name": "d2", "ethernets": [{"name": "d2e", "connection": {"port_name": "p2"},
+                                                     "ipv4_addresses": [{"name": "d2ip", "address": "9.9.9.9"}]}]}],
+           "flows": [{"name": "f", "tx_rx": {"choice": "device", "device": {"tx_names": ["d1ip"],
+                                                                             "rx_names": ["d2ip"]}}}]}
+    r = client.post("/config", json=cfg)
+    assert r.status_code == 200, r.text
+    w = " ".join(r.json()["warnings"])
+    assert "gateway 1.2.3.4 replaced" in w and "address 9.9.9.9 replaced" in w
+    assert str(nic.address.ip) + " replaced" not in w  # the lab's own address is no warning
+    f = client.server.state.flows["f"]
+    assert (f.tx, f.rx) == ("p1", "p2")
+    cfg["devices"][0]["bgp"] = {"router_id": "1.1.1.1"}
+    assert "bgp" in " ".join(_error(client.post("/config", json=cfg), 501)["errors"])
+
+
+def test_control_and_metrics_errors(client):
+    client.post("/config", json=_cfg())
+    _error(client.post("/control/state", json={"choice": "traffic", "traffic": {
+        "choice": "flow_transmit", "flow_transmit": {"state": "start", "flow_names": ["nope"]}}}), 400)
+    _error(client.post("/control/state", json={"choice": "traffic", "traffic": {
+        "choice": "flow_transmit", "flow_transmit": {"state": "pause"}}}), 501)
+    _error(client.post("/control/state", json={"choice": "port", "port": {
+        "choice": "capture", "capture": {"state": "start"}}}), 501)
+    _error(client.post("/control/state", json={"choice": "port", "port": {
+        "choice": "link", "link": {"state": "down", "port_names": ["nope"]}}}), 400)
+    _error(client.post("/control/state", json={"choice": "bogus"}), 400)
+    _error(client.post("/monitor/metrics", json={"choice": "bgpv4"}), 501)
+    _error(client.post("/monitor/metrics", json={"choice": "flow", "flow": {"flow_names": ["nope"]}}), 400)
+    _error(client.post("/monitor/metrics", json={"choice": "flow", "flow": {"metric_names": ["bogus"]}}), 400)
+    _error(client.patch("/config/append", json={}), 501)
+    _error(client.post("/monitor/capture", json={}), 501)
+    _error(client.get("/nowhere"), 404)
+    _error(client.get("/control/state"), 405)
+    r = client.post("/config", content=b"{not json")
+    _error(r, 400)
+
+
+def test_metrics_before_start_are_zero(client):
+    client.post("/config", json=_cfg())
+    rows = client.post("/monitor/metrics", json={"choice": "flow", "flow": {}}).json()["flow_metrics"]
+    assert [(r["name"], r["port_tx"], r["port_rx"], r["transmit"], r["frames_tx"], r["frames_rx"])
+            for r in rows] == [("f1", "p1", "p2", "stopped", 0, 0)]
+    rows = client.post("/monitor/metrics", json={"choice": "flow", "flow": {"metric_names": ["frames_tx"]}}
+                       ).json()["flow_metrics"]
+    assert set(rows[0]) == {"name", "port_tx", "port_rx", "frames_tx"}
+    ports = client.post("/monitor/metrics", json={"choice": "port", "port": {}}).json()["port_metrics"]
+    assert [p["name"] for p in ports] == ["p1", "p2"] and ports[0]["link"] == "up"
+    assert ports[0]["speed"] == 400 * 1000 * 1000 // 8  # KBps of a 400 Gb/s fabric port
+
+
+def test_flow_counters_to_metrics(client):
+    """Counters the engine filled become the API's rates: lab rates times the time scale."""
+    client.post("/config", json=_cfg())
+    s = client.server
+    c = s.state.counters["f1"]
+    c.frames_tx, c.frames_rx, c.bytes_tx, c.bytes_rx = 100, 90, 13000, 11700
+    c.started, c.ended = 10.0, 12.0
+    row = client.post("/monitor/metrics", json={"choice": "flow", "flow": {}}).json()["flow_metrics"][0]
+    scale = s.lab.units.time_scale
+    assert row["loss"] == pytest.approx(10.0)
+    assert row["frames_tx_rate"] == pytest.approx(50 * scale)
+    assert row["tx_rate_bps"] == pytest.approx(13000 * 8 / 2 * scale)
+    assert row["rx_l1_rate_bps"] == pytest.approx(45 * scale * 150 * 8)
+
+
+# ---- unit: security as railab ui ------------------------------------------------------------------
+def test_token_rules(spec_dir):
+    server = O.OtgServer(O.OtgConfig(lab="otgu", host="0.0.0.0", token="s3cret"), lab=_lab(spec_dir))
+    with TestClient(server.app, base_url="http://10.1.2.3:8443") as c:
+        assert _error(c.get("/capabilities/version"), 401)
+        assert _error(c.get("/capabilities/version", headers={"Authorization": "Bearer wrong"}), 403)
+        _error(c.post("/config", json=_cfg(), headers={"Authorization": "Bearer wrong"}), 403)
+        assert server.state.flows == {}  # a refused request changed nothing
+        r = c.get("/capabilities/version", headers={"Authorization": "Bearer s3cret"})
+        assert r.status_code == 200
+
+
+def test_loopback_server_refuses_other_host_names(client):
+    _error(client.get("/capabilities/version", headers={"Host": "evil.example:8443"}), 403)
+    assert client.get("/capabilities/version", headers={"Host": "localhost:8443"}).status_code == 200
+
+
+def test_bind_rule():
+    with pytest.raises(UsageError):
+        O.check_bind("0.0.0.0", None)
+    O.check_bind("0.0.0.0", "T")
+    O.check_bind("127.0.0.1", None)
+
+
+def test_cli_refuses_non_loopback_without_token():
+    env = {k: v for k, v in os.environ.items() if k != "RAILAB_OTG_TOKEN"}
+    p = subprocess.run([sys.executable, "-m", "railab", "otg", "anylab", "--bind", "0.0.0.0:8443"],
+                       capture_output=True, text=True, env=env, timeout=60)
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert "loopback" in p.stderr and "--token" in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1
+
+
+# ---- live: the real snappi client against railab otg on mini-lossless ------------------------------
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _serve(lab: str, *args: str):
+    """Start ``railab otg LAB ARGS`` and wait until it listens; returns (process, base URL)."""
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if k != "RAILAB_OTG_TOKEN"}
+    proc = subprocess.Popen([sys.executable, "-m", "railab", "otg", lab, "--bind", f"127.0.0.1:{port}", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"railab otg exited {proc.returncode}: {proc.stdout.read()}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return proc, f"http://127.0.0.1:{port}"
+        except OSError:
+            time.sleep(0.1)
+    proc.kill()
+    raise AssertionError("railab otg did not start listening within 30 s")
+
+
+def _stop(proc) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.fixture(scope="module")
+def otg_server(lossless_lab):
+    proc, url = _serve(lossless_lab.name)
+    try:
+        yield lossless_lab, url
+    finally:
+        _stop(proc)
+
+
+def _api(url: str):
+    snappi = pytest.importorskip("snappi")
+    return snappi, snappi.api(location=url, verify=False)
+
+
+def _wait_stopped(api, flow: str, limit_s: float = 60):
+    req = api.metrics_request()
+    req.flow.flow_names = [flow]
+    deadline = time.monotonic() + limit_s
+    while True:
+        m = api.get_metrics(req).flow_metrics[0]
+        if m.transmit == m.STOPPED:
+            return m
+        assert time.monotonic() < deadline, f"flow {flow} still transmitting after {limit_s} s"
+        time.sleep(0.2)
+
+
+@pytest.mark.integration
+def test_live_two_port_ipv4_udp_fixed_frames(otg_server):
+    lab, url = otg_server
+    snappi, api = _api(url)
+    assert api.get_version().api_spec_version == O.API_VERSION
+    cfg = api.config()
+    p1, p2 = cfg.ports.port(name="p1", location="srv1:eth1").port(name="p2", location="srv9:gpu1")
+    f = cfg.flows.flow(name="f1")[-1]
+    f.tx_rx.port.tx_name, f.tx_rx.port.rx_names = p1.name, [p2.name]
+    f.packet.ethernet().ipv4().udp()
+    f.size.fixed = 130
+    f.rate.percentage = 1  # 1 % of a 400 Gb/s port: ~1300 lab frames/s on mini-lossless
+    f.duration.fixed_packets.packets = 200
+    f.metrics.enable = True
+    warn = api.set_config(cfg)
+    assert any("time scale" in w for w in warn.warnings)
+    cs = api.control_state()
+    cs.traffic.flow_transmit.state = cs.traffic.flow_transmit.START
+    api.set_control_state(cs)
+    m = _wait_stopped(api, "f1")
+    assert (m.frames_tx, m.frames_rx, m.loss) == (200, 200, 0)
+    assert m.bytes_tx == m.bytes_rx == 200 * 130
+    assert m.port_tx == "p1" and m.port_rx == "p2"
+    # through the expected number of hops (the stop's warnings: the engine's TTL count and the
+    # lab's expected hops for the path class; srv1:gpu0 -> srv9:gpu1 crosses groups and rails:
+    # leaf, spine, leaf and more)
+    from railab.traffic.patterns import hops
+
+    cs.traffic.flow_transmit.state = cs.traffic.flow_transmit.STOP
+    summary = " ".join(api.set_control_state(cs).warnings)
+    expected = hops(lab.spec, "srv1:gpu0", "srv9:gpu1")
+    assert expected >= 3, expected
+    assert f"200/200 frames delivered through {expected} hops (expected {expected})" in summary, summary
+    req = api.metrics_request()
+    req.port.port_names = ["p1", "p2"]
+    ports = {p.name: p for p in api.get_metrics(req).port_metrics}
+    assert ports["p1"].frames_tx == 200 and ports["p2"].frames_rx == 200
+    assert ports["p1"].link == "up"
+    assert "srv1:eth1" in ports["p1"].location and "time scale" in ports["p1"].location
+
+
+@pytest.mark.integration
+def test_live_bad_config_400_through_snappi(otg_server):
+    lab, url = otg_server
+    snappi, api = _api(url)
+    cfg = api.config()
+    cfg.ports.port(name="p1", location="srv42:eth1")
+    with pytest.raises(Exception) as exc:
+        api.set_config(cfg)
+    err = exc.value.args[0]
+    assert err.code == 400 and any("srv42:eth1" in e for e in err.errors), err
+    cfg = api.config()
+    p1, p2 = cfg.ports.port(name="p1", location="srv1:eth1").port(name="p2", location="srv3:eth1")
+    f = cfg.flows.flow(name="f1")[-1]
+    f.tx_rx.port.tx_name, f.tx_rx.port.rx_names = p1.name, [p2.name]
+    f.packet.ethernet().ipv4().tcp()
+    with pytest.raises(Exception) as exc:
+        api.set_config(cfg)
+    assert exc.value.args[0].code == 501 and "tcp" in " ".join(exc.value.args[0].errors)
+
+
+@pytest.mark.integration
+def test_live_token(lossless_lab):
+    proc, url = _serve(lossless_lab.name, "--token", "tok46")
+    try:
+        snappi, api = _api(url)
+        with pytest.raises(Exception) as exc:
+            api.get_version()
+        assert exc.value.args[0].code == 401
+        api._transport._session.headers["Authorization"] = "Bearer tok46"
+        assert api.get_version().api_spec_version == O.API_VERSION
+    finally:
+        _stop(proc)
