@@ -457,6 +457,9 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--commit", default=None, help="the checkout's commit if not a git tree")
     ap.add_argument("--keep-trace", action="store_true")
+    ap.add_argument("--verify", action="store_true", help="rerun into a scratch directory and "
+                    "compare each run's summary with the stored file (ns-3 is deterministic: "
+                    "its random marks come from fixed seeds); exit 1 on a difference")
     a = ap.parse_args()
     sim = sim_dir(a.src.resolve())
     bwall = build(sim, a.python2, a.jobs)
@@ -469,6 +472,8 @@ def main() -> int:
     commit = a.commit or commit_of(a.src)
     qos = lab_qos(a.lab)
     want = {s.strip() for s in a.only.split(",") if s.strip()}
+    out = a.work / "verify" if a.verify else a.out
+    differ = 0
     total = time.monotonic()
     runs = [(n, pfc, prof, "") for n, pfc, prof in SCENARIOS]
     runs += [(n, pfc, prof, "aligned") for n, pfc, prof in SCENARIOS if prof == "400g"]
@@ -476,15 +481,21 @@ def main() -> int:
         tag = f"{n}-{'on' if pfc else 'off'}-{prof}" + (f"-{var}" if var else "")
         if want and tag not in want:
             continue
-        rec = run_one(sim, prog, a.work, n, pfc, prof, a.fabric_ms, qos, a.lab, commit, a.out,
+        rec = run_one(sim, prog, a.work, n, pfc, prof, a.fabric_ms, qos, a.lab, commit, out,
                       a.keep_trace, var)
+        if a.verify:
+            path = a.out / f"{rec['scenario']}.json.gz"
+            old = json.load(gzip.open(path, "rt"))["summary"] if path.exists() else None
+            same = old == json.loads(json.dumps(rec["summary"]))
+            differ += not same
+            print(f"{rec['scenario']}: {'same as stored' if same else 'DIFFERS from stored'}")
         s = rec["summary"]
         print(f"{rec['scenario']}: {rec['wall_s']:.0f} s wall, port {s['utilization']:.1%}, "
               f"shares {min(s['ratios']):.2f}-{max(s['ratios']):.2f}, queue peak "
               f"{s['queue_peak_bytes']:,} B, pauses {s['pauses_received']}, drops "
               f"{s['dropped_pct']:.2f} %", flush=True)
     print(f"all scenarios: {time.monotonic() - total:.0f} s wall")
-    return 0
+    return 1 if differ else 0
 
 
 if __name__ == "__main__":
