@@ -174,6 +174,141 @@ class FlowSpec:
     packets: int | None = None
     seconds: float | None = None
     continuous: bool = False
+    #: a flow without a receive port: its frames exactly as configured (:class:`RawHeaders`),
+    #: sent from the tx NIC with a raw socket; nothing is counted at a receiver
+    raw: RawHeaders | None = None
+
+
+@dataclass
+class RawHeaders:
+    """The headers of a tx-only flow, field by field: each field a list of values the frames
+    cycle through (OTG's value / values / increment / decrement patterns); None for a field
+    left to the port (``eth_src``: the NIC's MAC, ``eth_dst``: the gateway's, ``ip_src``: the
+    NIC's address). ``custom``: bytes after the headers; ``frame``: bytes without FCS."""
+
+    eth_src: list[str] | None = None
+    eth_dst: list[str] | None = None
+    ip_src: list[str] | None = None
+    ip_dst: list[str] | None = None
+    sport: list[int] | None = None
+    dport: list[int] | None = None
+    custom: bytes = b""
+    kinds: tuple[str, ...] = ()
+    frame: int = 60
+
+    def cycle(self) -> int:
+        """How many distinct frames the patterns make (the lcm of their lengths)."""
+        import math
+
+        n = 1
+        for v in (self.eth_src, self.eth_dst, self.ip_src, self.ip_dst, self.sport, self.dport):
+            if v:
+                n = math.lcm(n, len(v))
+        return n
+
+
+def _pattern_values(obj: Any, where: str, kind: str) -> list | None:
+    """All values of an OTG pattern: ``value``, ``values``, ``increment`` / ``decrement``
+    (``start``, ``step``, ``count``; integers, IPv4 addresses and MACs); None when unset.
+    501 for ``random``, ``auto`` and metric tags."""
+    import ipaddress
+
+    if obj is None:
+        return None
+    if not isinstance(obj, dict):
+        raise OtgError(400, f"{where} must be an object")
+    if obj.get("metric_tags"):
+        raise unsupported(f"{where}.metric_tags")
+    choice = obj.get("choice", "value")
+    if choice == "value":
+        return [obj.get("value")] if obj.get("value") is not None else None
+    if choice == "values":
+        vals = list(obj.get("values") or [])
+        if not vals:
+            raise OtgError(400, f"{where}.values is empty")
+        return vals
+    if choice in ("increment", "decrement"):
+        inc = obj.get(choice) or {}
+        start, step, count = inc.get("start"), inc.get("step", 1), inc.get("count", 1)
+        if start is None or not isinstance(count, int) or not 1 <= count <= 1024:
+            raise OtgError(400, f"{where}.{choice}: start is required and count must be 1-1024")
+        sign = 1 if choice == "increment" else -1
+        if isinstance(start, int):
+            return [start + sign * i * int(step) for i in range(count)]
+        try:
+            if ":" in str(start):  # a MAC
+                a, st_ = int(str(start).replace(":", ""), 16), int(str(step).replace(":", ""), 16)
+                return [":".join(f"{(a + sign * i * st_) & (2**48 - 1):012x}"[k:k + 2] for k in range(0, 12, 2))
+                        for i in range(count)]
+            a, st_ = int(ipaddress.IPv4Address(start)), int(ipaddress.IPv4Address(step))
+            return [str(ipaddress.IPv4Address((a + sign * i * st_) & 0xFFFFFFFF)) for i in range(count)]
+        except (ValueError, TypeError):
+            raise OtgError(400, f"{where}.{choice}: start/step {start!r}/{step!r} are not numbers, "
+                                "IPv4 addresses or MACs") from None
+    raise unsupported(f"{where}.{choice}")
+
+
+_RAW_HEADERS_OK = ("ethernet", "ipv4", "udp", "custom")
+
+
+def _parse_raw(where: str, packet: list, frame: int) -> RawHeaders:
+    """The headers of a tx-only flow (:class:`RawHeaders`): Ethernet, IPv4, UDP, custom in that
+    order; 501 for other headers, 400 for malformed ones or headers longer than the frame."""
+    import ipaddress
+
+    raw = RawHeaders(frame=frame - 4)
+    kinds = []
+    for j, h in enumerate(packet):
+        if not isinstance(h, dict):
+            raise OtgError(400, f"{where}: packet[{j}] must be an object")
+        kind = h.get("choice")
+        if kind not in FLOW_HEADER_CHOICES:
+            raise OtgError(400, f"{where}: packet[{j}].choice {str(kind)[:30]!r} is not an OTG flow header")
+        if kind not in _RAW_HEADERS_OK:
+            raise unsupported(f"{where}: packet[{j}] header {kind} (a tx-only flow sends Ethernet / IPv4 / UDP / "
+                              "custom)")
+        kinds.append(kind)
+        hw = f"{where} packet[{j}].{kind}"
+        body = h.get(kind) or {}
+        if not isinstance(body, dict):
+            raise OtgError(400, f"{hw} must be an object")
+        if kind == "ethernet":
+            raw.eth_src = _pattern_values(body.get("src"), f"{hw}.src", "mac")
+            raw.eth_dst = _pattern_values(body.get("dst"), f"{hw}.dst", "mac")
+            for v in (raw.eth_src or []) + (raw.eth_dst or []):
+                if not isinstance(v, str) or not re.fullmatch(r"[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}", v):
+                    raise OtgError(400, f"{hw}: {str(v)[:30]!r} is not a MAC address")
+        elif kind == "ipv4":
+            raw.ip_src = _pattern_values(body.get("src"), f"{hw}.src", "ipv4")
+            raw.ip_dst = _pattern_values(body.get("dst"), f"{hw}.dst", "ipv4")
+            for v in (raw.ip_src or []) + (raw.ip_dst or []):
+                try:
+                    ipaddress.IPv4Address(v)
+                except (ValueError, TypeError):
+                    raise OtgError(400, f"{hw}: {str(v)[:30]!r} is not an IPv4 address") from None
+        elif kind == "udp":
+            raw.sport = _pattern_values(body.get("src_port"), f"{hw}.src_port", "int")
+            raw.dport = _pattern_values(body.get("dst_port"), f"{hw}.dst_port", "int")
+            for v in (raw.sport or []) + (raw.dport or []):
+                if not isinstance(v, int) or not 0 <= v <= 65535:
+                    raise OtgError(400, f"{hw}: {str(v)[:30]!r} is not a UDP port")
+        elif kind == "custom":
+            try:
+                raw.custom += bytes.fromhex(body.get("bytes") or "")
+            except ValueError:
+                raise OtgError(400, f"{hw}.bytes is not a hex string") from None
+    order = [k for k in _RAW_HEADERS_OK if k in kinds]
+    if kinds != order or (kinds and kinds[0] != "ethernet") or ("udp" in kinds and "ipv4" not in kinds):
+        raise OtgError(400, f"{where}: headers {'/'.join(kinds)} are not ethernet [/ ipv4 [/ udp]] [/ custom]")
+    if not raw.ip_dst and "ipv4" in kinds:
+        raise OtgError(400, f"{where}: a flow without rx port needs ipv4.dst (where its frames go)")
+    raw.kinds = tuple(kinds)
+    head = 14 + (20 if "ipv4" in kinds else 0) + (8 if "udp" in kinds else 0) + len(raw.custom)
+    if head > raw.frame:
+        raise OtgError(400, f"{where}: headers and custom bytes ({head} bytes) do not fit a {frame}-byte frame")
+    if raw.cycle() > 4096:
+        raise unsupported(f"{where}: header patterns making {raw.cycle()} distinct frames (at most 4096)")
+    return raw
 
 
 @dataclass
@@ -374,8 +509,7 @@ def _parse_flow(lab: Lab, f: Any, i: int, ports: dict[str, PortSpec],
             if n not in ports:
                 raise OtgError(400, f"{where}: tx_rx.port names {str(n)[:40]!r}, not a configured port")
         if not rx_names:
-            raise unsupported(f"{where}: a flow without rx port (railab's engine sends from one lab NIC to "
-                              "another: give tx_rx.port.rx_names)")
+            return _parse_raw_flow(lab, f, where, name, tx)
     elif choice == "device":
         dv = txrx.get("device") or {}
         if dv.get("mode", "mesh") not in ("mesh", "one_to_one"):
@@ -456,11 +590,17 @@ def _parse_flow(lab: Lab, f: Any, i: int, ports: dict[str, PortSpec],
     if sent != frame:
         warnings.append(f"{where}: frames are {sent} bytes, not {frame} (RoCEv2 pads its payload to a multiple "
                         "of 4 bytes; sizes 62 + 4k are exact)")
-    # rate and duration
-    pps = lab.units.lab_pps(f.get("rate") or {"choice": "pps", "pps": 1000}, sent)
+    fs = FlowSpec(name, tx, rx, sent, payload, 0.0)
+    _rate_duration(lab, f, where, fs)
+    return fs, warnings
+
+
+def _rate_duration(lab: Lab, f: dict, where: str, fs: FlowSpec) -> None:
+    """Fill ``fs.pps`` (lab packets/s), ``packets`` / ``seconds`` (lab s) / ``continuous``
+    from the flow's ``rate``, ``duration`` and ``metrics``; 400 / 501 as the API says."""
+    fs.pps = lab.units.lab_pps(f.get("rate") or {"choice": "pps", "pps": 1000}, fs.frame)
     dur = f.get("duration") or {"choice": "continuous"}
     dchoice = dur.get("choice", "continuous")
-    fs = FlowSpec(name, tx, rx, sent, payload, pps)
     if dchoice == "fixed_packets":
         n = (dur.get("fixed_packets") or {}).get("packets", 1)
         if not isinstance(n, int) or n < 1:
@@ -490,7 +630,27 @@ def _parse_flow(lab: Lab, f: Any, i: int, ports: dict[str, PortSpec],
         raise unsupported(f"{where}: metrics.timestamps")
     if met.get("predefined_metric_tags"):
         raise unsupported(f"{where}: metrics.predefined_metric_tags")
-    return fs, warnings
+
+
+def _parse_raw_flow(lab: Lab, f: dict, where: str, name: str, tx: str) -> tuple[FlowSpec, list[str]]:
+    """A flow with a tx port only: its frames exactly as configured (:func:`_parse_raw`),
+    fixed size 64-9000 bytes; nothing counted at a receiver (a warning says so)."""
+    packet = f.get("packet") or []
+    if not isinstance(packet, list):
+        raise OtgError(400, f"{where}: packet must be a list of headers")
+    if f.get("payload"):
+        raise unsupported(f"{where}: payload")
+    size = f.get("size") or {"choice": "fixed", "fixed": 64}
+    if size.get("choice", "fixed") != "fixed":
+        raise unsupported(f"{where}: size.{size.get('choice')} (fixed sizes only)")
+    frame = size.get("fixed", 64)
+    if not isinstance(frame, int) or not MIN_FRAME <= frame <= 9000:
+        raise OtgError(400, f"{where}: size.fixed must be an integer {MIN_FRAME}-9000 bytes")
+    raw = _parse_raw(where, packet, frame)
+    fs = FlowSpec(name, tx, "", frame, 0, 0.0, raw=raw)
+    _rate_duration(lab, f, where, fs)
+    return fs, [f"{where}: no rx port: its frames leave {tx} exactly as configured and nothing counts them "
+                "at a receiver (frames_rx stays 0; give tx_rx.port.rx_names to measure delivery)"]
 
 
 #: ``Flow.Header.choice`` values of the OpenAPI document (components.schemas.Flow.Header)
@@ -710,6 +870,11 @@ class OtgServer:
                 c = self.state.counters.get(n)
                 if c is None or c.started is None:
                     continue
+                f = self.state.flows.get(n)
+                if f is not None and f.raw is not None:
+                    out.append(f"flow {n}: {c.frames_tx} frames sent from {f.tx} (no rx port: not counted at a "
+                               f"receiver) in {c.seconds():.3f} lab s" + (f"; error: {c.error}" if c.error else ""))
+                    continue
                 hops = "-" if c.hops is None else str(c.hops)
                 exp = "-" if c.expected_hops is None else str(c.expected_hops)
                 fabric_us = c.seconds() / self.lab.units.time_scale * 1e6
@@ -760,11 +925,118 @@ class OtgServer:
                                          size=max(fs.payload, 1), messages=packets,
                                          mtu=max(256, fs.payload), rate=fs.pps, op="send"))
 
+    def _mac(self, node: str, ifname: str) -> str:
+        from pyroute2 import IPRoute
+
+        with IPRoute(netns=self.lab.netns_of(node), flags=0) as ipr:
+            idx = ipr.link_lookup(ifname=ifname)
+            if not idx:
+                raise RailabError(f"{node}:{ifname} does not exist (a pulled cable?)")
+            return ipr.get_links(idx[0])[0].get_attr("IFLA_ADDRESS")
+
+    def raw_frames(self, f: FlowSpec) -> list[bytes]:
+        """The distinct frames of a tx-only flow (:class:`RawHeaders`), built with scapy: the
+        configured fields, the NIC's MAC and address and the leaf port's MAC where unset, the
+        custom bytes, zero padding to the frame size (without FCS)."""
+        from scapy.layers.inet import IP, UDP
+        from scapy.layers.l2 import Ether
+        from scapy.packet import Raw
+
+        raw = f.raw
+        assert raw is not None
+        port = self.state.ports[f.tx]
+        nic = self.lab.spec.nic(port.server, port.nic)
+        src_mac = raw.eth_src or [self._mac(port.server, port.interface)]
+        dst_mac = raw.eth_dst or [self._mac(nic.leaf, nic.leaf_port)]
+        out = []
+        for i in range(raw.cycle()):
+            pkt = Ether(src=src_mac[i % len(src_mac)], dst=dst_mac[i % len(dst_mac)])
+            if "ipv4" in raw.kinds:
+                ip_src = raw.ip_src or [str(nic.address.ip)]
+                pkt = pkt / IP(src=ip_src[i % len(ip_src)], dst=raw.ip_dst[i % len(raw.ip_dst)])
+                if "udp" in raw.kinds:
+                    sp, dp = raw.sport or [0], raw.dport or [0]
+                    pkt = pkt / UDP(sport=sp[i % len(sp)], dport=dp[i % len(dp)])
+            data = bytes(pkt / Raw(raw.custom)) if raw.custom else bytes(pkt)
+            # pad inside the IP datagram (its lengths count the padding) up to the frame size
+            pad = raw.frame - len(data)
+            if pad > 0:
+                data = bytes(pkt / Raw(raw.custom + bytes(pad)))
+            out.append(data[:raw.frame])
+        return out
+
+    def _send_raw(self, f: FlowSpec) -> None:
+        """A tx-only flow: its frames from the tx NIC's raw socket at the flow's lab rate until
+        its packets or seconds are sent or traffic stops; frames_tx counts what the kernel took."""
+        import socket
+
+        from railab.traffic.engine import in_netns
+
+        c = self.state.counters[f.name]
+        try:
+            frames = self.raw_frames(f)
+            port = self.state.ports[f.tx]
+            with in_netns(self.lab.netns_of(port.server)):
+                sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+            try:
+                sock.bind((port.interface, 0))
+                t0 = time.monotonic()
+                sent = 0
+                while not self._stop.is_set():
+                    now = time.monotonic()
+                    if f.packets is not None and sent >= f.packets:
+                        break
+                    if f.seconds is not None and now - t0 >= f.seconds:
+                        break
+                    due = int((now - t0) * f.pps) + 1 - sent
+                    if f.packets is not None:
+                        due = min(due, f.packets - sent)
+                    for _ in range(max(0, min(due, 256))):
+                        try:
+                            sock.send(frames[sent % len(frames)])
+                        except OSError as exc:  # ENOBUFS / ENETDOWN: the frame did not leave
+                            if exc.errno not in (105, 100):
+                                raise
+                            continue
+                        finally:
+                            sent += 1
+                        with self.lock:
+                            c.frames_tx += 1
+                            c.bytes_tx += f.frame
+                            c.active_s = time.monotonic() - t0
+                    if due <= 0:
+                        time.sleep(min(0.005, 1.0 / f.pps))
+            finally:
+                sock.close()
+        except Exception as exc:
+            with self.lock:
+                c.error = f"{type(exc).__name__}: {exc}"
+
     def _run(self, flows: list[FlowSpec]) -> None:
-        """The traffic thread: the flows on the path engine, interleaved, in chunks for
-        continuous and fixed-seconds flows, until done or stopped."""
+        """The traffic thread: tx-only flows from raw sockets (one thread each), the others on
+        the path engine, interleaved, in chunks for continuous and fixed-seconds flows, until
+        done or stopped."""
+        raws = [threading.Thread(target=self._send_raw, args=(f,), daemon=True, name=f"otg-raw-{i}")
+                for i, f in enumerate(flows) if f.raw is not None]
+        for t in raws:
+            t.start()
+        try:
+            self._run_engine([f for f in flows if f.raw is None])
+        finally:
+            for t in raws:
+                t.join()
+            now = time.monotonic()
+            with self.lock:
+                for f in flows:
+                    c = self.state.counters[f.name]
+                    c.running = False
+                    c.ended = c.ended or now
+
+    def _run_engine(self, flows: list[FlowSpec]) -> None:
         from railab.traffic.engine import Engine
 
+        if not flows:
+            return
         with self.lock:
             ports = dict(self.state.ports)
         left = {f.name: f.packets for f in flows}
@@ -805,13 +1077,6 @@ class OtgServer:
             with self.lock:
                 for f in flows:
                     self.state.counters[f.name].error = f"{type(exc).__name__}: {exc}"
-        finally:
-            now = time.monotonic()
-            with self.lock:
-                for f in flows:
-                    c = self.state.counters[f.name]
-                    c.running = False
-                    c.ended = c.ended or now
 
     # ---- /monitor/metrics ------------------------------------------------------------------------
     def _metrics(self, method: str, body: Any) -> dict:
@@ -864,8 +1129,10 @@ class OtgServer:
             if c.error:
                 raise OtgError(500, f"flow {n}: the engine failed: {c.error}", kind="internal")
             row = self._flow_row(f, c)
+            if f.raw is not None:
+                row.pop("loss")  # nothing counts its frames at a receiver
             row = {k: v for k, v in row.items() if not cols or k in cols}
-            out.append({"name": n, "port_tx": f.tx, "port_rx": f.rx, **row})
+            out.append({"name": n, "port_tx": f.tx, **({"port_rx": f.rx} if f.rx else {}), **row})
         return out
 
     def _port_metrics(self, req: dict) -> list[dict]:

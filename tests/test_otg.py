@@ -132,7 +132,12 @@ def test_bad_config_gets_the_error_object(client, cfg, status, words):
     ({"packet": [{"choice": "ipv4", "ipv4": {"src": {"choice": "increment", "increment": {}}}}]}, 501, "increment"),
     ({"packet": "eth"}, 400, "list"),
     ({"tx_rx": {"choice": "port", "port": {"tx_name": "p1", "rx_names": ["nope"]}}}, 400, "nope"),
-    ({"tx_rx": {"choice": "port", "port": {"tx_name": "p1"}}}, 501, "rx port"),
+    ({"tx_rx": {"choice": "port", "port": {"tx_name": "p1"}}}, 400, "needs ipv4.dst"),
+    ({"tx_rx": {"choice": "port", "port": {"tx_name": "p1"}},
+      "packet": [{"choice": "ethernet", "ethernet": {}}, {"choice": "vlan", "vlan": {}}]}, 501, "vlan"),
+    ({"tx_rx": {"choice": "port", "port": {"tx_name": "p1"}},
+      "packet": [{"choice": "ethernet", "ethernet": {}}, {"choice": "ipv4", "ipv4": {
+          "dst": {"choice": "value", "value": "300.1.1.1"}}}]}, 400, "not an IPv4 address"),
     ({"tx_rx": {"choice": "port", "port": {"tx_name": "p1", "rx_names": ["p1"]}}}, 400, "same port"),
     ({"size": {"choice": "fixed", "fixed": 20}}, 400, "size.fixed"),
     ({"size": {"choice": "increment", "increment": {}}}, 501, "size.increment"),
@@ -157,6 +162,40 @@ def test_header_values_are_replaced_with_warnings(client):
     w = " ".join(r.json()["warnings"])
     for words in ("00:11:22:33:44:55", "20.1.1.1 replaced", "6010", "126 bytes, not 128"):
         assert words in w, w
+
+
+def test_tx_only_flow_sends_its_frames_as_configured(client):
+    """A flow with a tx port only (OTG's quickstart): the frames exactly as configured, the
+    patterns cycled (values, increment), custom bytes after the headers, padded to size - FCS."""
+    from scapy.layers.inet import IP, UDP
+    from scapy.layers.l2 import Ether
+
+    cus = b"..QUICKSTART SNAPPI.."
+    flow = {"name": "flow", "tx_rx": {"choice": "port", "port": {"tx_name": "p1"}},
+            "metrics": {"enable": True, "loss": False, "timestamps": False},
+            "duration": {"choice": "fixed_packets", "fixed_packets": {"packets": 100}},
+            "size": {"choice": "fixed", "fixed": 128},
+            "packet": [{"choice": "ethernet", "ethernet": {"src": {"choice": "value", "value": "00:11:22:33:44:55"},
+                                                           "dst": {"choice": "value", "value": "00:11:22:33:44:66"}}},
+                       {"choice": "ipv4", "ipv4": {"src": {"choice": "value", "value": "10.1.1.1"},
+                                                   "dst": {"choice": "value", "value": "20.1.1.1"}}},
+                       {"choice": "udp", "udp": {
+                           "src_port": {"choice": "values", "values": [5010, 5015, 5020, 5025, 5030]},
+                           "dst_port": {"choice": "increment", "increment": {"start": 6010, "step": 5, "count": 5}}}},
+                       {"choice": "custom", "custom": {"bytes": cus.hex()}}]}
+    r = client.post("/config", json={"ports": [{"name": "p1", "location": "srv1:eth1"}], "flows": [flow]})
+    assert r.status_code == 200, r.text
+    assert any("nothing counts them" in w for w in r.json()["warnings"])
+    fs = client.server.state.flows["flow"]
+    frames = client.server.raw_frames(fs)
+    assert len(frames) == 5 and {len(b) for b in frames} == {124}
+    pkts = [Ether(b) for b in frames]
+    assert [(p[UDP].sport, p[UDP].dport) for p in pkts] == [(5010 + 5 * i, 6010 + 5 * i) for i in range(5)]
+    assert {(p.src, p.dst, p[IP].src, p[IP].dst) for p in pkts} == {
+        ("00:11:22:33:44:55", "00:11:22:33:44:66", "10.1.1.1", "20.1.1.1")}
+    assert all(bytes(p[UDP].payload).startswith(cus) and p[IP].len == 124 - 14 for p in pkts)
+    row = client.post("/monitor/metrics", json={"choice": "flow", "flow": {}}).json()["flow_metrics"][0]
+    assert "port_rx" not in row and "loss" not in row and row["frames_rx"] == 0
 
 
 def test_devices_as_flow_endpoints(client, spec_dir):
