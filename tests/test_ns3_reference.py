@@ -200,3 +200,24 @@ def test_railabs_per_packet_reference_against_ns3(scenario, railab_figures):
 @pytest.mark.parametrize("scenario", _params(FLUID, RAILAB_VS_NS3))
 def test_railabs_fluid_model_against_ns3(scenario, railab_figures):
     _check(scenario, "fluid", railab_figures)
+
+
+def test_model_incast_reference_ns3_says_when_the_qos_differs():
+    """``railab model incast``'s ``reference.ns3``: ns-3's figures for the same scenario, and
+    whether they were run with this QoS (the generic profile tail-drops at 4 MiB, mini-lossless's
+    shared buffer far deeper) and for as long."""
+    from railab.cli.model import ns3_reference, ns3_text
+    from railab.topologies.qos import DEFAULT_QOS, CapacityProfile
+
+    stored = RECORDS["incast-2-pfc-off-400g"]["summary"]
+    rec = {"summary": {"utilization": stored["utilization"], "fabric_us": 15_000.0,
+                       "per_flow_gbps": stored["per_flow_gbps"]},
+           "queue_peak_bytes": stored["queue_peak_bytes"]}
+    mine = ns3_reference(_qos(), 2, False, "400g", rec)
+    assert mine["same_qos"] and mine["same_fabric_time"] and mine["fluid_vs_ns3"]["agrees"]
+    generic = DEFAULT_QOS.model_copy(update={"capacity": CapacityProfile(enabled=True)})
+    other = ns3_reference(generic, 2, False, "400g", dict(rec, summary=dict(rec["summary"],
+                                                                           fabric_us=5000.0)))
+    assert not other["same_qos"] and not other["same_fabric_time"]
+    assert "not this run's ECN/PFC/buffer" in ns3_text(other)
+    assert ns3_reference(_qos(), 3, True, "400g", rec) is None  # nothing stored for 3:1
