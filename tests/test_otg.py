@@ -427,6 +427,54 @@ def test_live_bad_config_400_through_snappi(otg_server):
 
 
 @pytest.mark.integration
+def test_live_port_link_down_is_a_railab_fault(otg_server):
+    """control state port link down: a railab link-down fault on the rx NIC (the lab's fault
+    records name it), the port metric reads down, a flow to it loses every frame; link up heals
+    it and the same flow arrives whole."""
+    from railab.testbed import faults as F
+
+    lab, url = otg_server
+    snappi, api = _api(url)
+    cfg = api.config()
+    p1, p2 = cfg.ports.port(name="p1", location="srv2:eth1").port(name="p2", location="srv10:eth1")
+    f = cfg.flows.flow(name="f1")[-1]
+    f.tx_rx.port.tx_name, f.tx_rx.port.rx_names = p1.name, [p2.name]
+    f.packet.ethernet().ipv4().udp()
+    f.size.fixed = 130
+    f.rate.percentage = 1
+    f.duration.fixed_packets.packets = 50
+    api.set_config(cfg)
+    link = api.control_state()
+    link.port.link.port_names, link.port.link.state = ["p2"], link.port.link.DOWN
+    warn = " ".join(api.set_control_state(link).warnings)
+    try:
+        recs = F.list_faults(lab.name)
+        assert [(r.kind, r.node, r.port) for r in recs] == [("link-down", "srv10", "eth1")], recs
+        assert recs[0].id in warn
+        req = api.metrics_request()
+        req.port.port_names = ["p2"]
+        assert api.get_metrics(req).port_metrics[0].link == "down"
+        start = api.control_state()
+        start.traffic.flow_transmit.state = start.traffic.flow_transmit.START
+        api.set_control_state(start)
+        m = _wait_stopped(api, "f1")
+        assert (m.frames_tx, m.frames_rx, m.loss) == (50, 0, 100.0)
+    finally:
+        link.port.link.state = link.port.link.UP
+        api.set_control_state(link)
+    assert F.list_faults(lab.name) == []
+    assert api.get_metrics(req).port_metrics[0].link == "up"
+    deadline = time.monotonic() + 30  # the fabric re-learns the NIC's /31 (BGP) after the heal
+    while True:
+        api.set_control_state(start)
+        m = _wait_stopped(api, "f1")
+        if m.frames_rx == 50 or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    assert (m.frames_tx, m.frames_rx, m.loss) == (50, 50, 0)
+
+
+@pytest.mark.integration
 def test_live_token(lossless_lab):
     proc, url = _serve(lossless_lab.name, "--token", "tok46")
     try:
