@@ -265,6 +265,8 @@ class CollectiveResult:
     ce_marked: int | None = None
     nic: str = "none"
     transport: dict | None = None
+    #: frames the load engine's receive sockets dropped (the host's loss, not the fabric's)
+    rx_socket_drops: int = 0
 
     @property
     def unreachable_by_design(self) -> bool:
@@ -313,7 +315,7 @@ class CollectiveResult:
                                else None),
             "engine": self.engine, "engine_pps": self.engine_pps,
             "engine_cpu_s": self.engine_cpu_s, "cc": self.cc, "ce_marked": self.ce_marked,
-            "nic": self.nic, "transport": self.transport,
+            "nic": self.nic, "transport": self.transport, "rx_socket_drops": self.rx_socket_drops,
             "out_of_order": self.out_of_order, "max_psn_distance": self.max_psn_distance,
             "schedule": s.to_dict(),
             "uplink_load": self.uplink_load.to_dict() if self.uplink_load else None,
@@ -505,8 +507,11 @@ def _run_on_load_engine(spec: LabSpec, netns_of: Callable[[str], str], sched: Sc
         time_s = max(d["fct_s"] for _, d in reach)
         alg, bus = bandwidth(sched.op, sched.bytes_per_rank, sched.ranks, time_s)
         fabric = _fabric(cap, time_s, alg, bus)
-    # the host's share of each flow's time: debts it dropped plus its last packet's lateness
+    # the host's share of each flow's time: debts it dropped plus its last packet's lateness;
+    # frames the engine's own receive sockets dropped make the run the host's whatever the lag
     lag = max((d["late_s"] / d["fct_s"] for _, d in reach if d["fct_s"]), default=0.0)
+    if res.rx_socket_drops:
+        lag = max(lag, 1.0)
     out = CollectiveResult(
         sched, completed, time_s, alg, bus, fabric, lost, delivered_bytes, per_class,
         uplink_load(spec, before, after, t1 - t0, bg), cap.port_rate_mbps, cap.time_scale,
@@ -519,6 +524,7 @@ def _run_on_load_engine(spec: LabSpec, netns_of: Callable[[str], str], sched: Sc
     out.engine, out.engine_pps, out.cc = res.engine, res.engine_pps, cc
     out.engine_cpu_s = res.engine_cpu_s
     out.ce_marked = sum(d["ce_marked"] for _, d in reach)
+    out.rx_socket_drops = res.rx_socket_drops
     out.nic, out.transport = nic, res.transport
     return out
 

@@ -40,7 +40,8 @@
 #define DP_ABI 7
 #define OOO_WINDOW 4096
 #define BUSY_MAX_S 0.005      /* a worker that has not waited for this long ... */
-#define BUSY_REST_S 0.0001    /* ... waits this long: at most ~98 % of a core */
+#define BUSY_REST_S 0.0005    /* ... sleeps this long: at most ~91 % of a core, so FRR (BFD), the
+                               * port sampler and the kernel's softirq thread always get a turn */
 #define MAX_THREADS 16
 #define MASK24 0xFFFFFFu
 #define OP_FIRST 0

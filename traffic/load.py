@@ -329,7 +329,10 @@ class LoadResult:
     per-packet work (``"c"``, the compiled fast path, or ``"python"``); ``engine_pps``: the
     data packets it sent per lab second of sending (all QPs); ``engine_cpu_s``: CPU time of
     the threads that did the per-packet work, kernel forwarding in their context included (s);
-    ``engine_threads``: how many (:func:`railab.traffic.fastpath.threads`; 1 for Python).
+    ``engine_threads``: how many (:func:`railab.traffic.fastpath.threads`; 1 for Python);
+    ``rx_socket_drops``: frames the fabric delivered that the engine's own receive sockets
+    dropped (``PACKET_STATISTICS``: the engine read too slowly): counted in ``lost`` though the
+    fabric did not lose them, so a run with any is the host's, not the fabric's.
     ``nic``: the RC transport (:data:`NIC_MODES`); with one, ``transport`` holds the run's
     totals (``retx_packets``, ``retx_bytes``, ``naks``, ``timeouts``, ``goodput_mbps``,
     ``fct_p50_s``, ``fct_p99_s``, ``rto_lab_s``) and each flow dict a ``transport`` object
@@ -363,13 +366,15 @@ class LoadResult:
     engine_pps: float = 0.0
     engine_cpu_s: float | None = None
     engine_threads: int = 1
+    rx_socket_drops: int = 0
     nic: str = "none"
     transport: dict | None = None
 
     @property
     def keeps_rate(self) -> bool:
-        """The engine sent what it meant to within :data:`SHORTFALL_LIMIT`."""
-        return self.engine_shortfall <= SHORTFALL_LIMIT
+        """The engine sent what it meant to within :data:`SHORTFALL_LIMIT` and its receive
+        sockets dropped nothing (``rx_socket_drops``)."""
+        return self.engine_shortfall <= SHORTFALL_LIMIT and not self.rx_socket_drops
 
     def to_dict(self) -> dict:
         """JSON-ready (the ``congestion`` object): totals, then ``flows`` and ``ports``."""
@@ -493,6 +498,7 @@ class LoadEngine(Engine):
         self._ran_with = "python"
         self._cpu_s: float | None = None
         self._threads = 1
+        self._socket_drops = 0
         self._by_dqpn: dict[int, _QP] = {}
         self._by_sqpn: dict[int, _QP] = {}
 
@@ -737,6 +743,7 @@ class LoadEngine(Engine):
                               "fast path only: install gcc (scripts/bootstrap.sh), or run without --nic")
         self.poll(0)
         self._drain_sinks()
+        self._rx_drops()  # reading PACKET_STATISTICS zeroes it: the run's count starts here
         cpu0 = time.thread_time()
         t0 = time.monotonic() + 0.01
         k = len(self._qps)
@@ -795,6 +802,7 @@ class LoadEngine(Engine):
                 break
         self._drain_sinks()
         self._cpu_s = time.thread_time() - cpu0
+        self._socket_drops = self._rx_drops()
         for q in self._qps:
             if q.sent > q.rx and not q.failed:
                 self._diagnose(q)
@@ -830,6 +838,7 @@ class LoadEngine(Engine):
                     next_sample = now + self.sample_s
         th.join()
         self._ran_with, self._cpu_s = "c", ctx.cpu_s
+        self._socket_drops = self._rx_drops()
         self._threads = ctx.nthreads
         if out and out[0] < 0:
             raise RailabError(f"the load engine's fast path could not run: {os.strerror(-out[0])}")
@@ -884,6 +893,7 @@ class LoadEngine(Engine):
         fp.load()
         self.poll(0)
         self._drain_sinks()
+        self._rx_drops()  # reading PACKET_STATISTICS zeroes it: the run's count starts here
         n = len(self._qps)
         cq = (fp.Qp * n)()
         keep: list = []  # template structs and frame buffers the run points into
@@ -1056,6 +1066,7 @@ class LoadEngine(Engine):
         res.engine = self._ran_with
         res.engine_cpu_s = None if self._cpu_s is None else round(self._cpu_s, 4)
         res.engine_threads = self._threads
+        res.rx_socket_drops = self._socket_drops
         sent = sum(q.sent for q in self._qps)
         res.engine_pps = round(sent / dur, 1)
         return res
