@@ -223,7 +223,10 @@ def group_failures(results: list[CheckResult]) -> list[tuple[CheckResult, list[C
             # what follows from a follower follows from its root: a cause's link to the root
             # that cause follows from (and the row's own link, with its first cause)
             provided[hit] |= {("link", c.link)} if c is not None and c.link else set()
-            if k == 0 and r.link and c is r.cause:
+            if r.link and ((k == 0 and c is r.cause) or (r.check in KERNEL_FAMILIES and len(hits) == 1)):
+                # a cabling or policy row is its link: whichever of its causes explains it
+                # explains the link (a cable between two powered-off nodes, its first cause
+                # the node whose other rows come later)
                 provided[hit].add(("link", r.link))
         if ups:
             refs[i] = ups
