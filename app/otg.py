@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import math
 import re
 import threading
 import time
@@ -177,6 +178,22 @@ class FlowSpec:
     #: a flow without a receive port: its frames exactly as configured (:class:`RawHeaders`),
     #: sent from the tx NIC with a raw socket; nothing is counted at a receiver
     raw: RawHeaders | None = None
+    #: a RoCEv2 flow (``config.stateful_flows.rocev2``): its QP on the load engine
+    roce: RoceFlow | None = None
+
+
+@dataclass
+class RoceFlow:
+    """A RoCEv2 flow of ``stateful_flows.rocev2``: the QP's name, the source and destination
+    (server, 0-based GPU), the message ``bytes``, the tx port's target line rate (percent of
+    line) and whether DCQCN is on (``options.per_port_options[].protocols[].rocev2``)."""
+
+    qp: str
+    src: tuple[str, int]
+    dst: tuple[str, int]
+    bytes: int
+    line_pct: float
+    dcqcn: bool
 
 
 @dataclass
@@ -326,6 +343,8 @@ class FlowCounters:
     hops: int | None = None
     expected_hops: int | None = None
     error: str | None = None
+    #: a RoCEv2 flow: its QP's record from the load run (:attr:`railab.traffic.load.LoadResult.flows`)
+    qp: dict | None = None
 
     #: lab seconds the engine spent on the flow's packets (first sent to last received, summed
     #: over its runs): what its rates are measured over
@@ -394,7 +413,7 @@ class Lab:
         return m["srv"], nic
 
 
-_CONFIG_KEYS_501 = ("lags", "layer1", "captures", "lldp", "stateful_flows", "egress_only_tracking")
+_CONFIG_KEYS_501 = ("lags", "layer1", "captures", "lldp", "egress_only_tracking")
 
 
 def parse_config(lab: Lab, cfg: Any) -> tuple[dict[str, PortSpec], dict[str, FlowSpec], list[str]]:
@@ -433,7 +452,7 @@ def parse_config(lab: Lab, cfg: Any) -> tuple[dict[str, PortSpec], dict[str, Flo
         if not isinstance(d, dict):
             raise OtgError(400, f"{where} must be an object")
         dname = _str(d, "name", where)
-        extra = sorted(k for k, v in d.items() if k not in ("name", "ethernets") and v)
+        extra = sorted(k for k, v in d.items() if k not in ("name", "ethernets", "rocev2") and v)
         if extra:
             raise unsupported(f"device {dname}: {', '.join(extra)} (railab's devices are the lab's NICs: "
                               "Ethernet and IPv4 only; BGP runs on the lab's switches)")
@@ -468,13 +487,17 @@ def parse_config(lab: Lab, cfg: Any) -> tuple[dict[str, PortSpec], dict[str, Flo
                 if gw and gw != str(nic.gateway):
                     warnings.append(f"{aw}: gateway {gw} replaced by the lab's {nic.gateway} ({nic.leaf})")
             ipv4_port.setdefault(dname, pname)
+    qps = _parse_rocev2_devices(lab, cfg.get("devices") or [], ports, ipv4_port)
+    rocev2, w = _parse_stateful_flows(lab, cfg, ports, qps)
+    warnings.extend(w)
     flows: dict[str, FlowSpec] = {}
     for i, f in enumerate(cfg.get("flows") or []):
         fl, w = _parse_flow(lab, f, i, ports, ipv4_port)
-        if fl.name in flows:
+        if fl.name in flows or fl.name in rocev2:
             raise OtgError(400, f"flows[{i}]: flow name {fl.name!r} is used twice")
         flows[fl.name] = fl
         warnings.extend(w)
+    flows.update(rocev2)
     if flows:
         u = lab.units
         warnings.append(f"rates are the fabric's ({u.fabric_gbps:g} Gb/s ports): lab rate x time scale "
@@ -651,6 +674,128 @@ def _parse_raw_flow(lab: Lab, f: dict, where: str, name: str, tx: str) -> tuple[
     _rate_duration(lab, f, where, fs)
     return fs, [f"{where}: no rx port: its frames leave {tx} exactly as configured and nothing counts them "
                 "at a receiver (frames_rx stays 0; give tx_rx.port.rx_names to measure delivery)"]
+
+
+_UNIT_BYTES = {"bytes": 1, "kb": 1024, "mb": 1024 ** 2, "gb": 1024 ** 3}
+
+
+def _nic_by_address(lab: Lab, addr: Any):
+    for nic in lab.spec.nics:
+        if str(nic.address.ip) == addr:
+            return nic
+    return None
+
+
+def _parse_rocev2_devices(lab: Lab, devices: list, ports: dict[str, PortSpec],
+                          ipv4_port: dict[str, str]) -> dict[str, tuple[str, Any]]:
+    """``devices[].rocev2.ipv4_interfaces[].peers[].qps[]`` (``Device.Rocev2Peer``): QP name ->
+    (tx port name, the destination NIC). 400 for an unknown ipv4_name, a destination that is no
+    NIC of the lab, a QP name used twice; 501 for IPv6 interfaces."""
+    qps: dict[str, tuple[str, Any]] = {}
+    for d in devices:
+        r = d.get("rocev2") if isinstance(d, dict) else None
+        if not r:
+            continue
+        where = f"device {d.get('name')} rocev2"
+        if r.get("ipv6_interfaces"):
+            raise unsupported(f"{where}.ipv6_interfaces")
+        for itf in r.get("ipv4_interfaces") or []:
+            pname = ipv4_port.get(itf.get("ipv4_name"))
+            if pname is None:
+                raise OtgError(400, f"{where}: ipv4_name {str(itf.get('ipv4_name'))[:40]!r} is not an ipv4 address "
+                                    "of a configured device")
+            for peer in itf.get("peers") or []:
+                nic = _nic_by_address(lab, peer.get("destination_ip_address"))
+                if nic is None:
+                    raise OtgError(400, f"{where} peer {peer.get('name')}: destination_ip_address "
+                                        f"{str(peer.get('destination_ip_address'))[:40]!r} is no NIC of lab {lab.name}")
+                for qp in peer.get("qps") or []:
+                    name = qp.get("qp_name")
+                    if not isinstance(name, str) or not name or name in qps:
+                        raise OtgError(400, f"{where}: qp_name {str(name)[:40]!r} is missing or used twice")
+                    ct = (qp.get("connection_type") or {}).get("choice", "reliable_connection")
+                    if ct != "reliable_connection":
+                        raise unsupported(f"{where} qp {name}: connection_type {ct}")
+                    qps[name] = (pname, nic)
+    return qps
+
+
+def _parse_stateful_flows(lab: Lab, cfg: dict, ports: dict[str, PortSpec],
+                          qps: dict[str, tuple[str, Any]]) -> tuple[dict[str, FlowSpec], list[str]]:
+    """``stateful_flows.rocev2[].tx_ports[].transmit_type.target_line_rate.flows[]``
+    (``Rocev2.Flow``) as :class:`FlowSpec` with a :class:`RoceFlow`: RDMA WRITE messages of
+    ``message_size`` on the load engine; DCQCN from ``options.per_port_options``. 400 for
+    unknown names, 501 for other verbs, a lab without ``qos.capacity``, mixed DCQCN."""
+    sf = cfg.get("stateful_flows")
+    if not sf:
+        return {}, []
+    if not isinstance(sf, dict) or sf.get("choice", "rocev2") != "rocev2":
+        raise OtgError(400, "stateful_flows.choice must be rocev2")
+    if lab.units.fabric_gbps is None:
+        raise unsupported("stateful_flows.rocev2 on a lab without qos.capacity (the load engine needs the lab's "
+                          "port rates, ECN and PFC: e.g. mini-lossless)")
+    dcqcn_of: dict[str, bool] = {}
+    warnings: list[str] = []
+    for ppo in (cfg.get("options") or {}).get("per_port_options") or []:
+        pname = ppo.get("port_name")
+        if pname not in ports:
+            raise OtgError(400, f"options.per_port_options: port_name {str(pname)[:40]!r} is not a configured port")
+        for pr in ppo.get("protocols") or []:
+            if pr.get("choice") != "rocev2":
+                raise unsupported(f"options.per_port_options protocol {pr.get('choice')}")
+            rs = pr.get("rocev2") or {}
+            dc = rs.get("dcqcn_settings") or {}
+            dcqcn_of[pname] = bool(dc.get("enable_dcqcn"))
+            if dcqcn_of[pname] and len(dc) > 1:
+                warnings.append(f"port {pname}: DCQCN's constants are the lab's qos.dcqcn profile (docs/congestion.md),"
+                                " not the config's dcqcn_settings values")
+    flows: dict[str, FlowSpec] = {}
+    for k, group in enumerate(sf.get("rocev2") or []):
+        for tp in group.get("tx_ports") or []:
+            pname = tp.get("port_name")
+            if pname not in ports:
+                raise OtgError(400, f"stateful_flows.rocev2[{k}]: tx port {str(pname)[:40]!r} is not a configured port")
+            tt = tp.get("transmit_type") or {}
+            tlr = tt.get("target_line_rate") or {}
+            pct = float(tlr.get("value", 98))
+            if not 0 < pct <= 100:
+                raise OtgError(400, f"port {pname}: target_line_rate {pct:g} is not in (0, 100]")
+            for fl in tlr.get("flows") or []:
+                name = fl.get("name")
+                where = f"rocev2 flow {name}"
+                if not isinstance(name, str) or not name or name in flows:
+                    raise OtgError(400, f"{where}: name is missing or used twice")
+                qp = fl.get("tx_endpoint")
+                if qp not in qps:
+                    raise OtgError(400, f"{where}: tx_endpoint {str(qp)[:40]!r} is not a configured qp_name")
+                qport, dst_nic = qps[qp]
+                if qport != pname:
+                    raise OtgError(400, f"{where}: qp {qp} is on port {qport}, not on tx port {pname}")
+                rx = fl.get("rx_endpoint")
+                if rx in qps:
+                    rx = qps[rx][0]
+                if rx not in ports:
+                    raise OtgError(400, f"{where}: rx_endpoint {str(rx)[:40]!r} is not a configured port or qp_name")
+                rp = ports[rx]
+                if (rp.server, rp.nic) != (dst_nic.server, dst_nic.nic):
+                    raise OtgError(400, f"{where}: rx_endpoint {rx} ({rp.location}) is not the QP's peer "
+                                        f"{dst_nic.address.ip} ({dst_nic.server}:{dst_nic.interface})")
+                verb = (fl.get("rocev2_verb") or {}).get("choice", "write")
+                if verb != "write":
+                    raise unsupported(f"{where}: rocev2_verb {verb} (RDMA WRITE only)")
+                unit = fl.get("message_size_unit", "mb")
+                if unit not in _UNIT_BYTES:
+                    raise OtgError(400, f"{where}: message_size_unit {unit!r} is not bytes, kb, mb or gb")
+                size = fl.get("message_size", 1)
+                if not isinstance(size, int) or size < 1:
+                    raise OtgError(400, f"{where}: message_size must be an integer >= 1")
+                tx = ports[pname]
+                roce = RoceFlow(qp, (tx.server, tx.nic - 1), (rp.server, rp.nic - 1), size * _UNIT_BYTES[unit], pct,
+                                dcqcn_of.get(pname, False))
+                flows[name] = FlowSpec(name, pname, rx, 0, 0, 0.0, packets=None, roce=roce)
+    if len({f.roce.dcqcn for f in flows.values()}) > 1:
+        raise unsupported("DCQCN on some RoCEv2 tx ports and not on others (one congestion control per run)")
+    return flows, warnings
 
 
 #: ``Flow.Header.choice`` values of the OpenAPI document (components.schemas.Flow.Header)
@@ -843,6 +988,8 @@ class OtgServer:
         if state == "start":
             if not chosen:
                 raise OtgError(400, "no flows are configured (POST /config first)")
+            if len({f.roce is None for f in chosen}) > 1:
+                raise unsupported("starting RoCEv2 flows and packet flows at once (start each kind by flow_names)")
             if self._running():
                 raise OtgError(409, "traffic is already running: stop it first")
             with self.lock:
@@ -1016,6 +1163,14 @@ class OtgServer:
         """The traffic thread: tx-only flows from raw sockets (one thread each), the others on
         the path engine, interleaved, in chunks for continuous and fixed-seconds flows, until
         done or stopped."""
+        if any(f.roce is not None for f in flows):
+            try:
+                self._run_roce(flows)
+            finally:
+                with self.lock:
+                    for f in flows:
+                        self.state.counters[f.name].running = False
+            return
         raws = [threading.Thread(target=self._send_raw, args=(f,), daemon=True, name=f"otg-raw-{i}")
                 for i, f in enumerate(flows) if f.raw is not None]
         for t in raws:
@@ -1031,6 +1186,87 @@ class OtgServer:
                     c = self.state.counters[f.name]
                     c.running = False
                     c.ended = c.ended or now
+
+    def _run_roce(self, flows: list[FlowSpec]) -> None:
+        """RoCEv2 flows on the load engine (:func:`railab.traffic.load.run_load`, engine auto):
+        one QP per flow sending its message as RDMA WRITEs, at its port's target line rate,
+        DCQCN or none, with the capacity dataplane's switch agent (ECN marking, PFC as the lab
+        says) and port sampler, as ``railab traffic --pattern incast`` runs; the QPs' records
+        become the flows' counters."""
+        from railab.cli.traffic import _capacity_sampler, _pfc
+        from railab.traffic.load import LoadFlow, run_load
+        from railab.traffic.patterns import Flow, route
+
+        spec = self.lab.spec
+        cap = spec.qos.capacity
+        cc = "dcqcn" if flows[0].roce.dcqcn else "none"
+        load = [LoadFlow(route(spec, Flow(f.roce.src, f.roce.dst, qp=i)), bytes=f.roce.bytes,
+                         rate_mbps=None if f.roce.line_pct >= 100 else cap.port_rate_mbps * f.roce.line_pct / 100)
+                for i, f in enumerate(flows)]
+        try:
+            sampler, close = _capacity_sampler(resolve(self.lab.name), spec)
+            try:
+                with _pfc(spec, self.lab.netns_of, bool(cap.pfc), True):
+                    res = run_load(spec, self.lab.netns_of, load, cc=cc, seconds=None, sport_mode="per-qp",
+                                   port_sampler=sampler, stop=self._stop.is_set)
+            finally:
+                if close is not None:
+                    close()
+        except Exception as exc:
+            with self.lock:
+                for f in flows:
+                    self.state.counters[f.name].error = f"{type(exc).__name__}: {exc}"
+            return
+        now = time.monotonic()
+        with self.lock:
+            for f, q in zip(flows, res.flows, strict=True):
+                c = self.state.counters[f.name]
+                c.qp = q
+                c.frames_tx, c.frames_rx = q["tx_packets"], q["rx_packets"]
+                c.bytes_tx, c.bytes_rx = q["tx_bytes"], q["rx_bytes"]
+                c.hops, c.expected_hops = q.get("hops"), q.get("expected_hops")
+                c.active_s = q["fct_s"] or res.seconds
+                c.ended = now
+
+    def qp_rows(self, names: list[str], cols: list[str]) -> list[dict]:
+        """``rocev2_flow_per_qp_metrics`` (``Rocev2Flow.Metric.PerQP``) of the RoCEv2 flows:
+        frames, bytes, ECN-CE received, CNPs sent by the receiver and received by the sender,
+        the rate (Gb/s, fabric: lab Mb/s x time scale / 1000; a completed message's bytes over
+        its completion time, else the last half of the run),
+        the flow completion time (whole ms as the model has it, rounded up; fabric: lab s /
+        time scale x 1000)."""
+        scale = self.lab.units.time_scale
+        out = []
+        with self.lock:
+            for n in names:
+                f, c = self.state.flows[n], self.state.counters[n]
+                if f.roce is None:
+                    continue
+                q = c.qp or {}
+                fct = q.get("fct_s")
+                if fct:  # a completed message: its mean rate over its completion time
+                    tx_mbps, rx_mbps = c.bytes_tx * 8 / fct / 1e6, c.bytes_rx * 8 / fct / 1e6
+                else:  # still sending or stopped: the last half of the run
+                    tx_mbps, rx_mbps = q.get("rate_mbps_last_half", 0.0), q.get("rx_mbps_last_half", 0.0)
+                src = self.lab.spec.nic(f.roce.src[0], f.roce.src[1] + 1)
+                dst = self.lab.spec.nic(f.roce.dst[0], f.roce.dst[1] + 1)
+                row = {"flow_name": n, "port_tx": f.tx, "port_rx": f.rx, "src_qp": q.get("qpn", 0),
+                       "dest_qp": q.get("dest_qpn", 0), "src_ipv4": str(src.address.ip),
+                       "dest_ipv4": str(dst.address.ip), "data_frames_tx": c.frames_tx,
+                       "data_frames_rx": c.frames_rx, "frame_delta": max(0, c.frames_tx - c.frames_rx),
+                       "frame_sequence_error": q.get("ooo", 0), "tx_bytes": c.bytes_tx, "rx_bytes": c.bytes_rx,
+                       "data_tx_rate": round(tx_mbps * scale / 1000, 3),
+                       "data_rx_rate": round(rx_mbps * scale / 1000, 3),
+                       "ecn_ce_rx": q.get("ce_marked", 0), "cnp_tx": q.get("cnp_sent", 0),
+                       "cnp_rx": q.get("cnp_received", 0), "message_tx": 1 if c.frames_tx else 0,
+                       "message_complete_rx": 1 if q.get("fct_s") is not None else 0,
+                       "message_fail": 1 if q and q.get("fct_s") is None else 0}
+                if q.get("fct_s") is not None:
+                    # the model's unit is whole ms; a fabric FCT is often less: rounded up (the
+                    # stop's warnings give it in fabric us)
+                    row["flow_completion_time"] = math.ceil(q["fct_s"] / scale * 1000)
+                out.append({k: v for k, v in row.items() if not cols or k in cols or k == "flow_name"})
+        return out
 
     def _run_engine(self, flows: list[FlowSpec]) -> None:
         from railab.traffic.engine import Engine
@@ -1089,6 +1325,18 @@ class OtgServer:
             return {"choice": "flow_metrics", "flow_metrics": self._flow_metrics(body.get("flow") or {})}
         if choice == "port":
             return {"choice": "port_metrics", "port_metrics": self._port_metrics(body.get("port") or {})}
+        if choice == "rocev2_flow":
+            rq = body.get("rocev2_flow") or {}
+            if rq.get("choice", "per_qp") != "per_qp":
+                raise OtgError(400, f"rocev2_flow.choice {str(rq.get('choice'))[:20]!r} is not per_qp")
+            with self.lock:
+                names = [n for n, f in self.state.flows.items() if f.roce is not None]
+                errs = [f"flow {n}: the load engine failed: {self.state.counters[n].error}" for n in names
+                        if self.state.counters[n].error]
+            if errs:
+                raise OtgError(500, *errs, kind="internal")
+            cols = list((rq.get("per_qp") or {}).get("column_names") or [])
+            return {"choice": "rocev2_flow_per_qp_metrics", "rocev2_flow_per_qp_metrics": self.qp_rows(names, cols)}
         if choice in METRIC_CHOICES:
             raise unsupported(f"metrics {choice}")
         raise OtgError(400, f"metrics choice {str(choice)[:30]!r} is not an OTG metrics choice")
@@ -1103,8 +1351,8 @@ class OtgServer:
             "frames_tx": c.frames_tx, "frames_rx": c.frames_rx, "bytes_tx": c.bytes_tx, "bytes_rx": c.bytes_rx,
             "frames_tx_rate": round(fps_tx, 3), "frames_rx_rate": round(fps_rx, 3),
             "loss": round(100.0 * (c.frames_tx - c.frames_rx) / c.frames_tx, 4) if c.frames_tx else 0.0,
-            "tx_l1_rate_bps": round(fps_tx * (f.frame + L1_EXTRA) * 8, 3),
-            "rx_l1_rate_bps": round(fps_rx * (f.frame + L1_EXTRA) * 8, 3),
+            "tx_l1_rate_bps": round(bps_tx + fps_tx * L1_EXTRA * 8, 3),
+            "rx_l1_rate_bps": round(bps_rx + fps_rx * L1_EXTRA * 8, 3),
             "tx_rate_bytes": round(bps_tx / 8, 3), "rx_rate_bytes": round(bps_rx / 8, 3),
             "tx_rate_bps": round(bps_tx, 3), "rx_rate_bps": round(bps_rx, 3),
             "tx_rate_kbps": round(bps_tx / 1e3, 3), "rx_rate_kbps": round(bps_rx / 1e3, 3),
