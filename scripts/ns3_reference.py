@@ -444,6 +444,15 @@ def run_one(sim: Path, prog: Path, work_root: Path, senders: int, pfc: bool, pro
     return rec
 
 
+def find_python2() -> str:
+    """A real Python 2.7 interpreter: pyenv's (its ``python2.7`` shim fails unless a 2.7 is
+    selected), else the first ``python2.7``/``python2`` on PATH."""
+    for cand in sorted(Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")).glob(
+            "versions/2.7*/bin/python2.7"), reverse=True):
+        return str(cand)
+    return shutil.which("python2.7") or shutil.which("python2") or "python2"
+
+
 def main() -> int:
     """Parse the arguments, build if needed, run the scenarios, write the JSON files."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -453,7 +462,7 @@ def main() -> int:
     ap.add_argument("--fabric-ms", type=float, default=15.0)
     ap.add_argument("--lab", default="mini-lossless", help="intent whose QoS to use")
     ap.add_argument("--only", default="", help="comma list of N-on|off-profile, e.g. 2-on-400g")
-    ap.add_argument("--python2", default=shutil.which("python2.7") or "python2")
+    ap.add_argument("--python2", default=find_python2(), help="Python 2.7 for ns-3.17's waf")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--commit", default=None, help="the checkout's commit if not a git tree")
     ap.add_argument("--keep-trace", action="store_true")
