@@ -182,8 +182,10 @@ def group_failures(results: list[CheckResult]) -> list[tuple[CheckResult, list[C
     * it names the root's link (``Cause.link`` == the root's ``link`` or its cause's link), or
       is the same cause (the same wrong ASN, the same missing announcement);
     * otherwise (node-wide, weaker than a link match) the root's cause is a dead daemon on node
-      ``N`` and the failure is about ``N`` (``node``), its cause is that dead daemon, a link or
-      node down at ``N``'s end (``node-off``), or a BGP session down on a link to ``N``;
+      ``N`` and the failure is about ``N`` (``node``; a row that reads FRR, not of
+      :data:`KERNEL_FAMILIES`, and blames no :data:`CULPRIT_KINDS` cause), its cause is that
+      dead daemon, ``N`` down (``node-down``: node-off), or a BGP session down on a link to
+      ``N``; a link down at ``N``'s end is not (a dead daemon takes no cable out);
     * it is ``upstream`` (the neighbor ``N`` behind a port lacks ``prefix`` itself): it
       follows whatever roots ``N``'s failures for the same prefix follow (all of them, to a
       fixed point: a spine lacks the prefix because its session to the origin is down), else
