@@ -1279,6 +1279,7 @@ class OtgServer:
         t0 = time.monotonic()
         try:
             with Engine(self.lab.spec, self.lab.netns_of) as eng:
+                t0 = time.monotonic()  # fixed seconds count from the engine's first chunk
                 while not self._stop.is_set():
                     batch, fmap = [], []
                     for i, f in enumerate(flows):
@@ -1292,6 +1293,9 @@ class OtgServer:
                         if n and n > 0:
                             batch.append(self._engine_flow(f, ports, n, i))
                             fmap.append(f)
+                        else:  # this flow is done while others run on
+                            with self.lock:
+                                self.state.counters[f.name].running = False
                     if not batch:
                         break
                     results = eng.run(batch, acks=False)

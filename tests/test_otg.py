@@ -477,6 +477,41 @@ def test_live_two_port_ipv4_udp_fixed_frames(otg_server):
 
 
 @pytest.mark.integration
+def test_live_continuous_and_fixed_seconds(otg_server):
+    """A continuous flow runs until stop and a fixed-seconds flow for its fabric seconds times
+    the time scale: both arrive whole, at the configured rate (fabric frames/s)."""
+    lab, url = otg_server
+    snappi, api = _api(url)
+    scale = lab.spec.qos.capacity.time_scale
+    cfg = api.config()
+    p1, p2, p3 = (cfg.ports.port(name="p1", location="srv5:eth1").port(name="p2", location="srv13:eth1")
+                  .port(name="p3", location="srv6:eth2"))
+    fc, fs = cfg.flows.flow(name="cont").flow(name="secs")
+    for f, rx in ((fc, p2), (fs, p3)):
+        f.tx_rx.port.tx_name, f.tx_rx.port.rx_names = p1.name, [rx.name]
+        f.packet.ethernet().ipv4().udp()
+        f.size.fixed = 130
+        f.rate.pps = int(400 * scale)  # 400 lab frames/s
+    fc.duration.continuous.gap = 12
+    fs.duration.fixed_seconds.seconds = 1.0 / scale  # one lab second
+    api.set_config(cfg)
+    cs = api.control_state()
+    cs.traffic.flow_transmit.state = cs.traffic.flow_transmit.START
+    api.set_control_state(cs)
+    time.sleep(1.5)
+    m = _wait_stopped(api, "secs", 30)
+    assert 300 <= m.frames_tx <= 440 and m.frames_rx == m.frames_tx, m.serialize()
+    req = api.metrics_request()
+    req.flow.flow_names = ["cont"]
+    assert api.get_metrics(req).flow_metrics[0].transmit == "started"
+    cs.traffic.flow_transmit.state = cs.traffic.flow_transmit.STOP
+    api.set_control_state(cs)
+    m = api.get_metrics(req).flow_metrics[0]
+    assert m.transmit == "stopped" and m.frames_tx >= 400 and m.frames_rx == m.frames_tx, m.serialize()
+    assert abs(m.frames_tx_rate - 400 * scale) <= 0.2 * 400 * scale, m.serialize()
+
+
+@pytest.mark.integration
 def test_live_bad_config_400_through_snappi(otg_server):
     lab, url = otg_server
     snappi, api = _api(url)
