@@ -1000,6 +1000,11 @@ class OtgServer:
             self._runner.start()
             return {"warnings": []}
         if state == "stop":
+            with self.lock:
+                running = {n for n, c in self.state.counters.items() if c.running}
+            if running - {f.name for f in chosen}:
+                raise unsupported(f"stopping some flows of a run ({', '.join(sorted(running - set(names)))[:200]} "
+                                  "would go on): stop them all (no flow_names)")
             self._stop.set()
             if self._runner is not None:
                 self._runner.join(timeout=30)

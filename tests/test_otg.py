@@ -244,6 +244,16 @@ def test_control_and_metrics_errors(client):
     _error(r, 400)
 
 
+def test_stopping_part_of_a_run_is_refused(client):
+    cfg = _cfg()
+    cfg["flows"].append(dict(cfg["flows"][0], name="f2"))
+    assert client.post("/config", json=cfg).status_code == 200
+    client.server.state.counters["f1"].running = True  # as the traffic thread marks a running flow
+    body = _error(client.post("/control/state", json={"choice": "traffic", "traffic": {
+        "choice": "flow_transmit", "flow_transmit": {"state": "stop", "flow_names": ["f2"]}}}), 501)
+    assert "f1" in " ".join(body["errors"])
+
+
 def test_metrics_before_start_are_zero(client):
     client.post("/config", json=_cfg())
     rows = client.post("/monitor/metrics", json={"choice": "flow", "flow": {}}).json()["flow_metrics"]
