@@ -68,12 +68,14 @@ RAILAB_VS_NS3: dict[str, str] = {
                                 "recovery; without it ns-3's senders stay near the floor",
 }
 #: Scenarios where even ns-3's DCQCN in railab's machinery misses a band: scenario -> cause.
+#: Seed 1 alone meets the bands in the first and the last (2026-12-06): one run's chance.
 KNOWN_NS3: dict[str, str] = {
     "incast-2-pfc-off-400g": "not found: railab's queue without PFC peaks 4.4 MB where ns-3's "
-                             "3.9 MB, and the deeper onset leaves the port ~4 points lower",
-    "incast-2-pfc-off-400g-aligned": "as incast-2-pfc-off-400g",
-    "incast-2-pfc-on-connectx": "not found: both starve the senders (ns-3 17 %, railab 13 % "
-                                "of the port); which sender starves more is chance",
+                             "3.9 MB, and the deeper onset leaves the port ~4 points lower "
+                             "(seeds 1-2; seed 1 alone is within the bands)",
+    "incast-2-pfc-off-400g-aligned": "as incast-2-pfc-off-400g, 8 points lower",
+    "incast-2-pfc-on-connectx": "not found: both starve the senders (ns-3 17 %, railab 12 % "
+                                "of the port; seed 1 alone is within the bands)",
 }
 #: The scenarios the fluid model is run for (each takes ~10 s).
 FLUID = ("incast-2-pfc-on-400g", "incast-8-pfc-on-400g")
@@ -117,9 +119,9 @@ def _jobs() -> list[tuple]:
 @pytest.fixture(scope="module")
 def railab_figures() -> dict:
     """Every model run the comparisons need, on every core (each run is independent)."""
-    jobs = _jobs()
+    jobs = sorted(_jobs(), key=lambda j: j[0] != "fluid")  # the longest first
     with multiprocessing.get_context("fork").Pool() as pool:
-        out = pool.map(_railab, jobs)
+        out = pool.map(_railab, jobs, chunksize=1)
     return {(ns3ref.scenario_name(j[1], j[2], j[3]) + (f"-{j[5]}" if j[5] else ""), j[0]): o
             for j, o in zip(jobs, out, strict=True)}
 
