@@ -154,10 +154,13 @@ class PortSpec:
     location: str
     server: str
     nic: int
+    #: a switch port (``g1-leaf1:eth5``, a fabric link's end): ``server`` is the switch, ``nic``
+    #: 0; it carries no test traffic, only link events (control state port link down / up)
+    switch_port: str | None = None
 
     @property
     def interface(self) -> str:
-        return f"eth{self.nic}"
+        return self.switch_port or f"eth{self.nic}"
 
 
 @dataclass
@@ -345,6 +348,9 @@ class FlowCounters:
     error: str | None = None
     #: a RoCEv2 flow: its QP's record from the load run (:attr:`railab.traffic.load.LoadResult.flows`)
     qp: dict | None = None
+    #: a probe stream (data-plane events on): its outages (railab.traffic.stream.Outage dicts,
+    #: monotonic s) once stopped
+    outages: list[dict] | None = None
 
     #: lab seconds the engine spent on the flow's packets (first sent to last received, summed
     #: over its runs): what its rates are measured over
@@ -394,6 +400,21 @@ class Lab:
         self.netns_of = ref.netns_of
         self.units = Units.of(self.spec)
 
+    def switch_port(self, location: Any) -> tuple[str, str] | None:
+        """``g1-leaf1:eth5`` -> (switch, port) when it is a switch's end of one of the lab's
+        links (a leaf uplink, a leaf's server port, a spine port); None otherwise."""
+        if not isinstance(location, str) or location.count(":") != 1:
+            return None
+        node, port = location.strip().split(":")
+        roles = {n.name: n.role for n in self.spec.nodes}
+        if roles.get(node) in (None, "server"):
+            return None
+        for ln in self.spec.links:
+            for e in (ln.a, ln.b):
+                if (e.node, e.interface) == (node, port):
+                    return node, port
+        return None
+
     def locate(self, location: str, where: str) -> tuple[str, int]:
         """``srv1:eth1`` / ``srv1:nic1`` (1-based) / ``srv1:gpu0`` (0-based) -> (server, NIC);
         400 naming the lab's servers and NICs otherwise."""
@@ -427,8 +448,7 @@ def parse_config(lab: Lab, cfg: Any) -> tuple[dict[str, PortSpec], dict[str, Flo
     for key in _CONFIG_KEYS_501:
         if cfg.get(key):
             raise unsupported(f"config.{key}")
-    if cfg.get("events"):
-        raise unsupported("config.events")
+    dp_events = _parse_events(cfg.get("events"))
     ports: dict[str, PortSpec] = {}
     taken: dict[tuple[str, int], str] = {}
     for i, p in enumerate(cfg.get("ports") or []):
@@ -440,11 +460,16 @@ def parse_config(lab: Lab, cfg: Any) -> tuple[dict[str, PortSpec], dict[str, Flo
             raise OtgError(400, f"{where}: name {name[:40]!r} does not match the API's name pattern")
         if name in ports:
             raise OtgError(400, f"{where}: port name {name!r} is used twice")
-        srv, nic = lab.locate(p.get("location"), f"port {name}")
-        if (srv, nic) in taken:
-            raise OtgError(400, f"port {name}: location {p.get('location')!r} is also port {taken[(srv, nic)]!r}")
-        taken[(srv, nic)] = name
-        ports[name] = PortSpec(name, p["location"], srv, nic)
+        sw = lab.switch_port(p.get("location"))
+        if sw is not None:
+            key: tuple = sw
+        else:
+            key = lab.locate(p.get("location"), f"port {name}")
+        if key in taken:
+            raise OtgError(400, f"port {name}: location {p.get('location')!r} is also port {taken[key]!r}")
+        taken[key] = name
+        ports[name] = (PortSpec(name, p["location"], sw[0], 0, switch_port=sw[1]) if sw is not None
+                       else PortSpec(name, p["location"], key[0], key[1]))
     # devices: Ethernet and IPv4 on a port; the lab's addresses are the device's
     ipv4_port: dict[str, str] = {}  # device / ethernet / ipv4 names usable as flow endpoints
     for i, d in enumerate(cfg.get("devices") or []):
@@ -468,6 +493,9 @@ def parse_config(lab: Lab, cfg: Any) -> tuple[dict[str, PortSpec], dict[str, Flo
             if e.get("vlans") or e.get("ipv6_addresses"):
                 raise unsupported(f"{ew}: vlans / ipv6_addresses")
             port = ports[pname]
+            if port.switch_port:
+                raise OtgError(400, f"{ew}: port {pname} is a switch port ({port.location}): devices sit on "
+                                    "server NICs")
             nic = lab.spec.nic(port.server, port.nic)
             ipv4_port[ename] = pname
             mac = e.get("mac")
@@ -503,7 +531,30 @@ def parse_config(lab: Lab, cfg: Any) -> tuple[dict[str, PortSpec], dict[str, Flo
         warnings.append(f"rates are the fabric's ({u.fabric_gbps:g} Gb/s ports): lab rate x time scale "
                         f"{u.time_scale:g}" if u.fabric_gbps else
                         "this lab has no qos.capacity: time scale 1, rates are the lab's own")
-    return ports, flows, warnings
+    for fl in flows.values():
+        _no_switch_port(ports, [fl.tx, fl.rx] if fl.rx else [fl.tx], f"flow {fl.name}")
+    return ports, flows, warnings, dp_events
+
+
+def _no_switch_port(ports: dict[str, PortSpec], names: list[str], where: str) -> None:
+    """400 when a flow names a switch port (link events only, no test traffic)."""
+    for pn in names:
+        if ports[pn].switch_port:
+            raise OtgError(400, f"{where}: port {pn} is a switch port ({ports[pn].location}): it carries no test "
+                                "traffic, only link events")
+
+
+def _parse_events(ev: Any) -> bool:
+    """``config.events`` (``Event``): True when data-plane events are on (``dp_events.enable``:
+    continuous flows then run as timestamped probe streams and answer convergence metrics);
+    501 for control-plane events."""
+    if not ev:
+        return False
+    if not isinstance(ev, dict):
+        raise OtgError(400, "events must be an object (Event)")
+    if (ev.get("cp_events") or {}).get("enable"):
+        raise unsupported("events.cp_events (control-plane event timestamps)")
+    return bool((ev.get("dp_events") or {}).get("enable"))
 
 
 _HEADERS_OK = ("ethernet", "ipv4", "udp")
@@ -531,6 +582,7 @@ def _parse_flow(lab: Lab, f: Any, i: int, ports: dict[str, PortSpec],
         for n in [tx, *rx_names]:
             if n not in ports:
                 raise OtgError(400, f"{where}: tx_rx.port names {str(n)[:40]!r}, not a configured port")
+        _no_switch_port(ports, [tx, *rx_names], where)
         if not rx_names:
             return _parse_raw_flow(lab, f, where, name, tx)
     elif choice == "device":
@@ -553,6 +605,7 @@ def _parse_flow(lab: Lab, f: Any, i: int, ports: dict[str, PortSpec],
     if len(rx_names) != 1:
         raise unsupported(f"{where}: {len(rx_names)} rx ports (one per flow: make one flow per receiver)")
     rx = rx_names[0]
+    _no_switch_port(ports, [tx, rx], where)
     if rx == tx:
         raise OtgError(400, f"{where}: tx and rx are the same port {tx!r}")
     # headers
@@ -829,6 +882,9 @@ class _State:
     counters: dict[str, FlowCounters] = field(default_factory=dict)
     faults: dict[str, str] = field(default_factory=dict)  # port name -> fault id it injected
     link_change: dict[str, int] = field(default_factory=dict)  # port -> ns since the epoch
+    dp_events: bool = False  # config.events.dp_events.enable
+    #: link events while traffic ran: (type, port name, ns since the epoch, monotonic s)
+    events: list[tuple[str, str, int, float]] = field(default_factory=list)
 
 
 class OtgServer:
@@ -939,8 +995,10 @@ class OtgServer:
             raise unsupported("PATCH /config (update flows in place)")
         if self._running():
             raise OtgError(409, "traffic is running: stop it (control state traffic.flow_transmit stop) first")
-        ports, flows, warnings = parse_config(self.lab, body)
+        ports, flows, warnings, dp_events = parse_config(self.lab, body)
         with self.lock:
+            self.state.dp_events = dp_events
+            self.state.events = []
             self.state.config = body
             self.state.ports, self.state.flows = ports, flows
             self.state.counters = {n: FlowCounters() for n in flows}
@@ -975,6 +1033,10 @@ class OtgServer:
             raise unsupported(f"protocol state {pr.get('choice')!r} (railab emulates no protocols on its ports)")
         raise OtgError(400, f"control state choice {str(choice)[:30]!r} is not port, protocol or traffic")
 
+    def _streamed(self, f: FlowSpec) -> bool:
+        """A continuous two-port packet flow while data-plane events are on: a probe stream."""
+        return self.state.dp_events and f.continuous and f.raw is None and f.roce is None
+
     def _running(self) -> bool:
         return self._runner is not None and self._runner.is_alive()
 
@@ -990,6 +1052,12 @@ class OtgServer:
                 raise OtgError(400, "no flows are configured (POST /config first)")
             if len({f.roce is None for f in chosen}) > 1:
                 raise unsupported("starting RoCEv2 flows and packet flows at once (start each kind by flow_names)")
+            from railab.traffic.stream import MAX_RATE
+
+            fast = [f.name for f in chosen if self._streamed(f) and f.pps > MAX_RATE]
+            if fast:
+                raise unsupported(f"flows {', '.join(fast)}: with data-plane events a continuous flow is a probe "
+                                  f"stream, at most {MAX_RATE:g} lab packets/s (lower its rate)")
             if self._running():
                 raise OtgError(409, "traffic is already running: stop it first")
             with self.lock:
@@ -1066,6 +1134,9 @@ class OtgServer:
                 F.heal(self.lab.labdir, fid)
                 warnings.append(f"port {n}: railab fault {fid} healed")
             self.state.link_change[n] = time.time_ns()
+            if self._running():
+                with self.lock:
+                    self.state.events.append((f"link_{state}", n, self.state.link_change[n], time.monotonic()))
         return {"warnings": warnings}
 
     # ---- the traffic ---------------------------------------------------------------------------
@@ -1178,10 +1249,12 @@ class OtgServer:
             return
         raws = [threading.Thread(target=self._send_raw, args=(f,), daemon=True, name=f"otg-raw-{i}")
                 for i, f in enumerate(flows) if f.raw is not None]
+        raws += [threading.Thread(target=self._stream, args=(f, i), daemon=True, name=f"otg-stream-{i}")
+                 for i, f in enumerate(flows) if self._streamed(f)]
         for t in raws:
             t.start()
         try:
-            self._run_engine([f for f in flows if f.raw is None])
+            self._run_engine([f for f in flows if f.raw is None and not self._streamed(f)])
         finally:
             for t in raws:
                 t.join()
@@ -1191,6 +1264,69 @@ class OtgServer:
                     c = self.state.counters[f.name]
                     c.running = False
                     c.ended = c.ended or now
+
+    def _stream(self, f: FlowSpec, qp: int) -> None:
+        """A continuous flow with data-plane events on: a probe stream
+        (:class:`railab.traffic.stream.StreamProcess`, the drill's machinery: every probe
+        numbered and timestamped, outages found per flow) at the flow's lab rate until stop."""
+        from railab.traffic.stream import StreamProcess
+
+        c = self.state.counters[f.name]
+        try:
+            flow = self._engine_flow(f, dict(self.state.ports), 1, qp)
+            sp = StreamProcess(self.lab.spec, self.lab.netns_of, [flow], rate=f.pps,
+                               probe_bytes=max(16, f.payload), max_s=600.0)
+            with sp:
+                t0 = sp.start()
+                self._stop.wait()
+                res = sp.stop()[0]
+            with self.lock:
+                c.frames_tx, c.frames_rx = res["tx"], res["rx"]
+                c.bytes_tx, c.bytes_rx = res["tx"] * f.frame, res["rx"] * f.frame
+                c.active_s = time.monotonic() - t0
+                c.outages = res.get("outages") or []
+                c.hops = None if res.get("ttl_min") is None else 64 - res["ttl_min"]
+                c.expected_hops = flow.expected_hops
+        except Exception as exc:
+            with self.lock:
+                c.error = f"{type(exc).__name__}: {exc}"
+
+    def convergence_rows(self, names: list[str]) -> list[dict]:
+        """``convergence_metrics`` (``Convergence.Metric``) of probe-stream flows: per flow, the
+        link events while it ran (``link_down`` / ``link_up``, the port, begin = the fault's
+        time, end = when the flow's outage after it ended; ns since the epoch, lab time) and
+        ``data_plane_convergence_us``: the longest outage of the flow between a link-down event
+        and the next event, in us, NOT divided by the time scale (the switches' kernels and FRR
+        reroute in real time; only the data plane's rates are scaled: ``railab drill``'s figures
+        are the same lab times); 0 when the flow lost nothing. 400 for a flow that was not a
+        probe stream, 409 while traffic runs."""
+        if self._running():
+            raise OtgError(409, "convergence is measured when traffic stops: stop it first")
+        out = []
+        with self.lock:
+            events = list(self.state.events)
+            for n in names:
+                f, c = self.state.flows.get(n), self.state.counters.get(n)
+                if f is None:
+                    raise OtgError(400, f"convergence.flow_names: no flow {str(n)[:40]!r} is configured")
+                if c is None or c.outages is None:
+                    raise OtgError(400, f"flow {n} did not run as a probe stream: set config.events.dp_events.enable "
+                                        "and a continuous duration, then start and stop it")
+                row: dict[str, Any] = {"name": n, "events": []}
+                worst = 0.0
+                for k, (typ, port, ns, mono) in enumerate(events):
+                    nxt = events[k + 1][3] if k + 1 < len(events) else float("inf")
+                    after = [o for o in c.outages if o["end"] >= mono and o["start"] < nxt]
+                    o = max(after, key=lambda o: o["end"] - o["start"], default=None)
+                    end_ns = ns + int(max(0.0, (o["end"] - mono)) * 1e9) if o else ns
+                    row["events"].append({"type": typ, "source": port, "begin_timestamp_ns": ns,
+                                          "end_timestamp_ns": end_ns})
+                    if typ == "link_down" and o is not None:
+                        worst = max(worst, o["end"] - max(o["start"], mono))
+                if events:
+                    row["data_plane_convergence_us"] = round(worst * 1e6, 3)
+                out.append(row)
+        return out
 
     def _run_roce(self, flows: list[FlowSpec]) -> None:
         """RoCEv2 flows on the load engine (:func:`railab.traffic.load.run_load`, engine auto):
@@ -1334,6 +1470,11 @@ class OtgServer:
             return {"choice": "flow_metrics", "flow_metrics": self._flow_metrics(body.get("flow") or {})}
         if choice == "port":
             return {"choice": "port_metrics", "port_metrics": self._port_metrics(body.get("port") or {})}
+        if choice == "convergence":
+            names = list((body.get("convergence") or {}).get("flow_names") or [])
+            with self.lock:
+                names = names or [n for n, c in self.state.counters.items() if c.outages is not None]
+            return {"choice": "convergence_metrics", "convergence_metrics": self.convergence_rows(names)}
         if choice == "rocev2_flow":
             rq = body.get("rocev2_flow") or {}
             if rq.get("choice", "per_qp") != "per_qp":

@@ -118,6 +118,7 @@ def test_units_fabric_rate_over_time_scale(spec_dir):
     ({"ports": [{"location": "srv1:eth1"}]}, 400, "name"),
     ([1, 2], 400, "JSON object"),
     ({"lags": [{"name": "l"}]}, 501, "config.lags"),
+    ({"ports": [{"name": "p1", "location": "g1-leaf1"}]}, 400, "not SERVER:ethN"),
     ({"captures": [{"name": "c"}]}, 501, "config.captures"),
 ])
 def test_bad_config_gets_the_error_object(client, cfg, status, words):
@@ -242,6 +243,27 @@ def test_control_and_metrics_errors(client):
     _error(client.get("/control/state"), 405)
     r = client.post("/config", content=b"{not json")
     _error(r, 400)
+
+
+def test_switch_ports_and_events(client):
+    """A switch's end of a lab link is a port for link events only; control-plane events are
+    not done; convergence needs a flow that ran as a probe stream."""
+    cfg = _cfg()
+    cfg["ports"].append({"name": "up", "location": "g1-leaf1:eth9"})
+    cfg["events"] = {"dp_events": {"enable": True, "rx_rate_threshold": 95}, "cp_events": {"enable": False}}
+    assert client.post("/config", json=cfg).status_code == 200
+    up = client.server.state.ports["up"]
+    assert (up.server, up.interface, up.nic) == ("g1-leaf1", "eth9", 0) and client.server.state.dp_events
+    _error(client.post("/config", json=dict(cfg, ports=cfg["ports"][:2] + [
+        {"name": "up", "location": "g1-leaf1:eth99"}])), 400)
+    bad = json.loads(json.dumps(cfg))
+    bad["flows"][0]["tx_rx"]["port"]["rx_names"] = ["up"]
+    assert "switch port" in " ".join(_error(client.post("/config", json=bad), 400)["errors"])
+    bad = dict(cfg, events={"cp_events": {"enable": True}})
+    assert "cp_events" in " ".join(_error(client.post("/config", json=bad), 501)["errors"])
+    body = _error(client.post("/monitor/metrics", json={"choice": "convergence", "convergence": {
+        "flow_names": ["f1"]}}), 400)
+    assert "probe stream" in " ".join(body["errors"])
 
 
 def test_stopping_part_of_a_run_is_refused(client):
@@ -519,6 +541,78 @@ def test_live_continuous_and_fixed_seconds(otg_server):
     m = api.get_metrics(req).flow_metrics[0]
     assert m.transmit == "stopped" and m.frames_tx >= 400 and m.frames_rx == m.frames_tx, m.serialize()
     assert abs(m.frames_tx_rate - 400 * scale) <= 0.2 * 400 * scale, m.serialize()
+
+
+@pytest.mark.integration
+def test_live_link_events_convergence(otg_server):
+    """A continuous flow with data-plane events on runs as the drill's probe stream (every
+    probe numbered and timestamped). Through snappi's control state, a spine port the flow
+    crosses (a switch port as an OTG port) goes down and up, then the flow's destination NIC:
+    the convergence metric lists the four link events and gives the flow's longest outage after
+    a link-down, which must be the lost probes' time at 1000 probes/s. On mini-lossless the
+    spine has parallel links to the leaf and reroutes at once (measured: nothing lost); the NIC
+    down loses everything until it is back and its /31 is routed again."""
+    from railab.testbed import faults as F
+    from railab.traffic.fib import FabricView
+    from railab.traffic.patterns import Flow, route
+
+    lab, url = otg_server
+    snappi, api = _api(url)
+    view = FabricView(lab.spec, lab.netns_of)  # the drill's FIB trace: the path flow 0 takes
+    try:
+        tr = view.trace(route(lab.spec, Flow(("srv9", 1), ("srv1", 0), qp=0)))
+    finally:
+        view.close()
+    spine, _, out = tr.hops[-2]
+    scale = lab.spec.qos.capacity.time_scale
+    cfg = api.config()
+    p1, p2, up = (cfg.ports.port(name="p1", location="srv9:gpu1").port(name="p2", location="srv1:eth1")
+                  .port(name="uplink", location=f"{spine}:{out}"))
+    f = cfg.flows.flow(name="f1")[-1]
+    f.tx_rx.port.tx_name, f.tx_rx.port.rx_names = p1.name, [p2.name]
+    f.packet.ethernet().ipv4().udp()
+    f.size.fixed = 130
+    f.rate.pps = int(1000 * scale)  # 1000 lab probes/s: 1 ms resolution, as railab drill
+    f.duration.continuous.gap = 12
+    cfg.events.dp_events.enable = True
+    api.set_config(cfg)
+    cs = api.control_state()
+    cs.traffic.flow_transmit.state = cs.traffic.flow_transmit.START
+    api.set_control_state(cs)
+    link = api.control_state()
+    try:
+        for port, hold in (("uplink", 1.0), ("p2", 1.0)):
+            time.sleep(1.0)
+            link.port.link.port_names, link.port.link.state = [port], link.port.link.DOWN
+            api.set_control_state(link)
+            assert len(F.list_faults(lab.name)) == 1
+            time.sleep(hold)
+            link.port.link.state = link.port.link.UP
+            api.set_control_state(link)
+    finally:
+        for port in ("uplink", "p2"):
+            link.port.link.port_names, link.port.link.state = [port], link.port.link.UP
+            api.set_control_state(link)
+    assert F.list_faults(lab.name) == []
+    time.sleep(3.0)
+    cs.traffic.flow_transmit.state = cs.traffic.flow_transmit.STOP
+    api.set_control_state(cs)
+    req = api.metrics_request()
+    req.convergence.flow_names = ["f1"]
+    m = api.get_metrics(req).convergence_metrics[0]
+    assert [(e.type, e.source) for e in m.events] == [("link_down", "uplink"), ("link_up", "uplink"),
+                                                      ("link_down", "p2"), ("link_up", "p2")]
+    freq = api.metrics_request()
+    freq.flow.flow_names = ["f1"]
+    fm = api.get_metrics(freq).flow_metrics[0]
+    lost = fm.frames_tx - fm.frames_rx
+    print(f"spine port {spine}:{out}, then srv1:eth1: lost {lost} of {fm.frames_tx}, "
+          f"data-plane convergence {m.data_plane_convergence_us} us")
+    assert lost >= 900, fm.serialize()  # the NIC was down for 1 s at 1000 probes/s
+    # one outage: its length is the lost probes' send times (1 ms each)
+    assert abs(m.data_plane_convergence_us - lost * 1000) <= 0.1 * lost * 1000 + 5000, (lost, m.serialize())
+    down = m.events[2]
+    assert down.end_timestamp_ns - down.begin_timestamp_ns >= 0.9e9  # back after the NIC's second down
 
 
 @pytest.mark.integration
