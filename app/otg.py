@@ -6,21 +6,27 @@ engines. The paths and objects are those of the OTG models' OpenAPI document
 (open-traffic-generator/models ``artifacts/openapi.yaml``; snappi 1.62.0 is the client tested):
 
 * ``POST /config`` / ``GET /config`` (``paths./config``, schema ``Config``): ports are server
-  NICs (``location`` ``srv1:eth1``, ``srv1:nic1`` or ``srv1:gpu0``); devices with Ethernet and
-  IPv4 on those ports (the lab's addresses); flows with Ethernet / IPv4 / UDP headers, a fixed
-  ``size``, a ``rate`` (pps, bps, kbps, mbps, gbps, percentage of line) and a ``duration``
-  (fixed_packets, fixed_seconds, continuous), from one port (or device) to one other.
+  NICs (``location`` ``srv1:eth1``, ``srv1:nic1`` or ``srv1:gpu0``) or, for link events only, a
+  switch's end of a lab link (``g1-leaf1:eth9``); devices with Ethernet and IPv4 on those ports
+  (the lab's addresses) and RoCEv2 peers and QPs; flows with Ethernet / IPv4 / UDP headers, a
+  fixed ``size``, a ``rate`` (pps, bps, kbps, mbps, gbps, percentage of line) and a ``duration``
+  (fixed_packets, fixed_seconds, continuous), from one port (or device) to one other, or from a
+  tx port only (frames exactly as configured); ``stateful_flows.rocev2`` (RDMA WRITE messages,
+  DCQCN on/off); ``events.dp_events``.
 * ``POST /control/state`` (``Control.State``): ``traffic.flow_transmit`` start/stop,
-  ``port.link`` up/down (a railab ``link-down`` fault on the server NIC), ``protocol.all``
-  start (the lab's interfaces are always up: a warning says so).
-* ``POST /monitor/metrics`` (``Metrics.Request`` / ``Metrics.Response``): ``port`` and ``flow``.
+  ``port.link`` up/down (a railab ``link-down`` fault), ``protocol.all`` start (the lab's
+  interfaces are always up: a warning says so).
+* ``POST /monitor/metrics`` (``Metrics.Request`` / ``Metrics.Response``): ``port``, ``flow``,
+  ``rocev2_flow`` (per QP: CE, CNPs, rates, FCT) and ``convergence`` (the drill's probe streams).
 * ``GET /capabilities/version`` (``Version``).
 
 Everything else the API has answers the API's error object (``Error``: ``code``, ``kind``,
 ``errors``) with status 501 (a feature railab does not do) or 400 (a malformed config, an
 unknown port location, a name that does not exist), never a silent success.
 
-Flows run on the path engine (:class:`railab.traffic.engine.Engine`): each OTG frame is one
+Two-port packet flows run on the path engine (:class:`railab.traffic.engine.Engine`; as
+probe streams, :class:`railab.traffic.stream.StreamProcess`, when data-plane events are on;
+RoCEv2 flows on the load engine, :func:`railab.traffic.load.run_load`): each OTG frame is one
 RoCEv2 SEND_ONLY packet (Ethernet / IPv4 / UDP 4791 / BTH / payload / ICRC) from the tx port's
 NIC to the rx port's, with the lab's addresses (the fabric routes by them); the engine counts
 what arrived, in PSN order, and the hops it took (TTL). Rates are the fabric's: on a lab with
