@@ -166,6 +166,7 @@ class PortSpec:
 
     @property
     def interface(self) -> str:
+        """The port's interface: ``eth<nic>`` on the server, or the switch port."""
         return self.switch_port or f"eth{self.nic}"
 
 
@@ -877,6 +878,7 @@ class OtgConfig:
 
     @property
     def loopback(self) -> bool:
+        """True when the bind is a loopback address (no token needed)."""
         return is_loopback(self.host)
 
 
@@ -975,18 +977,22 @@ class OtgServer:
 
     @property
     def config_route(self):
+        """``/config`` (GET, POST, PATCH): :meth:`_config`."""
         return self._answer(self._config)
 
     @property
     def control_state(self):
+        """``POST /control/state``: :meth:`_control_state`."""
         return self._answer(self._control_state)
 
     @property
     def metrics(self):
+        """``POST /monitor/metrics``: :meth:`_metrics`."""
         return self._answer(self._metrics)
 
     @property
     def version(self):
+        """``GET /capabilities/version``: ``Version`` (API_VERSION, railab's version)."""
         return self._answer(lambda method, body: {"api_spec_version": API_VERSION, "sdk_version": "",
                                                   "app_version": f"railab {_railab_version()}"})
 
