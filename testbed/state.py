@@ -371,7 +371,14 @@ def load_holder(lab: str) -> str | None:
 
 
 def remove_lab_dir(lab: str) -> None:
-    """Delete ``/run/railab/<lab>`` and the lab's exercise record, if any (idempotent)."""
+    """Delete ``/run/railab/<lab>`` and the lab's exercise record, if any (idempotent). The
+    state file goes first: a command still running on the lab reads the lab as gone
+    (:func:`gone`) from the moment the :data:`REMOVING` marker is written until the end, never
+    in between (``rmtree`` could remove the marker before the state file)."""
+    try:
+        state_path(lab).unlink()
+    except FileNotFoundError:
+        pass
     shutil.rmtree(lab_dir(lab), ignore_errors=True)
     shutil.rmtree(exercise_dir(lab), ignore_errors=True)
 
