@@ -817,7 +817,7 @@ class LoadEngine(Engine):
         shared counters and passes ``stop()`` on. Same rules, same result as the Python loop."""
         fp = fastpath
         ctx, cq, keep, t0 = self._fast_ctx(seconds, deadline)
-        view = _counter_view(cq)
+        view = self._view
         out: list[int] = []
         th = threading.Thread(target=lambda: out.append(fp.run(ctx)), name="railab-fastpath",
                               daemon=True)
@@ -937,8 +937,10 @@ class LoadEngine(Engine):
                     keep.append(buf)
                 keep.append(acks)
                 c.ack_tpl = ctypes.cast(acks, ctypes.POINTER(fp.Tpl))
-        # the clock starts once every frame is built (960 QPs take ~0.1 s of ctypes work):
-        # a start taken before it would make every QP late from its first packet
+        # the clock starts once every frame is built (960 QPs take ~0.1 s of ctypes work) and
+        # the counters' view exists (numpy's first import, ~0.1 s): a start taken before them
+        # made every QP of a 1 MiB all-reduce 0.1 s late, a third of its time
+        self._view = _counter_view(cq)
         t0 = time.monotonic() + 0.005
         for i, (q, c) in enumerate(zip(self._qps, cq, strict=True)):
             q.t_start = c.start_t = t0 + q.lf.start_s
@@ -1098,7 +1100,7 @@ def _pct(values: list[float], q: float) -> float | None:
 def _counter_view(cq) -> dict:
     """numpy columns (views, no copy) over a fast-path QP array: ``sent_bytes``, ``rx_bytes``,
     ``ce``, ``cnp_rx``, ``active`` and DCQCN's ``rc`` (bits/s), read while the run writes."""
-    import numpy as np
+    import numpy as np  # a dependency; imported here so `railab` commands without a load run skip it
 
     fp = fastpath
     raw = np.frombuffer(cq, dtype=np.uint8)
