@@ -98,6 +98,10 @@ def _points(intent: str, fractions: list[float], sig: signal.Signals, tmp_path: 
                 continue
             break
         where = f"{intent} at {at:.2f} s ({f:.2f} of {took:.2f} s)"
+        if rc == 0 and "is up and converged" in out:  # three runs in a row beat the signal: up
+            NetnsRuntime().down(lab)                  # did its job before it came (allowed,
+            seen.append(f"done before the signal: {where}")  # counted by the caller)
+            continue
         assert rc == 128 + sig.value, (where, rc, out, err)
         assert LINE.fullmatch(err), (where, err)  # one line: the signal, what was cleaned up
         assert LINE.fullmatch(err).group(1) == sig.name, (where, err)
@@ -116,6 +120,10 @@ def test_sigint_to_the_process_group_at_20_points_of_two_bring_ups(tmp_path):
     ``rail-optimized-1024`` bring-up: exit 130 every time, one line, nothing left."""
     seen = _points("mini", _spread(10), signal.SIGINT, tmp_path)
     seen += _points("rail-optimized-1024", _spread(10), signal.SIGINT, tmp_path)
+    # a late point (0.9 of a bring-up measured on a slower run) can be beaten three times in a
+    # row by a faster host: such a point shows nothing wrong, but most must be hit
+    beaten = [s for s in seen if s.startswith("done before the signal")]
+    assert len(beaten) <= 3, beaten
     assert len(seen) == 20
     # the points reach the rollback (something was made and removed), not only the start
     assert any("everything up started was removed" in s for s in seen), seen
