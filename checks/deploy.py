@@ -65,7 +65,7 @@ def bring_up(runtime: Deployer, labdir: str | Path, *, timeout: float | None = N
             spec = LabSpec.load(record.labdir)
             budget = timeout if timeout is not None else default_timeout(spec)
             record.phase = "converging"
-            state.save(record)
+            state.update(record)  # not save: never brings back a lab another down removed
             t0 = time.monotonic()
             refused = _StartupProblems(runtime, lab)
 
@@ -127,7 +127,7 @@ def _load_balancing(runtime: Runtime, spec: LabSpec, record: LabState) -> LabSta
         lb.apply(spec, lambda n: record.namespaces.get(n) or netns_name(record.lab, n), mode,
                  state.lab_dir(record.lab))
     record.load_balancing = mode
-    return state.save(record)
+    return state.update(record)
 
 
 def unstick(runtime: Runtime, lab: str, ports: list[tuple[str, str]]) -> None:
@@ -190,6 +190,6 @@ def _keep_or_raise(record: LabState, keep: bool, phase: str, msg: str) -> None:
     if not keep:
         return
     record.phase = phase
-    state.save(record)
+    state.update(record)
     raise _Kept(RailabError(f"{msg}\nthe lab is kept for debugging (--keep-on-failure): railab check "
                     f"{record.lab}, railab status {record.lab}; railab down {record.lab} removes it"))

@@ -625,4 +625,7 @@ def _record_agent(lab: str, pid: int | None) -> None:
     else:
         agents["pfc"] = pid
     rec.agents = agents
-    st.save(rec)
+    try:
+        st.update(rec)
+    except RailabError:
+        pass  # the lab went down meanwhile: nothing to record (its down killed the agent)

@@ -101,7 +101,7 @@ class _Lab:
         return self.record.namespaces.get(node) or netns_name(self.name, node)
 
     def save(self) -> None:
-        st.save(self.record)
+        st.update(self.record)  # never brings back a lab another command took down
 
     def reload(self) -> None:
         rec = st.load(self.name)
@@ -133,8 +133,13 @@ class _Lab:
 def _locked(lab: str) -> Iterator[None]:
     """Serialise fault changes of one lab (``/run/railab/<lab>/faults.lock``, flock)."""
     path = st.lab_dir(lab) / "faults.lock"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as f:
+    if st.gone(lab) or not path.parent.is_dir():  # its down removed the run directory: no re-making it
+        raise RailabError(f"lab {lab} went down meanwhile (railab down from another command)")
+    try:
+        f = open(path, "w")
+    except FileNotFoundError:
+        raise RailabError(f"lab {lab} went down meanwhile (railab down from another command)") from None
+    with f:
         fcntl.flock(f, fcntl.LOCK_EX)
         try:
             yield

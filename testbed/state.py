@@ -33,7 +33,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from railab.errors import UsageError
+from railab.errors import RailabError, UsageError
 from railab.topologies.atomicfile import write_atomic
 
 STATE_VERSION = 1
@@ -242,6 +242,22 @@ def save(state: LabState | Mapping[str, Any]) -> LabState:
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, json.dumps(rec.to_json(), indent=2, sort_keys=True) + "\n")
     return rec
+
+
+def update(state: LabState) -> LabState:
+    """:func:`save` for a lab that is up: RailabError (``lab ... went down meanwhile``) instead
+    of writing when the lab is gone or a ``down`` is removing it (:func:`gone`). A command on a
+    running lab (a fault, a drill's heal, the PFC agent's record) must not bring back the state
+    file and run directory another command's ``down`` removed: the lab would read as up (and
+    be left behind) while its namespaces are gone."""
+    if gone(state.lab):
+        raise RailabError(f"lab {state.lab} went down meanwhile (railab down from another command)")
+    d = lab_dir(state.lab)
+    path = state_path(state.lab)
+    if not d.is_dir():  # a down finished between the check and here
+        raise RailabError(f"lab {state.lab} went down meanwhile (railab down from another command)")
+    write_atomic(path, json.dumps(state.to_json(), indent=2, sort_keys=True) + "\n")
+    return state
 
 
 def labs() -> list[str]:

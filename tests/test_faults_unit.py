@@ -73,3 +73,23 @@ def test_dropping_chains_reads_nft_json():
         {"rule": {"table": "other", "chain": "c", "expr": [{"accept": None}]}},
     ]}
     assert _dropping_chains(doc) == [("eth2", "egress", "railab_f3", "5 % at random")]
+
+
+def test_a_fault_change_never_brings_back_a_lab_another_down_removed(tmp_path, monkeypatch):
+    """CI found a drill whose heal ran after `railab down` from another shell had removed the
+    lab: the heal re-wrote state.json (and faults.lock re-made the run directory), so the lab read
+    as up again and the drill named a missing namespace instead of the down. A change to a running
+    lab's record (st.update, the fault lock) refuses once the lab is gone or being removed."""
+    monkeypatch.setenv("RAILAB_RUN_DIR", str(tmp_path / "run"))
+    rec = st.save(st.LabState(lab="fu9", runtime="netns", phase="running"))
+    st.update(rec)  # up: written
+    st.mark_removing("fu9")  # a down is under way
+    with pytest.raises(Exception, match="fu9 went down meanwhile"):
+        st.update(rec)
+    st.remove_lab_dir("fu9")  # that down finished
+    with pytest.raises(Exception, match="fu9 went down meanwhile"):
+        st.update(rec)
+    with pytest.raises(Exception, match="fu9 went down meanwhile"):
+        with F._locked("fu9"):
+            pass
+    assert not st.lab_dir("fu9").exists() and "fu9" not in st.labs()

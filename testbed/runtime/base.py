@@ -91,7 +91,7 @@ class Runtime(ABC):
         record = self.record(lab)
         record.timings["converge_s"] = round(converge_s, 3)
         record.phase = "running"
-        return st.save(record)
+        return st.update(record)
 
 
 class Deployer(Runtime):

@@ -202,11 +202,11 @@ class ContainerlabRuntime(Deployer):
                                timeout=DEPLOY_TIMEOUT_S)
                 if post_deploy_plan(clab):
                     record.phase = "post-deploy"
-                    st.save(record)
+                    st.update(record)
                     with timed(record.timings, "post_deploy_s"):
                         self.post_deploy(clab)
                 record.phase = "started"
-                return st.save(record)
+                return st.update(record)
             except BaseException:
                 with signals_ignored():
                     try:

@@ -157,7 +157,7 @@ class DaemonsMixin:
                     self._wait_files([st.node_dir(lab, node) / "zserv.api"], "zebra's zserv socket")
                 r.pids[daemon] = int(pidfile.read_text().split()[0])
                 record.routers[node] = r
-                st.save(record)
+                st.update(record)
         finally:
             if uts is not None:
                 os.close(uts)

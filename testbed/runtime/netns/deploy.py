@@ -73,7 +73,7 @@ class NetnsDeployer(NetnsRuntime, Deployer):
                     if st.taken_down(record):  # by another command meanwhile: not up after all
                         raise LabGoneError(lab, "up", ": up stopped and removed what was left")
                     record.phase = "started"
-                    return st.save(record)
+                    return st.update(record)
                 except BaseException as exc:
                     gone = isinstance(exc, LabGoneError) or (saved and st.gone(lab)) or (  # another's down
                         "namespaces_s" in timings and st.taken_down(record))

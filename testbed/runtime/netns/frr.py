@@ -230,7 +230,7 @@ class FrrMixin:
                     pidfile = st.node_dir(lab, n.name) / f"{daemon}.pid"
                     record.routers[n.name].pids[daemon] = int(pidfile.read_text().split()[0])
                 since(t_wave, timings, f"frr_{names}_s")
-                st.save(record)
+                st.update(record)  # not st.save: never brings back a lab another down removed
                 if not gate_open and "bgpd" in names:
                     time.sleep(RA_GATE_SETTLE_S)
                     gate_open = True  # even if opening fails: the rollback removes the namespaces

@@ -183,7 +183,7 @@ class Ipv6Mixin:
             repaired += [f"{node_of[ns]}:{port}: {what}" for port, what in faults.items()]
         if repaired:
             record.ipv6_repairs += repaired
-            st.save(record)
+            st.update(record)
         return repaired
 
 
