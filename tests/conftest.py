@@ -208,7 +208,7 @@ def railonly_lab(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def lossless_lab(tmp_path_factory):
-    """The ``mini-lossless`` intent (40 Mb/s ports, ECN, PFC; 8 uplinks per leaf), up and
+    """The ``mini-lossless`` intent (200 Mb/s ports, ECN, PFC; 8 uplinks per leaf), up and
     converged."""
     name = f"ml{PID}"
     try:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -16,6 +17,8 @@ from typer.testing import CliRunner
 from railab.cli import app
 from railab.cli.collective import parse_bytes
 from railab.errors import UsageError
+from railab.testbed import dilation
+from railab.testbed import state as st
 from railab.topologies.generator import generate
 from railab.topologies.labspec import LabSpec
 from railab.traffic.collective import (
@@ -23,6 +26,7 @@ from railab.traffic.collective import (
     CollectiveResult,
     bandwidth,
     bus_factor,
+    fitting_rate_mbps,
     schedule,
     slowdown,
     straggler_wait_s,
@@ -302,19 +306,74 @@ def test_all_reduce_on_shaped_ports_takes_port_time_and_converts_to_fabric_time(
     q = out["queues"]  # the ports' counters over both runs, read inside the switch agent
     assert q["dropped"] == 0 and q["lossless_dropped"] == 0, q
     assert st.load(spec.name).agents == {}  # the agent stopped with the run
+    # the run's ports: slowed (time dilation) to what this host carries at line rate for 32
+    # NICs, never faster than the lab's; the time scale is the run's
+    rate, scale = out["port_rate_mbps"], out["time_scale"]
+    assert out["lab_port_rate_mbps"] == cap.port_rate_mbps and 0 < rate <= cap.port_rate_mbps
+    assert rate == fitting_rate_mbps(spec, schedule(spec, "all-reduce", 512 << 10))
+    assert scale == pytest.approx(cap.fabric_rate_gbps * 1000 / rate)
     per_flow = out["schedule"]["network_bytes"] / out["schedule"]["network_flows"]
-    line_s = per_flow * 8 / (cap.port_rate_mbps * 1e6)
+    line_s = per_flow * 8 / (rate * 1e6)
     assert out["time_s"] >= 0.95 * line_s, out  # the ports are shaped: no faster than their rate
     fab = out["fabric"]
-    assert fab["time_us"] == pytest.approx(out["time_s"] / cap.time_scale * 1e6, rel=1e-3)
-    assert fab["busbw_gbps"] == pytest.approx(out["busbw_gbps"] * cap.time_scale, rel=1e-3)
-    assert out["port_rate_mbps"] == cap.port_rate_mbps
+    assert fab["time_us"] == pytest.approx(out["time_s"] / scale * 1e6, rel=1e-3)
+    assert fab["busbw_gbps"] == pytest.approx(out["busbw_gbps"] * scale, rel=1e-3)
+    # ... and the lab's own rate is back on every port after the run
+    assert _class_rates(lossless_lab) == {int(cap.port_rate_mbps * 1e6)}
+    assert dilation.slowed_by(spec.name) is None
     fixed = out["compare_sport"]["fixed"]
     assert fixed["sport_mode"] == "fixed" and fixed["completed"] and fixed["lost"] == 0
     assert out["compare_sport"]["slowdown"] == pytest.approx(fixed["time_s"] / out["time_s"], rel=1e-2)
     # on the load engine: the line-rate bound beside the measurement, which cannot beat it
     assert out["engine"] in ("c", "python") and out["bound_busbw_gbps"] > 0
     assert 0 < out["busbw_of_bound"] <= 1.0 + 1e-6, out
+
+
+def _class_rates(lab, classid: str = "1:1") -> set[int]:
+    """The htb rates (bit/s) of class ``classid`` on every shaped port of ``lab`` (tc -j)."""
+    from railab.testbed.capacity import ports
+
+    unit = {"bit": 1, "Kbit": 10 ** 3, "Mbit": 10 ** 6, "Gbit": 10 ** 9}
+    rates = set()
+    for p in ports(lab.spec):
+        out = subprocess.run(["ip", "netns", "exec", lab.netns_of(p.node), "tc", "class", "show",
+                              "dev", p.interface, "classid", classid],
+                             capture_output=True, text=True, check=True).stdout
+        m = re.search(r" rate ([0-9.]+)(bit|Kbit|Mbit|Gbit) ", out)
+        assert m, (p, out)
+        rates.add(round(float(m.group(1)) * unit[m.group(2)]))
+    return rates
+
+
+@pytest.mark.integration
+@pytest.mark.usefixtures("no_leaks")
+def test_dilation_slows_every_port_and_always_puts_the_lab_rate_back(lossless_lab):
+    """railab.testbed.dilation on a capacity lab: inside the block every shaped port runs at the
+    run's rate, after it at the lab's own, even when the block raises; a marker left by a
+    process that died while the lab was slowed (kill -9) is undone by the next load run's
+    restore_leftover, and a rate above the lab's is refused before anything changes."""
+    spec = lossless_lab.spec
+    own = int(spec.qos.capacity.port_rate_mbps * 1e6)
+    with dilation.dilated(spec, lossless_lab.netns_of, 25) as slow:
+        assert slow.qos.capacity.port_rate_mbps == 25 and slow.qos.capacity.time_scale == 16000
+        assert _class_rates(lossless_lab) == {25_000_000}
+        assert dilation.slowed_by(spec.name)["run_rate_mbps"] == 25
+    assert _class_rates(lossless_lab) == {own} and dilation.slowed_by(spec.name) is None
+    with pytest.raises(RuntimeError), dilation.dilated(spec, lossless_lab.netns_of, 40):
+        raise RuntimeError("a run that failed")
+    assert _class_rates(lossless_lab) == {own}
+    with pytest.raises(UsageError, match="above lab"):
+        with dilation.dilated(spec, lossless_lab.netns_of, 400):
+            pass
+    # a slowed lab whose process is gone: put back by the next run, not before
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    dilation.retime(dilation.at_rate(spec, 30), lossless_lab.netns_of)
+    st.lab_dir(spec.name).joinpath(dilation.MARKER).write_text(json.dumps(
+        {"pid": dead.pid, "lab_rate_mbps": spec.qos.capacity.port_rate_mbps, "run_rate_mbps": 30}))
+    assert _class_rates(lossless_lab) == {30_000_000}
+    assert dilation.restore_leftover(spec, lossless_lab.netns_of) is True
+    assert _class_rates(lossless_lab) == {own} and dilation.slowed_by(spec.name) is None
 
 
 @pytest.mark.integration
@@ -419,3 +478,56 @@ def test_straggler_wait_follows_the_runs_pfc_not_the_intents():
     static = CapacityProfile(enabled=True, port_rate_mbps=200, pfc=False)
     assert straggler_wait_s(static, False) == straggler_wait_s(static, True)
     assert straggler_wait_s(CapacityProfile(enabled=False), True) == 1.0
+
+
+def test_fitting_rate_keeps_every_nic_within_the_hosts_frame_budget(tmp_path, monkeypatch):
+    """The rate a collective slows a capacity lab to (time dilation): every sending NIC at line
+    rate within the host's frames/s, floored to 5 Mb/s steps, never above the lab's own; the
+    budget scales with the CPUs and RAILAB_HOST_FPS overrides it (a bad value is a usage
+    error naming it)."""
+    from railab.traffic import collective as C
+
+    spec = LabSpec.load(generate("mini-lossless", tmp_path / "ml", name="mlfit"))
+    sched = schedule(spec, "all-reduce", 1 << 20)
+    nics = len({(f.src[0], f.src_nic) for f in sched.flows})
+    assert nics == 32
+    frame_bits = (COLLECTIVE_MTU + C.ROCE_FRAME_OVERHEAD) * 8
+    monkeypatch.delenv("RAILAB_HOST_FPS", raising=False)
+    assert C.host_frame_budget(2) == 2 * C.HOST_FPS_PER_CPU
+    r = C.fitting_rate_mbps(spec, sched, budget_fps=49_000)
+    assert r == 50.0 and nics * r * 1e6 / frame_bits <= 49_000  # 48,140 frames/s fit
+    assert C.fitting_rate_mbps(spec, sched, budget_fps=47_000) == 45.0
+    assert C.fitting_rate_mbps(spec, sched, budget_fps=10 ** 7) == spec.qos.capacity.port_rate_mbps
+    assert 0 < C.fitting_rate_mbps(spec, sched, budget_fps=1000) < 5  # below one step: unrounded
+    monkeypatch.setenv("RAILAB_HOST_FPS", "98000")
+    assert C.run_rate_mbps(spec, sched, "auto") == 100.0
+    assert C.run_rate_mbps(spec, sched, "lab") == C.run_rate_mbps(spec, sched, None) == 200.0
+    assert C.run_rate_mbps(spec, sched, "20") == 20.0
+    for bad, needle in (("300", "at most lab"), ("0", "must be > 0"), ("fast", "auto, lab")):
+        with pytest.raises(UsageError, match=needle):
+            C.run_rate_mbps(spec, sched, bad)
+    monkeypatch.setenv("RAILAB_HOST_FPS", "lots")
+    with pytest.raises(UsageError, match="RAILAB_HOST_FPS"):
+        C.host_frame_budget()
+
+
+def test_dilated_spec_changes_only_the_rate_and_the_tc_lines_only_change(tmp_path):
+    """dilation.at_rate: the same lab at another lab rate (time scale follows, thresholds in
+    bytes do not move); its tc lines change every class and leaf qdisc of every shaped port and
+    never add or delete one (the queues keep their packets)."""
+    from railab.testbed import capacity
+
+    spec = LabSpec.load(generate("mini-lossless", tmp_path / "ml", name="mldil"))
+    slow = dilation.at_rate(spec, 50)
+    assert slow.qos.capacity.time_scale == 4 * spec.qos.capacity.time_scale
+    assert slow.qos.capacity.buffer_bytes == spec.qos.capacity.buffer_bytes
+    assert slow.qos.ecn == spec.qos.ecn and slow.links == spec.links
+    lines = dilation._change_lines(slow)
+    every = [ln for text in lines.values() for ln in text.splitlines()]
+    assert all(ln.startswith(("class change ", "qdisc change ")) for ln in every)
+    assert sum(ln.startswith("class change ") for ln in every) == 3 * len(capacity.ports(spec))
+    assert all("50000000bit" in ln for ln in every if "classid 1:1 " in ln)
+    with pytest.raises(UsageError, match="> 0"):
+        dilation.at_rate(spec, 0)
+    with pytest.raises(UsageError, match="no lab.capacity"):
+        dilation.at_rate(LabSpec.load(generate("mini", tmp_path / "m", name="mdil")), 10)

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from railab.cli import app
 from railab.errors import UsageError
-from railab.testbed import lb, lbagent
+from railab.testbed import dilation, lb, lbagent
 from railab.testbed import state as st
 from railab.testbed.namespaces import exec_argv
 from railab.topologies.generator import build_lab
@@ -304,7 +304,13 @@ def test_live_compare_all_to_all_reports_busbw_per_mode(lossless_lab):
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     res = json.loads(r.stdout)
-    assert res["workload"] == "all-to-all" and res["time_scale"] == spec.qos.capacity.time_scale
+    cap = spec.qos.capacity
+    # the runs' ports slowed so the host keeps 32 NICs at line rate (time dilation), the time
+    # scale theirs; the lab's own rate back after
+    assert res["workload"] == "all-to-all" and res["lab_port_rate_mbps"] == cap.port_rate_mbps
+    assert 0 < res["port_rate_mbps"] <= cap.port_rate_mbps
+    assert res["time_scale"] == pytest.approx(cap.fabric_rate_gbps * 1000 / res["port_rate_mbps"])
+    assert dilation.slowed_by(spec.name) is None
     for m in res["modes"]:
         assert m["busbw_gbps"] > 0 and m["fabric_busbw_gbps"] == pytest.approx(
             m["busbw_gbps"] * res["time_scale"], rel=0.01)

@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from railab.errors import UsageError
+from railab.testbed.dilation import dilated
 from railab.topologies.labspec import LabSpec
 from railab.topologies.qos import CapacityProfile
 from railab.traffic.ecmp import (
@@ -74,6 +75,77 @@ ROCE_FRAME_OVERHEAD = 58
 #: The engine "keeps its rate" when no paced flow's last packet left more than this share of
 #: its planned sending time late (:attr:`railab.traffic.ecmp.FlowTiming.lag`).
 LAG_LIMIT = 0.10
+#: RoCE frames per second one CPU of the host carries through a shaped lab while the load
+#: engine sends and receives them (lab forwarding, htb shaping, the switch agent and the
+#: engine together): measured 2026-12-06 on the 2-CPU machine (load 5-7,
+#: ``scripts/bench_engine.py``): 32 NICs of mini-lossless at 50 Mb/s (48,800 frames/s) kept
+#: their rate in 8 of 8 all-reduce runs; at 100 Mb/s (97,600 frames/s) the all-reduce reached
+#: 73 % of its bound, at 200 Mb/s 41-46 %. ``RAILAB_HOST_FPS`` (frames/s, the whole host)
+#: overrides it for a faster or busier machine.
+HOST_FPS_PER_CPU = 24_500
+#: Port-rate steps of :func:`fitting_rate_mbps`, lab Mb/s (rates are floored to a multiple).
+RATE_STEP_MBPS = 5.0
+
+
+def host_frame_budget(cpus: int | None = None) -> float:
+    """RoCE frames/s the host carries through a shaped lab at line rate: ``RAILAB_HOST_FPS``
+    when set, else :data:`HOST_FPS_PER_CPU` x ``cpus`` (default: the CPUs this process may
+    run on). UsageError for a non-numeric or non-positive ``RAILAB_HOST_FPS``."""
+    import os
+
+    env = os.environ.get("RAILAB_HOST_FPS")
+    if env:
+        try:
+            v = float(env)
+        except ValueError:
+            v = 0.0
+        if v <= 0:
+            raise UsageError(f"RAILAB_HOST_FPS={env!r}: give the host's frames per second, > 0")
+        return v
+    n = cpus if cpus is not None else len(os.sched_getaffinity(0))
+    return HOST_FPS_PER_CPU * max(1, n)
+
+
+def fitting_rate_mbps(spec: LabSpec, sched: Schedule, *, budget_fps: float | None = None) -> float:
+    """The fastest lab port rate (Mb/s, at most the lab's own ``port_rate_mbps``, floored to
+    :data:`RATE_STEP_MBPS`) at which every NIC ``sched`` sends from or to at line rate fits
+    the host's frame budget (:func:`host_frame_budget`): ``budget x frame bits / NICs``, frames
+    of :data:`COLLECTIVE_MTU` + :data:`ROCE_FRAME_OVERHEAD` bytes. The run then keeps its rate
+    and measures the fabric, in slow motion (railab.testbed.dilation). A lab without
+    lab.capacity: its own rate (None has no meaning there; returns 0.0)."""
+    cap = spec.qos.capacity
+    if not cap.enabled:
+        return 0.0
+    tx = {(f.src[0], f.src_nic) for f in sched.flows if f.expected_hops}
+    rx = {(f.dst[0], f.dst_nic) for f in sched.flows if f.expected_hops}
+    nics = max(len(tx), len(rx))
+    if nics == 0:
+        return cap.port_rate_mbps
+    budget = budget_fps if budget_fps is not None else host_frame_budget()
+    fit = budget * (COLLECTIVE_MTU + ROCE_FRAME_OVERHEAD) * 8 / nics / 1e6
+    if fit >= RATE_STEP_MBPS:
+        fit = math.floor(fit / RATE_STEP_MBPS) * RATE_STEP_MBPS
+    return float(min(cap.port_rate_mbps, fit))
+
+
+def run_rate_mbps(spec: LabSpec, sched: Schedule, port_rate: float | str | None) -> float:
+    """The lab port rate a collective of ``sched`` runs at: ``"auto"`` (the default of
+    ``railab collective --port-rate``) :func:`fitting_rate_mbps`; ``"lab"`` or None the lab's
+    own; a number (Mb/s) that rate. UsageError for a word other than auto/lab, a rate <= 0 or
+    above the lab's own (a run may only slow the lab down: railab.testbed.dilation)."""
+    cap = spec.qos.capacity
+    if port_rate is None or port_rate == "lab":
+        return cap.port_rate_mbps
+    if port_rate == "auto":
+        return fitting_rate_mbps(spec, sched)
+    try:
+        r = float(port_rate)
+    except (TypeError, ValueError):
+        raise UsageError(f"--port-rate {port_rate!r}: give auto, lab or a rate in Mb/s") from None
+    if not 0 < r <= cap.port_rate_mbps:
+        raise UsageError(f"--port-rate {r:g}: it must be > 0 and at most lab {spec.name}'s own "
+                         f"{cap.port_rate_mbps:g} Mb/s (a run may only slow the lab down)")
+    return r
 
 
 def bus_factor(op: str, n: int) -> float:
@@ -267,6 +339,9 @@ class CollectiveResult:
     transport: dict | None = None
     #: frames the load engine's receive sockets dropped (the host's loss, not the fabric's)
     rx_socket_drops: int = 0
+    #: the lab's own port rate (lab Mb/s) when the run slowed its ports to ``port_rate_mbps``
+    #: (time dilation, railab.testbed.dilation; ``time_scale`` is the run's), else the same
+    lab_port_rate_mbps: float | None = None
 
     @property
     def unreachable_by_design(self) -> bool:
@@ -302,6 +377,7 @@ class CollectiveResult:
             "busbw_gbps": None if self.busbw_gbps is None else round(self.busbw_gbps, 6),
             "fabric": self.fabric,
             "port_rate_mbps": self.port_rate_mbps, "time_scale": self.time_scale,
+            "lab_port_rate_mbps": self.lab_port_rate_mbps,
             "lost": self.lost, "delivered_bytes": self.delivered_bytes,
             "unreachable_delivered": self.unreachable_delivered,
             "per_class_time_s": {k: (None if v is None else round(v, 6))
@@ -338,8 +414,8 @@ def run_collective(spec: LabSpec, netns_of: Callable[[str], str], sched: Schedul
                    sport_mode: str = "per-qp", policy: str | None = None,
                    seed: int | None = DEFAULT_HASH_SEED, background_s: float = 0.5,
                    stop: threading.Event | None = None, pfc: bool | None = None,
-                   cc: str = "dcqcn", engine: str = "auto", nic: str = "none"
-                   ) -> CollectiveResult:
+                   cc: str = "dcqcn", engine: str = "auto", nic: str = "none",
+                   port_rate: float | str | None = "auto") -> CollectiveResult:
     """Run every network flow of ``sched`` at once on the running lab and time it.
 
     On a lab with shaped ports (``qos.capacity.enabled``) the flows run on the load engine
@@ -357,12 +433,20 @@ def run_collective(spec: LabSpec, netns_of: Callable[[str], str], sched: Schedul
     pauses (``railab collective --pfc``; None: the intent's ``lab.capacity.pfc``); on an
     unshaped lab it sets how long stragglers are waited for. ``nic``: the NICs' RC transport
     (:data:`railab.traffic.load.NIC_MODES`; a shaped lab only): the flows then complete when the
-    responder has every packet, and ``transport`` counts what recovery cost."""
+    responder has every packet, and ``transport`` counts what recovery cost. ``port_rate``
+    (a shaped lab): the lab rate the run's ports are slowed to (:func:`run_rate_mbps`; default
+    ``"auto"``, the fastest the host carries every NIC at line rate, so the figures are the
+    fabric's: railab.testbed.dilation), the lab's own rate back after it; the result's
+    ``port_rate_mbps`` and ``time_scale`` are the run's, ``lab_port_rate_mbps`` the lab's."""
     cap = spec.qos.capacity
     if cap.enabled:
-        return _run_on_load_engine(spec, netns_of, sched, sport_mode=sport_mode, policy=policy,
-                                   seed=seed, background_s=background_s, stop=stop, cc=cc,
-                                   engine=engine, nic=nic)
+        rate = run_rate_mbps(spec, sched, port_rate)
+        with dilated(spec, netns_of, rate) as run_spec:
+            out = _run_on_load_engine(run_spec, netns_of, sched, sport_mode=sport_mode,
+                                      policy=policy, seed=seed, background_s=background_s,
+                                      stop=stop, cc=cc, engine=engine, nic=nic)
+        out.lab_port_rate_mbps = cap.port_rate_mbps
+        return out
     if nic != "none":
         raise UsageError(f"--nic {nic}: the NIC transport runs on the load engine, which runs "
                          f"collectives on labs with lab.capacity; lab {spec.name} has none")

@@ -29,13 +29,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
 from railab.errors import RailabError, UsageError
 from railab.testbed import capacity, lb
 from railab.testbed import state as st
+from railab.testbed.dilation import dilated
 from railab.topologies.labspec import LabSpec
 from railab.traffic import collective as coll
 from railab.traffic.load import LoadFlow, run_load
@@ -198,7 +199,7 @@ def _elephants_row(spec, netns_of, mode, flows, ns, ports, flow_bytes, cc, sampl
 
 
 def _collective_row(spec, netns_of, mode, sched, stop, nic="none"):
-    c = coll.run_collective(spec, netns_of, sched, stop=stop, nic=nic)
+    c = coll.run_collective(spec, netns_of, sched, stop=stop, nic=nic, port_rate="lab")
     w = c.uplink_load.worst if c.uplink_load else None
     per = dict(w.bytes) if w else {}
     fcts = c.flow_times_s
@@ -240,7 +241,7 @@ def _warm_up(spec, netns_of, flows, sched, stop) -> None:
     else:
         coll.run_collective(spec, netns_of, coll.schedule(spec, sched.op, coll.MIN_BYTES
                                                           * sched.ranks), stop=stop,
-                            background_s=0)
+                            background_s=0, port_rate="lab")
 
 
 def check_modes(spec: LabSpec, modes: tuple[str, ...] | None) -> tuple[str, ...]:
@@ -291,7 +292,8 @@ def compare(spec: LabSpec, netns_of: Callable[[str], str], *, workload: str = "e
             modes: tuple[str, ...] | None = None, flow_bytes: int | None = None,
             cc: str = "dcqcn", stop: threading.Event | None = None,
             on_mode: Callable[[str], None] | None = None, spines: bool = False,
-            restore: tuple[str, bool] = ("ecmp", False), nic: str = "none") -> dict:
+            restore: tuple[str, bool] = ("ecmp", False), nic: str = "none",
+            port_rate: float | str | None = "auto") -> dict:
     """Run ``workload`` once per mode (same flows, same bytes) and return
     ``{"workload", "leaf", "flows", "flow_bytes", "cc", "time_scale", "gap_s", "spines",
     "modes": [ModeResult.to_json() or {"mode", "error"}]}``. ``modes``: :func:`check_modes`;
@@ -301,7 +303,12 @@ def compare(spec: LabSpec, netns_of: Callable[[str], str], *, workload: str = "e
     a row with its ``error`` and the others still run. The lab is left on ``restore`` (mode,
     spines), the mode it had. ``on_mode(mode)`` is called as each mode starts (progress).
     ``nic``: the NICs' RC transport for every run (:data:`railab.traffic.load.NIC_MODES`; on a
-    lab with lab.capacity for the collectives)."""
+    lab with lab.capacity for the collectives). ``port_rate``: a collective workload on a lab
+    with lab.capacity runs every mode with the ports slowed to this rate
+    (:func:`railab.traffic.collective.run_rate_mbps`; ``"auto"``: the fastest at which the host
+    keeps every NIC at line rate, railab.testbed.dilation), the lab's rate back after; the
+    result's ``port_rate_mbps`` and ``time_scale`` are the runs', ``lab_port_rate_mbps`` the
+    lab's."""
     if workload not in WORKLOADS:
         raise UsageError(f"unknown workload {workload!r}: use one of {', '.join(WORKLOADS)}")
     modes = check_modes(spec, modes)
@@ -326,10 +333,15 @@ def compare(spec: LabSpec, netns_of: Callable[[str], str], *, workload: str = "e
         sched = coll.schedule(spec, workload, nbytes)
         down, ports, ns = [], [], ""
     rows: list[dict] = []
-    with lb.lab_lock(run_dir, f"railab lb compare --workload {workload}"):
-        left = _run_modes(spec, netns_of, workload, modes, nbytes, cc, stop, on_mode, spines,
-                          restore, run_dir, gap_s, flows, sched, rows, ports, ns, nic)
-    cap = spec.qos.capacity
+    own = spec.qos.capacity
+    rate = (coll.run_rate_mbps(spec, sched, port_rate) if sched is not None and own.enabled
+            else None)
+    with lb.lab_lock(run_dir, f"railab lb compare --workload {workload}"), \
+            (dilated(spec, netns_of, rate) if rate else nullcontext(spec)) as run_spec:
+        left = _run_modes(run_spec, netns_of, workload, modes, nbytes, cc, stop, on_mode, spines,
+                          restore, run_dir, gap_s, flows, sched, rows, ports, ns, nic,
+                          lab_spec=spec)
+    cap = run_spec.qos.capacity
     return {"workload": workload, "leaf": leaf,
             "flows": len(flows) if sched is None else len(sched.flows),
             "flow_bytes": nbytes, "cc": cc if sched is None else None, "nic": nic,
@@ -337,15 +349,21 @@ def compare(spec: LabSpec, netns_of: Callable[[str], str], *, workload: str = "e
             "left_on": {"mode": left[0], "spines": left[1]},
             "down_uplinks": down,
             "time_scale": cap.time_scale if cap.enabled else None,
+            "port_rate_mbps": cap.port_rate_mbps if cap.enabled else None,
+            "lab_port_rate_mbps": own.port_rate_mbps if own.enabled else None,
             "measured": "uplink TX byte counters, receivers' PSNs, the dataplane's drop/PAUSE "
                         "counters; lab seconds (fabric = lab / time_scale)",
             "modes": rows}
 
 
 def _run_modes(spec, netns_of, workload, modes, nbytes, cc, stop, on_mode, spines, restore,
-               run_dir, gap_s, flows, sched, rows, ports, ns, nic="none") -> tuple[str, bool]:
+               run_dir, gap_s, flows, sched, rows, ports, ns, nic="none",
+               lab_spec: LabSpec | None = None) -> tuple[str, bool]:
     """Each mode applied and measured into ``rows``; returns the (mode, spines) the lab was
-    left on (``restore``, or ecmp when that could not be applied)."""
+    left on (``restore``, or ecmp when that could not be applied). ``spec`` is the runs' (a
+    dilated copy, railab.testbed.dilation), ``lab_spec`` the lab's own (default ``spec``): the
+    mode left on is applied with the lab's rates (its agent's cycle and flowlet gap)."""
+    lab_spec = lab_spec or spec
     try:
         with lb.flow_steering(spec, netns_of), _dataplane(spec, netns_of) as sampler:
             _warm_up(spec, netns_of, flows, sched, stop)
@@ -371,8 +389,8 @@ def _run_modes(spec, netns_of, workload, modes, nbytes, cc, stop, on_mode, spine
     finally:
         left = restore
         try:
-            lb.apply(spec, netns_of, restore[0], run_dir, spines=restore[1])
+            lb.apply(lab_spec, netns_of, restore[0], run_dir, spines=restore[1])
         except RailabError:
             left = ("ecmp", False)
-            lb.apply(spec, netns_of, "ecmp", run_dir)
+            lb.apply(lab_spec, netns_of, "ecmp", run_dir)
     return left

@@ -51,6 +51,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Literal
 
 from railab.errors import RailabError
+from railab.testbed.dilation import restore_leftover
 from railab.topologies.labspec import LabSpec
 from railab.topologies.qos import DcqcnProfile, QosProfile
 from railab.traffic import fastpath, roce
@@ -1247,6 +1248,8 @@ def run_load(spec: LabSpec, netns_of: Callable[[str], str], flows: Iterable[Load
               sample_s=sample_s, line_mbps=line_mbps, dcqcn=dcqcn, per_flow_faults=per_flow_faults,
               engine=engine, nic=nic)
     LoadEngine(spec, netns_of, **kw)  # validate the options here, before forking
+    if spec.qos.capacity.enabled:  # a killed run's slowed ports: back to the lab's own rate
+        restore_leftover(spec, netns_of)
     ns = {n.name: netns_of(n.name) for n in spec.nodes}
     reader = PortReader(spec, netns_of)
     ctx = mp.get_context("fork")

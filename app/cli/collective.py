@@ -150,14 +150,19 @@ def register(app: typer.Typer) -> None:
             "none", "--nic", help="the NICs' RC transport on a lab with port capacity: none "
             "(every packet sent once) | gbn (go-back-N) | ooo (out-of-order placement, "
             "selective repeat)"),
+        port_rate: str = typer.Option(
+            "auto", "--port-rate", help="lab port rate for the run on a lab with port capacity: "
+            "auto (the fastest at which this host keeps every NIC at line rate: the ports are "
+            "slowed for the run, time dilation) | lab (the lab's own) | Mb/s (at most the lab's)"),
         as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
     ) -> None:
         """Run an NCCL-style collective over every GPU of the lab and report time, algbw and
         busbw the way nccl-tests does (lab units and fabric units), with the line-rate bound
         beside them on a lab with port capacity."""
         from railab.errors import RailabError
+        from railab.testbed.dilation import dilated
         from railab.testbed.labref import resolve
-        from railab.traffic.collective import OPS, run_collective, schedule, slowdown
+        from railab.traffic.collective import OPS, run_collective, run_rate_mbps, schedule, slowdown
         from railab.traffic.ecmp import HASH_POLICIES, SPORT_MODES
         from railab.traffic.engine import sigint_event
 
@@ -187,16 +192,23 @@ def register(app: typer.Typer) -> None:
             try:
                 sched = schedule(spec, op, size, pxn=pxn, qps=qps)
                 pfc_on = pfc_choice(spec, pfc)
+                rate = run_rate_mbps(spec, sched, port_rate) if spec.qos.capacity.enabled else None
             except (RailabError, ValueError) as exc:
                 _usage(str(exc))
             runs = [sport] if not compare_sport else ["per-qp", "fixed"]
             results = {}
-            with sigint_event() as stop, switch_agent(spec, ref.netns_of, pfc_on):
-                queues_end = queue_totals(spec, ref.netns_of)
+            # the ports slowed for the run (time dilation) before the switch agent starts, so
+            # the agent, the QPs and the figures all run at the run's rate and time scale
+            with sigint_event() as stop, \
+                    (dilated(spec, ref.netns_of, rate) if rate else nullcontext(spec)) as run_spec, \
+                    switch_agent(run_spec, ref.netns_of, pfc_on):
+                queues_end = queue_totals(run_spec, ref.netns_of)
                 for mode in runs:
-                    results[mode] = run_collective(spec, ref.netns_of, sched, sport_mode=mode,
+                    results[mode] = run_collective(run_spec, ref.netns_of, sched, sport_mode=mode,
                                                    policy=hash_policy, seed=seed, stop=stop,
-                                                   pfc=pfc_on, cc=cc, nic=nic)
+                                                   pfc=pfc_on, cc=cc, nic=nic, port_rate="lab")
+                    if rate:
+                        results[mode].lab_port_rate_mbps = spec.qos.capacity.port_rate_mbps
                 queues = queues_end()
                 if stop.is_set():
                     raise KeyboardInterrupt
@@ -326,7 +338,12 @@ def _show(spec, results: dict, promised: bool, pfc_on: bool = False,
     first = next(iter(results.values()))
     s = first.schedule
     cap = spec.qos.capacity
-    unit = (f"lab ports {cap.port_rate_mbps:g} Mb/s, time scale {cap.time_scale:g} "
+    rate = first.port_rate_mbps or cap.port_rate_mbps
+    own = first.lab_port_rate_mbps or cap.port_rate_mbps
+    scale = first.time_scale or cap.time_scale
+    slowed = (f" (the lab's {own:g} Mb/s slowed for this run so the host keeps every NIC at "
+              f"line rate: time dilation, --port-rate)" if cap.enabled and rate < own else "")
+    unit = (f"lab ports {rate:g} Mb/s{slowed}, time scale {scale:g} "
             f"(fabric {cap.fabric_rate_gbps} Gb/s), PFC {'on' if pfc_on else 'off'}" if cap.enabled else
             "ports not shaped: times are the engine's, no fabric conversion")
     t = Table(title=f"{spec.name}: {s.op}{' (PXN)' if s.pxn else ''}, {s.bytes_per_rank} B per "
@@ -378,7 +395,7 @@ def _show(spec, results: dict, promised: bool, pfc_on: bool = False,
         if not r.keeps_rate:
             con.print(f"[red]{mode}: the engine did not keep its rate[/red] (the host delayed "
                       f"a flow by {r.sender_lag:.0%} of its time: the host's CPU, not the fabric, "
-                      "set the time; run on a quieter machine or a smaller --bytes/lab)",
+                      "set the time; run on a quieter machine, with a lower --port-rate or a smaller --bytes/lab)",
                       highlight=False)
     if "fixed" in results and "per-qp" in results:
         sd = slowdown(results["per-qp"], results["fixed"])

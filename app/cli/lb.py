@@ -40,6 +40,10 @@ def register(app: typer.Typer) -> None:
         nic: str | None = typer.Option(None, "--nic", help="compare: the NICs' RC transport, "
                                        "none (default) | gbn (go-back-N) | ooo (out-of-order "
                                        "placement, selective repeat)"),
+        port_rate: str | None = typer.Option(
+            None, "--port-rate", help="compare, collective workloads on a lab with port "
+            "capacity: the lab port rate of the runs, auto (default: the fastest at which this "
+            "host keeps every NIC at line rate; time dilation) | lab | Mb/s"),
     ) -> None:
         """Set the switches' load-balancing mode, or compare the modes on one workload.
 
@@ -60,10 +64,11 @@ def register(app: typer.Typer) -> None:
                                  "all-reduce] [--modes a,b] [--bytes 4M] [--cc dcqcn|none] "
                                  "[--spines] [--json]")
             _compare(mode, workload or "elephants", modes, flow_bytes, cc or "dcqcn", spines,
-                     as_json, nic or "none")
+                     as_json, nic or "none", port_rate or "auto")
             return
         given = [o for o, v in (("--workload", workload), ("--modes", modes),
-                                ("--bytes", flow_bytes), ("--cc", cc), ("--nic", nic))
+                                ("--bytes", flow_bytes), ("--cc", cc), ("--nic", nic),
+                                ("--port-rate", port_rate))
                  if v is not None]
         if given:
             raise UsageError(f"{', '.join(given)}: only with `railab lb compare LAB`")
@@ -119,7 +124,7 @@ def register(app: typer.Typer) -> None:
 
 
 def _compare(lab: str, workload: str, modes: str | None, flow_bytes: str | None, cc: str,
-             spines: bool, as_json: bool, nic: str = "none") -> None:
+             spines: bool, as_json: bool, nic: str = "none", port_rate: str = "auto") -> None:
     """``railab lb compare``: checks first (exit 2, nothing run), then one run per mode."""
     from railab.cli.collective import parse_bytes
     from railab.testbed import state as S
@@ -138,6 +143,12 @@ def _compare(lab: str, workload: str, modes: str | None, flow_bytes: str | None,
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     C.check_bytes(workload, size)
+    if port_rate not in ("auto", "lab"):
+        try:
+            if float(port_rate) <= 0:
+                raise ValueError
+        except ValueError:
+            raise UsageError(f"--port-rate {port_rate!r}: give auto, lab or a rate in Mb/s > 0") from None
     ms = tuple(m.strip() for m in modes.split(",")) if modes is not None else None
     if ms is not None:
         from railab.testbed import lb as LB
@@ -160,7 +171,7 @@ def _compare(lab: str, workload: str, modes: str | None, flow_bytes: str | None,
         prev = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGTERM, signal.SIGHUP)}
         try:
             res = C.compare(spec, ref.netns_of, workload=workload, modes=ms, flow_bytes=size,
-                            cc=cc, stop=stop, spines=spines, nic=nic,
+                            cc=cc, stop=stop, spines=spines, nic=nic, port_rate=port_rate,
                             restore=(rec.load_balancing, rec.load_balancing_spines),
                             on_mode=None if as_json else
                             (lambda m: typer.echo(f"  running {m} ...", err=True)))
@@ -171,7 +182,7 @@ def _compare(lab: str, workload: str, modes: str | None, flow_bytes: str | None,
     rec = ref.require_up()
     rec.load_balancing = res["left_on"]["mode"]
     rec.load_balancing_spines = res["left_on"]["spines"]
-    S.save(rec)
+    S.update(rec)
     if interrupted:
         raise KeyboardInterrupt
     if as_json:
@@ -189,6 +200,11 @@ def text(res: dict) -> str:
             + (f", idle gap {res['gap_s']:g} lab s after each message" if res.get("gap_s") else ""))
     if res.get("time_scale"):
         head += f"; time scale {res['time_scale']:g} (fabric s = lab s / scale)"
+    if res.get("port_rate_mbps") and res.get("lab_port_rate_mbps") \
+            and res["port_rate_mbps"] < res["lab_port_rate_mbps"]:
+        head += (f"\nlab ports at {res['port_rate_mbps']:g} Mb/s for these runs (the lab's "
+                 f"{res['lab_port_rate_mbps']:g} Mb/s slowed so this host keeps every NIC at line "
+                 "rate: time dilation, --port-rate)")
     if res.get("spines"):
         head += "; spray modes spray at the spines too"
     if nic:
