@@ -32,8 +32,9 @@ gives the same faults: the choice is drawn from candidates sorted by name with
 
 Scoring (the score sheet): 100 points per fault found, minus 15 per hint and 5 per wrong
 answer, plus 50 when ``exercise fix`` verified the repair (every check family green, with the
-faults still recorded as injected: the trainee's own repair, not ``fault heal``, which cannot
-reach hidden faults); never below 0.
+faults still recorded as injected, and the record's journal showing the trainee's own repair of
+each fault on its element: :func:`repair_of`), 25 when a fault was undone bluntly (a ``railab
+restart`` or a whole-config reload that undid a wrong-asn); never below 0.
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ from railab.topologies.labspec import LabSpec
 
 __all__ = ["KINDS", "LEVELS", "plan_faults", "start", "hint", "answer", "grade", "fix", "reveal", "stop",
            "score_sheet", "public_view", "normalise_kind", "GATEABLE", "report_line", "CHECK_DETAILS",
-           "check_detail", "disclose"]
+           "check_detail", "disclose", "repair_of", "repair_credit", "repair_words"]
 
 #: exercise kinds by level (``two-faults`` draws two of :data:`PAIRABLE`)
 LEVELS: dict[int, tuple[str, ...]] = {
@@ -89,6 +90,9 @@ ALIASES: dict[str, str] = {
 #: kinds a grader counts as the same fault (a NIC down is a link down at the server end)
 _SAME = {"nic-down": {"nic-down", "link-down"}, "link-down": {"link-down", "nic-down"}}
 _POINTS_FOUND, _POINTS_HINT, _POINTS_WRONG, _POINTS_REPAIR = 100, 15, 5, 50
+#: a blunt repair (a node restart or a whole-config reload that undid a mis-configured line,
+#: :func:`repair_of`): the lab is green, but not by a repair of what was broken
+_POINTS_BLUNT = 25
 _MTU_WRONG = 1500
 #: the nft table (family netdev) of an exercise's grey-loss fault: an unremarkable name, not
 #: ``railab_f<N>`` like ``railab fault``'s (that would say "railab put this here")
@@ -641,16 +645,97 @@ def answer(labdir: Path | str, element: str | None = None, kind: str | None = No
                 "scored": scored}
 
 
+_SHELLS = (["(shell)"], ["vtysh"])  # interactive: what was typed in them is not journaled
+
+
+def repair_of(fault: dict[str, Any], entry: dict[str, Any]) -> str | None:
+    """How the journaled trainee action ``entry`` (``{"tool": "exec" | "restart" |
+    "swap-cables", "node", "argv": [str, ...]}``, :func:`railab.testbed.exercise.note_repair`)
+    repairs the hidden ``fault`` (a planned fault of the record): ``"full"`` when it acts on the
+    fault's own element with a command that plausibly undoes that kind of fault, ``"blunt"``
+    when it undoes it wholesale (a ``railab restart`` or a ``vtysh -b``/``-f`` config reload on
+    the node of a wrong-asn: the whole configuration reloaded, every session of the node reset,
+    instead of the one mis-configured neighbor fixed), None when it does not repair it (a look
+    such as ``ip -br link``, another node, another port).
+
+    Per kind (``N``/``P``: the faulty end, the fault's ``node_a``): link-down and nic-down
+    ``ip link set P up`` (any spelling that is not a ``show``, or vtysh ``no shutdown``) on N; session-shut
+    and wrong-asn a vtysh configuration change naming ``neighbor P`` on N; daemon-kill
+    ``railab restart N`` or a command starting bgpd on N; cross-cable ``railab exercise
+    swap-cables`` of its two NICs; grey-loss ``nft delete``/``flush`` on N; mtu a command naming
+    ``mtu`` and P on N. An interactive shell (``railab exec LAB N``, or ``vtysh`` alone for
+    the BGP kinds) on N counts as a full repair of every kind but cross-cable: what was typed
+    in it is not journaled."""
+    kind, ref = fault["kind"], fault["fault"]
+    node, _, port = str(ref["node_a"]).partition(":")
+    tool, at = entry.get("tool"), entry.get("node")
+    argv = [str(a) for a in entry.get("argv") or []]
+    if kind == "cross-cable":
+        pair = {str(ref["node_a"]), str(ref.get("node_b"))}
+        return "full" if tool == "swap-cables" and set(argv) == pair else None
+    if at != node:
+        return None
+    if tool == "restart":
+        return "full" if kind == "daemon-kill" else "blunt" if kind == "wrong-asn" else None
+    if tool != "exec":
+        return None
+    if argv == ["(shell)"] or (argv == ["vtysh"] and kind in ("link-down", "nic-down", "session-shut",
+                                                                "wrong-asn")):
+        return "full"
+    text = " ".join(argv).lower()
+
+    def has(pattern: str) -> bool:
+        return re.search(pattern, text) is not None
+
+    on_port = bool(port) and has(rf"(?<![\w.-]){re.escape(port.lower())}(?![\w.-])")
+    vtysh = has(r"\bvtysh\b")
+    configures = vtysh and has(r"\bconf(igure)?\b")
+    if kind in ("link-down", "nic-down"):
+        # `ip link set P up` (`ip l s P up`, ifconfig, ifup), not a look (`ip link show P up`)
+        return "full" if on_port and ((has(r"\bup\b") and not has(r"\b(show|sh|list|ls|vtysh)\b"))
+                                      or (configures and has(r"no shutdown"))) else None
+    if kind in ("session-shut", "wrong-asn"):
+        if configures and has(rf"\bneighbor\s+{re.escape(port.lower())}\b"):
+            return "full"
+        if kind == "wrong-asn" and vtysh and has(r"(^|\s)-(b|f)(\s|$)|--boot\b|--inputfile\b"):
+            return "blunt"
+        return None
+    if kind == "daemon-kill":
+        return "full" if has(r"\bbgpd\b") and not has(r"\b(kill|pkill|killall|show|pgrep|ps)\b") else None
+    if kind == "grey-loss":
+        return "full" if has(r"\bnft\b") and has(r"\b(delete|flush|destroy)\b") else None
+    if kind == "mtu":
+        return "full" if on_port and has(r"\bmtu\b") else None
+    return None
+
+
+def repair_credit(rec: dict[str, Any]) -> dict[str, Any]:
+    """What the record's journal (``rec["repairs"]``) shows the trainee repaired:
+    ``{"repaired": bool (every hidden fault has a repair, :func:`repair_of`), "blunt": bool (at
+    least one only bluntly), "unrepaired": int (faults without one)}``. A green lab is credited
+    only when ``repaired``; nothing here names a fault."""
+    grades = []
+    for f in rec["faults"]:
+        got = {repair_of(f, e) for e in rec.get("repairs", [])}
+        grades.append("full" if "full" in got else "blunt" if "blunt" in got else None)
+    missing = sum(1 for g in grades if g is None)
+    return {"repaired": missing == 0, "blunt": missing == 0 and "blunt" in grades, "unrepaired": missing}
+
+
 def fix(labdir: Path | str, wait: float = 60.0, poll: float = 1.0) -> dict[str, Any]:
     """Check that the trainee's repair made the lab green: every check family passes (polled for
     up to ``wait`` seconds), and the exercise's faults are still recorded as injected and hidden
     (none was handed to ``railab fault LAB heal``). ``{"green": bool, "credited": bool,
-    "elapsed_s", "failing": [first failing rows], "n_failing", "rows_hidden", "attempts"}``;
-    ``credited``: green, and the record journals a repair of the trainee's (``railab exec``,
-    ``railab restart``, ``railab exercise swap-cables`` since the start): only that verifies the
-    repair. ``failing`` is empty (``rows_hidden`` true) when the trainer switched ``check``
-    off, so ``fix`` does not stand in for it; else named at the exercise's check detail
-    (:func:`disclose`). Records the verdict for the score sheet."""
+    "blunt": bool, "elapsed_s", "failing": [first failing rows], "n_failing", "rows_hidden",
+    "attempts"}``; ``credited``: green, and the record journals the trainee's repair of every
+    hidden fault: a ``railab exec`` (or ``railab restart``, ``railab exercise swap-cables``)
+    since the start, on the fault's own element, with a command that plausibly repairs that
+    kind of fault (:func:`repair_of`); only that verifies the repair. ``blunt``: credited, but a
+    fault was undone wholesale (a node restart or config reload that undid a wrong-asn): 25
+    points on the sheet instead of 50. ``failing`` is empty (``rows_hidden`` true) when the
+    trainer switched ``check`` off, so ``fix`` does not stand in for it; else named at the
+    exercise's check detail (:func:`disclose`). Records the verdict for the score sheet.
+    UsageError when the lab runs no exercise or its faults were handed to ``railab fault``."""
     name, _, record = _lab(labdir)
     with store.locked(name):
         rec = _require(name)
@@ -674,18 +759,22 @@ def fix(labdir: Path | str, wait: float = 60.0, poll: float = 1.0) -> dict[str, 
     green = not failing
     with store.locked(name):
         rec = _require(name)
-        # credited only when the record shows a repair of the trainee's (railab exec, restart,
-        # swap-cables since the start): nothing else may change the lab's faults while it runs
-        # (railab.testbed.exercise.guard), so a green lab without one was not repaired by them
-        credited = green and bool(rec.get("repairs"))
+        # credited only when the record shows the trainee's repair of every hidden fault (on its
+        # element, by a command that repairs that kind): nothing else may change the lab's faults
+        # while it runs (railab.testbed.exercise.guard), and a journaled look (`ip -br link`) or
+        # a command elsewhere is no repair of it: a green lab without one was repaired outside
+        credit = repair_credit(rec)
+        credited = green and credit["repaired"]
         if credited and rec["fix"]["verified_at"] is None:
             rec["fix"]["verified_at"] = _now()
+            rec["fix"]["blunt"] = credit["blunt"]
         _save(rec)
     # with `check` switched off, the failing rows would be `railab check` by another name (they
     # name the faulty element): only their number is told; else named at the exercise's detail
     rows = disclose(name, failing[:10], pub=public_view(rec))
     shown = [] if "check" in rec.get("disabled", []) else [f"{r.check}: {r.name}" for r in rows]
-    return {"green": green, "credited": credited, "elapsed_s": round(elapsed, 2),
+    return {"green": green, "credited": credited, "blunt": bool(rec["fix"].get("blunt")) if credited else False,
+            "elapsed_s": round(elapsed, 2),
             "attempts": rec["fix"]["attempts"], "failing": shown, "n_failing": len(failing),
             "rows_hidden": bool(failing) and not shown}
 
@@ -774,14 +863,15 @@ def score_sheet(lab: str, rec: dict[str, Any] | None = None) -> dict[str, Any] |
     ttd = round(max(found_at) - t0, 1) if found and len(found) == n else None
     wrong = sum(1 for a in rec["answers"] if not a["right"])
     verified = rec["fix"]["verified_at"]
+    blunt = verified is not None and bool(rec["fix"].get("blunt"))
     points = (_POINTS_FOUND * len(found) - _POINTS_HINT * len(rec["hints"]) - _POINTS_WRONG * wrong
-              + (_POINTS_REPAIR if verified else 0))
+              + (0 if verified is None else _POINTS_BLUNT if blunt else _POINTS_REPAIR))
     sheet: dict[str, Any] = {
         "lab": rec["lab"], "level": rec["level"], "seed": rec["seed"], "started_at": _iso(t0),
         "revealed": bool(rec.get("revealed_at")), "faults_total": n, "faults_found": len(found),
         "time_to_diagnosis_s": ttd, "hints_used": len(rec["hints"]), "answers": len(rec["answers"]),
         "wrong_answers": wrong,
-        "repair": {"verified": verified is not None, "attempts": rec["fix"]["attempts"],
+        "repair": {"verified": verified is not None, "blunt": blunt, "attempts": rec["fix"]["attempts"],
                    "verified_after_s": None if verified is None else round(verified - t0, 1)},
         "points": max(0, points), "max_points": _POINTS_FOUND * n + _POINTS_REPAIR,
         "disabled": rec.get("disabled", []),
@@ -794,6 +884,13 @@ def score_sheet(lab: str, rec: dict[str, Any] | None = None) -> dict[str, Any] |
              "note": (f.get("record") or {}).get("note", "")}
             for i, f in enumerate(rec["faults"])]
     return sheet
+
+
+def repair_words(repair: dict[str, Any]) -> str:
+    """The sheet's repair verdict in words: ``verified``, ``verified (blunt)``, ``not verified``."""
+    if not repair["verified"]:
+        return "not verified"
+    return "verified (blunt)" if repair.get("blunt") else "verified"
 
 
 def report_line(lab: str) -> str | None:
@@ -811,7 +908,7 @@ def report_line(lab: str) -> str | None:
              f"{sheet['faults_found']}/{sheet['faults_total']} fault(s) found"
              + (f" in {ttd:g} s" if ttd is not None else ""),
              f"{sheet['hints_used']} hint(s)", f"{sheet['wrong_answers']} wrong answer(s)",
-             f"repair {'verified' if sheet['repair']['verified'] else 'not verified'}",
+             f"repair {repair_words(sheet['repair'])}",
              f"{sheet['points']}/{sheet['max_points']} points"]
     if sheet.get("faults"):
         words.append("faults: " + "; ".join(f"{f['kind']} at {f['element']}" for f in sheet["faults"]))

@@ -257,7 +257,8 @@ def test_nothing_changes_a_running_exercise_but_the_trainees_repair(ex):
     """Issue 48: on mini with a level-1 exercise (seed 3: srv1's NIC 4 down), railab drill, fault
     (inject, heal, link-up), restart and swap-cables are refused with one message (exit 2) and
     change nothing; exercise fix then exits 1; a repair outside railab's tools is not credited,
-    one through railab exec is; exercise stop heals and removes the record."""
+    nor after a journaled look (`ip -br link`), one of the NIC through railab exec is; exercise
+    stop heals and removes the record."""
     lab = ex
     from railab.testbed import exercise as store
     from railab.testbed import faults as F
@@ -299,9 +300,13 @@ def test_nothing_changes_a_running_exercise_but_the_trainees_repair(ex):
                       "table", str(nic.table)])
     green = _cli("exercise", "fix", NAME, "--wait", "30")
     assert green.exit_code == 1 and "NOT CREDITED" in green.stdout, green.output
+    # a journaled look at the right node is no repair either (the review: any railab exec
+    # made fix credit a repair done outside)
+    _exec("srv1", "--", "ip", "-br", "link", "show", "eth4")
+    looked = _cli("exercise", "fix", NAME, "--wait", "0")
+    assert looked.exit_code == 1 and "NOT CREDITED" in looked.stdout, looked.output
     assert X.score_sheet(NAME)["repair"]["verified"] is False
-    _exec("srv1", "--", "ip", "route", "replace", "default", "via", str(nic.gateway), "dev", "eth4",
-          "table", str(nic.table))  # the trainee's own hands, through railab exec: journaled
+    _exec("srv1", "--", "ip", "link", "set", "eth4", "up")  # the trainee's own hands on the element: journaled
     fixed = _cli("exercise", "fix", NAME, "--wait", "30")
     assert fixed.exit_code == 0 and "REPAIRED" in fixed.stdout, fixed.output
 
@@ -344,6 +349,32 @@ def test_check_names_no_repair_command_during_a_level_2_exercise(ex):
     from railab.testbed import faults as F
 
     F.heal(NAME)
+
+
+def test_a_restart_that_reloads_a_wrong_asn_is_credited_as_blunt(ex):
+    """Issue 48 review (B): at level 2 `railab restart` is open (the repair of a dead bgpd); a
+    trainee who kills the wrong-asn node's bgpd (railab exec) and restarts it gets bgpd back from
+    frr.conf, which undoes the fault: `exercise fix` credits that as a blunt repair (exit 0, 25
+    of the 50 repair points), not as the targeted one. (A restart of a node whose bgpd runs
+    re-applies frr.conf over the running config, which leaves the wrong remote-as.)"""
+    import time
+
+    lab = ex
+    (planned,) = X.plan_faults(lab.spec, 2, 7)
+    assert (planned["kind"], planned["element"]) == ("wrong-asn", "spine1:eth7")
+    assert _cli("exercise", "start", NAME, "--level", 2, "--seed", 7, "--no-precheck").exit_code == 0
+    pid = int((st.node_dir(NAME, "spine1") / "bgpd.pid").read_text().split()[0])  # this lab's bgpd only
+    _exec("spine1", "--", "kill", "-9", str(pid))
+    end = time.monotonic() + 10
+    while os.path.exists(f"/proc/{pid}") and time.monotonic() < end:
+        time.sleep(0.05)
+    r = _cli("restart", NAME, "spine1")
+    assert r.exit_code == 0, r.output
+    fixed = _cli("exercise", "fix", NAME, "--wait", "30")
+    assert fixed.exit_code == 0 and fixed.stdout.startswith("REPAIRED (blunt)"), fixed.output
+    sheet = X.score_sheet(NAME)
+    assert sheet["repair"]["verified"] is True and sheet["repair"]["blunt"] is True
+    assert sheet["points"] == 25  # no answer given: the blunt repair's points only
 
 
 def test_reveal_heals_or_keeps_unrepaired_faults_and_down_removes_the_record(ex, monkeypatch):

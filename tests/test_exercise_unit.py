@@ -354,7 +354,8 @@ def test_one_lock_on_fault_changes_with_the_levels_repair_tools(spec, exdir):
     store.guard(lab, "drill")  # revealed: the lock lifted
 
 
-def test_fix_credits_only_a_repair_the_record_journals(spec, exdir, monkeypatch):
+def _green_fix(spec, monkeypatch):
+    """``X.fix`` on a lab every check passes on (no lab: the record alone decides the credit)."""
     from railab.checks import lab as livelab
 
     class _Green:
@@ -363,17 +364,101 @@ def test_fix_credits_only_a_repair_the_record_journals(spec, exdir, monkeypatch)
 
     monkeypatch.setattr(livelab.LiveLab, "attach", classmethod(lambda cls, ref: _Green()))
     monkeypatch.setattr(X, "_lab", lambda ref: (spec.name, spec, X.st.LabState(lab=spec.name)))
-    rec = _running(spec, 2)
+
+
+def _start_kind(spec, level: int, kind: str | None, seed: int = 3) -> dict:
+    rec = {**_rec(spec, level=level, kind=kind, seed=seed), "disabled": [], "repairs": []}
     for i, f in enumerate(rec["faults"]):
-        f["record"] = X.st.FaultRecord(id=f"f{i + 1}", kind="cross-cable", node="srv1").model_dump(mode="json")
+        f["record"] = X.st.FaultRecord(id=f"f{i + 1}", kind=f["fault"]["kind"],
+                                       node=f["element"].partition(":")[0]).model_dump(mode="json")
     store.save(spec.name, rec, X.public_view(rec))
+    return rec
+
+
+def test_fix_credits_only_a_repair_the_record_journals(spec, exdir, monkeypatch):
+    """Issue 48 review (A): a journaled look, or a command on another node or port, does not
+    make a repair made outside (straight in the namespace) the trainee's; the repair of the
+    hidden fault's element, journaled, does."""
+    _green_fix(spec, monkeypatch)
+    (f,) = _start_kind(spec, 1, None)["faults"]
+    assert (f["kind"], f["element"]) == ("nic-down", "srv1:eth4")
     res = X.fix(spec.name, wait=0)
     assert res["green"] is True and res["credited"] is False
+    not_repairs = [("exec", "srv1", ["ip", "-br", "link"]),                 # a look
+                   ("exec", "srv1", ["ip", "link", "show", "eth4", "up"]),  # a look, with "up" in it
+                   ("exec", "srv1", ["ip", "link", "set", "eth3", "up"]),   # another port
+                   ("exec", "g1-leaf4", ["ip", "link", "set", "eth1", "up"]),  # the far end: not what is down
+                   ("exec", "srv2", ["(shell)"])]                            # a shell elsewhere
+    for tool, node, argv in not_repairs:
+        store.note_repair(spec.name, tool, node, argv)
+        res = X.fix(spec.name, wait=0)
+        assert res["green"] is True and res["credited"] is False, argv
     assert X.score_sheet(spec.name)["repair"]["verified"] is False
     store.note_repair(spec.name, "exec", "srv1", ["ip", "link", "set", "eth4", "up"])
-    assert store.load(spec.name)["repairs"][0]["argv"][:3] == ["ip", "link", "set"]
+    assert store.load(spec.name)["repairs"][-1]["argv"][:3] == ["ip", "link", "set"]
     res = X.fix(spec.name, wait=0)
-    assert res["credited"] is True and X.score_sheet(spec.name)["repair"]["verified"] is True
+    assert res["credited"] is True and res["blunt"] is False
+    sheet = X.score_sheet(spec.name)
+    assert sheet["repair"] == {**sheet["repair"], "verified": True, "blunt": False} and sheet["points"] == 50
+
+
+def test_a_restart_that_reloads_a_wrong_asn_is_a_blunt_repair(spec, exdir, monkeypatch):
+    """Issue 48 review (B): at level 2 `railab restart NODE` reloads NODE's frr.conf, which undoes
+    a wrong-asn: credited as a blunt repair (25 points, not 50), on the faulty node only; a
+    restart of a dead-bgpd node is that fault's own repair (50)."""
+    _green_fix(spec, monkeypatch)
+    (f,) = _start_kind(spec, 2, "wrong-asn")["faults"]
+    node, peer = f["element"].partition(":")[0], f["accept"][1].partition(":")[0]
+    store.note_repair(spec.name, "restart", peer)  # the far end: the wrong line is not there
+    assert X.fix(spec.name, wait=0)["credited"] is False
+    store.note_repair(spec.name, "restart", node)
+    res = X.fix(spec.name, wait=0)
+    assert res["credited"] is True and res["blunt"] is True
+    sheet = X.score_sheet(spec.name)
+    assert sheet["repair"]["blunt"] is True and sheet["points"] == 25 and sheet["max_points"] == 150
+    assert "repair verified (blunt), 25/150 points" in X.report_line(spec.name)
+
+    _start_kind(spec, 2, "daemon-kill")
+    (f,) = store.load(spec.name)["faults"]
+    store.note_repair(spec.name, "restart", f["element"])
+    res = X.fix(spec.name, wait=0)
+    assert res["credited"] is True and res["blunt"] is False and X.score_sheet(spec.name)["points"] == 50
+
+
+def test_what_counts_as_a_repair_of_each_kind(spec):
+    """:func:`repair_of` per kind: the fault's own element and a command that changes it."""
+    def grade(level, kind, tool, node, argv):
+        (f,) = X.plan_faults(spec, level, 3, kind)
+        return X.repair_of(f, {"tool": tool, "node": node, "argv": argv})
+
+    # wrong-asn at g1-leaf4:eth3, session-shut at g1-leaf4:eth4 (seed 3)
+    fix_asn = ["vtysh", "-c", "conf t", "-c", "router bgp 4200000004", "-c", "no neighbor eth3 interface",
+               "-c", "neighbor eth3 interface peer-group FABRIC"]
+    assert grade(2, "wrong-asn", "exec", "g1-leaf4", fix_asn) == "full"
+    assert grade(2, "wrong-asn", "exec", "g1-leaf4", ["vtysh", "-c", "show bgp neighbors eth3"]) is None
+    assert grade(2, "wrong-asn", "exec", "g1-leaf4", ["vtysh", "-b"]) == "blunt"
+    assert grade(2, "wrong-asn", "restart", "g1-leaf4", []) == "blunt"
+    assert grade(2, "wrong-asn", "exec", "spine2", fix_asn) is None
+    assert grade(2, "session-shut", "exec", "g1-leaf4",
+                 ["vtysh", "-c", "conf t", "-c", "router bgp 1", "-c", "no neighbor eth4 shutdown"]) == "full"
+    assert grade(2, "session-shut", "exec", "g1-leaf4",
+                 ["vtysh", "-c", "conf t", "-c", "router bgp 1", "-c", "no neighbor eth3 shutdown"]) is None
+    assert grade(2, "session-shut", "restart", "g1-leaf4", []) is None  # a restart keeps the shut
+    assert grade(2, "session-shut", "exec", "g1-leaf4", ["vtysh"]) == "full"  # typed inside: not journaled
+    # daemon-kill at g1-leaf3; cross-cable srv3:eth2 / srv3:eth3; grey-loss g2-leaf2:eth2; mtu g1-leaf4:eth2
+    assert grade(2, "daemon-kill", "restart", "g1-leaf3", []) == "full"
+    assert grade(2, "daemon-kill", "exec", "g1-leaf3", ["/usr/lib/frr/bgpd", "-d"]) == "full"
+    assert grade(2, "daemon-kill", "exec", "g1-leaf3", ["pgrep", "bgpd"]) is None
+    assert grade(2, "cross-cable", "swap-cables", "srv3", ["srv3:eth3", "srv3:eth2"]) == "full"
+    assert grade(2, "cross-cable", "swap-cables", "srv3", ["srv3:eth2", "srv3:eth1"]) is None
+    assert grade(2, "cross-cable", "exec", "srv3", ["(shell)"]) is None  # a cable is not in a shell
+    assert grade(3, "grey-loss", "exec", "g2-leaf2", ["nft", "delete", "table", "netdev", "filter"]) == "full"
+    assert grade(3, "grey-loss", "exec", "g2-leaf2", ["nft", "list", "ruleset"]) is None
+    assert grade(3, "mtu", "exec", "g1-leaf4", ["ip", "link", "set", "eth2", "mtu", "9000"]) == "full"
+    assert grade(3, "mtu", "exec", "g1-leaf4", ["ip", "link", "show", "eth2"]) is None
+    assert grade(1, "link-down", "exec", "g2-leaf2", ["ip", "link", "set", "dev", "eth3", "up"]) == "full"
+    assert grade(1, "link-down", "exec", "g2-leaf2", ["(shell)"]) == "full"
+    assert grade(1, "link-down", "exec", "g2-leaf2", ["ip", "link", "set", "eth30", "up"]) is None
 
 
 def test_check_names_failures_at_the_levels_detail_never_the_repair(spec, exdir):
@@ -445,3 +530,4 @@ def test_the_report_checks_at_the_exercise_detail(spec, exdir, monkeypatch):
     _running(spec, 2)
     (item,) = demo.run_all_checks(spec, None, con)
     assert "railab restart" not in str(item) and item.name == "daemons at g1-leaf2"
+

@@ -116,16 +116,24 @@ def fix(
     as_json: bool = typer.Option(False, "--json", help="print JSON"),
 ) -> None:
     """Check that your repair made the lab green (every check family), with the exercise's faults
-    still recorded as injected and your repair in the exercise's record (railab exec, restart,
-    swap-cables). Exit 0 green and credited, 1 not."""
+    still recorded as injected and your repair of each of them in the exercise's record (railab
+    exec on the faulty element with a command that repairs it, restart, swap-cables). Exit 0
+    green and credited (a blunt repair, a restart that reloaded a mis-configured node: fewer
+    points), 1 not."""
     from railab.checks import exercise as X
 
     res = X.fix(lab, wait=wait)
     if not _out(res, as_json):
         if res["green"] and not res["credited"]:
             typer.echo(f"NOT CREDITED: every check passes (after {res['elapsed_s']:g} s), but the exercise's "
-                       "record shows no repair of yours (railab exec, railab restart, railab exercise "
-                       "swap-cables since the start); nothing else repairs a lab during an exercise")
+                       "record shows no repair of yours of what was broken (railab exec on the faulty element "
+                       "with a command that repairs it, railab restart, railab exercise swap-cables, since "
+                       "the start); nothing else repairs a lab during an exercise")
+        elif res["green"] and res.get("blunt"):
+            typer.echo(f"REPAIRED (blunt): every check passes (after {res['elapsed_s']:g} s, attempt "
+                       f"{res['attempts']}), but a fault was undone wholesale (a node restart or a whole-config "
+                       "reload resets every session of the node), not repaired where it was: "
+                       "25 of the 50 repair points")
         elif res["green"]:
             typer.echo(f"REPAIRED: every check passes (after {res['elapsed_s']:g} s, attempt {res['attempts']})")
         else:
@@ -163,7 +171,7 @@ def status(
     for sym in view["symptoms"]:
         typer.echo(f"  \"{sym}\"")
     typer.echo(f"found {s['faults_found']}/{s['faults_total']}, hints {s['hints_used']}, wrong answers "
-               f"{s['wrong_answers']}, repair {'verified' if s['repair']['verified'] else 'not verified'}")
+               f"{s['wrong_answers']}, repair {X.repair_words(s['repair'])}")
     if not view["revealed"]:
         typer.echo(f"railab check names failures at {view['check_detail']} detail"
                    + (f"; switched off: {', '.join(view['disabled'])}" if view["disabled"] else ""))
@@ -228,7 +236,7 @@ def stop(
     s = res["score"]
     typer.echo(f"exercise on {res['lab']} stopped{' (it was revealed)' if res['was_revealed'] else ''}: "
                f"found {s['faults_found']}/{s['faults_total']}, hints {s['hints_used']}, wrong answers "
-               f"{s['wrong_answers']}, repair {'verified' if s['repair']['verified'] else 'not verified'}, "
+               f"{s['wrong_answers']}, repair {X.repair_words(s['repair'])}, "
                f"{s['points']}/{s['max_points']} points; "
                + (f"{res['healed']} unrepaired fault(s) healed" if res["healed"] else "nothing left to heal")
                + "; record removed")
