@@ -568,26 +568,47 @@ def grade(rec: dict[str, Any], element: str, kind: str) -> tuple[int | None, str
     return None, close or "no injected fault is that"
 
 
+def _format_hint(read: str, node: str) -> str:
+    """The hint for a port railab could not tie to its node in a free-text answer."""
+    return (f"read {read!r} as node {node} and a port railab cannot tie to it: name the port as "
+            f"{node}:eth3, '{node} eth3', '{node} port 3' or 'eth3 on {node}' (servers also 'nic 3', "
+            "'gpu 2'), or answer with --element NODE:PORT --kind KIND")
+
+
 def _parse_text(spec: LabSpec, text: str) -> tuple[list[str], str | None]:
-    """Elements and a kind read from a free-text answer (``"g1-leaf2 eth3 is admin down"``).
-    UsageError for a port the named node does not have."""
+    """Elements and a kind read from a free-text answer (``"g1-leaf2 eth3 is admin down"``,
+    ``"swp4 on srv1 is down"``): ``(["NODE" or "NODE:PORT", ...], kind or None)``. UsageError
+    for a port the named node does not have, or a port railab cannot tie to the one node named
+    (a hint on the format)."""
     t = text.lower()
     names = sorted((n.name for n in spec.nodes), key=len, reverse=True)
+    nodes = "|".join(map(re.escape, names))
+    words = r"(eth|gpu|nic|port|interface|if|swp)\s*(\d+)\b"
     elements: list[str] = []
-    pattern = (r"(?<![\w-])(" + "|".join(map(re.escape, names)) +
-               r")(?![\w-])(?:(?:[:/\s]|\s+on\s+)+(eth|gpu|nic|port|interface|if|swp)\s*(\d+)\b)?"
-               r"(?:(?:[:/\s])+([a-z]*\d+)\b)?")
-    for m in re.finditer(pattern, t):
+    # the port after its node ("g1-leaf1 port 3", "srv1:eth4") or before it ("swp4 on srv1",
+    # "eth3 of g1-leaf2", "port 3 at the leaf g1-leaf1")
+    before = (r"(?<![\w-])" + words + r"\s+(?:on|of|at|in)\s+(?:(?:the|node|server|switch|leaf|spine)\s+){0,2}"
+              r"(" + nodes + r")(?![\w-])")
+    after = (r"(?<![\w-])(" + nodes +
+             r")(?![\w-])(?:(?:[:/\s]|\s+on\s+)+" + words + r")?(?:(?:[:/\s])+([a-z]*\d+)\b)?")
+    found = [(m.start(), m.group(3), m.group(1), m.group(2), None) for m in re.finditer(before, t)]
+    taken = [(m.start(), m.end()) for m in re.finditer(before, t)]
+    found += [(m.start(), m.group(1), m.group(2), m.group(3), m.group(4)) for m in re.finditer(after, t)
+              if not any(a <= m.start() < b for a, b in taken)]
+    ports = [m for m in re.finditer(r"(?<![\w-])" + words, t)
+             if not any(a <= m.start() < b for a, b in taken)]
+    for _, node, word, num, tail in sorted(found):
         # a port the node lacks ("srv4 nic 9") is bad input, as with --element: not silently
         # graded (and charged) as the bare node
-        prefix = {"port": "eth", "interface": "eth", "if": "eth", "swp": "eth"}.get(m.group(2), m.group(2))
-        if not m.group(2) and m.group(4):
+        prefix = {"port": "eth", "interface": "eth", "if": "eth", "swp": "eth"}.get(word, word)
+        if not word and tail:
             # "g1-leaf1 3", "g1-leaf1 e3": a port in a spelling not read; say how to write it
-            raise UsageError(f"read {m.group(0).strip()!r} as node {m.group(1)} and a port railab cannot "
-                             f"read: name the port as {m.group(1)}:eth3, '{m.group(1)} eth3' or "
-                             f"'{m.group(1)} port 3' (servers also 'nic 3', 'gpu 2'), or answer with "
-                             "--element NODE:PORT --kind KIND")
-        elements.append(_element(spec, m.group(1) + (f":{prefix}{m.group(3)}" if m.group(2) else "")))
+            raise UsageError(_format_hint(f"{node} {tail}", node))
+        if not word and ports and len(found) == 1:
+            # a port named apart from its node ("eth4 is down, on srv1"): say how to write it
+            # rather than grade (and charge) the bare node
+            raise UsageError(_format_hint(f"{node} ... {ports[0].group(0)}", node))
+        elements.append(_element(spec, node + (f":{prefix}{num}" if word else "")))
     rules = [(r"cross|swap|miswir|mis-cabl|wrong (rail|leaf|port)", "cross-cable"),
              (r"\bmtu\b|jumbo|frame size", "mtu"),
              (r"loss|drop|grey|gray|nft|filter|discard", "grey-loss"),

@@ -509,9 +509,17 @@ def test_free_text_ports_in_other_spellings_or_a_hint(spec):
     assert X._parse_text(spec, "g1-leaf1 port 3 is down") == (["g1-leaf1:eth3"], "link-down")
     assert X._parse_text(spec, "g1-leaf1 interface 2 drops packets") == (["g1-leaf1:eth2"], "grey-loss")
     assert X._parse_text(spec, "g1-leaf1/eth3 is down")[0] == ["g1-leaf1:eth3"]
-    for text in ("g1-leaf1 3 is down", "g1-leaf1 e3 is down"):
-        with pytest.raises(UsageError, match="name the port as g1-leaf1:eth3.*port 3"):
+    for text in ("g1-leaf1 3 is down", "g1-leaf1 e3 is down", "eth3 is down, on g1-leaf1"):
+        with pytest.raises(UsageError, match="name the port as g1-leaf1:eth3.*port 3.*eth3 on g1-leaf1"):
             X._parse_text(spec, text)
+    # the port before its node (issue 48 review: "swp4 on srv1 is down" was graded WRONG)
+    assert X._parse_text(spec, "swp4 on srv1 is down") == (["srv1:eth4"], "link-down")
+    assert X._parse_text(spec, "eth3 of g1-leaf2 drops packets") == (["g1-leaf2:eth3"], "grey-loss")
+    assert X._parse_text(spec, "port 3 at the leaf g1-leaf1 is down")[0] == ["g1-leaf1:eth3"]
+    assert X._parse_text(spec, "srv1 eth4 and g1-leaf4 eth1 are down")[0] == ["srv1:eth4", "g1-leaf4:eth1"]
+    rec = _rec(spec, level=1, kind=None)  # seed 3: nic-down at srv1:eth4
+    els, kind = X._parse_text(spec, "swp4 on srv1 is down")
+    assert X.grade(rec, els[0], X.normalise_kind(kind))[0] == 0  # RIGHT
 
 
 def test_the_report_checks_at_the_exercise_detail(spec, exdir, monkeypatch):
