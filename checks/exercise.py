@@ -59,7 +59,7 @@ from railab.topologies.labspec import LabSpec
 
 __all__ = ["KINDS", "LEVELS", "plan_faults", "start", "hint", "answer", "grade", "fix", "reveal", "stop",
            "score_sheet", "public_view", "normalise_kind", "GATEABLE", "report_line", "CHECK_DETAILS",
-           "check_detail", "disclose", "repair_of", "repair_credit", "repair_words"]
+           "check_detail", "disclose", "repair_of", "repair_credit", "repair_words", "disclose_status"]
 
 #: exercise kinds by level (``two-faults`` draws two of :data:`PAIRABLE`)
 LEVELS: dict[int, tuple[str, ...]] = {
@@ -458,6 +458,31 @@ def disclose(lab: str, results: list[CheckResult], *, pub: dict[str, Any] | None
             reason = words if r.status == "fail" else "could not be observed" if r.status == "skip" else None
         out.append(CheckResult(check=r.check, name=name, status=r.status,
                                node=r.node if detail == "node" else None, reason=reason, cause=cause))
+    return out
+
+
+def disclose_status(lab: str, status: dict[str, Any]) -> dict[str, Any]:
+    """``railab status``'s document (``{"nodes": {node: {"daemons": {daemon: alive}}, ...},
+    "sessions": {"up", "expected", "down": ["node:port", ...]}, ...}``) as it may be shown while
+    an exercise runs on ``lab``, by the rule :func:`disclose` applies to ``check``: unchanged
+    without an exercise, after reveal, or at ``element`` / ``full`` detail; at ``node`` the down
+    sessions name their node only (``"g2-leaf3"``, no port); at ``symptom`` neither the down
+    sessions nor the dead daemons name a node (``down`` empty, every node's ``daemons`` empty:
+    the counts say what fails). Adds ``exercise_detail`` when it changed anything. The caller
+    keeps its exit code from the full document."""
+    detail = check_detail(lab)
+    if detail in (None, "element"):
+        return status
+    out = {**status, "exercise_detail": detail}
+    ses = status.get("sessions") or {}
+    if "down" in ses:
+        down = ses["down"]
+        nodes = list(dict.fromkeys(str(d).partition(":")[0] for d in down))
+        out["sessions"] = {**ses, "down": nodes if detail == "node" else [], "down_count": len(down)}
+    if detail == "symptom":
+        dead = sum(1 for n in status.get("nodes", {}).values() for ok in n.get("daemons", {}).values() if not ok)
+        out["nodes"] = {k: {**n, "daemons": {}} for k, n in status.get("nodes", {}).items()}
+        out["dead_daemons"] = dead
     return out
 
 

@@ -340,6 +340,9 @@ def test_check_names_no_repair_command_during_a_level_2_exercise(ex):
         assert not repair.search(res.stdout), (argv, repair.search(res.stdout))
         assert planned["element"] not in res.stdout and f"{node}:" not in res.stdout, argv  # no element
     assert json.loads(_cli("check", NAME, "--json").stdout)["exercise_detail"] == "node"
+    status = _cli("status", NAME)  # the same rule: the down session's node, not its port
+    assert status.exit_code == 1 and "down: a session of g2-leaf3" in status.stdout, status.output
+    assert not re.search(r"\b(g2-leaf3|spine1):eth\d", status.stdout), status.stdout
     fix = _cli("exercise", "fix", NAME, "--wait", "0")
     assert fix.exit_code == 1 and not repair.search(fix.stdout) and planned["element"] not in fix.stdout
     rev = _cli("exercise", "reveal", NAME, "--keep-faults")

@@ -539,3 +539,23 @@ def test_the_report_checks_at_the_exercise_detail(spec, exdir, monkeypatch):
     (item,) = demo.run_all_checks(spec, None, con)
     assert "railab restart" not in str(item) and item.name == "daemons at g1-leaf2"
 
+
+def test_status_names_what_fails_at_the_levels_detail(spec, exdir):
+    """Issue 48 review (E): railab status follows check's rule: the down session's port at
+    level 1, its node only at level 2 (the port was the answer), nothing that names a node at
+    level 3; no exercise: unchanged."""
+    status = {"lab": spec.name, "nodes": {"g2-leaf3": {"daemons": {"bgpd": True}},
+                                          "spine1": {"daemons": {"bgpd": False, "zebra": True}}},
+              "sessions": {"up": 15, "expected": 16, "down": ["g2-leaf3:eth3"]}}
+    assert X.disclose_status(spec.name, status) is status
+    _running(spec, 1)
+    assert X.disclose_status(spec.name, status) is status
+    _running(spec, 2)
+    two = X.disclose_status(spec.name, status)
+    assert two["sessions"] == {"up": 15, "expected": 16, "down": ["g2-leaf3"], "down_count": 1}
+    assert two["nodes"] == status["nodes"] and "eth" not in json.dumps(two)
+    _running(spec, 3)
+    three = X.disclose_status(spec.name, status)
+    assert three["sessions"]["down"] == [] and three["sessions"]["down_count"] == 1
+    assert three["dead_daemons"] == 1 and all(n["daemons"] == {} for n in three["nodes"].values())
+    assert status["sessions"]["down"] == ["g2-leaf3:eth3"]  # the caller's document is not changed
