@@ -1116,8 +1116,9 @@ class OtgServer:
         return out
 
     def _link(self, state: Any, names: list[str]) -> dict:
+        from railab.errors import UsageError
+        from railab.testbed import exercise as store
         from railab.testbed import faults as F
-        from railab.uilive import exercise_running
 
         if state not in ("up", "down"):
             raise OtgError(400, f"link.state {str(state)[:20]!r} is not up or down")
@@ -1126,8 +1127,10 @@ class OtgServer:
         for n in names:
             if n not in ports:
                 raise OtgError(400, f"link.port_names: no port {str(n)[:40]!r} is configured")
-        if exercise_running(self.lab.name):
-            raise OtgError(409, f"lab {self.lab.name} runs a training exercise: its faults cannot change")
+        try:  # the exercise lock: the same words as the CLI's and the console's refusal
+            store.guard(self.lab.name, "otg")
+        except UsageError as exc:
+            raise OtgError(409, str(exc)) from None
         warnings = []
         for n in names or list(ports):
             p = ports[n]

@@ -245,6 +245,25 @@ def test_control_and_metrics_errors(client):
     _error(r, 400)
 
 
+def test_link_change_during_an_exercise_gets_the_clis_message(client, tmp_path, monkeypatch):
+    """Issue 48 review (E): while an exercise runs on the lab, a port link change answers 409
+    with the exercise lock's own message (the one `railab fault` and the console print), and
+    changes nothing."""
+    from railab.testbed import exercise as store
+
+    monkeypatch.setenv("RAILAB_EXERCISE_DIR", str(tmp_path / "ex"))
+    pub = {"lab": "otgu", "level": 1, "disabled": [], "revealed": False}
+    store.save("otgu", {"lab": "otgu", "faults": []}, pub)
+    client.post("/config", json=_cfg())
+    body = _error(client.post("/control/state", json={"choice": "port", "port": {
+        "choice": "link", "link": {"state": "down", "port_names": ["p1"]}}}), 409)
+    assert body["errors"] == [store.refusal("otgu", pub)]
+    with pytest.raises(UsageError) as exc:  # the CLI's words for the same lock
+        store.guard("otgu", "fault")
+    assert str(exc.value) == body["errors"][0]
+    assert client.server.state.faults == {}
+
+
 def test_switch_ports_and_events(client):
     """A switch's end of a lab link is a port for link events only; control-plane events are
     not done; convergence needs a flow that ran as a probe stream."""
