@@ -19,7 +19,26 @@ console-script entry point (``railab.__main__``).
 
 from __future__ import annotations
 
+import sys as _sys
 from typing import Any
+
+#: signals (numbers) that came while the ``railab`` console script was importing this package,
+#: before ``railab.__main__`` installed its handlers: ``railab.__main__`` reports the first as an
+#: interrupt "while starting" (exit 128 + it, one line) instead of a traceback. Only the console
+#: script records them (its ``sys.argv[0]`` is the ``railab`` script); an import by anything
+#: else leaves the signal handling alone.
+EARLY_SIGNALS: list[int] = []
+
+
+def _note_early(signum: int, _frame: Any) -> None:
+    EARLY_SIGNALS.append(signum)
+
+
+if _sys.argv and _sys.argv[0].rsplit("/", 1)[-1] == "railab":
+    import _signal  # the C module: no enum set-up, the first thing the console script runs of railab
+
+    for _s in (2, 15, 1):  # SIGINT, SIGTERM, SIGHUP: recorded, never raised (nothing here could catch it)
+        _signal.signal(_s, _note_early)
 
 
 def __getattr__(name: str) -> Any:

@@ -5,6 +5,10 @@ This module imports nothing heavy: it installs the signal handling first
 naming the signal) and only then imports the command line (Typer, rich, pydantic and the model
 take a few hundred ms), so an interrupt while modules load exits 128 + the signal (130 for
 Ctrl-C, 143 for SIGTERM) with one ``error: interrupted by SIG...`` line instead of a traceback.
+A signal that came earlier, while the console script imported the ``railab`` package, was
+recorded there (``railab.EARLY_SIGNALS``) and is reported the same way. Before that, in the
+interpreter's own start (``site`` and the ``.pth`` files of installed packages), no railab code
+runs: a signal there is Python's (a traceback, exit 1).
 """
 
 from __future__ import annotations
@@ -23,6 +27,11 @@ def _early_handler(signum, _frame):
 for _s in (2, 15, 1):  # SIGINT, SIGTERM, SIGHUP, until install_handlers replaces this
     _signal.signal(_s, _early_handler)
 try:
+    from railab import EARLY_SIGNALS  # a signal while the console script imported the package
+
+    if EARLY_SIGNALS:
+        _early.append(EARLY_SIGNALS[0])
+        raise KeyboardInterrupt
     import signal
 
     from railab.testbed.signals import install_handlers, signum_of

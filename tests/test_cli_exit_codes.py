@@ -138,3 +138,21 @@ def test_a_command_that_reports_its_interrupt_is_not_reported_twice(monkeypatch,
         raise typer.Exit(130)
 
     assert _kinds_exit(monkeypatch, capsys, own) == (130, msg + "\n")
+
+
+def test_a_signal_while_the_console_script_imports_railab_is_one_line(tmp_path):
+    """Issue 48 review (E): SIGINT in the first ~50 ms of `railab` (the console script importing
+    the package, before railab.__main__'s handlers) gave a Python traceback. The package records
+    it when the console script imports it, and railab.__main__ reports it: exit 130, one line.
+    Here the signal lands deterministically at that moment (after `import railab`, before
+    `railab.__main__`), with the console script's argv[0]."""
+    code = ("import os, signal, sys; sys.argv = ['/usr/local/bin/railab', 'kinds']; import railab; "
+            "os.kill(os.getpid(), signal.SIGINT); from railab.__main__ import main; main()")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert res.returncode == 130, res.stderr
+    assert res.stderr == "error: interrupted by SIGINT while starting: nothing was done\n", res.stderr
+    # anything else importing railab keeps Python's own handling (nothing recorded, nothing swallowed)
+    other = subprocess.run([sys.executable, "-c", "import signal, railab; "
+                            "print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)"],
+                           capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert other.stdout.strip() == "True", other.stderr
