@@ -76,6 +76,7 @@ CAUSE_KINDS = {
     "link-local-missing": "node, port, link: a port lacks its IPv6 link-local address or routes (unnumbered BGP)",
     "port-filter": "node, port, link: a packet filter (nftables netdev chain) drops on the port",
     "policy-route-missing": "node, port, link: a server NIC is up but lacks its rule or table route",
+    "pfc-storm": "node, port, link: the port's lossless queue is held in PAUSE by its peer (a PFC storm)",
 }
 
 

@@ -43,6 +43,7 @@ CAUSE_OF: dict[str, frozenset[str]] = {
     "node-off": frozenset({"node-down", "daemon-dead", "link-down"}),
     "grey-loss": frozenset({"port-filter"}),
     "mtu": frozenset({"mtu-mismatch"}),
+    "pfc-storm": frozenset({"pfc-storm"}),
 }
 #: fault kinds whose element is a whole node
 NODE_KINDS = frozenset({"daemon-kill", "node-off"})

@@ -15,6 +15,7 @@ from railab.checks import cabling as _cabling  # noqa: F401  (registers "cabling
 from railab.checks import daemons as _daemons  # noqa: F401  (registers "daemons")
 from railab.checks import hops as _hops  # noqa: F401  (registers "hops")
 from railab.checks import oversub as _oversub  # noqa: F401  (registers "oversub")
+from railab.checks import pfc as _pfc  # noqa: F401  (registers "pfc")
 from railab.checks import policy as _policy  # noqa: F401  (registers "policy")
 from railab.checks import routes as _routes  # noqa: F401  (registers "routes")
 from railab.checks.base import CHECKS, Cause, CheckResult, Observer
@@ -93,13 +94,13 @@ def summary(results: list[CheckResult]) -> dict[str, dict[str, int]]:
 
 #: families that read the kernel (netlink), not FRR: a dead daemon on their row's node does
 #: not explain them (a cable, an MTU, an nft table, a NIC's table route)
-KERNEL_FAMILIES = frozenset({"cabling", "policy"})
+KERNEL_FAMILIES = frozenset({"cabling", "policy", "pfc"})
 #: causes that name a culprit no dead daemon makes (a wrong ASN, a miswire, a missing neighbor
 #: or announcement, an MTU, a filter): a row blaming one does not follow a dead daemon merely
 #: because it is about that daemon's node (a session failing with Bad Peer AS on a leaf whose
 #: staticd died is the wrong ASN's)
 CULPRIT_KINDS = frozenset({"wrong-asn", "miswired", "port-missing", "neighbor-missing", "not-announced",
-                           "mtu-mismatch", "port-filter"})
+                           "mtu-mismatch", "port-filter", "pfc-storm"})
 
 
 def _keys(node: str | None, c: Cause | None, check: str | None = None) -> tuple[set[tuple], set[tuple]]:

@@ -84,11 +84,14 @@ from railab.testbed.pfc import (  # noqa: F401 - re-exported: the agent's plain-
     Port,
     QdiscReader,
     QdiscStat,
+    Watchdog,
     _burst,
     ecn_set_update,
     ifindexes,
     lossless_qdisc,
     lossless_rate_bps,
+    read_storms,
+    set_watchdog,
     tbf_line,
     wred_probability,
 )
@@ -498,9 +501,11 @@ def delta(before: Mapping[tuple[str, str], PortCounters],
 
 
 # ---- the switch agent (ECN + PFC emulation) of a traffic run ---------------------------------
-def agent_plan(spec: LabSpec, netns_of: Callable[[str], str], *, pfc: bool) -> AgentPlan:
+def agent_plan(spec: LabSpec, netns_of: Callable[[str], str], *, pfc: bool,
+               watchdog: Watchdog | None = None) -> AgentPlan:
     """The switch agent's :class:`railab.testbed.pfc.AgentPlan` of lab ``spec``: thresholds from
-    ``qos`` (raises ValueError for a buffer too small for PFC), every shaped port, namespaces."""
+    ``qos`` (raises ValueError for a buffer too small for PFC), every shaped port, namespaces,
+    the PFC ``watchdog`` (None: off) and the lab's run directory (where its storms are)."""
     q = spec.qos
     sb = q.capacity.shared_buffer
     return AgentPlan(lab=spec.name, pfc=pfc, pause_bytes=q.pfc_pause_bytes,
@@ -508,18 +513,22 @@ def agent_plan(spec: LabSpec, netns_of: Callable[[str], str], *, pfc: bool) -> A
                      kmax_bytes=q.ecn.kmax_bytes, pmax_percent=q.ecn.pmax_percent,
                      lossless_handle=lossless_class(q), ports=tuple(ports(spec)),
                      namespaces={n.name: netns_of(n.name) for n in spec.nodes},
-                     pool_bytes=sb.pool_bytes if sb else 0, alpha=sb.alpha if sb else 0.0)
+                     pool_bytes=sb.pool_bytes if sb else 0, alpha=sb.alpha if sb else 0.0,
+                     watchdog=watchdog, run_dir=str(st.lab_dir(spec.name)))
 
 
 def reset(spec: LabSpec, netns_of: Callable[[str], str]) -> None:
     """Undo any emulation state a killed loop left behind: every lossless class back to its
-    rate and limit (``Port.lossless_limit``), every ECN set empty (no marks). Idempotent."""
+    rate and limit (``Port.lossless_limit``; a port a PFC storm holds stays paused,
+    :func:`railab.testbed.pfc.read_storms`), every ECN set empty (no marks). Idempotent."""
     by_node: dict[str, list[Port]] = {}
     for p in ports(spec):
         by_node.setdefault(p.node, []).append(p)
+    storms = read_storms(st.lab_dir(spec.name))
     jobs = {}
     for node, ps in by_node.items():
-        script = "".join(tbf_line(p, lossless_class(spec.qos), paused=False, extra=0) for p in ps)
+        script = "".join(tbf_line(p, lossless_class(spec.qos), paused=p.key in storms, extra=0)
+                         for p in ps)
         jobs[node] = (exec_argv(netns_of(node), ["tc", "-batch", "-"]), script)
     run_batches(jobs, "tc (PFC reset)")
     run_batches({node: (exec_argv(netns_of(node), ["nft", "-f", "-"]),
@@ -549,10 +558,13 @@ class PfcSession:
 
 @contextmanager
 def pfc_session(spec: LabSpec, netns_of: Callable[[str], str],
-                enabled: bool | None = None) -> Iterator[PfcSession]:
+                enabled: bool | None = None, *,
+                watchdog: Watchdog | None = None) -> Iterator[PfcSession]:
     """Run the switch agent for the block (a traffic run): ECN marking from the real queue
     depths always, the PFC emulation when ``enabled`` (default the lab's ``qos.capacity.pfc``;
-    off: tail drops only). The agent is a process of its own, recorded in
+    off: tail drops only), and the PFC watchdog when ``watchdog`` is given
+    (:class:`railab.testbed.pfc.Watchdog`; its per-port detections in ``state()["watchdog_ports"]``;
+    docs/congestion.md "PFC failure modes"). The agent is a process of its own, recorded in
     ``LabState.agents["pfc"]``; the block starts once it watches every switch, and its end stops
     it (RESUME everything, limits back, marking off) and removes the record. Any state a killed
     agent left behind is undone first (:func:`reset`). The counts of the session (``pfc.json``)
@@ -566,13 +578,13 @@ def pfc_session(spec: LabSpec, netns_of: Callable[[str], str],
         raise UsageError(f"lab {spec.name} has no lab.capacity: PFC needs port queues (use an "
                          "intent with lab.capacity, e.g. mini-lossless)")
     with st.load_lock(spec.name):
-        with _agent_session(spec, netns_of, enabled) as sess:
+        with _agent_session(spec, netns_of, enabled, watchdog) as sess:
             yield sess
 
 
 @contextmanager
 def _agent_session(spec: LabSpec, netns_of: Callable[[str], str],
-                   enabled: bool | None) -> Iterator[PfcSession]:
+                   enabled: bool | None, watchdog: Watchdog | None = None) -> Iterator[PfcSession]:
     """:func:`pfc_session`'s body, under the lab's load lock."""
     on = spec.qos.capacity.pfc if enabled is None else bool(enabled)
     sess = PfcSession(lab=spec.name, enabled=on)
@@ -585,7 +597,8 @@ def _agent_session(spec: LabSpec, netns_of: Callable[[str], str],
         pass
     log = st.lab_dir(spec.name) / "pfc.log"
     plan_path = st.lab_dir(spec.name) / "pfc-plan.json"
-    plan_path.write_text(json.dumps(agent_plan(spec, netns_of, pfc=on).to_json()))
+    set_watchdog(st.lab_dir(spec.name), watchdog)  # the session's; set_watchdog changes it live
+    plan_path.write_text(json.dumps(agent_plan(spec, netns_of, pfc=on, watchdog=watchdog).to_json()))
     with open(log, "w") as err:
         proc = subprocess.Popen([sys.executable, "-m", "railab.testbed.pfc", "--plan", str(plan_path),
                                  "--state", str(sess.state_path), "--parent", str(os.getpid()),

@@ -34,6 +34,8 @@ far end is the other end of its link in ``lab.json``):
 ``grey-loss``     an nftables ``netdev`` table on the end's egress hook dropping ``percent`` % of
                   packets (``numgen random``), or only RoCEv2 (UDP dport 4791) with ``roce_only``.
 ``mtu``           the end's MTU set to ``mtu`` (lab.json has the planned one).
+``pfc-storm``     the end keeps sending PFC PAUSE on the lossless priority: its peer's lossless
+                  queue is held paused (labs with ``lab.capacity`` only; :mod:`railab.testbed.pfcfail`).
 
 Runtimes: everything on ``netns``. On ``containerlab`` the nodes' namespaces have the same names
 (``clab-<lab>-<node>``) and vtysh runs through the lab's executor, so the link, MTU, grey-loss
@@ -818,6 +820,7 @@ _INJECT = {
     "node-off": _inject_node_off,
     "grey-loss": _inject_grey_loss,
     "mtu": _inject_mtu,
+    "pfc-storm": lambda *a: _pfcfail().inject_pfc_storm(*a),
 }
 
 
@@ -955,7 +958,14 @@ _HEAL = {
     "node-off": _heal_node_off,
     "grey-loss": _heal_grey_loss,
     "mtu": _heal_mtu,
+    "pfc-storm": lambda *a: _pfcfail().heal_pfc_storm(*a),
 }
+
+
+def _pfcfail():
+    from railab.testbed import pfcfail  # PFC's failure modes (imports this module's helpers)
+
+    return pfcfail
 
 
 def _drop_parking(lab: _Lab) -> None:

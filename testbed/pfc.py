@@ -102,6 +102,80 @@ NFT_TABLE = "railab_ecn"
 PFC_STATE_FILE = "pfc.json"
 #: Guaranteed share of a port for the control/default class (BGP, BFD, ND, CNP).
 CONTROL_SHARE = 0.10
+#: The PFC storms of a lab (``railab fault LAB pfc-storm``), under its run directory: a JSON
+#: object ``{"node:port": fault id}`` of the egress ports a storming peer holds in PAUSE
+#: (:func:`read_storms`; written by :mod:`railab.testbed.pfcfail`).
+STORM_FILE = "pfc-storms.json"
+#: The PFC watchdog's setting of a running lab, under its run directory: a :class:`Watchdog` as
+#: JSON, or no file (off). The agent re-reads it when it changes, so the watchdog starts and
+#: stops at run time, as SONiC's ``pfcwd start`` / ``pfcwd stop`` do (:func:`set_watchdog`).
+WATCHDOG_FILE = "pfcwd.json"
+#: tbf limit of a queue the PFC watchdog drops (``action drop``), bytes: tc refuses 0, and no
+#: frame fits in one byte, so every new arrival is dropped.
+DROP_LIMIT_BYTES = 1
+
+
+@dataclass(frozen=True)
+class Watchdog:
+    """The PFC watchdog of the switches (SONiC's ``pfcwd``, the ``PFC_WD`` table: SONiC PFC
+    watchdog design doc, sonic-net/SONiC doc/pfc_watchdog): a switch egress queue of the
+    lossless priority that stays paused (by the peer's PFC, a storm or a congested neighbour)
+    while holding bytes for ``detection_time_ms`` is declared stormed and the ``action`` taken:
+    ``drop`` (PAUSE ignored, the queue's new arrivals dropped) or ``forward`` (PAUSE ignored, the
+    queue sends at line rate); once no PAUSE has held it for ``restoration_time_ms`` it is
+    lossless again. Times are **lab** milliseconds (wall clock; SONiC's are fabric ms: at a
+    time scale of 2000 its 200 ms default would be 400 lab s, so a lab's 200 ms is 0.1 ms of
+    fabric time). SONiC's default is 200 ms for both; its detection runs every polling
+    interval, the agent's every cycle (``mean_busy_cycle_s``, ~4 ms). Server NICs have none
+    (pfcwd is a switch feature)."""
+
+    detection_time_ms: float = 200.0
+    restoration_time_ms: float = 200.0
+    action: str = "drop"
+
+    def __post_init__(self) -> None:
+        if self.action not in ("drop", "forward"):
+            raise ValueError(f"PFC watchdog action {self.action!r}: drop or forward")
+        if not (self.detection_time_ms > 0 and self.restoration_time_ms > 0):
+            raise ValueError("PFC watchdog detection_time_ms and restoration_time_ms must be > 0")
+
+
+def set_watchdog(run_dir: str | Path, wd: Watchdog | None) -> None:
+    """Start (``wd``) or stop (None) the PFC watchdog of the lab whose run directory is
+    ``run_dir``: a running agent applies it within a cycle (stopping it restores every queue it
+    acts on), a later one at its start."""
+    path = Path(run_dir) / WATCHDOG_FILE
+    if wd is None:
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            pass
+    else:
+        write_atomic(path, json.dumps(asdict(wd)))
+
+
+def read_watchdog(run_dir: str | Path) -> Watchdog | None:
+    """The lab's PFC watchdog setting (:data:`WATCHDOG_FILE`), None when off or unreadable."""
+    try:
+        return Watchdog(**json.loads((Path(run_dir) / WATCHDOG_FILE).read_text()))
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def read_storms(run_dir: str | Path) -> dict[tuple[str, str], str]:
+    """The lab's PFC storms (:data:`STORM_FILE` under ``run_dir``): ``{(node, port): fault
+    id}`` of each egress port held in PAUSE by its storming peer; ``{}`` when none (or the file
+    is unreadable)."""
+    try:
+        doc = json.loads((Path(run_dir) / STORM_FILE).read_text())
+    except (OSError, ValueError):
+        return {}
+    out = {}
+    for k, v in doc.items() if isinstance(doc, dict) else ():
+        node, _, port = str(k).partition(":")
+        if node and port:
+            out[(node, port)] = str(v)
+    return out
 
 
 
@@ -139,7 +213,7 @@ PAUSED_RATE_BPS = 8000
 
 
 def lossless_qdisc(p: Port, *, paused: bool = False, extra_bytes: int = 0,
-                   limit: int | None = None) -> str:
+                   limit: int | None = None, drop: bool = False) -> str:
     """The lossless class's leaf qdisc as tc arguments: a ``tbf`` at twice the port rate (the
     htb class above it shapes to the port rate; the tbf only has to stop when paused: then
     :data:`PAUSED_RATE_BPS`) with a two-frame bucket and ``lossless_limit + extra_bytes`` of
@@ -150,6 +224,8 @@ def lossless_qdisc(p: Port, *, paused: bool = False, extra_bytes: int = 0,
     rate = PAUSED_RATE_BPS if paused else 2 * p.rate_bps
     burst = (p.mtu + 14) if paused else _burst(p)
     base = p.lossless_limit if limit is None else limit
+    if drop:  # the PFC watchdog's drop action: line rate, every new arrival dropped
+        return f"tbf rate {2 * p.rate_bps}bit burst {_burst(p)} limit {DROP_LIMIT_BYTES}"
     return f"tbf rate {rate}bit burst {burst} limit {base + extra_bytes}"
 
 
@@ -212,6 +288,9 @@ class AgentPlan:
     namespaces: dict[str, str]
     pool_bytes: int = 0
     alpha: float = 0.0
+    #: the PFC watchdog (None: off), and the lab's run directory (its storms, :func:`read_storms`)
+    watchdog: Watchdog | None = None
+    run_dir: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -220,7 +299,9 @@ class AgentPlan:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> AgentPlan:
-        return cls(**{**d, "ports": tuple(Port(**p) for p in d["ports"])})
+        wd = d.get("watchdog")
+        return cls(**{**d, "ports": tuple(Port(**p) for p in d["ports"]),
+                      "watchdog": Watchdog(**wd) if wd else None})
 
 
 def wred_probability(kmin_bytes: int, kmax_bytes: int, pmax_percent: float,
@@ -236,12 +317,12 @@ def wred_probability(kmin_bytes: int, kmax_bytes: int, pmax_percent: float,
 
 
 def tbf_line(p: Port, lossless_handle: int, *, paused: bool, extra: int,
-             limit: int | None = None) -> str:
+             limit: int | None = None, drop: bool = False) -> str:
     """``tc -batch`` line setting port ``p``'s lossless tbf (paused or not, ``limit`` (default
-    ``p.lossless_limit``) + ``extra``)."""
+    ``p.lossless_limit``) + ``extra``; ``drop``: the watchdog's drop action)."""
     ll = lossless_handle & 0xFFFF
     return (f"qdisc change dev {p.interface} parent 1:{ll:x} handle {ll:x}: "
-            f"{lossless_qdisc(p, paused=paused, extra_bytes=extra, limit=limit)}\n")
+            f"{lossless_qdisc(p, paused=paused, extra_bytes=extra, limit=limit, drop=drop)}\n")
 
 
 def dt_limit(pool_bytes: int, alpha: float, used_bytes: int) -> int:
@@ -264,11 +345,32 @@ class _PortState:
     resume_events: int = 0
     paused_s: float = 0.0
     paused_since: float | None = None
+    #: the PFC watchdog (a switch port): since when the queue has been held paused with bytes in
+    #: it, since when it has been in the watchdog's action (None: operational), since when no
+    #: PAUSE has held it in that state; detections and restorations
+    stuck_since: float | None = None
+    wd_since: float | None = None
+    clear_since: float | None = None
+    wd_detections: int = 0
+    wd_restorations: int = 0
+    wd_s: float = 0.0
+    restore_lag_s: float | None = None
 
     def record(self, now: float) -> dict[str, Any]:
         run = (now - self.paused_since) if self.paused_since is not None else 0.0
         return {"pause_events": self.pause_events, "resume_events": self.resume_events,
                 "paused_s": round(self.paused_s + run, 6), "paused": self.paused_since is not None}
+
+    def watchdog_record(self, now: float) -> dict[str, Any]:
+        """``state`` (``stormed``: in the action; ``operational``), ``detections``,
+        ``restorations``, ``stormed_s`` (lab s in the action), ``restore_lag_s`` (lab s from the
+        end of the last PAUSE to the last restoration: the restoration time plus up to a cycle)."""
+        run = (now - self.wd_since) if self.wd_since is not None else 0.0
+        return {"state": "stormed" if self.wd_since is not None else "operational",
+                "detections": self.wd_detections, "restorations": self.wd_restorations,
+                "stormed_s": round(self.wd_s + run, 6),
+                "restore_lag_s": (round(self.restore_lag_s, 6)
+                                  if self.restore_lag_s is not None else None)}
 
 
 @dataclass
@@ -363,6 +465,11 @@ class PfcLoop:
         #: from each one's start to the next one's (its reaction time), s
         self.busy_cycles = 0
         self.busy_s = 0.0
+        #: the PFC watchdog (None: off) and the lab's storms: (node, port) -> fault id
+        self.wd = plan.watchdog
+        self.storms: dict[tuple[str, str], str] = {}
+        self._storm_stamp: tuple[int, int] | None = None
+        self._wd_stamp: tuple[int, int] | None = None
 
     # -- tc writers -----------------------------------------------------------------------------
     # The writers run in their own session: a terminal's Ctrl-C reaches the traffic command's
@@ -381,9 +488,95 @@ class PfcLoop:
         p.stdin.flush()
 
     def _line(self, key: tuple[str, str]) -> str:
-        p = self.by_key[key]
-        return tbf_line(p, self.ll, paused=self.ports[key].paused_since is not None,
-                        extra=self.extra.get(p.node, 0), limit=self.limit.get(key))
+        """The port's tbf line: paused while the agent or a storm holds it, unless the
+        watchdog acts on it (then line rate, and with ``drop`` a one-byte limit)."""
+        p, ps = self.by_key[key], self.ports[key]
+        tripped = ps.wd_since is not None
+        held = ps.paused_since is not None or key in self.storms
+        return tbf_line(p, self.ll, paused=held and not tripped,
+                        extra=self.extra.get(p.node, 0), limit=self.limit.get(key),
+                        drop=tripped and self.wd is not None and self.wd.action == "drop")
+
+    def _refresh_storms(self) -> None:
+        """Re-read the lab's storms when their file changed (one stat a cycle): a port a storm
+        starts holding is paused at once, one it stops holding is RESUMEd (and kicked)."""
+        if not self.plan.run_dir:
+            return
+        try:
+            stt = os.stat(Path(self.plan.run_dir) / STORM_FILE)
+            stamp = (stt.st_mtime_ns, stt.st_size)
+        except OSError:
+            stamp = None
+        if stamp == self._storm_stamp:
+            return
+        self._storm_stamp = stamp
+        new = {k: v for k, v in read_storms(self.plan.run_dir).items() if k in self.by_key}
+        old, self.storms = self.storms, new
+        for key in sorted(set(old) ^ set(new)):
+            self._tc_write(key[0], self._line(key))
+            if key not in new:
+                self._kick[key] = 0
+
+    def _refresh_watchdog(self) -> None:
+        """Re-read the watchdog setting when its file changed (:func:`set_watchdog`); when it
+        stops, every queue in its action is lossless again at once."""
+        if not self.plan.run_dir:
+            return
+        path = Path(self.plan.run_dir) / WATCHDOG_FILE
+        try:
+            stt = os.stat(path)
+            stamp = (stt.st_mtime_ns, stt.st_size)
+        except OSError:
+            stamp = None
+        if stamp == self._wd_stamp:
+            return
+        self._wd_stamp = stamp
+        self.wd = read_watchdog(self.plan.run_dir)
+        now = time.monotonic()
+        for key, ps in self.ports.items():
+            ps.stuck_since = ps.clear_since = None
+            if ps.wd_since is not None and self.wd is None:
+                ps.wd_s += now - ps.wd_since
+                ps.wd_since = None
+                ps.wd_restorations += 1
+                self._tc_write(key[0], self._line(key))
+                self._kick[key] = 0
+
+    def _watch(self, sw: _Switch, depth: dict[str, int], now: float) -> None:
+        """The PFC watchdog over switch ``sw``'s lossless queues (``depth``: port -> backlog,
+        bytes; :class:`Watchdog`): a queue held paused with bytes in it for the detection time
+        goes into the action; one no PAUSE (the agent's or a storm's) has held for the
+        restoration time comes back."""
+        wd = self.wd
+        for port, d in depth.items():
+            key = (sw.name, port)
+            ps = self.ports[key]
+            held = ps.paused_since is not None or key in self.storms
+            if ps.wd_since is None:
+                if not (held and d > 0):
+                    ps.stuck_since = None
+                elif ps.stuck_since is None:
+                    ps.stuck_since = now
+                elif now - ps.stuck_since >= wd.detection_time_ms / 1000:
+                    ps.wd_since, ps.stuck_since, ps.clear_since = now, None, None
+                    ps.wd_detections += 1
+                    line = self._line(key)
+                    if wd.action == "drop":  # the queued packets are discarded too: a new tbf
+                        ll = self.ll & 0xFFFF
+                        line = (f"qdisc del dev {port} parent 1:{ll:x} handle {ll:x}:\n"
+                                + line.replace("qdisc change ", "qdisc add ", 1))
+                    self._tc_write(sw.name, line)
+                    self._kick[key] = 0
+            elif held:
+                ps.clear_since = None
+            elif ps.clear_since is None:
+                ps.clear_since = now
+            elif now - ps.clear_since >= wd.restoration_time_ms / 1000:
+                ps.wd_s += now - ps.wd_since
+                ps.restore_lag_s = now - ps.clear_since
+                ps.wd_since = ps.clear_since = None
+                ps.wd_restorations += 1
+                self._tc_write(sw.name, self._line(key))
 
     # -- nft writers ----------------------------------------------------------------------------
     # One ``nft -i`` per node that applies marks, started in open() and confirmed ready before
@@ -489,10 +682,13 @@ class PfcLoop:
 
     # -- the loop -------------------------------------------------------------------------------
     def open(self) -> None:
-        """Open the qdisc readers, grow the switches' lossless limits by the headroom, and start
+        """Read the lab's storms, open the qdisc readers, grow the switches' lossless limits by
+        the headroom (a stormed port stays paused), hold any stormed server NIC, and start
         an nft writer on every node that applies a switch port's marks (the peer end,
         :func:`railab.testbed.capacity.mark_point`), ready before the loop reports ready.
         Raises RailabError naming the nodes whose writer did not start."""
+        self._refresh_storms()
+        self._refresh_watchdog()
         for sw in self.switches:
             ns = self.netns_of(sw.name)
             self._readers[sw.name] = QdiscReader(ns)
@@ -508,6 +704,8 @@ class PfcLoop:
 
     def cycle(self) -> None:
         """One pass over every switch: read its lossless backlogs, PAUSE or RESUME."""
+        self._refresh_storms()
+        self._refresh_watchdog()
         if self._kick:
             self._send_kicks()
         self.busy = False
@@ -520,6 +718,8 @@ class PfcLoop:
                 self._mark(sw.name, port, d)
             if self.plan.pool_bytes:
                 self._threshold(sw, depth)
+            if self.wd is not None:
+                self._watch(sw, depth, now)
             top = max(depth.values(), default=0)
             sw.max_depth = max(sw.max_depth, top)
             self.busy = self.busy or top >= self.plan.kmin_bytes // 4 or bool(sw.paused)
@@ -584,6 +784,10 @@ class PfcLoop:
                               if self.plan.pool_bytes else None),
             "ports": {f"{k[0]}:{k[1]}": ps.record(now) for k, ps in self.ports.items()
                       if ps.pause_events},
+            "watchdog": asdict(self.wd) if self.wd is not None else None,
+            "watchdog_ports": {f"{k[0]}:{k[1]}": ps.watchdog_record(now)
+                               for k, ps in self.ports.items() if ps.wd_detections},
+            "storms": sorted(f"{k[0]}:{k[1]}" for k in self.storms),
         }
         write_atomic(self.state_path, json.dumps(doc, indent=1, sort_keys=True))
 
@@ -626,6 +830,16 @@ class PfcLoop:
                     pass
         self.extra = {}
         self.limit = {}
+        for ps in self.ports.values():
+            if ps.wd_since is not None:
+                ps.wd_s += now - ps.wd_since
+                ps.wd_since = None
+        for key in self.storms:  # a stormed server NIC (the switches' ports are rewritten below)
+            if not self.by_key[key].switch:
+                try:
+                    self._tc_write(key[0], self._line(key))
+                except OSError:
+                    pass
         for key, prob in list(self._ecn.items()):
             if prob:
                 p = self.by_key[key]

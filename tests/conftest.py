@@ -65,7 +65,7 @@ OWN_LAB_GROUP = "live-own"
 #: on the other worker, and holds it off while it runs; only the niced unit tests run beside it.
 TIMED_MODULES = frozenset({"test_load", "test_lb", "test_capacity", "test_load_rootcause", "test_collective",
                            "test_ui_live", "test_drill_live", "test_traffic_live", "test_demo_e2e",
-                           "test_ecmp_load", "test_otg"})
+                           "test_ecmp_load", "test_otg", "test_pfc_failures"})
 #: Nice of a worker while it runs a test of a model/unit module: it takes the CPU the live tests
 #: leave idle (FRR convergence waits, lab sleeps), not the CPU their load runs measure with.
 UNIT_NICE = 19

@@ -56,8 +56,13 @@ CASES = [
 ]
 
 
+#: kinds a lab without lab.capacity refuses (no lossless queue): on mini-lossless in
+#: tests/test_pfc_failures.py
+CAPACITY_KINDS = {"pfc-storm"}
+
+
 def test_cases_cover_every_fault_kind():
-    assert sorted({c[0][0] for c in CASES}) == sorted(FAULT_KINDS)
+    assert sorted({c[0][0] for c in CASES}) == sorted(set(FAULT_KINDS) - CAPACITY_KINDS)
 
 
 def _check_json(lab: str) -> dict:

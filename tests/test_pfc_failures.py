@@ -1,0 +1,146 @@
+"""PFC's failure modes (issue 45): the ``pfc-storm`` fault, the PFC watchdog and the deadlock
+of a cyclic buffer dependency (railab.testbed.pfcfail, the watchdog in railab.testbed.pfc, the
+``pfc`` check family in railab.checks.pfc).
+
+Unit tests: the watchdog's setting and its tc lines, the storm file, the deadlock's cycle on
+mini-lossless. Live tests on the session's ``mini-lossless`` (real FRR, real qdiscs, real
+packets): a storm injects, gives exactly one root cause naming its link in ``railab check
+--json`` and heals green; a storm's victim is stuck while the watchdog is off and recovers once
+it runs; a routing loop deadlocks four queues that stay full and paused with the traffic gone,
+and the watchdog drains them.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from railab.testbed import pfc, pfcfail
+from railab.testbed.pfc import Port, Watchdog
+from railab.topologies.generator import build_lab
+from railab.topologies.intent import load_intent
+
+
+def _cli(*args):
+    from railab.cli import app
+
+    return CliRunner().invoke(app, list(args), env={"COLUMNS": "250"})
+
+
+# ---- unit -------------------------------------------------------------------------------------
+def test_watchdog_setting_is_validated_and_survives_the_plan(tmp_path):
+    with pytest.raises(ValueError, match="drop or forward"):
+        Watchdog(action="ignore")
+    with pytest.raises(ValueError, match="> 0"):
+        Watchdog(detection_time_ms=0)
+    wd = Watchdog(detection_time_ms=400, restoration_time_ms=300, action="forward")
+    pfc.set_watchdog(tmp_path, wd)
+    assert pfc.read_watchdog(tmp_path) == wd
+    pfc.set_watchdog(tmp_path, None)
+    assert pfc.read_watchdog(tmp_path) is None and not (tmp_path / pfc.WATCHDOG_FILE).exists()
+    from railab.testbed import capacity as cap
+
+    spec = build_lab(load_intent("mini-lossless")).spec
+    plan = cap.agent_plan(spec, lambda n: f"ns-{n}", pfc=True, watchdog=wd)
+    back = pfc.AgentPlan.from_json(json.loads(json.dumps(plan.to_json())))
+    assert back.watchdog == wd and back == plan
+
+
+def test_watchdog_drop_line_drops_every_arrival_at_line_rate():
+    p = Port("g1-leaf1", "eth3", "srv3", "eth1", True, 200_000_000, 4_000_000, 4_000_000, 9100)
+    paused = pfc.tbf_line(p, 0x10013, paused=True, extra=0)
+    drop = pfc.tbf_line(p, 0x10013, paused=True, extra=5000, drop=True)
+    assert f"rate {pfc.PAUSED_RATE_BPS}bit" in paused and "limit 4000000" in paused
+    # drop wins over paused: the queue runs at twice the port rate (the htb class shapes) and
+    # no frame fits in its limit
+    assert "rate 400000000bit" in drop and drop.rstrip().endswith(f"limit {pfc.DROP_LIMIT_BYTES}")
+
+
+def test_storm_file_round_trip(tmp_path):
+    assert pfc.read_storms(tmp_path) == {}
+    pfcfail._write_storms(tmp_path, {("g1-leaf1", "eth3"): "f4"})
+    assert pfc.read_storms(tmp_path) == {("g1-leaf1", "eth3"): "f4"}
+    (tmp_path / pfc.STORM_FILE).write_text("not json")
+    assert pfc.read_storms(tmp_path) == {}
+
+
+def test_deadlock_cycle_is_leaf_spine_leaf_spine():
+    spec = build_lab(load_intent("mini-lossless")).spec
+    loop = pfcfail.loop_plan(spec)
+    roles = [spec.node(n).role for n, _ in loop.hops]
+    assert roles == ["leaf", "spine", "leaf", "spine"]
+    # each hop's egress port leads to the next hop's node, and the last back to the first
+    for (n, port), (nxt, _) in zip(loop.hops, loop.hops[1:] + loop.hops[:1], strict=True):
+        assert spec.peers[(n, port)][0] == nxt
+    assert [spec.peers[e][0] for e in loop.entries] == [loop.hops[0][0], loop.hops[2][0]]
+
+
+# ---- live -------------------------------------------------------------------------------------
+#: The watchdog of the live tests: SONiC's default restoration time, a detection time above the
+#: 0.17 s an incast of 97.5 % of the port needs to fill a leaf queue to xOFF (so the storm's
+#: PAUSE spreads before the watchdog acts), in lab ms.
+WD = Watchdog(detection_time_ms=300, restoration_time_ms=200, action="drop")
+
+
+@pytest.mark.integration
+@pytest.mark.usefixtures("no_leaks")
+def test_live_storm_one_root_cause_naming_the_link_and_heals_green(lossless_lab):
+    lab = lossless_lab.name
+    r = _cli("fault", lab, "pfc-storm", "srv2:eth1")
+    assert r.exit_code == 0, r.output
+    try:
+        doc = json.loads(_cli("check", lab, "--json").output)
+        roots = doc["root_causes"]
+        assert len(roots) == 1, json.dumps(roots, indent=1)
+        cause = roots[0]["cause"]
+        assert cause["kind"] == "pfc-storm" and cause["link"] == "g1-leaf1:eth2--srv2:eth1", cause
+        # the paused end is the one named (the leaf's port towards the storming NIC)
+        assert (cause["node"], cause["port"]) == ("g1-leaf1", "eth2")
+        from railab.checks.rootaudit import audit
+        from railab.testbed.faults import list_faults
+
+        faults = [f.model_dump() for f in list_faults(lab)]
+        assert audit(doc, faults, lossless_lab.spec) == []
+    finally:
+        h = _cli("fault", lab, "heal", "--all")
+    assert h.exit_code == 0, h.output
+    doc = json.loads(_cli("check", lab, "--json", "--only", "pfc").output)
+    assert doc["ok"] and doc["root_causes"] == [] and doc["summary"]["pfc"]["pass"] == 1
+
+
+@pytest.mark.integration
+@pytest.mark.usefixtures("no_leaks")
+def test_live_storm_victim_stuck_without_watchdog_recovers_with_it(lossless_lab):
+    lab = lossless_lab
+    r = pfcfail.storm_victims(lab.name, lab.spec, lab.netns_of, WD, off_s=1.5, on_s=1.5)
+    # the watchdog off: once the stormed queue passed xOFF the leaf PAUSEd the victim's NIC,
+    # and nothing of the victim's arrived until the watchdog started (measured 1.0-1.3 s of
+    # the 1.5 s; the queue takes 0.17 s or more to reach xOFF)
+    assert r["pauses"] >= 1 and r["stuck_s"] is not None and r["stuck_s"] >= 0.6, r
+    assert r["stall_off_s"] == r["stuck_s"], r  # one stall, still on at the watchdog's start
+    # the watchdog on: the stormed queue is dropped after the detection time, the leaf
+    # RESUMEs, and the victim's packets arrive again (its NIC's backlog first: nothing lost)
+    assert r["recovered_s"] is not None and r["recovered_s"] < WD.detection_time_ms / 1000 + 0.5, r
+    assert r["victim_rx"] >= 0.99 * r["victim_sent"], r
+    # the storming NIC got (almost) nothing: the drop action discards the queue
+    assert r["culprit_rx"] < 0.01 * r["culprit_sent"], r
+    wd = r["watchdog"][r["stormed"]]
+    assert wd["detections"] == 1 and wd["restorations"] == 1 and wd["state"] == "operational", wd
+    # restored once no PAUSE had held it for the restoration time (the heal ended the storm)
+    assert WD.restoration_time_ms / 1000 <= wd["restore_lag_s"] < WD.restoration_time_ms / 1000 + 0.1
+
+
+@pytest.mark.integration
+@pytest.mark.usefixtures("no_leaks")
+def test_live_routing_loop_deadlocks_and_the_watchdog_breaks_it(lossless_lab):
+    lab = lossless_lab
+    r = pfcfail.deadlock_run(lab.spec, lab.netns_of, WD, seconds=1.5, hold=1.0)
+    # 1 s after the traffic stopped and the loop's routes went, every queue of the cycle is
+    # still full and paused: a deadlock
+    assert r["deadlocked"], r
+    assert all(b >= lab.spec.qos.pfc_pause_bytes // 2 for b in r["held_bytes"].values()), r
+    # the watchdog drains the cycle within its detection time and a few cycles
+    assert r["broken_s"] is not None and r["broken_s"] < WD.detection_time_ms / 1000 + 0.5, r
+    assert set(r["watchdog"]) <= set(r["loop"]) and r["watchdog"], r
