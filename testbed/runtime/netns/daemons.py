@@ -13,6 +13,7 @@ from railab.errors import UsageError
 from railab.testbed import state as st
 from railab.testbed import vty
 from railab.testbed.clabfile import ClabFile, load_clab
+from railab.testbed.runtime.netns.frrmem import daemon_env
 from railab.testbed.runtime.netns.procs import _alive, _cmdline
 
 
@@ -137,6 +138,7 @@ class DaemonsMixin:
                     break
                 except OSError:
                     continue
+        env = daemon_env()  # the memory settings up starts the daemons with (frrmem)
         try:
             # zebra first, the others after its zserv socket exists (as in up)
             for daemon in todo:
@@ -147,7 +149,7 @@ class DaemonsMixin:
                 p, held = self._spawn(self._daemon_argv(lab, node, daemon, cnode.daemon_options.get(daemon)),
                                       ns=ns, uts=uts, hostname=None if uts is not None else node,
                                       stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                      stderr=subprocess.STDOUT)
+                                      stderr=subprocess.STDOUT, env=env)
                 if uts is None:
                     uts = held  # the node's new UTS namespace: the next daemons join it
                 elif held is not None:

@@ -18,6 +18,7 @@ from railab.testbed import state as st
 from railab.testbed.clabfile import ClabFile
 from railab.testbed.namespaces import entered
 from railab.testbed.runtime.netns.constants import FRR_BIN, FRR_FD_LIMIT, FRR_USER, RA_GATE_SETTLE_S, SPAWN_THREADS
+from railab.testbed.runtime.netns.frrmem import daemon_env
 from railab.testbed.runtime.netns.ipv6 import (
     fabric_ports,
     ra_gate_wanted,
@@ -167,6 +168,8 @@ class FrrMixin:
                     f.write_text(text)
                     parts[n.name][daemon] = f
         timings = record.timings
+        # the daemons' allocator settings and ringbuf_wipe (frrmem; RAILAB_FRR_LEAN=0: none)
+        env = daemon_env()
         # The RA gate (RA_GATE_TABLE): every router drops the RAs it receives until its bgpd has
         # had both of zebra's interface answers; the gate then opens tier by tier, top first, each
         # tier soliciting its peers' RAs (_open_ra_gate). Without nft, or with RAILAB_RA_GATE=0,
@@ -196,6 +199,7 @@ class FrrMixin:
                                           parts.get(n.name, {}).get(daemon)),
                         ns=record.namespaces[n.name], uts=uts.get(n.name), hostname=n.name,
                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                        env=env,
                     )
 
                 # From several threads: Popen returns only once its child has exec'd, and on a
