@@ -156,3 +156,54 @@ def test_a_signal_while_the_console_script_imports_railab_is_one_line(tmp_path):
                             "print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)"],
                            capture_output=True, text=True, cwd=tmp_path, timeout=60)
     assert other.stdout.strip() == "True", other.stderr
+
+
+def _down_exit(monkeypatch, capsys, tmp_path, where: str) -> tuple[int, str]:
+    """``railab down dl1`` through ``railab.cli.main`` with lab dl1 recorded (a state file under a
+    private run root) and Ctrl-C landing at ``where``: ``name`` (reading the lab's name, before
+    the command's own handling) or ``runtime`` (choosing the runtime, inside it, before the
+    teardown began). (exit code, stderr)."""
+    import railab.cli.lab as lab_cli
+    from railab.cli import main
+    from railab.testbed import state
+
+    monkeypatch.setenv("RAILAB_RUN_DIR", str(tmp_path / "run"))
+    state.save(state.LabState(lab="dl1"))
+
+    def boom(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(lab_cli, "_lab_name" if where == "name" else "_runtime_of", boom)
+    monkeypatch.setattr(sys, "argv", ["railab", "down", "dl1"])
+    with pytest.raises(SystemExit) as exc:
+        main()
+    return exc.value.code, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("where", ["name", "runtime"])
+def test_down_interrupted_before_its_teardown_says_the_lab_is_still_up(monkeypatch, capsys, tmp_path, where):
+    """Issue 48 review (D): `railab down` interrupted ~0.25 s in (before the teardown began)
+    claimed `down finished first, the lab is removed` while the lab was still up. The line is
+    read off the host: still up, and the command that removes it; exit 130."""
+    from railab.testbed import state
+
+    rc, err = _down_exit(monkeypatch, capsys, tmp_path, where)
+    assert rc == 130
+    assert err == ("error: interrupted by SIGINT: down stopped before it removed lab dl1 (still up): "
+                   "railab down dl1 removes it\n"), err
+    assert state.load("dl1") is not None
+
+
+def test_down_left_reads_the_host(monkeypatch, tmp_path):
+    from railab.cli import down_left
+    from railab.testbed import state
+
+    monkeypatch.setenv("RAILAB_RUN_DIR", str(tmp_path / "run"))
+    assert down_left(["dl1"]) == "down finished first, lab dl1 is removed"
+    state.save(state.LabState(lab="dl1"))
+    state.save(state.LabState(lab="dl2"))
+    assert down_left(["dl1"]).endswith("lab dl1 (still up): railab down dl1 removes it")
+    assert down_left([], all_=True) == ("down stopped before it removed lab dl1, dl2 (still up): "
+                                        "railab down --all removes them")
+    state.remove_lab_dir("dl1")
+    assert down_left(["dl1"]) == "down finished first, lab dl1 is removed"

@@ -244,8 +244,9 @@ def _interrupt_command(argv: list[str], frac: float, took: float, sig: signal.Si
 def test_sigint_and_sigterm_to_check_traffic_drill_and_down(tmp_path):
     """SIGINT and SIGTERM to the process group of ``check``, ``traffic``, ``drill`` and
     ``down``, at fractions of each one's time measured here: 128 + the signal, one line naming
-    it and what was cleaned up; the drill's fault healed (the lab green again), the downed lab
-    gone."""
+    it and what was cleaned up; the drill's fault healed (the lab green again); a down
+    interrupted 0.25 s in says what is true (the lab still up and how to remove it, or removed);
+    the downed lab gone."""
     lab = f"oc{PID}"
     labdir = _gen("mini", lab, tmp_path)
     up = subprocess.run([*CLI, "up", str(labdir), "--no-progress"], capture_output=True, text=True,
@@ -264,6 +265,24 @@ def test_sigint_and_sigterm_to_check_traffic_drill_and_down(tmp_path):
         green = subprocess.run([*CLI, "check", lab, "--wait", "60"], capture_output=True, text=True,
                                cwd=ROOT, timeout=300)
         assert green.returncode == 0, green.stdout[-2000:]
+        # down: SIGINT to its group 0.25 s in (the review saw `the lab is removed` there while it
+        # was up): the line says what is true on the host, exit 130
+        proc = subprocess.Popen([*CLI, "down", lab], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                cwd=ROOT, start_new_session=True)
+        time.sleep(0.25)
+        os.killpg(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 130, (out, err)
+        if _left(lab):  # the signal came before the teardown began: the lab is up, and the line says so
+            assert err in (f"error: interrupted by SIGINT: down stopped before it removed lab {lab} (still up): "
+                           f"railab down {lab} removes it\n",
+                           "error: interrupted by SIGINT while starting: nothing was done\n"), (err, _left(lab))
+            assert st.load(lab) is not None
+        else:  # it came after: the teardown finished first; the lab back up for the next case
+            assert err == f"error: interrupted by SIGINT: down finished first, lab {lab} is removed\n", err
+            again = subprocess.run([*CLI, "up", str(labdir), "--no-progress"], capture_output=True, text=True,
+                                   cwd=ROOT, timeout=300)
+            assert again.returncode == 0, again.stderr
         # down: SIGINT to its group once the teardown began (its marker is there): the teardown
         # finishes first, then the signal; nothing of the lab is left
         proc = subprocess.Popen([*CLI, "down", lab], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

@@ -137,23 +137,69 @@ CLEANED_UP: dict[str, str] = {
     "check": "the checks stopped (they change nothing)",
     "traffic": "the flows stopped and what the run set up was removed",
     "drill": "the drill healed any fault it injected and put BFD back as lab.json says",
-    "down": "down finished first, the lab is removed",
+    # down's line is read off the host when the signal comes (down_left): the teardown finishes
+    # before a signal takes effect, but one that comes before it began leaves the lab up
     # up prints its own line when its rollback ran; this is the same line for an interrupt that
     # reaches the top first (seen at 0.47 s of a mini bring-up in CI: a bare "interrupted by")
     "up": "everything up started was removed",
 }
 
 
+def down_left(labs: list[str], all_: bool = False) -> str:
+    """What an interrupted ``railab down`` of ``labs`` (lab names; ``all_``: ``--all``, every lab
+    recorded or owning a namespace) leaves, read off the host now: ``down finished first, lab X
+    is removed`` when none of them is recorded any more, else which are still up and the
+    command that removes them (``down stopped before it removed lab X (still up): railab down X
+    removes it``). The teardown itself defers a signal until it is done
+    (railab.testbed.runtime.netns.teardown), but a signal before it began (``down`` loading its
+    modules, reading the record) leaves the lab up."""
+    from railab.testbed import state
+
+    try:
+        present = set(state.labs()) | set(state.ledger().values())
+    except OSError:
+        present = set()
+    left = sorted(present) if all_ else [lab for lab in labs if lab in present]
+    if not left:
+        if all_:
+            return "down --all finished first, no lab is left"
+        return f"down finished first, lab {', '.join(labs)} is removed" if labs else "down removed nothing"
+    again = "railab down --all" if all_ else f"railab down {left[0]}"
+    return (f"down stopped before it removed lab {', '.join(left)} (still up): {again} removes "
+            + ("them" if len(left) > 1 else "it"))
+
+
+def _down_argv(argv: list[str]) -> tuple[list[str], bool]:
+    """(lab names, ``--all``) of a ``railab down`` command line (a lab directory read as its
+    lab's name; an unreadable one as given)."""
+    words = argv[argv.index("down") + 1:] if "down" in argv else []
+    names = []
+    for w in words:
+        if w.startswith("-"):
+            continue
+        try:
+            from railab.testbed.labname import lab_name
+
+            names.append(lab_name(w))
+        except Exception:  # noqa: BLE001 - not a lab directory: the word is the name
+            names.append(w)
+    return names, "--all" in words
+
+
 def _interrupt_line(sig: int | None = None) -> str:
     """``error: interrupted by SIGX: <what>``: the signal that came (``sig``, else the one
-    railab.testbed.signals recorded, else SIGINT) and what the command cleaned up."""
+    railab.testbed.signals recorded, else SIGINT) and what the command cleaned up (for ``down``,
+    what is left on the host now: :func:`down_left`)."""
     from railab.testbed.signals import received
 
     sig = sig or received() or signal.SIGINT
-    if not _STARTED:
+    command = _command_of(sys.argv[1:]) or ""
+    if command == "down":  # before its callback too: "nothing was done" would not say the lab is up
+        what = down_left(*_down_argv(sys.argv[1:]))
+    elif not _STARTED:
         what = "nothing was done"
     else:
-        what = CLEANED_UP.get(_command_of(sys.argv[1:]) or "", "")
+        what = CLEANED_UP.get(command, "")
     return f"error: interrupted by {signal.Signals(sig).name}" + (f": {what}" if what else "")
 
 

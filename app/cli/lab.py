@@ -382,10 +382,14 @@ def register(app: typer.Typer) -> None:
                         continue
                 try:
                     _runtime(record.get("runtime", "netns")).down(name)
-                except KeyboardInterrupt as exc:  # after that lab's teardown: stop there
-                    done = ", ".join([*gone, name])
+                except KeyboardInterrupt as exc:  # after that lab's teardown (or before it began): stop there
+                    from railab.cli import down_left
+
+                    up_now = set(state.labs()) | set(state.ledger().values())
+                    done = ", ".join([*gone, *([name] if name not in up_now else [])]) or "nothing"
                     report_interrupted(f"error: {_interrupt_name(exc)}: down --all stopped after "
-                                       f"removing {done}")
+                                       f"removing {done}" + ("" if not up_now else
+                                                             "; " + down_left([], all_=True)))
                     raise typer.Exit(_exit_code(exc)) from None
                 gone.append(name)
             typer.echo(f"removed {len(gone)} lab(s)" + (f": {', '.join(gone)}" if gone else ""))
@@ -412,8 +416,11 @@ def register(app: typer.Typer) -> None:
         try:
             _runtime_of(name).down(name)  # a signal takes effect once the teardown is done
         except KeyboardInterrupt as exc:
-            report_interrupted(f"error: {_interrupt_name(exc)}: down finished first, lab {name} is "
-                               f"removed")
+            from railab.cli import down_left
+
+            # the teardown defers a signal until it is done, but one before it began (reading
+            # the record, choosing the runtime) leaves the lab up: say what is true now
+            report_interrupted(f"error: {_interrupt_name(exc)}: {down_left([name])}")
             raise typer.Exit(_exit_code(exc)) from None
         typer.echo(f"lab {name} is down")
 
