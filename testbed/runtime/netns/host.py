@@ -21,6 +21,7 @@ from railab.testbed.runtime.netns.constants import (
     NEIGH_HEADROOM,
     NEIGH_PER_ENDPOINT,
 )
+from railab.testbed.runtime.netns.frrmem import lean_in_effect
 from railab.topologies.estimate import MemoryEstimate, estimate_memory
 from railab.topologies.nodekinds import FRR_DAEMONS
 
@@ -121,7 +122,7 @@ def check_memory(spec: LabSpec) -> MemoryEstimate:
     """Preflight: refuse a lab whose estimated memory (railab.topologies.estimate) exceeds what
     the host has available minus :data:`MEM_HEADROOM_BYTES`. Returns the estimate; raises
     RailabError naming the estimate, the available memory and what to change."""
-    est = estimate_memory(spec)
+    est = estimate_memory(spec, lean=lean_in_effect())  # the daemons' memory settings (frrmem)
     avail, source = mem_available_bytes()
     room = avail - MEM_HEADROOM_BYTES
     if est.total_bytes > room:
