@@ -2,7 +2,7 @@
 """Benchmark the netns runtime: up-to-converged time, down time, peak RSS of the lab's processes.
 
 Usage (root, Debian frr): ``python scripts/bench_up.py [INTENT ...] [--idle S] [--commands] [--estimate]
-[--baseline REV [--runs N] [--repeat K] [--callgrind] [--prefix P]]``
+[--lean-ab [--runs N]] [--baseline REV [--runs N] [--repeat K] [--callgrind] [--prefix P]]``
 (INTENT: a shipped intent's name or an intent YAML path)
 (default intents: mini, rail-optimized-1024, rail-optimized-1024-full). Each intent is generated
 into a temp dir under a unique lab name, brought up with ``railab.checks.deploy.bring_up`` (convergence
@@ -27,6 +27,12 @@ system of the process and the children it waited for), the latter far less sensi
 shared host's load. ``--callgrind`` adds, per side, the instructions the ``status``, ``list`` and
 ``down`` processes execute (valgrind callgrind: nearly independent of the load; slow, one sample
 each). ``--prefix P`` names the labs (default ``bench``).
+``--lean-ab`` (issue 47) brings each intent up twice, one lab at a time: with the FRR daemons'
+memory settings off (``RAILAB_FRR_LEAN=0``, old) and on (new; railab.testbed.runtime.netns.frrmem),
+``--runs N`` rounds (default 1) alternating the order, and prints memory per daemon, per router and
+per BGP session end side by side (PSS from smaps_rollup), the MemAvailable drop, the estimate and
+the load average; with ``--commands`` each side also runs ``railab check`` (every family) and
+``railab traffic``. ``--idle`` defaults to 0 with it.
 ``--estimate`` only generates and prints each intent's estimate and whether this host would admit it
 (nothing is brought up; safe for rail-optimized-4096-full). Prints one JSON line per intent and a
 table. Targets (issue 4): mini < 10 s; full 1024-GPU fabric < 60 s and < 4 GiB; (issue 12):
@@ -54,6 +60,7 @@ from railab.progress import ConvergeBar  # noqa: E402
 from railab.testbed import state as st  # noqa: E402
 from railab.testbed.runtime.netns import MEM_HEADROOM_BYTES, mem_available_bytes  # noqa: E402
 from railab.testbed.runtime.netns.deploy import NetnsDeployer  # noqa: E402
+from railab.testbed.runtime.netns.frrmem import LEAN_ENV, lean_in_effect  # noqa: E402
 from railab.testbed.runtime.netns.procs import _ns_inode, _pids_in_namespaces  # noqa: E402
 from railab.topologies.estimate import GIB, estimate_memory  # noqa: E402
 from railab.topologies.generator import generate  # noqa: E402
@@ -121,7 +128,7 @@ def estimate_row(intent: str, workdir: Path) -> dict:
     """Generate ``intent`` and report its memory estimate and whether this host admits it."""
     labdir = generate(_intent_path(intent), workdir / Path(intent).stem)
     spec = LabSpec.load(labdir)
-    est = estimate_memory(spec)
+    est = estimate_memory(spec, lean=lean_in_effect())
     avail, source = mem_available_bytes()
     return {
         "intent": intent, "nodes": len(spec.nodes), "links": len(spec.links),
@@ -147,6 +154,94 @@ def lab_rss_bytes(lab: str) -> tuple[int, int]:
         except OSError:
             pass
     return total, n
+
+
+def _smaps_kib(pid: int) -> dict[str, int]:
+    """``/proc/PID/smaps_rollup`` as ``{field: KiB}`` (Rss, Pss, Private_Dirty, ...); {} if gone."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            text = f.read()
+    except OSError:
+        return {}
+    out = {}
+    for line in text.splitlines()[1:]:
+        k, _, v = line.partition(":")
+        if v.strip().endswith("kB"):
+            out[k] = int(v.split()[0])
+    return out
+
+
+def frr_memory(lab: str, spec: LabSpec) -> dict:
+    """Memory of the lab's FRR daemons (issue 47), from smaps_rollup of every process whose
+    command line names ``/run/railab/<lab>/<node>/``: PSS (shared library pages split between
+    the processes that map them, so the sum is what the daemons take), RSS and private bytes.
+
+    ``by_daemon``: per daemon name, processes and MiB per process (mean PSS, RSS, private);
+    ``bgpd_by_role``: bgpd's mean PSS and session ends per router role; ``per_router_mib``: all
+    FRR daemons' PSS / routers; ``per_session_end_mib``: all bgpds' PSS / BGP session ends (both
+    include bgpd's fixed part); ``fit``: least squares of each router's bgpd PSS against its
+    session ends (``slope_mib`` per session end, ``intercept_mib``) and ``router_fixed_mib`` =
+    intercept + the other daemons' PSS per router: the estimate's two figures."""
+    ends: dict[str, int] = {}
+    for s in spec.bgp_sessions:  # one per link: both ends count
+        for node in (s.node, s.peer):
+            ends[node] = ends.get(node, 0) + 1
+    roles = {n.name: n.role for n in spec.nodes}
+    root = f"/run/railab/{lab}/"
+    per: dict[tuple[str, str], dict[str, int]] = {}
+    for pid in (int(p) for p in os.listdir("/proc") if p.isdigit()):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
+        except OSError:
+            continue
+        where = next((a for a in argv if a.startswith(root)), None)
+        if not argv or where is None or not argv[0].startswith("/usr/lib/frr/"):
+            continue
+        node, daemon = where[len(root):].split("/")[0], os.path.basename(argv[0])
+        sm = _smaps_kib(pid)
+        if sm:
+            per[(node, daemon)] = sm
+    mib = 1024.0
+    by_daemon: dict[str, dict] = {}
+    for (_, d), sm in per.items():
+        b = by_daemon.setdefault(d, {"procs": 0, "pss": 0, "rss": 0, "private": 0})
+        b["procs"] += 1
+        b["pss"] += sm.get("Pss", 0)
+        b["rss"] += sm.get("Rss", 0)
+        b["private"] += sm.get("Private_Dirty", 0) + sm.get("Private_Clean", 0)
+    daemons = {d: {"procs": b["procs"], "pss_mib": round(b["pss"] / b["procs"] / mib, 2),
+                   "rss_mib": round(b["rss"] / b["procs"] / mib, 2),
+                   "private_mib": round(b["private"] / b["procs"] / mib, 2),
+                   "pss_total_mib": round(b["pss"] / mib, 1)} for d, b in sorted(by_daemon.items())}
+    routers = sorted({n for n, _ in per})
+    bgp = [(ends.get(n, 0), per[(n, "bgpd")]["Pss"] / mib) for n in routers if (n, "bgpd") in per]
+    other = sum(sm.get("Pss", 0) for (n, d), sm in per.items() if d != "bgpd") / mib
+    total = sum(sm.get("Pss", 0) for sm in per.values()) / mib
+    by_role: dict[str, dict] = {}
+    for n in routers:
+        if (n, "bgpd") in per:
+            r = by_role.setdefault(roles.get(n, "?"), {"routers": 0, "pss": 0.0, "ends": 0})
+            r["routers"] += 1
+            r["pss"] += per[(n, "bgpd")]["Pss"] / mib
+            r["ends"] += ends.get(n, 0)
+    fit = None
+    if len({x for x, _ in bgp}) > 1:
+        mx, my = sum(x for x, _ in bgp) / len(bgp), sum(y for _, y in bgp) / len(bgp)
+        slope = sum((x - mx) * (y - my) for x, y in bgp) / sum((x - mx) ** 2 for x, _ in bgp)
+        fit = {"slope_mib": round(slope, 3), "intercept_mib": round(my - slope * mx, 2),
+               "router_fixed_mib": round(my - slope * mx + other / max(1, len(routers)), 2)}
+    n_ends = sum(x for x, _ in bgp)
+    return {
+        "routers": len(routers), "session_ends": n_ends, "total_pss_mib": round(total, 1),
+        "per_router_mib": round(total / max(1, len(routers)), 2),
+        "per_session_end_mib": round(sum(y for _, y in bgp) / max(1, n_ends), 3),
+        "by_daemon": daemons,
+        "bgpd_by_role": {k: {"routers": v["routers"], "pss_mib": round(v["pss"] / v["routers"], 2),
+                             "session_ends_each": round(v["ends"] / v["routers"], 1)}
+                         for k, v in sorted(by_role.items())},
+        "fit": fit,
+    }
 
 
 def timed_commands(lab: str) -> dict:
@@ -192,6 +287,7 @@ def bench(intent: str, workdir: Path, idle_s: float = 10.0, commands: bool = Fal
     avail_converged = None
     idle = None
     cmd: dict = {}
+    frr_mem = None
     th.start()
     t0 = time.monotonic()
     error = None
@@ -203,6 +299,7 @@ def bench(intent: str, workdir: Path, idle_s: float = 10.0, commands: bool = Fal
             t_up = time.monotonic() - t0
             avail_converged = mem_available_bytes()[0]
             time.sleep(2)  # keep sampling RSS on the converged lab
+            frr_mem = frr_memory(name, spec)
             if idle_s > 0:
                 idle = idle_cpu(name, idle_s)
             if commands:
@@ -228,10 +325,12 @@ def bench(intent: str, workdir: Path, idle_s: float = 10.0, commands: bool = Fal
         "processes": peak[1],
         "timings": rec["timings"],
         "phases": phase_text(rec["timings"]),
-        "estimate_gib": round(estimate_memory(spec).total_bytes / GIB, 2),
+        "estimate_gib": round(estimate_memory(spec, lean=lean_in_effect()).total_bytes / GIB, 2),
         "mem_used_gib": (round((avail_before - avail_converged) / GIB, 2)
                          if avail_converged is not None else None),
         "idle_cpu": idle,
+        "frr_lean": os.environ.get(LEAN_ENV, "1"),
+        "frr_memory": frr_mem,
         **cmd,
         "bfd": spec.bfd.model_dump(), "ra_interval_s": spec.ra_interval_s,
         "load1_before": round(load_before, 2),  # the 2-core host is shared: say what else ran
@@ -426,12 +525,79 @@ def side_by_side(intents: list[str], baseline: str, runs: int = 3, prefix: str =
     return rows
 
 
+def lean_side_by_side(intents: list[str], workdir: Path, runs: int = 1, idle_s: float = 0.0,
+                      commands: bool = False) -> list[dict]:
+    """Issue 47: each intent brought up with the FRR daemons' memory settings off
+    (``RAILAB_FRR_LEAN=0``, "old") and on ("new", railab.testbed.runtime.netns.frrmem), one lab
+    at a time, ``runs`` rounds alternating the order (old first in the first round); each row is
+    :func:`bench`'s with ``side`` set. Prints the rows as JSON lines, then one table per intent:
+    memory per daemon, per router and per BGP session end (:func:`frr_memory`, the converged
+    lab 2 s after convergence, before ``--commands``), the MemAvailable drop, ``up`` and the
+    load average (1 min) before and after each side. ``RAILAB_FRR_LEAN`` is restored after."""
+    saved = os.environ.get(LEAN_ENV)
+    rows: list[dict] = []
+    try:
+        for intent in intents:
+            for r in range(runs):
+                for side in (("old", "new") if r % 2 == 0 else ("new", "old")):
+                    os.environ[LEAN_ENV] = "0" if side == "old" else "1"
+                    row = {"side": side, **bench(intent, workdir, idle_s, commands)}
+                    print(json.dumps(row), flush=True)
+                    rows.append(row)
+    finally:
+        if saved is None:
+            os.environ.pop(LEAN_ENV, None)
+        else:
+            os.environ[LEAN_ENV] = saved
+    for intent in intents:
+        mine = [r for r in rows if r["intent"] == intent and r.get("frr_memory")]
+        sides = {s: [r for r in mine if r["side"] == s] for s in ("old", "new")}
+        if not all(sides.values()):
+            continue
+
+        def mean(side: str, get, sides=sides) -> float:
+            xs = [get(r) for r in sides[side]]
+            return sum(xs) / len(xs)
+
+        loads = ", ".join(f"{r['side']} {r['load1_before']} -> {r['load1_after']}" for r in mine)
+        print(f"\n{intent}: FRR memory, old (RAILAB_FRR_LEAN=0) vs new, {runs} run(s) a side, "
+              f"PSS in MiB (smaps_rollup, 2 s after convergence); load1 {loads}")
+        print("| what | old | new | new/old |")
+        print("|---|---|---|---|")
+        table = [(f"{d} per process", (lambda r, d=d: r["frr_memory"]["by_daemon"].get(d, {}).get("pss_mib", 0.0)))
+                 for d in sorted(sides["old"][0]["frr_memory"]["by_daemon"])]
+        table += [(f"bgpd per {role} ({sides['old'][0]['frr_memory']['bgpd_by_role'][role]['session_ends_each']:.0f} "
+                   "session ends)", (lambda r, role=role: r["frr_memory"]["bgpd_by_role"][role]["pss_mib"]))
+                  for role in sorted(sides["old"][0]["frr_memory"]["bgpd_by_role"])]
+        table += [("**per router** (all FRR daemons / routers)", lambda r: r["frr_memory"]["per_router_mib"]),
+                  ("**per BGP session end** (all bgpds / session ends)",
+                   lambda r: r["frr_memory"]["per_session_end_mib"]),
+                  ("fit: bgpd per session end (slope)", lambda r: (r["frr_memory"]["fit"] or {}).get("slope_mib", 0.0)),
+                  ("fit: router without sessions (bgpd intercept + other daemons)",
+                   lambda r: (r["frr_memory"]["fit"] or {}).get("router_fixed_mib", 0.0)),
+                  ("all FRR daemons", lambda r: r["frr_memory"]["total_pss_mib"]),
+                  ("MemAvailable drop up -> converged (GiB)", lambda r: r["mem_used_gib"] or 0.0),
+                  ("preflight estimate (GiB)", lambda r: r["estimate_gib"]),
+                  ("up -> converged (s)", lambda r: r["up_s"])]
+        if all("check_s" in r for r in mine):
+            table.append(("railab check (s; every family)", lambda r: r["check_s"]))
+        for what, get in table:
+            o, n = mean("old", get), mean("new", get)
+            print(f"| {what} | {o:.3f} | {n:.3f} | {n / o if o else float('nan'):.2f} |")
+        for r in mine:
+            if "check_s" in r:
+                print(f"{r['side']}: check ok {r['check_ok']} ({r['check_rows']} rows), traffic exit {r['traffic_rc']}")
+            if not r["converged"]:
+                print(f"{r['side']}: did not converge: {r['error']}")
+    return rows
+
+
 def main() -> None:
     args = sys.argv[1:]
     if "-h" in args or "--help" in args:  # before anything is brought up
         print(__doc__)
         return
-    idle_s = 10.0
+    idle_s = 0.0 if "--lean-ab" in args else 10.0
     if "--idle" in args:
         i = args.index("--idle")
         idle_s = float(args[i + 1])
@@ -453,6 +619,9 @@ def main() -> None:
         "mini", "rail-optimized-1024", "rail-optimized-1024-full"]
     rows = []
     with tempfile.TemporaryDirectory(prefix="railab-bench-") as tmp:
+        if "--lean-ab" in args:
+            lean_side_by_side(intents, Path(tmp), int(opts.get("--runs", 1)), idle_s, commands)
+            return
         if "--estimate" in args:
             for intent in intents:
                 print(json.dumps(estimate_row(intent, Path(tmp))), flush=True)
