@@ -77,6 +77,7 @@ CAUSE_KINDS = {
     "port-filter": "node, port, link: a packet filter (nftables netdev chain) drops on the port",
     "policy-route-missing": "node, port, link: a server NIC is up but lacks its rule or table route",
     "pfc-storm": "node, port, link: the port's lossless queue is held in PAUSE by its peer (a PFC storm)",
+    "pfc-priority": "node, port, link: the port's PFC is enabled on another priority than the lossless one",
 }
 
 

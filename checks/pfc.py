@@ -8,8 +8,10 @@ runs at the PFC emulation's paused rate (:data:`railab.testbed.pfc.PAUSED_RATE_B
 a PAUSE. While a switch agent runs (a traffic run) its record (``pfc.json``) says which ports it
 paused for congestion (not a failure: PFC doing its job) and which ones its watchdog has in the
 storm action; any other paused port, and any port the watchdog acts on, fails with cause
-``pfc-storm`` naming the paused port and its link (whose far end sends the PAUSE). Clean: one
-``pass`` row for the lab.
+``pfc-storm`` naming the paused port and its link (whose far end sends the PAUSE). A port
+whose PFC is enabled on another priority than the lossless one (the emulated ports' PFC
+configuration, :data:`railab.testbed.pfc.PFC_PRIORITY_FILE`; on SONiC ``PORT_QOS_MAP``) fails
+with cause ``pfc-priority``. Clean: one ``pass`` row for the lab.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from railab.checks.base import (
 )
 from railab.testbed import state as st
 from railab.testbed.namespaces import exec_argv
+from railab.testbed.pfc import read_pfc_priorities
 from railab.topologies.naming import link_id
 
 CHECK = "pfc"
@@ -116,9 +119,26 @@ def check_pfc(obs: Observer) -> list[CheckResult]:
                     f"find why {src} pauses (a stuck NIC), shut its port, or let the PFC "
                     f"watchdog drop the queue") + note,
             cause=Cause(kind="pfc-storm", node=node, port=dev, link=lid)))
+    lossless_tc = spec.qos.roce_tc
+    for (node, dev), prio in sorted(read_pfc_priorities(st.lab_dir(spec.name)).items()):
+        peer = spec.peers.get((node, dev))
+        lid = link_id(node, dev, *peer) if peer else None
+        f = next((f for f in (st.load(spec.name).faults if st.load(spec.name) else [])
+                  if f.kind == "pfc-priority" and (f.node, f.port) == (node, dev)), None)
+        note = f" (injected fault {f.id}: {f.note})" if f else ""
+        out.append(failed(
+            CHECK, f"{node}:{dev} PFC priority", node=node, port=dev, link=lid,
+            subject=f"PFC towards {peer[0]}:{peer[1]}" if peer else "PFC",
+            expected=f"PFC on priority {lossless_tc} (qos.roce_tc, the lossless class)",
+            observed=f"PFC on priority {prio}",
+            reason=(f"QoS misconfiguration: {node}:{dev} neither sends nor honours PAUSE for "
+                    f"RoCE's priority {lossless_tc}, so the lossless queue it feeds can overflow "
+                    f"and drop: enable PFC on priority {lossless_tc} there") + note,
+            cause=Cause(kind="pfc-priority", node=node, port=dev, link=lid)))
     if not out:
         out.append(passed(CHECK, "lossless queues", subject=f"TC {spec.qos.roce_tc}",
-                          expected="no lossless queue held in PAUSE without congestion",
+                          expected="no lossless queue held in PAUSE without congestion, PFC on "
+                                   f"priority {spec.qos.roce_tc} on every port",
                           observed=f"{len(held)} paused, all by congestion" if held else "none paused"))
     return out
 

@@ -44,6 +44,7 @@ CAUSE_OF: dict[str, frozenset[str]] = {
     "grey-loss": frozenset({"port-filter"}),
     "mtu": frozenset({"mtu-mismatch"}),
     "pfc-storm": frozenset({"pfc-storm"}),
+    "pfc-priority": frozenset({"pfc-priority"}),
 }
 #: fault kinds whose element is a whole node
 NODE_KINDS = frozenset({"daemon-kill", "node-off"})

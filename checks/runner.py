@@ -100,7 +100,8 @@ KERNEL_FAMILIES = frozenset({"cabling", "policy", "pfc"})
 #: because it is about that daemon's node (a session failing with Bad Peer AS on a leaf whose
 #: staticd died is the wrong ASN's)
 CULPRIT_KINDS = frozenset({"wrong-asn", "miswired", "port-missing", "neighbor-missing", "not-announced",
-                           "mtu-mismatch", "port-filter", "pfc-storm"})
+                           "mtu-mismatch", "port-filter", "pfc-storm",
+                           "pfc-priority"})
 
 
 def _keys(node: str | None, c: Cause | None, check: str | None = None) -> tuple[set[tuple], set[tuple]]:

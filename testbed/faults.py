@@ -36,6 +36,8 @@ far end is the other end of its link in ``lab.json``):
 ``mtu``           the end's MTU set to ``mtu`` (lab.json has the planned one).
 ``pfc-storm``     the end keeps sending PFC PAUSE on the lossless priority: its peer's lossless
                   queue is held paused (labs with ``lab.capacity`` only; :mod:`railab.testbed.pfcfail`).
+``pfc-priority``  PFC enabled on another priority (``priority``, default 4) on the end: it
+                  neither sends nor honours PAUSE for RoCE's (``lab.capacity`` only, as above).
 
 Runtimes: everything on ``netns``. On ``containerlab`` the nodes' namespaces have the same names
 (``clab-<lab>-<node>``) and vtysh runs through the lab's executor, so the link, MTU, grey-loss
@@ -821,6 +823,7 @@ _INJECT = {
     "grey-loss": _inject_grey_loss,
     "mtu": _inject_mtu,
     "pfc-storm": lambda *a: _pfcfail().inject_pfc_storm(*a),
+    "pfc-priority": lambda *a: _pfcfail().inject_pfc_priority(*a),
 }
 
 
@@ -959,6 +962,7 @@ _HEAL = {
     "grey-loss": _heal_grey_loss,
     "mtu": _heal_mtu,
     "pfc-storm": lambda *a: _pfcfail().heal_pfc_storm(*a),
+    "pfc-priority": lambda *a: _pfcfail().heal_pfc_priority(*a),
 }
 
 

@@ -106,6 +106,11 @@ CONTROL_SHARE = 0.10
 #: object ``{"node:port": fault id}`` of the egress ports a storming peer holds in PAUSE
 #: (:func:`read_storms`; written by :mod:`railab.testbed.pfcfail`).
 STORM_FILE = "pfc-storms.json"
+#: Ports of a lab whose PFC is enabled on another priority than the lossless one
+#: (``railab fault LAB pfc-priority``), under its run directory: ``{"node:port": priority}``, the
+#: emulated ports' PFC configuration (a SONiC switch's ``PORT_QOS_MAP|<port> pfc_enable``). Such a
+#: port neither sends PAUSE for the lossless priority nor honours one (:func:`read_pfc_priorities`).
+PFC_PRIORITY_FILE = "pfc-priority.json"
 #: The PFC watchdog's setting of a running lab, under its run directory: a :class:`Watchdog` as
 #: JSON, or no file (off). The agent re-reads it when it changes, so the watchdog starts and
 #: stops at run time, as SONiC's ``pfcwd start`` / ``pfcwd stop`` do (:func:`set_watchdog`).
@@ -160,6 +165,21 @@ def read_watchdog(run_dir: str | Path) -> Watchdog | None:
         return Watchdog(**json.loads((Path(run_dir) / WATCHDOG_FILE).read_text()))
     except (OSError, ValueError, TypeError):
         return None
+
+
+def read_pfc_priorities(run_dir: str | Path) -> dict[tuple[str, str], int]:
+    """The ports whose PFC is on another priority (:data:`PFC_PRIORITY_FILE` under
+    ``run_dir``): ``{(node, port): priority}``; ``{}`` when none (or unreadable)."""
+    try:
+        doc = json.loads((Path(run_dir) / PFC_PRIORITY_FILE).read_text())
+    except (OSError, ValueError):
+        return {}
+    out = {}
+    for k, v in doc.items() if isinstance(doc, dict) else ():
+        node, _, port = str(k).partition(":")
+        if node and port and isinstance(v, int):
+            out[(node, port)] = v
+    return out
 
 
 def read_storms(run_dir: str | Path) -> dict[tuple[str, str], str]:
@@ -355,11 +375,14 @@ class _PortState:
     wd_restorations: int = 0
     wd_s: float = 0.0
     restore_lag_s: float | None = None
+    #: PAUSEs the port should have got but did not: PFC on another priority at either end
+    pause_ignored: int = 0
 
     def record(self, now: float) -> dict[str, Any]:
         run = (now - self.paused_since) if self.paused_since is not None else 0.0
         return {"pause_events": self.pause_events, "resume_events": self.resume_events,
-                "paused_s": round(self.paused_s + run, 6), "paused": self.paused_since is not None}
+                "paused_s": round(self.paused_s + run, 6), "paused": self.paused_since is not None,
+                "pause_ignored": self.pause_ignored}
 
     def watchdog_record(self, now: float) -> dict[str, Any]:
         """``state`` (``stormed``: in the action; ``operational``), ``detections``,
@@ -470,6 +493,9 @@ class PfcLoop:
         self.storms: dict[tuple[str, str], str] = {}
         self._storm_stamp: tuple[int, int] | None = None
         self._wd_stamp: tuple[int, int] | None = None
+        #: ports whose PFC is on another priority (node, port) -> priority, and their file's stamp
+        self.misprio: dict[tuple[str, str], int] = {}
+        self._prio_stamp: tuple[int, int] | None = None
 
     # -- tc writers -----------------------------------------------------------------------------
     # The writers run in their own session: a terminal's Ctrl-C reaches the traffic command's
@@ -516,6 +542,19 @@ class PfcLoop:
             self._tc_write(key[0], self._line(key))
             if key not in new:
                 self._kick[key] = 0
+
+    def _refresh_priorities(self) -> None:
+        """Re-read the ports whose PFC is on another priority when their file changed."""
+        if not self.plan.run_dir:
+            return
+        try:
+            stt = os.stat(Path(self.plan.run_dir) / PFC_PRIORITY_FILE)
+            stamp = (stt.st_mtime_ns, stt.st_size)
+        except OSError:
+            stamp = None
+        if stamp != self._prio_stamp:
+            self._prio_stamp = stamp
+            self.misprio = read_pfc_priorities(self.plan.run_dir)
 
     def _refresh_watchdog(self) -> None:
         """Re-read the watchdog setting when its file changed (:func:`set_watchdog`); when it
@@ -706,6 +745,7 @@ class PfcLoop:
         """One pass over every switch: read its lossless backlogs, PAUSE or RESUME."""
         self._refresh_storms()
         self._refresh_watchdog()
+        self._refresh_priorities()
         if self._kick:
             self._send_kicks()
         self.busy = False
@@ -729,9 +769,15 @@ class PfcLoop:
                 hot = {port for port, d in depth.items() if d >= self.pause_bytes}
                 sw.pauses += 1
                 for port, feeder in sw.feeders.items():
-                    if port not in hot:
-                        self._set(feeder, True, now)
-                        sw.paused.add(feeder)
+                    if port in hot:
+                        continue
+                    if (sw.name, port) in self.misprio or feeder in self.misprio:
+                        # PFC on another priority at one end: no PAUSE for the lossless one is
+                        # sent, or none honoured; the feeder keeps sending
+                        self.ports[feeder].pause_ignored += 1
+                        continue
+                    self._set(feeder, True, now)
+                    sw.paused.add(feeder)
             elif sw.paused and top <= self.resume_bytes:
                 for feeder in sorted(sw.paused):
                     self._set(feeder, False, now)
@@ -783,7 +829,7 @@ class PfcLoop:
             "shared_buffer": ({"pool_bytes": self.plan.pool_bytes, "alpha": self.plan.alpha}
                               if self.plan.pool_bytes else None),
             "ports": {f"{k[0]}:{k[1]}": ps.record(now) for k, ps in self.ports.items()
-                      if ps.pause_events},
+                      if ps.pause_events or ps.pause_ignored},
             "watchdog": asdict(self.wd) if self.wd is not None else None,
             "watchdog_ports": {f"{k[0]}:{k[1]}": ps.watchdog_record(now)
                                for k, ps in self.ports.items() if ps.wd_detections},

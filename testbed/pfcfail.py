@@ -1,5 +1,6 @@
-"""PFC's failure modes on a lab with ``lab.capacity`` (issue 45): the ``pfc-storm`` fault and
-the cyclic-buffer-dependency deadlock scenario. The PFC watchdog that breaks both is the switch
+"""PFC's failure modes on a lab with ``lab.capacity`` (issue 45): the ``pfc-storm`` and
+``pfc-priority`` faults (:func:`inject_pfc_priority`) and the cyclic-buffer-dependency deadlock
+scenario. The PFC watchdog that breaks both is the switch
 agent's (:class:`railab.testbed.pfc.Watchdog`); docs/congestion.md "PFC failure modes".
 
 ``pfc-storm`` (``railab fault LAB pfc-storm srv2:eth1``): the end named (a server NIC or a
@@ -119,6 +120,52 @@ def heal_pfc_storm(lab: _Lab, rec: FaultRecord) -> None:
     _hold(lab, rec.peer_node, rec.peer_port, False)
 
 
+def inject_pfc_priority(lab: _Lab, node_a, node_b, port, params) -> FaultRecord:
+    """The ``pfc-priority`` fault: PFC enabled on another priority than the lossless one on
+    ``node_a``'s end (``priority``, default the lossless priority + 1 modulo 8), as a QoS
+    misconfiguration does (SONiC ``PORT_QOS_MAP|<port> pfc_enable``). The port neither sends
+    PAUSE for RoCE's priority nor honours one, so under congestion its peer (or itself) keeps
+    sending and the lossless queue it feeds can overflow: "lossless" becomes lossy there.
+    Emulated by listing the port in :data:`railab.testbed.pfc.PFC_PRIORITY_FILE` (the agent
+    skips its PAUSEs); nothing in the kernel changes. UsageError on a lab without
+    ``lab.capacity``, for a priority outside 0-7 or equal to the lossless one, or an element
+    another fault holds."""
+    from railab.testbed import faults as F
+    from railab.testbed.pfc import PFC_PRIORITY_FILE, read_pfc_priorities
+
+    if not lab.spec.qos.capacity.enabled:
+        raise UsageError(f"pfc-priority needs a lab with lab.capacity (lossless queues and PFC), "
+                         f"e.g. mini-lossless; lab {lab.name} has none")
+    node, p, peer, pp = F._link_end(lab, node_a, node_b, port, params)
+    lossless = lab.spec.qos.roce_tc
+    prio = F._pop(params, "priority", (lossless + 1) % 8, int)
+    F._no_more("pfc-priority", params)
+    if not 0 <= prio <= 7 or prio == lossless:
+        raise UsageError(f"priority {prio}: give 0-7 other than the lossless priority {lossless}")
+    _port(lab.spec, node, p)
+    F._busy(lab, {(node, p), (peer, pp)})
+    rec = F._new(lab, "pfc-priority", node, p, peer, pp, params={"priority": prio},
+                 note=f"{node}:{p} has PFC on priority {prio} instead of {lossless}: it neither "
+                      f"sends nor honours PAUSE for RoCE (link to {peer}:{pp})")
+    run_dir = st.lab_dir(lab.name)
+    prios = read_pfc_priorities(run_dir)
+    prios[(node, p)] = prio
+    write_atomic(run_dir / PFC_PRIORITY_FILE,
+                 json.dumps({f"{n}:{q}": v for (n, q), v in sorted(prios.items())}, indent=1))
+    return rec
+
+
+def heal_pfc_priority(lab: _Lab, rec: FaultRecord) -> None:
+    """PFC back on the lossless priority: the port leaves the file. Idempotent."""
+    from railab.testbed.pfc import PFC_PRIORITY_FILE, read_pfc_priorities
+
+    run_dir = st.lab_dir(lab.name)
+    prios = {k: v for k, v in read_pfc_priorities(run_dir).items() if k != (rec.node, rec.port)}
+    if run_dir.is_dir():
+        write_atomic(run_dir / PFC_PRIORITY_FILE,
+                     json.dumps({f"{n}:{q}": v for (n, q), v in sorted(prios.items())}, indent=1))
+
+
 # ---- the deadlock scenario -----------------------------------------------------------------
 @dataclass(frozen=True)
 class Loop:
@@ -200,8 +247,8 @@ def _ip(ns: str, argv: list[str]) -> None:
         raise RailabError(f"{' '.join(argv)} in {ns}: {res.stderr.strip()[:300]}")
 
 
-__all__ = ["LOOP_DESTINATION", "Loop", "deadlock_loop", "heal_pfc_storm", "inject_pfc_storm",
-           "loop_plan"]
+__all__ = ["LOOP_DESTINATION", "Loop", "deadlock_loop", "heal_pfc_priority", "heal_pfc_storm",
+           "inject_pfc_priority", "inject_pfc_storm", "loop_plan"]
 
 
 # ---- measured scenarios (tests/test_pfc_failures.py, scripts/pfc_failures.py) ---------------
@@ -441,3 +488,50 @@ def deadlock_run(spec: LabSpec, netns_of: Callable[[str], str], watchdog, *,
     return {"loop": keys, "max_bytes": peak, "held_bytes": held, "paused": paused,
             "deadlocked": all(held[k] > 0 for k in keys) and all(paused.values()),
             "broken_s": broken, "watchdog": state.get("watchdog_ports", {})}
+
+
+def priority_run(lab: str, spec: LabSpec, netns_of: Callable[[str], str], *,
+                 seconds: float = 1.5) -> dict:
+    """The ``pfc-priority`` scenario, measured: on the first leaf with three server NICs, the
+    first NIC gets PFC on the wrong priority (injected here, healed at the end); it and the
+    second send 97.5 % of the port rate each to the third (2:1) for ``seconds`` with PFC on.
+    Returns per sending NIC (``node:port``) the agent's ``pause_events`` and ``pause_ignored``
+    (PAUSEs the leaf decided but the misconfigured port did not take), the leaf port's
+    ``lossless_dropped`` packets and most queued bytes (``max_bytes``), and ``misconfigured``
+    / ``correct`` (the two senders)."""
+    import time
+
+    from railab.testbed import capacity as cap
+    from railab.testbed import faults as F
+
+    leaf = next(n.name for n in spec.nodes if n.role == "leaf"
+                and sum(1 for nic in spec.nics if nic.leaf == n.name) >= 3)
+    a, b, c = [nic for nic in spec.nics if nic.leaf == leaf][:3]
+    rate = spec.qos.capacity.port_rate_mbps
+    rec = F.inject(lab, "pfc-priority", f"{a.server}:{a.interface}")
+    port = (leaf, c.leaf_port)
+    try:
+        with cap.pfc_session(spec, netns_of, enabled=True) as sess, \
+                cap.CapacitySampler(spec, netns_of, nodes=[leaf]) as smp:
+            before = smp.sample()
+            start_at = time.time() + 1.0
+            procs = [_send(spec, netns_of, s, c, 0.975 * rate, seconds, start_at) for s in (a, b)]
+            peak = 0
+            while any(p.poll() is None for p in procs):
+                peak = max(peak, smp.sample()[port].lossless_backlog_bytes)
+                time.sleep(0.05)
+            for p in procs:
+                p.communicate()
+            after = smp.sample()
+            state = sess.state()
+    finally:
+        F.heal(lab, rec.id)
+    ports = state.get("ports", {})
+    out = {"misconfigured": f"{a.server}:{a.interface}", "correct": f"{b.server}:{b.interface}",
+           "leaf_port": f"{port[0]}:{port[1]}", "max_bytes": peak,
+           "lossless_dropped": after[port].lossless_dropped - before[port].lossless_dropped}
+    for nic in (a, b):
+        k = f"{nic.server}:{nic.interface}"
+        out[k] = {"pause_events": ports.get(k, {}).get("pause_events", 0),
+                  "pause_ignored": ports.get(k, {}).get("pause_ignored", 0)}
+    return out

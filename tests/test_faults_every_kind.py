@@ -58,7 +58,7 @@ CASES = [
 
 #: kinds a lab without lab.capacity refuses (no lossless queue): on mini-lossless in
 #: tests/test_pfc_failures.py
-CAPACITY_KINDS = {"pfc-storm"}
+CAPACITY_KINDS = {"pfc-storm", "pfc-priority"}
 
 
 def test_cases_cover_every_fault_kind():

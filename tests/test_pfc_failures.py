@@ -1,4 +1,4 @@
-"""PFC's failure modes (issue 45): the ``pfc-storm`` fault, the PFC watchdog and the deadlock
+"""PFC's failure modes (issue 45): the ``pfc-storm`` and ``pfc-priority`` faults, the PFC watchdog and the deadlock
 of a cyclic buffer dependency (railab.testbed.pfcfail, the watchdog in railab.testbed.pfc, the
 ``pfc`` check family in railab.checks.pfc).
 
@@ -7,7 +7,8 @@ mini-lossless. Live tests on the session's ``mini-lossless`` (real FRR, real qdi
 packets): a storm injects, gives exactly one root cause naming its link in ``railab check
 --json`` and heals green; a storm's victim is stuck while the watchdog is off and recovers once
 it runs; a routing loop deadlocks four queues that stay full and paused with the traffic gone,
-and the watchdog drains them.
+and the watchdog drains them; PFC on the wrong priority gives one root cause and its NIC takes
+no PAUSE.
 """
 
 from __future__ import annotations
@@ -64,6 +65,12 @@ def test_storm_file_round_trip(tmp_path):
     assert pfc.read_storms(tmp_path) == {("g1-leaf1", "eth3"): "f4"}
     (tmp_path / pfc.STORM_FILE).write_text("not json")
     assert pfc.read_storms(tmp_path) == {}
+
+
+def test_pfc_priority_file_round_trip(tmp_path):
+    assert pfc.read_pfc_priorities(tmp_path) == {}
+    (tmp_path / pfc.PFC_PRIORITY_FILE).write_text('{"srv1:eth1": 4, "bad": 1, "g1-leaf1:eth3": "x"}')
+    assert pfc.read_pfc_priorities(tmp_path) == {("srv1", "eth1"): 4}
 
 
 def test_deadlock_cycle_is_leaf_spine_leaf_spine():
@@ -144,3 +151,30 @@ def test_live_routing_loop_deadlocks_and_the_watchdog_breaks_it(lossless_lab):
     # the watchdog drains the cycle within its detection time and a few cycles
     assert r["broken_s"] is not None and r["broken_s"] < WD.detection_time_ms / 1000 + 0.5, r
     assert set(r["watchdog"]) <= set(r["loop"]) and r["watchdog"], r
+
+
+@pytest.mark.integration
+@pytest.mark.usefixtures("no_leaks")
+def test_live_pfc_on_the_wrong_priority_one_root_cause_and_the_port_ignores_pause(lossless_lab):
+    lab = lossless_lab.name
+    r = _cli("fault", lab, "pfc-priority", "srv1:eth1")
+    assert r.exit_code == 0, r.output
+    try:
+        doc = json.loads(_cli("check", lab, "--json").output)
+        roots = doc["root_causes"]
+        assert len(roots) == 1, json.dumps(roots, indent=1)
+        assert roots[0]["cause"] == {"kind": "pfc-priority", "node": "srv1", "port": "eth1",
+                                     "link": "g1-leaf1:eth1--srv1:eth1"}, roots
+        row = next(x for x in doc["results"] if x["check"] == "pfc" and x["status"] == "fail")
+        assert row["observed"] == "PFC on priority 4", row
+    finally:
+        h = _cli("fault", lab, "heal", "--all")
+    assert h.exit_code == 0, h.output
+    assert json.loads(_cli("check", lab, "--json", "--only", "pfc").output)["ok"]
+    # 2:1 onto one leaf port with PFC on: the leaf PAUSEs both senders when its queue passes
+    # xOFF; the misconfigured NIC takes none of them and keeps sending
+    m = pfcfail.priority_run(lab, lossless_lab.spec, lossless_lab.netns_of, seconds=1.5)
+    bad, good = m[m["misconfigured"]], m[m["correct"]]
+    assert bad["pause_events"] == 0 and bad["pause_ignored"] >= 1, m
+    assert good["pause_events"] >= 1 and good["pause_ignored"] == 0, m
+    assert m["max_bytes"] >= lossless_lab.spec.qos.pfc_pause_bytes, m
