@@ -556,15 +556,27 @@ class PfcSession:
             return {}
 
 
+def watchdog_of(spec: LabSpec) -> Watchdog | None:
+    """The lab's PFC watchdog from ``qos.capacity.pfc_watchdog`` (its ms as lab ms), None when
+    the intent sets none."""
+    wd = spec.qos.capacity.pfc_watchdog
+    if wd is None:
+        return None
+    return Watchdog(detection_time_ms=float(wd.detection_time_ms),
+                    restoration_time_ms=float(wd.restoration_time_ms), action=wd.action)
+
+
 @contextmanager
 def pfc_session(spec: LabSpec, netns_of: Callable[[str], str],
                 enabled: bool | None = None, *,
-                watchdog: Watchdog | None = None) -> Iterator[PfcSession]:
+                watchdog: Watchdog | bool | None = None) -> Iterator[PfcSession]:
     """Run the switch agent for the block (a traffic run): ECN marking from the real queue
     depths always, the PFC emulation when ``enabled`` (default the lab's ``qos.capacity.pfc``;
-    off: tail drops only), and the PFC watchdog when ``watchdog`` is given
-    (:class:`railab.testbed.pfc.Watchdog`; its per-port detections in ``state()["watchdog_ports"]``;
-    docs/congestion.md "PFC failure modes"). The agent is a process of its own, recorded in
+    off: tail drops only), and the PFC watchdog: ``watchdog`` (a
+    :class:`railab.testbed.pfc.Watchdog`), False for none, None (default) for the lab's
+    ``qos.capacity.pfc_watchdog`` (:func:`watchdog_of`; none when absent); its per-port
+    detections in ``state()["watchdog_ports"]`` (docs/congestion.md "PFC failure modes"). The
+    agent is a process of its own, recorded in
     ``LabState.agents["pfc"]``; the block starts once it watches every switch, and its end stops
     it (RESUME everything, limits back, marking off) and removes the record. Any state a killed
     agent left behind is undone first (:func:`reset`). The counts of the session (``pfc.json``)
@@ -577,8 +589,10 @@ def pfc_session(spec: LabSpec, netns_of: Callable[[str], str],
     if not spec.qos.capacity.enabled:
         raise UsageError(f"lab {spec.name} has no lab.capacity: PFC needs port queues (use an "
                          "intent with lab.capacity, e.g. mini-lossless)")
+    if watchdog is None or watchdog is True:
+        watchdog = watchdog_of(spec)
     with st.load_lock(spec.name):
-        with _agent_session(spec, netns_of, enabled, watchdog) as sess:
+        with _agent_session(spec, netns_of, enabled, watchdog or None) as sess:
             yield sess
 
 

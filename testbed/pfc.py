@@ -126,21 +126,22 @@ class Watchdog:
     watchdog design doc, sonic-net/SONiC doc/pfc_watchdog): a switch egress queue of the
     lossless priority that stays paused (by the peer's PFC, a storm or a congested neighbour)
     while holding bytes for ``detection_time_ms`` is declared stormed and the ``action`` taken:
-    ``drop`` (PAUSE ignored, the queue's new arrivals dropped) or ``forward`` (PAUSE ignored, the
-    queue sends at line rate); once no PAUSE has held it for ``restoration_time_ms`` it is
-    lossless again. Times are **lab** milliseconds (wall clock; SONiC's are fabric ms: at a
-    time scale of 2000 its 200 ms default would be 400 lab s, so a lab's 200 ms is 0.1 ms of
-    fabric time). SONiC's default is 200 ms for both; its detection runs every polling
-    interval, the agent's every cycle (``mean_busy_cycle_s``, ~4 ms). Server NICs have none
-    (pfcwd is a switch feature)."""
+    ``drop`` (PAUSE ignored, the queue's backlog and new arrivals dropped), ``forward`` (PAUSE
+    ignored, the queue sends at line rate) or ``alert`` (detected and counted, nothing done);
+    once no PAUSE has held it for ``restoration_time_ms`` it is lossless again. Times are
+    **lab** milliseconds (wall clock; SONiC's are fabric ms: at a time scale of 2000 its 200 ms
+    default would be 400 lab s, so a lab's 200 ms is 0.1 ms of fabric time); the intent's
+    ``lab.capacity.pfc_watchdog`` gives SONiC's numbers, used as such. SONiC's default is
+    200 ms for both; its detection runs every polling interval, the agent's every cycle
+    (``mean_busy_cycle_s``, ~4 ms). Server NICs have none (pfcwd is a switch feature)."""
 
     detection_time_ms: float = 200.0
     restoration_time_ms: float = 200.0
     action: str = "drop"
 
     def __post_init__(self) -> None:
-        if self.action not in ("drop", "forward"):
-            raise ValueError(f"PFC watchdog action {self.action!r}: drop or forward")
+        if self.action not in ("drop", "forward", "alert"):
+            raise ValueError(f"PFC watchdog action {self.action!r}: drop, forward or alert")
         if not (self.detection_time_ms > 0 and self.restoration_time_ms > 0):
             raise ValueError("PFC watchdog detection_time_ms and restoration_time_ms must be > 0")
 
@@ -517,7 +518,7 @@ class PfcLoop:
         """The port's tbf line: paused while the agent or a storm holds it, unless the
         watchdog acts on it (then line rate, and with ``drop`` a one-byte limit)."""
         p, ps = self.by_key[key], self.ports[key]
-        tripped = ps.wd_since is not None
+        tripped = ps.wd_since is not None and self.wd is not None and self.wd.action != "alert"
         held = ps.paused_since is not None or key in self.storms
         return tbf_line(p, self.ll, paused=held and not tripped,
                         extra=self.extra.get(p.node, 0), limit=self.limit.get(key),

@@ -80,7 +80,7 @@ def test_capacity_block_reaches_lab_json(tmp_path):
     doc = json.loads((out / "lab.json").read_text())
     assert doc["qos"]["capacity"] == {"enabled": True, "port_rate_mbps": 25.0,
                                       "fabric_rate_gbps": 400, "buffer_bytes": 8388608,
-                                      "pfc": False, "shared_buffer": None}
+                                      "pfc": False, "shared_buffer": None, "pfc_watchdog": None}
     assert doc["qos"]["ecn"]["kmin_bytes"] == 100000 and doc["qos"]["ecn"]["pmax_percent"] == 10
     spec = LabSpec.load(out)
     assert spec.qos.capacity.time_scale == 16000.0

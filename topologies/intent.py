@@ -40,6 +40,8 @@ An intent is a YAML document::
         pfc: true                   # PFC emulation on the lossless class (railab traffic --pfc)
         shared_buffer: {pool_bytes: 67108864, dynamic_th: 7}  # switches' shared pool, dynamic
                                     # threshold alpha = 2^dynamic_th (absent: static buffer_bytes)
+        pfc_watchdog: {detection_time_ms: 200, restoration_time_ms: 200, action: drop}  # SONiC
+                                    # PFC_WD; the lab runs it in lab ms (absent: off)
         ecn: {kmin_bytes: 1048576, kmax_bytes: 2097152, pmax_percent: 5}  # WRED override
       load_balancing: ecmp          # leaves' mode at bring-up: ecmp, spray-rr, spray-random,
                                     # flowlet, pbr, wcmp (docs/loadbalancing.md; railab lb)
@@ -93,6 +95,7 @@ from railab.topologies.qos import (
     DEFAULT_QOS,
     CapacityProfile,
     EcnProfile,
+    PfcWatchdogProfile,
     QosProfile,
     SharedBufferProfile,
 )
@@ -197,6 +200,8 @@ class CapacityIntent(_Strict):
     shared_buffer: SharedBufferProfile | None = Field(
         None, description="switches' shared pool with a dynamic threshold (default: static "
         "buffer_bytes per queue)")
+    pfc_watchdog: PfcWatchdogProfile | None = Field(
+        None, description="the switches' PFC watchdog, SONiC PFC_WD (default: off)")
 
     @model_validator(mode="after")
     def _thresholds(self) -> CapacityIntent:
@@ -228,7 +233,7 @@ class CapacityIntent(_Strict):
         cap = CapacityProfile(enabled=self.enabled, port_rate_mbps=self.port_rate_mbps,
                               fabric_rate_gbps=self.fabric_rate_gbps or nic_speed_gbps,
                               buffer_bytes=self.buffer_bytes, pfc=self.pfc,
-                              shared_buffer=self.shared_buffer)
+                              shared_buffer=self.shared_buffer, pfc_watchdog=self.pfc_watchdog)
         return DEFAULT_QOS.model_copy(update={"capacity": cap, "ecn": self.ecn or DEFAULT_QOS.ecn})
 
 

@@ -50,6 +50,7 @@ driven by a timer and a byte counter). Three named profiles (:data:`DCQCN_PROFIL
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
@@ -235,6 +236,23 @@ class SharedBufferProfile(BaseModel):
         return int(a * self.pool_bytes / (1 + hot_queues * a))
 
 
+class PfcWatchdogProfile(BaseModel):
+    """The switches' PFC watchdog (intent ``lab.capacity.pfc_watchdog``; lab.json
+    ``qos.capacity.pfc_watchdog``; SONiC's ``PFC_WD`` table, sonic-pfcwd.yang, whose ranges
+    these are): a lossless queue held paused for ``detection_time_ms`` is declared stormed and
+    ``action`` taken (``drop``, ``forward``, or ``alert``: counted only); it is restored after
+    ``restoration_time_ms`` without PAUSE. Rendered as such (fabric ms) into each switch's
+    ``PFC_WD``; the lab's switch agent runs the same numbers as **lab** ms (scaled, SONiC's
+    200 ms would be 400 lab s at a time scale of 2000; railab.testbed.pfc.Watchdog,
+    docs/congestion.md "PFC failure modes")."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    detection_time_ms: StrictInt = Field(200, ge=100, le=5000, description="ms (SONiC: 100-5000)")
+    restoration_time_ms: StrictInt = Field(200, ge=100, le=60000, description="ms (SONiC: 100-60000)")
+    action: Literal["drop", "forward", "alert"] = "drop"
+
+
 class CapacityProfile(BaseModel):
     """Port capacity, queues and time scale of an FRR lab (intent ``lab.capacity``; lab.json
     ``qos.capacity``). ``enabled`` false: veth links stay unlimited (the path-test labs).
@@ -244,7 +262,8 @@ class CapacityProfile(BaseModel):
     drop; PFC's pause threshold is computed from it either way); ``pfc`` whether the lossless
     class is paused at xOFF (the PFC emulation); ``shared_buffer`` (optional) replaces the
     static tail-drop limit of the switches' lossless queues by a dynamic threshold over a shared
-    pool (:class:`SharedBufferProfile`, kept by the switch agent, docs/congestion.md)."""
+    pool (:class:`SharedBufferProfile`, kept by the switch agent, docs/congestion.md);
+    ``pfc_watchdog`` (optional) the switches' PFC watchdog (:class:`PfcWatchdogProfile`)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -256,6 +275,8 @@ class CapacityProfile(BaseModel):
     pfc: bool = Field(True, description="PFC emulation on the lossless class")
     shared_buffer: SharedBufferProfile | None = Field(
         None, description="shared pool with a dynamic threshold (drop limit); None: static")
+    pfc_watchdog: PfcWatchdogProfile | None = Field(
+        None, description="the switches' PFC watchdog (SONiC PFC_WD); None: off")
 
     @property
     def drop_limit_bytes(self) -> int:

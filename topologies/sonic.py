@@ -60,7 +60,9 @@ Tables:
   profile's xOFF/xON/headroom, SONiC's naming) and ``BUFFER_PG|EthernetN|3-4``; with
   ``lab.capacity.shared_buffer`` also ``BUFFER_POOL|egress_lossless_pool`` (its ``pool_bytes``),
   ``BUFFER_PROFILE|egress_lossless_profile`` (its ``dynamic_th``) and
-  ``BUFFER_QUEUE|EthernetN|3-4`` binding it, the numbers the lab's switch agent emulates.
+  ``BUFFER_QUEUE|EthernetN|3-4`` binding it, the numbers the lab's switch agent emulates; with
+  ``lab.capacity.pfc_watchdog`` ``PFC_WD|EthernetN`` (``action``, ``detection_time``,
+  ``restoration_time`` in ms; SONiC's PFC watchdog design doc, sonic-pfcwd.yang).
 * BFD: docker-sonic-vs ships no ``bfdd`` program, so sonic-vs frr.conf carries no BFD (the
   ``daemons`` file lists what railab's FRR nodes run; on sonic-vs supervisord starts
   :data:`SONIC_FRR_DAEMONS`).
@@ -339,6 +341,11 @@ def config_db(sw: SonicSwitch) -> dict:
         profiles[EGRESS_LOSSLESS_PROFILE] = {"dynamic_th": str(sb.dynamic_th),
                                              "pool": EGRESS_LOSSLESS_POOL, "size": "0"}
         shared = {"BUFFER_QUEUE": buffer_queue}
+    wd = qp.capacity.pfc_watchdog
+    if wd is not None:  # SONiC's PFC watchdog on every port (sonic-pfcwd.yang)
+        shared["PFC_WD"] = {port: {"action": wd.action, "detection_time": str(wd.detection_time_ms),
+                                   "restoration_time": str(wd.restoration_time_ms)}
+                            for port in port_tbl}
     return {
         "DEVICE_METADATA": {
             "localhost": {
