@@ -104,7 +104,7 @@ def _sonic_lossless(watchdog: dict | None) -> tuple:
 def test_pfc_watchdog_in_the_intent_reaches_the_agent_and_sonic_pfc_wd():
     from railab.testbed import capacity as cap
     from railab.topologies.intent import IntentError
-    from railab.topologies.sonic_yang import find_models, load_models
+    from railab.topologies.sonic_yang import MODEL_SETS, find_models, load_models
 
     spec, db = _sonic_lossless({"detection_time_ms": 300, "restoration_time_ms": 400, "action": "forward"})
     assert cap.watchdog_of(spec) == Watchdog(detection_time_ms=300, restoration_time_ms=400, action="forward")
@@ -114,17 +114,18 @@ def test_pfc_watchdog_in_the_intent_reaches_the_agent_and_sonic_pfc_wd():
     assert "PFC_WD" not in plain and cap.watchdog_of(plain_spec) is None
     with pytest.raises(IntentError, match="detection_time_ms"):
         _sonic_lossless({"detection_time_ms": 50})  # SONiC's range is 100-5000 ms
-    path = find_models("master")
-    if path is None:
-        pytest.skip("SONiC YANG models not found (tests/test_sonic_yang.py says where)")
-    try:
-        models = load_models(str(path))
-    except Exception as exc:  # noqa: BLE001 - libyang missing: the YANG tests skip the same way
-        pytest.skip(f"SONiC YANG models cannot load: {exc}")
-    assert models.errors(db) == []
     bad = json.loads(json.dumps(db))
     bad["PFC_WD"]["Ethernet0"]["detection_time"] = "50"
-    assert models.errors(bad)
+    for model_set in MODEL_SETS:  # SONiC's 202305 and master models (tests/test_sonic_yang.py)
+        path = find_models(model_set)
+        if path is None:
+            pytest.skip(f"SONiC YANG models {model_set} not found (tests/test_sonic_yang.py says where)")
+        try:
+            models = load_models(str(path))
+        except Exception as exc:  # noqa: BLE001 - libyang missing: the YANG tests skip the same way
+            pytest.skip(f"SONiC YANG models cannot load: {exc}")
+        assert models.errors(db) == [], model_set
+        assert models.errors(bad), model_set
 
 
 # ---- live -------------------------------------------------------------------------------------
