@@ -163,20 +163,28 @@ def test_live_storm_one_root_cause_naming_the_link_and_heals_green(lossless_lab)
 
 @pytest.mark.integration
 @pytest.mark.usefixtures("no_leaks")
-def test_live_storm_victim_stuck_without_watchdog_recovers_with_it(lossless_lab):
+@pytest.mark.parametrize("action", ["drop", "forward"])
+def test_live_storm_victim_stuck_without_watchdog_recovers_with_it(lossless_lab, action):
     lab = lossless_lab
-    r = pfcfail.storm_victims(lab.name, lab.spec, lab.netns_of, WD, off_s=1.5, on_s=1.5)
+    wd_on = Watchdog(detection_time_ms=WD.detection_time_ms,
+                     restoration_time_ms=WD.restoration_time_ms, action=action)
+    r = pfcfail.storm_victims(lab.name, lab.spec, lab.netns_of, wd_on, off_s=1.5, on_s=1.5)
     # the watchdog off: once the stormed queue passed xOFF the leaf PAUSEd the victim's NIC,
     # and nothing of the victim's arrived until the watchdog started (measured 1.0-1.3 s of
     # the 1.5 s; the queue takes 0.17 s or more to reach xOFF)
     assert r["pauses"] >= 1 and r["stuck_s"] is not None and r["stuck_s"] >= 0.6, r
-    assert r["stall_off_s"] == r["stuck_s"], r  # one stall, still on at the watchdog's start
-    # the watchdog on: the stormed queue is dropped after the detection time, the leaf
-    # RESUMEs, and the victim's packets arrive again (its NIC's backlog first: nothing lost)
-    assert r["recovered_s"] is not None and r["recovered_s"] < WD.detection_time_ms / 1000 + 0.5, r
-    assert r["victim_rx"] >= 0.99 * r["victim_sent"], r
-    # the storming NIC got (almost) nothing: the drop action discards the queue
-    assert r["culprit_rx"] < 0.01 * r["culprit_sent"], r
+    # the watchdog on: the stormed queue ignores the PAUSE after the detection time (drop or
+    # forward its traffic), the leaf RESUMEs, and the victim's packets arrive again (its NIC's
+    # backlog first: nothing lost)
+    assert r["recovered_s"] is not None and r["victim_rx"] >= 0.99 * r["victim_sent"], r
+    if action == "drop":  # the storming NIC got (almost) nothing: the queue is discarded, and
+        # the leaf's queue empties at once
+        assert r["culprit_rx"] < 0.01 * r["culprit_sent"], r
+        assert r["recovered_s"] < wd_on.detection_time_ms / 1000 + 0.5, r
+    else:  # forward: the queue sends at line rate despite the PAUSE (measured: 51-56 % of it
+        # in the 1.5 s); the culprit's NIC backlog then keeps the leaf's queue at xOFF at line
+        # rate, so the victim comes back only once that is gone (measured 0.32 s and 2.0 s)
+        assert r["culprit_rx"] >= 0.25 * r["culprit_sent"], r
     wd = r["watchdog"][r["stormed"]]
     assert wd["detections"] == 1 and wd["restorations"] == 1 and wd["state"] == "operational", wd
     # restored once no PAUSE had held it for the restoration time (the heal ended the storm)
