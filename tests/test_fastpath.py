@@ -265,6 +265,14 @@ def test_gbn_requester_goes_back_to_the_naks_psn_and_acks_move_it_on():
         a.close(), b.close()
 
 
+def _ack(idx: int, nak: bool = False) -> bytes:
+    """The responder's ACK (or NAK) of PSN index ``idx`` as the requester receives it."""
+    return bytes(roce.roce_packet(src_mac="02:00:00:00:00:02", dst_mac="02:00:00:00:00:01",
+                                  src_ip="10.0.1.1", dst_ip="10.0.0.1", dst_qpn=0x101,
+                                  psn=1000 + idx, opcode=roce.RC_ACKNOWLEDGE,
+                                  syndrome=roce.AETH_NAK_PSN_SEQ if nak else roce.AETH_ACK))
+
+
 @pytest.mark.parametrize("nic", [1, 2])
 def test_a_lost_tail_is_resent_after_the_timeout(nic):
     ctx, qps, (a, b, _k) = _rc_ctx(nic=nic)
@@ -276,7 +284,18 @@ def test_a_lost_tail_is_resent_after_the_timeout(nic):
         assert q.timeouts == 0
         fp.take_acks(ctx, 0, 1.0 + 0.6)
         assert q.timeouts == 1
-        assert (q.nxt if nic == 1 else q.rtx_one) == 8   # resend from the oldest unacked
+        if nic == 1:  # go-back-N: everything from the oldest unacked
+            assert q.nxt == 8 and q.rtx_one == -1
+        else:  # selective repeat: that one, then the next on every partial ACK (NewReno)
+            assert q.rtx_one == 8 and q.rec_hi == 10 and q.nxt == 10
+            q.rtx_one = -1                           # 8 resent ...
+            fp.rx(ctx, _ack(8), 1.7)                 # ... and acknowledged, 9 still missing:
+            fp.take_acks(ctx, 0, 1.7)                # resent at once, not a timeout later
+            assert q.una == 9 and q.rtx_one == 9 and q.timeouts == 1
+            q.rtx_one = -1
+            fp.rx(ctx, _ack(9), 1.8)
+            fp.take_acks(ctx, 0, 1.8)
+            assert q.una == 10 and q.rec_hi == 0 and q.rtx_one == -1   # recovered
     finally:
         fp.release(ctx)
         a.close(), b.close()
@@ -294,6 +313,45 @@ def test_ooo_responder_places_past_a_gap_and_naks_only_a_lasting_hole():
         assert q.naks_tx == 1 and ("NAK", 4) in _acks(b)
         _feed(ctx, [4], t0=0.03)                 # selective repeat of 4 alone completes 4..8
         assert q.epsn == 9
+    finally:
+        fp.release(ctx)
+        a.close(), b.close()
+
+
+def test_ooo_responder_naks_the_next_hole_as_soon_as_a_resend_fills_one():
+    """A lost burst under out-of-order placement: once a resent packet fills the first hole,
+    the next hole (packets already placed past it) is older than that resend, so lost: it is
+    NAKed at once, one hole per round trip, not one per timeout; a hole with nothing placed
+    past it ends the episode."""
+    ctx, qps, (a, b, _k) = _rc_ctx(nic=2)
+    try:
+        q = qps[0]
+        _feed(ctx, [0, 3, 5, 6, 7])              # 1, 2 and 4 lost: NAK(1) after 3 later packets
+        assert q.epsn == 1 and q.naks_tx == 1 and _acks(b) == [("NAK", 1)]
+        _feed(ctx, [1], t0=0.01)                 # the resend of 1: 2 is the next hole, 3+ placed
+        assert q.epsn == 2 and q.naks_tx == 2 and _acks(b) == [("NAK", 2)]
+        _feed(ctx, [2], t0=0.02)                 # 2, 3 in order; 4 missing, 5-7 placed: NAK(4)
+        assert q.epsn == 4 and q.naks_tx == 3 and _acks(b) == [("NAK", 4)]
+        _feed(ctx, [4], t0=0.03)                 # 4..7 in order, nothing placed past: episode over
+        assert q.epsn == 8 and q.naks_tx == 3 and q.nak_out == 0
+    finally:
+        fp.release(ctx)
+        a.close(), b.close()
+
+
+@pytest.mark.parametrize("nic", [1, 2])
+def test_a_nak_after_the_last_packet_resends_at_once_not_at_the_timeout(nic):
+    """A QP that has sent every packet waits for ACKs until the timeout (next_t = last ACK +
+    rto); a NAK then must wake it: the resend goes now (it used to wait out the timeout)."""
+    ctx, qps, (a, b, _k) = _rc_ctx(nic=nic, goal=10)
+    try:
+        q = qps[0]
+        q.nxt = q.hi = 10                        # every packet sent
+        q.una, q.last_ack_t, q.next_t = 4, 1.0, 1.0 + 0.5
+        fp.rx(ctx, _ack(6, nak=True), 1.1)       # 6 missing
+        fp.take_acks(ctx, 0, 1.1)
+        assert q.next_t == pytest.approx(1.1) and q.una == 6
+        assert (q.nxt if nic == 1 else q.rtx_one) == 6
     finally:
         fp.release(ctx)
         a.close(), b.close()

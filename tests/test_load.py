@@ -976,3 +976,35 @@ def test_live_incast_carries_the_fluid_model_reference(lossless_lab):
                      r"within 15% of its share\): port [\d.]+%, every sender [\d.]+-[\d.]+ of its share: "
                      r"(met|NOT met) \(not steady: a transient\); DCQCN itself \(per-packet reference\) "
                      r"keeps every sender within 15% in \d+ of 40 runs of this length", words), out
+
+
+@pytest.mark.integration
+@pytest.mark.usefixtures("no_leaks")
+@pytest.mark.parametrize("nic", ["gbn", "ooo"])
+def test_live_byte_sized_incast_reports_fct_and_what_recovery_cost(lossless_lab, nic):
+    """Issue 45: an 8:1 incast of 12 MiB a QP, PFC off, no congestion control (96 MiB into a
+    port whose queue can hold ~66 MB: drops), ``--bytes`` ends the run when every QP delivered
+    its bytes: FCT p50/p99 (lab s and fabric us) and the RC transport's NAKs and resends. The
+    rules on packets: go-back-N resends more than it lost (everything after each hole that had
+    arrived); out-of-order placement resends only what it lost (each hole once, and one packet
+    a timeout); both deliver every byte."""
+    from typer.testing import CliRunner
+
+    from railab.cli import app
+
+    res = CliRunner().invoke(app, ["traffic", lossless_lab.name, "--pattern", "incast", "--cc", "none",
+                                   "--pfc", "off", "--bytes", "12M", "--nic", nic, "--json"])
+    out = json.loads(res.output)
+    c = out["congestion"]
+    assert out["bytes_per_qp"] == 12 << 20 and out["seconds"] is None
+    fct, tr = c["fct"], c["transport"]
+    assert fct["qps"] == fct["completed"] == 8, (fct, tr)
+    assert 0 < fct["p50_s"] <= fct["p99_s"] <= fct["max_s"]
+    assert fct["fabric_p99_us"] == pytest.approx(fct["p99_s"] / out["time_scale"] * 1e6, rel=1e-3)
+    assert tr["fct_p99_s"] == fct["p99_s"]
+    assert c["dropped"] > 0 and tr["naks"] > 0, (c["dropped"], tr)
+    if nic == "gbn":
+        assert tr["retx_packets"] > c["dropped"], tr
+    else:
+        assert c["dropped"] <= tr["retx_packets"] <= c["dropped"] + tr["timeouts"], (c["dropped"], tr)
+    assert all(f["rx_bytes"] >= 12 << 20 for f in c["flows"])

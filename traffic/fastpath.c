@@ -37,7 +37,7 @@
 #include <unistd.h>
 #include <linux/if_packet.h>
 
-#define DP_ABI 7
+#define DP_ABI 8
 #define OOO_WINDOW 4096
 #define BUSY_MAX_S 0.005      /* a worker that has not waited for this long ... */
 #define BUSY_REST_S 0.0005    /* ... sleeps this long: at most ~91 % of a core, so FRR (BFD), the
@@ -103,6 +103,8 @@ typedef struct {
     int64_t ack_pending;      /* receiver: packets since its last ACK */
     double t_done;            /* receiver: when every packet of the flow had arrived */
     uint64_t ooo_map[64];     /* ooo: indices epsn+1 .. epsn+4096 already placed */
+    int64_t rec_hi;           /* ooo sender: after a timeout, recovery runs until una reaches
+                               * this (hi at the timeout); 0: not recovering */
 } dp_qp;
 
 typedef struct {
@@ -382,6 +384,14 @@ static void responder(dp_ctx *c, dp_qp *q, int64_t idx, int ackreq, double now)
         }
         q->beyond = 0;
         for (int k = 0; k < 64; k++) q->beyond += __builtin_popcountll(q->ooo_map[k]);
+        /* in a NAK episode (a resent packet just filled a hole) with packets still placed past
+         * the next hole: that hole is older than the resend, so lost, not late: NAK it now (a
+         * lost burst is recovered one hole per round trip, not one per timeout) */
+        if (q->nak_out && q->beyond > 0) {
+            ack_send(q, 1, q->epsn);
+            q->ack_pending = 0;
+            return;
+        }
     }
     q->nak_out = 0;
     int last = q->goal >= 0 && q->epsn >= q->goal;
@@ -500,11 +510,20 @@ static inline double qp_rate(const dp_qp *q) { return q->cc ? q->rp.rc : q->line
 /* RC requester (IBTA 9.7.4, 9.7.5.2): the ACKs and NAKs that arrived (any worker) taken by the
  * QP's owner: an ACK moves the oldest unacknowledged PSN on; a NAK (PSN sequence error, PSN =
  * the responder's expected one) acknowledges what precedes it and, go-back-N, resends from
- * there, or, selective repeat, resends that packet alone; no progress for rto resends from the
- * oldest unacknowledged packet (a lost tail has no later packet to reveal it) */
+ * there, or, selective repeat, resends that packet alone; no progress for rto resends
+ * everything from the oldest unacknowledged packet on (a lost tail has no later packet to
+ * reveal it) */
+/* a resend was just scheduled: a QP that had sent every packet waits for the timeout
+ * (next_t = last_ack_t + rto), so send it now; one still pacing its packets sends it in turn */
+static inline void wake(dp_qp *q, double now)
+{
+    if (q->goal >= 0 && q->hi >= q->goal && q->next_t > now) q->next_t = now;
+}
+
 static void take_acks(dp_ctx *c, dp_qp *q, double now)
 {
     int64_t a = __atomic_load_n(&q->ack_hi, __ATOMIC_ACQUIRE);
+    int64_t una0 = q->una;
     if (a > q->una) { q->una = a; q->last_ack_t = now; }
     int64_t seq = __atomic_load_n(&q->nak_seq, __ATOMIC_ACQUIRE);
     if (seq != q->nak_applied) {
@@ -514,11 +533,24 @@ static void take_acks(dp_ctx *c, dp_qp *q, double now)
         q->last_ack_t = now;
         if (q->nic == 1) { if (q->nxt > k) q->nxt = k; }
         else if (k < q->hi) q->rtx_one = k;
+        wake(q, now);
+    }
+    if (q->nic == 2 && q->rec_hi) {
+        if (q->una >= q->rec_hi) q->rec_hi = 0;                 /* recovered */
+        else if (q->una > una0 && q->rtx_one < 0) {             /* partial ACK */
+            q->rtx_one = q->una;
+            wake(q, now);
+        }
     }
     if (q->hi > q->una && now - q->last_ack_t > c->rto) {
         q->timeouts++;
         q->last_ack_t = now;
-        if (q->nic == 1) q->nxt = q->una; else q->rtx_one = q->una;
+        /* IBTA 9.7.5.2: a timeout resends from the oldest unacknowledged packet: go-back-N
+         * all of them; selective repeat that one, then (below) the next on every partial
+         * acknowledgement until una passes what was outstanding at the timeout (NewReno's
+         * rule, RFC 6582 3.2: a lost tail costs one timeout and a round trip a packet) */
+        if (q->nic == 1) q->nxt = q->una;
+        else { q->rtx_one = q->una; q->rec_hi = q->hi; }
         if (q->next_t > now) q->next_t = now;
     }
     if (q->goal >= 0 && q->una >= q->goal) go_inactive(c, q);
@@ -558,7 +590,11 @@ static int send_due(worker *w, dp_qp *q, int qi, double now)
         int fresh = !q->nic || i >= q->hi;   /* not a retransmission */
         if (fresh && q->goal >= 0 && i == q->goal - 1) q->late_s += now - q->next_t;
         dp_tpl *t = &q->tpl[(i % q->ntpl) * 4 + op];
-        int ack = op == OP_LAST || op == OP_ONLY;
+        /* the AckReq bit: a message's last packet, and every resend (IBTA 9.7.5.1.2 lets a
+         * requester ask on any packet): a resend into a hole must be acknowledged at once, or
+         * coalescing (every ack_every packets) holds the ACK a lost tail's recovery waits on */
+        int msg_end = op == OP_LAST || op == OP_ONLY;
+        int ack = msg_end || !fresh;
         uint8_t *f = dp_frame(t, (q->start_psn + (uint32_t)i) & MASK24, ack);
         w->tx_calls++;
         if (send(q->tx_fd, f, t->len, MSG_DONTWAIT) < 0) {
@@ -594,7 +630,7 @@ static int send_due(worker *w, dp_qp *q, int qi, double now)
         q->next_t += (double)t->len * 8.0 / rate * (1.0 + c->jitter * (2.0 * urand(&w->rng) - 1.0));
         if (q->cc) dp_rp_on_sent(&q->rp, t->len);
         burst++;
-        if (q->gap_s > 0 && ack) {
+        if (q->gap_s > 0 && msg_end && fresh) {
             q->next_t += q->gap_s;
             return 0;
         }

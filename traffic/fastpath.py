@@ -42,7 +42,7 @@ from railab.errors import RailabError
 
 SOURCE = Path(__file__).with_name("fastpath.c")
 #: The C file's interface version (``DP_ABI``): a library of another version is not used.
-ABI = 7
+ABI = 8
 
 
 class FastPathUnavailable(RailabError):
@@ -90,7 +90,7 @@ class Qp(ctypes.Structure):
                             "timeouts", "ack_hi", "nak_seq", "nak_idx", "nak_applied", "rtx_one")] + [
         ("last_ack_t", _F64)] + [
         (n, _I64) for n in ("epsn", "acks_tx", "naks_tx", "dup_rx", "beyond", "ack_pending")] + [
-        ("t_done", _F64), ("ooo_map", ctypes.c_uint64 * 64)]
+        ("t_done", _F64), ("ooo_map", ctypes.c_uint64 * 64), ("rec_hi", _I64)]
 
 
 class Ctx(ctypes.Structure):

@@ -443,8 +443,26 @@ def _capacity_sampler(ref, spec):
     return sample, smp.close
 
 
+def fct_summary(res, capacity: bool) -> dict:
+    """Flow completion of a load run whose QPs each sent a byte count (``--bytes``): ``p50_s``,
+    ``p99_s``, ``max_s`` (lab s, measured: a QP's first packet to its last one delivered, or to
+    the responder's last packet with an RC transport), the same in fabric us on a lab with
+    lab.capacity (``fabric_p50_us`` ...), and ``completed`` / ``qps`` (QPs that delivered their
+    bytes / all). Percentiles by nearest rank over the completed QPs; None when none completed."""
+    from railab.traffic.load import _pct
+
+    fcts = sorted(f["fct_s"] for f in res.flows if f.get("fct_s") is not None)
+    out = {"qps": len(res.flows), "completed": len(fcts),
+           "p50_s": _pct(fcts, 0.5), "p99_s": _pct(fcts, 0.99), "max_s": fcts[-1] if fcts else None}
+    for k in ("p50", "p99", "max"):
+        v = out[f"{k}_s"]
+        out[f"fabric_{k}_us"] = (round(v / res.time_scale * 1e6, 3)
+                                 if capacity and v is not None else None)
+    return out
+
+
 def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, seconds, sport,
-                 mtu, as_json, dcqcn=None, seed=None, nic=None) -> None:
+                 mtu, as_json, dcqcn=None, seed=None, nic=None, nbytes=None) -> None:
     """``railab traffic`` on the load engine (:func:`railab.traffic.load.run_load`): see the
     command's help; prints a per-flow table or the JSON object with ``congestion``.
 
@@ -496,6 +514,9 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
                "(senders at line rate); drop --dcqcn or use --cc dcqcn")
     if seconds is not None and not 0 < seconds <= MAX_LOAD_S:
         _usage(f"--seconds must be > 0 and <= {MAX_LOAD_S:g} (got {seconds:g})")
+    if nbytes is not None and seconds is not None:
+        _usage("--bytes ends the run when every QP has delivered its bytes: drop --seconds "
+               "(or drop --bytes for a timed run)")
     if senders is not None and pattern != "incast":
         _usage("--senders counts incast sender NICs: use it with --pattern incast")
     if pattern is None and (src is None or dst is None):
@@ -535,8 +556,9 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
             with sigint_event() as stop, load_lock(spec.name), \
                     _hash_seed(spec, ref.netns_of, seed), _pfc(spec, ref.netns_of, pfc_on, capacity):
                 paths = _trace_paths(spec, ref.netns_of, fl, sport)
-                res = run_load(spec, ref.netns_of, [LoadFlow(f) for f in fl], cc=cc,
-                               seconds=secs, sport_mode=sport, port_sampler=sampler,
+                res = run_load(spec, ref.netns_of, [LoadFlow(f, bytes=nbytes) for f in fl], cc=cc,
+                               seconds=None if nbytes else secs, sport_mode=sport,
+                               port_sampler=sampler,
                                stop=stop.is_set, **({"mtu": mtu} if mtu else {}),
                                dcqcn=DCQCN_PROFILES[dcqcn] if dcqcn else None,
                                per_flow_faults=True, nic=nic)
@@ -572,7 +594,10 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
     util = (round(sum(f["rx_mbps_last_half"] for f in res.flows) / res.port_rate_mbps, 4)
             if pattern == "incast" and res.flows and capacity else None)
     reference = None
-    if pattern == "incast" and capacity and cc == "dcqcn" and res.flows:
+    fct = fct_summary(res, capacity) if nbytes else None
+    # the models' references are of a timed run (every sender until the end): not of QPs that
+    # each stop once their bytes are delivered
+    if pattern == "incast" and capacity and cc == "dcqcn" and res.flows and not nbytes:
         from railab.traffic.fluid import incast_reference
 
         sent = sum(f["tx_packets"] for f in res.flows)
@@ -620,9 +645,11 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
         cong["steady"] = steady
         cong["reference"] = reference
         cong["steady_state_check"] = check
+        cong["fct"] = fct
         print(json.dumps({
             "lab": spec.name, "pattern": pattern, "pxn": pxn, "cc": cc,
-            "pfc": "on" if pfc_on else "off", "capacity": capacity, "seconds": secs,
+            "pfc": "on" if pfc_on else "off", "capacity": capacity,
+            "seconds": None if nbytes else secs, "bytes_per_qp": nbytes,
             "senders": len(fl) if pattern == "incast" else None,
             "receiver": (f"{fl[0].dst[0]}:gpu{fl[0].dst[1]}" if pattern == "incast" else None),
             "receiver_port": rx_port,
@@ -653,10 +680,19 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
             con.print(f"fabric time covered: {fabric_ms:g} ms ({res.seconds:g} lab s at time scale "
                       f"x{res.time_scale:g}): "
                       + ("steady state (the last half)" if steady else
-                         "[yellow]transient only[/yellow] (DCQCN has not settled: a longer "
-                         "--seconds, or a faster lab port rate)"), highlight=False)
+                         "[yellow]transient only[/yellow] (DCQCN has not settled: "
+                         + ("more --bytes" if nbytes else "a longer --seconds")
+                         + ", or a faster lab port rate)"), highlight=False)
         if util is not None:
             con.print(f"receiver port used (measured, last half): {util:.0%}", highlight=False)
+        if fct is not None:
+            fab = (f" (fabric {fct['fabric_p50_us']:g} / {fct['fabric_p99_us']:g} / "
+                   f"{fct['fabric_max_us']:g} us)" if fct["fabric_p50_us"] is not None else "")
+            con.print(f"flow completion, {nbytes:,} B per QP (measured): "
+                      + (f"p50 {fct['p50_s']:g} s, p99 {fct['p99_s']:g} s, max {fct['max_s']:g} s "
+                         f"(lab){fab}" if fct["p50_s"] is not None else "no QP completed")
+                      + f"; {fct['completed']} of {fct['qps']} QPs delivered their bytes",
+                      highlight=False, soft_wrap=True)
         if res.queue_peak_bytes:
             con.print(f"deepest queue (measured, sampled every {res.sample_s:g} lab s): "
                       f"{res.queue_peak_bytes:,} B at {res.queue_peak_port}"
@@ -888,6 +924,10 @@ def register(app: typer.Typer) -> None:
             None, "--nic", help="load run: the NICs' RC transport: none (every packet sent "
             "once; default) | gbn (go-back-N on a NAK or timeout) | ooo (out-of-order placement, "
             "selective repeat)"),
+        load_bytes: str | None = typer.Option(
+            None, "--bytes", help="load run: bytes per QP, e.g. 4M: each QP sends that many "
+            "and the run ends once every QP delivered them (flow completion times p50/p99); "
+            "default: a timed run (--seconds)"),
     ) -> None:
         """Send a RoCEv2 traffic pattern and check hops, loss and paths.
 
@@ -903,11 +943,21 @@ def register(app: typer.Typer) -> None:
         keep its rate or a flow on an unexpected path exit 1.
         """
         if pattern == "incast" or any(v is not None for v in (senders, cc, pfc, seconds, sport,
-                                                              dcqcn, seed, nic)):
+                                                              dcqcn, seed, nic, load_bytes)):
+            nbytes = None
+            if load_bytes is not None:
+                from railab.cli.collective import parse_bytes
+
+                try:
+                    nbytes = parse_bytes(load_bytes)
+                except ValueError as exc:
+                    _usage(str(exc))
+                if nbytes < 1:
+                    _usage(f"--bytes {load_bytes}: a QP sends at least 1 byte")
             load_command(lab, pattern=pattern, src=src, dst=dst, pxn=pxn, flows=flows,
                          senders=senders, cc=cc, pfc=pfc, seconds=seconds, sport=sport,
                          mtu=mtu if mtu != 1024 else None, as_json=as_json, dcqcn=dcqcn,
-                         seed=seed, nic=nic)
+                         seed=seed, nic=nic, nbytes=nbytes)
             return
         from railab.testbed.labref import resolve
         from railab.traffic.engine import Engine, sigint_event, spread, spread_warnings
