@@ -509,8 +509,8 @@ def root_cause_groups(report: Report) -> list[tuple[CheckItem, list[CheckItem]]]
 
 def fabric_marks(report: Report) -> FabricMarks:
     """What the diagram draws as broken, from the report alone: the links of failed rows whose
-    cause is ``link-down`` (or cabling rows about a down link), the links of ``session-down``
-    causes whose link is not down, and :attr:`Report.faults`."""
+    cause is ``link-down`` (or cabling rows about a down link), the links of ``session-down`` and
+    ``session-shut`` causes whose link is not down, and :attr:`Report.faults`."""
     down: dict[str, str] = {}
     sessions: list[str] = []
     for c in report.checks:
@@ -521,7 +521,7 @@ def fabric_marks(report: Report) -> FabricMarks:
             continue
         if c.cause.get("kind") == "link-down":
             down.setdefault(link, c.observed or "link down")
-        elif c.cause.get("kind") == "session-down" and link not in sessions:
+        elif c.cause.get("kind") in ("session-down", "session-shut") and link not in sessions:
             sessions.append(link)
     return FabricMarks(down_links=down, down_sessions=[s for s in sessions if s not in down],
                        faults=report.faults)

@@ -64,6 +64,7 @@ CAUSE_KINDS = {
     "miswired": "link: the planned link lands on another port",
     "port-missing": "node, port: the interface does not exist",
     "session-down": "link (+ node, port): a BGP session is not Established",
+    "session-shut": "node, port, link: that end shut the session administratively (neighbor IF shutdown)",
     "daemon-dead": "node, daemon: an FRR daemon does not answer",
     "node-unreachable": "node: the executor cannot reach the node (SSH refused or timed out)",
     "wrong-asn": "node: the node runs another ASN / router-id than planned; with port, link: "

@@ -79,25 +79,46 @@ def _wrong_remote_as(obs: Observer, link: str, ends: list[tuple[str, str, dict |
     return None
 
 
+def _admin_shut(link: str, ends: list[tuple[str, str, dict | None, str | None]]) -> tuple[str, Cause] | None:
+    """(sentence, ``session-shut`` cause on that end's port and the link) for the first end whose
+    summary shows the session shut administratively (``peerState`` ``Admin``, state ``Idle
+    (Admin)``), else None. Ends that cannot be read (``peer`` None) are skipped."""
+    for node, iface, peer, _ in ends:
+        if peer is not None and (peer.get("peerState") == "Admin" or "Admin" in str(peer.get("state", ""))):
+            return (f"session administratively shut on {node} (`neighbor {iface} shutdown`); "
+                    f"`no neighbor {iface} shutdown` restores it",
+                    Cause(kind="session-shut", node=node, port=iface, link=link))
+    return None
+
+
 def _cause(obs: Observer, link: str,
            ends: list[tuple[str, str, dict | None, str | None]],
            planned_remote: dict[str, int] | None = None) -> tuple[str, Cause]:
     """Likely cause of a session over ``link`` that is not Established, most specific first:
     (one sentence, structured cause). ``planned_remote``: node -> the AS it should see on this
-    session (names a wrong ``remote-as``, see :func:`_wrong_remote_as`)."""
+    session (names a wrong ``remote-as``, see :func:`_wrong_remote_as`).
+
+    An end shut administratively (``neighbor IF shutdown``: ``session-shut`` on that end), or
+    expecting a wrong remote AS, is named before an end that cannot be read: that is the end's
+    own configuration, which a dead daemon at the other end neither causes nor explains, and
+    bringing that daemon back leaves the session down (issue 48: the shut had no root of its
+    own beside the far end's dead bgpd)."""
+    shut = _admin_shut(link, ends)
+    if shut is not None:
+        return shut
     for node, _iface, _peer, err in ends:
         if err:
+            # the readable end's own wrong remote-as first, as its shut: a dead far end does not
+            # change what this end is configured to expect
+            wrong = _wrong_remote_as(obs, link, ends, planned_remote) if planned_remote else None
+            if wrong is not None:
+                return wrong
             return frr_unreadable(node, err, "bgpd"), daemon_cause(node, err, "bgpd")
     for node, iface, peer, _ in ends:
         if peer is None:
             return (f"{node} has no BGP neighbor {iface}: add `neighbor {iface} interface "
                     f"remote-as ...` to {node}'s frr.conf",
                     Cause(kind="neighbor-missing", node=node, port=iface, link=link))
-    for node, iface, peer, _ in ends:
-        if peer.get("peerState") == "Admin" or "Admin" in str(peer.get("state", "")):
-            return (f"session administratively shut on {node} (`neighbor {iface} shutdown`); "
-                    f"`no neighbor {iface} shutdown` restores it",
-                    Cause(kind="session-down", node=node, port=iface, link=link))
     for node, iface, _, _ in ends:
         status = _link_status(obs, node, iface)
         if status not in (None, "up"):

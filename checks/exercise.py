@@ -119,6 +119,7 @@ SYMPTOMS: dict[str, str] = {
 _CAUSE_WORDS: dict[str, str] = {
     "link-down": "link down", "node-down": "node powered off", "miswired": "cabled to another port",
     "port-missing": "port missing", "session-down": "BGP session not Established",
+    "session-shut": "BGP session shut administratively",
     "daemon-dead": "FRR daemon not answering", "node-unreachable": "node unreachable",
     "wrong-asn": "AS number differs from the plan", "neighbor-missing": "no BGP neighbor on the port",
     "not-announced": "prefix not announced", "upstream": "the neighbor lacks the route itself",

@@ -37,7 +37,7 @@ CAUSE_OF: dict[str, frozenset[str]] = {
     "cable-pull": frozenset({"link-down", "port-missing"}),
     "link-flap": frozenset({"link-down", "session-down", "policy-route-missing", "link-local-missing"}),
     "cross-cable": frozenset({"miswired", "port-missing"}),
-    "session-shut": frozenset({"session-down"}),
+    "session-shut": frozenset({"session-shut", "session-down"}),
     "wrong-asn": frozenset({"wrong-asn", "session-down"}),
     "daemon-kill": frozenset({"daemon-dead", "session-down"}),
     "node-off": frozenset({"node-down", "daemon-dead", "link-down"}),

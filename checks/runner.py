@@ -96,12 +96,12 @@ def summary(results: list[CheckResult]) -> dict[str, dict[str, int]]:
 #: not explain them (a cable, an MTU, an nft table, a NIC's table route)
 KERNEL_FAMILIES = frozenset({"cabling", "policy", "pfc"})
 #: causes that name a culprit no dead daemon makes (a wrong ASN, a miswire, a missing neighbor
-#: or announcement, an MTU, a filter): a row blaming one does not follow a dead daemon merely
-#: because it is about that daemon's node (a session failing with Bad Peer AS on a leaf whose
-#: staticd died is the wrong ASN's)
+#: or announcement, an MTU, a filter, a session its own end shut): a row blaming one does not
+#: follow a dead daemon merely because it is about that daemon's node (a session failing with
+#: Bad Peer AS on a leaf whose staticd died is the wrong ASN's)
 CULPRIT_KINDS = frozenset({"wrong-asn", "miswired", "port-missing", "neighbor-missing", "not-announced",
                            "mtu-mismatch", "port-filter", "pfc-storm",
-                           "pfc-priority"})
+                           "pfc-priority", "session-shut"})
 
 
 def _keys(node: str | None, c: Cause | None, check: str | None = None) -> tuple[set[tuple], set[tuple]]:

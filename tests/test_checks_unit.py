@@ -440,7 +440,7 @@ def test_structured_references_per_family(spec, snap):
     assert (sess.node, sess.port, sess.link) == ("g1-leaf2", "eth3", "g1-leaf2:eth3--spine1:eth2")
     assert sess.session.model_dump() == {"node": "g1-leaf2", "interface": "eth3", "peer": "spine1",
                                          "peer_interface": "eth2"}
-    assert sess.cause.kind == "session-down" and sess.cause.link == sess.link
+    assert sess.cause.kind == "session-shut" and sess.cause.link == sess.link  # its own end shut it
     from railab.checks.base import CAUSE_KINDS
 
     assert {r.cause.kind for r in _fails(res)} <= set(CAUSE_KINDS)
@@ -990,3 +990,33 @@ def test_a_wrong_remote_as_on_one_session_is_named_wrong_asn_at_that_end(spec, s
     bad = _fails(res)
     assert {r.cause for r in bad} == {Cause(kind="wrong-asn", node="spine2")}, [r.message() for r in bad]
     assert len(group_failures(res)) == 1
+
+
+@pytest.mark.parametrize("fault", ["session-shut", "wrong-asn"])
+def test_a_session_fault_beside_the_far_ends_dead_bgpd_is_a_root_of_its_own(spec, snap, fault):
+    """Issue 48 review (C): a session shut (or expecting a wrong remote AS) on g2-leaf3 while
+    bgpd is dead on spine2, the session's far end: the bgp row names the live end's own fault
+    (it used to name the unreadable spine2 and follow its dead bgpd, so the shut had no root and
+    fixing spine2 left it shut); the dead bgpd is a root too, and the audit's rules hold."""
+    from railab.checks.rootaudit import audit
+    from railab.checks.runner import root_causes
+
+    peer = snap["g2-leaf3"][SUMMARY]["peers"]["eth4"]
+    if fault == "session-shut":
+        peer.update(state="Idle (Admin)", peerState="Admin")
+    else:
+        peer.update(state="Active", peerState="OK", remoteAs=4199999999)
+    (s,) = [s for s in spec.bgp_sessions
+            if ("g2-leaf3", "eth4") in {(s.node, s.interface), (s.peer, s.peer_interface)}]
+    far, far_port = (s.peer, s.peer_interface) if s.node == "g2-leaf3" else (s.node, s.interface)
+    assert far == "spine2"
+    res = run_checks(spec, DeadBgpdExecutor(snap, "spine2"), only="bgp,routes", netns_of=lambda n: None)
+    (row,) = [r for r in _fails(res) if r.link == f"g2-leaf3:eth4--spine2:{far_port}" and r.check == "bgp"]
+    assert (row.cause.kind, row.cause.node, row.cause.port) == (fault, "g2-leaf3", "eth4"), row.cause
+    doc = {"results": [r.model_dump(mode="json") for r in res], "root_causes": root_causes(res)}
+    kinds = sorted((rc["cause"] or {}).get("kind", "-") for rc in doc["root_causes"])
+    assert kinds == sorted(["daemon-dead", fault]), kinds
+    faults = [{"id": "f1", "kind": fault, "node": "g2-leaf3", "port": "eth4", "peer_node": "spine2",
+               "peer_port": far_port, "params": {}},
+              {"id": "f2", "kind": "daemon-kill", "node": "spine2", "params": {"daemon": "bgpd"}}]
+    assert audit(doc, faults, spec) == []

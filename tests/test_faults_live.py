@@ -202,7 +202,7 @@ def test_session_shut(healed):
     res = _until(lab, lambda r: any("Idle (Admin)" in x.observed for x in _fails(r, check="bgp")),
                  only="bgp")
     (row,) = _fails(res, check="bgp")
-    assert (row.node, row.port) == ("g1-leaf2", rec.port) and row.cause.kind == "session-down"
+    assert (row.node, row.port) == ("g1-leaf2", rec.port) and row.cause.kind == "session-shut"
     assert "Idle (Admin)" in row.observed
 
 

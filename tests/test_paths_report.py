@@ -92,6 +92,16 @@ def test_marks_come_from_the_causes_and_the_faults(spec):
     assert list(m.fault_nodes()) == ["g2-leaf3"]
 
 
+def test_a_shut_session_is_drawn_as_a_down_session(spec):
+    """The bgp family names an administratively shut session ``session-shut`` (issue 48 review
+    C): the diagram marks it as it marks a session down."""
+    up = _lid(spec, "g1-leaf1", "eth3")
+    rows = [failed("bgp", "g1-leaf1:eth3 <-> spine1:eth1", node="g1-leaf1", link=up,
+                   cause=Cause(kind="session-shut", node="g1-leaf1", port="eth3", link=up))]
+    rep = Report(lab=LabSummary.from_spec(spec), checks=[CheckItem.from_result(r) for r in rows])
+    assert fabric_marks(rep).down_sessions == [up]
+
+
 def _edge_lines(src: str, needle: str) -> list[str]:
     return [ln for ln in src.splitlines() if needle in ln]
 
