@@ -588,3 +588,15 @@ def test_default_load_run_covers_at_least_10_ms_of_fabric_time(rate):
     assert secs <= MAX_LOAD_S
     assert fabric_ms >= 10.0 - 1e-6
     assert fabric_ms <= 15.0 + 1e-6 or secs == 8.0  # a fast lab's run is at least 8 lab s
+
+
+def test_a_shut_session_root_is_named_at_its_end():
+    """check's ``session-shut`` cause (issue 48 review C) in traffic's root-cause words."""
+    from types import SimpleNamespace as N
+
+    from railab.cli.traffic import cause_text
+
+    c = N(kind="session-shut", node="g1-leaf2", port="eth3", link="g1-leaf2:eth3--spine1:eth2", daemon=None,
+          prefix=None)
+    assert cause_text(N(cause=c, name="srv1:gpu1->srv3:gpu1", reason="lost"), "mini") == (
+        "BGP session on g1-leaf2:eth3--spine1:eth2 is shut at g1-leaf2:eth3 (neighbor shutdown)")

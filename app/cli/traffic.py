@@ -177,6 +177,7 @@ _CAUSE_WORDS = {
     "node-down": "{node} is down (every link of it down at its end: powered off?)",
     "daemon-dead": "{daemon} is dead on {node}: railab restart {lab} {node}",
     "session-down": "BGP session on {session} is down",
+    "session-shut": "BGP session on {session} is shut at {at} (neighbor shutdown)",
     "port-filter": "a packet filter (nftables) drops on {at}{link}",
     "port-missing": "{at} does not exist{link}",
     "policy-route-missing": "{at} lacks its policy route{link}",
