@@ -34,7 +34,7 @@ Scoring (the score sheet): 100 points per fault found, minus 15 per hint and 5 p
 answer, plus 50 when ``exercise fix`` verified the repair (every check family green, with the
 faults still recorded as injected, and the record's journal showing the trainee's own repair of
 each fault on its element: :func:`repair_of`), 25 when a fault was undone bluntly (a ``railab
-restart`` or a whole-config reload that undid a wrong-asn); never below 0.
+restart`` or a whole-config reload that undid a wrong-asn or a shut session); never below 0.
 """
 
 from __future__ import annotations
@@ -701,9 +701,9 @@ def repair_of(fault: dict[str, Any], entry: dict[str, Any]) -> str | None:
     repairs the hidden ``fault`` (a planned fault of the record): ``"full"`` when it acts on the
     fault's own element with a command that plausibly undoes that kind of fault, ``"blunt"``
     when it undoes it wholesale (a ``railab restart`` or a ``vtysh -b``/``-f`` config reload on
-    the node of a wrong-asn: the whole configuration reloaded, every session of the node reset,
-    instead of the one mis-configured neighbor fixed), None when it does not repair it (a look
-    such as ``ip -br link``, another node, another port).
+    the node of a wrong-asn or a shut session: the whole configuration reloaded, every session
+    of the node reset, instead of the one neighbor fixed), None when it does not repair it (a
+    look such as ``ip -br link``, another node, another port).
 
     Per kind (``N``/``P``: the faulty end, the fault's ``node_a``): link-down and nic-down
     ``ip link set P up`` (any spelling that is not a ``show``, or vtysh ``no shutdown``) on N; session-shut
@@ -723,7 +723,7 @@ def repair_of(fault: dict[str, Any], entry: dict[str, Any]) -> str | None:
     if at != node:
         return None
     if tool == "restart":
-        return "full" if kind == "daemon-kill" else "blunt" if kind == "wrong-asn" else None
+        return "full" if kind == "daemon-kill" else "blunt" if kind in ("wrong-asn", "session-shut") else None
     if tool != "exec":
         return None
     if argv == ["(shell)"] or (argv == ["vtysh"] and kind in ("link-down", "nic-down", "session-shut",
@@ -744,7 +744,7 @@ def repair_of(fault: dict[str, Any], entry: dict[str, Any]) -> str | None:
     if kind in ("session-shut", "wrong-asn"):
         if configures and has(rf"\bneighbor\s+{re.escape(port.lower())}\b"):
             return "full"
-        if kind == "wrong-asn" and vtysh and has(r"(^|\s)-(b|f)(\s|$)|--boot\b|--inputfile\b"):
+        if vtysh and has(r"(^|\s)-(b|f)(\s|$)|--boot\b|--inputfile\b"):
             return "blunt"
         return None
     if kind == "daemon-kill":
@@ -778,7 +778,7 @@ def fix(labdir: Path | str, wait: float = 60.0, poll: float = 1.0) -> dict[str, 
     hidden fault: a ``railab exec`` (or ``railab restart``, ``railab exercise swap-cables``)
     since the start, on the fault's own element, with a command that plausibly repairs that
     kind of fault (:func:`repair_of`); only that verifies the repair. ``blunt``: credited, but a
-    fault was undone wholesale (a node restart or config reload that undid a wrong-asn): 25
+    fault was undone wholesale (a node restart or config reload that undid a BGP misconfig): 25
     points on the sheet instead of 50. ``failing`` is empty (``rows_hidden`` true) when the
     trainer switched ``check`` off, so ``fix`` does not stand in for it; else named at the
     exercise's check detail (:func:`disclose`). Records the verdict for the score sheet.

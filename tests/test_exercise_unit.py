@@ -443,7 +443,10 @@ def test_what_counts_as_a_repair_of_each_kind(spec):
                  ["vtysh", "-c", "conf t", "-c", "router bgp 1", "-c", "no neighbor eth4 shutdown"]) == "full"
     assert grade(2, "session-shut", "exec", "g1-leaf4",
                  ["vtysh", "-c", "conf t", "-c", "router bgp 1", "-c", "no neighbor eth3 shutdown"]) is None
-    assert grade(2, "session-shut", "restart", "g1-leaf4", []) is None  # a restart keeps the shut
+    # a restart brings bgpd back from frr.conf only after it was killed: then it undoes the shut
+    assert grade(2, "session-shut", "restart", "g1-leaf4", []) == "blunt"
+    assert grade(2, "session-shut", "restart", "spine2", []) is None
+    assert grade(2, "cross-cable", "restart", "srv3", []) is None
     assert grade(2, "session-shut", "exec", "g1-leaf4", ["vtysh"]) == "full"  # typed inside: not journaled
     # daemon-kill at g1-leaf3; cross-cable srv3:eth2 / srv3:eth3; grey-loss g2-leaf2:eth2; mtu g1-leaf4:eth2
     assert grade(2, "daemon-kill", "restart", "g1-leaf3", []) == "full"
