@@ -411,10 +411,12 @@ def inject(labdir: Path | str, kind: str, node_a: str, node_b: str | None = None
 
 def cli_params(kind: str, *, end: str | None = None, count: int = 3, down_s: float = 1.0, up_s: float = 1.0,
                percent: float | None = None, roce_only: bool = False, mtu: int | None = None,
-               asn: int | None = None, daemon: str = "bgpd") -> dict[str, Any]:
+               asn: int | None = None, daemon: str = "bgpd",
+               priority: int | None = None) -> dict[str, Any]:
     """The ``**params`` of :func:`inject` for fault ``kind`` from the command-line options that
     ``railab fault`` and ``railab drill`` share (only the ones that kind reads; :func:`inject`
-    validates them). ``down_s``/``up_s`` seconds, ``percent`` 0-100, ``mtu`` bytes."""
+    validates them). ``down_s``/``up_s`` seconds, ``percent`` 0-100, ``mtu`` bytes, ``priority``
+    0-7 (pfc-priority)."""
     params: dict[str, Any] = {}
     if end is not None:
         params["end"] = end
@@ -428,6 +430,8 @@ def cli_params(kind: str, *, end: str | None = None, count: int = 3, down_s: flo
         params["asn"] = asn
     if kind == "daemon-kill":
         params["daemon"] = daemon
+    if kind == "pfc-priority" and priority is not None:
+        params["priority"] = priority
     return params
 
 

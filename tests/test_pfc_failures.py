@@ -209,7 +209,9 @@ def test_live_routing_loop_deadlocks_and_the_watchdog_breaks_it(lossless_lab):
 @pytest.mark.usefixtures("no_leaks")
 def test_live_pfc_on_the_wrong_priority_one_root_cause_and_the_port_ignores_pause(lossless_lab):
     lab = lossless_lab.name
-    r = _cli("fault", lab, "pfc-priority", "srv1:eth1")
+    bad = _cli("fault", lab, "pfc-priority", "srv1:eth1", "--priority", "3")  # the lossless one
+    assert bad.exit_code != 0 and "other than the lossless priority 3" in str(bad.exception), bad
+    r = _cli("fault", lab, "pfc-priority", "srv1:eth1", "--priority", "5")
     assert r.exit_code == 0, r.output
     try:
         doc = json.loads(_cli("check", lab, "--json").output)
@@ -218,7 +220,7 @@ def test_live_pfc_on_the_wrong_priority_one_root_cause_and_the_port_ignores_paus
         assert roots[0]["cause"] == {"kind": "pfc-priority", "node": "srv1", "port": "eth1",
                                      "link": "g1-leaf1:eth1--srv1:eth1"}, roots
         row = next(x for x in doc["results"] if x["check"] == "pfc" and x["status"] == "fail")
-        assert row["observed"] == "PFC on priority 4", row
+        assert row["observed"] == "PFC on priority 5", row
     finally:
         h = _cli("fault", lab, "heal", "--all")
     assert h.exit_code == 0, h.output

@@ -17,7 +17,8 @@ from railab.errors import UsageError
 
 _KINDS_HELP = (
     "link-down | link-up | link-flap | carrier-loss | cable-pull | re-plug | cross-cable | "
-    "session-shut | wrong-asn | daemon-kill | node-off | grey-loss | mtu, or heal / list"
+    "session-shut | wrong-asn | daemon-kill | node-off | grey-loss | mtu | pfc-storm | pfc-priority, "
+    "or heal / list"
 )
 #: verbs that heal the fault on the named element instead of injecting one
 _UNDO = {"link-up": ("link-down", "link-flap"), "re-plug": ("cable-pull",)}
@@ -57,6 +58,8 @@ def register(app: typer.Typer) -> None:
         roce_only: bool = typer.Option(False, "--roce-only", help="grey-loss: drop only RoCEv2 (UDP 4791)"),
         mtu: int | None = typer.Option(None, "--mtu", help="mtu: the MTU to set on the end"),
         asn: int | None = typer.Option(None, "--asn", help="wrong-asn: the peer ASN to push (default 4199999999)"),
+        priority: int | None = typer.Option(None, "--priority",
+                                            help="pfc-priority: the wrong priority PFC runs on (default 4)"),
         daemon: str = typer.Option("bgpd", "--daemon", help="daemon-kill: bgpd, zebra, bfdd or staticd"),
         heal_all: bool = typer.Option(False, "--all", help="heal: every fault"),
         as_json: bool = typer.Option(False, "--json", help="print the fault records as JSON"),
@@ -111,7 +114,7 @@ def register(app: typer.Typer) -> None:
         if not targets or len(targets) > 2:
             raise UsageError(f"fault LAB {action} takes NODE_A [NODE_B] (or NODE:PORT)")
         params = F.cli_params(action, end=end, count=count, down_s=down_s, up_s=up_s, percent=percent,
-                              roce_only=roce_only, mtu=mtu, asn=asn, daemon=daemon)
+                              roce_only=roce_only, mtu=mtu, asn=asn, daemon=daemon, priority=priority)
         _refuse_during_exercise(lab)
         rec = F.inject(lab, action, targets[0], targets[1] if len(targets) > 1 else None, port=port, **params)
         if as_json:
