@@ -181,7 +181,8 @@ def frr_memory(lab: str, spec: LabSpec) -> dict:
     FRR daemons' PSS / routers; ``per_session_end_mib``: all bgpds' PSS / BGP session ends (both
     include bgpd's fixed part); ``fit``: least squares of each router's bgpd PSS against its
     session ends (``slope_mib`` per session end, ``intercept_mib``) and ``router_fixed_mib`` =
-    intercept + the other daemons' PSS per router: the estimate's two figures."""
+    intercept + the other daemons' PSS per router: the estimate's two figures; ``cpu_s``: the
+    daemons' user + system CPU since they started."""
     ends: dict[str, int] = {}
     for s in spec.bgp_sessions:  # one per link: both ends count
         for node in (s.node, s.peer):
@@ -200,8 +201,9 @@ def frr_memory(lab: str, spec: LabSpec) -> dict:
             continue
         node, daemon = where[len(root):].split("/")[0], os.path.basename(argv[0])
         sm = _smaps_kib(pid)
+        cpu = _proc_jiffies([pid]).get(pid)
         if sm:
-            per[(node, daemon)] = sm
+            per[(node, daemon)] = {**sm, "cpu_jiffies": cpu[1] if cpu else 0}
     mib = 1024.0
     by_daemon: dict[str, dict] = {}
     for (_, d), sm in per.items():
@@ -234,6 +236,9 @@ def frr_memory(lab: str, spec: LabSpec) -> dict:
     n_ends = sum(x for x, _ in bgp)
     return {
         "routers": len(routers), "session_ends": n_ends, "total_pss_mib": round(total, 1),
+        # CPU the daemons used from their start until now (user + system): what bringing the lab
+        # up cost them, far less sensitive to the shared host's load than up's wall time
+        "cpu_s": round(sum(sm["cpu_jiffies"] for sm in per.values()) / TICK, 2),
         "per_router_mib": round(total / max(1, len(routers)), 2),
         "per_session_end_mib": round(sum(y for _, y in bgp) / max(1, n_ends), 3),
         "by_daemon": daemons,
@@ -578,7 +583,9 @@ def lean_side_by_side(intents: list[str], workdir: Path, runs: int = 1, idle_s: 
                   ("all FRR daemons", lambda r: r["frr_memory"]["total_pss_mib"]),
                   ("MemAvailable drop up -> converged (GiB)", lambda r: r["mem_used_gib"] or 0.0),
                   ("preflight estimate (GiB)", lambda r: r["estimate_gib"]),
-                  ("up -> converged (s)", lambda r: r["up_s"])]
+                  ("up -> converged (s)", lambda r: r["up_s"]),
+                  ("FRR daemons' CPU from start to 2 s after convergence (s)",
+                   lambda r: r["frr_memory"].get("cpu_s", 0.0))]
         if all("check_s" in r for r in mine):
             table.append(("railab check (s; every family)", lambda r: r["check_s"]))
         for what, get in table:
