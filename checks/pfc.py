@@ -90,7 +90,10 @@ def check_pfc(obs: Observer) -> list[CheckResult]:
                        pool.map(lambda item: _paused_ports(item[1], lossless, cap.PAUSED_RATE_BPS // 8),
                                 nodes), strict=True))
     agent = _agent(spec.name)
-    congested = {k for k, v in agent.get("ports", {}).items() if v.get("paused")}
+    # paused by the agent for congestion: PFC at work (a stormed port stays a storm even when
+    # congestion behind it would pause it too)
+    congested = ({k for k, v in agent.get("ports", {}).items() if v.get("paused")}
+                 - set(agent.get("storms", [])))
     stormed = {k: v for k, v in agent.get("watchdog_ports", {}).items() if v.get("state") == "stormed"}
     held = {f"{node}:{dev}" for node, devs in got.items() for dev in (devs or ())}
     bad = sorted((held - congested) | set(stormed))

@@ -45,7 +45,7 @@ def main() -> int:
                 row["restore_lag_s"] = r["watchdog"].get(r["stormed"], {}).get("restore_lag_s")
             else:
                 r = pfcfail.deadlock_run(lab.spec, lab.netns_of, wd)
-                row = {"deadlocked": r["deadlocked"], "broken_s": r["broken_s"],
+                row = {"filled_s": r["filled_s"], "deadlocked": r["deadlocked"], "broken_s": r["broken_s"],
                        "held_bytes": sorted(r["held_bytes"].values()),
                        "detections": sum(v["detections"] for v in r["watchdog"].values())}
             print(json.dumps({"scenario": what, "run": i + 1, **row, "watchdog":

@@ -422,16 +422,18 @@ def storm_victims(lab: str, spec: LabSpec, netns_of: Callable[[str], str], watch
 
 
 def deadlock_run(spec: LabSpec, netns_of: Callable[[str], str], watchdog, *,
-                 seconds: float = 1.5, hold: float = 1.0, wait: float = 3.0) -> dict:
+                 seconds: float = 4.0, hold: float = 1.0, wait: float = 3.0) -> dict:
     """The deadlock scenario, measured (lab seconds): a switch agent with PFC on and the
     watchdog off; :func:`deadlock_loop` installed; each entry NIC sends 97.5 % of its port rate
-    of lossless traffic into the loop for ``seconds`` (a packet goes round until its TTL of 64
-    runs out, ~16 times); the loop's routes are removed; ``hold`` s later the cycle's four
+    of lossless traffic into the loop (a packet goes round until its TTL of 64 runs out, ~16
+    times) until the four queues of the cycle have held xOFF (``qos.pfc_pause_bytes``) at once
+    (one 50 ms reading; ~1 s on an idle host) or ``seconds`` passed (``filled_s``: when, None for
+    never); the senders stop, the loop's routes are removed; ``hold`` s later the cycle's four
     queues are read (``deadlocked``: each still holds bytes and is paused: nothing will ever
     move them); then ``watchdog`` is started live and the queues read every 50 ms until all
     four are empty (``broken_s``: from the watchdog's start; None: not within ``wait``).
 
-    Returns ``loop`` (the cycle's egress ports), ``max_bytes`` (the most each queue held
+    Returns ``loop`` (the cycle's egress ports), ``filled_s``, ``max_bytes`` (the most each queue held
     while the traffic ran), ``held_bytes`` and ``paused`` (after the hold), ``deadlocked``,
     ``broken_s`` and ``watchdog`` (the agent's per-port record)."""
     import time
@@ -457,13 +459,22 @@ def deadlock_run(spec: LabSpec, netns_of: Callable[[str], str], watchdog, *,
         with cap.pfc_session(spec, netns_of, enabled=True) as sess, \
                 cap.CapacitySampler(spec, netns_of, nodes=sorted({n for n, _ in loop.hops})) as smp:
             peak = dict.fromkeys(keys, 0)
+            xoff = spec.qos.pfc_pause_bytes
+            filled = None
             with deadlock_loop(spec, netns_of):
                 start_at = time.time() + 1.0
+                t_start = time.monotonic() + 1.0
                 procs = [_send(spec, netns_of, src, _Dst, 0.975 * rate, seconds, start_at)
                          for src in srcs]
                 while any(proc.poll() is None for proc in procs):
-                    for k, v in backlog(smp).items():
+                    now = backlog(smp)
+                    for k, v in now.items():
                         peak[k] = max(peak[k], v)
+                    if len(now) == len(keys) and all(v >= xoff for v in now.values()):
+                        filled = round(time.monotonic() - t_start, 3)
+                        for proc in procs:
+                            proc.terminate()
+                        break
                     time.sleep(0.05)
                 for proc in procs:
                     proc.communicate()
@@ -485,7 +496,7 @@ def deadlock_run(spec: LabSpec, netns_of: Callable[[str], str], watchdog, *,
             state = sess.state()
     finally:
         set_watchdog(run_dir, None)
-    return {"loop": keys, "max_bytes": peak, "held_bytes": held, "paused": paused,
+    return {"loop": keys, "max_bytes": peak, "held_bytes": held, "paused": paused, "filled_s": filled,
             "deadlocked": all(held[k] > 0 for k in keys) and all(paused.values()),
             "broken_s": broken, "watchdog": state.get("watchdog_ports", {})}
 
