@@ -42,7 +42,7 @@ from railab.errors import RailabError
 
 SOURCE = Path(__file__).with_name("fastpath.c")
 #: The C file's interface version (``DP_ABI``): a library of another version is not used.
-ABI = 8
+ABI = 9
 
 
 class FastPathUnavailable(RailabError):
@@ -104,7 +104,7 @@ class Ctx(ctypes.Structure):
         (n, _I64) for n in ("loops", "waits", "rx_frames", "rx_calls", "tx_calls")] + [
         ("fatal_errno", _I32), ("fatal_qp", _I32), ("cpu_s", _F64), ("priv", ctypes.c_void_p),
         ("nthreads", _I32), ("live", _I32), ("rto", _F64), ("ack_every", _I32),
-        ("ooo_nak_after", _I32)]
+        ("ooo_nak_after", _I32), ("t0", _F64)]
 
 
 _lib: ctypes.CDLL | None = None

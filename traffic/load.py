@@ -57,7 +57,13 @@ from railab.topologies.qos import DcqcnProfile, QosProfile
 from railab.traffic import fastpath, roce
 from railab.traffic.engine import Engine, FlowResult, Rtnl, in_netns
 from railab.traffic.patterns import Flow
-from railab.traffic.stream import flow_sport, recv_from_child, run_sender_child, scheduling
+from railab.traffic.stream import (
+    flow_sport,
+    recv_from_child,
+    run_sender_child,
+    scheduling,
+    set_realtime,
+)
 
 MASK24 = 0xFFFFFF
 _random = random.random
@@ -465,6 +471,10 @@ class LoadEngine(Engine):
                  rto_exp: int = RTO_EXP) -> None:
         super().__init__(spec, netns_of)
         self.per_flow_faults = per_flow_faults
+        #: real-time priority (SCHED_RR) the run's per-packet work takes once its set-up is done
+        #: (:func:`railab.traffic.stream.set_realtime`; None: as the caller runs). The child of
+        #: :func:`run_load` sets :data:`LOAD_RT_PRIORITY`.
+        self.rt_priority: int | None = None
         if nic not in NIC_MODES:
             raise RailabError(f"NIC transport must be one of {', '.join(NIC_MODES)} (got {nic!r})")
         if not 0 <= rto_exp <= 31:
@@ -746,6 +756,8 @@ class LoadEngine(Engine):
         self._drain_sinks()
         self._rx_drops()  # reading PACKET_STATISTICS zeroes it: the run's count starts here
         cpu0 = time.thread_time()
+        if self.rt_priority:
+            set_realtime(self.rt_priority)
         t0 = time.monotonic() + 0.01
         k = len(self._qps)
         for i, q in enumerate(self._qps):
@@ -818,6 +830,8 @@ class LoadEngine(Engine):
         shared counters and passes ``stop()`` on. Same rules, same result as the Python loop."""
         fp = fastpath
         ctx, cq, keep, t0 = self._fast_ctx(seconds, deadline)
+        if self.rt_priority:  # the set-up ran at normal priority: see set_realtime
+            set_realtime(self.rt_priority)
         view = self._view
         out: list[int] = []
         th = threading.Thread(target=lambda: out.append(fp.run(ctx)), name="railab-fastpath",
@@ -831,6 +845,9 @@ class LoadEngine(Engine):
             th.join(max(0.0, min(0.05, next_sample - time.monotonic())))
             if not stopped and stop():
                 ctx.stop = stopped = 1
+            if ctx.t0 > t0:  # dp_run started later than planned: the series start with it
+                next_sample += ctx.t0 - t0
+                t0 = ctx.t0
             now = time.monotonic()
             if now >= next_sample and ctx.t_end == 0.0:
                 self._sample_fast(view, now, t0, now - next_sample + self.sample_s)
@@ -838,6 +855,9 @@ class LoadEngine(Engine):
                 if next_sample < now:
                     next_sample = now + self.sample_s
         th.join()
+        t0 = max(t0, ctx.t0)  # the workers started later than planned: the schedules moved too
+        for q, c in zip(self._qps, cq, strict=True):
+            q.t_start = c.start_t
         self._ran_with, self._cpu_s = "c", ctx.cpu_s
         self._socket_drops = self._rx_drops()
         self._threads = ctx.nthreads
@@ -963,6 +983,7 @@ class LoadEngine(Engine):
         ctx.rng = random.getrandbits(64) | 1
         ctx.nthreads = fp.threads()
         ctx.rto, ctx.ack_every, ctx.ooo_nak_after = self.rto_s, ACK_EVERY, OOO_NAK_AFTER
+        ctx.t0 = t0  # dp_run moves it (and every QP's schedule) to when its workers start
         keep.append(rx_arr)
         return ctx, cq, keep, t0
 
@@ -1197,6 +1218,7 @@ def _child(spec_json: str, ns_map: dict[str, str], flows: list[LoadFlow], kw: di
     def work() -> LoadResult:
         spec = LabSpec.model_validate_json(spec_json)
         with LoadEngine(spec, ns_map.__getitem__, **kw) as eng:
+            eng.rt_priority = LOAD_RT_PRIORITY  # for the run, not for the set-up before it
             for lf in flows:
                 eng.add(lf)
             res = eng.run(seconds, stop=stop.is_set, deadline=time.monotonic() + max_s,
@@ -1204,7 +1226,7 @@ def _child(spec_json: str, ns_map: dict[str, str], flows: list[LoadFlow], kw: di
         res.engine_priority = scheduling()
         return res
 
-    run_sender_child(ppid, conn, work, rt_priority=LOAD_RT_PRIORITY)
+    run_sender_child(ppid, conn, work)
 
 
 def run_load(spec: LabSpec, netns_of: Callable[[str], str], flows: Iterable[LoadFlow], *,

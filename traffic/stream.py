@@ -445,6 +445,23 @@ def scheduling() -> str:
     return f"nice {nice}" if nice else "normal"
 
 
+def set_realtime(rt_priority: int) -> bool:
+    """Put the calling thread (and the threads it starts from now on) under ``SCHED_RR`` at
+    ``rt_priority`` (1-99); False where the kernel refuses (no CAP_SYS_NICE): it stays as it was.
+
+    Call it right before the per-packet work, not before the set-up: the kernel gives real-time
+    threads at most ``sched_rt_runtime_us`` (950 ms) of each ``sched_rt_period_us`` (1 s) of a
+    CPU and then stops them for the rest of the period. A load run that built its 32 QPs'
+    templates at real-time priority had spent that budget and stalled ~50 ms as it began (both
+    workers at once: every QP of a 1 MiB all-reduce 35-48 ms late, keeps_rate false in 9 of 9
+    runs from the CLI, 2026-12-06)."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_RR, os.sched_param(rt_priority))
+    except (OSError, AttributeError):
+        return False
+    return True
+
+
 def run_sender_child(ppid: int, conn, work: Callable[[], object], *,
                      rt_priority: int | None = None) -> None:
     """The body of a forked sender process (probe streams here, load runs in
@@ -460,10 +477,7 @@ def run_sender_child(ppid: int, conn, work: Callable[[], object], *,
     except OSError:
         pass
     if rt_priority is not None:
-        try:
-            os.sched_setscheduler(0, os.SCHED_RR, os.sched_param(rt_priority))
-        except (OSError, AttributeError):
-            pass
+        set_realtime(rt_priority)
     if os.getppid() != ppid:  # the parent died before prctl took effect
         os._exit(1)
     try:
