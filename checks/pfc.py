@@ -30,7 +30,9 @@ from railab.checks.base import (
     passed,
     register_check,
 )
+from railab.testbed import capacity as cap
 from railab.testbed import state as st
+from railab.testbed.capacity import PfcSession
 from railab.testbed.namespaces import exec_argv
 from railab.testbed.pfc import read_pfc_priorities
 from railab.topologies.naming import link_id
@@ -58,7 +60,6 @@ def _paused_ports(ns: str, lossless: str, paused_bytes_s: int) -> set[str] | Non
 
 def _agent(lab: str) -> dict:
     """The running switch agent's record (``pfc.json``), ``{}`` when none runs."""
-    from railab.testbed.capacity import PfcSession
 
     doc = PfcSession(lab=lab, enabled=True).state()
     pid = doc.get("pid")
@@ -71,7 +72,6 @@ def check_pfc(obs: Observer) -> list[CheckResult]:
     """One failing row per lossless queue held in PAUSE without congestion or in the PFC
     watchdog's storm action (cause ``pfc-storm``), else one passing row; nothing for a lab
     without ``lab.capacity``."""
-    from railab.testbed import capacity as cap
 
     spec = obs.spec
     if not spec.qos.capacity.enabled:

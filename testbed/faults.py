@@ -59,6 +59,7 @@ from typing import TYPE_CHECKING, Any
 
 from railab.errors import RailabError, UsageError
 from railab.testbed import exercise as ex
+from railab.testbed import pfcfail  # PFC's failure modes (imports this module: used at call time)
 from railab.testbed import state as st
 from railab.testbed.labref import resolve
 from railab.testbed.namespaces import create_netns, entered, exec_argv, netns_path
@@ -826,8 +827,8 @@ _INJECT = {
     "node-off": _inject_node_off,
     "grey-loss": _inject_grey_loss,
     "mtu": _inject_mtu,
-    "pfc-storm": lambda *a: _pfcfail().inject_pfc_storm(*a),
-    "pfc-priority": lambda *a: _pfcfail().inject_pfc_priority(*a),
+    "pfc-storm": lambda *a: pfcfail.inject_pfc_storm(*a),
+    "pfc-priority": lambda *a: pfcfail.inject_pfc_priority(*a),
 }
 
 
@@ -965,15 +966,9 @@ _HEAL = {
     "node-off": _heal_node_off,
     "grey-loss": _heal_grey_loss,
     "mtu": _heal_mtu,
-    "pfc-storm": lambda *a: _pfcfail().heal_pfc_storm(*a),
-    "pfc-priority": lambda *a: _pfcfail().heal_pfc_priority(*a),
+    "pfc-storm": lambda *a: pfcfail.heal_pfc_storm(*a),
+    "pfc-priority": lambda *a: pfcfail.heal_pfc_priority(*a),
 }
-
-
-def _pfcfail():
-    from railab.testbed import pfcfail  # PFC's failure modes (imports this module's helpers)
-
-    return pfcfail
 
 
 def _drop_parking(lab: _Lab) -> None:

@@ -38,9 +38,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from railab.errors import RailabError, UsageError
+from railab.testbed import capacity as cap
+from railab.testbed import faults as F  # faults imports this module too: F is used at call time only
 from railab.testbed import state as st
-from railab.testbed.namespaces import exec_argv
-from railab.testbed.pfc import STORM_FILE, Port, read_storms, tbf_line
+from railab.testbed.namespaces import entered, exec_argv
+from railab.testbed.pfc import (
+    PFC_PRIORITY_FILE,
+    STORM_FILE,
+    Port,
+    read_pfc_priorities,
+    read_storms,
+    set_watchdog,
+    tbf_line,
+)
 from railab.topologies.atomicfile import write_atomic
 from railab.topologies.labspec import LabSpec
 
@@ -53,7 +63,6 @@ LOOP_DESTINATION = "198.51.100.45"
 
 
 def _port(spec: LabSpec, node: str, interface: str) -> Port:
-    from railab.testbed import capacity as cap
 
     for p in cap.ports(spec):
         if p.key == (node, interface):
@@ -74,7 +83,6 @@ def _agent_running(lab: _Lab) -> bool:
 def _hold(lab: _Lab, node: str, port: str, paused: bool) -> None:
     """Set ``node:port``'s lossless tbf paused or not (static limit), unless a switch agent
     runs: it reads the storm file within a cycle and owns the tbf (its headroom, watchdog)."""
-    from railab.testbed import capacity as cap
 
     if _agent_running(lab):
         return
@@ -92,7 +100,6 @@ def inject_pfc_storm(lab: _Lab, node_a, node_b, port, params) -> FaultRecord:
     first link between ``node_a`` and ``node_b``; ``end=`` picks the other end) sends PAUSE
     without end; its peer's lossless queue is held. UsageError on a lab without
     ``lab.capacity`` (no lossless queue to pause) or an element another fault holds."""
-    from railab.testbed import faults as F
 
     if not lab.spec.qos.capacity.enabled:
         raise UsageError(f"pfc-storm needs a lab with lab.capacity (lossless queues and PFC), "
@@ -130,8 +137,6 @@ def inject_pfc_priority(lab: _Lab, node_a, node_b, port, params) -> FaultRecord:
     skips its PAUSEs); nothing in the kernel changes. UsageError on a lab without
     ``lab.capacity``, for a priority outside 0-7 or equal to the lossless one, or an element
     another fault holds."""
-    from railab.testbed import faults as F
-    from railab.testbed.pfc import PFC_PRIORITY_FILE, read_pfc_priorities
 
     if not lab.spec.qos.capacity.enabled:
         raise UsageError(f"pfc-priority needs a lab with lab.capacity (lossless queues and PFC), "
@@ -157,7 +162,6 @@ def inject_pfc_priority(lab: _Lab, node_a, node_b, port, params) -> FaultRecord:
 
 def heal_pfc_priority(lab: _Lab, rec: FaultRecord) -> None:
     """PFC back on the lossless priority: the port leaves the file. Idempotent."""
-    from railab.testbed.pfc import PFC_PRIORITY_FILE, read_pfc_priorities
 
     run_dir = st.lab_dir(lab.name)
     prios = {k: v for k, v in read_pfc_priorities(run_dir).items() if k != (rec.node, rec.port)}
@@ -288,7 +292,6 @@ class Arrivals:
         import socket
         import threading
 
-        from railab.testbed.namespaces import entered
 
         with entered(ns):
             self._sock = socket.socket(socket.AF_PACKET, socket.SOCK_DGRAM, socket.htons(0x0800))
@@ -365,9 +368,6 @@ def storm_victims(lab: str, spec: LabSpec, netns_of: Callable[[str], str], watch
     the ports involved."""
     import time
 
-    from railab.testbed import capacity as cap
-    from railab.testbed import faults as F
-    from railab.testbed.pfc import set_watchdog
 
     leaf = next(n.name for n in spec.nodes if n.role == "leaf"
                 and sum(1 for nic in spec.nics if nic.leaf == n.name) >= 4)
@@ -438,8 +438,6 @@ def deadlock_run(spec: LabSpec, netns_of: Callable[[str], str], watchdog, *,
     ``broken_s`` and ``watchdog`` (the agent's per-port record)."""
     import time
 
-    from railab.testbed import capacity as cap
-    from railab.testbed.pfc import set_watchdog
 
     rate = spec.qos.capacity.port_rate_mbps
     loop = loop_plan(spec)
@@ -512,8 +510,6 @@ def priority_run(lab: str, spec: LabSpec, netns_of: Callable[[str], str], *,
     / ``correct`` (the two senders)."""
     import time
 
-    from railab.testbed import capacity as cap
-    from railab.testbed import faults as F
 
     leaf = next(n.name for n in spec.nodes if n.role == "leaf"
                 and sum(1 for nic in spec.nics if nic.leaf == n.name) >= 3)
