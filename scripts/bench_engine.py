@@ -144,7 +144,10 @@ def collective_row(lab: str, op: str, engine: str) -> dict:
     ref = resolve(lab)
     spec = ref.spec()
     with pfc_session(spec, ref.netns_of, enabled=spec.qos.capacity.pfc):
-        c = run_collective(spec, ref.netns_of, schedule(spec, op, 1 << 20), engine=engine)
+        # at the lab's own rate (no time dilation): the rows say which port rates this host
+        # carries at line rate, what railab.traffic.collective.HOST_FPS_PER_CPU is drawn from
+        c = run_collective(spec, ref.netns_of, schedule(spec, op, 1 << 20), engine=engine,
+                           port_rate="lab")
     d = c.to_dict()
     return {"keeps_rate": d["keeps_rate"], "busbw_of_bound": d["busbw_of_bound"],
             "host_lag": d["sender_lag"], "time_s": d["time_s"], "lost": d["lost"],
