@@ -104,7 +104,7 @@ def bring_up(runtime: Deployer, labdir: str | Path, *, timeout: float | None = N
             gone = isinstance(exc, LabGoneError) or state.taken_down(record)  # by another command
             with signals_ignored():
                 if gone and state.load(lab) is None:  # what up made after that down: all of it
-                    state.save(record)
+                    state.resave(record)
                 runtime.down(lab)
             intr = interruption(exc)  # a helper killed by the same Ctrl-C: the Ctrl-C
             if intr is not None and intr is not exc:

@@ -245,6 +245,20 @@ def save(state: LabState | Mapping[str, Any]) -> LabState:
     return rec
 
 
+def resave(state: LabState, tries: int = 100) -> None:
+    """:func:`save` for a rollback that must record what it made while another command's
+    ``down`` removes the lab's run directory: that down's ``rmtree`` can take the directory away
+    between save's ``mkdir`` and its rename (FileNotFoundError: CI, an ``up`` taken down at its
+    first record); retried every 20 ms, 2 s at most, then raised."""
+    for _ in range(tries - 1):
+        try:
+            save(state)
+            return
+        except FileNotFoundError:
+            time.sleep(0.02)
+    save(state)
+
+
 def update(state: LabState) -> LabState:
     """:func:`save` for a lab that is up: RailabError (``lab ... went down meanwhile``) instead
     of writing when the lab is gone or a ``down`` is removing it (:func:`gone`). A command on a
@@ -255,9 +269,13 @@ def update(state: LabState) -> LabState:
         raise RailabError(f"lab {state.lab} went down meanwhile (railab down from another command)")
     d = lab_dir(state.lab)
     path = state_path(state.lab)
+    gone_msg = f"lab {state.lab} went down meanwhile (railab down from another command)"
     if not d.is_dir():  # a down finished between the check and here
-        raise RailabError(f"lab {state.lab} went down meanwhile (railab down from another command)")
-    write_atomic(path, json.dumps(state.to_json(), indent=2, sort_keys=True) + "\n")
+        raise RailabError(gone_msg)
+    try:
+        write_atomic(path, json.dumps(state.to_json(), indent=2, sort_keys=True) + "\n")
+    except FileNotFoundError:  # ... or took the directory while this wrote into it
+        raise RailabError(gone_msg) from None
     return state
 
 

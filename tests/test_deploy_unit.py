@@ -381,7 +381,7 @@ def test_netns_down_finishes_the_teardown_before_a_ctrl_c_takes_effect(monkeypat
 
     done = []
 
-    def fake_down(self, lab):
+    def fake_down(self, lab, also=()):
         os.kill(os.getpid(), signal.SIGINT)
         done.append(lab)  # still runs: the signal waits for the end of the teardown
 

@@ -219,6 +219,23 @@ def _run_measured(argv: list[str]) -> float:
     return time.monotonic() - t0
 
 
+def _catches_sigint(pid: int, timeout: float = 30.0) -> None:
+    """Wait until process ``pid`` has a SIGINT handler (``SigCgt`` in /proc: the interpreter is
+    up). Before that the kernel's default action kills it (exit -2) and there is no railab code
+    to test: on a loaded CI host that was still the case 0.25 s after the start."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            return  # gone already: the caller sees how it ended
+        caught = next((int(ln.split()[1], 16) for ln in status.splitlines() if ln.startswith("SigCgt:")), 0)
+        if caught & (1 << (signal.SIGINT - 1)):
+            return
+        time.sleep(0.002)
+    raise AssertionError(f"process {pid} never installed a SIGINT handler")
+
+
 def _interrupt_command(argv: list[str], frac: float, took: float, sig: signal.Signals) -> str:
     """``railab argv`` with ``sig`` to its process group at ``frac`` of ``took``; a run that was
     done before the signal (faster than the measured one) is done again at ``frac`` of its own
@@ -269,7 +286,9 @@ def test_sigint_and_sigterm_to_check_traffic_drill_and_down(tmp_path):
         # was up): the line says what is true on the host, exit 130
         proc = subprocess.Popen([*CLI, "down", lab], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 cwd=ROOT, start_new_session=True)
-        time.sleep(0.25)
+        t0 = time.monotonic()
+        _catches_sigint(proc.pid)  # CI: 0.25 s in, a loaded host had not started Python yet (exit -2)
+        time.sleep(max(0.0, 0.25 - (time.monotonic() - t0)))
         os.killpg(proc.pid, signal.SIGINT)
         out, err = proc.communicate(timeout=120)
         assert proc.returncode == 130, (out, err)

@@ -80,8 +80,9 @@ class NetnsDeployer(NetnsRuntime, Deployer):
                     with signals_ignored():
                         self._kill_children()
                         if gone and st.load(lab) is None:  # what up made after that down: all of it
-                            st.save(record)
-                        self.down(lab)
+                            st.resave(record)
+                        self.down(lab, also=list(record.namespaces.values())
+                                  + (plan.namespaces if plan is not None else []))
                     intr = interruption(exc)  # a helper killed by the same Ctrl-C: the Ctrl-C
                     if intr is not None and intr is not exc:
                         raise intr from None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections.abc import Iterable
 
 from railab.errors import RailabError
 from railab.testbed import state as st
@@ -17,7 +18,7 @@ class TeardownMixin:
     """NetnsRuntime's teardown methods (mixed into railab.testbed.runtime.netns.NetnsRuntime)."""
 
     # -- down ----------------------------------------------------------------------------------
-    def down(self, lab: str) -> None:
+    def down(self, lab: str, also: Iterable[str] = ()) -> None:
         """Remove everything recorded for ``lab``: FRR processes (recorded PIDs and any process
         inside the lab's namespaces), namespaces (their veths go with them), the ledger entries
         and ``/run/railab/<lab>``. Idempotent; works from a partial record after a crash.
@@ -25,11 +26,13 @@ class TeardownMixin:
         A Ctrl-C (SIGINT, SIGTERM, SIGHUP) during the teardown takes effect once it is done
         (railab.testbed.signals.signals_deferred; the sweep is bounded, 3.5 s at 4096 GPUs): an
         interrupted ``down`` used to leave the state record of a lab whose namespaces and
-        daemons were gone, which ``list`` still showed as running."""
+        daemons were gone, which ``list`` still showed as running. ``also``: namespaces to
+        remove besides the record's and the ledger's (a failed ``up``'s own list: another
+        command's down may have taken the record and the ledger entries meanwhile)."""
         with signals_deferred():
-            self._down(lab)
+            self._down(lab, also)
 
-    def _down(self, lab: str) -> None:
+    def _down(self, lab: str, also: Iterable[str] = ()) -> None:
         st.mark_removing(lab)  # an up still running on it reports this, not its next step's error
         record = st.load(lab)
         if record is not None and record.runtime != self.name:
@@ -39,6 +42,7 @@ class TeardownMixin:
             )
         namespaces = set(record.namespaces.values()) if record is not None else set()
         namespaces |= {ns for ns, owner in st.ledger().items() if owner == lab}
+        namespaces |= set(also)
         inodes = {i for i in (_ns_inode(ns) for ns in namespaces) if i}
         run_dir = str(st.lab_dir(lab)) + "/"
         # Sweep until a pass finds nothing: processes in the lab's namespaces, and any process
