@@ -145,7 +145,7 @@ def collective_row(lab: str, op: str, engine: str) -> dict:
     spec = ref.spec()
     with pfc_session(spec, ref.netns_of, enabled=spec.qos.capacity.pfc):
         # at the lab's own rate (no time dilation): the rows say which port rates this host
-        # carries at line rate, what railab.traffic.collective.HOST_FPS_PER_CPU is drawn from
+        # carries at line rate, what railab.traffic.collective.HOST_FRAME_HOPS_PER_CPU is drawn from
         c = run_collective(spec, ref.netns_of, schedule(spec, op, 1 << 20), engine=engine,
                            port_rate="lab")
     d = c.to_dict()

@@ -12,10 +12,10 @@ host, not fast enough for real time, keeps up.
 
 Why railab needs it: an incast fills one port, so 8 senders need one port's packets per second;
 a collective runs every NIC at line rate at once. ``mini-lossless`` has 32 NICs at 200 Mb/s:
-~195,000 RoCE frames/s each way, while the 2-CPU machine's shaped lab carries ~64,000
-(measured, ``scripts/bench_engine.py``). A collective on it measured the host (keeps_rate false,
-busbw 41-46 % of its line-rate bound). At 50 Mb/s the same 32 NICs need ~49,000 frames/s and the
-same all-reduce keeps its rate with busbw 94-98 % of the bound. So ``railab collective`` and
+~193,000 RoCE frames/s each way, each forwarded by one to three switches on the same 2 CPUs. A
+collective on it measured the host (keeps_rate false, an all-reduce's busbw 41-46 % of its
+line-rate bound). At 50 Mb/s the same all-reduce keeps its rate with busbw 94-97 % of the
+bound; the all-to-all, whose frames cross more switches, at 20-25 Mb/s. So ``railab collective`` and
 ``railab lb compare --workload <collective>`` slow the ports for the run to a rate the host can
 carry (:func:`railab.traffic.collective.fitting_rate_mbps`), state it (``port_rate_mbps``,
 ``time_scale``, ``lab_port_rate_mbps``) and put the lab's own rate back.

@@ -480,35 +480,39 @@ def test_straggler_wait_follows_the_runs_pfc_not_the_intents():
     assert straggler_wait_s(CapacityProfile(enabled=False), True) == 1.0
 
 
-def test_fitting_rate_keeps_every_nic_within_the_hosts_frame_budget(tmp_path, monkeypatch):
-    """The rate a collective slows a capacity lab to (time dilation): every sending NIC at line
-    rate within the host's frames/s, floored to 5 Mb/s steps, never above the lab's own; the
-    budget scales with the CPUs and RAILAB_HOST_FPS overrides it (a bad value is a usage
-    error naming it)."""
+def test_fitting_rate_keeps_every_nic_within_the_hosts_frame_hop_budget(tmp_path, monkeypatch):
+    """The rate a collective slows a capacity lab to (time dilation): every NIC at line rate,
+    each frame over the schedule's mean switch hops, within the host's frame-hops/s, the
+    largest of the round rates that fits, never above the lab's own; the budget scales with the
+    CPUs and RAILAB_HOST_FRAME_HOPS overrides it (a bad value is a usage error naming it)."""
     from railab.traffic import collective as C
 
     spec = LabSpec.load(generate("mini-lossless", tmp_path / "ml", name="mlfit"))
-    sched = schedule(spec, "all-reduce", 1 << 20)
-    nics = len({(f.src[0], f.src_nic) for f in sched.flows})
-    assert nics == 32
+    ar, a2a = schedule(spec, "all-reduce", 1 << 20), schedule(spec, "all-to-all", 1 << 20)
+    assert len({(f.src[0], f.src_nic) for f in ar.flows}) == 32
     frame_bits = (COLLECTIVE_MTU + C.ROCE_FRAME_OVERHEAD) * 8
-    monkeypatch.delenv("RAILAB_HOST_FPS", raising=False)
-    assert C.host_frame_budget(2) == 2 * C.HOST_FPS_PER_CPU
-    r = C.fitting_rate_mbps(spec, sched, budget_fps=49_000)
-    assert r == 50.0 and nics * r * 1e6 / frame_bits <= 49_000  # 48,140 frames/s fit
-    assert C.fitting_rate_mbps(spec, sched, budget_fps=47_000) == 45.0
-    assert C.fitting_rate_mbps(spec, sched, budget_fps=10 ** 7) == spec.qos.capacity.port_rate_mbps
-    assert 0 < C.fitting_rate_mbps(spec, sched, budget_fps=1000) < 5  # below one step: unrounded
-    monkeypatch.setenv("RAILAB_HOST_FPS", "98000")
-    assert C.run_rate_mbps(spec, sched, "auto") == 100.0
-    assert C.run_rate_mbps(spec, sched, "lab") == C.run_rate_mbps(spec, sched, None) == 200.0
-    assert C.run_rate_mbps(spec, sched, "20") == 20.0
+    monkeypatch.delenv("RAILAB_HOST_FRAME_HOPS", raising=False)
+    assert C.host_frame_hop_budget(2) == 2 * C.HOST_FRAME_HOPS_PER_CPU
+    # the 2-CPU machine's figures: the ring all-reduce (1.25 hops a frame) at 50 Mb/s, the
+    # all-to-all (2.53 hops: most pairs cross the spines) at 20 Mb/s
+    two = C.host_frame_hop_budget(2)
+    assert C.fitting_rate_mbps(spec, ar, budget=two) == 50.0
+    assert C.fitting_rate_mbps(spec, a2a, budget=two) == 20.0
+    r = C.fitting_rate_mbps(spec, a2a, budget=two)
+    assert 32 * r * 1e6 / frame_bits * 2.5 <= two  # what it picked fits
+    assert C.fitting_rate_mbps(spec, ar, budget=10 ** 9) == spec.qos.capacity.port_rate_mbps
+    assert C.fitting_rate_mbps(spec, ar, budget=1000) < min(C.NICE_RATES_MBPS)  # below: the fit itself
+    assert all(400_000 / x == int(400_000 / x) for x in C.NICE_RATES_MBPS)  # round time scales
+    monkeypatch.setenv("RAILAB_HOST_FRAME_HOPS", "130000")
+    assert C.run_rate_mbps(spec, ar, "auto") == 100.0
+    assert C.run_rate_mbps(spec, ar, "lab") == C.run_rate_mbps(spec, ar, None) == 200.0
+    assert C.run_rate_mbps(spec, ar, "20") == 20.0
     for bad, needle in (("300", "at most lab"), ("0", "must be > 0"), ("fast", "auto, lab")):
         with pytest.raises(UsageError, match=needle):
-            C.run_rate_mbps(spec, sched, bad)
-    monkeypatch.setenv("RAILAB_HOST_FPS", "lots")
-    with pytest.raises(UsageError, match="RAILAB_HOST_FPS"):
-        C.host_frame_budget()
+            C.run_rate_mbps(spec, ar, bad)
+    monkeypatch.setenv("RAILAB_HOST_FRAME_HOPS", "lots")
+    with pytest.raises(UsageError, match="RAILAB_HOST_FRAME_HOPS"):
+        C.host_frame_hop_budget()
 
 
 def test_dilated_spec_changes_only_the_rate_and_the_tc_lines_only_change(tmp_path):

@@ -75,57 +75,67 @@ ROCE_FRAME_OVERHEAD = 58
 #: The engine "keeps its rate" when no paced flow's last packet left more than this share of
 #: its planned sending time late (:attr:`railab.traffic.ecmp.FlowTiming.lag`).
 LAG_LIMIT = 0.10
-#: RoCE frames per second one CPU of the host carries through a shaped lab while the load
-#: engine sends and receives them (lab forwarding, htb shaping, the switch agent and the
-#: engine together): measured 2026-12-06 on the 2-CPU machine (load 5-7,
-#: ``scripts/bench_engine.py``): 32 NICs of mini-lossless at 50 Mb/s (48,800 frames/s) kept
-#: their rate in 8 of 8 all-reduce runs; at 100 Mb/s (97,600 frames/s) the all-reduce reached
-#: 73 % of its bound, at 200 Mb/s 41-46 %. ``RAILAB_HOST_FPS`` (frames/s, the whole host)
-#: overrides it for a faster or busier machine.
-HOST_FPS_PER_CPU = 24_500
-#: Port-rate steps of :func:`fitting_rate_mbps`, lab Mb/s (rates are floored to a multiple).
-RATE_STEP_MBPS = 5.0
+#: Frame-hops per second one CPU of the host carries through a shaped lab while the load engine
+#: sends and receives (a frame crossing h switches is h frame-hops: the lab's forwarding, htb
+#: shaping, ECN hooks and receive steering cost per hop, and the engine's own work is folded
+#: in). Drawn from runs on the 2-CPU machine (2026-12-06, load average 2.5-4, mini-lossless,
+#: 1 MiB per rank, `railab collective --port-rate R`): the ring all-reduce (1.25 switch hops a
+#: frame on average) kept its rate at 50 Mb/s (48,100 frames/s: 60,200 frame-hops/s) with a
+#: host lag of 1-2 %; the all-to-all (2.53 hops) kept it at 20 and 25 Mb/s (lag 3-5 % and
+#: 5-9 %), not at 30-50 Mb/s (10-34 %; 29,000-48,100 frames/s). So 30,300 a CPU: 50 Mb/s for
+#: that all-reduce, 20 Mb/s for that all-to-all. ``RAILAB_HOST_FRAME_HOPS`` (frame-hops/s, the
+#: whole host) overrides it for a faster or busier machine.
+HOST_FRAME_HOPS_PER_CPU = 30_300
+#: The lab port rates (Mb/s) :func:`fitting_rate_mbps` picks from: each a round time scale for
+#: 400 Gb/s (400,000 / rate: 8000 at 50 Mb/s, 20000 at 20 Mb/s).
+NICE_RATES_MBPS = (1000.0, 800.0, 500.0, 400.0, 250.0, 200.0, 160.0, 100.0, 80.0, 50.0, 40.0,
+                   25.0, 20.0, 16.0, 10.0, 8.0, 5.0, 4.0, 2.5, 2.0, 1.6, 1.0)
 
 
-def host_frame_budget(cpus: int | None = None) -> float:
-    """RoCE frames/s the host carries through a shaped lab at line rate: ``RAILAB_HOST_FPS``
-    when set, else :data:`HOST_FPS_PER_CPU` x ``cpus`` (default: the CPUs this process may
-    run on). UsageError for a non-numeric or non-positive ``RAILAB_HOST_FPS``."""
+def host_frame_hop_budget(cpus: int | None = None) -> float:
+    """Frame-hops per second the host carries through a shaped lab at line rate:
+    ``RAILAB_HOST_FRAME_HOPS`` when set, else :data:`HOST_FRAME_HOPS_PER_CPU` x ``cpus``
+    (default: the CPUs this process may run on). UsageError for a non-numeric or non-positive
+    ``RAILAB_HOST_FRAME_HOPS``."""
     import os
 
-    env = os.environ.get("RAILAB_HOST_FPS")
+    env = os.environ.get("RAILAB_HOST_FRAME_HOPS")
     if env:
         try:
             v = float(env)
         except ValueError:
             v = 0.0
         if v <= 0:
-            raise UsageError(f"RAILAB_HOST_FPS={env!r}: give the host's frames per second, > 0")
+            raise UsageError(f"RAILAB_HOST_FRAME_HOPS={env!r}: give the host's frame-hops per "
+                             "second (frames x switch hops), > 0")
         return v
     n = cpus if cpus is not None else len(os.sched_getaffinity(0))
-    return HOST_FPS_PER_CPU * max(1, n)
+    return HOST_FRAME_HOPS_PER_CPU * max(1, n)
 
 
-def fitting_rate_mbps(spec: LabSpec, sched: Schedule, *, budget_fps: float | None = None) -> float:
-    """The fastest lab port rate (Mb/s, at most the lab's own ``port_rate_mbps``, floored to
-    :data:`RATE_STEP_MBPS`) at which every NIC ``sched`` sends from or to at line rate fits
-    the host's frame budget (:func:`host_frame_budget`): ``budget x frame bits / NICs``, frames
-    of :data:`COLLECTIVE_MTU` + :data:`ROCE_FRAME_OVERHEAD` bytes. The run then keeps its rate
-    and measures the fabric, in slow motion (railab.testbed.dilation). A lab without
-    lab.capacity: its own rate (None has no meaning there; returns 0.0)."""
+def fitting_rate_mbps(spec: LabSpec, sched: Schedule, *, budget: float | None = None) -> float:
+    """The fastest lab port rate (Mb/s, one of :data:`NICE_RATES_MBPS`, at most the lab's own
+    ``port_rate_mbps``) at which every NIC ``sched`` sends from or to at line rate fits the
+    host's frame-hop budget (:func:`host_frame_hop_budget`, or ``budget``): frames of
+    :data:`COLLECTIVE_MTU` + :data:`ROCE_FRAME_OVERHEAD` bytes, each crossing the schedule's
+    mean switch hops (weighted by bytes). The run then keeps its rate and measures the fabric,
+    in slow motion (railab.testbed.dilation). Below the smallest nice rate: the fit itself. A
+    lab without lab.capacity: 0.0 (no rate to fit)."""
     cap = spec.qos.capacity
     if not cap.enabled:
         return 0.0
-    tx = {(f.src[0], f.src_nic) for f in sched.flows if f.expected_hops}
-    rx = {(f.dst[0], f.dst_nic) for f in sched.flows if f.expected_hops}
+    reach = [(f, b) for f, b in zip(sched.flows, sched.flow_bytes, strict=True) if f.expected_hops]
+    tx = {(f.src[0], f.src_nic) for f, _ in reach}
+    rx = {(f.dst[0], f.dst_nic) for f, _ in reach}
     nics = max(len(tx), len(rx))
-    if nics == 0:
+    total = sum(b for _, b in reach)
+    if nics == 0 or total <= 0:
         return cap.port_rate_mbps
-    budget = budget_fps if budget_fps is not None else host_frame_budget()
-    fit = budget * (COLLECTIVE_MTU + ROCE_FRAME_OVERHEAD) * 8 / nics / 1e6
-    if fit >= RATE_STEP_MBPS:
-        fit = math.floor(fit / RATE_STEP_MBPS) * RATE_STEP_MBPS
-    return float(min(cap.port_rate_mbps, fit))
+    hops = sum(b * f.expected_hops for f, b in reach) / total
+    per_frame = (COLLECTIVE_MTU + ROCE_FRAME_OVERHEAD) * 8
+    fps = (budget if budget is not None else host_frame_hop_budget()) / hops
+    fit = min(cap.port_rate_mbps, fps * per_frame / nics / 1e6)
+    return float(next((r for r in NICE_RATES_MBPS if r <= fit), fit))
 
 
 def run_rate_mbps(spec: LabSpec, sched: Schedule, port_rate: float | str | None) -> float:
