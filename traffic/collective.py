@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from railab.errors import UsageError
-from railab.testbed.dilation import dilated
+from railab.testbed.dilation import MIN_RATE_MBPS, dilated
 from railab.topologies.labspec import LabSpec
 from railab.topologies.qos import CapacityProfile
 from railab.traffic.ecmp import (
@@ -81,11 +81,13 @@ LAG_LIMIT = 0.10
 #: in). Drawn from runs on the 2-CPU machine (2026-12-06, load average 2.5-4, mini-lossless,
 #: 1 MiB per rank, `railab collective --port-rate R`): the ring all-reduce (1.25 switch hops a
 #: frame on average) kept its rate at 50 Mb/s (48,100 frames/s: 60,200 frame-hops/s) with a
-#: host lag of 1-2 %; the all-to-all (2.53 hops) kept it at 20 and 25 Mb/s (lag 3-5 % and
-#: 5-9 %), not at 30-50 Mb/s (10-34 %; 29,000-48,100 frames/s). So 30,300 a CPU: 50 Mb/s for
-#: that all-reduce, 20 Mb/s for that all-to-all. ``RAILAB_HOST_FRAME_HOPS`` (frame-hops/s, the
-#: whole host) overrides it for a faster or busier machine.
-HOST_FRAME_HOPS_PER_CPU = 30_300
+#: host lag of 1-2 % on a lab that had run before, but a reviewer's first two runs on a fresh
+#: lab lagged 13 %; the all-to-all (2.53 hops) kept it at 20 and 25 Mb/s (lag 3-5 % and 5-9 %),
+#: not at 30-50 Mb/s (10-34 %; 29,000-48,100 frames/s). So 26,000 a CPU, with margin: 40 Mb/s
+#: for that all-reduce (48,100 frame-hops/s), 20 Mb/s for that all-to-all (48,800).
+#: ``RAILAB_HOST_FRAME_HOPS`` (frame-hops/s, the whole host) overrides it for a faster or
+#: busier machine.
+HOST_FRAME_HOPS_PER_CPU = 26_000
 #: The lab port rates (Mb/s) :func:`fitting_rate_mbps` picks from: each a round time scale for
 #: 400 Gb/s (400,000 / rate: 8000 at 50 Mb/s, 20000 at 20 Mb/s).
 NICE_RATES_MBPS = (1000.0, 800.0, 500.0, 400.0, 250.0, 200.0, 160.0, 100.0, 80.0, 50.0, 40.0,
@@ -119,7 +121,8 @@ def fitting_rate_mbps(spec: LabSpec, sched: Schedule, *, budget: float | None = 
     host's frame-hop budget (:func:`host_frame_hop_budget`, or ``budget``): frames of
     :data:`COLLECTIVE_MTU` + :data:`ROCE_FRAME_OVERHEAD` bytes, each crossing the schedule's
     mean switch hops (weighted by bytes). The run then keeps its rate and measures the fabric,
-    in slow motion (railab.testbed.dilation). Below the smallest nice rate: the fit itself. A
+    in slow motion (railab.testbed.dilation). Below the smallest nice rate: the fit itself, at
+    least ``MIN_RATE_MBPS``. A
     lab without lab.capacity: 0.0 (no rate to fit)."""
     cap = spec.qos.capacity
     if not cap.enabled:
@@ -135,7 +138,7 @@ def fitting_rate_mbps(spec: LabSpec, sched: Schedule, *, budget: float | None = 
     per_frame = (COLLECTIVE_MTU + ROCE_FRAME_OVERHEAD) * 8
     fps = (budget if budget is not None else host_frame_hop_budget()) / hops
     fit = min(cap.port_rate_mbps, fps * per_frame / nics / 1e6)
-    return float(next((r for r in NICE_RATES_MBPS if r <= fit), fit))
+    return float(next((r for r in NICE_RATES_MBPS if r <= fit), max(fit, MIN_RATE_MBPS)))
 
 
 def run_rate_mbps(spec: LabSpec, sched: Schedule, port_rate: float | str | None) -> float:
@@ -152,9 +155,10 @@ def run_rate_mbps(spec: LabSpec, sched: Schedule, port_rate: float | str | None)
         r = float(port_rate)
     except (TypeError, ValueError):
         raise UsageError(f"--port-rate {port_rate!r}: give auto, lab or a rate in Mb/s") from None
-    if not 0 < r <= cap.port_rate_mbps:
-        raise UsageError(f"--port-rate {r:g}: it must be > 0 and at most lab {spec.name}'s own "
-                         f"{cap.port_rate_mbps:g} Mb/s (a run may only slow the lab down)")
+    if not MIN_RATE_MBPS <= r <= cap.port_rate_mbps:
+        raise UsageError(f"--port-rate {r:g}: it must be at least {MIN_RATE_MBPS:g} Mb/s and at "
+                         f"most lab {spec.name}'s own {cap.port_rate_mbps:g} Mb/s (a run may "
+                         "only slow the lab down)")
     return r
 
 
