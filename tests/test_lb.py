@@ -300,7 +300,7 @@ def test_live_compare_elephants(lossless_lab):
 def test_live_compare_all_to_all_reports_busbw_per_mode(lossless_lab):
     spec = lossless_lab.spec
     r = subprocess.run([sys.executable, "-m", "railab", "lb", "compare", spec.name, "--workload",
-                        "all-to-all", "--modes", "ecmp,pbr", "--bytes", str(256 << 10), "--json"],
+                        "all-to-all", "--modes", "ecmp,pbr", "--bytes", str(128 << 10), "--json"],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     res = json.loads(r.stdout)
