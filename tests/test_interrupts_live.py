@@ -291,8 +291,17 @@ def test_sigint_and_sigterm_to_check_traffic_drill_and_down(tmp_path):
         time.sleep(max(0.0, 0.25 - (time.monotonic() - t0)))
         os.killpg(proc.pid, signal.SIGINT)
         out, err = proc.communicate(timeout=120)
-        assert proc.returncode == 130, (out, err)
-        if _left(lab):  # the signal came before the teardown began: the lab is up, and the line says so
+        done_first = proc.returncode == 0 and not err and not _left(lab)  # CI: a fast host's down
+        if done_first:  # was done before the signal: no line to judge; the lab back up
+            assert out.strip() == f"lab {lab} is down", out
+            again = subprocess.run([*CLI, "up", str(labdir), "--no-progress"], capture_output=True, text=True,
+                                   cwd=ROOT, timeout=300)
+            assert again.returncode == 0, again.stderr
+        else:
+            assert proc.returncode == 130, (out, err)
+        if done_first:
+            pass
+        elif _left(lab):  # the signal came before the teardown began: the lab is up, and the line says so
             assert err in (f"error: interrupted by SIGINT: down stopped before it removed lab {lab} (still up): "
                            f"railab down {lab} removes it\n",
                            "error: interrupted by SIGINT while starting: nothing was done\n"), (err, _left(lab))
