@@ -41,6 +41,15 @@ except KeyboardInterrupt:
     sys.exit(128 + (_early[0] if _early else 2))
 
 
+def _interrupted_while_starting(exc: KeyboardInterrupt) -> None:
+    """Exit 128 + the signal with one line: an interrupt before the command line's own
+    handling (``railab.cli.main``) begins, when nothing was done yet."""
+    sig = signum_of(exc)
+    print(f"error: interrupted by {signal.Signals(sig).name} while starting: nothing was done",
+          file=sys.stderr)
+    sys.exit(128 + sig)
+
+
 def main() -> None:
     """Run the ``railab`` command line (``railab.cli.main``); exit 128 + the signal on SIGINT
     (130), SIGTERM (143) or SIGHUP (129) during start-up.
@@ -52,17 +61,11 @@ def main() -> None:
     try:
         from railab.cli import main as cli_main  # lazy: the heavy imports happen in here
     except KeyboardInterrupt as exc:
-        sig = signum_of(exc)
-        print(f"error: interrupted by {signal.Signals(sig).name} while starting: nothing was done",
-              file=sys.stderr)
-        sys.exit(128 + sig)
+        _interrupted_while_starting(exc)
     try:
         cli_main()
     except KeyboardInterrupt as exc:  # a signal in the few lines before cli_main's own handling
-        sig = signum_of(exc)          # (CI: SIGINT 0.15 s into `railab check` gave a traceback)
-        print(f"error: interrupted by {signal.Signals(sig).name} while starting: nothing was done",
-              file=sys.stderr)
-        sys.exit(128 + sig)
+        _interrupted_while_starting(exc)  # (CI: SIGINT 0.15 s into `railab check`: a traceback)
 
 
 if __name__ == "__main__":

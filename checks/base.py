@@ -473,6 +473,17 @@ class Observer:
         return F.bgp_routes_of(self.frr(node, F.CMD_BGP_TABLE))
 
     # ---- netlink -----------------------------------------------------------------------------
+    def namespaces(self) -> list[tuple[str, str]]:
+        """``(node, namespace)`` of every node of the lab whose namespace exists, in lab order
+        (the ones that cannot be read are left out: their own checks say so)."""
+        out = []
+        for n in self.spec.nodes:
+            try:
+                out.append((n.name, self.namespace(n.name)))
+            except ObservationError:
+                continue
+        return out
+
     def namespace(self, node: str) -> str:
         """The node's namespace name; raises ObservationError when it does not exist."""
         ns = self.netns_of(node)

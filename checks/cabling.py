@@ -538,12 +538,7 @@ def _filter_rows(obs: Observer, faults: list) -> list[CheckResult]:
     entirely when ``nft`` is not installed or no namespace can be read)."""
     if shutil.which("nft") is None:
         return []
-    nodes = []
-    for n in obs.spec.nodes:
-        try:
-            nodes.append((n.name, obs.namespace(n.name)))
-        except ObservationError:
-            continue
+    nodes = obs.namespaces()
     if not nodes:
         return []
     with ThreadPoolExecutor(max_workers=8) as pool:

@@ -24,7 +24,6 @@ from concurrent.futures import ThreadPoolExecutor
 from railab.checks.base import (
     Cause,
     CheckResult,
-    ObservationError,
     Observer,
     failed,
     passed,
@@ -77,12 +76,7 @@ def check_pfc(obs: Observer) -> list[CheckResult]:
     if not spec.qos.capacity.enabled:
         return []
     lossless = cap._tc_id(cap.lossless_class(spec.qos))
-    nodes = []
-    for n in spec.nodes:
-        try:
-            nodes.append((n.name, obs.namespace(n.name)))
-        except ObservationError:
-            continue
+    nodes = obs.namespaces()
     if not nodes:
         return []
     with ThreadPoolExecutor(max_workers=8) as pool:

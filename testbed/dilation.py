@@ -44,6 +44,7 @@ from railab.errors import RailabError, UsageError
 from railab.testbed import capacity
 from railab.testbed import state as st
 from railab.testbed.namespaces import exec_argv, run_batches
+from railab.testbed.runtime.netns.procs import _alive  # a zombie (a killed run not reaped) is dead
 from railab.testbed.signals import signals_deferred
 from railab.topologies.labspec import LabSpec
 
@@ -103,16 +104,6 @@ def slowed_by(lab: str) -> dict | None:
         return json.loads(_marker(lab).read_text())
     except (OSError, ValueError):
         return None
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def restore_leftover(spec: LabSpec, netns_of: Callable[[str], str]) -> bool:

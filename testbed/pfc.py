@@ -168,35 +168,33 @@ def read_watchdog(run_dir: str | Path) -> Watchdog | None:
         return None
 
 
-def read_pfc_priorities(run_dir: str | Path) -> dict[tuple[str, str], int]:
-    """The ports whose PFC is on another priority (:data:`PFC_PRIORITY_FILE` under
-    ``run_dir``): ``{(node, port): priority}``; ``{}`` when none (or unreadable)."""
+def _read_port_map(path: Path) -> dict[tuple[str, str], Any]:
+    """A JSON object keyed ``"node:port"`` as ``{(node, port): value}``; ``{}`` when the file
+    is missing or unreadable, keys without both parts left out."""
     try:
-        doc = json.loads((Path(run_dir) / PFC_PRIORITY_FILE).read_text())
-    except (OSError, ValueError):
-        return {}
-    out = {}
-    for k, v in doc.items() if isinstance(doc, dict) else ():
-        node, _, port = str(k).partition(":")
-        if node and port and isinstance(v, int):
-            out[(node, port)] = v
-    return out
-
-
-def read_storms(run_dir: str | Path) -> dict[tuple[str, str], str]:
-    """The lab's PFC storms (:data:`STORM_FILE` under ``run_dir``): ``{(node, port): fault
-    id}`` of each egress port held in PAUSE by its storming peer; ``{}`` when none (or the file
-    is unreadable)."""
-    try:
-        doc = json.loads((Path(run_dir) / STORM_FILE).read_text())
+        doc = json.loads(path.read_text())
     except (OSError, ValueError):
         return {}
     out = {}
     for k, v in doc.items() if isinstance(doc, dict) else ():
         node, _, port = str(k).partition(":")
         if node and port:
-            out[(node, port)] = str(v)
+            out[(node, port)] = v
     return out
+
+
+def read_pfc_priorities(run_dir: str | Path) -> dict[tuple[str, str], int]:
+    """The ports whose PFC is on another priority (:data:`PFC_PRIORITY_FILE` under
+    ``run_dir``): ``{(node, port): priority}``; ``{}`` when none (or unreadable)."""
+    return {k: v for k, v in _read_port_map(Path(run_dir) / PFC_PRIORITY_FILE).items()
+            if isinstance(v, int)}
+
+
+def read_storms(run_dir: str | Path) -> dict[tuple[str, str], str]:
+    """The lab's PFC storms (:data:`STORM_FILE` under ``run_dir``): ``{(node, port): fault
+    id}`` of each egress port held in PAUSE by its storming peer; ``{}`` when none (or the file
+    is unreadable)."""
+    return {k: str(v) for k, v in _read_port_map(Path(run_dir) / STORM_FILE).items()}
 
 
 

@@ -28,6 +28,7 @@ from railab.testbed import capacity as cap
 from railab.testbed import pfc
 from railab.testbed import state as st
 from railab.testbed.namespaces import entered, exec_argv, netns_path
+from railab.testbed.pfcfail import SENDER
 from railab.topologies.generator import build_lab, generate
 from railab.topologies.intent import IntentError, load_intent
 from railab.topologies.labspec import LabSpec
@@ -401,27 +402,9 @@ def test_containerlab_runtime_refuses_capacity(tmp_path):
 
 
 # ---- live -----------------------------------------------------------------------------------
-FLOOD = r"""
-import socket, sys, time
-dst, src, mbps, secs = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
-start_at = float(sys.argv[5])  # wall clock: every sender starts together, however slow its start
-size = int(sys.argv[6])        # UDP payload bytes
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-s.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, (26 << 2) | 2)   # DSCP 26, ECT(0)
-s.setsockopt(socket.SOL_SOCKET, 32, 64 << 20)                  # SO_SNDBUFFORCE: NIC queue
-s.bind((src, 0)); s.setblocking(False)
-gap = size * 8 / (mbps * 1e6); n = 0
-time.sleep(max(0.0, start_at - time.time())); t0 = time.monotonic()
-while (now := time.monotonic()) - t0 < secs:   # paced in 2 ms bursts: the rate, little CPU
-    while n < int((now - t0) / gap) + 1:
-        try:
-            s.sendto(b"x" * size, (dst, 4791))
-        except OSError:
-            pass
-        n += 1
-    time.sleep(0.002)
-print(n)
-"""
+#: The flood's sender (UDP to 4791, DSCP 26 + ECT(0), paced in 2 ms bursts from a wall-clock
+#: start; argv ``dst src mbps seconds start_at size``): the PFC failure scenarios' own.
+FLOOD = SENDER
 
 
 #: UDP payload of the flood (few, large packets: the 2:1 at 200 Mb/s is ~12,000 packets/s).

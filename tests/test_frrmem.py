@@ -113,7 +113,7 @@ def test_wipe_preloaded_over_libfrr(monkeypatch, tmp_path):
     in LD_PRELOAD. Its ``ringbuf_wipe`` is ours; libfrr then sees the ring buffer empty, all
     space free, every byte zero, and it still works; most of the 640 KiB written are no longer
     resident; once emptied by a read, the next bytes go to its first byte."""
-    monkeypatch.setattr(frrmem.st, "cache_dir", lambda: tmp_path)
+    monkeypatch.setenv("RAILAB_CACHE", str(tmp_path))
     if not (frrmem.frr_version() or "").startswith(tuple(v + "." for v in frrmem.SUPPORTED_FRR)):
         pytest.skip(f"FRR {frrmem.frr_version()} is not one whose ring buffer layout was checked")
     lib = frrmem.wipe_library()
@@ -142,7 +142,7 @@ def test_wipe_preloaded_over_libfrr(monkeypatch, tmp_path):
 
 
 def test_wipe_residency(monkeypatch, tmp_path):
-    monkeypatch.setattr(frrmem.st, "cache_dir", lambda: tmp_path)
+    monkeypatch.setenv("RAILAB_CACHE", str(tmp_path))
     lib = frrmem.wipe_library()
     if lib is None:
         pytest.skip("no C compiler or an FRR whose ring buffer layout was not checked")

@@ -265,6 +265,13 @@ def test_compare_rejects_bad_workload_and_mode_before_running(spec):
         lbcompare.compare(spec, lambda n: n, workload="bogus")
     with pytest.raises(UsageError, match="unknown load-balancing mode"):
         lbcompare.compare(spec, lambda n: n, modes=("ecmp", "bogus"))
+    # --port-rate: a collective's bounds (railab.traffic.collective.run_rate_mbps), and no
+    # meaning for the load-engine workloads, which run at the lab's rate
+    for bad, needle in (("fast", "auto, lab"), ("0.5", "at least 1 Mb/s"), ("400", "at most lab")):
+        with pytest.raises(UsageError, match=needle):
+            lbcompare.compare(spec, lambda n: n, workload="all-to-all", port_rate=bad)
+    with pytest.raises(UsageError, match="only the collective workloads"):
+        lbcompare.compare(spec, lambda n: n, workload="elephants", port_rate="20")
 
 
 @pytest.mark.integration

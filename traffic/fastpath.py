@@ -30,15 +30,12 @@ from __future__ import annotations
 
 import array
 import ctypes
-import hashlib
 import os
-import shutil
-import subprocess
-import tempfile
 import threading
 from pathlib import Path
 
 from railab.errors import RailabError
+from railab.testbed import cbuild
 
 SOURCE = Path(__file__).with_name("fastpath.c")
 #: The C file's interface version (``DP_ABI``): a library of another version is not used.
@@ -111,54 +108,22 @@ _lib: ctypes.CDLL | None = None
 _lock = threading.Lock()
 
 
-def cache_dir() -> Path:
-    """Where built libraries go: ``$RAILAB_CACHE``, else ``/var/cache/railab`` for root, else
-    ``$XDG_CACHE_HOME/railab`` (``~/.cache/railab``)."""
-    if os.environ.get("RAILAB_CACHE"):
-        return Path(os.environ["RAILAB_CACHE"])
-    if os.geteuid() == 0:
-        return Path("/var/cache/railab")
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "railab"
-
-
 def library_path() -> Path:
-    """The library built from this version of ``fastpath.c`` (its SHA-256 in the name)."""
-    digest = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:16]
-    return cache_dir() / f"railab-fastpath-{digest}.so"
+    """The library built from this version of ``fastpath.c`` (its SHA-256 in the name, under
+    :func:`railab.testbed.cbuild.cache_dir`)."""
+    return cbuild.library_path("railab-fastpath", SOURCE)
 
 
 def build(force: bool = False) -> Path:
-    """Compile ``fastpath.c`` (``cc -O2 -shared -fPIC``) unless the library of this source is
-    already built; returns its path. The library is written beside its final name and renamed,
-    so a concurrent build never loads half a file. Raises FastPathUnavailable without a C
-    compiler or when compiling fails (with the compiler's first lines)."""
-    out = library_path()
-    if out.exists() and not force:
-        return out
-    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        raise FastPathUnavailable(
-            "the load engine's fast path needs a C compiler: apt-get install gcc (scripts/bootstrap.sh "
-            "installs it)")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".fastpath-", suffix=".so", dir=out.parent)
-    os.close(fd)
+    """Compile ``fastpath.c`` (``cc -O2 -ffp-contract=off -shared -fPIC``, :func:`railab.
+    testbed.cbuild.build_library`) unless the library of this source is already built; returns
+    its path. Raises FastPathUnavailable without a C compiler or when compiling fails (with the
+    compiler's first lines)."""
     try:
-        try:
-            r = subprocess.run([cc, "-O2", "-ffp-contract=off", "-shared", "-fPIC", "-o", tmp,
-                                str(SOURCE)], capture_output=True, text=True, timeout=120)
-        except (OSError, subprocess.TimeoutExpired) as e:
-            raise FastPathUnavailable(f"building the load engine's fast path failed ({cc}): {e}; "
-                                      "apt-get install gcc (scripts/bootstrap.sh installs it)") from None
-        if r.returncode != 0:
-            first = "\n".join((r.stderr or r.stdout).strip().splitlines()[:5])
-            raise FastPathUnavailable(f"building the load engine's fast path failed ({cc}): {first}")
-        os.chmod(tmp, 0o755)
-        os.replace(tmp, out)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return out
+        return cbuild.build_library("railab-fastpath", SOURCE, flags=("-O2", "-ffp-contract=off"),
+                                    force=force)
+    except cbuild.BuildError as e:
+        raise FastPathUnavailable(f"building the load engine's fast path failed: {e}") from None
 
 
 def load() -> ctypes.CDLL:

@@ -317,6 +317,9 @@ def compare(spec: LabSpec, netns_of: Callable[[str], str], *, workload: str = "e
     if spines:
         lb.plan(spec, "spray-rr", spines=True)  # a lab with one link per pair: usage error
     nbytes = check_bytes(workload, flow_bytes)
+    if workload in ("elephants", "incast") and port_rate not in (None, "auto", "lab"):
+        raise UsageError(f"--port-rate {port_rate}: only the collective workloads (all-to-all, "
+                         "all-reduce) slow the ports for their runs")
     run_dir = lb_run_dir(spec)
     gap_s = GAP_FLOWLETS * lb.flowlet_gap_s(spec)
     leaf, flows, sched = None, [], None
@@ -334,6 +337,7 @@ def compare(spec: LabSpec, netns_of: Callable[[str], str], *, workload: str = "e
         down, ports, ns = [], [], ""
     rows: list[dict] = []
     own = spec.qos.capacity
+    # checked here, before the lab is locked or anything runs (UsageError names the bounds)
     rate = (coll.run_rate_mbps(spec, sched, port_rate) if sched is not None and own.enabled
             else None)
     with lb.lab_lock(run_dir, f"railab lb compare --workload {workload}"), \

@@ -452,9 +452,10 @@ def set_realtime(rt_priority: int) -> bool:
     Call it right before the per-packet work, not before the set-up: the kernel gives real-time
     threads at most ``sched_rt_runtime_us`` (950 ms) of each ``sched_rt_period_us`` (1 s) of a
     CPU and then stops them for the rest of the period. A load run that built its 32 QPs'
-    templates at real-time priority had spent that budget and stalled ~50 ms as it began (both
-    workers at once: every QP of a 1 MiB all-reduce 35-48 ms late, keeps_rate false in 9 of 9
-    runs from the CLI, 2026-12-06)."""
+    templates at real-time priority stalled ~50 ms as it began (both workers at once: every QP
+    of a 1 MiB all-reduce 35-48 ms late, keeps_rate false in 9 of 9 runs from the CLI,
+    2026-12-06); with real time taken after the set-up it did not (3 of 3). That budget is the
+    likely cause; no scheduler trace confirmed it."""
     try:
         os.sched_setscheduler(0, os.SCHED_RR, os.sched_param(rt_priority))
     except (OSError, AttributeError):

@@ -27,9 +27,10 @@ Two settings, both in the environment of every daemon (:func:`daemon_env`), none
   zeros into them; and a ``ringbuf_get`` (FRR's own, then) that moves an emptied buffer's start
   and end back to 0, where no ringbuf function can tell the difference: FRR never does, so each
   session's reads walk through the whole 640 KiB, a keepalive (19 bytes every 3 s) at a time,
-  and would make it all resident again within about a day. It is built once with the system's C compiler into
-  :func:`railab.testbed.state.cache_dir` ``/frr-lean/`` and used only with an FRR whose
-  ``struct ringbuf`` layout was checked (:data:`SUPPORTED_FRR`, the version lab configs name).
+  and would make it all resident again within about a day. It is built once with the system's
+  C compiler into :func:`railab.testbed.cbuild.cache_dir` ``/frr-lean/`` (beside the load
+  engine's fast path) and used only with an FRR whose ``struct ringbuf`` layout was checked
+  (:data:`SUPPORTED_FRR`, the version lab configs name).
 
 ``RAILAB_FRR_LEAN=0`` starts the daemons as before (no setting; ``scripts/bench_up.py --lean-ab``
 runs both side by side); any value but ``0`` or ``1`` is refused. Without a C compiler or with
@@ -39,16 +40,13 @@ another FRR, only the allocator setting applies and the preflight's estimate use
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
-import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 
 from railab.errors import UsageError
-from railab.testbed import state as st
+from railab.testbed import cbuild
 from railab.testbed.runtime.netns.constants import FRR_BIN
 
 #: ``0``: the daemons start without the memory settings (the behaviour before issue 47).
@@ -165,40 +163,21 @@ def frr_version() -> str | None:
 
 
 def wipe_library() -> Path | None:
-    """The ``ringbuf_wipe`` library for the installed FRR, built on first use (the SHA-256 of
-    :data:`WIPE_SOURCE` and FRR's identity in its name; written beside its name and renamed, so
-    a concurrent ``up`` never preloads half a file). None when FRR's version is not in
+    """The ``ringbuf_wipe`` library for the installed FRR, built on first use
+    (:func:`railab.testbed.cbuild.build_library`: the SHA-256 of :data:`WIPE_SOURCE` and FRR's
+    identity in its name, under ``frr-lean/``). None when FRR's version is not in
     :data:`SUPPORTED_FRR`, there is no C compiler or compiling fails."""
-    digest = hashlib.sha256(WIPE_SOURCE.encode() + _frr_identity()).hexdigest()[:20]
-    out = st.cache_dir() / "frr-lean" / f"ringbuf-wipe-{digest}.so"
+    key = _frr_identity()
+    out = cbuild.library_path("ringbuf-wipe", WIPE_SOURCE, key=key, subdir="frr-lean")
     if out.exists():
         return out
     version = frr_version()
     if version is None or not version.startswith(tuple(v + "." for v in SUPPORTED_FRR)):
         return None
-    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        return None
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".ringbuf-wipe-", suffix=".so", dir=out.parent)
-    os.close(fd)
-    src = Path(tmp).with_suffix(".c")
     try:
-        src.write_text(WIPE_SOURCE)
-        try:
-            r = subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", tmp, str(src)],
-                               capture_output=True, text=True, timeout=120)
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-        if r.returncode != 0:
-            return None
-        os.chmod(tmp, 0o755)
-        os.replace(tmp, out)
-    finally:
-        for f in (tmp, src):
-            if os.path.exists(f):
-                os.unlink(f)
-    return out
+        return cbuild.build_library("ringbuf-wipe", WIPE_SOURCE, key=key, subdir="frr-lean")
+    except cbuild.BuildError:
+        return None
 
 
 def daemon_env(base: dict[str, str] | None = None) -> dict[str, str] | None:
