@@ -58,10 +58,11 @@ def bring_up(runtime: Deployer, labdir: str | Path, *, timeout: float | None = N
     (``runtime.startup_problems``, read while the wait runs; it fails the wait at once), even
     with ``keep_on_failure``: that lab does not run the config its files say.
     """
-    record = runtime.up(Path(labdir), **up_kwargs)
-    lab = record.lab
+    record: LabState | None = None
     with signals_raise():
         try:
+            record = runtime.up(Path(labdir), **up_kwargs)
+            lab = record.lab
             spec = LabSpec.load(record.labdir)
             budget = timeout if timeout is not None else default_timeout(spec)
             record.phase = "converging"
@@ -101,11 +102,19 @@ def bring_up(runtime: Deployer, labdir: str | Path, *, timeout: float | None = N
         except _Kept as kept:
             raise kept.error from None
         except BaseException as exc:
+            if record is None:  # from up: rolled back there, unless the interrupt came as it returned
+                if getattr(runtime, "made", None) is None:
+                    raise
+                with signals_ignored():
+                    runtime.down(runtime.made)
+                    runtime.made = None
+                raise
             gone = isinstance(exc, LabGoneError) or state.taken_down(record)  # by another command
             with signals_ignored():
                 if gone and state.load(lab) is None:  # what up made after that down: all of it
                     state.resave(record)
                 runtime.down(lab)
+                runtime.made = None
             intr = interruption(exc)  # a helper killed by the same Ctrl-C: the Ctrl-C
             if intr is not None and intr is not exc:
                 raise intr from None

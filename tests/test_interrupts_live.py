@@ -155,6 +155,59 @@ def _wait_for(lab: str, proc: subprocess.Popen, moment: str, timeout: float = 60
     raise AssertionError(f"up never reached {moment}")
 
 
+class _LateInterrupt:
+    """A deployer whose ``up`` finishes, then meets the Ctrl-C that lands as it returns, before
+    the caller's guard begins (CI: an interrupt in that gap left a whole ``mini`` lab up while
+    ``up`` said "everything up started was removed")."""
+
+    def __new__(cls):
+        from railab.testbed.runtime.netns.deploy import NetnsDeployer
+
+        class Late(NetnsDeployer):
+            def up(self, labdir, **kw):
+                super().up(labdir, **kw)
+                raise KeyboardInterrupt
+
+        return Late()
+
+
+def test_an_interrupt_as_the_runtimes_up_returns_is_rolled_back(tmp_path):
+    """The interrupt between the runtime's ``up`` returning and bring_up's guard: bring_up
+    removes the lab the runtime says it made (Deployer.made), and the interrupt goes on."""
+    from railab.checks.deploy import bring_up
+
+    lab = f"la{PID}"
+    labdir = _gen("mini", lab, tmp_path)
+    rt = _LateInterrupt()
+    with pytest.raises(KeyboardInterrupt):
+        bring_up(rt, labdir, timeout=120)
+    assert _left(lab) == [], _left(lab)
+    assert rt.made is None
+
+
+def test_an_interrupt_as_bring_up_returns_is_rolled_back_by_up(tmp_path, monkeypatch):
+    """The interrupt between bring_up returning (converged) and ``railab up`` taking its record:
+    exit 130, the one line, and the lab removed as the line says."""
+    from typer.testing import CliRunner
+
+    import railab.checks.deploy as deploy
+    from railab.cli import app
+
+    real = deploy.bring_up
+
+    def late(rt, *a, **kw):
+        real(rt, *a, **kw)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(deploy, "bring_up", late)
+    lab = f"lb{PID}"
+    labdir = _gen("mini", lab, tmp_path)
+    r = CliRunner().invoke(app, ["up", str(labdir), "--no-progress"])
+    assert r.exit_code == 130, r.output
+    assert "everything up started was removed" in r.output, r.output
+    assert _left(lab) == [], _left(lab)
+
+
 @pytest.mark.parametrize("moment", ["record", "namespaces", "zebra", "converging"])
 def test_down_from_another_shell_while_up_runs(tmp_path, moment):
     """``railab down LAB`` from another shell while ``up LAB`` has just recorded it, builds it,

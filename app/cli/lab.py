@@ -327,9 +327,10 @@ def register(app: typer.Typer) -> None:
                     )
                     settle()  # it is up, and said so: a signal from here on no longer undoes it
             except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP: up has rolled back already
-                if rec is not None:  # converged, but interrupted before it said so: roll back here
+                made = rec['lab'] if rec is not None else getattr(rt, "made", None)
+                if made is not None:  # converged, but interrupted before it said so: roll back here
                     with signals_ignored():
-                        rt.down(rec['lab'])
+                        rt.down(made)
                 where = _shown(Path(target))
                 kept = (f" (the generated files stay in {where}, as after down: railab up {where} "
                         f"starts from them)" if generated else "")

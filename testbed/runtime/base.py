@@ -96,7 +96,15 @@ class Runtime(ABC):
 
 class Deployer(Runtime):
     """A runtime that also deploys a lab directory (:meth:`up`); what
-    railab.checks.deploy.bring_up takes."""
+    railab.checks.deploy.bring_up takes.
+
+    ``made``: the lab the latest :meth:`up` on this object made and nobody has removed since
+    (set once its record is saved, None again after a rollback). An interrupt can land between
+    two callers' guards (``up`` has returned, the caller's ``try`` has not begun): whoever
+    catches it removes ``made`` when it is set, so the lab is never left behind by a Ctrl-C.
+    """
+
+    made: str | None = None
 
     @abstractmethod
     def up(self, labdir: Path) -> st.LabState:

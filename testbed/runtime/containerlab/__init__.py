@@ -162,6 +162,7 @@ class ContainerlabRuntime(Deployer):
         SIGHUP) likewise after destroying it. UsageError for a lab with ``lab.capacity`` (the
         queues, ECN and PFC emulation are built by the netns runtime only).
         """
+        self.made = None
         reconf = self.reconfigure if reconfigure is None else reconfigure
         clab = load_clab(host_clab_file(labdir, host) if host else labdir, validate=True)
         post_deploy_plan(clab)  # e.g. a bind start.sh would break: one usage error before anything runs
@@ -194,9 +195,10 @@ class ContainerlabRuntime(Deployer):
             links=[(f"{lk.a[0]}:{lk.a[1]}", f"{lk.b[0]}:{lk.b[1]}", lk.mtu) for lk in clab.links],
             docker_url=self.docker_url,
         )
-        st.save(record)
         with signals_raise():
             try:
+                st.save(record)
+                self.made = lab  # a late interrupt (after the return below) is the caller's to undo
                 with timed(record.timings, "deploy_s"):
                     self._clab(deploy_argv(clab.path, reconfigure=reconf, binary=self.binary), "deploy",
                                timeout=DEPLOY_TIMEOUT_S)
@@ -211,6 +213,7 @@ class ContainerlabRuntime(Deployer):
                 with signals_ignored():
                     try:
                         self.down(lab)
+                        self.made = None
                     except RailabError:
                         pass
                 raise

@@ -48,6 +48,7 @@ class NetnsDeployer(NetnsRuntime, Deployer):
         first was a helper the same signal killed (railab.testbed.signals.interruption).
         """
         self._children: list[subprocess.Popen] = []
+        self.made = None
         clab, plan, spec = preflight.load(labdir, stitch)
         pre: dict[str, float] = {}
         with timed(pre, "preflight_s"):
@@ -60,6 +61,7 @@ class NetnsDeployer(NetnsRuntime, Deployer):
                 try:
                     st.save(record)
                     saved = True  # from here a missing record means another command's down
+                    self.made = lab  # a late interrupt (after the return below) is the caller's to undo
                     st.ledger_add(list(record.namespaces.values()) + (plan.namespaces if plan is not None else []), lab)
                     with timed(timings, "build_s"):
                         try:
@@ -83,6 +85,7 @@ class NetnsDeployer(NetnsRuntime, Deployer):
                             st.resave(record)
                         self.down(lab, also=list(record.namespaces.values())
                                   + (plan.namespaces if plan is not None else []))
+                        self.made = None
                     intr = interruption(exc)  # a helper killed by the same Ctrl-C: the Ctrl-C
                     if intr is not None and intr is not exc:
                         raise intr from None
