@@ -24,6 +24,7 @@ import os
 import socket
 import struct
 import subprocess
+import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -119,6 +120,18 @@ def set_link_up(ifname: str) -> None:
             fcntl.ioctl(s, _SIOCSIFFLAGS, struct.pack("16sH22x", name, flags | _IFF_UP))
 
 
+def _close_quietly(stream) -> None:
+    """Close a pipe whose reader is gone: the unwritten rest is dropped (its flush raises
+    BrokenPipeError; the reader's exit status and stderr tell what happened)."""
+    try:
+        stream.close()
+    except BrokenPipeError:
+        try:
+            stream.close()  # the failed flush left it open once; now it closes
+        except OSError:
+            pass
+
+
 def ip_batch(scripts: dict[str | None, list[str]], *, what: str, parallel: int = 8,
              force: bool = False) -> None:
     """Run iproute2 batches: ``scripts`` maps a namespace name (None: this process's own) to the
@@ -127,16 +140,20 @@ def ip_batch(scripts: dict[str | None, list[str]], *, what: str, parallel: int =
     pyroute2 request per line costs 2-4 ms of Python each (measured: 1,000 veth pairs 1.2 s
     against 6.2 s). Raises RailabError naming ``what``, the namespace, iproute2's message and the
     failing line (``ip -batch`` stops there; with ``force``, ``ip -force -batch`` goes on past
-    a failing line and fails at the end). An ``ip`` killed by the terminal's Ctrl-C fails like
+    a failing line and fails at the end). A batch that stops early while railab still writes it
+    (a script larger than the pipe: 16,384 veth pairs are ~2 MB) is the same error with the same
+    line, never a broken pipe. An ``ip`` killed by the terminal's Ctrl-C fails like
     any other: ``up`` reports the interrupt instead (railab.testbed.signals.interruption)."""
     pending = [(ns, lines) for ns, lines in scripts.items() if lines]
-    running: list[tuple[str | None, list[str], subprocess.Popen]] = []
+    running: list[tuple[str | None, list[str], subprocess.Popen, object]] = []
     errors: list[str] = []
 
     def reap(item) -> None:
-        ns, lines, p = item
-        err = p.stderr.read()
+        ns, lines, p, errf = item
         p.wait()
+        errf.seek(0)
+        err = errf.read()
+        errf.close()
         if p.returncode != 0:
             msg = err.strip().splitlines()
             where = ""
@@ -154,16 +171,23 @@ def ip_batch(scripts: dict[str | None, list[str]], *, what: str, parallel: int =
             while pending and len(running) < parallel:
                 ns, lines = pending.pop(0)
                 argv = ["ip"] + (["-n", ns] if ns else []) + (["-force"] if force else []) + ["-batch", "-"]
+                # stderr to a file: with -force every failing line writes one, and a full pipe
+                # would stop ip while railab still writes its stdin
+                errf = tempfile.TemporaryFile(mode="w+")
                 p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE, text=True)
-                p.stdin.write("\n".join(lines) + "\n")
-                p.stdin.close()
-                running.append((ns, lines, p))
+                                     stderr=errf, text=True)
+                running.append((ns, lines, p, errf))
+                try:
+                    p.stdin.write("\n".join(lines) + "\n")
+                    p.stdin.close()
+                except BrokenPipeError:  # ip stopped early (a failing line): reap says which
+                    _close_quietly(p.stdin)
             reap(running.pop(0))
     finally:
-        for _, _, p in running:  # interrupted: do not leave ip processes behind
+        for _, _, p, errf in running:  # interrupted: do not leave ip processes behind
             p.kill()
             p.wait()
+            errf.close()
     if errors:
         raise RailabError(f"{what} failed: " + " | ".join(errors[:5]))
 

@@ -147,6 +147,25 @@ def test_ip_batch_names_the_failing_line():
         subprocess.run(["ip", "netns", "del", ns], check=False)
 
 
+def test_ip_batch_that_stops_early_in_a_script_larger_than_the_pipe_names_the_line():
+    """A batch that fails at its second line while railab still writes ~2 MB of it (the 8,192
+    fabric's veth script is that size): the same one error with the line, no broken pipe."""
+    ns = f"fcc{PID}"
+    create_netns([ns])
+    try:
+        line = "link add d0 type veth peer name p0"
+        rest = [f"link add d{i} type veth peer name p{i}" for i in range(1, 60_000)]  # never run
+        with pytest.raises(RailabError, match=rf"big batch failed: {ns}: .*exists.* at `{line}`"):
+            ip_batch({ns: [line, line, *rest]}, what="big batch")
+        # -force goes on past failing lines: every one writes to stderr, far beyond a pipe's
+        # 64 KiB; the batch still ends and says what failed
+        dup = ["link add lo type dummy"] * 20_000
+        with pytest.raises(RailabError, match=rf"forced batch failed: {ns}: .*exists"):
+            ip_batch({ns: dup}, what="forced batch", force=True)
+    finally:
+        subprocess.run(["ip", "netns", "del", ns], check=False)
+
+
 @pytest.mark.integration
 def test_live_daemons_read_their_split_config_and_vty_matches_vtysh(mini_lab):
     """On the session's mini lab: every daemon was started with its own part of frr.conf (no
