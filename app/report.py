@@ -292,6 +292,12 @@ class Report(BaseModel):
         default_factory=list, description="railab collective --json results added to the report")
     load_balancing: list[LoadRun] = Field(
         default_factory=list, description="railab lb compare --json results added to the report")
+    control_plane: dict[str, Any] | None = Field(
+        None, description="the control plane per role, measured on the running lab "
+        "(railab.checks.controlplane.summary_only of observe_control_plane: measured_at, took_s, "
+        "sources, convergence {converge_s, brought_up_at}, roles {role: {routers, routes, bgp_routes, "
+        "ecmp_width, memory_mib, sessions, unread}}); {\"error\": ...} when it could not be read; "
+        "None for a report made before it existed")
 
     @property
     def passed(self) -> bool:
@@ -488,6 +494,33 @@ def traced_paths(report: Report) -> list[TracedPath]:
     return out
 
 
+def _mmm(v: dict[str, Any] | None, fmt: str = "{:g}") -> str:
+    """``min/median/max`` of a spread (one figure when all three agree; ``-`` for None)."""
+    if not v:
+        return "-"
+    vals = [fmt.format(v[k]) for k in ("min", "median", "max")]
+    return vals[0] if len(set(vals)) == 1 else " / ".join(vals)
+
+
+def control_plane_rows(report: Report) -> list[dict[str, str]]:
+    """The report's "Control plane" table, one row per role (:attr:`Report.control_plane`
+    ``roles``): ``role``, ``routers``, ``routes``, ``bgp_routes``, ``ecmp_width``, ``memory_mib``
+    (``min / median / max`` per router, one figure when they agree) and ``sessions``
+    (``up/expected`` planned session ends); [] without figures."""
+    cp = report.control_plane or {}
+    rows = []
+    for role, r in (cp.get("roles") or {}).items():
+        ses = r.get("sessions")
+        rows.append({
+            "role": role,
+            "routers": str(r.get("routers", 0)) + (f" ({r['unread']} unread)" if r.get("unread") else ""),
+            "routes": _mmm(r.get("routes")), "bgp_routes": _mmm(r.get("bgp_routes")),
+            "ecmp_width": _mmm(r.get("ecmp_width")), "memory_mib": _mmm(r.get("memory_mib"), "{:.1f}"),
+            "sessions": f"{ses['up']}/{ses['expected']}" if ses else "-",
+        })
+    return rows
+
+
 def faults_of(record: Any) -> list[dict[str, Any]]:
     """The injected faults of a lab's state record (``LabState.faults``, railab.testbed.faults)
     as plain dicts for :attr:`Report.faults`; [] for a record without them."""
@@ -568,6 +601,7 @@ def render_html(report: Report, spec: LabSpec, *, diagram_svg: str | None = None
               if (report.congestion or report.collectives or report.load_balancing) else None),
         collective_rows=collective_rows(report),
         not_modelled=NOT_MODELLED,
+        cp_rows=control_plane_rows(report),
     )
 
 

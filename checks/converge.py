@@ -161,19 +161,34 @@ def observe(spec, executor: Executor, nodes: list[str] | None = None, workers: i
         return dict(zip(nodes, views, strict=True))
 
 
-def observe_sessions(spec, executor: Executor) -> tuple[list[str], list[str]]:
-    """(sessions Established, sessions not) as ``node:iface`` strings, across the lab."""
-    nodes = sorted({s.node for s in spec.bgp_sessions})
+def read_session_states(spec, executor: Executor, *, both_ends: bool = False) -> dict[str, dict[str, str]]:
+    """``node -> {interface: state}`` (``Established``, ``Active``, ...) from each node's BGP
+    summary (``CMD_SUMMARY``), read in parallel: the ``node`` end of every planned session, and
+    with ``both_ends`` its ``peer`` end too (the spines). A node whose summary cannot be read
+    maps to {} (none of its sessions is up)."""
+    nodes = sorted({s.node for s in spec.bgp_sessions}
+                   | ({s.peer for s in spec.bgp_sessions} if both_ends else set()))
 
     def states(n: str) -> dict[str, str]:
         return F.session_states(_read(Observer(spec, executor, lambda x: None), n, F.CMD_SUMMARY))
 
-    up, down = [], []
     with ThreadPoolExecutor(max_workers=max(1, min(8, len(nodes)))) as pool:
-        for node, st in zip(nodes, pool.map(states, nodes), strict=True):
-            for s in spec.bgp_sessions:
-                if s.node == node:
-                    (up if F.session_up(st.get(s.interface)) else down).append(f"{node}:{s.interface}")
+        return dict(zip(nodes, pool.map(states, nodes), strict=True))
+
+
+def observe_sessions(spec, executor: Executor,
+                     states: dict[str, dict[str, str]] | None = None) -> tuple[list[str], list[str]]:
+    """(sessions Established, sessions not) as ``node:iface`` strings, across the lab, each
+    planned session seen from its ``node`` end. ``states``: :func:`read_session_states`'
+    answer when the caller has it (read here otherwise)."""
+    if states is None:
+        states = read_session_states(spec, executor)
+    up, down = [], []
+    for node in sorted({s.node for s in spec.bgp_sessions}):
+        st = states.get(node) or {}
+        for s in spec.bgp_sessions:
+            if s.node == node:
+                (up if F.session_up(st.get(s.interface)) else down).append(f"{node}:{s.interface}")
     return up, down
 
 

@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from railab.checks.base import Cause, CheckResult
+from railab.checks.controlplane import summary_only
 from railab.checks.lab import LiveLab
 from railab.checks.runner import group_failures
 from railab.errors import RailabError, UsageError
@@ -469,12 +470,16 @@ def disclose_status(lab: str, status: dict[str, Any]) -> dict[str, Any]:
     without an exercise, after reveal, or at ``element`` / ``full`` detail; at ``node`` the down
     sessions name their node only (``"g2-leaf3"``, no port); at ``symptom`` neither the down
     sessions nor the dead daemons name a node (``down`` empty, every node's ``daemons`` empty:
-    the counts say what fails). Adds ``exercise_detail`` when it changed anything. The caller
-    keeps its exit code from the full document."""
+    the counts say what fails). At ``node`` and ``symptom`` the ``control_plane`` keeps its
+    per-role summary only (:func:`railab.checks.controlplane.summary_only`: a router with fewer
+    routes or sessions than its peers would point at the fault). Adds ``exercise_detail`` when
+    it changed anything. The caller keeps its exit code from the full document."""
     detail = check_detail(lab)
     if detail in (None, "element"):
         return status
     out = {**status, "exercise_detail": detail}
+    if isinstance(status.get("control_plane"), dict) and "routers" in status["control_plane"]:
+        out["control_plane"] = summary_only(status["control_plane"])
     ses = status.get("sessions") or {}
     if "down" in ses:
         down = ses["down"]

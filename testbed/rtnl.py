@@ -349,6 +349,39 @@ class Rtnl:
                                  table=tbl, gateway=gateway))
         return rows
 
+    def route_census(self, table: int = RT_TABLE_MAIN,
+                     family: int = socket.AF_INET) -> dict[tuple[int, int], int]:
+        """How many routes of ``family`` routing ``table`` holds, by ``(protocol, next hops)``:
+        ``{(186, 2): 14, (2, 1): 2, (196, 0): 1}`` (RTPROT_* number; next hops: the
+        RTA_MULTIPATH entries, dead or not, else 1 with an RTA_OIF, 0 for a blackhole). One
+        RTM_GETROUTE dump like :meth:`routes`, without a :class:`RouteRow` or an address per
+        route: what counting a full fabric's FIBs needs (railab.checks.controlplane)."""
+        out: dict[tuple[int, int], int] = {}
+        body = _RTMSG.pack(family, 0, 0, 0, 0, 0, 0, 0, 0)
+        rtnh = _RTNH.size
+        for p in self.dump(RTM_GETROUTE, body):
+            rfamily, _dst_len, _src, _tos, tbl, proto, _scope, _rtype, _flags = _RTMSG.unpack_from(p, 0)
+            if rfamily != family:
+                continue
+            hops = 0
+            for typ, val in self._attrs(p, _RTMSG.size):
+                if typ == RTA_TABLE and len(val) >= 4:
+                    tbl = struct.unpack_from("=I", val)[0]
+                elif typ == RTA_OIF and not hops:
+                    hops = 1
+                elif typ == RTA_MULTIPATH:
+                    hops, off = 0, 0
+                    while off + rtnh <= len(val):
+                        ln = _RTNH.unpack_from(val, off)[0]
+                        if ln < rtnh:
+                            break
+                        hops += 1
+                        off += (ln + 3) & ~3
+            if tbl == table:
+                key = (proto, hops)
+                out[key] = out.get(key, 0) + 1
+        return out
+
     def stats(self) -> dict[int, tuple[int, int, int, int]]:
         """``ifindex -> (rx_packets, tx_packets, rx_bytes, tx_bytes)`` of every link (one
         ``RTM_GETSTATS`` dump, 64-bit counters)."""

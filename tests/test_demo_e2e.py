@@ -64,6 +64,9 @@ def test_every_path_class_takes_its_expected_hops(demo_run):
     assert rep["traces"], "no traceroute"
     assert rep["checks"] and all(c["status"] != "fail" for c in rep["checks"])
     assert {c["check"] for c in rep["checks"]} >= {"bgp", "routes", "cabling"}
+    cp = rep["control_plane"]  # measured per role, no router named (issue 47 item 5)
+    assert "routers" not in cp and cp["roles"]["leaf"]["bgp_routes"] == {"min": 16, "median": 16, "max": 16}
+    assert cp["roles"]["spine"]["sessions"] == {"up": 16, "expected": 16} and cp["roles"]["leaf"]["memory_mib"]
 
 
 def test_junit_and_html_agree(demo_run):
@@ -73,6 +76,7 @@ def test_junit_and_html_agree(demo_run):
     assert sum(int(s.get("tests")) for s in root.iter("testsuite")) > 10
     html = (out / "report" / "report.html").read_text()
     assert 'id="verdict">PASS' in html and 'id="checks-table"' in html and "<svg" in html
+    assert 'id="control-plane-table"' in html
 
 
 def test_demo_leaves_nothing_behind(demo_run):

@@ -343,6 +343,8 @@ def test_check_names_no_repair_command_during_a_level_2_exercise(ex):
     status = _cli("status", NAME)  # the same rule: the down session's node, not its port
     assert status.exit_code == 1 and "down: a session of g2-leaf3" in status.stdout, status.output
     assert not re.search(r"\b(g2-leaf3|spine1):eth\d", status.stdout), status.stdout
+    cp = json.loads(_cli("status", NAME, "--json").stdout)["control_plane"]  # per role only
+    assert cp["routers_hidden"] and "routers" not in cp and cp["roles"]["leaf"]["routers"] == 8
     fix = _cli("exercise", "fix", NAME, "--wait", "0")
     assert fix.exit_code == 1 and not repair.search(fix.stdout) and planned["element"] not in fix.stdout
     rev = _cli("exercise", "reveal", NAME, "--keep-faults")

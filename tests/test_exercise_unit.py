@@ -562,3 +562,20 @@ def test_status_names_what_fails_at_the_levels_detail(spec, exdir):
     assert three["sessions"]["down"] == [] and three["sessions"]["down_count"] == 1
     assert three["dead_daemons"] == 1 and all(n["daemons"] == {} for n in three["nodes"].values())
     assert status["sessions"]["down"] == ["g2-leaf3:eth3"]  # the caller's document is not changed
+
+
+def test_status_shows_the_control_plane_per_role_only_while_an_exercise_hides_nodes(spec, exdir):
+    """Issue 47 item 5: a router with fewer routes than its peers points at the fault, so at the
+    node and symptom details status keeps the control plane's per-role summary only."""
+    roles = {"leaf": {"routers": 8, "bgp_routes": {"min": 15, "median": 16, "max": 16}}}
+    status = {"lab": spec.name, "nodes": {}, "sessions": {"up": 16, "expected": 16, "down": []},
+              "control_plane": {"measured_at": "t", "roles": roles,
+                                "routers": {"g2-leaf3": {"role": "leaf", "routes": {"bgp": 15}}}}}
+    _running(spec, 1)
+    assert X.disclose_status(spec.name, status) is status
+    for level in (2, 3):
+        _running(spec, level)
+        cp = X.disclose_status(spec.name, status)["control_plane"]
+        assert cp == {"measured_at": "t", "roles": roles, "routers_hidden": True}
+        assert "g2-leaf3" not in json.dumps(cp)
+    assert "routers" in status["control_plane"]  # the caller's document is not changed
