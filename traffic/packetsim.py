@@ -22,7 +22,11 @@ What is simulated (each piece is the lab's, not a new rule):
   xOFF/xON hysteresis); with PFC off a packet that does not fit ``buffer_bytes`` is dropped;
 * the receiver: :class:`railab.traffic.load.CnpPacer` (at most one CNP per QP per
   ``cnp_interval_us``, the paper's NP), the CNP reaching the sender ``base_delay_us`` after
-  the marked packet left the queue (half each way).
+  the marked packet left the queue (half each way);
+* optionally (``simulate(..., window_bytes=W)``) a per-QP in-flight window as HPCC's ns-3
+  "windowed DCQCN" (``HAS_WIN 1``): the receiver acknowledges every data packet, the ACK
+  reaching the sender on the CNP's path and timing, and a sender whose unacknowledged bytes
+  reach ``W`` waits for an ACK; :func:`bdp_bytes` gives ns-3's window of one BDP.
 
 Figures are **computed** (model), in fabric units; :func:`spread` runs it ``runs`` times.
 """
@@ -40,7 +44,7 @@ import numpy as np
 from scipy.stats import binomtest
 
 from railab.topologies.qos import DcqcnProfile, QosProfile
-from railab.traffic.fluid import FluidParams
+from railab.traffic.fluid import ROCE_FRAME_OVERHEAD, FluidParams
 from railab.traffic.load import CnpPacer, DcqcnRP
 
 #: Seeds :func:`spread` uses by default (fixed, so a reference is reproducible). Forty: "every
@@ -62,7 +66,8 @@ class PacketRun:
     fabric Gb/s), ``ratios`` (each over the fair share ``C/N``), ``utilization`` (delivered /
     C over the window), ``dropped_pct`` (% of the packets sent, the whole run), ``hyper``,
     ``cuts`` (per flow), ``queue_max_bytes``, ``pause_fraction`` (share of the window with the
-    senders paused), ``fabric_us`` and ``window_us``."""
+    senders paused), ``fabric_us``, ``window_us``, ``pauses`` (xOFF events, the whole run) and
+    ``window_bytes`` (the in-flight window, None without one)."""
 
     per_flow_gbps: list[float]
     ratios: list[float]
@@ -75,6 +80,12 @@ class PacketRun:
     fabric_us: float
     window_us: tuple[float, float]
     seed: int
+    #: PFC xOFF events of the port over the whole run; each pauses every sender (a PAUSE frame
+    #: to each: ``pauses x senders`` counts as ns-3's ``pauses_received`` does, but with this
+    #: model's one egress threshold and two-frame xOFF/xON hysteresis, not ns-3's).
+    pauses: int = 0
+    #: The in-flight window the run used (payload bytes per QP), None: rate-based only.
+    window_bytes: int | None = None
 
 
 class Ns3MlxRP:
@@ -172,21 +183,67 @@ def _rp(p: FluidParams) -> DcqcnRP:
                    initial_alpha=p.initial_alpha)
 
 
+def payload_bytes(params: FluidParams) -> int:
+    """The payload of one of ``params``' packets, bytes: ``frame_bytes`` less RoCEv2's
+    headers (:data:`railab.traffic.fluid.ROCE_FRAME_OVERHEAD`, 58 B), as
+    :meth:`FluidParams.from_qos` built it from the MTU."""
+    return params.frame_bytes - ROCE_FRAME_OVERHEAD
+
+
+def bdp_bytes(params: FluidParams, *, hops: int = 2) -> int:
+    """One bandwidth-delay product of ``params``, bytes: the line rate times the base RTT
+    including the data packet's serialization, the window HPCC's ns-3 gives a windowed QP.
+
+    ``bdp = C x (base_delay + hops x payload x 8 / C) / 8``, with ``C`` the line rate (bits/s),
+    ``base_delay`` railab's ``base_delay_us`` (the loop's propagation: out to the receiver and
+    back, ns-3's ``2 x`` the one-way link delays) and ``hops`` the links of the data path (2:
+    sender-switch, switch-receiver), each serializing one payload (:func:`payload_bytes`).
+    This is ``third.cc``'s (alibaba-edu/High-Precision-Congestion-Control, ``simulation/
+    scratch/third.cc``: ``rtt = delay x 2 + txDelay`` with ``txDelay`` the sum over the path's
+    links of ``packet_payload_size x 8 / bw`` in whole ns, ``bdp = rtt x bw / 8``; with
+    ``GLOBAL_T 1`` every QP gets the largest, ``maxBdp``). At 400 Gb/s, 1 us and 4096 B:
+    ``50,000 + 2 x 4,096 = 58,192`` B; ns-3's whole-ns serialization (81 ns, not 81.92) gives
+    58,100 B. The ACKs' serialization is not in it (as in ns-3). Raises ValueError for
+    ``hops`` < 0."""
+    if hops < 0:
+        raise ValueError("bdp_bytes: hops must be >= 0")
+    line = params.line_gbps * 1e9
+    rtt = params.base_delay_us * 1e-6 + hops * payload_bytes(params) * 8 / line
+    return int(line * rtt / 8)
+
+
 def simulate(params: FluidParams, fabric_us: float = 15_000.0, *, seed: int = 1,
              resume_bytes: int | None = None, jitter: float = 0.5,
-             rp: str = "railab") -> PacketRun:
+             rp: str = "railab", window_bytes: int | None = None) -> PacketRun:
     """Simulate ``params.senders`` DCQCN senders into one port for ``fabric_us`` (fabric us),
     packet by packet, and read the last half. ``resume_bytes`` is the PFC resume depth
     (default: ``pause_bytes`` less two frames); ``jitter`` the senders' gap jitter (0.5: gaps
     uniform in [0.5, 1.5] x the paced gap). ``rp``: ``"railab"`` (the lab's
     :class:`DcqcnRP` and :class:`CnpPacer`) or ``"ns3"`` (:class:`Ns3MlxRP` and a CNP per
     marked packet, HPCC's ns-3 DCQCN: for comparisons with its stored results,
-    :mod:`railab.traffic.ns3ref`). Raises ValueError for a non-positive duration or an
-    unknown ``rp``."""
+    :mod:`railab.traffic.ns3ref`).
+
+    ``window_bytes`` (payload bytes, :func:`payload_bytes` a packet; None: no window, the
+    rate-based DCQCN of the paper) bounds each QP's unacknowledged bytes, as HPCC's ns-3 with
+    ``HAS_WIN 1``, ``VAR_WIN 0`` (``RdmaQueuePair::IsWinBound``: a QP whose ``snd_nxt -
+    snd_una`` is at least the window does not send; :func:`bdp_bytes` is its window): the
+    receiver acknowledges every data packet (ns-3's ``L2_ACK_INTERVAL 1``), the ACK reaching
+    the sender ``base_delay_us`` after the packet left the queue, the CNP's path (half to the
+    receiver, half back, off the congested port); a sender that finds its window full at a
+    paced send waits and sends at the ACK that opens it (still paced by its DCQCN rate
+    afterwards). packetsim does not retransmit: a packet dropped (PFC off) leaves the window
+    as its ACK would, ``base_delay_us`` after the drop (ns-3 would NACK it and go back N).
+    The CNPs are unchanged (the lab's paced NP, or with ``rp="ns3"`` one per marked packet,
+    which ns-3 carries on the ACK: the same time). Raises ValueError for a non-positive
+    duration, an unknown ``rp`` or a window below one packet's payload."""
     if fabric_us <= 0:
         raise ValueError("packetsim: the run must last a positive fabric time")
     if rp not in ("railab", "ns3"):
         raise ValueError(f"packetsim: rp must be 'railab' or 'ns3' (got {rp!r})")
+    if window_bytes is not None and (payload_bytes(params) <= 0
+                                     or window_bytes < payload_bytes(params)):
+        raise ValueError(f"packetsim: window_bytes must be at least one packet's payload "
+                         f"({payload_bytes(params)} B), got {window_bytes}")
     p = params
     rng = np.random.default_rng(seed)
     n, size = p.senders, p.frame_bytes
@@ -202,7 +259,11 @@ def simulate(params: FluidParams, fabric_us: float = 15_000.0, *, seed: int = 1,
     rps = [_rp(p) if rp == "railab" else Ns3MlxRP(p) for _ in range(n)]
     pacer = CnpPacer(p.cnp_interval_us * 1e-6) if rp == "railab" else _EveryMark()
     rx = [0] * n
-    sent = dropped = 0
+    sent = dropped = pauses = 0
+    windowed = window_bytes is not None
+    payload = payload_bytes(p)
+    in_flight = [0] * n      # unacknowledged payload bytes per QP (window only)
+    blocked = [False] * n    # a QP waiting for an ACK to open its window
     queue: deque[int] = deque()  # 2 x flow + CE of each queued packet, FIFO
     qbytes = qmax = 0
     busy = paused = False
@@ -210,7 +271,7 @@ def simulate(params: FluidParams, fabric_us: float = 15_000.0, *, seed: int = 1,
     waiting: list[int] = []
     ev: list[tuple[float, int, int, int]] = []  # (time, seq, kind, flow)
     seq = 0
-    SEND, ARRIVE, DEPART, CNP = 0, 1, 2, 3
+    SEND, ARRIVE, DEPART, CNP, ACK = 0, 1, 2, 3, 4
     for i in range(n):
         seq += 1
         heapq.heappush(ev, (rng.uniform(0, tx_time), seq, SEND, i))
@@ -222,6 +283,11 @@ def simulate(params: FluidParams, fabric_us: float = 15_000.0, *, seed: int = 1,
             if paused:
                 waiting.append(i)
                 continue
+            if windowed:
+                if in_flight[i] >= window_bytes:
+                    blocked[i] = True  # the ACK that opens the window sends again
+                    continue
+                in_flight[i] += payload
             rp = rps[i]
             rp.tick(t)
             rp.on_sent(size)
@@ -236,6 +302,9 @@ def simulate(params: FluidParams, fabric_us: float = 15_000.0, *, seed: int = 1,
         elif kind == ARRIVE:
             if not p.pfc and qbytes + size > p.buffer_bytes:
                 dropped += 1
+                if windowed:  # no retransmission: it leaves the window as its ACK would
+                    seq += 1
+                    heapq.heappush(ev, (t + 2 * half, seq, ACK, i))
                 continue
             marked = 0
             if enqueue and qbytes > kmin:  # WRED on enqueue, at the depth in front of it
@@ -246,6 +315,7 @@ def simulate(params: FluidParams, fabric_us: float = 15_000.0, *, seed: int = 1,
             qmax = max(qmax, qbytes)
             if p.pfc and not paused and qbytes >= pause_at:
                 paused, paused_since = True, t
+                pauses += 1
             if not busy:
                 busy = True
                 seq += 1
@@ -258,6 +328,9 @@ def simulate(params: FluidParams, fabric_us: float = 15_000.0, *, seed: int = 1,
             if not enqueue and qbytes > kmin:  # WRED on dequeue, at the depth behind it
                 prob = 1.0 if qbytes >= kmax else pmax * (qbytes - kmin) / (kmax - kmin)
                 marked = int(rng.random() < prob)
+            if windowed:  # the receiver acknowledges every packet, half there, half back
+                seq += 1
+                heapq.heappush(ev, (t + 2 * half, seq, ACK, f))
             if marked and pacer.due(f, t + half):
                 seq += 1
                 heapq.heappush(ev, (t + 2 * half, seq, CNP, f))
@@ -273,6 +346,12 @@ def simulate(params: FluidParams, fabric_us: float = 15_000.0, *, seed: int = 1,
                 heapq.heappush(ev, (t + tx_time, seq, DEPART, -1))
             else:
                 busy = False
+        elif kind == ACK:
+            in_flight[i] -= payload
+            if blocked[i] and in_flight[i] < window_bytes:
+                blocked[i] = False
+                seq += 1
+                heapq.heappush(ev, (t, seq, SEND, i))
         else:  # CNP
             rps[i].tick(t)
             rps[i].on_cnp(t)
@@ -287,7 +366,8 @@ def simulate(params: FluidParams, fabric_us: float = 15_000.0, *, seed: int = 1,
                      dropped_pct=round(100 * dropped / sent, 3) if sent else 0.0,
                      hyper=[r.hyper for r in rps], cuts=[r.cuts for r in rps],
                      queue_max_bytes=qmax, pause_fraction=round(paused_total / window, 4),
-                     fabric_us=fabric_us, window_us=(frm * 1e6, end * 1e6), seed=seed)
+                     fabric_us=fabric_us, window_us=(frm * 1e6, end * 1e6), seed=seed,
+                     pauses=pauses, window_bytes=window_bytes)
 
 
 def fair_rate(fair: int, runs: int, confidence: float = CONFIDENCE) -> dict:
