@@ -291,8 +291,8 @@ def _catches_sigint(pid: int, timeout: float = 30.0) -> None:
 
 def _interrupt_command(argv: list[str], frac: float, took: float, sig: signal.Signals) -> str:
     """``railab argv`` with ``sig`` to its process group at ``frac`` of ``took``; a run that was
-    done before the signal (faster than the measured one) is done again at ``frac`` of its own
-    time. Asserts the exit code and the one line; returns the line."""
+    done before the signal (faster than the measured one) is done again, earlier (0.7 x ``frac``
+    of its own time). Asserts the exit code and the one line; returns the line."""
     for _ in range(3):
         at = max(FLOOR_S, frac * took)
         t0 = time.monotonic()
@@ -302,7 +302,10 @@ def _interrupt_command(argv: list[str], frac: float, took: float, sig: signal.Si
         os.killpg(proc.pid, sig)
         out, err = proc.communicate(timeout=300)
         if proc.returncode == 0 and not err:  # done before the signal came: again, earlier
+            # (CI, a loaded host: check beaten 3 times at 0.8 of its time: its end, from the
+            # result line on, ignores signals and can be a fifth of a run)
             took = min(took, time.monotonic() - t0)
+            frac *= 0.7
             continue
         break
     where = f"{' '.join(argv)} at {at:.2f} s"
