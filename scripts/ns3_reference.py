@@ -20,12 +20,15 @@ receiver, 400 Gb/s links of 250 ns (control loop 1 us without queueing, railab's
 dequeue in both; PFC pause depth ``qos.pfc_pause_bytes``; drop depth its shared buffer's share of
 a lone hot queue) and a DCQCN profile of ``railab.topologies.qos``; 4096-byte payloads. Each
 mapping, and where ns-3's DCQCN differs from railab's (no byte counter, a constant hyper-increase
-step, rate cuts on a periodic check), is in :func:`mapping`.
+step, rate cuts on a periodic check), is in :func:`mapping`. The variant ``windowed``
+(``...-400g-windowed``) is HPCC's windowed DCQCN: the same plus ``HAS_WIN 1``, ``VAR_WIN 0``,
+a per-QP in-flight window of one BDP (:func:`window_bytes`: 58,100 B here).
 
 Usage (nice 19: the build takes ~20 min of one core; a 15 ms scenario 0.5-2 min)::
 
     python scripts/ns3_reference.py --src /tmp/hpcc            # a work tree of the repository
     python scripts/ns3_reference.py --src /tmp/hpcc --only 2-on-400g,8-off-400g --fabric-ms 15
+    python scripts/ns3_reference.py --src /tmp/hpcc --only 8-on-400g-windowed,16-on-400g-windowed
 
 Needs Python 2.7 for ns-3.17's waf (``--python2``; pyenv's 2.7.18 here) and g++; GCC >= 6 needs
 ``-fpermissive -std=gnu++11 -w`` (HPCC's README: "if gcc version > 5, compilation will fail").
@@ -48,7 +51,8 @@ import numpy as np
 
 from railab.topologies.intent import load_intent
 from railab.topologies.qos import DCQCN_PROFILES, QosProfile
-from railab.traffic.fluid import ROCE_FRAME_OVERHEAD
+from railab.traffic.fluid import ROCE_FRAME_OVERHEAD, FluidParams
+from railab.traffic.packetsim import bdp_bytes
 
 REPO = Path(__file__).resolve().parent.parent
 OUT = REPO / "tests" / "data" / "ns3"
@@ -67,6 +71,7 @@ BIN_US = 50                   # stored time series resolution
 FAIR_BIN_US = 100             # bins for the time to within 10 % of the fair share
 MMU_RESERVE = 4 * 1024        # switch-mmu.cc SwitchMmu(): reserve per ingress queue, bytes
 MMU_PFC_SHIFT = 3             # third.cc: pfc_a_shift 3 (threshold = free shared buffer / 8)
+TX_NS = PAYLOAD * 1_000_000_000 * 8 // LINE_BPS  # third.cc CalculateRoute: payload per hop, whole ns
 
 #: ns-3's TraceFormat record (trace-format.h, x86-64 layout: the union is 8-byte aligned).
 TRACE_DTYPE = np.dtype([("time", "<u8"), ("node", "<u2"), ("intf", "u1"), ("qidx", "u1"),
@@ -121,7 +126,29 @@ def solve_buffer(senders: int, target: int, pfc: bool) -> tuple[int, int, int]:
 #: profile's 100 MB counter railab's senders never get there within 15 ms (a sender sends at
 #: most 750 MB in 15 ms, the counter restarts at every cut), so RATE_HAI = RATE_AI is what
 #: railab's DCQCN does in that run, in ns-3's terms. It isolates the rest of the comparison.
-VARIANTS = ("", "aligned")
+#: ``windowed`` is HPCC's windowed DCQCN (``HAS_WIN 1``, ``VAR_WIN 0``): DCQCN as the
+#: literal mapping plus a per-QP in-flight window of one BDP (:func:`window_bytes`).
+VARIANTS = ("", "aligned", "windowed")
+
+
+def window_bytes(hops: int = 2) -> dict:
+    """The window ns-3 gives each QP with ``HAS_WIN 1`` in these scenarios, and how: third.cc
+    computes for each host pair ``rtt = 2 x delay + txDelay`` (``delay`` the sum of the path's
+    link delays one way, ``txDelay`` the sum over its links of ``PACKET_PAYLOAD_SIZE x 8 / bw``
+    in whole ns: ``CalculateRoute``) and ``bdp = rtt x bw / 8`` (bw the path's slowest link);
+    with ``GLOBAL_T 1`` every QP gets the largest, ``maxBdp`` (``ScheduleFlowInputs``: the
+    ``RdmaClientHelper``'s ``win``). ``RdmaQueuePair::IsWinBound`` stops a QP while ``snd_nxt -
+    snd_una`` (payload bytes, unacknowledged) is at least the window (``VAR_WIN 0``: fixed;
+    1 would scale it by ``m_rate / m_max_rate``); every ACK (one per packet,
+    ``L2_ACK_INTERVAL 1``) advances ``snd_una``."""
+    delay = hops * LINK_DELAY_NS
+    tx = hops * TX_NS
+    rtt = 2 * delay + tx
+    bdp = rtt * LINE_BPS // 1_000_000_000 // 8
+    return {"bytes": bdp, "rtt_ns": rtt, "delay_ns": delay, "tx_delay_ns": tx,
+            "packets_in_flight": -(-bdp // PAYLOAD),
+            "formula": f"maxBdp = (2 x {delay} ns + {hops} x {TX_NS} ns) x 400 Gb/s / 8 = "
+                       f"{rtt} ns x 50 B/ns = {bdp:,} B (third.cc; GLOBAL_T 1)"}
 
 
 def mapping(qos: QosProfile, senders: int, pfc: bool, profile: str, fabric_ms: float,
@@ -154,6 +181,9 @@ def mapping(qos: QosProfile, senders: int, pfc: bool, profile: str, fabric_ms: f
            "QLEN_MON_START": 9_000_000_000, "QLEN_MON_END": 9_000_000_001}
     if variant == "aligned":
         cfg["RATE_HAI"] = cfg["RATE_AI"]
+    win = window_bytes()
+    if variant == "windowed":
+        cfg["HAS_WIN"], cfg["VAR_WIN"] = 1, 0
     t = [
         ("senders -> switch -> receiver", f"{senders}:1", "TOPOLOGY_FILE",
          f"{senders} hosts + receiver + {idle} idle hosts, 1 switch", "idle ports trim the "
@@ -202,16 +232,34 @@ def mapping(qos: QosProfile, senders: int, pfc: bool, profile: str, fabric_ms: f
          "0 (HPCC's default) keeps RT on a cut right after a cut (CheckRateDecreaseMlx)"),
         ("dcqcn.initial_alpha", d.initial_alpha, "(first CNP)", 1.0,
          "ns-3 sets alpha 1 at the first CNP and starts its timers then (cnp_received_mlx)"),
-        ("rate-based DCQCN, no window", True, "HAS_WIN / VAR_WIN", "0 / 0",
-         "HPCC's windowed DCQCN is HAS_WIN 1"),
-        ("ACK per packet (none in railab)", "-", "L2_ACK_INTERVAL", 1,
-         "carries the CNP flag; ACKs travel the reverse path, off the congested port"),
     ]
+    if variant != "windowed":
+        t.append(("rate-based DCQCN, no window", True, "HAS_WIN / VAR_WIN", "0 / 0",
+                  "HPCC's windowed DCQCN is HAS_WIN 1"))
+        t.append(("ACK per packet (none in railab)", "-", "L2_ACK_INTERVAL", 1,
+                  "carries the CNP flag; ACKs travel the reverse path, off the congested port"))
+    else:
+        mine = bdp_bytes(FluidParams.from_qos(qos, senders, pfc=pfc, dcqcn=d, mtu=PAYLOAD))
+        t.append(("packetsim.simulate(window_bytes=bdp_bytes(params)): no window in railab's "
+                  "lab", mine, "HAS_WIN / VAR_WIN / GLOBAL_T", "1 / 0 / 1",
+                  f"windowed DCQCN: a fixed per-QP window of one BDP, {win['formula']}; a QP "
+                  f"sends while its unacknowledged payload (snd_nxt - snd_una) is below it "
+                  f"(rdma-queue-pair.cc IsWinBound, qbb-net-device.cc RdmaEgressQueue::GetNextQindex): at most "
+                  f"{win['packets_in_flight']} packets of {PAYLOAD} B in flight; DCQCN's rate "
+                  f"limit applies as well. railab's packetsim.bdp_bytes gives {mine:,} B (the "
+                  f"same formula, serialization not rounded to whole ns): "
+                  f"{-(-mine // PAYLOAD)} packets"))
+        t.append(("packetsim: an ACK per packet with window_bytes", "-", "L2_ACK_INTERVAL", 1,
+                  "advances snd_una (opens the window) and carries the CNP flag; ACKs travel "
+                  "the reverse path, off the congested port"))
     table = [dict(zip(("railab", "railab_value", "ns3", "ns3_value", "note"), row, strict=True))
              for row in t]
-    return {"config": cfg, "topology": {"buffer_mib": mib, "idle_ports": idle,
-                                        "implied_depth_bytes": depth, "target_bytes": target},
-            "table": table}
+    out = {"config": cfg, "topology": {"buffer_mib": mib, "idle_ports": idle,
+                                       "implied_depth_bytes": depth, "target_bytes": target},
+           "table": table}
+    if variant == "windowed":
+        out["window"] = win
+    return out
 
 
 def write_inputs(work: Path, senders: int, mp: dict, flow_bytes: int) -> Path:
@@ -421,7 +469,8 @@ def run_one(sim: Path, prog: Path, work_root: Path, senders: int, pfc: bool, pro
         "source": "ns-3 simulation (computed by HPCC's ns-3 RDMA model, not by railab)",
         "ns3": {"repository": UPSTREAM, "commit": commit, "version": "ns-3.17 (HPCC)",
                 "program": "simulation/scratch/third.cc (HPCC's driver, unmodified)",
-                "cc_mode": "1 (DCQCN, 'Mellanox's version', rdma-hw.cc)",
+                "cc_mode": "1 (DCQCN, 'Mellanox's version', rdma-hw.cc)"
+                           + (", HAS_WIN 1 VAR_WIN 0 (windowed)" if variant == "windowed" else ""),
                 "env": {"NS_ATTRIBUTE_DEFAULT": env["NS_ATTRIBUTE_DEFAULT"]}},
         "command": "NS_ATTRIBUTE_DEFAULT=" + env["NS_ATTRIBUTE_DEFAULT"] + " " + " ".join(
             ["nice", "-n", "19", "build/scratch/" + prog.name, "config.txt"]),
@@ -431,7 +480,8 @@ def run_one(sim: Path, prog: Path, work_root: Path, senders: int, pfc: bool, pro
         "params": {"railab": {"qos": json.loads(qos.model_dump_json()),
                               "dcqcn": json.loads(DCQCN_PROFILES[profile].model_dump_json())},
                    "ns3": {k: str(v) for k, v in mp["config"].items()},
-                   "topology": mp["topology"], "mapping": mp["table"]},
+                   "topology": mp["topology"], "mapping": mp["table"],
+                   **({"window": mp["window"]} if "window" in mp else {})},
         "inputs": {"topology.txt": (work / "topology.txt").read_text(),
                    "flow.txt": (work / "flow.txt").read_text()},
         **res,
@@ -485,7 +535,8 @@ def main() -> int:
     differ = 0
     total = time.monotonic()
     runs = [(n, pfc, prof, "") for n, pfc, prof in SCENARIOS]
-    runs += [(n, pfc, prof, "aligned") for n, pfc, prof in SCENARIOS if prof == "400g"]
+    runs += [(n, pfc, prof, var) for var in ("aligned", "windowed")
+             for n, pfc, prof in SCENARIOS if prof == "400g"]
     for n, pfc, prof, var in runs:
         tag = f"{n}-{'on' if pfc else 'off'}-{prof}" + (f"-{var}" if var else "")
         if want and tag not in want:

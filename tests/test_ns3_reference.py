@@ -20,6 +20,9 @@ Two comparisons (docs/congestion.md "ns-3 (HPCC) side by side"):
   ``xfail(strict=True)`` with its cause (:data:`RAILAB_VS_NS3`), so the suite fails the day
   one starts to agree and the list must be revisited. The fluid model runs for two of them
   (each takes ~10 s), the per-packet reference for all 12.
+
+The ``windowed`` runs (HPCC's windowed DCQCN, ``HAS_WIN 1``) are checked for provenance and
+parameters here and compared in ``tests/test_windowed_dcqcn.py`` (issue 44 item 4).
 """
 
 from __future__ import annotations
@@ -35,10 +38,13 @@ from railab.topologies.qos import DCQCN_PROFILES
 from railab.traffic import ns3ref
 from railab.traffic.fluid import FluidParams
 from railab.traffic.fluid import simulate as fluid_simulate
+from railab.traffic.packetsim import bdp_bytes
 from railab.traffic.packetsim import simulate as packet_simulate
 
 DATA = Path(__file__).parent / "data" / "ns3"
 RECORDS = {r["scenario"]: r for r in ns3ref.stored(DATA)}
+#: The records this module's comparisons run for (the windowed ones: test_windowed_dcqcn.py).
+COMPARED = {n: r for n, r in RECORDS.items() if r.get("variant") != "windowed"}
 #: Seeds of the per-packet runs: their sorted shares are averaged over these runs (ns-3's one
 #: run is one draw of its random marks, so is each of these).
 SEEDS = (1, 2)
@@ -97,7 +103,8 @@ def _railab(args: tuple[str, int, bool, str, float, str | None]) -> dict:
         return {"utilization": s["utilization"],
                 "ratios": [g / share for g in s["per_flow_gbps"]],
                 "queue_peak_bytes": float(run.q_bytes.max())}
-    runs = [packet_simulate(p, fabric_us, seed=s, rp=model) for s in SEEDS]
+    window = bdp_bytes(p) if variant == "windowed" else None  # HAS_WIN 1 (not run here)
+    runs = [packet_simulate(p, fabric_us, seed=s, rp=model, window_bytes=window) for s in SEEDS]
     ratios = [sorted(r.ratios) for r in runs]
     return {"utilization": sum(r.utilization for r in runs) / len(runs),
             "ratios": [sum(col) / len(col) for col in zip(*ratios, strict=True)],
@@ -106,7 +113,7 @@ def _railab(args: tuple[str, int, bool, str, float, str | None]) -> dict:
 
 def _jobs() -> list[tuple]:
     out = []
-    for name, r in RECORDS.items():
+    for name, r in COMPARED.items():
         args = (r["senders"], r["pfc"], r["dcqcn"], r["fabric_us"], r.get("variant"))
         out.append(("ns3", *args))
         if not r.get("variant"):
@@ -153,6 +160,8 @@ def test_stored_parameters_are_railabs_current_ones():
         assert cfg["RATE_HAI"] == f"{hai:g}Mb/s"
         assert cfg["MIN_RATE"] == f"{d.min_rate_mbps:g}Mb/s"
         assert int(cfg["FAST_RECOVERY_TIMES"]) == d.fast_recovery_steps
+        windowed = r.get("variant") == "windowed"
+        assert (cfg["HAS_WIN"], cfg["VAR_WIN"]) == (("1", "0") if windowed else ("0", "0"))
         target = q.pfc_pause_bytes if r["pfc"] else q.capacity.drop_limit_bytes
         topo = r["params"]["topology"]
         assert topo["target_bytes"] == target
@@ -187,14 +196,14 @@ def _params(names, known: dict[str, str]):
                          if n in known else []) for n in names]
 
 
-@pytest.mark.parametrize("scenario", _params(sorted(RECORDS), KNOWN_NS3))
+@pytest.mark.parametrize("scenario", _params(sorted(COMPARED), KNOWN_NS3))
 def test_ns3s_dcqcn_in_railabs_machinery_meets_ns3(scenario, railab_figures):
     """railab's queue, marking, PFC and drops with ns-3's RP and NP reproduce ns-3."""
     _check(scenario, "ns3", railab_figures)
 
 
 @pytest.mark.parametrize("scenario", _params(
-    sorted(n for n, r in RECORDS.items() if not r.get("variant")), RAILAB_VS_NS3))
+    sorted(n for n, r in COMPARED.items() if not r.get("variant")), RAILAB_VS_NS3))
 def test_railabs_per_packet_reference_against_ns3(scenario, railab_figures):
     _check(scenario, "railab", railab_figures)
 

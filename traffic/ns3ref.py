@@ -7,8 +7,10 @@ the simulator many published DCQCN results come from. ``scripts/ns3_reference.py
 railab's incast scenarios in it (the lab ``mini-lossless``'s ECN/PFC/buffer numbers and a DCQCN
 profile of :data:`railab.topologies.qos.DCQCN_PROFILES`, each mapped to ns-3's config keys) and
 stores **its numbers** (no ns-3 code: ns-3 is GPL and not a dependency) as
-``tests/data/ns3/incast-<N>-pfc-<on|off>-<profile>.json.gz`` with the ns-3 commit, the
-parameters, the command, the date and the wall time. This module finds and summarizes them;
+``tests/data/ns3/incast-<N>-pfc-<on|off>-<profile>[-<variant>].json.gz`` with the ns-3 commit,
+the parameters, the command, the date and the wall time (variants: ``aligned``, ns-3's hyper
+step at R_AI; ``windowed``, HPCC's windowed DCQCN, ``HAS_WIN 1``: :func:`stored` returns
+them, :func:`load` the plain scenario only). This module finds and summarizes them;
 ``railab model incast`` and the incast load run print them as ``reference.ns3``.
 
 The figures are ns-3's (computed by ns-3, not measured), fabric units (us, Gb/s, bytes), over
