@@ -132,8 +132,26 @@ def _close_quietly(stream) -> None:
             pass
 
 
+#: fds ``ip`` keeps open per ``netns NAME`` argument of a batch line, for the process's life
+#: (iproute2 6.1: ``link add ... netns A type veth peer ... netns B`` under ``ulimit -n 100``
+#: stops at the 47th line with 'Invalid "netns" value')
+FDS_PER_NETNS_LINE = 2
+
+
+def netns_lines_per_batch() -> int:
+    """How many ``link add ... netns A ... peer ... netns B`` lines one ``ip -batch`` process
+    can take before it runs out of file descriptors: (soft RLIMIT_NOFILE - 32) /
+    :data:`FDS_PER_NETNS_LINE`, at least 64 (soft limit 1,024: 496 lines; 20,000: 9,984)."""
+    import resource
+
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if soft == resource.RLIM_INFINITY:
+        return 1 << 20
+    return max(64, (int(soft) - 32) // FDS_PER_NETNS_LINE)
+
+
 def ip_batch(scripts: dict[str | None, list[str]], *, what: str, parallel: int = 8,
-             force: bool = False) -> None:
+             force: bool = False, max_lines: int | None = None) -> None:
     """Run iproute2 batches: ``scripts`` maps a namespace name (None: this process's own) to the
     ``ip`` command lines to run there (``ip [-n NS] -batch -``), up to ``parallel`` processes at
     once. One process per namespace applies hundreds of lines at kernel speed where one
@@ -143,10 +161,16 @@ def ip_batch(scripts: dict[str | None, list[str]], *, what: str, parallel: int =
     a failing line and fails at the end). A batch that stops early while railab still writes it
     (a script larger than the pipe: 16,384 veth pairs are ~2 MB) is the same error with the same
     line, never a broken pipe. An ``ip`` killed by the terminal's Ctrl-C fails like
-    any other: ``up`` reports the interrupt instead (railab.testbed.signals.interruption)."""
-    pending = [(ns, lines) for ns, lines in scripts.items() if lines]
+    any other: ``up`` reports the interrupt instead (railab.testbed.signals.interruption).
+    ``max_lines``: at most that many lines per ``ip`` process (a longer script is cut into
+    consecutive parts, each its own process, run in order for one namespace; e.g.
+    :func:`netns_lines_per_batch` for lines that name namespaces)."""
+    step = max_lines or 0
+    pending = [(ns, lines[i:i + step] if step else lines)
+               for ns, lines in scripts.items() if lines
+               for i in (range(0, len(lines), step) if step else (0,))]
     running: list[tuple[str | None, list[str], subprocess.Popen, object]] = []
-    errors: list[str] = []
+    errors: list[tuple[str, str | None]] = []  # (message, namespace)
 
     def reap(item) -> None:
         ns, lines, p, errf = item
@@ -164,12 +188,18 @@ def ip_batch(scripts: dict[str | None, list[str]], *, what: str, parallel: int =
                     except (ValueError, IndexError):
                         pass
             text = "; ".join(m for m in msg if not m.startswith("Command failed"))[:300]
-            errors.append(f"{ns or 'host'}: {text or f'exit {p.returncode}'}{where}")
+            errors.append((f"{ns or 'host'}: {text or f'exit {p.returncode}'}{where}", ns))
 
     try:
         while pending or running:
-            while pending and len(running) < parallel:
-                ns, lines = pending.pop(0)
+            busy = {item[0] for item in running}
+            while len(running) < parallel:
+                # one part at a time per namespace, in order (a later line may need an earlier)
+                nxt = next((k for k, (ns, _) in enumerate(pending) if ns not in busy), None)
+                if nxt is None:
+                    break
+                ns, lines = pending.pop(nxt)
+                busy.add(ns)
                 argv = ["ip"] + (["-n", ns] if ns else []) + (["-force"] if force else []) + ["-batch", "-"]
                 # stderr to a file: with -force every failing line writes one, and a full pipe
                 # would stop ip while railab still writes its stdin
@@ -182,14 +212,18 @@ def ip_batch(scripts: dict[str | None, list[str]], *, what: str, parallel: int =
                     p.stdin.close()
                 except BrokenPipeError:  # ip stopped early (a failing line): reap says which
                     _close_quietly(p.stdin)
+            before = len(errors)
             reap(running.pop(0))
+            if len(errors) > before and not force:  # ip stopped at a failing line: so do the rest
+                failed_ns = errors[-1][1]
+                pending = [item for item in pending if item[0] != failed_ns]
     finally:
         for _, _, p, errf in running:  # interrupted: do not leave ip processes behind
             p.kill()
             p.wait()
             errf.close()
     if errors:
-        raise RailabError(f"{what} failed: " + " | ".join(errors[:5]))
+        raise RailabError(f"{what} failed: " + " | ".join(e for e, _ in errors[:5]))
 
 
 def create_netns(names: Iterable[str]) -> None:

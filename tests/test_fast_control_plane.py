@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
+import sys
 
 import pytest
 
@@ -145,6 +147,46 @@ def test_ip_batch_names_the_failing_line():
             ip_batch({ns: [line, line]}, what="test batch")
     finally:
         subprocess.run(["ip", "netns", "del", ns], check=False)
+
+
+def test_ip_batch_in_parts_stays_within_the_fd_limit_and_keeps_each_namespaces_order():
+    """iproute2 keeps two fds per ``netns NAME`` line until it exits: 500 veth pairs under a soft
+    limit of 200 fail in one process and are all made in parts of netns_lines_per_batch(); parts
+    of one namespace run in order, and a failing part stops that namespace's later parts."""
+    a, b = f"fpa{PID}", f"fpb{PID}"
+    create_netns([a, b])
+    try:
+        child = (
+            "import resource, sys\n"
+            "from railab.errors import RailabError\n"
+            "from railab.testbed.namespaces import ip_batch, netns_lines_per_batch\n"
+            "resource.setrlimit(resource.RLIMIT_NOFILE, (200, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))\n"
+            f"lines = [f'link add v{{i}} netns {a} type veth peer name w{{i}} netns {b}' for i in range(500)]\n"
+            "try:\n"
+            "    ip_batch({None: lines[:250]}, what='whole')\n"
+            "except RailabError as e:\n"
+            "    print('whole failed:', e)\n"
+            "ip_batch({None: lines[250:]}, what='parts', max_lines=netns_lines_per_batch())\n"
+            "print('parts of', netns_lines_per_batch())\n")
+        r = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        assert "whole failed:" in r.stdout and "netns" in r.stdout, r.stdout
+        assert "parts of 84" in r.stdout, r.stdout
+        made = subprocess.run(["ip", "-n", a, "-o", "link", "show", "type", "veth"], capture_output=True,
+                              text=True, check=True).stdout
+        assert sum(f" v{i}@" in made for i in range(250, 500)) == 250
+        # order within a namespace, one line per part: the set needs the add before it
+        pair = "link add d{0} type veth peer name e{0}".format
+        ip_batch({a: [pair(0), "link set d0 up", pair(1)]}, what="ordered", max_lines=1)
+        with pytest.raises(RailabError, match=rf"stopped failed: .* at `{pair(0)}`"):
+            ip_batch({a: [pair(2), pair(0), pair(3)]}, what="stopped", max_lines=1)
+        names = subprocess.run(["ip", "-n", a, "-o", "link", "show"], capture_output=True,
+                               text=True, check=True).stdout
+        made = set(re.findall(r"^\d+: ([^:@]+)", names, re.M))
+        assert {"d0", "d1", "d2"} <= made and "d3" not in made, names
+    finally:
+        subprocess.run(["ip", "netns", "del", a], check=False)
+        subprocess.run(["ip", "netns", "del", b], check=False)
 
 
 def test_ip_batch_that_stops_early_in_a_script_larger_than_the_pipe_names_the_line():

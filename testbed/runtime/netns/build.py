@@ -14,7 +14,14 @@ from railab.testbed import capacity
 from railab.testbed import state as st
 from railab.testbed import stitch as stitch_mod
 from railab.testbed.clabfile import ClabFile
-from railab.testbed.namespaces import create_netns, entered, ip_batch, netns_path, set_link_up
+from railab.testbed.namespaces import (
+    create_netns,
+    entered,
+    ip_batch,
+    netns_lines_per_batch,
+    netns_path,
+    set_link_up,
+)
 from railab.testbed.runtime.netns.host import _write_sysctl, raise_neighbour_tables
 from railab.testbed.signals import signals_deferred
 from railab.topologies import routing
@@ -90,7 +97,9 @@ class Build:
                         f"type veth peer name {ib} netns {ns_of[nb]} mtu {link.mtu}")
             peers_up.setdefault(ns_of[nb], []).append(f"link set {ib} up")
         with signals_deferred():
-            ip_batch({None: adds}, what=f"lab {clab.name}: creating {len(adds)} veth pairs")
+            # in parts: ip holds two fds per line until it exits (16,384 pairs: 32,768 fds)
+            ip_batch({None: adds}, what=f"lab {clab.name}: creating {len(adds)} veth pairs",
+                     max_lines=netns_lines_per_batch())
             ip_batch(peers_up, what=f"lab {clab.name}: setting the veth peers up")
         if plan is not None:  # the one-machine proof: hosts, underlay, VXLAN cut links
             with signals_deferred():
