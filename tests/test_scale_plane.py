@@ -254,6 +254,18 @@ def test_4096_full_intent_shape_timers_and_estimate():
     assert "configs/spine32/frr.conf" in built.files and "configs/g8-leaf8/frr.conf" in built.files
 
 
+def test_8192_full_intent_shape_and_estimate():
+    """The seed's largest two-tier fabric (issue 47): 1024 servers, 128 leaves, 64 spines, one link
+    a leaf-spine pair; BFD off; the estimate within 10 % of the MemAvailable drop measured when
+    it came up here (9.56 GiB, docs/runtime.md)."""
+    spec = build_lab(load_intent("rail-optimized-8192-full")).spec
+    assert (len(spec.by_role("server")), len(spec.by_role("leaf")), len(spec.by_role("spine"))) == (1024, 128, 64)
+    assert spec.links_per_leaf_spine_pair == 1 and len(spec.links) == 16384
+    assert len(spec.bgp_sessions) == 8192 and len(spec.nics) == 8192
+    assert not spec.bfd.enabled
+    assert abs(estimate_memory(spec).total_bytes / (9.56 * GIB) - 1) <= 0.10
+
+
 # ---- railab inspect: phase table ----------------------------------------------------------------
 def test_phase_rows_nest_and_sum():
     t = {"preflight_s": 0.5, "namespaces_s": 1.0, "links_s": 3.0, "servers_s": 0.5,
