@@ -49,6 +49,7 @@ BGP alone after its 9 s hold time, :data:`railab.topologies.bfd.BGP_HOLD_MS`).
 from __future__ import annotations
 
 import os
+import random
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -79,6 +80,9 @@ TAIL_S = 1.0
 PREFLIGHT_S = 10.0
 #: QPs per NIC pair traced as candidates (each a different UDP source port, so ECMP member).
 CANDIDATE_QPS = 4
+#: at most this many candidate flows a drill traces (every NIC pair below it: mini, the scaled-down
+#: labs; a fixed sample above it: the full fabrics)
+CANDIDATE_LIMIT = 20_000
 #: Kinds whose element is a link between two nodes (the rest: a node, or two server NICs).
 LINK_KINDS = ("link-down", "link-flap", "carrier-loss", "cable-pull", "session-shut",
               "wrong-asn", "grey-loss", "mtu")
@@ -144,17 +148,40 @@ def element_of(spec: LabSpec, kind: str, node_a: str, node_b: str | None, port: 
 
 
 # ---- flow selection --------------------------------------------------------------------------
-def candidate_flows(spec: LabSpec, qps: int = CANDIDATE_QPS) -> list[Flow]:
-    """Every ordered pair of server NICs on different leaves (GPU i -> GPU j, no PXN, so NIC i+1
-    -> NIC j+1), ``qps`` QPs each (different UDP source ports), routed."""
-    out = []
-    for a in spec.nics:
-        for b in spec.nics:
-            if a.server == b.server or a.leaf == b.leaf:
-                continue
-            for q in range(qps):
-                out.append(route(spec, Flow((a.server, a.gpu), (b.server, b.gpu), qp=q)))
-    return out
+def candidate_flows(spec: LabSpec, qps: int = CANDIDATE_QPS, *, near: frozenset[str] = frozenset(),
+                    limit: int = CANDIDATE_LIMIT) -> list[Flow]:
+    """Ordered pairs of server NICs on different leaves (GPU i -> GPU j, no PXN, so NIC i+1 ->
+    NIC j+1), ``qps`` QPs each (different UDP source ports), routed: every such pair when they
+    are at most ``limit`` flows, else ``limit`` of them (a fixed sample, the same every run):
+    half with an end at a node of ``near`` (a NIC of that server or on that leaf: the fault's
+    element) and half from all pairs. Every pair of the 4,096-GPU fabric would be ~67 million
+    flows (a drill there grew past 8 GiB before it traced them)."""
+    nics = spec.nics
+    every = len(nics) * len(nics) * qps
+    if every <= limit:
+        return [route(spec, Flow((a.server, a.gpu), (b.server, b.gpu), qp=q))
+                for a in nics for b in nics if a.server != b.server and a.leaf != b.leaf
+                for q in range(qps)]
+    rng = random.Random(f"{spec.name}:{','.join(sorted(near))}")
+    close = [n for n in nics if n.server in near or n.leaf in near]
+    want = max(1, limit // qps)
+    picked: dict[tuple[str, int, str, int], tuple] = {}
+
+    def draw(sources: list, target: int) -> None:
+        for _ in range(20 * want):
+            if len(picked) >= target:
+                return
+            a, b = rng.choice(sources), rng.choice(nics)
+            if rng.random() < 0.5:  # both directions through the element
+                a, b = b, a
+            if a.server != b.server and a.leaf != b.leaf:
+                picked.setdefault((a.server, a.gpu, b.server, b.gpu), (a, b))
+
+    if close:
+        draw(close, want // 2)
+    draw(nics, want)
+    return [route(spec, Flow((a.server, a.gpu), (b.server, b.gpu), qp=q))
+            for _key, (a, b) in sorted(picked.items()) for q in range(qps)]
 
 
 def _spread(items: list[tuple[Flow, Trace]], n: int, key: Callable[[Flow, Trace], Any]) -> list[tuple[Flow, Trace]]:
@@ -197,7 +224,8 @@ def pick_flows(view: FabricView, element: Element, n_cross: int, n_control: int,
     Raises UsageError when no flow crosses the element (say why: e.g. a link no route uses).
     """
     spec = view.spec
-    traced = [(f, view.trace(f)) for f in candidate_flows(spec, qps)]
+    near = frozenset(n for n, _p in element.ends) | element.nodes
+    traced = [(f, view.trace(f)) for f in candidate_flows(spec, qps, near=near)]
     broken = [(f, t) for f, t in traced if not t.delivered]
     if broken:
         f, t = broken[0]

@@ -172,6 +172,25 @@ def test_candidates_are_every_nic_pair_on_different_leaves(mini_spec):
     assert len({flow_sport(f) for f in flows}) > len(flows) // 2  # QPs vary the UDP source port
 
 
+def test_candidates_of_a_large_fabric_are_a_fixed_sample_near_the_element():
+    """Above CANDIDATE_LIMIT (a full fabric: rail-optimized-1024-full's 1024 NICs are 4 million
+    flows x QPs) the drill traces a sample: at most the limit, the same every run, half with an
+    end on the element's leaf, every flow between NICs of different leaves and servers."""
+    from railab.topologies.generator import build_lab
+    from railab.topologies.intent import load_intent
+
+    spec = build_lab(load_intent("rail-optimized-1024-full")).spec
+    near = frozenset({"g2-leaf3", "spine5"})
+    flows = D.candidate_flows(spec, qps=2, near=near, limit=4000)
+    assert 3000 < len(flows) <= 4000
+    assert [f.name for f in flows] == [f.name for f in D.candidate_flows(spec, qps=2, near=near, limit=4000)]
+    leaf_of = {(n.server, n.gpu): n.leaf for n in spec.nics}
+    on_leaf = [f for f in flows if "g2-leaf3" in (leaf_of[f.src], leaf_of[f.dst])]
+    assert len(on_leaf) >= len(flows) // 2 - 2  # the 16 leaves' 1/8 share alone would be ~12 %
+    assert {leaf_of[f.src] == "g2-leaf3" for f in on_leaf} == {True, False}  # both directions
+    assert all(leaf_of[f.src] != leaf_of[f.dst] and f.src[0] != f.dst[0] for f in flows)
+
+
 def test_spread_balances_directions_and_nic_pairs(mini_spec):
     flows = D.candidate_flows(mini_spec, qps=2)
     items = [(f, D.Trace()) for f in flows[::7]]
