@@ -71,7 +71,7 @@ from typing import Any
 
 from railab.errors import RailabError, UsageError
 from railab.testbed import state as st
-from railab.testbed.namespaces import exec_argv, run_batches  # noqa: F401 - run_batches re-exported
+from railab.testbed.namespaces import entered, exec_argv, run_batches  # noqa: F401 - run_batches re-exported
 from railab.testbed.pfc import (  # noqa: F401 - re-exported: the agent's plain-data side
     CONTROL_SHARE,
     ECN_SCALE,
@@ -103,6 +103,8 @@ from railab.topologies.qos import QosProfile
 ROOT_HANDLE = 0x10000
 PORT_CLASS = 0x10001
 CLASS_BASE = 0x10
+#: a root qdisc's parent handle (TC_H_ROOT, include/uapi/linux/pkt_sched.h)
+TC_H_ROOT = 0xFFFFFFFF
 #: Lossless-class byte limit of a server NIC's egress queue (its send queue): large, so a paused
 #: NIC back-pressures its sender (which reads the backlog) instead of dropping.
 NIC_BUFFER_BYTES = 64 * 1048576
@@ -256,6 +258,48 @@ def apply(spec: LabSpec, netns_of: Callable[[str], str]) -> list[Port]:
     return all_ports
 
 
+def reapply(spec: LabSpec, netns_of: Callable[[str], str], ends: Iterable[tuple[str, str]]) -> list[Port]:
+    """Rebuild the port queues and receive steering of link ends that were re-made: a veth the
+    faults deleted and created again (``cable-pull``'s heal, ``cross-cable``, ``swap-cables``)
+    or moved out of its namespace and back (``carrier-loss``'s heal). The kernel drops a
+    device's qdiscs and ``rps_cpus`` with it, so such an end sent at the veth's speed with no
+    queue to fill and no ECN marks (measured: a 4:1 incast into a re-plugged receiver ran at
+    714 of the 400 Gb/s fabric port, no CE) until ``up`` ran again. ``ends`` are ``(node,
+    interface)``; an end that still has its queues (an ``htb`` root) is left as it is, one that
+    does not exist is skipped. The ECN chain of an end needs nothing: an nftables ``netdev``
+    chain names its device and is hooked again when a device of that name appears. Returns the
+    ports rebuilt; nothing without ``lab.capacity``; RailabError when tc refuses."""
+    if not enabled(spec):
+        return []
+    from pyroute2 import IPRoute  # optional-cost import: ~0.7 s, paid by the faults that re-make veths only
+
+    want = set(ends)
+    redo: dict[str, list[Port]] = {}
+    for p in ports(spec):
+        if (p.node, p.interface) not in want:
+            continue
+        with entered(netns_of(p.node)):  # the socket is opened there, used from here
+            ipr = IPRoute()
+        try:
+            idx = ipr.link_lookup(ifname=p.interface)
+            kinds = {q.get_attr("TCA_KIND") for q in ipr.get_qdiscs(index=idx[0])
+                     if q["parent"] == TC_H_ROOT} if idx else None
+        finally:
+            ipr.close()
+        if kinds is None or "htb" in kinds:  # gone, or its queues are there
+            continue
+        redo.setdefault(p.node, []).append(p)
+    if not redo:
+        return []
+    run_batches({n: (exec_argv(netns_of(n), ["tc", "-batch", "-"]), "".join(tc_batch(p, spec.qos) for p in ps))
+                 for n, ps in redo.items()}, "tc (port queues)")
+    mask = rps_mask(len(os.sched_getaffinity(0)))
+    run_batches({n: (["ip", "netns", "exec", netns_of(n), "sh", "-s"],
+                     "".join(rps_script(mask, p.interface) for p in ps)) for n, ps in redo.items()},
+                "rps (receive steering)")
+    return [p for ps in redo.values() for p in ps]
+
+
 def rps_mask(cpus: int) -> str:
     """The ``rps_cpus`` bitmap of CPUs 0..``cpus``-1 as sysfs writes it: hex, 32 bits a group,
     groups comma-separated, most significant first (``3`` for 2 CPUs, ``1,ffffffff`` for 33)."""
@@ -269,9 +313,10 @@ def rps_mask(cpus: int) -> str:
     return ",".join(reversed(groups))
 
 
-def rps_script(mask: str) -> str:
+def rps_script(mask: str, interface: str | None = None) -> str:
     """``sh`` lines that set receive packet steering (RPS) on every interface of the namespace
-    but ``lo`` to ``mask`` (run under ``ip netns exec``, which mounts that namespace's sysfs).
+    but ``lo`` (or on ``interface`` only) to ``mask`` (run under ``ip netns exec``, which mounts
+    that namespace's sysfs).
 
     Why: the kernel forwards a packet through the lab in the softirq of the CPU that sent or
     dequeued it, and a veth hands it to that CPU's backlog; when two CPUs dequeue one queue in
@@ -281,6 +326,8 @@ def rps_script(mask: str) -> str:
     reorders a flow (0 in the same all-to-all) and the lab's reordering figures are the
     fabric's (spraying, WCMP). Cost: none measurable (131,000 vs 128,500 packets/s through
     mini-lossless's 3-hop path at 10 Gb/s ports, load 18)."""
+    if interface is not None:
+        return f"for f in /sys/class/net/{interface}/queues/rx-*/rps_cpus; do echo {mask} > $f; done\n"
     return ("for f in /sys/class/net/*/queues/rx-*/rps_cpus; do\n"
             "  case $f in /sys/class/net/lo/*) continue;; esac\n"
             f"  echo {mask} > $f\n"

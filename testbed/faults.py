@@ -58,8 +58,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from railab.errors import RailabError, UsageError
+from railab.testbed import (
+    capacity,
+    pfcfail,  # PFC's failure modes (imports this module: used at call time)
+)
 from railab.testbed import exercise as ex
-from railab.testbed import pfcfail  # PFC's failure modes (imports this module: used at call time)
 from railab.testbed import state as st
 from railab.testbed.labref import resolve
 from railab.testbed.namespaces import create_netns, entered, exec_argv, netns_path
@@ -563,6 +566,14 @@ def _make_veth(lab: _Lab, a: tuple[str, str, str | None], b: tuple[str, str, str
             ipb.link("set", index=idx, state="up")
 
 
+def _reshape(lab: _Lab, *ends: tuple[str, str]) -> None:
+    """Rebuild the ``lab.capacity`` queues and receive steering of link ends a fault re-made or
+    moved back (:func:`railab.testbed.capacity.reapply`): the kernel drops them with the veth,
+    and a re-plugged port then ran unshaped (no queue, no ECN marks) for the rest of the lab's
+    life. Nothing on a lab without ``lab.capacity``."""
+    capacity.reapply(lab.spec, lab.ns, ends)
+
+
 def _delete_link(lab: _Lab, node: str, port: str) -> None:
     with _ipr(lab.ns(node)) as ipr:
         idx = _index(ipr, port)
@@ -630,6 +641,7 @@ def _inject_cross_cable(lab: _Lab, node_a, node_b, port, params) -> st.FaultReco
     _delete_link(lab, s2, i2)
     _make_veth(lab, (s1, i1, macs[f"{s1}:{i1}"]), (l2, p2, macs[f"{l2}:{p2}"]), _mtu_of(lab, s1, i1))
     _make_veth(lab, (s2, i2, macs[f"{s2}:{i2}"]), (l1, p1, macs[f"{l1}:{p1}"]), _mtu_of(lab, s2, i2))
+    _reshape(lab, (s1, i1), (s2, i2), (l1, p1), (l2, p2))
     _restore_ends(lab, (s1, i1), (s2, i2))
     return rec
 
@@ -879,6 +891,7 @@ def _heal_carrier_loss(lab: _Lab, rec: st.FaultRecord) -> None:
             raise RailabError(f"{rec.peer_node}:{rec.peer_port} is neither parked nor back")
         ipr.link("set", index=idx, mtu=mtu, state="up")
     _reapply_switch_port(lab, rec.peer_node)
+    _reshape(lab, (rec.peer_node, rec.peer_port))
     _restore_ends(lab, (rec.node, rec.port), (rec.peer_node, rec.peer_port))
 
 
@@ -895,6 +908,7 @@ def _heal_cable_pull(lab: _Lab, rec: st.FaultRecord) -> None:
                (rec.peer_node, rec.peer_port, rec.params.get("peer_mac")), int(mtu))
     for n in (rec.node, rec.peer_node):
         _reapply_switch_port(lab, n)
+    _reshape(lab, (rec.node, rec.port), (rec.peer_node, rec.peer_port))
     _restore_ends(lab, (rec.node, rec.port), (rec.peer_node, rec.peer_port))
 
 
@@ -906,8 +920,10 @@ def _heal_cross_cable(lab: _Lab, rec: st.FaultRecord) -> None:
     for s, i in ((s1, i1), (s2, i2)):
         leaf, lp = lab.spec.peer(s, i)
         _make_veth(lab, (s, i, macs.get(f"{s}:{i}")), (leaf, lp, macs.get(f"{leaf}:{lp}")), _mtu_of(lab, s, i))
+    leaves = [lab.spec.peer(s, i) for s, i in ((s1, i1), (s2, i2))]
     for leaf in {rec.params.get("leaf"), rec.params.get("peer_leaf")} - {None}:
         _reapply_switch_port(lab, leaf)
+    _reshape(lab, (s1, i1), (s2, i2), *leaves)
     _restore_ends(lab, (s1, i1), (s2, i2))
 
 
@@ -1042,6 +1058,7 @@ def swap_cables(labdir: Path | str, a: str, b: str) -> tuple[tuple[str, str], tu
             _make_veth(lab, (s2, i2, macs[f"{s2}:{i2}"]), (l1, p1, macs[f"{l1}:{p1}"]), _mtu_of(lab, s2, i2))
             for leaf in {l1, l2}:
                 _reapply_switch_port(lab, leaf)
+            _reshape(lab, (s1, i1), (s2, i2), (l1, p1), (l2, p2))
             _restore_ends(lab, (s1, i1), (s2, i2))
     ex.note_repair(lab.name, "swap-cables", s1, [f"{s1}:{i1}", f"{s2}:{i2}"])  # after the faults lock
     return (l2, p2), (l1, p1)

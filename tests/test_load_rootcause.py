@@ -246,3 +246,8 @@ def test_live_load_run_names_the_fault_that_fails_its_flows(lossless_lab):
                 assert r.exit_code == 1 and "root cause:" in r.output, r.output[-3000:]
         finally:
             _heal(lab)
+        if fault[0] == "cable-pull":  # the re-made veth got the receiver's port queues back: the
+            # cases after it (and the next modules' incasts into the same NIC) are congested again
+            for node, port in ((rcv.server, rcv.interface), (rcv.leaf, rcv.leaf_port)):
+                out = lossless_lab.exec(node, ["tc", "qdisc", "show", "dev", port, "root"]).stdout
+                assert out.startswith("qdisc htb 1: root"), (node, port, out)
