@@ -28,7 +28,9 @@ Two-port packet flows run on the path engine (:class:`railab.traffic.engine.Engi
 probe streams, :class:`railab.traffic.stream.StreamProcess`, when data-plane events are on;
 RoCEv2 flows on the load engine, :func:`railab.traffic.load.run_load`): each OTG frame is one
 RoCEv2 SEND_ONLY packet (Ethernet / IPv4 / UDP 4791 / BTH / payload / ICRC) from the tx port's
-NIC to the rx port's, with the lab's addresses (the fabric routes by them); the engine counts
+NIC to the rx port's, with the lab's addresses (the fabric routes by them) and the flow's
+``udp.src_port`` when it sets one (the ECMP entropy: a script aims the flow at a path; else its
+QP pair's port, QPs numbered per NIC pair as ``railab traffic`` numbers them); the engine counts
 what arrived, in PSN order, and the hops it took (TTL). Rates are the fabric's: on a lab with
 ``qos.capacity`` (e.g. ``mini-lossless``) a fabric rate is divided by the lab's time scale
 (``QosProfile.time_scale``, fabric rate / lab rate) to get the lab's, and measured lab rates are
@@ -190,6 +192,9 @@ class FlowSpec:
     raw: RawHeaders | None = None
     #: a RoCEv2 flow (``config.stateful_flows.rocev2``): its QP on the load engine
     roce: RoceFlow | None = None
+    #: the UDP source port its packets carry (``udp.src_port``, a fixed value: the ECMP
+    #: entropy, so a script aims the flow at a path); None: its QP pair's own
+    sport: int | None = None
 
 
 @dataclass
@@ -621,6 +626,7 @@ def _parse_flow(lab: Lab, f: Any, i: int, ports: dict[str, PortSpec],
     if not isinstance(packet, list):
         raise OtgError(400, f"{where}: packet must be a list of headers")
     kinds = []
+    sport = None
     for j, h in enumerate(packet):
         if not isinstance(h, dict):
             raise OtgError(400, f"{where}: packet[{j}] must be an object")
@@ -652,11 +658,14 @@ def _parse_flow(lab: Lab, f: Any, i: int, ports: dict[str, PortSpec],
                 if body.get(fld):
                     warnings.append(f"{hw}.{fld} is not used: the lab's QoS profile sets DSCP/ECN, TTL is 64")
         elif kind == "udp":
-            for fld in ("src_port", "dst_port"):
-                v = _pattern_value(body.get(fld), f"{hw}.{fld}")
-                if v is not None:
-                    warnings.append(f"{hw}.{fld} {v} replaced: RoCEv2 sends to UDP 4791 from the QP pair's "
-                                    "source port (rdma_get_udp_sport)")
+            v = _pattern_value(body.get("src_port"), f"{hw}.src_port")
+            if v is not None:  # the ECMP entropy: the packets carry it, so a script aims the flow at a path
+                if not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= 65535:
+                    raise OtgError(400, f"{hw}.src_port {str(v)[:20]!r} is not a UDP port 1-65535")
+                sport = v
+            v = _pattern_value(body.get("dst_port"), f"{hw}.dst_port")
+            if v is not None and v != 4791:
+                warnings.append(f"{hw}.dst_port {v} replaced: RoCEv2 goes to UDP 4791")
     if kinds and kinds != list(_HEADERS_OK[:len(kinds)]):
         raise OtgError(400, f"{where}: headers {'/'.join(kinds)} are not in the order ethernet / ipv4 / udp")
     if f.get("payload"):
@@ -673,7 +682,7 @@ def _parse_flow(lab: Lab, f: Any, i: int, ports: dict[str, PortSpec],
     if sent != frame:
         warnings.append(f"{where}: frames are {sent} bytes, not {frame} (RoCEv2 pads its payload to a multiple "
                         "of 4 bytes; sizes 62 + 4k are exact)")
-    fs = FlowSpec(name, tx, rx, sent, payload, 0.0)
+    fs = FlowSpec(name, tx, rx, sent, payload, 0.0, sport=sport)
     _rate_duration(lab, f, where, fs)
     return fs, warnings
 
@@ -1134,6 +1143,10 @@ class OtgServer:
         warnings = []
         for n in names or list(ports):
             p = ports[n]
+            # the event's time is when the change was asked for, before the fault is applied
+            # (as railab drill's t_inject): the link goes down inside the call, which takes
+            # 10 ms to 0.4 s on a busy host, and an outage that starts then is the event's
+            t_ns, t_mono = time.time_ns(), time.monotonic()
             if state == "down":
                 if n in self.state.faults:
                     warnings.append(f"port {n} is already down (fault {self.state.faults[n]})")
@@ -1148,10 +1161,10 @@ class OtgServer:
                     continue
                 F.heal(self.lab.labdir, fid)
                 warnings.append(f"port {n}: railab fault {fid} healed")
-            self.state.link_change[n] = time.time_ns()
+            self.state.link_change[n] = t_ns
             if self._running():
                 with self.lock:
-                    self.state.events.append((f"link_{state}", n, self.state.link_change[n], time.monotonic()))
+                    self.state.events.append((f"link_{state}", n, t_ns, t_mono))
         return {"warnings": warnings}
 
     # ---- the traffic ---------------------------------------------------------------------------
@@ -1159,7 +1172,7 @@ class OtgServer:
         from railab.traffic.patterns import Flow, route
 
         tx, rx = ports[fs.tx], ports[fs.rx]
-        return route(self.lab.spec, Flow((tx.server, tx.nic - 1), (rx.server, rx.nic - 1), qp=qp,
+        return route(self.lab.spec, Flow((tx.server, tx.nic - 1), (rx.server, rx.nic - 1), qp=qp, sport=fs.sport,
                                          size=max(fs.payload, 1), messages=packets,
                                          mtu=max(256, fs.payload), rate=fs.pps, op="send"))
 
@@ -1254,9 +1267,10 @@ class OtgServer:
         """The traffic thread: tx-only flows from raw sockets (one thread each), the others on
         the path engine, interleaved, in chunks for continuous and fixed-seconds flows, until
         done or stopped."""
+        qps = self._qp_numbers(flows)
         if any(f.roce is not None for f in flows):
             try:
-                self._run_roce(flows)
+                self._run_roce(flows, qps)
             finally:
                 with self.lock:
                     for f in flows:
@@ -1264,12 +1278,12 @@ class OtgServer:
             return
         raws = [threading.Thread(target=self._send_raw, args=(f,), daemon=True, name=f"otg-raw-{i}")
                 for i, f in enumerate(flows) if f.raw is not None]
-        raws += [threading.Thread(target=self._stream, args=(f, i), daemon=True, name=f"otg-stream-{i}")
+        raws += [threading.Thread(target=self._stream, args=(f, qps[f.name]), daemon=True, name=f"otg-stream-{i}")
                  for i, f in enumerate(flows) if self._streamed(f)]
         for t in raws:
             t.start()
         try:
-            self._run_engine([f for f in flows if f.raw is None and not self._streamed(f)])
+            self._run_engine([f for f in flows if f.raw is None and not self._streamed(f)], qps)
         finally:
             for t in raws:
                 t.join()
@@ -1279,6 +1293,26 @@ class OtgServer:
                     c = self.state.counters[f.name]
                     c.running = False
                     c.ended = c.ended or now
+
+    def _qp_numbers(self, flows: list[FlowSpec]) -> dict[str, int]:
+        """Each flow's QP index among the run's flows between the same two NICs, in config order
+        (0 for the first): as ``railab traffic`` and ``railab drill`` number a NIC pair's QPs, so
+        a flow without ``udp.src_port`` carries the source port of their QP #0 between the same
+        NICs (``rdma_get_udp_sport`` of the QP pair), hence takes its ECMP path; a second flow
+        between the same NICs is QP #1, and so on. Tx-only flows have none."""
+        out: dict[str, int] = {}
+        seen: dict[tuple, int] = {}
+        for f in flows:
+            if f.roce is not None:
+                key: tuple = (f.roce.src, f.roce.dst)
+            elif f.rx:
+                tx, rx = self.state.ports[f.tx], self.state.ports[f.rx]
+                key = (tx.server, tx.nic, rx.server, rx.nic)
+            else:
+                continue
+            out[f.name] = seen.get(key, 0)
+            seen[key] = out[f.name] + 1
+        return out
 
     def _stream(self, f: FlowSpec, qp: int) -> None:
         """A continuous flow with data-plane events on: a probe stream
@@ -1308,13 +1342,17 @@ class OtgServer:
 
     def convergence_rows(self, names: list[str]) -> list[dict]:
         """``convergence_metrics`` (``Convergence.Metric``) of probe-stream flows: per flow, the
-        link events while it ran (``link_down`` / ``link_up``, the port, begin = the fault's
-        time, end = when the flow's outage after it ended; ns since the epoch, lab time) and
+        link events while it ran (``link_down`` / ``link_up``, the port, begin = when the change
+        was asked for, before the fault was applied, as ``railab drill``'s inject time; end =
+        when the flow's outage after it ended; ns since the epoch, lab time) and
         ``data_plane_convergence_us``: the longest outage of the flow between a link-down event
-        and the next event, in us, NOT divided by the time scale (the switches' kernels and FRR
-        reroute in real time; only the data plane's rates are scaled: ``railab drill``'s figures
-        are the same lab times); 0 when the flow lost nothing. 400 for a flow that was not a
-        probe stream, 409 while traffic runs."""
+        and the next event (an outage as the drill's: from the send time of its first lost probe,
+        or the event if it began before, to that of the first probe delivered after it; the
+        model's "below threshold" to "above threshold" for a threshold of every probe), in us,
+        NOT divided by the time scale (the switches' kernels and FRR reroute in real time; only
+        the data plane's rates are scaled: ``railab drill``'s figures are the same lab times); 0
+        when the flow lost nothing. 400 for a flow that was not a probe stream, 409 while
+        traffic runs."""
         if self._running():
             raise OtgError(409, "convergence is measured when traffic stops: stop it first")
         out = []
@@ -1343,7 +1381,7 @@ class OtgServer:
                 out.append(row)
         return out
 
-    def _run_roce(self, flows: list[FlowSpec]) -> None:
+    def _run_roce(self, flows: list[FlowSpec], qps: dict[str, int]) -> None:
         """RoCEv2 flows on the load engine (:func:`railab.traffic.load.run_load`, engine auto):
         one QP per flow sending its message as RDMA WRITEs, at its port's target line rate,
         DCQCN or none, with the capacity dataplane's switch agent (ECN marking, PFC as the lab
@@ -1356,9 +1394,9 @@ class OtgServer:
         spec = self.lab.spec
         cap = spec.qos.capacity
         cc = "dcqcn" if flows[0].roce.dcqcn else "none"
-        load = [LoadFlow(route(spec, Flow(f.roce.src, f.roce.dst, qp=i)), bytes=f.roce.bytes,
+        load = [LoadFlow(route(spec, Flow(f.roce.src, f.roce.dst, qp=qps[f.name])), bytes=f.roce.bytes,
                          rate_mbps=None if f.roce.line_pct >= 100 else cap.port_rate_mbps * f.roce.line_pct / 100)
-                for i, f in enumerate(flows)]
+                for f in flows]
         try:
             sampler, close = _capacity_sampler(resolve(self.lab.name), spec)
             try:
@@ -1424,7 +1462,7 @@ class OtgServer:
                 out.append({k: v for k, v in row.items() if not cols or k in cols or k == "flow_name"})
         return out
 
-    def _run_engine(self, flows: list[FlowSpec]) -> None:
+    def _run_engine(self, flows: list[FlowSpec], qps: dict[str, int]) -> None:
         from railab.traffic.engine import Engine
 
         if not flows:
@@ -1438,7 +1476,7 @@ class OtgServer:
                 t0 = time.monotonic()  # fixed seconds count from the engine's first chunk
                 while not self._stop.is_set():
                     batch, fmap = [], []
-                    for i, f in enumerate(flows):
+                    for f in flows:
                         if f.packets is not None:
                             n = left[f.name]
                         elif f.seconds is not None:
@@ -1447,7 +1485,7 @@ class OtgServer:
                         else:
                             n = max(1, int(CHUNK_S * f.pps))
                         if n and n > 0:
-                            batch.append(self._engine_flow(f, ports, n, i))
+                            batch.append(self._engine_flow(f, ports, n, qps[f.name]))
                             fmap.append(f)
                         else:  # this flow is done while others run on
                             with self.lock:

@@ -9,12 +9,17 @@ Live tests (root, Debian FRR): a real ``snappi`` client (PyPI, pinned in the ``t
 against ``railab otg`` serving the session's ``mini-lossless`` lab on a free port: a two-port
 IPv4/UDP flow of a fixed number of frames arrives whole (tx = rx, loss 0) through the expected
 number of hops; a config with an unknown port location gets a 400 Error through snappi; a port
-link down / up through control state is a railab fault; a server with ``--token`` refuses a
-tokenless snappi and answers one that sends it.
+link down / up through control state is a railab fault; a 4:1 RoCEv2 incast with DCQCN has CE
+and CNPs and its rates match ``railab traffic --pattern incast``'s on the same lab within 15 %;
+a server with ``--token`` refuses a tokenless snappi and answers one that sends it. On the
+session's ``mini`` lab: a flow aimed by ``udp.src_port`` at the path ``railab drill`` found
+lossy, its uplink taken down through control state: the convergence metric within 25 % of the
+drill's outage.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import socket
@@ -164,6 +169,37 @@ def test_header_values_are_replaced_with_warnings(client):
     w = " ".join(r.json()["warnings"])
     for words in ("00:11:22:33:44:55", "20.1.1.1 replaced", "6010", "126 bytes, not 128"):
         assert words in w, w
+
+
+def test_udp_src_port_aims_the_flow(client):
+    """A two-port flow's ``udp.src_port`` (a fixed value) is the UDP source port its packets
+    carry, the ECMP entropy the switches hash: the engines' flow gets it (a script aims the flow
+    at a path, e.g. the one ``railab drill`` or ``railab traceroute`` found); without it the
+    flow carries its QP pair's port, QP #0 for the first flow between two NICs (as ``railab
+    traffic`` numbers them), #1 for a second one. Not a port, or a list of them: 400 / 501."""
+    from railab.traffic import load, stream
+
+    udp = {"choice": "udp", "udp": {"src_port": {"choice": "value", "value": 49999},
+                                    "dst_port": {"choice": "value", "value": 4791}}}
+    cfg = _cfg(packet=[{"choice": "ethernet", "ethernet": {}}, {"choice": "ipv4", "ipv4": {}}, udp])
+    cfg["flows"].append(dict(_cfg()["flows"][0], name="f2"))
+    r = client.post("/config", json=cfg)
+    assert r.status_code == 200, r.text
+    assert not any("src_port" in w or "dst_port" in w for w in r.json()["warnings"])  # kept; 4791 is RoCEv2's
+    srv = client.server
+    flows = [srv.state.flows["f1"], srv.state.flows["f2"]]
+    assert [f.sport for f in flows] == [49999, None]
+    qps = srv._qp_numbers(flows)
+    assert qps == {"f1": 0, "f2": 1}  # two flows between the same NICs: two QPs
+    aimed, own = (srv._engine_flow(f, srv.state.ports, 1, qps[f.name]) for f in flows)
+    assert stream.flow_sport(aimed) == load.qp_sport(aimed, "per-qp") == 49999
+    assert own.sport is None and own.qp == 1  # its QP pair's port: QP #1's, not #0's
+    assert stream.flow_sport(own) != stream.flow_sport(dataclasses.replace(own, qp=0))
+    for value, status in ((0, 400), (70000, 400), ("x", 400)):
+        udp["udp"]["src_port"]["value"] = value
+        _error(client.post("/config", json=cfg), status)
+    udp["udp"]["src_port"] = {"choice": "values", "values": [5000, 5001]}
+    assert "src_port.values" in " ".join(_error(client.post("/config", json=cfg), 501)["errors"])
 
 
 def test_tx_only_flow_sends_its_frames_as_configured(client):
@@ -636,6 +672,96 @@ def test_live_link_events_convergence(otg_server):
     assert down.end_timestamp_ns - down.begin_timestamp_ns >= 0.9e9  # back after the NIC's second down
 
 
+@pytest.fixture(scope="module")
+def otg_mini(mini_lab):
+    """``railab otg`` serving the session's ``mini`` lab: one link per leaf-spine pair, so a
+    leaf uplink's link-down loses the spine -> leaf flows until the other leaves withdraw the
+    spine (mini-lossless' parallel links reroute at once and lose nothing)."""
+    proc, url = _serve(mini_lab.name)
+    try:
+        yield mini_lab, url
+    finally:
+        _stop(proc)
+
+
+@pytest.mark.integration
+def test_live_convergence_matches_railab_drill(otg_mini):
+    """Issue 46: link-down on a leaf uplink during a running flow, through snappi's control
+    state, against ``railab drill LAB link-down g1-leaf1 spine1`` for the same fault (the same
+    end, g1-leaf1's; held 1 s; 1000 probes/s of 256-byte payloads) on the same flow and path.
+    The drill (its Python API, what the CLI runs) picks the flows that cross the link from the
+    switches' FIBs; its flow that lost probes is aimed at through OTG by its UDP source port
+    (``udp.src_port``: the FIB takes the OTG flow over the same path, checked), sent as a
+    continuous flow with data-plane events on, the uplink (a switch port as an OTG port) taken
+    down and up. Both figures are the flow's longest outage during the fault: from the first
+    lost probe's send time to the first delivered one's (OTG's ``data_plane_convergence_us``,
+    the drill's outage ``ms``); they agree within 25 %."""
+    from railab.checks.drill import run_drill, settle
+    from railab.traffic.fib import FabricView
+    from railab.traffic.patterns import Flow, parse_endpoint, route
+
+    lab, url = otg_mini
+    spec = lab.spec
+    d = run_drill(lab, "link-down", "g1-leaf1", "spine1", duration=1.0, flows=2, control=0)
+    fault = d["fault"]
+    assert (fault["kind"], fault["node"]) == ("link-down", "g1-leaf1"), fault
+    held = d["timeline_s"]["heal"] - d["timeline_s"]["inject"]
+
+    def outage_ms(f: dict) -> float:  # the flow's longest outage that began while the fault was in
+        return max((o["ms"] for o in f["outages"] if 0 <= o["at_s"] < held), default=0.0)
+
+    lossy = max((f for f in d["flows"] if f["role"] == "crossing"), key=outage_ms)
+    drill_ms = outage_ms(lossy)
+    # the spine -> g1-leaf1 direction loses until the other leaves hear spine1's withdrawal
+    assert drill_ms > 0 and lossy["lost_during_fault"] > 0, d["flows"]
+    src, dst = parse_endpoint(spec, lossy["src"]), parse_endpoint(spec, lossy["dst"])
+    with FabricView(spec, lab.netns_of) as view:
+        aimed = view.trace(route(spec, Flow(src, dst, sport=lossy["sport"])))
+    assert aimed.text() == lossy["path"], (aimed.text(), lossy)  # the OTG flow's path: the drill flow's
+
+    snappi, api = _api(url)
+    cfg = api.config()
+    cfg.ports.port(name="p1", location=lossy["src"]).port(name="p2", location=lossy["dst"]).port(
+        name="uplink", location=f"{fault['node']}:{fault['port']}")
+    f = cfg.flows.flow(name="f1")[-1]
+    f.tx_rx.port.tx_name, f.tx_rx.port.rx_names = "p1", ["p2"]
+    _eth, _ip, udp = f.packet.ethernet().ipv4().udp()
+    udp.src_port.value = lossy["sport"]
+    f.size.fixed = O.FRAME_OVERHEAD + 256  # the drill's probes: 256 payload bytes
+    f.rate.pps = int(d["rate_pps"])  # time scale 1 on mini: lab probes/s
+    f.duration.continuous.gap = 12
+    cfg.events.dp_events.enable = True
+    assert not any("src_port" in w for w in api.set_config(cfg).warnings)  # kept, not replaced
+    cs = api.control_state()
+    cs.traffic.flow_transmit.state = cs.traffic.flow_transmit.START
+    api.set_control_state(cs)
+    link = api.control_state()
+    link.port.link.port_names = ["uplink"]
+    try:
+        time.sleep(1.0)  # the drill's baseline
+        link.port.link.state = link.port.link.DOWN
+        api.set_control_state(link)
+        time.sleep(1.0)  # held as the drill held it
+    finally:
+        link.port.link.state = link.port.link.UP
+        api.set_control_state(link)
+    time.sleep(1.5)
+    cs.traffic.flow_transmit.state = cs.traffic.flow_transmit.STOP
+    api.set_control_state(cs)
+    req = api.metrics_request()
+    req.convergence.flow_names = ["f1"]
+    m = api.get_metrics(req).convergence_metrics[0]
+    assert [(e.type, e.source) for e in m.events] == [("link_down", "uplink"), ("link_up", "uplink")]
+    otg_ms = m.data_plane_convergence_us / 1000
+    print(f"{lossy['name']} sport {lossy['sport']} via {' '.join(lossy['path'])}: link-down "
+          f"{fault['node']}:{fault['port']} held 1 s: OTG data-plane convergence {otg_ms:.1f} ms, "
+          f"railab drill outage {drill_ms:.1f} ms ({lossy['lost_during_fault']} probes lost): "
+          f"{100 * (otg_ms / drill_ms - 1):+.1f} %")
+    assert abs(otg_ms - drill_ms) <= 0.25 * drill_ms, (otg_ms, drill_ms, m.serialize())
+    with FabricView(spec, lab.netns_of) as view:  # the session lab green again for the next tests
+        settle(lab, view)
+
+
 @pytest.mark.integration
 def test_live_bad_config_400_through_snappi(otg_server):
     lab, url = otg_server
@@ -704,51 +830,112 @@ def test_live_port_link_down_is_a_railab_fault(otg_server):
     assert (m.frames_tx, m.frames_rx, m.loss) == (50, 50, 0)
 
 
-@pytest.mark.integration
-@pytest.mark.xfail(strict=False, reason=(
-    "known defect, left for the next session: in 3 of 4 fresh-clone suite runs the four QPs "
-    "did not overlap (no CE, each near line rate), while they do in a run of this module alone; "
-    "the load engine's QPs start up to 0.2 s late in a large forked process (docs/congestion.md)"))
-def test_live_rocev2_incast_dcqcn_per_qp(otg_server):
-    """A 4:1 RoCEv2 incast with DCQCN through snappi's RoCEv2 model: every QP's message
-    arrives (PFC keeps the class lossless), the receiver's NIC saw ECN-CE marks and the senders
-    got CNPs (the four QPs overlap: 8 MiB each), and the rates are the fabric's (Gb/s, at most
-    the 400 Gb/s line)."""
-    lab, url = otg_server
-    snappi, api = _api(url)
-    stop = api.control_state()  # the server is shared by the module's tests: none of theirs runs on
-    stop.traffic.flow_transmit.state = stop.traffic.flow_transmit.STOP
-    api.set_control_state(stop)
-    locs = ["srv2:eth1", "srv3:eth1", "srv4:eth1", "srv9:eth1", "srv1:eth1"]
-    # 8 MiB a QP (1.3 lab s each at the fair share): a QP that starts a few hundred ms late (a
-    # busy host) still overlaps the others; with 4 MiB (0.17 s alone at line rate) CI saw the
-    # four run one after another (no CE, each at ~line rate)
-    cfg = incast_config(api, locs[:4], locs[4], _addr_of(lab.spec, locs), size_kb=8192)
+#: runs of each side the incast comparison averages, and MiB a QP. A 4 MiB 4:1 incast keeps the
+#: receiver's port full (384-400 of 400 Gb/s) and its four QPs near an even share (96-98 Gb/s
+#: each, PFC pausing the senders while DCQCN's first cuts come), but in about 2 of 5 runs a
+#: sender on the receiver's own leaf (srv2, srv3) finishes first and reads 104-118 Gb/s, through
+#: OTG and through railab traffic alike (measured on mini-lossless, 2026-12-06: ~45 runs a side).
+#: One run a side would miss a 15 % band by that chance alone; the mean of five does not (its
+#: spread: about 5 % a sender). With 8 MiB DCQCN's cuts decide the rates and a QP's varied
+#: 53-100 Gb/s from run to run on a busy host, on either side.
+INCAST_RUNS = 5
+INCAST_MIB = 4
+
+
+def _otg_incast(api, senders: list[str], receiver: str, addr_of: dict[str, str]):
+    """One 4:1 RoCEv2 incast through snappi: the per-QP rows (flow order = ``senders``) and
+    the receiving port's rate (fabric Gb/s: its bytes over the longest flow completion)."""
+    cfg = incast_config(api, senders, receiver, addr_of, size_kb=INCAST_MIB * 1024)
     api.set_config(cfg)
     cs = api.control_state()
     cs.traffic.flow_transmit.state = cs.traffic.flow_transmit.START
     api.set_control_state(cs)
     deadline = time.monotonic() + 120
     req = api.metrics_request()
-    req.flow.flow_names = [f"flow{i}" for i in range(4)]
+    req.flow.flow_names = [f"flow{i}" for i in range(len(senders))]
     while any(m.transmit != "stopped" for m in api.get_metrics(req).flow_metrics):
         assert time.monotonic() < deadline, "the incast did not finish in 120 s"
-        time.sleep(0.5)
+        time.sleep(0.2)
     qreq = api.metrics_request()
     qreq.rocev2_flow.per_qp.column_names = []
     rows = api.get_metrics(qreq).rocev2_flow_per_qp_metrics
-    assert [r.flow_name for r in rows] == [f"flow{i}" for i in range(4)]
-    for r in rows:
-        assert r.data_frames_tx > 0 and r.data_frames_rx == r.data_frames_tx, r
-        assert r.message_complete_rx == 1 and r.flow_completion_time > 0, r
-        # a completed message's mean rate, fabric Gb/s: some of the shared 400 Gb/s port, never
-        # above the line. Not "within 25 % of the fair share": a 1.3 lab s message is DCQCN's
-        # onset (one run gave 68 Gb/s beside a fair 100), and issue 14's 25 % is for steady state
-        line = lab.spec.qos.capacity.fabric_rate_gbps
-        assert 0 < r.data_rx_rate <= 1.02 * line, r.serialize()
-    assert sum(r.ecn_ce_rx for r in rows) > 0 and sum(r.cnp_rx for r in rows) > 0, [r.serialize() for r in rows]
-    print("\n".join(f"{r.flow_name}: {r.data_frames_rx} frames, CE {r.ecn_ce_rx}, CNP tx {r.cnp_tx} "
-                    f"rx {r.cnp_rx}, {r.data_rx_rate} Gb/s, FCT {r.flow_completion_time} ms" for r in rows))
+    preq = api.metrics_request()
+    preq.port.port_names = ["rx"]
+    return rows, api.get_metrics(preq).port_metrics[0].bytes_rx_rate * 8 / 1e9
+
+
+def _traffic_incast(lab, receiver: str) -> dict:
+    """``railab traffic LAB --pattern incast --senders 4 --dst RECEIVER --bytes 4M --cc dcqcn
+    --json``, the command itself: its JSON. Exit 0, or 1 for an engine that fell short of its
+    rate on a busy host only (the command's own verdict, as tests/test_load_rootcause.py takes
+    it): the rates then still have to meet the band."""
+    p = subprocess.run([sys.executable, "-m", "railab", "traffic", lab, "--pattern", "incast", "--senders", "4",
+                        "--dst", receiver, "--bytes", f"{INCAST_MIB}M", "--cc", "dcqcn", "--json"],
+                       capture_output=True, text=True, timeout=180)
+    doc = json.loads(p.stdout) if p.stdout.startswith("{") else {}
+    assert p.returncode == 0 or (p.returncode == 1 and doc.get("failures") and all(
+        "short of its configured rate" in f for f in doc["failures"])), p.stdout[-2000:] + p.stderr[-2000:]
+    return doc
+
+
+@pytest.mark.integration
+def test_live_rocev2_incast_matches_railab_traffic(otg_server):
+    """Issue 46: a 4:1 RoCEv2 incast with DCQCN through snappi's RoCEv2 model and the same
+    incast through ``railab traffic --pattern incast`` on the same lab (the same four sender
+    NICs, railab's own choice for 4 senders into srv1:gpu0; 4 MiB a QP; DCQCN on). Per run:
+    every QP's message arrives (PFC keeps the class lossless), the receiver's NIC saw ECN-CE
+    marks and the senders got CNPs. Then the rates, in the fabric's units (Gb/s: lab bytes
+    over lab seconds, times the time scale): each sender's (its message's bytes over its
+    completion time, OTG's ``data_rx_rate``) and the aggregate (the receiving port's bytes over
+    the longest completion, OTG's port ``bytes_rx_rate``) agree within 15 %, the mean of
+    :data:`INCAST_RUNS` runs a side, run in turns."""
+    from railab.traffic.patterns import incast_pairs
+
+    lab, url = otg_server
+    snappi, api = _api(url)
+    stop = api.control_state()  # the server is shared by the module's tests: none of theirs runs on
+    stop.traffic.flow_transmit.state = stop.traffic.flow_transmit.STOP
+    api.set_control_state(stop)
+    spec = lab.spec
+    scale = spec.qos.capacity.time_scale
+    line = spec.qos.capacity.fabric_rate_gbps
+    pairs = incast_pairs(spec, 4, ("srv1", 0))  # what railab traffic --senders 4 --dst srv1:gpu0 sends
+    srcs = [f"{s}:gpu{g}" for (s, g), _dst in pairs]
+    senders = [f"{s}:eth{g + 1}" for (s, g), _dst in pairs]
+    addr = _addr_of(spec, [*senders, "srv1:eth1"])
+    otg = {k: [] for k in [*srcs, "all"]}
+    rt = {k: [] for k in [*srcs, "all"]}
+    for _ in range(INCAST_RUNS):
+        rows, agg = _otg_incast(api, senders, "srv1:eth1", addr)
+        assert [r.flow_name for r in rows] == [f"flow{i}" for i in range(4)]
+        for src, r in zip(srcs, rows, strict=True):
+            assert r.data_frames_tx > 0 and r.data_frames_rx == r.data_frames_tx, r
+            assert r.message_complete_rx == 1 and r.flow_completion_time > 0, r
+            assert 0 < r.data_rx_rate <= 1.02 * line, r.serialize()
+            otg[src].append(r.data_rx_rate)
+        assert sum(r.ecn_ce_rx for r in rows) > 0 and sum(r.cnp_rx for r in rows) > 0, [r.serialize() for r in rows]
+        assert 0 < agg <= 1.02 * line, agg  # the receiver's port takes no more than its line
+        otg["all"].append(agg)
+        doc = _traffic_incast(lab.name, "srv1:gpu0")
+        flows = {f["src"]: f for f in doc["congestion"]["flows"]}
+        assert sorted(flows) == sorted(srcs) and doc["time_scale"] == scale, doc["congestion"]["flows"]
+        for src in srcs:
+            f = flows[src]
+            assert f["fct_s"] and f["rx_packets"] == f["goal_packets"] and f["rx_bytes"] == f["tx_bytes"], f
+            rt[src].append(f["rx_bytes"] * 8 / f["fct_s"] * scale / 1e9)
+        rt["all"].append(sum(f["rx_bytes"] for f in flows.values()) * 8 / max(f["fct_s"] for f in flows.values())
+                         * scale / 1e9)
+        assert 0 < rt["all"][-1] <= 1.02 * line, rt["all"]
+        assert doc["congestion"]["ce_marked"] > 0 and doc["congestion"]["cnp_received"] > 0
+    print("\n".join(f"{r.flow_name} ({src}): {r.data_frames_rx} frames, CE {r.ecn_ce_rx}, CNP tx {r.cnp_tx} rx "
+                    f"{r.cnp_rx}, {r.data_rx_rate} Gb/s, FCT {r.flow_completion_time} ms"
+                    for src, r in zip(srcs, rows, strict=True)))  # the last OTG run's rows
+    mean = {k: (sum(otg[k]) / INCAST_RUNS, sum(rt[k]) / INCAST_RUNS) for k in otg}
+    print("\n".join(f"{k}: OTG {' '.join(f'{v:.1f}' for v in otg[k])} (mean {o:.1f}) Gb/s, railab traffic "
+                    f"{' '.join(f'{v:.1f}' for v in rt[k])} (mean {t:.1f}) Gb/s: {100 * (o / t - 1):+.1f} %"
+                    for k, (o, t) in mean.items()))
+    for k, (o, t) in mean.items():
+        assert abs(o - t) <= 0.15 * t, (k, otg[k], rt[k])
 
 
 @pytest.mark.integration

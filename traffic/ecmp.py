@@ -130,7 +130,7 @@ def hashing(spec: LabSpec, netns_of: Callable[[str], str], *, policy: str | int 
 def flow_sport(flow: Flow, mode: str = "per-qp") -> int:
     """The UDP source port ``flow`` is sent with under ``mode`` (:data:`SPORT_MODES`)."""
     if mode == "per-qp":
-        return roce.udp_sport(*flow_qpns(flow))
+        return flow.sport if flow.sport is not None else roce.udp_sport(*flow_qpns(flow))
     if mode == "fixed":
         return FIXED_SPORT
     raise UsageError(f"source-port mode must be one of {', '.join(SPORT_MODES)} (got {mode!r}); "

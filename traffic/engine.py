@@ -660,9 +660,9 @@ class Engine:
             st.res.expected_from = f"{dst.leaf}:{dst.leaf_port}"
             st.res.expected_egress_to = f"{src.leaf}:{src.leaf_port}"
         lsq, ldq = flow_qpns(flow)
+        sport = flow.sport if flow.sport is not None else roce.udp_sport(lsq, ldq)  # a caller's fixed port
         common = dict(src_mac=smac, dst_mac=dmac, src_ip=st.src_addr, dst_ip=st.dst_addr,
-                      dst_qpn=st.dqpn, sport=roce.udp_sport(lsq, ldq), psn=0, ttl=self.ttl,
-                      qos=self.qos)
+                      dst_qpn=st.dqpn, sport=sport, psn=0, ttl=self.ttl, qos=self.qos)
         st.start_psn = (st.dqpn * 2654435761) & MASK24
         payload = bytes((i * 31 + flow.qp) & 0xFF for i in range(flow.mtu))
         tpl: dict[tuple[int, int], roce.FrameTemplate] = {}

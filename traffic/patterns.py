@@ -60,8 +60,10 @@ class Flow:
     ``messages``: messages per flow; ``mtu``: RoCE path MTU (payload bytes per packet, 256-4096);
     ``rate``: packets/s, 0 = as fast as the engine goes; ``op``: ``write`` (RDMA WRITE
     FIRST/MIDDLE/LAST or ONLY), ``send`` (SEND_ONLY per packet-sized message... split like WRITE
-    for larger sizes) or ``mixed`` (alternating messages). Fields below are filled by
-    :func:`route`.
+    for larger sizes) or ``mixed`` (alternating messages). ``src_nic`` to ``label`` are filled
+    by :func:`route`. ``sport``: a fixed UDP source port (the ECMP entropy) chosen by the caller,
+    e.g. an OTG flow's ``udp.src_port``; None (default): the QP pair's own,
+    ``rdma_get_udp_sport`` of :func:`railab.traffic.engine.flow_qpns`.
     """
 
     src: tuple[str, int]
@@ -80,6 +82,7 @@ class Flow:
     path_class: str = ""
     expected_hops: int | None = None
     label: str = ""
+    sport: int | None = None
 
     @property
     def name(self) -> str:

@@ -238,8 +238,8 @@ class StreamResult:
 
 def flow_sport(flow: Flow) -> int:
     """The UDP source port the engine and the streams send ``flow`` with (its ECMP entropy):
-    ``roce.udp_sport(*engine.flow_qpns(flow))``."""
-    return roce.udp_sport(*flow_qpns(flow))
+    ``flow.sport`` when the caller fixed one, else ``roce.udp_sport(*engine.flow_qpns(flow))``."""
+    return flow.sport if flow.sport is not None else roce.udp_sport(*flow_qpns(flow))
 
 
 class _Stream:
