@@ -29,6 +29,13 @@ interleaved, run by run, on the same lab, so both see the same machine load. The
 is the senders' sending rate over the first 0.5 lab s (min-max, Mb/s, measured): a host-bound
 start shows there.
 
+``--ns3`` also sets each run beside ns-3's stored run of the same scenario (HPCC's RDMA model,
+``tests/data/ns3``, computed by ns-3; ``congestion.reference.ns3`` of the run's JSON): the
+differences and issue 44's bands (port within 3 points, every sender's share within 0.15, queue
+peak within 30 %, :func:`railab.traffic.ns3ref.compare`), against the literal mapping and
+against the ``aligned`` variant (railab's 400g DCQCN in ns-3's terms as far as ns-3 can say it),
+and a verdict per scenario (issue 44: "2 emulation runs each on an idle machine").
+
 The machine's load average is printed before and after: quote it with any figure.
 """
 
@@ -43,6 +50,7 @@ import time
 
 from scipy.stats import fisher_exact
 
+from railab.traffic import ns3ref
 from railab.traffic.load import steady_state_check
 
 
@@ -75,7 +83,20 @@ def run_one(lab: str, n: int, pfc: str, seconds: float | None, dcqcn: str | None
         ser = f["series"]
         head = [m for t, m in zip(ser["t"], ser["tx_mbps"], strict=True) if t <= 0.5]
         start.append(sum(head) / len(head) if head else 0.0)
-    return {"util": c["utilization"], "ratio_min": min(ratios), "ratio_max": max(ratios),
+    vs_ns3 = {}
+    ns3 = ref.get("ns3")
+    if ns3 is not None and c.get("queue_peak_bytes") is not None:
+        figures = {"utilization": c["utilization"], "ratios": ratios,
+                   "queue_peak_bytes": c["queue_peak_bytes"]}
+        vs_ns3["literal"] = ns3ref.compare(ns3, **figures)
+        aligned = ns3ref.load(n, pfc == "on", ns3["scenario"].rsplit("-", 1)[-1] + "-aligned")
+        if aligned is not None:
+            vs_ns3["aligned"] = ns3ref.compare(aligned["summary"], **figures)
+        vs_ns3["ns3"] = {k: ns3[k] for k in ("utilization", "ratios", "queue_peak_bytes", "pauses_received")}
+        if aligned is not None:
+            vs_ns3["ns3_aligned"] = {k: aligned["summary"][k] for k in ("utilization", "ratios", "queue_peak_bytes")}
+    return {"vs_ns3": vs_ns3, "queue_peak_bytes": c.get("queue_peak_bytes"), "pauses": c.get("pause_events"),
+            "util": c["utilization"], "ratio_min": min(ratios), "ratio_max": max(ratios),
             "drop_pct": 100 * c["dropped"] / sent if sent else 0.0, "fabric_ms": c["fabric_ms"],
             "model_util": ref.get("utilization"), "model_drop_pct": ref.get("dropped_pct"),
             "agrees": ref.get("agrees"), "wall_s": wall, "lab_s": c["seconds"],
@@ -99,6 +120,8 @@ def main() -> int:
                     "run interleaved (e.g. another revision's venv)")
     ap.add_argument("--save", default=None, metavar="DIR",
                     help="keep each run's --json output in DIR (lab-N-pfc-run[-k].json)")
+    ap.add_argument("--ns3", action="store_true", help="each run beside ns-3's stored run of the same "
+                    "scenario, with issue 44's bands")
     a = ap.parse_args()
     if a.save:
         os.makedirs(a.save, exist_ok=True)
@@ -108,6 +131,7 @@ def main() -> int:
            "start Mb/s")
     print(" | ".join(hdr), flush=True)
     verdicts = {}
+    ns3_verdicts: dict = {}
     ref_fair = {}  # (lab, N, PFC) -> the per-packet reference's fair_rate (PFC on; same seeds)
     profiles = a.dcqcn.split(",") if a.dcqcn else [None]
     exes = a.railab.split(",")
@@ -137,7 +161,27 @@ def main() -> int:
               f"{r['fabric_ms']:g} | {r['wall_s']:.1f} | {r['fabric_ms'] / r['wall_s']:.3f} | "
               f"{r['pkts_per_s']:.0f} | {r['shortfall']:.1%} | {r['start_min']:.0f}-"
               f"{r['start_max']:.0f}", flush=True)
+        if a.ns3:
+            vs = r["vs_ns3"]
+            if not vs:
+                print(f"  ns-3: no stored run of {n}:1 PFC {pfc} at this profile", flush=True)
+            else:
+                q = r["queue_peak_bytes"] / 1e6
+                for var in ("literal", "aligned"):
+                    if var not in vs:
+                        continue
+                    ref3 = vs["ns3" if var == "literal" else "ns3_aligned"]
+                    d = vs[var]
+                    print(f"  vs ns-3 {var}: ns-3 port {ref3['utilization']:.1%}, shares "
+                          f"{min(ref3['ratios']):.2f}-{max(ref3['ratios']):.2f}, queue peak "
+                          f"{ref3['queue_peak_bytes'] / 1e6:.2f} MB; emulation queue peak {q:.2f} MB; "
+                          f"port {d['utilization_points']} points ({'ok' if d['utilization_ok'] else 'OUT'}), "
+                          f"share {d['share_max_diff']} ({'ok' if d['share_ok'] else 'OUT'}), queue "
+                          f"{d['queue_peak_rel']:.0%} ({'ok' if d['queue_peak_ok'] else 'OUT'})", flush=True)
+                    ns3_verdicts.setdefault((key, var), []).append(d["agrees"])
     print(f"load average after: {open('/proc/loadavg').read().split()[:3]}")
+    for (key, var), v in ns3_verdicts.items():
+        print(f"ns-3 {var} {key[0]} {key[1]}:1 PFC {key[2]}: {sum(v)} of {len(v)} runs within issue 44's bands")
     for key, v in verdicts.items():
         lab, n, pfc = key
         line = f"verdict {lab} {n}:1 PFC {pfc}: {sum(v)} of {len(v)} runs meet issue 28's criterion"
