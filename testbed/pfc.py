@@ -255,9 +255,12 @@ def remember_storm_link(run_dir: str | Path, key: tuple[str, str], *, ns: str, f
                         resume: str) -> None:
     """Record the link of stormed port ``key`` (``(node, port)``, in namespace ``ns``) as it is
     at the start of storm ``fault``, for :func:`settle_storms`; ``resume``: the tc batch line
-    that RESUMEs its lossless queue. Called under the lab's fault lock."""
+    that RESUMEs its lossless queue. Called under the lab's fault lock. Nothing recorded when the
+    link cannot be read: that storm ends at its heal only."""
     run_dir = Path(run_dir)
-    now = link_identity(ns, key[1]) or (0, 0)
+    now = link_identity(ns, key[1])
+    if now is None or now == (0, 0):
+        return
     links = _read_links(run_dir)
     links[f"{key[0]}:{key[1]}"] = {"ns": ns, "ifname": key[1], "ifindex": now[0], "carrier_down": now[1],
                                    "fault": fault, "resume": resume}
