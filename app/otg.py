@@ -74,6 +74,13 @@ API_VERSION = "1.62.0"
 FRAME_OVERHEAD = 62
 MIN_FRAME = 64
 MAX_FRAME = FRAME_OVERHEAD + 4096
+#: The most lab packets/s a packet flow may ask for (the kernel under a lab forwards ~400,000;
+#: the path engine builds each chunk of a flow's packets ahead: a rate beyond any line made the
+#: server build without end, found in review)
+MAX_LAB_PPS = 1_000_000.0
+#: The most packets a fixed_packets duration may ask for (1,000,000: ~25 s at the path engine's
+#: 40,000 packets/s)
+MAX_FLOW_PACKETS = 1_000_000
 #: preamble + start delimiter + inter-frame gap, bytes: what a line's percentage counts
 L1_EXTRA = 20
 #: flow metrics and port metrics columns (``Flow.Metric``, ``Port.Metric``)
@@ -144,8 +151,15 @@ class Units:
             fabric_pps = pct / 100 * self.fabric_gbps * 1e9 / ((frame + L1_EXTRA) * 8)
         else:
             raise OtgError(400, f"rate.choice {choice!r} is not one of pps, bps, kbps, mbps, gbps, percentage")
-        if fabric_pps <= 0:
+        if not fabric_pps > 0:
             raise OtgError(400, f"flow rate must be > 0 (got {fabric_pps:g} packets/s)")
+        line_pps = (self.fabric_gbps * 1e9 / ((frame + L1_EXTRA) * 8)) if self.fabric_gbps else None
+        if line_pps is not None and fabric_pps > line_pps * (1 + 1e-9):
+            raise OtgError(400, f"flow rate {fabric_pps:.6g} packets/s of {frame}-byte frames is over the "
+                                f"port's line rate ({self.fabric_gbps:g} Gb/s: {line_pps:.6g} packets/s)")
+        if fabric_pps / self.time_scale > MAX_LAB_PPS:
+            raise OtgError(400, f"flow rate {fabric_pps:.6g} packets/s is {fabric_pps / self.time_scale:.6g} lab "
+                                f"packets/s, over railab's {MAX_LAB_PPS:g} (lower its rate)")
         return fabric_pps / self.time_scale
 
     def speed_kbps(self) -> int:
@@ -695,8 +709,9 @@ def _rate_duration(lab: Lab, f: dict, where: str, fs: FlowSpec) -> None:
     dchoice = dur.get("choice", "continuous")
     if dchoice == "fixed_packets":
         n = (dur.get("fixed_packets") or {}).get("packets", 1)
-        if not isinstance(n, int) or n < 1:
-            raise OtgError(400, f"{where}: duration.fixed_packets.packets must be an integer >= 1")
+        if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= MAX_FLOW_PACKETS:
+            raise OtgError(400, f"{where}: duration.fixed_packets.packets must be an integer in 1.."
+                                f"{MAX_FLOW_PACKETS:,}")
         fs.packets = n
     elif dchoice == "fixed_seconds":
         s = (dur.get("fixed_seconds") or {}).get("seconds", 1.0)
@@ -945,6 +960,12 @@ class OtgServer:
             name = host.rsplit(":", 1)[0] if not host.startswith("[") else host.split("]")[0] + "]"
             if not (is_loopback(name.strip("[]")) or name == self.config.host):
                 raise OtgError(403, "this server answers loopback host names only (Host header)")
+        origin = request.headers.get("origin")
+        if origin is not None and not self._own_origin(origin):
+            # a web page's request (a browser sends no preflight for a text/plain POST): the
+            # API's clients (snappi, curl) send no Origin
+            raise OtgError(403, f"requests from web pages ({origin[:60]}) are refused: this API is for "
+                                "test scripts (snappi), not browsers")
         if self.config.token is None:
             return
         auth = request.headers.get("authorization", "")
@@ -954,6 +975,16 @@ class OtgServer:
         if not hmac.compare_digest(tok.encode(), self.config.token.encode()):
             raise OtgError(403, "this token is not valid here")
 
+    def _own_origin(self, origin: str) -> bool:
+        """True for an ``Origin`` of this server itself (a loopback name, or its bind host)."""
+        from urllib.parse import urlsplit
+
+        try:
+            host = urlsplit(origin).hostname or ""
+        except ValueError:
+            return False
+        return is_loopback(host) or host == self.config.host.strip("[]")
+
     async def _body(self, request: Request) -> Any:
         raw = await request.body()
         if len(raw) > 4 << 20:
@@ -962,6 +993,8 @@ class OtgServer:
             return json.loads(raw or b"{}")
         except (ValueError, UnicodeDecodeError) as exc:
             raise OtgError(400, f"request body is not JSON: {exc}") from None
+        except RecursionError:
+            raise OtgError(400, "request body is nested too deeply") from None
 
     def _answer(self, fn):
         async def handler(request: Request) -> JSONResponse:
@@ -1069,6 +1102,7 @@ class OtgServer:
                 raise OtgError(400, f"flow_transmit.flow_names: no flow {str(n)[:40]!r} is configured")
         chosen = [flows[n] for n in (names or list(flows))]
         if state == "start":
+            self._require_lab()
             if not chosen:
                 raise OtgError(400, "no flows are configured (POST /config first)")
             if len({f.roce is None for f in chosen}) > 1:
@@ -1131,6 +1165,7 @@ class OtgServer:
 
         if state not in ("up", "down"):
             raise OtgError(400, f"link.state {str(state)[:20]!r} is not up or down")
+        self._require_lab()
         with self.lock:
             ports = dict(self.state.ports)
         for n in names:
@@ -1624,6 +1659,16 @@ class OtgServer:
                 row["last_change"] = self.state.link_change[n]
             out.append({"name": n, **{k: v for k, v in row.items() if not cols or k in cols}})
         return out
+
+    def lab_gone(self) -> bool:
+        """True when the lab this server serves is no longer up (taken down by another command,
+        e.g. ``railab down`` in another shell): starting traffic or a link change is then a 409."""
+        return self.lab.name not in st.labs()
+
+    def _require_lab(self) -> None:
+        if self.lab_gone():
+            raise OtgError(409, f"lab {self.lab.name} is not up any more (taken down by another command): "
+                                f"railab up it again and restart railab otg")
 
     def lab_faults(self) -> list:
         """The lab's fault records (:func:`railab.testbed.faults.list_faults`): what a port's

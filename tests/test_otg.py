@@ -56,6 +56,7 @@ def _lab(spec_dir) -> O.Lab:
 def client(spec_dir):
     server = O.OtgServer(O.OtgConfig(lab="otgu"), lab=_lab(spec_dir))
     server.lab_faults = list  # the lab is not up: no fault records
+    server.lab_gone = lambda: False  # ... and stands for one that is
     with TestClient(server.app, base_url="http://127.0.0.1:8443") as c:
         c.server = server
         yield c
@@ -438,6 +439,51 @@ def test_token_rules(spec_dir):
         assert server.state.flows == {}  # a refused request changed nothing
         r = c.get("/capabilities/version", headers={"Authorization": "Bearer s3cret"})
         assert r.status_code == 200
+
+
+def test_a_web_pages_request_is_refused(client):
+    """A browser page may POST text/plain to a loopback server without a preflight (review: a
+    page took a link down that way); requests with a foreign Origin are refused and change
+    nothing. snappi sends no Origin; the server's own origin passes."""
+    body = json.dumps(_cfg())
+    r = client.post("/config", content=body, headers={"Origin": "http://evil.example",
+                                                      "Content-Type": "text/plain"})
+    assert "web pages" in " ".join(_error(r, 403)["errors"])
+    assert client.server.state.flows == {}
+    _error(client.post("/control/state", json={"choice": "port", "port": {"choice": "link", "link": {
+        "port_names": ["p1"], "state": "down"}}}, headers={"Origin": "null"}), 403)
+    assert client.post("/config", content=body, headers={"Origin": "http://127.0.0.1:8443"}).status_code == 200
+
+
+def test_sizes_and_rates_out_of_range_are_400_and_kept_nothing(client):
+    """Review: packets = 10**400 and gbps = 1e6 were accepted and the server built without end."""
+    for over in ({"duration": {"choice": "fixed_packets", "fixed_packets": {"packets": 10**400}}},
+                 {"duration": {"choice": "fixed_packets", "fixed_packets": {"packets": 10**18}}},
+                 {"duration": {"choice": "fixed_packets", "fixed_packets": {"packets": True}}},
+                 {"rate": {"choice": "gbps", "gbps": 1e6}, "duration": {"choice": "continuous"}},
+                 {"rate": {"choice": "gbps", "gbps": 401}},  # over mini-lossless's 400 Gb/s line
+                 {"rate": {"choice": "pps", "pps": 1e30}},
+                 {"rate": {"choice": "pps", "pps": float("nan")}}):
+        _error(client.post("/config", content=json.dumps(_cfg(**over))), 400)
+        assert client.server.state.flows == {}, over
+    ok = _cfg(rate={"choice": "gbps", "gbps": 400},
+              duration={"choice": "fixed_packets", "fixed_packets": {"packets": O.MAX_FLOW_PACKETS}})
+    assert client.post("/config", json=ok).status_code == 200  # the line rate itself, the most packets
+
+
+def test_a_deeply_nested_body_is_the_error_object(client):
+    _error(client.post("/config", content=b"[" * 100_000 + b"]" * 100_000), 400)
+
+
+def test_start_and_link_changes_on_a_lab_taken_down_are_409(client):
+    """Review: after railab down from another shell a start answered 200 and failed later."""
+    assert client.post("/config", json=_cfg()).status_code == 200
+    client.server.lab_gone = lambda: True
+    start = {"choice": "traffic", "traffic": {"choice": "flow_transmit", "flow_transmit": {"state": "start"}}}
+    assert "not up any more" in " ".join(_error(client.post("/control/state", json=start), 409)["errors"])
+    link = {"choice": "port", "port": {"choice": "link", "link": {"port_names": ["p1"], "state": "down"}}}
+    _error(client.post("/control/state", json=link), 409)
+    assert not client.server._running()
 
 
 def test_loopback_server_refuses_other_host_names(client):
