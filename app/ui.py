@@ -824,7 +824,7 @@ class Console:
         if not isinstance(labs, list) or not labs:
             raise HTTPError(400, "labs: a list of lab names")
         labs = [valid_lab(str(x)) for x in labs]
-        level = _number(body, "level", 1, 3, 1, int)
+        level = _number(body, "level", 1, max(X.LEVELS), 1, int)
         seed = _number(body, "seed", 0, 2**31, None, int)
         disable = body.get("disable") or []
         if not isinstance(disable, list) or any(d not in GATEABLE for d in disable):

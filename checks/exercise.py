@@ -24,6 +24,15 @@ level 3  ``grey-loss``     a leaf's port towards a server silently drops some eg
          ``mtu``           one end of a server link runs MTU 1500 (planned: lab.json's MTU)
          ``two-faults``    two of the kinds above (not cross-cable, daemon-kill) at once, on
                            different nodes
+level 4  ``pfc-storm``     a server NIC or a switch port keeps sending PFC PAUSE: its link
+                           peer's lossless queue is held (element: the storming end); repaired
+                           by a reset of that link (either end down and up: a NIC or port reset
+                           ends a storm, railab.testbed.pfc.settle_storms)
+         ``pfc-priority``  PFC on another priority than RoCE's on one end of a server link
+                           (element: that end); repaired with ``dcb pfc set dev PORT prio-pfc
+                           3:on N:off`` in the node (railab.testbed.dcb)
+         Level 4 runs on labs with ``lab.capacity`` only (lossless queues and PFC: the
+         ``mini-lossless`` intent).
 
 A link-scoped fault is named by either end of its link (or session); a cross-cable by either
 NIC; a daemon-kill by its node. The same ``--seed`` on the same lab shape (node and port names)
@@ -67,10 +76,13 @@ LEVELS: dict[int, tuple[str, ...]] = {
     1: ("link-down", "nic-down"),
     2: ("cross-cable", "session-shut", "wrong-asn", "daemon-kill"),
     3: ("grey-loss", "mtu", "two-faults"),
+    4: ("pfc-storm", "pfc-priority"),
 }
+#: levels that need a lab with ``lab.capacity`` (lossless queues and the PFC emulation)
+LOSSLESS_LEVELS: frozenset[int] = frozenset({4})
 #: every kind a fault of an exercise can have (what ``reveal`` prints and ``answer`` takes)
 KINDS: tuple[str, ...] = ("link-down", "nic-down", "cross-cable", "session-shut", "wrong-asn",
-                          "daemon-kill", "grey-loss", "mtu")
+                          "daemon-kill", "grey-loss", "mtu", "pfc-storm", "pfc-priority")
 PAIRABLE: tuple[str, ...] = ("link-down", "nic-down", "session-shut", "wrong-asn", "grey-loss", "mtu")
 GATEABLE = store.GATEABLE  # commands a trainer may switch off (exercise start --disable)
 #: other spellings an answer may use, -> the kind
@@ -87,6 +99,9 @@ ALIASES: dict[str, str] = {
     "daemon-dead": "daemon-kill",
     "gray-loss": "grey-loss", "packet-loss": "grey-loss", "loss": "grey-loss",
     "mtu-mismatch": "mtu",
+    "pause-storm": "pfc-storm", "pfc-pause-storm": "pfc-storm", "storm": "pfc-storm",
+    "pfc-prio": "pfc-priority", "priority-mismatch": "pfc-priority", "pfc-mismatch": "pfc-priority",
+    "wrong-priority": "pfc-priority", "pfc-misconfig": "pfc-priority", "pfc-enable": "pfc-priority",
 }
 #: kinds a grader counts as the same fault (a NIC down is a link down at the server end)
 _SAME = {"nic-down": {"nic-down", "link-down"}, "link-down": {"link-down", "nic-down"}}
@@ -98,14 +113,15 @@ _MTU_WRONG = 1500
 #: the nft table (family netdev) of an exercise's grey-loss fault: an unremarkable name, not
 #: ``railab_f<N>`` like ``railab fault``'s (that would say "railab put this here")
 GREY_TABLE = "filter"
-#: the families ``start`` requires green and ``fix`` polls before running every family
+#: the families ``start`` requires green and ``fix`` polls before running every family (and, at
+#: a lossless level, ``pfc``: :func:`_quick`)
 _QUICK = "daemons,cabling,policy,bgp"
 #: what ``railab check`` names while an exercise runs (``exercise start --check-detail``):
 #: ``element`` the failing element and its likely cause; ``node`` the check family and the node;
 #: ``symptom`` the family's symptom only; ``full`` the check's own words (repair commands included)
 CHECK_DETAILS: tuple[str, ...] = ("symptom", "node", "element", "full")
 #: each level's default detail
-LEVEL_DETAIL: dict[int, str] = {1: "element", 2: "node", 3: "symptom"}
+LEVEL_DETAIL: dict[int, str] = {1: "element", 2: "node", 3: "symptom", 4: "node"}
 #: what a failing row of each family means, without naming where (``symptom`` detail)
 SYMPTOMS: dict[str, str] = {
     "daemons": "a routing daemon is not running as planned",
@@ -115,6 +131,7 @@ SYMPTOMS: dict[str, str] = {
     "routes": "a prefix is missing, or has fewer paths than planned",
     "oversub": "the capacity differs from the plan",
     "hops": "a path takes other hops than planned",
+    "pfc": "a lossless queue is held in PAUSE, or a port's PFC is not on the lossless priority",
 }
 #: a cause kind in words, without the repair (``element`` detail)
 _CAUSE_WORDS: dict[str, str] = {
@@ -127,13 +144,22 @@ _CAUSE_WORDS: dict[str, str] = {
     "config": "configuration differs from the plan", "mtu-mismatch": "MTU differs from the plan",
     "link-local-missing": "IPv6 link-local state missing", "port-filter": "a packet filter drops on the port",
     "policy-route-missing": "policy routing incomplete",
+    "pfc-storm": "lossless queue held in PAUSE by its link peer",
+    "pfc-priority": "PFC on another priority than the lossless one",
 }
 #: text that tells the repair (a command, a config line, a railab verb that heals): never shown
 #: while an exercise runs below ``full`` detail
 REPAIR_WORDS = re.compile(
     r"no neighbor|neighbor \S+ (interface|shutdown)|peer-group|ip link set|ip route (add|replace)|"
     r"ip rule add|railab (restart|fault|exercise|heal)|nft (delete|flush)|swap-cables|vtysh|frr\.conf|"
-    r"\bheal(s|ed|ing)?\b|re-add|restores it|bring \S+ (up|back)|router bgp|`", re.I)
+    r"\bheal(s|ed|ing)?\b|re-add|restores it|bring \S+ (up|back)|router bgp|dcb pfc set|prio-pfc|"
+    r"enable PFC|shut its port|`", re.I)
+
+
+def _quick(level: int) -> str:
+    """The cheap families of an exercise of ``level`` (:data:`_QUICK`, with ``pfc`` at a lossless
+    level: its faults fail nothing else for sure)."""
+    return _QUICK + (",pfc" if level in LOSSLESS_LEVELS else "")
 
 
 def normalise_kind(kind: str) -> str:
@@ -299,6 +325,64 @@ def _daemon_fault(spec: LabSpec, rng: random.Random) -> dict[str, Any]:
                       f"`railab exec LAB {node} -- vtysh -c 'show bgp summary'`: who answers?"]}
 
 
+def _watchdog_words(spec: LabSpec) -> str:
+    """What the switches' PFC watchdog does on ``spec`` (a hint's words: the storm's scenario)."""
+    wd = spec.qos.capacity.pfc_watchdog
+    if wd is None:
+        return ("This fabric's switches run no PFC watchdog: nothing drops a stormed queue, the "
+                "pause lasts as long as the storm")
+    return (f"The switches' PFC watchdog ({wd.action} after {wd.detection_time_ms:g} ms) acts only "
+            "while traffic runs, and only contains a storm: it does not end it")
+
+
+def _pfc_fault(spec: LabSpec, rng: random.Random, kind: str) -> dict[str, Any]:
+    """A level-4 fault: ``pfc-storm`` from a server NIC (two in three) or a switch port of a
+    leaf-spine link, or ``pfc-priority`` on one end of a server link."""
+    tc = spec.qos.roce_tc
+    look_storm = ("Lossless (RoCE) traffic stops while ping and TCP pass: look for a lossless queue "
+                  "held in PAUSE with nothing congested behind it (`tc -s qdisc show` on the switches: "
+                  f"the lossless class's tbf at 8Kbit is paused; TC {tc}). "
+                  + _watchdog_words(spec) + ".")
+    cross = "between the groups" if spec.groups > 1 else "across rails"
+    if kind == "pfc-storm" and (rng.random() < 2 / 3 or not _leaf_spine(spec)):
+        nic = rng.choice(sorted(spec.nics, key=lambda n: (n.server, n.nic)))
+        s, i, leaf, lp = nic.server, nic.interface, nic.leaf, nic.leaf_port
+        return {"kind": kind, "element": f"{s}:{i}", "accept": [f"{s}:{i}", f"{leaf}:{lp}"],
+                "fault": {"kind": "pfc-storm", "node_a": f"{s}:{i}", "params": {}},
+                "symptom": (f"RDMA to {s} GPU {nic.gpu} hangs while ping to it works, and since then "
+                            f"other jobs on rail {nic.rail} stall under load although they never touch {s}."),
+                "hints": [look_storm,
+                          f"Look at the rail-{nic.rail} leaf {leaf} and the servers cabled to it ({s} among them).",
+                          f"{leaf}:{lp} (towards {s}:{i}) cannot send: `railab exec LAB {leaf} -- tc -s qdisc "
+                          f"show dev {lp}`. A NIC that keeps sending PAUSE is stuck until it is reset."]}
+    if kind == "pfc-storm":
+        a, pa, b, pb = rng.choice(_leaf_spine(spec))
+        (node, port, peer, pp) = (a, pa, b, pb) if rng.random() < 0.5 else (b, pb, a, pa)
+        rail, group = _rail_of_leaf(spec, a)
+        where = f"rail {rail}" + (f" of group {group}" if spec.groups > 1 else "")
+        return {"kind": kind, "element": f"{node}:{port}", "accept": [f"{node}:{port}", f"{peer}:{pp}"],
+                "fault": {"kind": "pfc-storm", "node_a": f"{node}:{port}", "params": {}},
+                "symptom": (f"Since this morning some RDMA flows {cross} on {where} hang while others "
+                            f"between the same servers run, and ping works; under load the whole rail stalls."),
+                "hints": [look_storm, f"The trouble is on a link between {a} and {b}.",
+                          f"{peer}:{pp} (towards {node}:{port}) cannot send: `railab exec LAB {peer} -- "
+                          f"tc -s qdisc show dev {pp}`. A port that keeps sending PAUSE is stuck until it is reset."]}
+    nic = rng.choice(sorted(spec.nics, key=lambda n: (n.server, n.nic)))
+    s, i, leaf, lp = nic.server, nic.interface, nic.leaf, nic.leaf_port
+    node, port, peer, pp = (s, i, leaf, lp) if rng.random() < 0.5 else (leaf, lp, s, i)
+    prio = rng.choice([q for q in range(8) if q != tc])
+    far = _far_server(spec, s, rng)
+    return {"kind": kind, "element": f"{node}:{port}", "accept": [f"{node}:{port}", f"{peer}:{pp}"],
+            "fault": {"kind": "pfc-priority", "node_a": f"{node}:{port}", "params": {"priority": prio}},
+            "symptom": (f"Under load, RDMA between {s} GPU {nic.gpu} and {far} drops packets and NCCL "
+                        f"logs retransmissions, although the fabric is lossless; light traffic is fine."),
+            "hints": ["Lossless holds only where PFC is on RoCE's priority at both ends of every link: "
+                      f"compare the ports' PFC configuration with the plan (TC {tc}; `dcb pfc show dev PORT` "
+                      "in a node, railab check --only pfc)",
+                      f"Look at the link between {s} and {leaf}.",
+                      f"`railab exec LAB {node} -- dcb pfc show dev {port}`."]}
+
+
 def _one(spec: LabSpec, rng: random.Random, kind: str) -> dict[str, Any]:
     if kind in ("link-down", "session-shut", "wrong-asn"):
         return _link_fault(spec, rng, kind)
@@ -308,6 +392,8 @@ def _one(spec: LabSpec, rng: random.Random, kind: str) -> dict[str, Any]:
         return _cross_fault(spec, rng)
     if kind == "daemon-kill":
         return _daemon_fault(spec, rng)
+    if kind in ("pfc-storm", "pfc-priority"):
+        return _pfc_fault(spec, rng, kind)
     raise UsageError(f"unknown exercise kind {kind!r}: use one of {', '.join(KINDS)} or two-faults")
 
 
@@ -316,13 +402,18 @@ def _nodes(f: dict[str, Any]) -> set[str]:
 
 
 def plan_faults(spec: LabSpec, level: int, seed: int, kind: str | None = None) -> list[dict[str, Any]]:
-    """The faults an exercise of ``level`` (1-3) with ``seed`` injects on lab ``spec``: a list of
+    """The faults an exercise of ``level`` (1-4) with ``seed`` injects on lab ``spec``: a list of
     ``{"kind", "element", "accept" (elements that name it), "fault" (railab.testbed.faults.inject
     arguments), "symptom", "hints" (3, graded: area, node, element)}``. ``kind`` forces one
     catalogue kind of that level (or ``two-faults`` at level 3). Deterministic in (lab shape,
-    level, kind, seed). UsageError for a level outside 1-3 or a kind not of that level."""
+    level, kind, seed). UsageError for a level outside 1-4, a kind not of that level, or a
+    lossless level (4) on a lab without ``lab.capacity``."""
     if level not in LEVELS:
-        raise UsageError(f"--level {level}: use 1, 2 or 3")
+        raise UsageError(f"--level {level}: use {', '.join(map(str, sorted(LEVELS)[:-1]))} or {max(LEVELS)}")
+    if level in LOSSLESS_LEVELS and not spec.qos.capacity.enabled:
+        raise UsageError(f"level {level} (PFC storms and priority mismatches) needs a lossless lab: lab "
+                         f"{spec.name} has no lab.capacity (no lossless queues, no PFC); use the mini-lossless "
+                         f"intent: railab generate mini-lossless -o labs/NAME --name NAME && railab up labs/NAME")
     if kind is not None and kind not in LEVELS[level]:
         lv = next((lv for lv, ks in LEVELS.items() if kind in ks), None)
         raise UsageError(f"kind {kind!r} is not a level-{level} fault"
@@ -529,7 +620,7 @@ def start(labdir: Path | str, level: int = 1, seed: int | None = None, *, kind: 
         seed = secrets.randbelow(1_000_000)
     planned = plan_faults(spec, level, seed, kind)
     if precheck:
-        failing = [r for r in LiveLab.attach(name).check(only=_QUICK) if r.status == "fail"]
+        failing = [r for r in LiveLab.attach(name).check(only=_quick(level)) if r.status == "fail"]
         if failing:
             raise UsageError(f"lab {name} is not green before the exercise ({len(failing)} failing checks, "
                              f"e.g. {failing[0].check}: {failing[0].name}): railab check {name}, fix it first")
@@ -640,7 +731,10 @@ def _parse_text(spec: LabSpec, text: str) -> tuple[list[str], str | None]:
             # rather than grade (and charge) the bare node
             raise UsageError(_format_hint(f"{node} ... {ports[0].group(0)}", node))
         elements.append(_element(spec, node + (f":{prefix}{num}" if word else "")))
-    rules = [(r"cross|swap|miswir|mis-cabl|wrong (rail|leaf|port)", "cross-cable"),
+    rules = [(r"storm|(keeps?|endless|constant|non-?stop|flood\w*)\s+(\w+\s+){0,2}paus", "pfc-storm"),
+             (r"priorit|\bprio\b|pfc.*\b(wrong|mismatch|ignor\w*)|\b(wrong|mismatch|ignor\w*)\b.*\b(pfc|pause)",
+              "pfc-priority"),
+             (r"cross|swap|miswir|mis-cabl|wrong (rail|leaf|port)", "cross-cable"),
              (r"\bmtu\b|jumbo|frame size", "mtu"),
              (r"loss|drop|grey|gray|nft|filter|discard", "grey-loss"),
              (r"\basn?\b|remote-as|bad peer|as number|autonomous", "wrong-asn"),
@@ -715,9 +809,12 @@ def repair_of(fault: dict[str, Any], entry: dict[str, Any]) -> str | None:
     and wrong-asn a vtysh configuration change naming ``neighbor P`` on N; daemon-kill
     ``railab restart N`` or a command starting bgpd on N; cross-cable ``railab exercise
     swap-cables`` of its two NICs; grey-loss ``nft delete``/``flush`` on N; mtu a command naming
-    ``mtu`` and P on N. An interactive shell (``railab exec LAB N``, or ``vtysh`` alone for
-    the BGP kinds) on N counts as a full repair of every kind but cross-cable: what was typed
-    in it is not journaled."""
+    ``mtu`` and P on N; pfc-storm a reset of the storming link at either end (a command taking
+    that end's port down, ``ip link set P down``: railab ends a storm whose link went down,
+    :func:`railab.testbed.pfc.settle_storms`), on either end's node; pfc-priority ``dcb pfc set``
+    naming P on N (railab.testbed.dcb). An interactive shell (``railab exec LAB N``, or
+    ``vtysh`` alone for the BGP kinds) on N (either end for pfc-storm) counts as a full repair of
+    every kind but cross-cable: what was typed in it is not journaled."""
     kind, ref = fault["kind"], fault["fault"]
     node, _, port = str(ref["node_a"]).partition(":")
     tool, at = entry.get("tool"), entry.get("node")
@@ -725,6 +822,13 @@ def repair_of(fault: dict[str, Any], entry: dict[str, Any]) -> str | None:
     if kind == "cross-cable":
         pair = {str(ref["node_a"]), str(ref.get("node_b"))}
         return "full" if tool == "swap-cables" and set(argv) == pair else None
+    if kind == "pfc-storm":
+        # either end of the storming link: a reset there ends the storm
+        for end in fault["accept"]:
+            n, _, p = end.partition(":")
+            if at == n and tool == "exec" and (argv == ["(shell)"] or _takes_down(argv, p)):
+                return "full"
+        return None
     if at != node:
         return None
     if tool == "restart":
@@ -758,7 +862,19 @@ def repair_of(fault: dict[str, Any], entry: dict[str, Any]) -> str | None:
         return "full" if has(r"\bnft\b") and has(r"\b(delete|flush|destroy)\b") else None
     if kind == "mtu":
         return "full" if on_port and has(r"\bmtu\b") else None
+    if kind == "pfc-priority":
+        # `dcb pfc set dev P prio-pfc ...`, not a look (`dcb pfc show dev P`)
+        return "full" if on_port and has(r"\bdcb\b") and has(r"\bpfc\b") and has(r"\bset\b") else None
     return None
+
+
+def _takes_down(argv: list[str], port: str) -> bool:
+    """True when the journaled command ``argv`` takes ``port`` down (``ip link set P down``,
+    ``ifdown P``, in a ``sh -c`` too), not when it only looks (``ip link show P down``)."""
+    text = " ".join(argv).lower()
+    return (re.search(rf"(?<![\w.-]){re.escape(port.lower())}(?![\w.-])", text) is not None
+            and re.search(r"\bdown\b|\bifdown\b", text) is not None
+            and re.search(r"\b(show|list|ls|vtysh|grep)\b|\b(link|l)\s+sh\b", text) is None)
 
 
 def repair_credit(rec: dict[str, Any]) -> dict[str, Any]:
@@ -801,7 +917,7 @@ def fix(labdir: Path | str, wait: float = 60.0, poll: float = 1.0) -> dict[str, 
     t0 = time.monotonic()
     while True:
         # the cheap families first (no traffic, no RIB walk); the whole set once they pass
-        failing = [r for r in live.check(only=_QUICK) if r.status == "fail"]
+        failing = [r for r in live.check(only=_quick(rec["level"])) if r.status == "fail"]
         if not failing:
             failing = [r for r in live.check() if r.status == "fail"]
         elapsed = time.monotonic() - t0

@@ -11,7 +11,9 @@ storm action; any other paused port, and any port the watchdog acts on, fails wi
 ``pfc-storm`` naming the paused port and its link (whose far end sends the PAUSE). A port
 whose PFC is enabled on another priority than the lossless one (the emulated ports' PFC
 configuration, :data:`railab.testbed.pfc.PFC_PRIORITY_FILE`; on SONiC ``PORT_QOS_MAP``) fails
-with cause ``pfc-priority``. Clean: one ``pass`` row for the lab.
+with cause ``pfc-priority``. Clean: one ``pass`` row for the lab. A storm whose link was reset
+since it began (its NIC or port taken down and up) is ended first
+(:func:`railab.testbed.pfc.settle_storms`): the check RESUMEs its queue, as the reset did.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from railab.testbed import capacity as cap
 from railab.testbed import state as st
 from railab.testbed.capacity import PfcSession
 from railab.testbed.namespaces import exec_argv
-from railab.testbed.pfc import read_pfc_priorities
+from railab.testbed.pfc import read_pfc_priorities, settle_storms
 from railab.topologies.naming import link_id
 
 CHECK = "pfc"
@@ -75,6 +77,9 @@ def check_pfc(obs: Observer) -> list[CheckResult]:
     spec = obs.spec
     if not spec.qos.capacity.enabled:
         return []
+    # a storm whose link was reset since it began (a NIC or port taken down and up) is over:
+    # its queue is RESUMEd before it is read (railab.testbed.pfc.settle_storms)
+    settle_storms(st.lab_dir(spec.name))
     lossless = cap._tc_id(cap.lossless_class(spec.qos))
     nodes = obs.namespaces()
     if not nodes:

@@ -54,8 +54,10 @@ GATEABLE: tuple[str, ...] = ("check", "traffic", "traceroute", "report", "drill"
 #: railab commands that change the lab which the trainee may still use while an exercise of that
 #: level runs (their repair tools; every other path that changes faults is refused, :func:`guard`):
 #: ``exec`` at every level, ``restart`` (a dead daemon) and ``swap-cables`` (crossed cables) at
-#: level 2 only (elsewhere they would bring up the very link or NIC the exercise took down)
-REPAIR_TOOLS: dict[int, tuple[str, ...]] = {1: ("exec",), 2: ("exec", "restart", "swap-cables"), 3: ("exec",)}
+#: level 2 only (elsewhere they would bring up the very link or NIC the exercise took down; at
+#: level 4, PFC, a restart or a re-plug would reset the storming link for the trainee)
+REPAIR_TOOLS: dict[int, tuple[str, ...]] = {1: ("exec",), 2: ("exec", "restart", "swap-cables"), 3: ("exec",),
+                                            4: ("exec",)}
 _TOOL_WORDS = {"exec": "railab exec", "restart": "railab restart", "swap-cables": "railab exercise swap-cables"}
 
 __all__ = ["GATEABLE", "REPAIR_TOOLS", "exists", "save", "load", "load_public", "remove", "locked", "labs",

@@ -51,7 +51,8 @@ paused port: PAUSE and RESUME events and the paused time (lab seconds), written 
 ``/run/railab/<lab>/pfc.json`` every :data:`STATE_EVERY_S` and at exit
 (:func:`railab.testbed.capacity.pfc_state` reads it), with the loop's cycle times.
 
-This module imports only the standard library and :mod:`railab.testbed.namespaces` (the agent
+This module imports only the standard library, :mod:`railab.testbed.namespaces` and the raw
+rtnetlink reader :mod:`railab.testbed.rtnl` (the agent
 starts in well under a second even on a loaded machine; pydantic and pyroute2 would take
 seconds); the lab model side (ports from ``lab.json``, the session) is
 :mod:`railab.testbed.capacity`.
@@ -60,6 +61,7 @@ seconds); the lab model side (ports from ``lab.json``, the session) is
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import os
 import select
@@ -77,6 +79,7 @@ from typing import Any
 
 from railab.errors import RailabError
 from railab.testbed.namespaces import entered, exec_argv
+from railab.testbed.rtnl import Rtnl
 from railab.topologies.atomicfile import write_atomic
 
 #: Lab seconds of arrivals the emulation headroom absorbs after the pause threshold: the loop's
@@ -195,6 +198,141 @@ def read_storms(run_dir: str | Path) -> dict[tuple[str, str], str]:
     id}`` of each egress port held in PAUSE by its storming peer; ``{}`` when none (or the file
     is unreadable)."""
     return {k: str(v) for k, v in _read_port_map(Path(run_dir) / STORM_FILE).items()}
+
+
+def write_storms(run_dir: str | Path, storms: dict[tuple[str, str], str]) -> None:
+    """Write the lab's storms (:data:`STORM_FILE`): ``{(node, port): fault id}``."""
+    write_atomic(Path(run_dir) / STORM_FILE,
+                 json.dumps({f"{n}:{p}": fid for (n, p), fid in sorted(storms.items())}, indent=1))
+
+
+# ---- the end of a storm: its link reset ---------------------------------------------------------
+# A NIC (or port) stuck sending PAUSE stops once it is reset: its link taken down and up (`ip
+# link set eth1 down`, `up`, at either end: a switch port shut and re-enabled resets the NIC's
+# link too). veths carry no PAUSE, so nothing in the kernel ends an emulated storm on its own:
+# at the start railab records the stormed port's link (its ifindex and carrier down count), and
+# whoever looks at the lab's PFC state next (railab exec, the pfc check, the switch agent of a
+# traffic run) calls settle_storms, which ends each storm whose link lost its carrier since.
+#: The link of each stormed port when its storm began, under the run directory: ``{"node:port":
+#: {"ns", "ifname", "ifindex", "carrier_down", "fault", "resume"}}`` (``resume``: the tc line that
+#: RESUMEs the port's lossless queue when no switch agent runs).
+STORM_LINKS_FILE = "pfc-storm-links.json"
+#: Seconds between two :func:`settle_storms` of the switch agent.
+SETTLE_EVERY_S = 0.2
+#: The lock of the lab's fault changes, under its run directory (railab.testbed.faults._locked).
+FAULTS_LOCK = "faults.lock"
+
+
+def link_identity(ns: str, ifname: str) -> tuple[int, int] | None:
+    """``(ifindex, carrier down count)`` of link ``ifname`` in namespace ``ns``; ``(0, 0)`` when
+    the namespace has no such link; None when the namespace cannot be read (gone)."""
+    try:
+        with entered(ns):
+            rt = Rtnl()
+    except OSError:
+        return None
+    try:
+        return rt.carrier_downs().get(ifname, (0, 0))
+    except OSError:
+        return None
+    finally:
+        rt.close()
+
+
+def _read_links(run_dir: Path) -> dict[str, dict[str, Any]]:
+    try:
+        doc = json.loads((run_dir / STORM_LINKS_FILE).read_text())
+    except (OSError, ValueError):
+        return {}
+    return {k: v for k, v in doc.items() if isinstance(v, dict)} if isinstance(doc, dict) else {}
+
+
+def _write_links(run_dir: Path, links: dict[str, dict[str, Any]]) -> None:
+    write_atomic(run_dir / STORM_LINKS_FILE, json.dumps(dict(sorted(links.items())), indent=1))
+
+
+def remember_storm_link(run_dir: str | Path, key: tuple[str, str], *, ns: str, fault: str,
+                        resume: str) -> None:
+    """Record the link of stormed port ``key`` (``(node, port)``, in namespace ``ns``) as it is
+    at the start of storm ``fault``, for :func:`settle_storms`; ``resume``: the tc batch line
+    that RESUMEs its lossless queue. Called under the lab's fault lock. Nothing recorded when the
+    link cannot be read: that storm ends at its heal only."""
+    run_dir = Path(run_dir)
+    now = link_identity(ns, key[1])
+    if now is None or now == (0, 0):
+        return
+    links = _read_links(run_dir)
+    links[f"{key[0]}:{key[1]}"] = {"ns": ns, "ifname": key[1], "ifindex": now[0], "carrier_down": now[1],
+                                   "fault": fault, "resume": resume}
+    _write_links(run_dir, links)
+
+
+def forget_storm_link(run_dir: str | Path, key: tuple[str, str]) -> None:
+    """Drop stormed port ``key``'s record (its storm healed). Idempotent."""
+    run_dir = Path(run_dir)
+    links = _read_links(run_dir)
+    if links.pop(f"{key[0]}:{key[1]}", None) is not None:
+        _write_links(run_dir, links)
+
+
+def _was_reset(link: dict[str, Any]) -> bool:
+    """True when the recorded link lost its carrier since (a down at either end), was re-made
+    (another ifindex) or is gone from its namespace; False when unchanged or unreadable."""
+    now = link_identity(str(link.get("ns")), str(link.get("ifname")))
+    if now is None:
+        return False
+    return now == (0, 0) or now[0] != link.get("ifindex") or now[1] > int(link.get("carrier_down") or 0)
+
+
+def _agent_alive(run_dir: Path) -> bool:
+    try:
+        doc = json.loads((run_dir / PFC_STATE_FILE).read_text())
+    except (OSError, ValueError):
+        return False
+    pid = doc.get("pid") if isinstance(doc, dict) else None
+    return bool(pid) and not doc.get("final") and os.path.exists(f"/proc/{pid}")
+
+
+def settle_storms(run_dir: str | Path, *, resume: bool = True) -> list[str]:
+    """End the storms whose link was reset since they began (the block comment above): each
+    leaves the storm file (:data:`STORM_FILE`) and, with ``resume`` and no switch agent running
+    (a running one RESUMEs what leaves the file), its queue is RESUMEd with the recorded tc
+    line. Returns the stormed ports ended (``"node:port"``). Nothing when the lab has no storm
+    or a fault change holds the lab's fault lock (the next look settles); the fault records
+    stay (``railab fault LAB heal`` is idempotent). Cost without storms: one failed open."""
+    run_dir = Path(run_dir)
+    links = _read_links(run_dir)
+    if not links or not any(_was_reset(v) for v in links.values()):
+        return []
+    try:
+        lock = open(run_dir / FAULTS_LOCK, "a")
+    except OSError:
+        return []
+    ended: list[tuple[str, dict[str, Any]]] = []
+    with lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return []
+        try:
+            links, storms = _read_links(run_dir), read_storms(run_dir)
+            for key, link in sorted(links.items()):
+                if _was_reset(link):
+                    ended.append((key, links.pop(key)))
+                    node, _, port = key.partition(":")
+                    if storms.get((node, port)) == link.get("fault"):
+                        del storms[(node, port)]
+            if ended:
+                write_storms(run_dir, storms)
+                _write_links(run_dir, links)
+                if resume and not _agent_alive(run_dir):
+                    for _key, link in ended:
+                        subprocess.run(exec_argv(str(link["ns"]), ["tc", "-batch", "-"]),
+                                       input=str(link.get("resume") or ""), capture_output=True,
+                                       text=True, timeout=30)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+    return [k for k, _ in ended]
 
 
 
@@ -495,6 +633,8 @@ class PfcLoop:
         #: ports whose PFC is on another priority (node, port) -> priority, and their file's stamp
         self.misprio: dict[tuple[str, str], int] = {}
         self._prio_stamp: tuple[int, int] | None = None
+        #: when the loop next looks for storms whose link was reset (:func:`settle_storms`)
+        self._settle_at = 0.0
 
     # -- tc writers -----------------------------------------------------------------------------
     # The writers run in their own session: a terminal's Ctrl-C reaches the traffic command's
@@ -742,6 +882,10 @@ class PfcLoop:
 
     def cycle(self) -> None:
         """One pass over every switch: read its lossless backlogs, PAUSE or RESUME."""
+        if self.plan.run_dir and time.monotonic() >= self._settle_at:
+            # a storm whose link was reset leaves the storm file: _refresh_storms RESUMEs it
+            self._settle_at = time.monotonic() + SETTLE_EVERY_S
+            settle_storms(self.plan.run_dir, resume=False)
         self._refresh_storms()
         self._refresh_watchdog()
         self._refresh_priorities()

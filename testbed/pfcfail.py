@@ -14,6 +14,9 @@ paused, lets its watchdog see it, and :func:`railab.testbed.capacity.reset` leav
 Traffic bound for the stormed port piles up in that queue; once it passes xOFF the switch
 PAUSEs its other neighbours (the emulation's congestion spreading) and flows that never touch
 the storming NIC stop too: the storm's victims. Heal: the port is RESUMEd and leaves the file.
+A reset of the storming NIC or port ends the storm too, as it ends a stuck NIC's: its link
+taken down (and up) at either end (:func:`railab.testbed.pfc.settle_storms`, run by railab
+exec, the ``pfc`` check and the switch agent); the fault record stays until healed.
 
 The deadlock (:func:`deadlock_loop`): a cyclic buffer dependency needs traffic whose path
 turns around, e.g. a routing loop (a static route left behind, a misconfigured
@@ -44,12 +47,14 @@ from railab.testbed import state as st
 from railab.testbed.namespaces import entered, exec_argv
 from railab.testbed.pfc import (
     PFC_PRIORITY_FILE,
-    STORM_FILE,
     Port,
+    forget_storm_link,
     read_pfc_priorities,
     read_storms,
+    remember_storm_link,
     set_watchdog,
     tbf_line,
+    write_storms,
 )
 from railab.topologies.atomicfile import write_atomic
 from railab.topologies.labspec import LabSpec
@@ -68,11 +73,6 @@ def _port(spec: LabSpec, node: str, interface: str) -> Port:
         if p.key == (node, interface):
             return p
     raise UsageError(f"{node}:{interface} is not a shaped port of lab {spec.name}")
-
-
-def _write_storms(run_dir: Path, storms: dict[tuple[str, str], str]) -> None:
-    write_atomic(run_dir / STORM_FILE,
-                 json.dumps({f"{n}:{p}": fid for (n, p), fid in sorted(storms.items())}, indent=1))
 
 
 def _agent_running(lab: _Lab) -> bool:
@@ -113,8 +113,12 @@ def inject_pfc_storm(lab: _Lab, node_a, node_b, port, params) -> FaultRecord:
     run_dir = st.lab_dir(lab.name)
     storms = read_storms(run_dir)
     storms[(peer, pp)] = rec.id
-    _write_storms(run_dir, storms)
+    write_storms(run_dir, storms)
     _hold(lab, peer, pp, True)
+    # the storm ends when its link is reset (either end down and up): railab.testbed.pfc.settle_storms
+    remember_storm_link(run_dir, (peer, pp), ns=lab.ns(peer), fault=rec.id,
+                        resume=tbf_line(_port(lab.spec, peer, pp), cap.lossless_class(lab.spec.qos),
+                                        paused=False, extra=0))
     return rec
 
 
@@ -123,7 +127,8 @@ def heal_pfc_storm(lab: _Lab, rec: FaultRecord) -> None:
     run_dir = st.lab_dir(lab.name)
     storms = {k: v for k, v in read_storms(run_dir).items() if v != rec.id}
     if run_dir.is_dir():
-        _write_storms(run_dir, storms)
+        write_storms(run_dir, storms)
+        forget_storm_link(run_dir, (rec.peer_node, rec.peer_port))
     _hold(lab, rec.peer_node, rec.peer_port, False)
 
 

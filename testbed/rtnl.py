@@ -36,6 +36,8 @@ IFLA_LINK = 5
 IFLA_LINKINFO = 18
 IFLA_INFO_KIND = 1
 IFLA_LINK_NETNSID = 37
+#: times the link lost its carrier (u32; admin down counts, at either end of a veth)
+IFLA_CARRIER_DOWN_COUNT = 48
 RTM_GETROUTE = 26
 #: routing tables (include/uapi/linux/rtnetlink.h ``rt_class_t``)
 RT_TABLE_MAIN, RT_TABLE_LOCAL = 254, 255
@@ -238,6 +240,22 @@ class Rtnl:
         """``ifname -> (ifi_flags, operstate name)`` of every link (one RTM_GETLINK dump); feed
         it to :func:`railab.checks.base.link_status`, the one link-up rule."""
         return {name: (flags, oper) for _, flags, name, _, oper in self._link_rows()}
+
+    def carrier_downs(self) -> dict[str, tuple[int, int]]:
+        """``ifname -> (ifindex, carrier down count)`` of every link (one RTM_GETLINK dump): the
+        count (``IFLA_CARRIER_DOWN_COUNT``, ``/sys/class/net/DEV/carrier_down_count``) grows each
+        time the link loses its carrier, an admin down of either end of a veth included."""
+        out = {}
+        for p in self.dump(RTM_GETLINK, struct.pack("=BxHiII", socket.AF_UNSPEC, 0, 0, 0, 0)):
+            index = struct.unpack_from("=i", p, 4)[0]
+            name, downs = "", 0
+            for typ, val in self._attrs(p, 16):
+                if typ == IFLA_IFNAME:
+                    name = bytes(val).split(b"\0", 1)[0].decode()
+                elif typ == IFLA_CARRIER_DOWN_COUNT and len(val) >= 4:
+                    downs = struct.unpack_from("=I", val)[0]
+            out[name] = (index, downs)
+        return out
 
     def netnsid(self, fd: int) -> int | None:
         """The id this namespace gives the network namespace open on ``fd`` (RTM_GETNSID with

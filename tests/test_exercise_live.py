@@ -97,9 +97,12 @@ def _nft_tables(lab, nodes: set[str]) -> list[str]:
     return out
 
 
-def _exec(*argv) -> None:
-    r = _cli("exec", NAME, *argv)
+def _exec(*argv, lab: str = NAME) -> None:
+    r = _cli("exec", lab, *argv)
     assert r.exit_code == 0, (argv, r.output)
+
+
+_exec_on = _exec
 
 
 def _asn(lab, node: str) -> int:
@@ -110,6 +113,11 @@ def _repair(lab, f: dict) -> None:
     """The trainee's repair of fault ``f`` (what a field engineer types once diagnosed)."""
     kind, element = f["kind"], f["element"]
     node, _, port = element.partition(":")
+    name = lab.name
+
+    def _exec(*argv) -> None:
+        _exec_on(*argv, lab=name)
+
     if kind == "link-down":
         _exec(node, "--", "ip", "link", "set", port, "up")
     elif kind == "nic-down":
@@ -119,9 +127,9 @@ def _repair(lab, f: dict) -> None:
               "table", str(nic.table))
     elif kind == "cross-cable":
         a, b = f["accept"]
-        bad = _cli("exercise", "swap-cables", NAME, a, "g1-leaf1:eth1")  # a switch port: refused
+        bad = _cli("exercise", "swap-cables", name, a, "g1-leaf1:eth1")  # a switch port: refused
         assert bad.exit_code == 2 and "is not a server NIC" in bad.output
-        r = _cli("exercise", "swap-cables", NAME, a, b)
+        r = _cli("exercise", "swap-cables", name, a, b)
         assert r.exit_code == 0, r.output
     elif kind == "session-shut":
         _exec(node, "--", "vtysh", "-c", "conf t", "-c", f"router bgp {_asn(lab, node)}",
@@ -130,7 +138,7 @@ def _repair(lab, f: dict) -> None:
         _exec(node, "--", "vtysh", "-c", "conf t", "-c", f"router bgp {_asn(lab, node)}",
               "-c", f"no neighbor {port} interface", "-c", f"neighbor {port} interface peer-group FABRIC")
     elif kind == "daemon-kill":
-        r = _cli("restart", NAME, node)
+        r = _cli("restart", name, node)
         assert r.exit_code == 0, r.output
     elif kind == "grey-loss":
         tables = lab.exec(node, ["nft", "list", "tables"]).stdout
@@ -138,6 +146,14 @@ def _repair(lab, f: dict) -> None:
         _exec(node, "--", "nft", "delete", "table", "netdev", table)
     elif kind == "mtu":
         _exec(node, "--", "ip", "link", "set", port, "mtu", str(lab.spec.mtu))
+    elif kind == "pfc-storm":  # the stuck NIC or port reset: its link down and up, at the storming end
+        _exec(node, "--", "sh", "-c", f"ip link set {port} down && ip link set {port} up")
+        nic = next((n for n in lab.spec.nics_of(node) if n.interface == port), None) if node.startswith("srv") else None
+        if nic is not None:  # a server NIC taken down lost its policy route (as nic-down)
+            _exec(node, "--", "ip", "route", "replace", "default", "via", str(nic.gateway), "dev", port,
+                  "table", str(nic.table))
+    elif kind == "pfc-priority":  # PFC back on RoCE's priority only (railab's dcb, railab.testbed.dcb)
+        _exec(node, "--", "dcb", "pfc", "set", "dev", port, "prio-pfc", "all:off", f"{lab.spec.qos.roce_tc}:on")
     else:
         raise AssertionError(kind)
 
@@ -156,31 +172,31 @@ def _hidden(lab, planned: list[dict], start_output: str, *, commands: bool) -> N
     is outside the lab directory and not in clear text; with ``commands`` also status, inspect,
     the fault list and the report's exercise line name none."""
     if commands:
-        s = json.loads(_cli("status", NAME, "--json").stdout)
+        s = json.loads(_cli("status", lab.name, "--json").stdout)
         assert s["faults"] == []
-        insp = json.loads(_cli("inspect", NAME, "--json").stdout)
+        insp = json.loads(_cli("inspect", lab.name, "--json").stdout)
         assert insp["faults"] == []
-        assert "no faults" in _cli("fault", NAME, "list").stdout
+        assert "no faults" in _cli("fault", lab.name, "list").stdout
         # a trainee's own fault is refused while the exercise runs, on its hidden element too
         # (it was injected there, got the hidden fault's id, and heal --all then undid it)
         for f in planned:
             node = f["element"].split(":")[0]
-            own = _cli("fault", NAME, "node-off", node)
+            own = _cli("fault", lab.name, "node-off", node)
             assert own.exit_code == 2 and "an exercise runs on lab" in own.output, (own.exit_code, own.output)
             assert f["element"] not in own.output  # the refusal reveals nothing
-        line = X.report_line(NAME)
+        line = X.report_line(lab.name)
         assert "running" in line and not any(f["element"] in line or f["kind"] in line for f in planned)
     from railab.testbed import exercise as store
 
-    rec = store.load(NAME)
+    rec = store.load(lab.name)
     for path in lab.dir.rglob("*"):
         if path.is_file():
             text = path.read_text(errors="replace")
             for f in rec["faults"]:
                 assert f["record"]["note"] not in text, path
-    assert not str(st.exercise_dir(NAME)).startswith(str(lab.dir))
-    sealed = (st.exercise_dir(NAME) / "sealed").read_bytes()
-    public = (st.exercise_dir(NAME) / "public.json").read_text()
+    assert not str(st.exercise_dir(lab.name)).startswith(str(lab.dir))
+    sealed = (st.exercise_dir(lab.name) / "sealed").read_bytes()
+    public = (st.exercise_dir(lab.name) / "public.json").read_text()
     for f in planned:
         assert f["element"] not in start_output
         assert f["element"].encode() not in sealed and f["element"] not in public
@@ -193,50 +209,58 @@ CASES = [(1, "link-down"), (1, "nic-down"), (2, "cross-cable"), (2, "session-shu
 
 @pytest.mark.parametrize("level,kind", CASES, ids=[k for _, k in CASES])
 def test_exercise_kind_graded_repaired_and_revealed(ex, level, kind):
-    lab = ex
+    # the first case checks the lab is green first; the others follow a verified repair
+    check_kind_case(ex, level, kind, precheck=kind == "link-down")
+
+
+def check_kind_case(lab, level: int, kind: str, *, precheck: bool) -> None:
+    """One catalogue kind on running lab ``lab`` (also the lossless level's, on a mini-lossless
+    lab: tests/test_exercise_lossless_live.py): started hidden with seed :data:`SEED`, graded
+    wrong and right, repaired through the trainee's tools, ``fix`` green, revealed with the
+    answer's spelling and the points."""
+    name = lab.name
     planned = X.plan_faults(lab.spec, level, SEED, kind)  # the trainer's view: same seed, same faults
     disable = ["--disable", "check"] if kind == "mtu" else []
-    # the first case checks the lab is green first; the others follow a verified repair
-    pre = [] if kind == "link-down" else ["--no-precheck"]
-    seq0 = st.load(NAME).fault_seq
-    r = _cli("exercise", "start", NAME, "--level", level, "--seed", SEED, "--kind", kind, *disable, *pre)
+    pre = [] if precheck else ["--no-precheck"]
+    seq0 = st.load(name).fault_seq
+    r = _cli("exercise", "start", name, "--level", level, "--seed", SEED, "--kind", kind, *disable, *pre)
     assert r.exit_code == 0, r.output
-    assert st.load(NAME).fault_seq == seq0  # inspect's fault counter does not count hidden faults
+    assert st.load(name).fault_seq == seq0  # inspect's fault counter does not count hidden faults
     for f in planned:
         if f["kind"] == "grey-loss":  # the table's name does not say railab
             node = f["element"].partition(":")[0]
             assert "railab" not in lab.exec(node, ["nft", "list", "tables"]).stdout
     assert all(f["symptom"] in r.stdout for f in planned)
-    _hidden(lab, planned, r.stdout, commands=kind in ("daemon-kill", "two-faults"))
+    _hidden(lab, planned, r.stdout, commands=kind in ("daemon-kill", "two-faults", "pfc-storm"))
     if kind == "mtu":  # the trainer switched check off: refused by name and by lab directory
-        for ref in (NAME, lab.dir):
+        for ref in (name, lab.dir):
             g = _cli("check", ref)
             assert g.exit_code == 2 and "switched off for the exercise" in g.output
-        assert _cli("status", NAME).exit_code == 0  # not switched off
-        oracle = _cli("exercise", "fix", NAME, "--wait", "0")  # fix does not stand in for check
+        assert _cli("status", name).exit_code == 0  # not switched off
+        oracle = _cli("exercise", "fix", name, "--wait", "0")  # fix does not stand in for check
         assert oracle.exit_code == 1 and "switched off" in oracle.stdout
         assert not any(e.partition(":")[0] in oracle.stdout for f in planned for e in f["accept"])
 
-    wrong = _cli("exercise", "answer", NAME, "--element", _wrong_element(lab, planned), "--kind", planned[0]["kind"])
+    wrong = _cli("exercise", "answer", name, "--element", _wrong_element(lab, planned), "--kind", planned[0]["kind"])
     assert wrong.exit_code == 1 and "WRONG" in wrong.stdout
     other_kind = "mtu" if planned[0]["kind"] != "mtu" else "grey-loss"
-    wrong = _cli("exercise", "answer", NAME, "--element", planned[0]["element"], "--kind", other_kind)
+    wrong = _cli("exercise", "answer", name, "--element", planned[0]["element"], "--kind", other_kind)
     assert wrong.exit_code == 1 and "another kind" in wrong.stdout
-    h = _cli("exercise", "hint", NAME)
+    h = _cli("exercise", "hint", name)
     assert h.exit_code == 0 and "hint 1/3" in h.stdout
     for f in planned:
-        right = _cli("exercise", "answer", NAME, "--element", f["element"], "--kind", f["kind"])
+        right = _cli("exercise", "answer", name, "--element", f["element"], "--kind", f["kind"])
         assert right.exit_code == 0 and "RIGHT" in right.stdout, right.output
 
-    if kind in ("link-down", "two-faults"):  # before the repair: not green (exit 1)
-        not_yet = _cli("exercise", "fix", NAME, "--wait", "0")
+    if kind in ("link-down", "two-faults", "pfc-storm", "pfc-priority"):  # before the repair: not green (exit 1)
+        not_yet = _cli("exercise", "fix", name, "--wait", "0")
         assert not_yet.exit_code == 1 and "NOT REPAIRED" in not_yet.stdout
     for f in planned:
         _repair(lab, f)
-    fixed = _cli("exercise", "fix", NAME, "--wait", "60")
+    fixed = _cli("exercise", "fix", name, "--wait", "60")
     assert fixed.exit_code == 0 and "REPAIRED" in fixed.stdout, fixed.output
 
-    rev = _cli("exercise", "reveal", NAME, "--json")
+    rev = _cli("exercise", "reveal", name, "--json")
     assert rev.exit_code == 0, rev.output
     sheet = json.loads(rev.stdout)
     assert [{"element": f["element"], "kind": f["kind"]} for f in sheet["faults"]] == \
@@ -244,9 +268,9 @@ def test_exercise_kind_graded_repaired_and_revealed(ex, level, kind):
     assert sheet["faults_found"] == len(planned) and sheet["hints_used"] == 1
     assert sheet["wrong_answers"] == 2 and sheet["repair"]["verified"] is True
     assert sheet["seed"] == SEED and sheet["points"] == 100 * len(planned) - 15 - 10 + 50
-    assert st.load(NAME).faults == []  # verified repair: nothing handed back to `fault heal`
+    assert st.load(name).faults == []  # verified repair: nothing handed back to `fault heal`
     if kind == "mtu":
-        assert _cli("check", NAME, "--only", "cabling").exit_code == 0  # the gate lifted
+        assert _cli("check", name, "--only", "cabling").exit_code == 0  # the gate lifted
 
 
 def _link(lab, node: str, port: str) -> str:
@@ -354,6 +378,17 @@ def test_check_names_no_repair_command_during_a_level_2_exercise(ex):
     from railab.testbed import faults as F
 
     F.heal(NAME)
+
+
+def test_the_lossless_level_refuses_a_lab_without_lab_capacity(ex):
+    """Level 4 (PFC) on mini: one error naming the intent to use (exit 2), nothing injected
+    and no exercise recorded (a revealed one before it stays as it was)."""
+    from railab.testbed import exercise as store
+
+    before = store.load(NAME)
+    r = _cli("exercise", "start", NAME, "--level", 4, "--kind", "pfc-storm")
+    assert r.exit_code == 2 and "no lab.capacity" in r.output and "mini-lossless intent" in r.output, r.output
+    assert store.load(NAME) == before and st.load(NAME).faults == []
 
 
 def test_a_restart_that_reloads_a_wrong_asn_is_credited_as_blunt(ex):

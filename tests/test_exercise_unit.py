@@ -22,6 +22,18 @@ def spec(tmp_path_factory):
     return LabSpec.load(generate("mini", tmp_path_factory.mktemp("xu") / "xu1", name="xu1"))
 
 
+@pytest.fixture(scope="module")
+def lspec(tmp_path_factory):
+    """A generated ``mini-lossless`` lab (lab.capacity: the PFC level's)."""
+    return LabSpec.load(generate("mini-lossless", tmp_path_factory.mktemp("xl") / "xl1", name="xl1"))
+
+
+@pytest.fixture(scope="module")
+def specs(spec, lspec):
+    """The lab each level runs on here: ``mini``, and ``mini-lossless`` for the lossless levels."""
+    return {level: lspec if level in X.LOSSLESS_LEVELS else spec for level in X.LEVELS}
+
+
 @pytest.fixture
 def exdir(tmp_path, monkeypatch):
     monkeypatch.setenv("RAILAB_EXERCISE_DIR", str(tmp_path / "ex"))
@@ -34,19 +46,24 @@ def _rec(spec, level=2, kind="cross-cable", seed=3):
             "found": [], "answers": [], "hints": [], "fix": {"attempts": 0, "verified_at": None}}
 
 
-def test_same_seed_same_faults_other_seeds_differ(spec):
-    for level in (1, 2, 3):
-        a = X.plan_faults(spec, level, 42)
-        b = X.plan_faults(spec, level, 42)
+def test_same_seed_same_faults_other_seeds_differ(spec, specs):
+    assert sorted(X.LEVELS) == [1, 2, 3, 4]
+    for level in X.LEVELS:
+        a = X.plan_faults(specs[level], level, 42)
+        b = X.plan_faults(specs[level], level, 42)
         assert [(f["kind"], f["element"]) for f in a] == [(f["kind"], f["element"]) for f in b]
     picks = {tuple((f["kind"], f["element"]) for f in X.plan_faults(spec, 2, s)) for s in range(30)}
     assert len(picks) > 5  # the seed matters
-    kinds = {f["kind"] for s in range(40) for f in X.plan_faults(spec, 2, s)}
-    assert kinds == set(X.LEVELS[2])  # every level-2 kind is drawn for some seed
+    for level in (2, 4):
+        kinds = {f["kind"] for s in range(40) for f in X.plan_faults(specs[level], level, s)}
+        assert kinds == set(X.LEVELS[level])  # every kind of the level is drawn for some seed
 
 
-def test_every_kind_plans_an_injectable_fault(spec):
+def test_every_kind_plans_an_injectable_fault(specs):
+    from railab.testbed import capacity as cap
+
     for level, kinds in X.LEVELS.items():
+        spec = specs[level]
         for kind in kinds:
             for f in X.plan_faults(spec, level, 5, kind):
                 assert f["kind"] in X.KINDS
@@ -56,7 +73,16 @@ def test_every_kind_plans_an_injectable_fault(spec):
                 assert node not in f["hints"][0]  # grade 1 names the area, not the node
                 assert node in f["hints"][1] or node in f["hints"][2]
                 assert f["fault"]["kind"] in ("link-down", "cross-cable", "session-shut", "wrong-asn",
-                                              "daemon-kill", "grey-loss", "mtu")
+                                              "daemon-kill", "grey-loss", "mtu", "pfc-storm", "pfc-priority")
+                if level in X.LOSSLESS_LEVELS:  # a shaped port, and its link's far end also names it
+                    shaped = {f"{p.node}:{p.interface}" for p in cap.ports(spec)}
+                    assert set(f["accept"]) <= shaped and len(f["accept"]) == 2
+                    assert f["fault"]["node_a"] == f["element"]
+    # level 4: storms from a server NIC and from a switch port; priorities other than RoCE's
+    storms = [X.plan_faults(specs[4], 4, s, "pfc-storm")[0]["element"] for s in range(12)]
+    assert any(e.startswith("srv") for e in storms) and any(e.startswith("spine") or "-leaf" in e for e in storms)
+    prios = {X.plan_faults(specs[4], 4, s, "pfc-priority")[0]["fault"]["params"]["priority"] for s in range(30)}
+    assert specs[4].qos.roce_tc not in prios and len(prios) > 3
 
 
 def test_two_faults_are_on_different_nodes(spec):
@@ -66,11 +92,17 @@ def test_two_faults_are_on_different_nodes(spec):
         assert f1["kind"] in X.PAIRABLE and f2["kind"] in X.PAIRABLE
 
 
-def test_level_and_kind_are_validated(spec):
-    with pytest.raises(UsageError, match="use 1, 2 or 3"):
-        X.plan_faults(spec, 4, 1)
+def test_level_and_kind_are_validated(spec, lspec):
+    with pytest.raises(UsageError, match="use 1, 2, 3 or 4"):
+        X.plan_faults(spec, 5, 1)
     with pytest.raises(UsageError, match="it is level 3: --level 3"):
         X.plan_faults(spec, 1, 1, "mtu")
+    # the PFC level on a lab without lab.capacity: one error naming the intent to use
+    with pytest.raises(UsageError, match="level 4 .* lab xu1 has no lab.capacity .*use the mini-lossless intent"):
+        X.plan_faults(spec, 4, 1)
+    with pytest.raises(UsageError, match="it is level 4: --level 4"):
+        X.plan_faults(lspec, 3, 1, "pfc-storm")
+    assert X.normalise_kind("pause storm") == "pfc-storm" and X.normalise_kind("PFC_prio") == "pfc-priority"
     with pytest.raises(UsageError, match="unknown fault kind"):
         X.normalise_kind("gremlins")
     assert X.normalise_kind("Crossed cables") == "cross-cable"
@@ -216,12 +248,14 @@ def test_report_page_carries_the_exercise_line(spec, tmp_path):
     assert 'id="exercise-score"' not in write_report(rep, spec, tmp_path / "out2").html.read_text()
 
 
-def test_same_seed_same_faults_on_another_lab_of_the_same_shape(spec, tmp_path):
-    other = LabSpec.load(generate("mini", tmp_path / "xu2", name="another-lab"))
-    for level in (1, 2, 3):
+def test_same_seed_same_faults_on_another_lab_of_the_same_shape(specs, tmp_path):
+    others = {"mini": LabSpec.load(generate("mini", tmp_path / "xu2", name="another-lab")),
+              "mini-lossless": LabSpec.load(generate("mini-lossless", tmp_path / "xl2", name="another-ll"))}
+    for level in X.LEVELS:
+        other = others["mini-lossless" if level in X.LOSSLESS_LEVELS else "mini"]
         for seed in (1, 7, 11):
-            a = [(f["kind"], f["element"], f["symptom"]) for f in X.plan_faults(spec, level, seed)]
-            b = [(f["kind"], f["element"], f["symptom"]) for f in X.plan_faults(other, level, seed)]
+            a = [(f["kind"], f["element"], f["symptom"], f["hints"]) for f in X.plan_faults(specs[level], level, seed)]
+            b = [(f["kind"], f["element"], f["symptom"], f["hints"]) for f in X.plan_faults(other, level, seed)]
             assert a == b
 
 
@@ -316,20 +350,22 @@ def test_fix_does_not_stand_in_for_a_switched_off_check(spec, exdir, monkeypatch
         assert res["rows_hidden"] is (not shown)
 
 
-def _running(spec, level: int, disabled=()):
-    rec = {**_rec(spec, level=level, kind=None), "disabled": list(disabled)}
+def _running(spec, level: int, disabled=(), plan_on=None):
+    """A running exercise of ``level`` recorded for lab ``spec.name``; ``plan_on``: the lab its
+    faults are planned on (a lossless level's ``mini-lossless``: the record is what is read)."""
+    rec = {**_rec(plan_on or spec, level=level, kind=None), "lab": spec.name, "disabled": list(disabled)}
     store.save(spec.name, rec, X.public_view(rec))
     return rec
 
 
-def test_one_lock_on_fault_changes_with_the_levels_repair_tools(spec, exdir):
+def test_one_lock_on_fault_changes_with_the_levels_repair_tools(spec, lspec, exdir):
     """Issue 48: while an exercise runs, every path that changes faults is refused with one
     message naming nothing hidden; the level's repair tools pass (exec always, restart and
     swap-cables at level 2), unless switched off; the exercise's own actions pass; reveal lifts it."""
     lab = spec.name
     store.guard(lab, "fault")  # no exercise: open
-    for level, open_ in ((1, {"exec"}), (2, {"exec", "restart", "swap-cables"}), (3, {"exec"})):
-        _running(spec, level)
+    for level, open_ in ((1, {"exec"}), (2, {"exec", "restart", "swap-cables"}), (3, {"exec"}), (4, {"exec"})):
+        _running(spec, level, plan_on=lspec if level in X.LOSSLESS_LEVELS else None)
         messages = set()
         for cmd in ("fault", "drill", "restart", "swap-cables", "exec"):
             if cmd in open_:
@@ -543,7 +579,7 @@ def test_the_report_checks_at_the_exercise_detail(spec, exdir, monkeypatch):
     assert "railab restart" not in str(item) and item.name == "daemons at g1-leaf2"
 
 
-def test_status_names_what_fails_at_the_levels_detail(spec, exdir):
+def test_status_names_what_fails_at_the_levels_detail(spec, lspec, exdir):
     """Issue 48 review (E): railab status follows check's rule: the down session's port at
     level 1, its node only at level 2 (the port was the answer), nothing that names a node at
     level 3; no exercise: unchanged."""
@@ -557,6 +593,8 @@ def test_status_names_what_fails_at_the_levels_detail(spec, exdir):
     two = X.disclose_status(spec.name, status)
     assert two["sessions"] == {"up": 15, "expected": 16, "down": ["g2-leaf3"], "down_count": 1}
     assert two["nodes"] == status["nodes"] and "eth" not in json.dumps(two)
+    _running(spec, 4, plan_on=lspec)  # the PFC level names nodes, as level 2 does
+    assert X.disclose_status(spec.name, status) == two
     _running(spec, 3)
     three = X.disclose_status(spec.name, status)
     assert three["sessions"]["down"] == [] and three["sessions"]["down_count"] == 1
@@ -579,3 +617,108 @@ def test_status_shows_the_control_plane_per_role_only_while_an_exercise_hides_no
         assert cp == {"measured_at": "t", "roles": roles, "routers_hidden": True}
         assert "g2-leaf3" not in json.dumps(cp)
     assert "routers" in status["control_plane"]  # the caller's document is not changed
+
+
+# ---- level 4: PFC storms and priority mismatches (a lossless lab) --------------------------------
+def test_what_counts_as_a_repair_of_the_pfc_kinds(lspec):
+    """pfc-storm: the storming link taken down (and up: the lab must be green) at either end, a
+    look or another port is not; pfc-priority: ``dcb pfc set`` naming the port on its node."""
+    def grade(kind, tool, node, argv, seed=3):
+        (f,) = X.plan_faults(lspec, 4, seed, kind)
+        return X.repair_of(f, {"tool": tool, "node": node, "argv": argv})
+
+    # seed 3: pfc-storm from spine3:eth8 (pausing g2-leaf2:eth14); pfc-priority at g1-leaf2:eth7 (srv7:eth2)
+    assert X.plan_faults(lspec, 4, 3, "pfc-storm")[0]["accept"] == ["spine3:eth8", "g2-leaf2:eth14"]
+    assert grade("pfc-storm", "exec", "spine3", ["ip", "link", "set", "eth8", "down"]) == "full"
+    bounce = ["sh", "-c", "ip link set eth14 down; ip link set eth14 up"]
+    assert grade("pfc-storm", "exec", "g2-leaf2", bounce) == "full"
+    assert grade("pfc-storm", "exec", "g2-leaf2", ["ifdown", "eth14"]) == "full"
+    assert grade("pfc-storm", "exec", "spine3", ["(shell)"]) == "full"  # typed inside: not journaled
+    not_repairs = [("spine3", ["ip", "link", "show", "eth8", "down"]),      # a look
+                   ("g2-leaf2", ["tc", "-s", "qdisc", "show", "dev", "eth14"]),  # a look at the paused queue
+                   ("g2-leaf2", ["ip", "link", "set", "eth14", "up"]),      # up only: no reset
+                   ("spine3", ["ip", "link", "set", "eth7", "down"]),       # another port
+                   ("spine3", ["ip", "link", "set", "eth14", "down"]),      # the far end's port name, here
+                   ("g1-leaf1", ["(shell)"])]                                # a shell elsewhere
+    for node, argv in not_repairs:
+        assert grade("pfc-storm", "exec", node, argv) is None, (node, argv)
+    assert grade("pfc-storm", "restart", "spine3", []) is None
+    fix_prio = ["dcb", "pfc", "set", "dev", "eth7", "prio-pfc", "all:off", "3:on"]
+    assert grade("pfc-priority", "exec", "g1-leaf2", fix_prio) == "full"
+    in_sh = ["sh", "-c", "dcb pfc set dev eth7 prio-pfc 3:on 0:off"]
+    assert grade("pfc-priority", "exec", "g1-leaf2", in_sh) == "full"
+    assert grade("pfc-priority", "exec", "g1-leaf2", ["(shell)"]) == "full"
+    assert grade("pfc-priority", "exec", "g1-leaf2", ["dcb", "pfc", "show", "dev", "eth7"]) is None  # a look
+    assert grade("pfc-priority", "exec", "g1-leaf2", ["dcb", "pfc", "set", "dev", "eth6", "prio-pfc", "3:on"]) is None
+    assert grade("pfc-priority", "exec", "srv7", ["dcb", "pfc", "set", "dev", "eth2", "prio-pfc", "3:on"]) is None
+    # a reset does not change a configuration
+    assert grade("pfc-priority", "exec", "g1-leaf2", ["ip", "link", "set", "eth7", "down"]) is None
+
+
+def test_fix_credits_a_pfc_repair_only_when_the_record_journals_it(lspec, exdir, monkeypatch):
+    """A green lab after a storm is credited only with the trainee's reset of its link in the
+    journal (a reset straight in the namespace ends the storm too: not credited)."""
+    _green_fix(lspec, monkeypatch)
+    (f,) = _start_kind(lspec, 4, "pfc-storm")["faults"]
+    node, _, port = f["element"].partition(":")
+    store.note_repair(lspec.name, "exec", node, ["tc", "-s", "qdisc", "show"])
+    assert X.fix(lspec.name, wait=0)["credited"] is False
+    store.note_repair(lspec.name, "exec", node, ["ip", "link", "set", port, "down"])
+    store.note_repair(lspec.name, "exec", node, ["ip", "link", "set", port, "up"])
+    res = X.fix(lspec.name, wait=0)
+    assert res["credited"] is True and res["blunt"] is False
+    assert X.score_sheet(lspec.name)["points"] == 50 and X.score_sheet(lspec.name)["max_points"] == 150
+
+
+def test_check_names_pfc_failures_at_level_4s_detail_never_the_repair(spec, lspec, exdir):
+    """The pfc check's rows (its own words: the storm's "shut its port", the priority's "enable
+    PFC on priority 3 there") at level 4's default detail (node) and at the trainer's element
+    and symptom: no port at node, no repair at any detail below full."""
+    from railab.checks.base import Cause, CheckResult
+
+    rows = [
+        CheckResult(check="pfc", name="g1-leaf1:eth2 lossless queue", status="fail", node="g1-leaf1", port="eth2",
+                    link="g1-leaf1:eth2--srv2:eth1",
+                    expected="a lossless queue is paused only while its peer is congested",
+                    observed="held in PAUSE (lossless tbf at 8000 bit/s) with no congestion behind it",
+                    reason="PFC storm: srv2:eth1 keeps sending PAUSE on the lossless priority, so g1-leaf1:eth2 cannot "
+                           "send it and traffic behind it backs up (congestion spreading): find why srv2:eth1 pauses "
+                           "(a stuck NIC), shut its port, or let the PFC watchdog drop the queue",
+                    cause=Cause(kind="pfc-storm", node="g1-leaf1", port="eth2", link="g1-leaf1:eth2--srv2:eth1")),
+        CheckResult(check="pfc", name="srv1:eth1 PFC priority", status="fail", node="srv1", port="eth1",
+                    link="g1-leaf1:eth1--srv1:eth1", expected="PFC on priority 3 (qos.roce_tc, the lossless class)",
+                    observed="PFC on priority 4",
+                    reason="QoS misconfiguration: srv1:eth1 neither sends nor honours PAUSE for RoCE's priority 3, "
+                           "so the lossless queue it feeds can overflow and drop: enable PFC on priority 3 there",
+                    cause=Cause(kind="pfc-priority", node="srv1", port="eth1", link="g1-leaf1:eth1--srv1:eth1")),
+    ]
+    lab = spec.name
+    words = re.compile(r"shut its port|enable PFC|prio-pfc|dcb pfc set|ip link set|watchdog drop", re.I)
+    rec = _running(spec, 4, plan_on=lspec)
+    assert X.check_detail(lab) == "node"
+    for detail in ("node", "element", "symptom"):
+        rec["check_detail"] = detail
+        store.save(lab, rec, X.public_view(rec))
+        out = X.disclose(lab, rows)
+        assert [r.status for r in out] == ["fail", "fail"]
+        text = " ".join(str(r.model_dump()) for r in out)
+        assert not words.search(text), (detail, words.search(text))
+        if detail == "node":
+            assert [r.name for r in out] == ["pfc at g1-leaf1", "pfc at srv1"] and "eth" not in text
+            assert out[0].reason == f"{X.SYMPTOMS['pfc']} (g1-leaf1)"
+        elif detail == "element":
+            assert [r.reason for r in out] == ["lossless queue held in PAUSE by its link peer at g1-leaf1:eth2",
+                                               "PFC on another priority than the lossless one at srv1:eth1"]
+        else:
+            assert [r.name for r in out] == ["pfc", "pfc"] and not re.search(r"g1-leaf1|srv1|eth\d", text)
+    rec["check_detail"] = "full"
+    store.save(lab, rec, X.public_view(rec))
+    assert X.disclose(lab, rows) == rows  # the trainer widened it: the check's own words
+
+
+def test_free_text_names_the_pfc_kinds(lspec):
+    assert X._parse_text(lspec, "srv2 nic 1 keeps sending pause frames") == (["srv2:eth1"], "pfc-storm")
+    assert X._parse_text(lspec, "PFC storm from spine1 eth3") == (["spine1:eth3"], "pfc-storm")
+    assert X._parse_text(lspec, "g1-leaf1 eth3 has pfc on the wrong priority") == (["g1-leaf1:eth3"], "pfc-priority")
+    assert X._parse_text(lspec, "srv3 gpu0 ignores pause: pfc on 4, not 3") == (["srv3:eth1"], "pfc-priority")
+    assert X._parse_text(lspec, "g1-leaf1 eth3 drops packets")[1] == "grey-loss"  # not a PFC word: as before

@@ -62,7 +62,7 @@ def test_watchdog_drop_line_drops_every_arrival_at_line_rate():
 
 def test_storm_file_round_trip(tmp_path):
     assert pfc.read_storms(tmp_path) == {}
-    pfcfail._write_storms(tmp_path, {("g1-leaf1", "eth3"): "f4"})
+    pfc.write_storms(tmp_path, {("g1-leaf1", "eth3"): "f4"})
     assert pfc.read_storms(tmp_path) == {("g1-leaf1", "eth3"): "f4"}
     (tmp_path / pfc.STORM_FILE).write_text("not json")
     assert pfc.read_storms(tmp_path) == {}

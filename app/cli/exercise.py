@@ -40,7 +40,8 @@ def _out(data: dict, as_json: bool, out: Path | None = None) -> bool:
 def start(
     lab: str = typer.Argument(..., help="running lab name or its lab directory"),
     level: int = typer.Option(1, "--level", "-l", help="1: a link or NIC down; 2: crossed cables, a shut "
-                              "or mis-configured BGP session, a dead daemon; 3: grey loss, MTU, two at once"),
+                              "or mis-configured BGP session, a dead daemon; 3: grey loss, MTU, two at once; "
+                              "4 (a lossless lab, e.g. mini-lossless): a PFC storm, PFC on the wrong priority"),
     seed: int | None = typer.Option(None, "--seed", help="same seed + same lab shape = same faults "
                                     "(default: random, printed by reveal)"),
     kind: str | None = typer.Option(None, "--kind", help="force one kind of the level (trainer's choice), "
@@ -95,7 +96,7 @@ def answer(
     text: str | None = typer.Argument(None, help="the diagnosis in words, e.g. \"g1-leaf2 eth3 is admin down\""),
     element: str | None = typer.Option(None, "--element", "-e", help="NODE or NODE:PORT (srv2:eth1, srv2:gpu0)"),
     kind: str | None = typer.Option(None, "--kind", "-k", help="link-down, nic-down, cross-cable, session-shut, "
-                                    "wrong-asn, daemon-kill, grey-loss, mtu"),
+                                    "wrong-asn, daemon-kill, grey-loss, mtu, pfc-storm, pfc-priority"),
     as_json: bool = typer.Option(False, "--json", help="print JSON"),
 ) -> None:
     """Grade a diagnosis: exit 0 when it names an injected fault, 1 when not (after reveal:

@@ -94,6 +94,34 @@ def _interactive_shell() -> list[str]:
     return ["/bin/sh"]
 
 
+#: railab.testbed.pfc.STORM_LINKS_FILE: a lab's PFC storms that a link reset ends (tested equal)
+_STORM_LINKS = "pfc-storm-links.json"
+
+
+def _settle_storms(lab: str) -> None:
+    """After a ``railab exec``: end the lab's PFC storms whose link the command reset
+    (railab.testbed.pfc.settle_storms: a NIC or port taken down and up stops sending PAUSE).
+    One stat when the lab has no storm."""
+    if (state.lab_dir(lab) / _STORM_LINKS).exists():
+        from railab.testbed.pfc import settle_storms
+
+        settle_storms(state.lab_dir(lab))
+
+
+def _exec_env(lab: str, node: str) -> dict[str, str]:
+    """The environment of a command ``railab exec`` runs in ``node``: the caller's, with
+    ``RAILAB_LAB`` and ``RAILAB_NODE`` set and railab's node tools first on ``PATH`` (``dcb``:
+    the emulated ports' PFC configuration on a lab with ``lab.capacity``, railab.testbed.dcb)."""
+    from railab.testbed.nodetools import tool_dir
+
+    env = dict(os.environ, RAILAB_LAB=lab, RAILAB_NODE=node)
+    try:
+        env["PATH"] = f"{tool_dir()}{os.pathsep}{env.get('PATH', os.defpath)}"
+    except OSError:
+        pass  # the tools could not be written: the system's
+    return env
+
+
 def _generated_lab(lab: str, name: str | None) -> Path | None:
     """``lab`` as a Path when it is a lab directory or a .clab.yml, None when it is an intent.
 
@@ -625,10 +653,11 @@ def register(app: typer.Typer) -> None:
                        f"{node}'s network namespace)", err=True)
             raise typer.Exit(EXIT_NOT_FOUND)
         try:
-            rc = subprocess.run(exec_argv(ns, ex.argv_for(node, list(cmd)))).returncode
+            rc = subprocess.run(exec_argv(ns, ex.argv_for(node, list(cmd))), env=_exec_env(name, node)).returncode
         except FileNotFoundError:
             typer.echo(f"error: {cmd[0]}: command not found", err=True)
             raise typer.Exit(EXIT_NOT_FOUND) from None
+        _settle_storms(name)
         raise typer.Exit(rc)
 
     @app.command()
