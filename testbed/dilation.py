@@ -21,10 +21,13 @@ carry (:func:`railab.traffic.collective.fitting_rate_mbps`), state it (``port_ra
 ``time_scale``, ``lab_port_rate_mbps``) and put the lab's own rate back.
 
 What changes, per shaped port: the htb classes' rate and ceil (``tc class change``: queues
-keep their packets), the lines of :func:`railab.testbed.capacity.tc_batch` for the new rate.
-Nothing else: the lossless tbf stays at twice the lab's own rate (above its class's either way)
-or paused (a ``pfc-storm`` fault), and the nft ECN tables and the PFC agent read their rates
-from the spec the run passes them (:func:`dilated` yields it).
+keep their packets), the lines of :func:`railab.testbed.capacity.tc_batch` for the new rate,
+and the lossless tbf's unpaused rate (twice the port's): the PFC agent of a dilated run writes
+that tbf at the run's rate and leaves it so when it closes, so the restore must put the lab's
+back (before 2026-12-06 it did not: after a collective every lossless class stayed capped at
+twice the dilated rate, 40 Mb/s on a 200 Mb/s lab, and later incasts built no queue). A tbf a
+``pfc-storm`` fault holds (the lab's storm file) stays paused. The nft ECN tables and the PFC
+agent read their rates from the spec the run passes them (:func:`dilated` yields it).
 
 A marker file (``/run/railab/<lab>/dilation.json``: the PID, the lab's rate and the run's) lives
 while the lab is slowed; :func:`restore_leftover` (every load run calls it) puts the lab's own
@@ -70,18 +73,22 @@ def at_rate(spec: LabSpec, rate_mbps: float) -> LabSpec:
     return spec.model_copy(update={"qos": spec.qos.model_copy(update={"capacity": cap2})})
 
 
-def _change_lines(spec: LabSpec) -> dict[str, str]:
+def _change_lines(spec: LabSpec, paused: frozenset[tuple[str, str]] = frozenset()) -> dict[str, str]:
     """Per node, the ``tc -batch`` lines that move every shaped port to ``spec``'s rates: the
-    htb classes of :func:`railab.testbed.capacity.tc_batch` as ``class change``. Nothing else:
-    the root qdisc, the DSCP filter and the leaf qdiscs stay as they are. The lossless tbf's
-    rate (twice the lab's port rate unpaused) only has to be above its class's, and a paused
-    tbf must stay paused: a ``pfc-storm`` fault holds one (a reviewer saw a dilated run's
-    restore clear a storm the fault list still showed, and ``check`` then pass)."""
+    htb classes of :func:`railab.testbed.capacity.tc_batch` as ``class change``, and the
+    lossless tbf as the PFC agent writes it at rest (:func:`railab.testbed.capacity.tbf_line`,
+    unpaused) -- paused for the ports in ``paused`` ``(node, port)``: a ``pfc-storm`` fault
+    holds them (a reviewer saw a dilated run's restore clear a storm the fault list still
+    showed, and ``check`` then pass). The root qdisc, the DSCP filter and the control queue stay
+    as they are."""
+    ll = capacity.lossless_class(spec.qos)
     out: dict[str, list[str]] = {}
     for p in capacity.ports(spec):
+        lines = out.setdefault(p.node, [])
         for line in capacity.tc_batch(p, spec.qos).splitlines():
             if line.startswith("class add "):
-                out.setdefault(p.node, []).append("class change " + line[len("class add "):])
+                lines.append("class change " + line[len("class add "):])
+        lines.append(capacity.tbf_line(p, ll, paused=p.key in paused, extra=0).rstrip("\n"))
     return {n: "\n".join(lines) + "\n" for n, lines in out.items()}
 
 
@@ -89,8 +96,9 @@ def retime(spec: LabSpec, netns_of: Callable[[str], str]) -> None:
     """Set every shaped port of the running lab to ``spec``'s rates (``at_rate(...)`` for a
     dilated run, the lab's own spec to restore): one ``tc -batch`` per node, in parallel.
     RailabError naming the node when tc refuses."""
+    held = frozenset(capacity.read_storms(st.lab_dir(spec.name)))
     run_batches({n: (exec_argv(netns_of(n), ["tc", "-batch", "-"]), text)
-                 for n, text in _change_lines(spec).items()}, "tc (port rate)")
+                 for n, text in _change_lines(spec, held).items()}, "tc (port rate)")
 
 
 def _marker(lab: str) -> Path:

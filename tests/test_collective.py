@@ -318,8 +318,10 @@ def test_all_reduce_on_shaped_ports_takes_port_time_and_converts_to_fabric_time(
     fab = out["fabric"]
     assert fab["time_us"] == pytest.approx(out["time_s"] / scale * 1e6, rel=1e-3)
     assert fab["busbw_gbps"] == pytest.approx(out["busbw_gbps"] * scale, rel=1e-3)
-    # ... and the lab's own rate is back on every port after the run
+    # ... and the lab's own rate is back on every port after the run, the lossless tbf's too
+    # (the run's PFC agent left them at twice the run's rate: later incasts built no queue)
     assert _class_rates(lossless_lab) == {int(cap.port_rate_mbps * 1e6)}
+    assert _tbf_rates(lossless_lab) == {2 * int(cap.port_rate_mbps * 1e6)}
     assert dilation.slowed_by(spec.name) is None
     fixed = out["compare_sport"]["fixed"]
     assert fixed["sport_mode"] == "fixed" and fixed["completed"] and fixed["lost"] == 0
@@ -345,6 +347,24 @@ def _class_rates(lab, classid: str = "1:1") -> set[int]:
     return rates
 
 
+def _tbf_rates(lab) -> set[int]:
+    """The rates (bit/s) of the lossless tbf on every shaped port of ``lab`` (unpaused: twice
+    the port's rate)."""
+    from railab.testbed.capacity import lossless_class, ports
+
+    unit = {"bit": 1, "Kbit": 10 ** 3, "Mbit": 10 ** 6, "Gbit": 10 ** 9}
+    parent = f"1:{lossless_class(lab.spec.qos) & 0xFFFF:x}"
+    rates = set()
+    for p in ports(lab.spec):
+        out = subprocess.run(["ip", "netns", "exec", lab.netns_of(p.node), "tc", "qdisc", "show",
+                              "dev", p.interface, "parent", parent],
+                             capture_output=True, text=True, check=True).stdout
+        m = re.search(r"tbf .* rate ([0-9.]+)(bit|Kbit|Mbit|Gbit) ", out)
+        assert m, (p, out)
+        rates.add(round(float(m.group(1)) * unit[m.group(2)]))
+    return rates
+
+
 @pytest.mark.integration
 @pytest.mark.usefixtures("no_leaks")
 def test_dilation_slows_every_port_and_always_puts_the_lab_rate_back(lossless_lab):
@@ -359,6 +379,7 @@ def test_dilation_slows_every_port_and_always_puts_the_lab_rate_back(lossless_la
         assert _class_rates(lossless_lab) == {25_000_000}
         assert dilation.slowed_by(spec.name)["run_rate_mbps"] == 25
     assert _class_rates(lossless_lab) == {own} and dilation.slowed_by(spec.name) is None
+    assert _tbf_rates(lossless_lab) == {2 * own}  # the lossless tbf too (CI: left at 2 x 25)
     with pytest.raises(RuntimeError), dilation.dilated(spec, lossless_lab.netns_of, 40):
         raise RuntimeError("a run that failed")
     assert _class_rates(lossless_lab) == {own}
@@ -530,10 +551,20 @@ def test_dilated_spec_changes_only_the_rate_and_the_tc_lines_only_change(tmp_pat
     assert slow.qos.ecn == spec.qos.ecn and slow.links == spec.links
     lines = dilation._change_lines(slow)
     every = [ln for text in lines.values() for ln in text.splitlines()]
-    # classes only: a paused tbf (a pfc-storm fault) must stay paused
-    assert all(ln.startswith("class change ") for ln in every)
-    assert sum(ln.startswith("class change ") for ln in every) == 3 * len(capacity.ports(spec))
+    # every htb class, and the lossless tbf at rest at the run's rate (the PFC agent of a
+    # dilated run leaves it there: the restore must put the lab's back); nothing else
+    n = len(capacity.ports(spec))
+    assert sum(ln.startswith("class change ") for ln in every) == 3 * n
+    tbf = [ln for ln in every if ln.startswith("qdisc change ")]
+    assert len(tbf) == n and len(every) == 4 * n
     assert all("50000000bit" in ln for ln in every if "classid 1:1 " in ln)
+    assert all(" tbf rate 100000000bit " in ln for ln in tbf), tbf[:2]
+    # a paused tbf (a pfc-storm fault holds it) stays paused
+    held = capacity.ports(spec)[0]
+    again = dilation._change_lines(spec, frozenset({held.key}))[held.node].splitlines()
+    mine = [ln for ln in again if ln.startswith("qdisc change ") and f" dev {held.interface} " in ln]
+    assert mine == [capacity.tbf_line(held, capacity.lossless_class(spec.qos), paused=True, extra=0).strip()]
+    assert f"rate {capacity.PAUSED_RATE_BPS}bit" in mine[0]
     with pytest.raises(UsageError, match="at least 1 Mb/s"):
         dilation.at_rate(spec, 0.5)
     with pytest.raises(UsageError, match="no lab.capacity"):
