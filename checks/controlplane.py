@@ -34,6 +34,7 @@ faults are).
 from __future__ import annotations
 
 import datetime as _dt
+import statistics
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -44,6 +45,7 @@ from railab.testbed import state as st
 from railab.testbed.executor import Executor
 from railab.testbed.namespaces import entered
 from railab.testbed.rtnl import RT_TABLE_MAIN, Rtnl
+from railab.testbed.runtime.netns.procs import _cmdline
 from railab.topologies.labspec import LabSpec
 from railab.topologies.naming import netns_name
 
@@ -68,14 +70,12 @@ def _now() -> str:
 
 
 def spread(values: Iterable[float]) -> dict[str, float] | None:
-    """``{"min", "median", "max"}`` of ``values`` (the median of an even count is the mean of
-    the middle two), None for no values."""
+    """``{"min", "median", "max"}`` of ``values`` (:func:`statistics.median`, to 3 decimals),
+    None for no values."""
     vals = sorted(values)
     if not vals:
         return None
-    n, mid = len(vals), len(vals) // 2
-    med = vals[mid] if n % 2 else round((vals[mid - 1] + vals[mid]) / 2, 3)
-    return {"min": vals[0], "median": med, "max": vals[-1]}
+    return {"min": vals[0], "median": round(statistics.median(vals), 3), "max": vals[-1]}
 
 
 def histogram_spread(hist: Mapping[int, int]) -> dict[str, float] | None:
@@ -130,15 +130,6 @@ def smaps_kib(pid: int) -> dict[str, int]:
     return out
 
 
-def _names(pid: int, path: str) -> bool:
-    """True when ``pid``'s command line names ``path`` (not a reused PID)."""
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return path.encode() in f.read()
-    except OSError:
-        return False
-
-
 def router_memory(lab: str, node: str, pids: Mapping[str, int]) -> dict[str, Any] | None:
     """Memory of one router's FRR daemons (``pids``: daemon -> PID from the state record):
     ``{"pss", "private", "daemons": {daemon: PSS}}`` in MiB (2 decimals; ``private``: its
@@ -147,7 +138,7 @@ def router_memory(lab: str, node: str, pids: Mapping[str, int]) -> dict[str, Any
     where = f"{st.node_dir(lab, node)}/"
     per: dict[str, dict[str, int]] = {}
     for daemon, pid in pids.items():
-        if _names(pid, where):
+        if where in _cmdline(pid):  # not a PID reused by another process
             sm = smaps_kib(pid)
             if "Pss" in sm:
                 per[daemon] = sm

@@ -53,6 +53,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from railab.checks.controlplane import smaps_kib  # noqa: E402
 from railab.checks.deploy import bring_up  # noqa: E402
 from railab.cli.lab import phase_rows  # noqa: E402
 from railab.errors import RailabError  # noqa: E402
@@ -156,21 +157,6 @@ def lab_rss_bytes(lab: str) -> tuple[int, int]:
     return total, n
 
 
-def _smaps_kib(pid: int) -> dict[str, int]:
-    """``/proc/PID/smaps_rollup`` as ``{field: KiB}`` (Rss, Pss, Private_Dirty, ...); {} if gone."""
-    try:
-        with open(f"/proc/{pid}/smaps_rollup") as f:
-            text = f.read()
-    except OSError:
-        return {}
-    out = {}
-    for line in text.splitlines()[1:]:
-        k, _, v = line.partition(":")
-        if v.strip().endswith("kB"):
-            out[k] = int(v.split()[0])
-    return out
-
-
 def frr_memory(lab: str, spec: LabSpec) -> dict:
     """Memory of the lab's FRR daemons (issue 47), from smaps_rollup of every process whose
     command line names ``/run/railab/<lab>/<node>/``: PSS (shared library pages split between
@@ -200,7 +186,7 @@ def frr_memory(lab: str, spec: LabSpec) -> dict:
         if not argv or where is None or not argv[0].startswith("/usr/lib/frr/"):
             continue
         node, daemon = where[len(root):].split("/")[0], os.path.basename(argv[0])
-        sm = _smaps_kib(pid)
+        sm = smaps_kib(pid)
         cpu = _proc_jiffies([pid]).get(pid)
         if sm:
             per[(node, daemon)] = {**sm, "cpu_jiffies": cpu[1] if cpu else 0}

@@ -644,6 +644,15 @@ def test_live_continuous_and_fixed_seconds(otg_server):
     assert abs(m.frames_tx_rate - 400 * scale) <= 0.2 * 400 * scale, m.serialize()
 
 
+def _stop_and_convergence(api, cs, flow: str):
+    """Stop the run ``cs`` started, then ``flow``'s Convergence.Metric."""
+    cs.traffic.flow_transmit.state = cs.traffic.flow_transmit.STOP
+    api.set_control_state(cs)
+    req = api.metrics_request()
+    req.convergence.flow_names = [flow]
+    return api.get_metrics(req).convergence_metrics[0]
+
+
 @pytest.mark.integration
 def test_live_link_events_convergence(otg_server):
     """A continuous flow with data-plane events on runs as the drill's probe stream (every
@@ -698,11 +707,7 @@ def test_live_link_events_convergence(otg_server):
             api.set_control_state(link)
     assert F.list_faults(lab.name) == []
     time.sleep(3.0)
-    cs.traffic.flow_transmit.state = cs.traffic.flow_transmit.STOP
-    api.set_control_state(cs)
-    req = api.metrics_request()
-    req.convergence.flow_names = ["f1"]
-    m = api.get_metrics(req).convergence_metrics[0]
+    m = _stop_and_convergence(api, cs, "f1")
     assert [(e.type, e.source) for e in m.events] == [("link_down", "uplink"), ("link_up", "uplink"),
                                                       ("link_down", "p2"), ("link_up", "p2")]
     freq = api.metrics_request()
@@ -792,11 +797,7 @@ def test_live_convergence_matches_railab_drill(otg_mini):
         link.port.link.state = link.port.link.UP
         api.set_control_state(link)
     time.sleep(1.5)
-    cs.traffic.flow_transmit.state = cs.traffic.flow_transmit.STOP
-    api.set_control_state(cs)
-    req = api.metrics_request()
-    req.convergence.flow_names = ["f1"]
-    m = api.get_metrics(req).convergence_metrics[0]
+    m = _stop_and_convergence(api, cs, "f1")
     assert [(e.type, e.source) for e in m.events] == [("link_down", "uplink"), ("link_up", "uplink")]
     otg_ms = m.data_plane_convergence_us / 1000
     print(f"{lossy['name']} sport {lossy['sport']} via {' '.join(lossy['path'])}: link-down "

@@ -495,8 +495,9 @@ def register(app: typer.Typer) -> None:
         rt = _runtime_of(name)
         s = rt.status(name)
         spec = None
+        record = rt.record(name)
         try:
-            spec = LabSpec.load(rt.record(name).labdir)
+            spec = LabSpec.load(record.labdir)
             # both ends: the control plane's per-router sessions (the spines' too), one read each
             states = read_session_states(spec, rt.executor(name), both_ends=True)
             up_, down_ = observe_sessions(spec, None, states)
@@ -506,7 +507,7 @@ def register(app: typer.Typer) -> None:
             states = None
         if spec is not None:
             try:
-                s["control_plane"] = observe_control_plane(spec, lab=name, record=rt.record(name), states=states)
+                s["control_plane"] = observe_control_plane(spec, lab=name, record=record, states=states)
             except (OSError, RailabError) as exc:
                 s["control_plane"] = {"error": str(exc)}
         dead = sorted(f"{n}:{d}" for n, info in s["nodes"].items()
@@ -514,7 +515,7 @@ def register(app: typer.Typer) -> None:
         ses_ = s["sessions"]
         missing = "error" in ses_ or ses_.get("up", 0) < ses_.get("expected", 0)
         s["healthy"] = not dead and not missing
-        rec_ = rt.record(name)
+        rec_ = record
         s["faults"] = [f.model_dump(mode="json") for f in rec_.faults]
         s["ipv6_repairs"] = list(getattr(rec_, "ipv6_repairs", []) or [])
         s["load_balancing"] = rec_.load_balancing
