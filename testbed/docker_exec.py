@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import signal
+import struct
 import threading
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ try:  # optional: the containerlab extra (pip install 'railab[containerlab]')
     import docker
     from docker.errors import APIError, DockerException, NotFound
     from docker.utils.socket import consume_socket_output, demux_adaptor, frames_iter
+    from docker.utils.socket import STDERR as _STDERR
 except ImportError:  # docker_client() says what to install; nothing below runs without a client
     docker = None
     APIError = DockerException = NotFound = type("DockerMissing", (Exception,), {})
@@ -50,6 +52,44 @@ def docker_client(base_url: str | None = None, *, timeout: float = 10.0) -> dock
             "dockerd (Debian: apt-get install docker.io) or use `--runtime netns`"
         ) from None
     return client
+
+
+def _buffered_stream(sock: Any) -> Any | None:
+    """The buffered reader that parsed the exec-start response's headers, or None.
+
+    ``exec start`` is an HTTP upgrade: the engine answers ``101 UPGRADED`` and writes the output
+    frames on the same connection. ``http.client`` reads those headers through a BufferedReader
+    that fills up to 8 KiB per ``recv``, so when the headers and the first frames arrive
+    together (a loaded host, a short command) the frames sit in that buffer and reading the raw
+    socket, as docker-py's ``frames_iter`` does, loses them: rc 0 with empty output
+    (docker/docker-py#3332; fix proposed in docker/docker-py#3438). docker-py keeps the response
+    on the socket it returns (``sock._response``); its reader is ``response.raw._fp.fp``.
+    """
+    try:
+        reader = sock._response.raw._fp.fp
+    except AttributeError:
+        return None
+    return reader if hasattr(reader, "read") and hasattr(reader, "peek") else None
+
+
+def _read_frames(reader: Any) -> tuple[bytes, bytes]:
+    """(stdout, stderr) bytes of a non-TTY exec stream read to its end from ``reader``.
+
+    Frames as the Docker Engine API's "stream format" gives them: an 8-byte header (stream
+    type: 1 stdout, 2 stderr; three zero bytes; payload length, big-endian uint32), then the
+    payload. A stream cut short (the connection closed mid-frame) keeps what arrived.
+    """
+    out, err = bytearray(), bytearray()
+    while True:
+        head = reader.read(8)
+        if len(head) < 8:
+            break
+        kind, size = struct.unpack(">BxxxL", head)
+        data = reader.read(size)
+        (err if kind == _STDERR else out).extend(data)
+        if len(data) < size:
+            break
+    return bytes(out), bytes(err)
 
 
 def _pidns(pid: int) -> int | None:
@@ -134,8 +174,13 @@ class DockerExecutor(Executor):
             raise RailabError(f"node {node!r}: docker exec {argv[0]!r} failed: {exc.explanation}") from None
         result: dict[str, Any] = {}
 
+        reader_of = _buffered_stream(sock)
+
         def _read() -> None:
             try:
+                if reader_of is not None:
+                    result["out"] = _read_frames(reader_of)
+                    return
                 frames = (demux_adaptor(*f) for f in frames_iter(sock, tty=False))
                 result["out"] = consume_socket_output(frames, demux=True)
             except Exception as exc:  # noqa: BLE001 - reported below, or ignored after a kill

@@ -162,6 +162,27 @@ def test_run_stdout_rc(ex):
     assert res.ok
 
 
+def test_output_sent_with_the_upgrade_headers_is_not_lost(ex, monkeypatch):
+    """The engine's frames arrive in the same read as its ``101 UPGRADED`` headers.
+
+    Delaying the client's header read until the command has run puts both in one ``recv`` (what
+    a loaded host does at random): read from the raw socket, the output was gone, rc 0 with
+    empty stdout (docker/docker-py#3332; CI saw it on ``echo``).
+    """
+    import http.client
+
+    begin = http.client.HTTPResponse.begin
+
+    def late_begin(self):
+        time.sleep(0.4)
+        return begin(self)
+
+    monkeypatch.setattr(http.client.HTTPResponse, "begin", late_begin)
+    for _ in range(3):
+        res = ex.run("leaf1", ["sh", "-c", "echo out; echo err >&2"])
+        assert (res.rc, res.stdout, res.stderr) == (0, "out\n", "err\n")
+
+
 def test_stdout_stderr_and_rc_are_separate(ex):
     res = ex.run("leaf1", ["sh", "-c", "echo out; echo err >&2; exit 3"])
     assert res.rc == 3
