@@ -24,8 +24,8 @@ from railab.testbed.executor import ExecResult, Executor
 try:  # optional: the containerlab extra (pip install 'railab[containerlab]')
     import docker
     from docker.errors import APIError, DockerException, NotFound
-    from docker.utils.socket import consume_socket_output, demux_adaptor, frames_iter
     from docker.utils.socket import STDERR as _STDERR
+    from docker.utils.socket import consume_socket_output, demux_adaptor, frames_iter
 except ImportError:  # docker_client() says what to install; nothing below runs without a client
     docker = None
     APIError = DockerException = NotFound = type("DockerMissing", (Exception,), {})
