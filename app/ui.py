@@ -1022,7 +1022,13 @@ def run_incast(w: LabWatch, senders: int, seconds: float, cc: str = "dcqcn",
         fl = [route(spec, Flow(a, b, pxn=False)) for a, b in incast_pairs(spec, senders, None, False)]
     except PatternError as exc:
         raise UsageError(str(exc)) from None
-    sampler, close = _capacity_sampler(resolve(w.lab), spec)
+    base, close = _capacity_sampler(resolve(w.lab), spec)
+
+    def show(cur: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+        w.show_run_sample(cur)  # the diagram shows the queues the run measures, as it measures them
+        return cur
+
+    sampler = None if base is None else (lambda: show(base()))
     try:
         with _pfc(spec, w.netns_of, pfc_on, capacity):
             res = run_load(spec, w.netns_of, [LoadFlow(f) for f in fl], cc=cc, seconds=seconds,

@@ -40,7 +40,7 @@ import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -267,6 +267,37 @@ class LabWatch:
     def poke(self) -> None:
         """Observe again now (after an action of a page)."""
         self._wake.set()
+
+    def show_run_sample(self, sample: Mapping[str, Mapping[str, float]]) -> None:
+        """Put a load run's own port sample on the diagram now (the page's load run calls it at
+        every sample of :func:`railab.traffic.load.run_load`).
+
+        ``sample``: ``{"node:port": {"backlog_bytes": bytes, "dropped": packets, ...}}`` as the
+        run's :class:`railab.testbed.capacity.CapacitySampler` read it (measured, instantaneous
+        backlog). Each link's row takes the deeper backlog of its two ends; rates, drops and CE
+        stay the live view's own (its next tick replaces the row). Without it the diagram saw a
+        queue only if the live view's own tick, which also reads every BGP session and can take
+        seconds on a loaded host, fell inside a run of a few seconds.
+        """
+        deepest: dict[str, tuple[int, str]] = {}
+        for key, row in sample.items():
+            node, _, port = key.partition(":")
+            lid = self.port_link.get((node, port))
+            if lid is None:
+                continue
+            b = int(row.get("backlog_bytes") or 0)
+            if lid not in deepest or b > deepest[lid][0]:
+                deepest[lid] = (b, key)
+        out = dict(self.capacity)
+        for lid, (b, key) in deepest.items():
+            row = dict(out.get(lid) or {"port": key, "gbps": 0.0, "backlog_bytes": 0, "drops": 0,
+                                        "pause_events": 0, "paused": False, "ce": None})
+            row["backlog_bytes"] = b
+            if b:
+                row["port"] = key
+            out[lid] = row
+        self.capacity = out
+        self.poke()
 
     async def wait(self, version: int, timeout: float = 15.0) -> Snapshot:
         """The first snapshot newer than ``version`` (or the current one after ``timeout``)."""

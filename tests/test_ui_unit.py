@@ -386,3 +386,23 @@ def test_the_console_check_names_failures_at_the_exercise_detail(labs, monkeypat
     store.save(LAB_A, rec, X.public_view(rec))
     text = json.dumps(U.run_check(w, None))
     assert "railab restart" not in text and "bgpd" not in text and "daemons at g1-leaf2" in text
+
+
+def test_a_load_runs_own_samples_put_its_queues_on_the_diagram(labs):
+    """The page's load run hands each of its port samples to the live view: the link takes the
+    deeper end's backlog at once (a poke publishes it), other links keep their rows. Before,
+    the diagram showed a queue only if the live view's own tick fell inside the run (CI: a
+    3 s incast on a loaded host, 'load run done' and no queue ever drawn)."""
+    w = LabWatch(LAB_A)
+    (a_node, a_port), lid = next(iter(w.port_link.items()))
+    (b_node, b_port) = next(e for e in w.link_ends[lid] if e != (a_node, a_port))
+    other = next(x for x in w.link_ends if x != lid)
+    w.capacity = {other: {"port": "x:y", "gbps": 1.5, "backlog_bytes": 7, "drops": 0,
+                          "pause_events": 0, "paused": False, "ce": None}}
+    w.show_run_sample({f"{a_node}:{a_port}": {"backlog_bytes": 3000, "dropped": 0},
+                       f"{b_node}:{b_port}": {"backlog_bytes": 120000, "dropped": 0},
+                       "nowhere:eth9": {"backlog_bytes": 5}})
+    assert w.capacity[lid]["backlog_bytes"] == 120000 and w.capacity[lid]["port"] == f"{b_node}:{b_port}"
+    assert w.capacity[other]["backlog_bytes"] == 7 and w.capacity[other]["gbps"] == 1.5
+    assert w._wake.is_set()
+    assert lid in w._data(False)["capacity"]  # published: a row with a backlog is on the page
