@@ -79,6 +79,7 @@ CAUSE_KINDS = {
     "policy-route-missing": "node, port, link: a server NIC is up but lacks its rule or table route",
     "pfc-storm": "node, port, link: the port's lossless queue is held in PAUSE by its peer (a PFC storm)",
     "pfc-priority": "node, port, link: the port's PFC is enabled on another priority than the lossless one",
+    "link-speed": "node, port, link: the link runs below (or above) its planned speed (node, port: its first such end)",
 }
 
 
@@ -271,8 +272,9 @@ def register_check(name: str, run: Callable[[Observer], list[CheckResult]], *, o
     """Register a check family: ``run(obs) -> list[CheckResult]`` then runs via
     ``run_checks``, is selectable with ``railab check --only NAME`` and shows in the CLI.
 
-    Built-in orders: daemons 5, cabling 10, policy 15, bgp 20, routes 30, oversub 40, hops 50. Raises ValueError for a
-    taken name (unless ``replace``) or a name that is not ``[a-z][a-z0-9_-]*``.
+    Built-in orders: daemons 5, cabling 10, pfc 12, speed 13, policy 15, bgp 20, routes 30,
+    oversub 40, hops 50. Raises ValueError for a taken name (unless ``replace``) or a name that
+    is not ``[a-z][a-z0-9_-]*``.
     """
     return CHECKS.register(CheckFamily(name, run, order, tuple(frr_commands), description),
                            replace=replace)

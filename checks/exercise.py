@@ -132,6 +132,7 @@ SYMPTOMS: dict[str, str] = {
     "oversub": "the capacity differs from the plan",
     "hops": "a path takes other hops than planned",
     "pfc": "a lossless queue is held in PAUSE, or a port's PFC is not on the lossless priority",
+    "speed": "a link runs at another speed than planned",
 }
 #: a cause kind in words, without the repair (``element`` detail)
 _CAUSE_WORDS: dict[str, str] = {
@@ -146,6 +147,7 @@ _CAUSE_WORDS: dict[str, str] = {
     "policy-route-missing": "policy routing incomplete",
     "pfc-storm": "lossless queue held in PAUSE by its link peer",
     "pfc-priority": "PFC on another priority than the lossless one",
+    "link-speed": "link running at another speed than planned",
 }
 #: text that tells the repair (a command, a config line, a railab verb that heals): never shown
 #: while an exercise runs below ``full`` detail

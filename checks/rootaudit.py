@@ -45,6 +45,7 @@ CAUSE_OF: dict[str, frozenset[str]] = {
     "mtu": frozenset({"mtu-mismatch"}),
     "pfc-storm": frozenset({"pfc-storm"}),
     "pfc-priority": frozenset({"pfc-priority"}),
+    "link-speed": frozenset({"link-speed"}),
 }
 #: fault kinds whose element is a whole node
 NODE_KINDS = frozenset({"daemon-kill", "node-off"})

@@ -1,7 +1,8 @@
 """Run the check families against a lab: ``run_checks(spec, executor) -> list[CheckResult]``,
 and group failures under their root cause (:func:`group_failures`, by structured fields).
 
-Importing this module registers the built-in families (daemons, cabling, policy, bgp, routes, oversub, hops; see
+Importing this module registers the built-in families (daemons, cabling, pfc, speed, policy, bgp, routes, oversub,
+hops; see
 :func:`railab.checks.base.register_check`); a family registered anywhere else runs the same way.
 """
 
@@ -18,6 +19,7 @@ from railab.checks import oversub as _oversub  # noqa: F401  (registers "oversub
 from railab.checks import pfc as _pfc  # noqa: F401  (registers "pfc")
 from railab.checks import policy as _policy  # noqa: F401  (registers "policy")
 from railab.checks import routes as _routes  # noqa: F401  (registers "routes")
+from railab.checks import speed as _speed  # noqa: F401  (registers "speed")
 from railab.checks.base import CHECKS, Cause, CheckResult, Observer
 from railab.testbed.executor import Executor
 from railab.topologies.labspec import LabSpec
@@ -94,14 +96,14 @@ def summary(results: list[CheckResult]) -> dict[str, dict[str, int]]:
 
 #: families that read the kernel (netlink), not FRR: a dead daemon on their row's node does
 #: not explain them (a cable, an MTU, an nft table, a NIC's table route)
-KERNEL_FAMILIES = frozenset({"cabling", "policy", "pfc"})
+KERNEL_FAMILIES = frozenset({"cabling", "policy", "pfc", "speed"})
 #: causes that name a culprit no dead daemon makes (a wrong ASN, a miswire, a missing neighbor
 #: or announcement, an MTU, a filter, a session its own end shut): a row blaming one does not
 #: follow a dead daemon merely because it is about that daemon's node (a session failing with
 #: Bad Peer AS on a leaf whose staticd died is the wrong ASN's)
 CULPRIT_KINDS = frozenset({"wrong-asn", "miswired", "port-missing", "neighbor-missing", "not-announced",
                            "mtu-mismatch", "port-filter", "pfc-storm",
-                           "pfc-priority", "session-shut"})
+                           "pfc-priority", "session-shut", "link-speed"})
 
 
 def _keys(node: str | None, c: Cause | None, check: str | None = None) -> tuple[set[tuple], set[tuple]]:

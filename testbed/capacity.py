@@ -50,6 +50,12 @@ rtnetlink (:class:`QdiscReader`), the nft counters (``nft -j``) and the PFC emul
 file. A traffic run opens :func:`pfc_session` (``--pfc on|off``) to run the switch agent
 (:mod:`railab.testbed.pfc`) for its duration.
 
+A link that trained below its planned speed (the ``link-speed`` fault, recorded in the lab's
+state) runs both ends at that speed's lab rate: :func:`trained_speeds` reads the faults,
+:func:`ports` takes the speeds, :func:`retune` changes the two ends in place (:func:`rate_lines`),
+and every later rewrite of the rates (:func:`reset`, :func:`agent_plan`, :func:`reapply`,
+:func:`railab.testbed.dilation.retime`) keeps it until the heal.
+
 Everything here lives inside the lab's namespaces: deleting them (``railab down``, a failed or
 interrupted ``up``) removes every qdisc, filter and nft table with them.
 """
@@ -124,11 +130,33 @@ def _tc_id(handle: int) -> str:
     return f"{handle >> 16:x}:{handle & 0xFFFF:x}"
 
 
-def port_rate_bps(spec: LabSpec, speed_gbps: int) -> int:
+def port_rate_bps(spec: LabSpec, speed_gbps: float) -> int:
     """Lab rate (bit/s) of a port of production speed ``speed_gbps``: ``port_rate_mbps`` scaled
     by ``speed_gbps / fabric_rate_gbps`` (an 800G uplink runs at twice a 400G NIC's lab rate)."""
     cap = spec.qos.capacity
     return int(round(cap.port_rate_mbps * 1e6 * speed_gbps / cap.fabric_rate_gbps))
+
+
+#: The fault kind whose link runs below its planned speed (:mod:`railab.testbed.faults`).
+LINK_SPEED_FAULT = "link-speed"
+
+
+def trained_speeds(lab: str) -> dict[tuple[str, str], float]:
+    """``{(node, interface): Gb/s}`` of every link end a ``link-speed`` fault holds below its
+    planned speed (both ends of each such link: a link runs at the speed both ends negotiated),
+    read from the lab's state record (``LabState.faults``, the faults injected and not yet
+    healed); ``{}`` when there is none or the lab is not up. Everything that (re)writes the
+    ports' rates (:func:`reset`, :func:`agent_plan`, :func:`reapply`, the time dilation's
+    restore, :mod:`railab.testbed.dilation`) reads it, so no rate change undoes such a fault
+    and none outlives its heal."""
+    rec = st.load(lab)
+    out: dict[tuple[str, str], float] = {}
+    for f in (rec.faults if rec is not None else ()):
+        if f.kind == LINK_SPEED_FAULT and f.port and f.peer_node and f.peer_port:
+            gbps = float(f.params["gbps"])
+            out[(f.node, f.port)] = gbps
+            out[(f.peer_node, f.peer_port)] = gbps
+    return out
 
 
 def enabled(spec: LabSpec) -> bool:
@@ -136,13 +164,16 @@ def enabled(spec: LabSpec) -> bool:
     return bool(spec.qos.capacity.enabled)
 
 
-def ports(spec: LabSpec) -> list[Port]:
-    """Every egress port the capacity block shapes: both ends of every link, in link order."""
+def ports(spec: LabSpec, speeds: Mapping[tuple[str, str], float] | None = None) -> list[Port]:
+    """Every egress port the capacity block shapes: both ends of every link, in link order, at
+    the lab rate of the link's planned speed (``links[].speed_gbps``), or of the speed
+    ``speeds`` gives the end (``{(node, interface): Gb/s}``, :func:`trained_speeds`)."""
     cap = spec.qos.capacity
+    speeds = speeds or {}
     out = []
     for link in spec.links:
-        rate = port_rate_bps(spec, link.speed_gbps)
         for me, far in ((link.a, link.b), (link.b, link.a)):
+            rate = port_rate_bps(spec, speeds.get((me.node, me.interface), link.speed_gbps))
             sw = spec.node(me.node).role != "server"
             out.append(Port(node=me.node, interface=me.interface, peer=far.node,
                             peer_interface=far.interface, switch=sw, rate_bps=rate,
@@ -176,6 +207,41 @@ def tc_batch(p: Port, qos: QosProfile) -> str:
         f"filter add dev {dev} parent 1: protocol ip prio 1 u32 match ip dsfield "
         f"{dsfield:#04x} 0xfc flowid {_tc_id(ll)}\n"
     )
+
+
+def rate_lines(p: Port, qos: QosProfile, *, paused: bool = False) -> str:
+    """The ``tc -batch`` lines that move port ``p``'s queues to ``p.rate_bps`` in place: the htb
+    classes of :func:`tc_batch` as ``class change`` (queued packets stay), and the lossless tbf
+    as the PFC agent writes it at rest (:func:`railab.testbed.pfc.tbf_line`, unpaused; paused
+    when ``paused``: a ``pfc-storm`` fault holds it). The root qdisc, the DSCP filter and the
+    control queue stay as they are."""
+    lines = ["class change " + line[len("class add "):]
+             for line in tc_batch(p, qos).splitlines() if line.startswith("class add ")]
+    lines.append(tbf_line(p, lossless_class(qos), paused=paused, extra=0).rstrip("\n"))
+    return "\n".join(lines) + "\n"
+
+
+def retune(spec: LabSpec, netns_of: Callable[[str], str], ends: Iterable[tuple[str, str]], *,
+           speeds: Mapping[tuple[str, str], float] | None = None) -> list[Port]:
+    """Set the rates of link ends ``ends`` (``(node, interface)``) of the running lab to
+    ``spec``'s rates (pass the spec of the rate the lab's ports run at now:
+    :func:`railab.testbed.dilation.running_spec`) at the speeds ``speeds`` gives them (the
+    planned speed for an end it does not name): :func:`rate_lines`, one ``tc -batch`` per node,
+    a port a ``pfc-storm`` holds staying paused. The ``link-speed`` fault and its heal. Returns
+    the ports set; nothing without ``lab.capacity``; RailabError naming the node when tc
+    refuses."""
+    if not enabled(spec):
+        return []
+    want = set(ends)
+    storms = read_storms(st.lab_dir(spec.name))
+    by_node: dict[str, list[Port]] = {}
+    for p in ports(spec, speeds):
+        if p.key in want:
+            by_node.setdefault(p.node, []).append(p)
+    run_batches({n: (exec_argv(netns_of(n), ["tc", "-batch", "-"]),
+                     "".join(rate_lines(p, spec.qos, paused=p.key in storms) for p in ps))
+                 for n, ps in by_node.items()}, "tc (port rate)")
+    return [p for ps in by_node.values() for p in ps]
 
 
 # ---- ECN --------------------------------------------------------------------------------------
@@ -275,7 +341,7 @@ def reapply(spec: LabSpec, netns_of: Callable[[str], str], ends: Iterable[tuple[
 
     want = set(ends)
     redo: dict[str, list[Port]] = {}
-    for p in ports(spec):
+    for p in ports(spec, trained_speeds(spec.name)):  # a link-speed fault's link stays slow
         if (p.node, p.interface) not in want:
             continue
         with entered(netns_of(p.node)):  # the socket is opened there, used from here
@@ -558,7 +624,8 @@ def agent_plan(spec: LabSpec, netns_of: Callable[[str], str], *, pfc: bool,
     return AgentPlan(lab=spec.name, pfc=pfc, pause_bytes=q.pfc_pause_bytes,
                      resume_bytes=q.pfc_resume_bytes, kmin_bytes=q.ecn.kmin_bytes,
                      kmax_bytes=q.ecn.kmax_bytes, pmax_percent=q.ecn.pmax_percent,
-                     lossless_handle=lossless_class(q), ports=tuple(ports(spec)),
+                     lossless_handle=lossless_class(q),
+                     ports=tuple(ports(spec, trained_speeds(spec.name))),  # link-speed faults
                      namespaces={n.name: netns_of(n.name) for n in spec.nodes},
                      pool_bytes=sb.pool_bytes if sb else 0, alpha=sb.alpha if sb else 0.0,
                      watchdog=watchdog, run_dir=str(st.lab_dir(spec.name)))
@@ -567,9 +634,10 @@ def agent_plan(spec: LabSpec, netns_of: Callable[[str], str], *, pfc: bool,
 def reset(spec: LabSpec, netns_of: Callable[[str], str]) -> None:
     """Undo any emulation state a killed loop left behind: every lossless class back to its
     rate and limit (``Port.lossless_limit``; a port a PFC storm holds stays paused,
-    :func:`railab.testbed.pfc.read_storms`), every ECN set empty (no marks). Idempotent."""
+    :func:`railab.testbed.pfc.read_storms`; a link a ``link-speed`` fault holds at its trained
+    speed, :func:`trained_speeds`), every ECN set empty (no marks). Idempotent."""
     by_node: dict[str, list[Port]] = {}
-    for p in ports(spec):
+    for p in ports(spec, trained_speeds(spec.name)):
         by_node.setdefault(p.node, []).append(p)
     storms = read_storms(st.lab_dir(spec.name))
     jobs = {}

@@ -26,8 +26,11 @@ and the lossless tbf's unpaused rate (twice the port's): the PFC agent of a dila
 that tbf at the run's rate and leaves it so when it closes, so the restore must put the lab's
 back (before 2026-12-06 it did not: after a collective every lossless class stayed capped at
 twice the dilated rate, 40 Mb/s on a 200 Mb/s lab, and later incasts built no queue). A tbf a
-``pfc-storm`` fault holds (the lab's storm file) stays paused. The nft ECN tables and the PFC
-agent read their rates from the spec the run passes them (:func:`dilated` yields it).
+``pfc-storm`` fault holds (the lab's storm file) stays paused, and a link a ``link-speed`` fault
+holds (the lab's state record, :func:`railab.testbed.capacity.trained_speeds`) runs at its
+trained share of the run's rate, and of the lab's once restored; a fault healed meanwhile is
+not put back. The nft ECN tables and the PFC agent read their rates from the spec the run
+passes them (:func:`dilated` yields it; the agent's ports carry the trained speeds too).
 
 A marker file (``/run/railab/<lab>/dilation.json``: the PID, the lab's rate and the run's) lives
 while the lab is slowed; :func:`restore_leftover` (every load run calls it) puts the lab's own
@@ -39,7 +42,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -58,7 +61,7 @@ MARKER = "dilation.json"
 #: the rate nears the PFC emulation's paused rate (8 kbit/s)
 MIN_RATE_MBPS = 1.0
 
-__all__ = ["MARKER", "at_rate", "dilated", "restore_leftover", "retime", "slowed_by"]
+__all__ = ["MARKER", "at_rate", "dilated", "restore_leftover", "retime", "running_spec", "slowed_by"]
 
 
 def at_rate(spec: LabSpec, rate_mbps: float) -> LabSpec:
@@ -73,32 +76,44 @@ def at_rate(spec: LabSpec, rate_mbps: float) -> LabSpec:
     return spec.model_copy(update={"qos": spec.qos.model_copy(update={"capacity": cap2})})
 
 
-def _change_lines(spec: LabSpec, paused: frozenset[tuple[str, str]] = frozenset()) -> dict[str, str]:
-    """Per node, the ``tc -batch`` lines that move every shaped port to ``spec``'s rates: the
-    htb classes of :func:`railab.testbed.capacity.tc_batch` as ``class change``, and the
-    lossless tbf as the PFC agent writes it at rest (:func:`railab.testbed.capacity.tbf_line`,
-    unpaused) -- paused for the ports in ``paused`` ``(node, port)``: a ``pfc-storm`` fault
-    holds them (a reviewer saw a dilated run's restore clear a storm the fault list still
-    showed, and ``check`` then pass). The root qdisc, the DSCP filter and the control queue stay
-    as they are."""
-    ll = capacity.lossless_class(spec.qos)
+def _change_lines(spec: LabSpec, paused: frozenset[tuple[str, str]] = frozenset(),
+                  speeds: Mapping[tuple[str, str], float] | None = None) -> dict[str, str]:
+    """Per node, the ``tc -batch`` lines that move every shaped port to ``spec``'s rates
+    (:func:`railab.testbed.capacity.rate_lines`: the htb classes of
+    :func:`railab.testbed.capacity.tc_batch` as ``class change``, and the lossless tbf as the
+    PFC agent writes it at rest) -- paused for the ports in ``paused`` ``(node, port)``: a
+    ``pfc-storm`` fault holds them (a reviewer saw a dilated run's restore clear a storm the
+    fault list still showed, and ``check`` then pass); at the speed ``speeds`` gives a link end
+    (``{(node, port): Gb/s}``: a ``link-speed`` fault's link, both ends,
+    :func:`railab.testbed.capacity.trained_speeds`), else its planned one. The root qdisc, the
+    DSCP filter and the control queue stay as they are."""
     out: dict[str, list[str]] = {}
-    for p in capacity.ports(spec):
-        lines = out.setdefault(p.node, [])
-        for line in capacity.tc_batch(p, spec.qos).splitlines():
-            if line.startswith("class add "):
-                lines.append("class change " + line[len("class add "):])
-        lines.append(capacity.tbf_line(p, ll, paused=p.key in paused, extra=0).rstrip("\n"))
-    return {n: "\n".join(lines) + "\n" for n, lines in out.items()}
+    for p in capacity.ports(spec, speeds):
+        out.setdefault(p.node, []).append(capacity.rate_lines(p, spec.qos, paused=p.key in paused))
+    return {n: "".join(lines) for n, lines in out.items()}
 
 
 def retime(spec: LabSpec, netns_of: Callable[[str], str]) -> None:
     """Set every shaped port of the running lab to ``spec``'s rates (``at_rate(...)`` for a
-    dilated run, the lab's own spec to restore): one ``tc -batch`` per node, in parallel.
-    RailabError naming the node when tc refuses."""
+    dilated run, the lab's own spec to restore): one ``tc -batch`` per node, in parallel. The
+    faults the lab holds now are kept: a ``pfc-storm``'s port stays paused, a ``link-speed``
+    fault's link at its trained share of the rate (both read from the lab's run directory and
+    state record at the call, so a fault healed during a dilated run is not put back by its
+    restore). RailabError naming the node when tc refuses."""
     held = frozenset(capacity.read_storms(st.lab_dir(spec.name)))
+    speeds = capacity.trained_speeds(spec.name)
     run_batches({n: (exec_argv(netns_of(n), ["tc", "-batch", "-"]), text)
-                 for n, text in _change_lines(spec, held).items()}, "tc (port rate)")
+                 for n, text in _change_lines(spec, held, speeds).items()}, "tc (port rate)")
+
+
+def running_spec(spec: LabSpec) -> LabSpec:
+    """``spec`` at the rate the running lab's ports run at now: a live dilated run's
+    (:func:`slowed_by` names a live PID: :func:`at_rate` of its ``run_rate_mbps``), else
+    ``spec`` itself (a leftover marker of a dead run is :func:`restore_leftover`'s to undo)."""
+    m = slowed_by(spec.name)
+    if m is None or not _alive(int(m.get("pid", 0))) or not m.get("run_rate_mbps"):
+        return spec
+    return at_rate(spec, float(m["run_rate_mbps"]))
 
 
 def _marker(lab: str) -> Path:

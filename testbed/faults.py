@@ -38,6 +38,14 @@ far end is the other end of its link in ``lab.json``):
                   queue is held paused (labs with ``lab.capacity`` only; :mod:`railab.testbed.pfcfail`).
 ``pfc-priority``  PFC enabled on another priority (``priority``, default 4) on the end: it
                   neither sends nor honours PAUSE for RoCE's (``lab.capacity`` only, as above).
+``link-speed``    the link trained to ``gbps`` Gb/s of the real fabric, below its planned speed
+                  (``links[].speed_gbps`` in lab.json), as a 400G link that came up at 200G or 100G
+                  after a lane or FEC failure: both ends (a link runs at the speed both ends
+                  negotiated) get their htb classes and lossless tbf at ``gbps / planned`` of
+                  their lab rate (:func:`railab.testbed.capacity.retune`; ``lab.capacity`` only).
+                  Every later rate change (a dilated run and its restore, the switch agent,
+                  a re-made veth) reads the record and keeps it (:func:`railab.testbed.capacity.trained_speeds`);
+                  the heal puts the planned rates back.
 
 Runtimes: everything on ``netns``. On ``containerlab`` the nodes' namespaces have the same names
 (``clab-<lab>-<node>``) and vtysh runs through the lab's executor, so the link, MTU, grey-loss
@@ -60,6 +68,7 @@ from typing import TYPE_CHECKING, Any
 from railab.errors import RailabError, UsageError
 from railab.testbed import (
     capacity,
+    dilation,
     pfcfail,  # PFC's failure modes (imports this module: used at call time)
 )
 from railab.testbed import exercise as ex
@@ -375,7 +384,8 @@ def inject(labdir: Path | str, kind: str, node_a: str, node_b: str | None = None
     (``"srv1:eth1", "srv2:eth1"``); ``daemon-kill`` a node and ``daemon=``; ``node-off`` a node.
     Params: ``count`` (3), ``down_s`` (1.0), ``up_s`` (1.0) for link-flap; ``percent`` (0-100)
     and ``roce_only`` (and ``table``, the nft table's name) for grey-loss; ``mtu`` for mtu; ``asn`` for wrong-asn
-    (default :data:`WRONG_ASN_DEFAULT`); ``daemon`` for daemon-kill.
+    (default :data:`WRONG_ASN_DEFAULT`); ``daemon`` for daemon-kill; ``gbps`` (Gb/s of the real
+    fabric, above 0 and below the link's planned speed) for link-speed.
 
     Raises UsageError (nothing changed) for an unknown kind, element or parameter, an element
     another fault already holds, a lab that runs a training exercise
@@ -416,11 +426,11 @@ def inject(labdir: Path | str, kind: str, node_a: str, node_b: str | None = None
 def cli_params(kind: str, *, end: str | None = None, count: int = 3, down_s: float = 1.0, up_s: float = 1.0,
                percent: float | None = None, roce_only: bool = False, mtu: int | None = None,
                asn: int | None = None, daemon: str = "bgpd",
-               priority: int | None = None) -> dict[str, Any]:
+               priority: int | None = None, gbps: float | None = None) -> dict[str, Any]:
     """The ``**params`` of :func:`inject` for fault ``kind`` from the command-line options that
     ``railab fault`` and ``railab drill`` share (only the ones that kind reads; :func:`inject`
     validates them). ``down_s``/``up_s`` seconds, ``percent`` 0-100, ``mtu`` bytes, ``priority``
-    0-7 (pfc-priority)."""
+    0-7 (pfc-priority), ``gbps`` Gb/s of the real fabric (link-speed)."""
     params: dict[str, Any] = {}
     if end is not None:
         params["end"] = end
@@ -436,6 +446,8 @@ def cli_params(kind: str, *, end: str | None = None, count: int = 3, down_s: flo
         params["daemon"] = daemon
     if kind == "pfc-priority" and priority is not None:
         params["priority"] = priority
+    if kind == "link-speed" and gbps is not None:
+        params["gbps"] = gbps
     return params
 
 
@@ -827,6 +839,53 @@ def _inject_mtu(lab: _Lab, node_a, node_b, port, params) -> st.FaultRecord:
     return rec
 
 
+def planned_speed(spec: LabSpec, node: str, port: str) -> int:
+    """The planned speed (Gb/s of the real fabric, ``links[].speed_gbps`` in lab.json) of the
+    link on ``node:port``."""
+    for lk in spec.links:
+        if (node, port) in ((lk.a.node, lk.a.interface), (lk.b.node, lk.b.interface)):
+            return int(lk.speed_gbps)
+    raise UsageError(f"{node}:{port} is on no link of lab {spec.name}")
+
+
+def _retune_link(lab: _Lab, ends: list[tuple[str, str]]) -> None:
+    """Put ``ends`` at the rate the faults recorded now give them (a ``link-speed`` fault's
+    trained speed, else the planned one), at the rate the lab runs at now (a dilated run's
+    while one runs: :func:`railab.testbed.dilation.running_spec`)."""
+    capacity.retune(dilation.running_spec(lab.spec), lab.ns, ends,
+                    speeds=capacity.trained_speeds(lab.name))
+
+
+def _inject_link_speed(lab: _Lab, node_a, node_b, port, params) -> st.FaultRecord:
+    if not capacity.enabled(lab.spec):
+        raise UsageError(f"link-speed needs a lab with lab.capacity (ports shaped at a lab rate), "
+                         f"e.g. mini-lossless; lab {lab.name} has none: its veths have no speed to lower")
+    node, p, peer, pp = _link_end(lab, node_a, node_b, port, params)
+    gbps = _pop(params, "gbps", None, float)
+    _no_more("link-speed", params)
+    planned = planned_speed(lab.spec, node, p)
+    if gbps is None:
+        raise UsageError(f"link-speed: give --gbps G, the speed {node}:{p} <-> {peer}:{pp} trained to "
+                         f"(Gb/s of the real fabric, below its planned {planned})")
+    if not 0 < gbps < planned:
+        raise UsageError(f"link-speed: --gbps {gbps:g} must be above 0 and below the link's planned "
+                         f"speed, {planned} Gb/s")
+    _busy(lab, {(node, p), (peer, pp)})
+    rec = _new(lab, "link-speed", node, p, peer, pp, params={"gbps": gbps, "planned_gbps": planned},
+               note=f"{node}:{p} <-> {peer}:{pp} trained to {gbps:g} Gb/s (planned {planned}): "
+                    f"both ends run at {gbps / planned:.0%} of their rate")
+    _retune_link(lab, [(node, p), (peer, pp)])  # the record is saved: the trained speed applies
+    return rec
+
+
+def _heal_link_speed(lab: _Lab, rec: st.FaultRecord) -> None:
+    """Both ends back at the planned rate (or at another link-speed fault's, none: one fault a
+    link); idempotent."""
+    ends = [(rec.node, rec.port), (rec.peer_node, rec.peer_port)]
+    speeds = {k: v for k, v in capacity.trained_speeds(lab.name).items() if k not in ends}
+    capacity.retune(dilation.running_spec(lab.spec), lab.ns, ends, speeds=speeds)
+
+
 _INJECT = {
     "link-down": _inject_link_down,
     "link-flap": _inject_link_flap,
@@ -841,6 +900,7 @@ _INJECT = {
     "mtu": _inject_mtu,
     "pfc-storm": lambda *a: pfcfail.inject_pfc_storm(*a),
     "pfc-priority": lambda *a: pfcfail.inject_pfc_priority(*a),
+    "link-speed": _inject_link_speed,
 }
 
 
@@ -984,6 +1044,7 @@ _HEAL = {
     "mtu": _heal_mtu,
     "pfc-storm": lambda *a: pfcfail.heal_pfc_storm(*a),
     "pfc-priority": lambda *a: pfcfail.heal_pfc_priority(*a),
+    "link-speed": _heal_link_speed,
 }
 
 

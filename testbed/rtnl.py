@@ -63,6 +63,14 @@ RTA_TABLE = 15
 _RTMSG = struct.Struct("=BBBBBBBBI")  # rtmsg: family, dst_len, src_len, tos, table, protocol, scope, type, flags
 _RTNH = struct.Struct("=HBBi")  # rtnexthop: len, flags, hops, ifindex
 RTNH_F_DEAD, RTNH_F_LINKDOWN = 1, 16
+#: traffic-control classes (include/uapi/linux/rtnetlink.h, pkt_sched.h): the class dump,
+#: tcmsg's attributes, and htb's options (``struct tc_htb_opt``: two ``struct tc_ratespec``
+#: whose ``rate`` is bytes/s, u32; the 64-bit rate attributes when a rate passes 2^32 bytes/s)
+RTM_NEWTCLASS, RTM_GETTCLASS = 40, 42
+TCA_KIND, TCA_OPTIONS = 1, 2
+TCA_HTB_PARMS, TCA_HTB_RATE64, TCA_HTB_CEIL64 = 1, 6, 7
+_TCMSG = struct.Struct("=BxxxiIII")  # tcmsg: family, ifindex, handle, parent, info
+_HTB_RATES = struct.Struct("=8xI8xI")  # tc_htb_opt: rate.rate, ceil.rate (each at +8 of a 12-byte tc_ratespec)
 _NLMSG = struct.Struct("=IHHII")  # nlmsghdr: len, type, flags, seq, pid
 _RTA = struct.Struct("=HH")  # rtattr / nlattr: len, type
 _STATS64 = struct.Struct("=QQQQ")  # rtnl_link_stats64: rx_packets, tx_packets, rx_bytes, tx_bytes
@@ -138,6 +146,42 @@ class RuleRow:
     src_len: int
     priority: int | None
     table: int
+
+
+@dataclass(frozen=True)
+class HtbClass:
+    """One htb class of an interface: ``handle`` and ``parent`` (tc handles, ``0x10001`` is
+    ``1:1``), ``rate_bps`` and ``ceil_bps`` (bit/s; the kernel keeps bytes/s, so a multiple of 8)."""
+
+    index: int
+    handle: int
+    parent: int
+    rate_bps: int
+    ceil_bps: int
+
+
+def parse_htb_class(payload: bytes | memoryview) -> HtbClass | None:
+    """An ``RTM_NEWTCLASS`` message's payload (tcmsg and its attributes, after the nlmsghdr) as
+    an :class:`HtbClass`; None for a class of another kind (a tbf's inner class) or one without
+    ``TCA_HTB_PARMS``."""
+    _fam, index, handle, parent, _info = _TCMSG.unpack_from(payload, 0)
+    kind, rate, ceil = "", None, None
+    rate64 = ceil64 = None
+    for typ, val in Rtnl._attrs(memoryview(payload), _TCMSG.size):
+        if typ == TCA_KIND:
+            kind = bytes(val).split(b"\0", 1)[0].decode()
+        elif typ == TCA_OPTIONS:
+            for otyp, oval in Rtnl._attrs(val, 0):
+                if otyp == TCA_HTB_PARMS and len(oval) >= _HTB_RATES.size:
+                    rate, ceil = _HTB_RATES.unpack_from(oval, 0)
+                elif otyp == TCA_HTB_RATE64 and len(oval) >= 8:
+                    rate64 = struct.unpack_from("=Q", oval, 0)[0]
+                elif otyp == TCA_HTB_CEIL64 and len(oval) >= 8:
+                    ceil64 = struct.unpack_from("=Q", oval, 0)[0]
+    if kind != "htb" or rate is None or ceil is None:
+        return None
+    return HtbClass(index=index, handle=handle, parent=parent, rate_bps=8 * (rate64 or rate),
+                    ceil_bps=8 * (ceil64 or ceil))
 
 
 class Rtnl:
@@ -398,6 +442,16 @@ class Rtnl:
             if tbl == table:
                 key = (proto, hops)
                 out[key] = out.get(key, 0) + 1
+        return out
+
+    def htb_classes(self, index: int) -> list[HtbClass]:
+        """The htb classes of interface ``index`` (one ``RTM_GETTCLASS`` dump: the kernel dumps
+        the classes of the interface the request names). OSError when the dump fails."""
+        out = []
+        for p in self.dump(RTM_GETTCLASS, _TCMSG.pack(socket.AF_UNSPEC, index, 0, 0, 0)):
+            c = parse_htb_class(p)
+            if c is not None:
+                out.append(c)
         return out
 
     def stats(self) -> dict[int, tuple[int, int, int, int]]:

@@ -88,7 +88,7 @@ class RouterState(_Record):
 #: Fault kinds :mod:`railab.testbed.faults` injects (``FaultRecord.kind``).
 FAULT_KINDS = ("link-down", "link-flap", "carrier-loss", "cable-pull", "cross-cable", "session-shut",
                "wrong-asn", "daemon-kill", "node-off", "grey-loss", "mtu", "pfc-storm",
-               "pfc-priority")
+               "pfc-priority", "link-speed")
 
 
 class FaultRecord(_Record):

@@ -180,7 +180,8 @@ def test_parse_ratio_and_only():
     with pytest.raises(ValueError, match="DOWN:UP"):
         parse_ratio("fast")
     assert parse_only("routes,bgp") == ["bgp", "routes"]
-    assert parse_only(None) == ["daemons", "cabling", "pfc", "policy", "bgp", "routes", "oversub", "hops"]
+    assert parse_only(None) == ["daemons", "cabling", "pfc", "speed", "policy", "bgp", "routes", "oversub",
+                                "hops"]
     with pytest.raises(ValueError, match="unknown check ospf"):
         parse_only("bgp,ospf")
 

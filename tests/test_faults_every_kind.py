@@ -56,9 +56,13 @@ CASES = [
 ]
 
 
-#: kinds a lab without lab.capacity refuses (no lossless queue): on mini-lossless in
-#: tests/test_pfc_failures.py
-CAPACITY_KINDS = {"pfc-storm", "pfc-priority"}
+#: kinds a lab without lab.capacity refuses (no lossless queue to pause, no shaped port whose
+#: speed could drop): each is injected on mini-lossless in tests/test_pfc_failures.py, with one
+#: root cause naming it in `railab check --json` and a green heal
+#: (test_live_storm_one_root_cause_naming_the_link_and_heals_green,
+#: test_live_pfc_on_the_wrong_priority_one_root_cause_and_the_port_ignores_pause,
+#: test_live_link_speed_halves_both_ends_one_root_cause_and_heals)
+CAPACITY_KINDS = {"pfc-storm", "pfc-priority", "link-speed"}
 
 
 def test_cases_cover_every_fault_kind():

@@ -17,7 +17,8 @@ from railab.errors import UsageError
 
 _KINDS_HELP = (
     "link-down | link-up | link-flap | carrier-loss | cable-pull | re-plug | cross-cable | "
-    "session-shut | wrong-asn | daemon-kill | node-off | grey-loss | mtu | pfc-storm | pfc-priority, "
+    "session-shut | wrong-asn | daemon-kill | node-off | grey-loss | mtu | pfc-storm | pfc-priority | "
+    "link-speed, "
     "or heal / list"
 )
 #: verbs that heal the fault on the named element instead of injecting one
@@ -61,6 +62,9 @@ def register(app: typer.Typer) -> None:
         priority: int | None = typer.Option(None, "--priority",
                                             help="pfc-priority: the wrong priority PFC runs on (default 4)"),
         daemon: str = typer.Option("bgpd", "--daemon", help="daemon-kill: bgpd, zebra, bfdd or staticd"),
+        gbps: float | None = typer.Option(
+            None, "--gbps", help="link-speed: the speed the link trained to, Gb/s of the real fabric "
+                                 "(above 0, below its planned speed in lab.json; e.g. 200 on a 400G link)"),
         heal_all: bool = typer.Option(False, "--all", help="heal: every fault"),
         as_json: bool = typer.Option(False, "--json", help="print the fault records as JSON"),
     ) -> None:
@@ -114,7 +118,8 @@ def register(app: typer.Typer) -> None:
         if not targets or len(targets) > 2:
             raise UsageError(f"fault LAB {action} takes NODE_A [NODE_B] (or NODE:PORT)")
         params = F.cli_params(action, end=end, count=count, down_s=down_s, up_s=up_s, percent=percent,
-                              roce_only=roce_only, mtu=mtu, asn=asn, daemon=daemon, priority=priority)
+                              roce_only=roce_only, mtu=mtu, asn=asn, daemon=daemon, priority=priority,
+                              gbps=gbps)
         _refuse_during_exercise(lab)
         rec = F.inject(lab, action, targets[0], targets[1] if len(targets) > 1 else None, port=port, **params)
         if as_json:

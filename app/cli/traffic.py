@@ -179,6 +179,7 @@ _CAUSE_WORDS = {
     "session-down": "BGP session on {session} is down",
     "session-shut": "BGP session on {session} is shut at {at} (neighbor shutdown)",
     "port-filter": "a packet filter (nftables) drops on {at}{link}",
+    "link-speed": "{at} runs below its planned speed{link}",
     "port-missing": "{at} does not exist{link}",
     "policy-route-missing": "{at} lacks its policy route{link}",
     "link-local-missing": "{at} lacks its IPv6 link-local state{link}",
