@@ -8,7 +8,9 @@ packets): a storm injects, gives exactly one root cause naming its link in ``rai
 --json`` and heals green; a storm's victim is stuck while the watchdog is off and recovers once
 it runs; a routing loop deadlocks four queues that stay full and paused with the traffic gone,
 and the watchdog drains them; PFC on the wrong priority gives one root cause and its NIC takes
-no PAUSE.
+no PAUSE; a ``link-speed`` fault (a leaf-spine link trained to half its speed; not a PFC failure,
+but a capacity lab's fault: its unit tests are tests/test_link_speed_unit.py) halves both ends'
+rates, gives one root cause naming the link, and heals to the planned rates.
 """
 
 from __future__ import annotations
@@ -245,3 +247,62 @@ def test_live_pfc_on_the_wrong_priority_one_root_cause_and_the_port_ignores_paus
     bad, good = m[m["misconfigured"]], m[m["correct"]]
     assert bad["pause_events"] == 0 and bad["pause_ignored"] >= 1, m
     assert good["pause_events"] >= 1 and good["pause_ignored"] == 0, m
+
+
+def _shaped_rates(ns: str, ifname: str) -> tuple[int, int]:
+    """(htb port class 1:1 rate, lossless tbf rate) of ``ifname`` in namespace ``ns``, bit/s,
+    read from the kernel (raw rtnetlink for the class, ``tc -j`` for the tbf: bytes/s)."""
+    import subprocess
+
+    from railab.testbed.namespaces import entered, exec_argv
+    from railab.testbed.rtnl import Rtnl
+
+    with entered(ns):
+        r = Rtnl()
+    try:
+        idx = next(i for i, (name, _mac) in r.links().items() if name == ifname)
+        port = next(c.rate_bps for c in r.htb_classes(idx) if c.handle == 0x10001)
+    finally:
+        r.close()
+    doc = json.loads(subprocess.run(exec_argv(ns, ["tc", "-j", "qdisc", "show", "dev", ifname]),
+                                    capture_output=True, text=True, check=True).stdout)
+    tbf = next(q["options"]["rate"] for q in doc if q["kind"] == "tbf" and q.get("parent") == "1:13")
+    return port, 8 * tbf
+
+
+@pytest.mark.integration
+@pytest.mark.usefixtures("no_leaks")
+def test_live_link_speed_halves_both_ends_one_root_cause_and_heals(lossless_lab):
+    """``railab fault LAB link-speed g1-leaf1 spine1 --gbps 200`` (a 400G uplink trained to
+    200G): both ends' htb port class and lossless tbf at half their lab rate, exactly one root
+    cause (``link-speed``, naming the link) in ``railab check --json``, and the heal puts the
+    planned rates back (the ``speed`` check passes)."""
+    from railab.checks.rootaudit import audit
+    from railab.testbed.faults import list_faults, resolve_link
+    from railab.topologies.naming import link_id
+
+    lab, spec = lossless_lab.name, lossless_lab.spec
+    leaf, lp, spine, sp = resolve_link(spec, "g1-leaf1", "spine1")
+    lid = link_id(leaf, lp, spine, sp)
+    full = int(spec.qos.capacity.port_rate_mbps * 1e6)  # a 400G port, fabric_rate_gbps 400
+    ends = ((lossless_lab.netns_of(leaf), lp), (lossless_lab.netns_of(spine), sp))
+    assert [_shaped_rates(*e) for e in ends] == [(full, 2 * full)] * 2
+    bad = _cli("fault", lab, "link-speed", "g1-leaf1", "spine1", "--gbps", "400")  # the planned speed
+    assert bad.exit_code != 0 and "below the link's planned speed, 400 Gb/s" in str(bad.exception), bad
+    r = _cli("fault", lab, "link-speed", "g1-leaf1", "spine1", "--gbps", "200")
+    assert r.exit_code == 0, r.output
+    try:
+        assert [_shaped_rates(*e) for e in ends] == [(full // 2, full)] * 2
+        doc = json.loads(_cli("check", lab, "--json").output)
+        roots = doc["root_causes"]
+        assert len(roots) == 1, json.dumps(roots, indent=1)
+        assert roots[0]["cause"]["kind"] == "link-speed" and roots[0]["cause"]["link"] == lid, roots
+        row = next(x for x in doc["results"] if x["check"] == "speed" and x["status"] == "fail")
+        assert row["reason"].startswith(f"port {row['node']}:{row['port']} runs at 200 Gb/s, planned 400"), row
+        assert audit(doc, [f.model_dump() for f in list_faults(lab)], spec) == []
+    finally:
+        h = _cli("fault", lab, "heal", "--all")
+    assert h.exit_code == 0, h.output
+    assert [_shaped_rates(*e) for e in ends] == [(full, 2 * full)] * 2
+    doc = json.loads(_cli("check", lab, "--json", "--only", "speed").output)
+    assert doc["ok"] and doc["root_causes"] == [] and doc["summary"]["speed"]["pass"] == 1
