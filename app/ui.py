@@ -591,7 +591,8 @@ class Console:
             count=_number(body, "count", 1, 20, 3, int), down_s=_number(body, "down_s", 0.1, 30, 1.0),
             up_s=_number(body, "up_s", 0.1, 30, 1.0), percent=_number(body, "percent", 0, 100, 10.0),
             roce_only=bool(body.get("roce_only", False)), mtu=_number(body, "mtu", 68, 65535, 1500, int),
-            asn=_number(body, "asn", 1, 4294967295, None, int), daemon=daemon)
+            asn=_number(body, "asn", 1, 4294967295, None, int), daemon=daemon,
+            gbps=_number(body, "gbps", 1, 1600, None))
         rec = await self._run(lab, F.inject, lab, kind, node, peer or None, port=port, **params)
         w.add_event("action", f"{'trainer' if who.trainer else 'trainee'} injected {rec.id} {rec.kind}: {rec.note}",
                     "bad", secret=exercise_running(lab))

@@ -345,7 +345,24 @@ def test_load_run_from_the_page_on_a_capacity_lab(lossless_lab, browser):
                                timeout=15000)
         page.wait_for_function("document.getElementById('s-lb').title.includes('weights per leaf')",
                                timeout=15000)
+        # a capacity lab's fault form offers link-speed, with the speed the link trained to; the
+        # drill button is off for it (a slow link neither drops nor reroutes)
+        ln = next(x for x in lossless_lab.spec.links if lossless_lab.spec.node(x.a.node).role == "leaf"
+                  and lossless_lab.spec.node(x.b.node).role == "spine")
+        lid = link_id(ln.a.node, ln.a.interface, ln.b.node, ln.b.interface)
+        page.locator(f'g.edge[data-link="{lid}"]').dispatch_event("click")
+        page.wait_for_selector("#b-inject")
+        page.select_option("#fk", "link-speed")
+        page.fill("#fp-gbps", "100")
+        assert page.locator("#b-drill").is_disabled()
+        page.click("#b-inject")
+        page.wait_for_function("document.getElementById('faults').innerText.includes('link-speed')", timeout=15000)
+        assert "100 Gb/s" in page.inner_text("#faults")
+        page.click("#faults button.heal")
+        page.wait_for_function("!document.getElementById('faults').innerText.includes('link-speed')", timeout=15000)
     finally:
+        subprocess.run([sys.executable, "-m", "railab", "fault", lossless_lab.name, "heal", "--all"],
+                       capture_output=True, timeout=60)
         subprocess.run([sys.executable, "-m", "railab", "lb", lossless_lab.name, "ecmp"],
                        capture_output=True, timeout=60)
         page.close()

@@ -406,3 +406,25 @@ def test_a_load_runs_own_samples_put_its_queues_on_the_diagram(labs):
     assert w.capacity[other]["backlog_bytes"] == 7 and w.capacity[other]["gbps"] == 1.5
     assert w._wake.is_set()
     assert lid in w._data(False)["capacity"]  # published: a row with a backlog is on the page
+
+
+def test_the_fault_form_passes_a_link_speed_faults_gbps(labs, monkeypatch):
+    """The console's fault API hands ``gbps`` to the link-speed fault (before, only the CLI
+    could: the form's fault was refused with "give --gbps"); a speed out of range is 400."""
+    called = []
+
+    class Rec:  # what inject returns, as much of it as the handler reads
+        id, kind, note = "f1", "link-speed", "trained"
+
+        def model_dump(self, mode=None):
+            return {"id": self.id}
+
+    monkeypatch.setattr(F, "inject", lambda *a, **k: called.append((a, k)) or Rec())
+    client, console = _client(U.UiConfig())
+    h = _csrf(console, "local")
+    body = {"kind": "link-speed", "node": "g1-leaf1", "port": "eth3", "gbps": "200"}
+    res = client.post(f"/api/lab/{LAB_A}/fault", json=body, headers=h)
+    assert res.status_code == 200, res.text
+    assert called[0][0][1] == "link-speed" and called[0][1]["gbps"] == 200.0
+    res = client.post(f"/api/lab/{LAB_A}/fault", json={**body, "gbps": "0"}, headers=h)
+    assert res.status_code == 400 and len(called) == 1
