@@ -24,6 +24,7 @@ from __future__ import annotations
 from railab.checks.base import Cause, CheckResult, ObservationError, Observer, failed, passed, register_check
 from railab.testbed import capacity as cap
 from railab.testbed import state as st
+from railab.testbed.dilation import running_spec
 from railab.topologies.naming import link_id
 
 CHECK = "speed"
@@ -62,8 +63,6 @@ def port_rates(obs: Observer, node: str, interfaces: list[str]) -> dict[str, int
 def check_speed(obs: Observer) -> list[CheckResult]:
     """One failing row per link whose ends' htb rate differs from the planned speed's lab rate
     (cause ``link-speed``), else one passing row; nothing for a lab without ``lab.capacity``."""
-    from railab.testbed.dilation import running_spec  # loads the runtime's process helpers
-
     spec = obs.spec
     if not cap.enabled(spec):
         return []
