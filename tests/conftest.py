@@ -66,6 +66,32 @@ OWN_LAB_GROUP = "live-own"
 TIMED_MODULES = frozenset({"test_load", "test_lb", "test_capacity", "test_load_rootcause", "test_collective",
                            "test_ui_live", "test_drill_live", "test_traffic_live", "test_demo_e2e",
                            "test_ecmp_load", "test_otg", "test_pfc_failures"})
+#: Tests of :data:`TIMED_MODULES` that measure no rate, loss or timing (settings, refusals, static
+#: reads of the dataplane, reports): they take no turn (:func:`cpu_turn`), so they run beside the
+#: other worker's own-lab tests as the untimed live modules do (the suite reached its 15-minute
+#: budget with the live worker waiting out own-lab tests: 2026-12-06, 905 s)
+UNTIMED_TESTS = frozenset({
+    "test_capacity::test_live_every_port_shaped_and_bgp_converged",
+    "test_capacity::test_live_down_removes_everything",
+    "test_capacity::test_live_failed_capacity_step_rolls_the_lab_back",
+    "test_capacity::test_containerlab_runtime_refuses_capacity",
+    "test_otg::test_live_token",
+    "test_otg::test_live_port_link_down_is_a_railab_fault",
+    "test_otg::test_cli_refuses_non_loopback_without_token",
+    "test_otg::test_bad_config_gets_the_error_object",
+    "test_otg::test_rocev2_incast_config",
+    "test_pfc_failures::test_live_link_speed_halves_both_ends_one_root_cause_and_heals",
+    "test_pfc_failures::test_watchdog_setting_is_validated_and_survives_the_plan",
+    "test_pfc_failures::test_pfc_watchdog_in_the_intent_reaches_the_agent_and_sonic_pfc_wd",
+    "test_lb::test_cli_bad_mode_and_lab_not_up_exit_2_with_one_error_line",
+    "test_lb::test_cli_compare_options_only_with_compare",
+    "test_lb::test_report_draws_an_lb_comparison",
+    "test_lb::test_live_up_applies_the_intents_mode_as_a_phase_and_down_removes_it",
+    "test_collective::test_report_plots_load_runs_and_keeps_them",
+    "test_collective::test_report_cli_adds_runs_to_a_lab_that_is_down",
+    "test_drill_live::test_drill_bad_input_is_one_error_and_changes_nothing",
+    "test_traffic_live::test_engine_open_reads_each_switch_once",
+})
 #: Nice of a worker while it runs a test of a model/unit module: it takes the CPU the live tests
 #: leave idle (FRR convergence waits, lab sleeps), not the CPU their load runs measure with.
 UNIT_NICE = 19
@@ -126,10 +152,11 @@ def pytest_unconfigure(config):
 def cpu_turn(item):
     """Under xdist, an exclusive flock shared by the run's workers (railab's own
     :func:`railab.testbed.state.holder_lock`, waiting) around a test of
-    :data:`TIMED_MODULES` or :data:`OWN_LAB_MODULES` (its setup, call and teardown, session
-    lab teardown included): a load run never shares the CPU with the other worker's lab
+    :data:`TIMED_MODULES` (but :data:`UNTIMED_TESTS`) or :data:`OWN_LAB_MODULES` (its setup,
+    call and teardown, session lab teardown included): a load run never shares the CPU with the other worker's lab
     bring-ups, only with niced unit tests. Elsewhere (one process) it does nothing."""
-    if not os.environ.get("PYTEST_XDIST_WORKER") or item.module.__name__ not in TIMED_MODULES | OWN_LAB_MODULES:
+    if (not os.environ.get("PYTEST_XDIST_WORKER") or item.module.__name__ not in TIMED_MODULES | OWN_LAB_MODULES
+            or f"{item.module.__name__}::{item.originalname}" in UNTIMED_TESTS):
         yield
         return
     # the workers' parent is xdist's controller; busy() returns: wait for the turn

@@ -102,3 +102,7 @@ def test_the_suites_module_lists_name_live_modules():
         assert "pytest.mark.integration" in text or any(f in text for f in conf.LAB_FIXTURES), name
     for name in conf.OWN_LAB_MODULES:  # no session lab: the other worker would bring up its own copy
         assert not any(f in (ROOT / "tests" / f"{name}.py").read_text() for f in conf.LAB_FIXTURES), name
+    for entry in conf.UNTIMED_TESTS:  # exempt from the turn: a test of a timed module that exists
+        module, _, func = entry.partition("::")
+        assert module in conf.TIMED_MODULES, entry
+        assert f"def {func}(" in (ROOT / "tests" / f"{module}.py").read_text(), entry
