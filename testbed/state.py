@@ -279,6 +279,20 @@ def update(state: LabState) -> LabState:
     return state
 
 
+def modify(lab: str, change: Callable[[LabState], None]) -> LabState:
+    """Re-read ``lab``'s record, apply ``change`` to it and write it back (:func:`update`'s
+    rules: RailabError when the lab went down meanwhile). For a command that sets its own fields
+    after a long run (``railab lb compare`` putting the lab's mode back): a record read at the
+    command's start and saved at its end wrote back every fault list of that moment, so a fault
+    injected or healed by another command during the run was lost or brought back (a
+    reviewer, 2026-12-06: a healed ``link-speed`` fault reapplied by the next dilated run)."""
+    rec = load(lab)
+    if rec is None:
+        raise RailabError(f"lab {lab} went down meanwhile (railab down from another command)")
+    change(rec)
+    return update(rec)
+
+
 def labs() -> list[str]:
     """Names of every lab with a run directory under the run root (sorted)."""
     root = run_root()

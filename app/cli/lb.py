@@ -89,17 +89,18 @@ def register(app: typer.Typer) -> None:
             if agent:
                 out["agent"] = agent
         else:
+            def setmode(m: str, sp: bool) -> None:
+                def change(rec) -> None:
+                    rec.load_balancing, rec.load_balancing_spines = m, sp
+                S.modify(ref.name, change)  # the record as it is now: faults made meanwhile stay
+
             def record() -> None:
-                rec = ref.require_up()
-                rec.load_balancing, rec.load_balancing_spines = mode, spines
-                S.save(rec)
+                setmode(mode, spines)
             try:
                 plans = LB.apply(ref.spec(), ref.netns_of, mode, S.lab_dir(ref.name),
                                  spines=spines, on_applied=record)
             except RailabError:
-                rec = ref.require_up()  # apply put every switch back on ecmp: say so
-                rec.load_balancing, rec.load_balancing_spines = "ecmp", False
-                S.save(rec)
+                setmode("ecmp", False)  # apply put every switch back on ecmp: say so
                 raise
             out = {"lab": ref.name, "load_balancing": mode, "spines": spines,
                    "leaves": {p.leaf: ({"uplinks": p.uplinks, "pbr": p.binding} if mode == "pbr"
@@ -173,10 +174,10 @@ def _compare(lab: str, workload: str, modes: str | None, flow_bytes: str | None,
             for s, h in prev.items():
                 signal.signal(s, h)
         interrupted = stop.is_set()
-    rec = ref.require_up()
-    rec.load_balancing = res["left_on"]["mode"]
-    rec.load_balancing_spines = res["left_on"]["spines"]
-    S.update(rec)
+    def left_on(rec) -> None:
+        rec.load_balancing = res["left_on"]["mode"]
+        rec.load_balancing_spines = res["left_on"]["spines"]
+    S.modify(ref.name, left_on)  # re-read: a fault injected or healed during the runs stays so
     if interrupted:
         raise KeyboardInterrupt
     if as_json:
