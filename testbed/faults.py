@@ -839,6 +839,14 @@ def _inject_mtu(lab: _Lab, node_a, node_b, port, params) -> st.FaultRecord:
     return rec
 
 
+#: The speeds (Gb/s) a ``link-speed`` fault may train a link to: IEEE 802.3's Ethernet rates from
+#: 10 Gb/s up (a 400G port falls back to 200G or 100G after a lane or FEC failure). Not any
+#: number: a speed within the ``speed`` check's 1 % of the planned one would hide the fault from
+#: it, and far below 10 Gb/s the lab rate's htb classes fall under tc's resolution (a reviewer's
+#: 0.01 Gb/s left a class at a wrapped 18446744 Tbit/s).
+TRAINED_SPEEDS = (10.0, 25.0, 40.0, 50.0, 100.0, 200.0, 400.0, 800.0)
+
+
 def planned_speed(spec: LabSpec, node: str, port: str) -> int:
     """The planned speed (Gb/s of the real fabric, ``links[].speed_gbps`` in lab.json) of the
     link on ``node:port``."""
@@ -867,9 +875,13 @@ def _inject_link_speed(lab: _Lab, node_a, node_b, port, params) -> st.FaultRecor
     if gbps is None:
         raise UsageError(f"link-speed: give --gbps G, the speed {node}:{p} <-> {peer}:{pp} trained to "
                          f"(Gb/s of the real fabric, below its planned {planned})")
+    speeds = [g for g in TRAINED_SPEEDS if g < planned]
     if not 0 < gbps < planned:
         raise UsageError(f"link-speed: --gbps {gbps:g} must be above 0 and below the link's planned "
-                         f"speed, {planned} Gb/s")
+                         f"speed, {planned} Gb/s: one of {', '.join(f'{g:g}' for g in speeds)}")
+    if gbps not in speeds:
+        raise UsageError(f"link-speed: --gbps {gbps:g} is not a speed an Ethernet port trains to: use one of "
+                         f"{', '.join(f'{g:g}' for g in speeds)} (Gb/s, below the planned {planned})")
     _busy(lab, {(node, p), (peer, pp)})
     rec = _new(lab, "link-speed", node, p, peer, pp, params={"gbps": gbps, "planned_gbps": planned},
                note=f"{node}:{p} <-> {peer}:{pp} trained to {gbps:g} Gb/s (planned {planned}): "

@@ -143,6 +143,9 @@ def test_inject_refuses_bad_speeds_and_labs_without_capacity(lspec, tmp_path):
     for params, words in (({}, "give --gbps G"), ({"gbps": 0}, "above 0 and below"),
                           ({"gbps": 400}, "planned speed, 400 Gb/s"), ({"gbps": 800}, "below"),
                           ({"gbps": "fast"}, "must be a float"),
+                          ({"gbps": 1e-9}, "not a speed an Ethernet port trains to"),
+                          ({"gbps": 398}, "one of 10, 25, 40, 50, 100, 200 "),
+                          ({"gbps": 150}, "not a speed"),
                           ({"gbps": 200, "mtu": 1500}, "takes no parameter mtu")):
         with pytest.raises(UsageError, match=words):
             faults._inject_link_speed(lab, leaf[0], spine[0], None, dict(params))

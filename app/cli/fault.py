@@ -64,7 +64,8 @@ def register(app: typer.Typer) -> None:
         daemon: str = typer.Option("bgpd", "--daemon", help="daemon-kill: bgpd, zebra, bfdd or staticd"),
         gbps: float | None = typer.Option(
             None, "--gbps", help="link-speed: the speed the link trained to, Gb/s of the real fabric "
-                                 "(above 0, below its planned speed in lab.json; e.g. 200 on a 400G link)"),
+                                 "(10, 25, 40, 50, 100, 200 or 400, below its planned speed in lab.json; e.g. 200 "
+                                 "on a 400G link)"),
         heal_all: bool = typer.Option(False, "--all", help="heal: every fault"),
         as_json: bool = typer.Option(False, "--json", help="print the fault records as JSON"),
     ) -> None:
