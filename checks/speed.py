@@ -24,7 +24,8 @@ from __future__ import annotations
 from railab.checks.base import Cause, CheckResult, ObservationError, Observer, failed, passed, register_check
 from railab.testbed import capacity as cap
 from railab.testbed import state as st
-from railab.testbed.dilation import running_spec
+from railab.testbed.dilation import running_spec, slowed_by
+from railab.testbed.runtime.netns.procs import _alive
 from railab.topologies.naming import link_id
 
 CHECK = "speed"
@@ -66,6 +67,19 @@ def check_speed(obs: Observer) -> list[CheckResult]:
     spec = obs.spec
     if not cap.enabled(spec):
         return []
+    m = slowed_by(spec.name)
+    if m is not None and not _alive(int(m.get("pid", 0))):
+        # a dilated run (railab collective, lb compare) killed before its restore: every port
+        # is at the run's rate; one row that says so, not one "trained down" per link
+        return [failed(
+            CHECK, "port speeds", subject="every shaped port",
+            expected=f"the lab's rate, {spec.qos.capacity.port_rate_mbps:g} Mb/s a "
+                     f"{spec.qos.capacity.fabric_rate_gbps:g} Gb/s port",
+            observed=f"the rate of a slowed run, {m.get('run_rate_mbps')} Mb/s, left by process "
+                     f"{m.get('pid')}, which is gone (dilation.json in the lab's run directory)",
+            reason="a load run that slows the lab's ports (time dilation) was killed before it put "
+                   "their rate back; the next load run restores it (e.g. railab traffic LAB "
+                   "--pattern incast --seconds 1), as does railab down and up")]
     now = running_spec(spec)
     c = now.qos.capacity
     planned = {p.key: p.rate_bps for p in cap.ports(now)}

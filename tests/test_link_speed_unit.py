@@ -6,7 +6,9 @@ at 200 of 400 Gb/s on the session's mini-lossless: tc rates of both ends, one ro
 
 from __future__ import annotations
 
+import json
 import struct
+import subprocess
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -242,6 +244,18 @@ def test_check_speed_one_row_per_slow_link_naming_it(lspec, monkeypatch, tmp_pat
     # one end only (a shaper changed by hand) still fails, as one row
     rows = check_speed(_Obs(lspec, {**planned, spine: 50_000_000}))
     assert len(rows) == 1 and (rows[0].cause.node, rows[0].cause.port) == spine and "100 Gb/s" in rows[0].reason
+    # a dilated run killed before its restore (its marker names a dead PID): every port at the
+    # run's rate is one row saying so, not one "trained down" per link (a reviewer saw 64)
+    marker = tmp_path / lspec.name / "dilation.json"
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    marker.write_text(json.dumps({"pid": dead.pid, "lab_rate_mbps": 200, "run_rate_mbps": 20}))
+    rows = check_speed(_Obs(lspec, {k: v // 10 for k, v in planned.items()}))
+    assert len(rows) == 1 and rows[0].status == "fail" and rows[0].cause is None, rows
+    assert f"left by process {dead.pid}, which is gone" in rows[0].observed
+    assert "the next load run restores it" in rows[0].reason
+    marker.unlink()
     # a lab without lab.capacity: no row
     mini = LabSpec.load(generate(ROOT / "topologies" / "intents" / "mini.yml", tmp_path / "m", name="lsmini2"))
     assert check_speed(SimpleNamespace(spec=mini)) == []
