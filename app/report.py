@@ -600,6 +600,7 @@ def render_html(report: Report, spec: LabSpec, *, diagram_svg: str | None = None
         load=(load_charts(report, spec)
               if (report.congestion or report.collectives or report.load_balancing) else None),
         collective_rows=collective_rows(report),
+        transport_rows=transport_rows(report),
         not_modelled=NOT_MODELLED,
         cp_rows=control_plane_rows(report),
     )
@@ -738,10 +739,13 @@ NOT_MODELLED = (
     "cut-through.",
     "PFC is an emulation: a control loop holds the upstream port's lossless class while the "
     "queue is above xOFF (no 802.1Qbb frames on the wire; its reaction time is the loop's).",
-    "RDMA transport: lost packets are counted, never retransmitted (no go-back-N, no RNR/NAK), "
-    "and the engine's NICs are host processes, not NIC pipelines (no hardware timestamps).",
-    "One process sends every flow: its CPU bounds the aggregate rate (the run says when it "
-    "could not keep its rate).",
+    "RDMA transport: with --nic none (the default) lost packets are counted, never "
+    "retransmitted; --nic gbn and --nic ooo run an RC transport (ACKs, NAK on a PSN sequence "
+    "error, go-back-N or selective repeat, a retransmission timeout) but no RNR NAK, no "
+    "read/atomic operations; the engine's NICs are host processes, not NIC pipelines (no "
+    "hardware timestamps).",
+    "The load engine's packets are sent by the host's CPU: it bounds the aggregate rate (the "
+    "run says when it could not keep its rate).",
 )
 
 
@@ -758,6 +762,8 @@ def added_run(doc: dict[str, Any], source: str = "") -> tuple[str, LoadRun]:
             parts.append(f"pfc={'on' if pfc in (True, 'on') else 'off'}")
         if c.get("sport_mode") not in (None, "per-qp"):
             parts.append(f"sport={c['sport_mode']}")
+        if c.get("nic") not in (None, "none"):
+            parts.append(f"nic={c['nic']}")
         return "congestion", LoadRun(label=" ".join(parts), data=c)
     if isinstance(doc, dict) and "busbw_gbps" in doc and "op" in doc:
         parts = [doc["op"], f"{doc.get('bytes')} B"]
@@ -770,6 +776,8 @@ def added_run(doc: dict[str, Any], source: str = "") -> tuple[str, LoadRun]:
         if not [m for m in doc["modes"] if "error" not in m]:
             raise ValueError(f"{source or 'document'}: an lb compare with no mode measured")
         label = f"lb compare {doc['workload']}: {doc.get('flows')} flows x {doc.get('flow_bytes')} B"
+        if doc.get("nic") not in (None, "none"):
+            label += f", nic={doc['nic']}"
         return "lb", LoadRun(label=label, data=doc)
     raise ValueError(f"{source or 'document'}: not the JSON of `railab traffic --pattern incast "
                      "--json` (a congestion object), of `railab collective --json` nor of "
@@ -961,6 +969,27 @@ def collective_rows(report: Report) -> list[dict[str, Any]]:
                     "imbalance": ul.get("max_imbalance"),
                     "keeps_rate": d.get("keeps_rate", True),
                     "slowdown": (d.get("compare_sport") or {}).get("slowdown")})
+    return out
+
+
+def transport_rows(report: Report) -> list[dict[str, Any]]:
+    """The RC transport table: one row per load run with ``--nic gbn|ooo`` (its ``transport``
+    totals) and per mode of an ``lb compare`` run with one (``nic``): NIC profile, goodput (lab
+    Mb/s, summed over flows), packets and bytes resent, NAKs received, retransmission timeouts,
+    FCT p50 / p99 (lab s). Measured on packets (docs/congestion.md, the RC transport)."""
+    keys = ("goodput_mbps", "retx_packets", "retx_bytes", "naks", "timeouts", "fct_p50_s", "fct_p99_s")
+    out = []
+    for run in report.congestion:
+        t = run.data.get("transport")
+        if t:
+            out.append({"label": run.label, "nic": t.get("nic"), **{k: t.get(k) for k in keys}})
+    for run in report.load_balancing:
+        nic = run.data.get("nic")
+        if nic in (None, "none"):
+            continue
+        for m in run.data.get("modes", []):
+            if "error" not in m:
+                out.append({"label": f"{run.label}: {m['mode']}", "nic": nic, **{k: m.get(k) for k in keys}})
     return out
 
 

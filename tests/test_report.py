@@ -315,3 +315,30 @@ def test_console_failures_are_grouped_under_root_causes_like_the_page(mini):
     (cab,) = [ln for ln in fails if "cabling g1-leaf1:eth3" in ln]
     assert "root cause:" in cab and "+3 more failures follow from it: routes 3" in cab
     assert "g2-leaf2 10.0.1.0/24" not in text
+
+
+def test_the_rc_transport_table_carries_what_recovery_cost(mini):
+    """An ``lb compare --nic gbn --json`` (the stored link-speed measurement) and a load run with
+    ``--nic ooo``: one row per mode and per run with resent packets, NAKs, timeouts and FCT; the
+    not-modelled box no longer says lost packets are never retransmitted."""
+    from railab.report import LabSummary, LoadRun, Report, add_runs, render_html
+
+    mini = mini[1]
+    rep = Report(lab=LabSummary.from_spec(mini))
+    add_runs(rep, [Path(__file__).resolve().parents[1] / "docs" / "data" / "link-speed-lb-2026-12-06" / "gbn-1.json"])
+    assert rep.load_balancing[0].label.endswith(", nic=gbn")
+    rep.congestion.append(LoadRun(label="incast cc=none pfc=off nic=ooo", data={
+        "nic": "ooo", "flows": [], "transport": {"nic": "ooo", "goodput_mbps": 150.5, "retx_packets": 8544,
+                                                 "retx_bytes": 35_000_000, "naks": 12, "timeouts": 6,
+                                                 "fct_p50_s": 8.93, "fct_p99_s": 9.51}}))
+    page = render_html(rep, mini, diagram_svg="<svg></svg>")
+    table = page[page.index('<table class="transport">'):]
+    table = table[:table.index("</table>")]
+    rows = table.split("<tr>")[2:]
+    assert len(rows) == 6 + 1  # six modes of the comparison, the incast
+    spray = next(r for r in rows if ": spray-rr<" in r)
+    for text in (">gbn<", ">5602<", ">1413<", ">38<", ">46.31<"):
+        assert text in spray, (text, spray)
+    inc = next(r for r in rows if "nic=ooo<" in r)
+    assert ">ooo<" in inc and ">8544<" in inc and ">9.51<" in inc
+    assert "never retransmitted" not in page or "--nic none" in page
