@@ -1,4 +1,4 @@
-"""``railab check LAB [--only cabling,policy,bgp,routes,oversub,hops] [--json] [--junit FILE] [--verbose] [--wait S]``.
+"""``railab check LAB [--only daemons,cabling,pfc,speed,policy,bgp,routes,oversub,hops] [--json] [--junit FILE] [--verbose] [--wait S]``.
 
 Runs the check families (checks.runner) against a running lab and prints a rich table: one
 summary row per family, then each root-cause failure (and skip) with node, expected, observed
@@ -49,7 +49,7 @@ def register(app: typer.Typer) -> None:
     def check(
         lab: str = typer.Argument(..., help="running lab name or its lab directory"),
         only: str | None = typer.Option(
-            None, "--only", help="comma-separated subset of cabling,policy,bgp,routes,oversub,hops"),
+            None, "--only", help="comma-separated subset of daemons,cabling,pfc,speed,policy,bgp,routes,oversub,hops"),
         as_json: bool = typer.Option(False, "--json", help="print every result as JSON"),
         junit: Path | None = typer.Option(None, "--junit", help="also write JUnit XML here"),
         show_all: bool = typer.Option(

@@ -62,7 +62,7 @@ def register(app: typer.Typer) -> None:
             if mode is None:
                 raise UsageError("railab lb compare LAB [--workload elephants|incast|all-to-all|"
                                  "all-reduce] [--modes a,b] [--bytes 4M] [--cc dcqcn|none] "
-                                 "[--spines] [--json]")
+                                 "[--nic none|gbn|ooo] [--port-rate auto|MBPS] [--spines] [--json]")
             _compare(mode, workload or "elephants", modes, flow_bytes, cc or "dcqcn", spines,
                      as_json, nic or "none", port_rate or "auto")
             return
