@@ -1,4 +1,5 @@
-"""``railab check LAB [--only daemons,cabling,pfc,speed,policy,bgp,routes,oversub,hops] [--json] [--junit FILE] [--verbose] [--wait S]``.
+"""``railab check LAB [--only daemons,cabling,pfc,speed,policy,bgp,routes,oversub,hops] [--json]
+[--junit FILE] [--verbose] [--wait S]``.
 
 Runs the check families (checks.runner) against a running lab and prints a rich table: one
 summary row per family, then each root-cause failure (and skip) with node, expected, observed
