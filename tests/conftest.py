@@ -115,6 +115,13 @@ def pytest_collection_modifyitems(config, items):
         name = item.module.__name__
         if name in live:
             item.add_marker(pytest.mark.xdist_group(OWN_LAB_GROUP if name in OWN_LAB_MODULES else LIVE_GROUP))
+    # The live worker runs its untimed modules first, whole modules in their order (a stable
+    # sort: module fixtures stay together), then the timed ones. The other worker starts on the
+    # own-lab group (xdist hands out the largest groups first), which takes the CPU turn test by
+    # test: in alphabetical order the live worker met a timed test (test_capacity) at once and
+    # waited out own-lab tests while its untimed ones were still to come (fresh-clone suites at
+    # 905-945 s); now both groups' untimed work overlaps and the timed tests follow.
+    items.sort(key=lambda it: (it.module.__name__ in live and it.module.__name__ in TIMED_MODULES))
     reason = integration_skip_reason()
     if reason is None:
         return
