@@ -431,9 +431,13 @@ def deadlock_run(spec: LabSpec, netns_of: Callable[[str], str], watchdog, *,
     """The deadlock scenario, measured (lab seconds): a switch agent with PFC on and the
     watchdog off; :func:`deadlock_loop` installed; each entry NIC sends 97.5 % of its port rate
     of lossless traffic into the loop (a packet goes round until its TTL of 64 runs out, ~16
-    times) until the four queues of the cycle have held xOFF (``qos.pfc_pause_bytes``) at once
-    (one 50 ms reading; ~1 s on an idle host) or ``seconds`` passed (``filled_s``: when, None for
-    never); the senders stop, the loop's routes are removed; ``hold`` s later the cycle's four
+    times) until the cycle is full: every one of its four queues has reached xOFF
+    (``qos.pfc_pause_bytes``: it has paused its feeder) and none has drained to xON since
+    (``qos.pfc_resume_bytes``: none resumed it), in one 50 ms reading (~1 s on an idle host), or
+    ``seconds`` passed (``filled_s``: when, None for never). Not "all at xOFF at once": a queue
+    that paused its feeder keeps draining until the next hop pauses it in turn, so a full cycle
+    sits between xON and xOFF (CI: 4.11-4.25 MB around a 4.19 MB xOFF, deadlocked, and no reading
+    with all four above it); the senders stop, the loop's routes are removed; ``hold`` s later the cycle's four
     queues are read (``deadlocked``: each still holds bytes and is paused: nothing will ever
     move them); then ``watchdog`` is started live and the queues read every 50 ms until all
     four are empty (``broken_s``: from the watchdog's start; None: not within ``wait``).
@@ -462,7 +466,7 @@ def deadlock_run(spec: LabSpec, netns_of: Callable[[str], str], watchdog, *,
         with cap.pfc_session(spec, netns_of, enabled=True) as sess, \
                 cap.CapacitySampler(spec, netns_of, nodes=sorted({n for n, _ in loop.hops})) as smp:
             peak = dict.fromkeys(keys, 0)
-            xoff = spec.qos.pfc_pause_bytes
+            xoff, xon = spec.qos.pfc_pause_bytes, spec.qos.pfc_resume_bytes
             filled = None
             with deadlock_loop(spec, netns_of):
                 start_at = time.time() + 1.0
@@ -473,7 +477,8 @@ def deadlock_run(spec: LabSpec, netns_of: Callable[[str], str], watchdog, *,
                     now = backlog(smp)
                     for k, v in now.items():
                         peak[k] = max(peak[k], v)
-                    if len(now) == len(keys) and all(v >= xoff for v in now.values()):
+                    if (len(now) == len(keys) and all(peak[k] >= xoff for k in keys)
+                            and all(v >= xon for v in now.values())):
                         filled = round(time.monotonic() - t_start, 3)
                         for proc in procs:
                             proc.terminate()

@@ -210,7 +210,8 @@ def test_live_storm_victim_stuck_without_watchdog_recovers_with_it(lossless_lab,
 def test_live_routing_loop_deadlocks_and_the_watchdog_breaks_it(lossless_lab):
     lab = lossless_lab
     r = pfcfail.deadlock_run(lab.spec, lab.netns_of, WD, seconds=4.0, hold=1.0)
-    # the loop filled the cycle: every queue at xOFF at once (measured 0.70-0.74 s, load 26-30)
+    # the loop filled the cycle: every queue reached xOFF and none drained to xON (measured
+    # 0.70-0.74 s, load 26-30)
     assert r["filled_s"] is not None, r
     # 1 s after the traffic stopped and the loop's routes went, every queue of the cycle is
     # still full and paused: a deadlock
