@@ -24,8 +24,7 @@ from __future__ import annotations
 from railab.checks.base import Cause, CheckResult, ObservationError, Observer, failed, passed, register_check
 from railab.testbed import capacity as cap
 from railab.testbed import state as st
-from railab.testbed.dilation import running_spec, slowed_by
-from railab.testbed.runtime.netns.procs import _alive
+from railab.testbed.dilation import leftover, running_spec
 from railab.topologies.naming import link_id
 
 CHECK = "speed"
@@ -67,8 +66,8 @@ def check_speed(obs: Observer) -> list[CheckResult]:
     spec = obs.spec
     if not cap.enabled(spec):
         return []
-    m = slowed_by(spec.name)
-    if m is not None and not _alive(int(m.get("pid", 0))):
+    m = leftover(spec.name)
+    if m is not None:
         # a dilated run (railab collective, lb compare) killed before its restore: every port
         # is at the run's rate; one row that says so, not one "trained down" per link
         return [failed(

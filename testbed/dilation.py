@@ -61,7 +61,8 @@ MARKER = "dilation.json"
 #: the rate nears the PFC emulation's paused rate (8 kbit/s)
 MIN_RATE_MBPS = 1.0
 
-__all__ = ["MARKER", "at_rate", "dilated", "restore_leftover", "retime", "running_spec", "slowed_by"]
+__all__ = ["MARKER", "at_rate", "dilated", "leftover", "restore_leftover", "retime", "running_spec",
+           "slowed_by"]
 
 
 def at_rate(spec: LabSpec, rate_mbps: float) -> LabSpec:
@@ -129,12 +130,19 @@ def slowed_by(lab: str) -> dict | None:
         return None
 
 
+def leftover(lab: str) -> dict | None:
+    """The marker (:func:`slowed_by`) of a process that slowed ``lab`` and is gone (killed before
+    its restore: the ports still run at its rate), or None."""
+    m = slowed_by(lab)
+    return None if m is None or _alive(int(m.get("pid", 0))) else m
+
+
 def restore_leftover(spec: LabSpec, netns_of: Callable[[str], str]) -> bool:
     """Put the lab's own port rate (``spec``'s) back when a process that slowed it is gone
-    (its marker names a dead PID); True when it did. A live process's marker (the run in
-    progress, this one included) is left alone."""
-    m = slowed_by(spec.name)
-    if m is None or _alive(int(m.get("pid", 0))):
+    (:func:`leftover`); True when it did. A live process's marker (the run in progress, this
+    one included) is left alone."""
+    m = leftover(spec.name)
+    if m is None:
         return False
     own = float(m.get("lab_rate_mbps") or spec.qos.capacity.port_rate_mbps)
     with signals_deferred():

@@ -331,38 +331,35 @@ def test_all_reduce_on_shaped_ports_takes_port_time_and_converts_to_fabric_time(
     assert 0 < out["busbw_of_bound"] <= 1.0 + 1e-6, out
 
 
-def _class_rates(lab, classid: str = "1:1") -> set[int]:
-    """The htb rates (bit/s) of class ``classid`` on every shaped port of ``lab`` (tc -j)."""
+def _tc_rates(lab, what: list[str], pattern: str) -> set[int]:
+    """The rates (bit/s) ``pattern`` finds in ``tc WHAT show dev PORT ...`` on every shaped port
+    of ``lab``."""
     from railab.testbed.capacity import ports
 
     unit = {"bit": 1, "Kbit": 10 ** 3, "Mbit": 10 ** 6, "Gbit": 10 ** 9}
     rates = set()
     for p in ports(lab.spec):
-        out = subprocess.run(["ip", "netns", "exec", lab.netns_of(p.node), "tc", "class", "show",
-                              "dev", p.interface, "classid", classid],
+        out = subprocess.run(["ip", "netns", "exec", lab.netns_of(p.node), "tc", what[0], "show",
+                              "dev", p.interface, *what[1:]],
                              capture_output=True, text=True, check=True).stdout
-        m = re.search(r" rate ([0-9.]+)(bit|Kbit|Mbit|Gbit) ", out)
+        m = re.search(pattern + r"([0-9.]+)(bit|Kbit|Mbit|Gbit) ", out)
         assert m, (p, out)
         rates.add(round(float(m.group(1)) * unit[m.group(2)]))
     return rates
+
+
+def _class_rates(lab, classid: str = "1:1") -> set[int]:
+    """The htb rates (bit/s) of class ``classid`` on every shaped port of ``lab``."""
+    return _tc_rates(lab, ["class", "classid", classid], r" rate ")
 
 
 def _tbf_rates(lab) -> set[int]:
     """The rates (bit/s) of the lossless tbf on every shaped port of ``lab`` (unpaused: twice
     the port's rate)."""
-    from railab.testbed.capacity import lossless_class, ports
+    from railab.testbed.capacity import lossless_class
 
-    unit = {"bit": 1, "Kbit": 10 ** 3, "Mbit": 10 ** 6, "Gbit": 10 ** 9}
     parent = f"1:{lossless_class(lab.spec.qos) & 0xFFFF:x}"
-    rates = set()
-    for p in ports(lab.spec):
-        out = subprocess.run(["ip", "netns", "exec", lab.netns_of(p.node), "tc", "qdisc", "show",
-                              "dev", p.interface, "parent", parent],
-                             capture_output=True, text=True, check=True).stdout
-        m = re.search(r"tbf .* rate ([0-9.]+)(bit|Kbit|Mbit|Gbit) ", out)
-        assert m, (p, out)
-        rates.add(round(float(m.group(1)) * unit[m.group(2)]))
-    return rates
+    return _tc_rates(lab, ["qdisc", "parent", parent], r"tbf .* rate ")
 
 
 @pytest.mark.integration
