@@ -50,6 +50,19 @@ def _interrupted_while_starting(exc: KeyboardInterrupt) -> None:
     sys.exit(128 + sig)
 
 
+def _interrupt_in(exc: BaseException) -> KeyboardInterrupt | None:
+    """The KeyboardInterrupt ``exc`` is or wraps (``__cause__``/``__context__``): a signal
+    raised inside a class body being created is re-raised by Python 3.11 as ``RuntimeError:
+    Error calling __set_name__`` (CI: SIGTERM 0.15 s into ``railab up``, while pydantic built
+    a model: a traceback and exit 1 instead of 143)."""
+    seen = 0
+    while exc is not None and seen < 10:
+        if isinstance(exc, KeyboardInterrupt):
+            return exc
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return None
+
+
 def main() -> None:
     """Run the ``railab`` command line (``railab.cli.main``); exit 128 + the signal on SIGINT
     (130), SIGTERM (143) or SIGHUP (129) during start-up.
@@ -60,8 +73,11 @@ def main() -> None:
     install_handlers()
     try:
         from railab.cli import main as cli_main  # lazy: the heavy imports happen in here
-    except KeyboardInterrupt as exc:
-        _interrupted_while_starting(exc)
+    except (KeyboardInterrupt, RuntimeError) as exc:  # RuntimeError: one wrapping the interrupt
+        ki = _interrupt_in(exc)
+        if ki is None:
+            raise
+        _interrupted_while_starting(ki)
     try:
         cli_main()
     except KeyboardInterrupt as exc:  # a signal in the few lines before cli_main's own handling

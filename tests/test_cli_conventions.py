@@ -280,3 +280,19 @@ def test_a_missing_extra_names_the_pip_extra(module, extra, call):
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stderr
     assert f"pip install 'railab[{extra}]'" in res.stdout and repr(module) in res.stdout
+
+
+def test_an_interrupt_wrapped_by_class_creation_is_still_an_interrupt():
+    """Python 3.11 re-raises an exception from a class body's ``__set_name__`` as a RuntimeError
+    whose cause it is: a SIGTERM landing while pydantic built a model at start-up gave a
+    traceback and exit 1 (CI); the entry point finds the interrupt inside it."""
+    from railab.__main__ import _interrupt_in
+
+    try:
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as k:
+            raise RuntimeError("Error calling __set_name__ on 'Field' instance") from k
+    except RuntimeError as exc:
+        assert isinstance(_interrupt_in(exc), KeyboardInterrupt)
+    assert _interrupt_in(RuntimeError("not an interrupt")) is None
