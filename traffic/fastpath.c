@@ -19,7 +19,12 @@
  *     section 3 and Fig. 7: cut RC *= 1 - alpha/2 on a CNP, alpha = (1-g) alpha + g; alpha
  *     timer decay; rate-increase events per timer period and per byte counter, fast recovery /
  *     additive / hyper increase, RC = (RT + RC) / 2.
- *   NP: one CNP per QP per cnp_interval at most (DCQCN paper; IBTA Annex A17.9.3 CNP format).
+ *   DCQCN RP, rules 1 (dp_rp_ns3, railab.traffic.load.Ns3MlxRP): HPCC's ns-3 (rdma-hw.cc,
+ *     CC_MODE 1) as railab reads it: alpha per period up if a CNP came in it, else down; cuts
+ *     on a periodic check one interval after the first CNP; increase from the timer alone,
+ *     hyper by a constant R_HAI. For side-by-side runs with ns-3's stored results only.
+ *   NP: one CNP per QP per cnp_interval at most (DCQCN paper; IBTA Annex A17.9.3 CNP format);
+ *     cnp_interval 0: one per marked packet (ns-3's NP).
  *   PSN: 24-bit, out-of-order = a PSN below the highest seen (reorder depth in packets).
  */
 #define _GNU_SOURCE
@@ -37,7 +42,7 @@
 #include <unistd.h>
 #include <linux/if_packet.h>
 
-#define DP_ABI 9
+#define DP_ABI 10
 #define OOO_WINDOW 4096
 #define BUSY_MAX_S 0.005      /* a worker that has not waited for this long ... */
 #define BUSY_REST_S 0.0005    /* ... sleeps this long: at most ~91 % of a core, so FRR (BFD), the
@@ -67,6 +72,10 @@ typedef struct {              /* DCQCN reaction point (see DcqcnRP) */
     double next_alpha, next_rate, hold_s;
     int64_t byte_counter, F, t_steps, bc_steps, bytes_since;
     int64_t cnps, cuts, fast, additive, hyper;
+    /* rules 1: HPCC ns-3's DCQCN (see dp_rp_ns3); 0: the paper's (above) */
+    int32_t rules, first, a_cnp, d_cnp;
+    double dec_interval, next_dec;
+    int64_t stage;
 } dp_rp;
 
 typedef struct {
@@ -170,8 +179,39 @@ void dp_rp_init(dp_rp *r, double line_bps, double g, double alpha_timer_s, doubl
     r->next_rate = now + rate_timer_s;
 }
 
+/* Switch an initialised RP to ns-3's rules (rules 1): its cuts come from a periodic check every
+ * dec_interval s (ns-3's RATE_DECREASE_INTERVAL) that starts one interval after the first CNP;
+ * no timer runs before that CNP. */
+void dp_rp_ns3(dp_rp *r, double dec_interval)
+{
+    r->rules = 1;
+    r->first = 1;
+    r->a_cnp = r->d_cnp = 0;
+    r->dec_interval = dec_interval;
+    r->alpha = 1.0;
+    r->next_alpha = r->next_rate = r->next_dec = __builtin_inf();   /* no timer before a CNP */
+    r->stage = 0;
+}
+
+static void rp_on_cnp_ns3(dp_rp *r, double now)
+{
+    r->cnps++;
+    r->a_cnp = r->d_cnp = 1;
+    if (r->first) {
+        r->first = 0;
+        r->alpha = 1.0;
+        r->a_cnp = 0;
+        r->next_alpha = now + r->alpha_timer_s;
+        r->next_dec = now + r->dec_interval + 1e-9;
+    }
+}
+
 void dp_rp_on_cnp(dp_rp *r, double now)
 {
+    if (r->rules == 1) {
+        rp_on_cnp_ns3(r, now);
+        return;
+    }
     r->cnps++;
     r->cuts++;
     r->rt = r->rc;
@@ -206,6 +246,7 @@ static void rp_increase(dp_rp *r)
 
 void dp_rp_on_sent(dp_rp *r, int64_t nbytes)
 {
+    if (r->rules == 1) return;   /* ns-3's DCQCN has no byte counter */
     r->bytes_since += nbytes;
     while (r->bytes_since >= r->byte_counter) {
         r->bytes_since -= r->byte_counter;
@@ -218,11 +259,58 @@ void dp_rp_hold(dp_rp *r, double seconds)
 {
     r->next_alpha += seconds;
     r->next_rate += seconds;
+    r->next_dec += seconds;
     r->hold_s += seconds;
+}
+
+static void rp_tick_ns3(dp_rp *r, double now)
+{
+    for (;;) {
+        double nxt = r->next_alpha;
+        if (r->next_dec < nxt) nxt = r->next_dec;
+        if (r->next_rate < nxt) nxt = r->next_rate;
+        if (nxt > now) return;
+        if (nxt == r->next_alpha) {
+            r->alpha = (1.0 - r->g) * r->alpha + (r->a_cnp ? r->g : 0.0);
+            r->a_cnp = 0;
+            r->next_alpha += r->alpha_timer_s;
+        } else if (nxt == r->next_dec) {
+            r->next_dec += r->dec_interval;
+            if (r->d_cnp) {
+                r->rt = r->rc;
+                double rc = r->rc * (1.0 - r->alpha / 2.0);
+                r->rc = rc > r->min_bps ? rc : r->min_bps;
+                if (r->rc < r->lowest) r->lowest = r->rc;
+                r->cuts++;
+                r->stage = 0;
+                r->d_cnp = 0;
+                r->next_rate = nxt + r->rate_timer_s;
+            }
+        } else {
+            r->next_rate += r->rate_timer_s;
+            if (r->stage < r->F) {
+                r->fast++;
+            } else if (r->stage == r->F) {
+                r->additive++;
+                double rt = r->rt + r->rai;
+                r->rt = rt < r->line_bps ? rt : r->line_bps;
+            } else {
+                r->hyper++;
+                double rt = r->rt + r->rhai;
+                r->rt = rt < r->line_bps ? rt : r->line_bps;
+            }
+            r->rc = (r->rc + r->rt) / 2.0;
+            r->stage++;
+        }
+    }
 }
 
 void dp_rp_tick(dp_rp *r, double now)
 {
+    if (r->rules == 1) {
+        rp_tick_ns3(r, now);
+        return;
+    }
     while (now >= r->next_alpha) {
         r->alpha *= 1.0 - r->g;
         r->next_alpha += r->alpha_timer_s;

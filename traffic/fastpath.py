@@ -39,7 +39,7 @@ from railab.testbed import cbuild
 
 SOURCE = Path(__file__).with_name("fastpath.c")
 #: The C file's interface version (``DP_ABI``): a library of another version is not used.
-ABI = 9
+ABI = 10
 
 
 class FastPathUnavailable(RailabError):
@@ -56,13 +56,18 @@ class Tpl(ctypes.Structure):
 
 
 class Rp(ctypes.Structure):
-    """``dp_rp``: DCQCN's reaction point state (rates bits/s, times monotonic s)."""
+    """``dp_rp``: DCQCN's reaction point state (rates bits/s, times monotonic s); ``rules`` 0:
+    the paper's (:class:`railab.traffic.load.DcqcnRP`), 1: HPCC ns-3's
+    (:class:`railab.traffic.load.Ns3MlxRP`, set by :func:`rp_ns3`)."""
 
     _fields_ = [(n, ctypes.c_double) for n in (
         "line_bps", "g", "alpha_timer_s", "rate_timer_s", "rai", "rhai", "min_bps", "rc", "rt",
         "alpha", "lowest", "next_alpha", "next_rate", "hold_s")] + [
         (n, ctypes.c_int64) for n in ("byte_counter", "F", "t_steps", "bc_steps", "bytes_since",
-                                      "cnps", "cuts", "fast", "additive", "hyper")]
+                                      "cnps", "cuts", "fast", "additive", "hyper")] + [
+        (n, ctypes.c_int32) for n in ("rules", "first", "a_cnp", "d_cnp")] + [
+        ("dec_interval", ctypes.c_double), ("next_dec", ctypes.c_double),
+        ("stage", ctypes.c_int64)]
 
 
 _I32, _I64, _U32, _F64 = ctypes.c_int32, ctypes.c_int64, ctypes.c_uint32, ctypes.c_double
@@ -155,6 +160,8 @@ def load() -> ctypes.CDLL:
         lib.dp_rp_init.argtypes = [P(Rp), _F64, _F64, _F64, _F64, _I64, _I64, _F64, _F64, _F64,
                                    _F64, _F64]
         lib.dp_rp_init.restype = None
+        lib.dp_rp_ns3.argtypes = [P(Rp), _F64]
+        lib.dp_rp_ns3.restype = None
         lib.dp_rp_on_cnp.argtypes = [P(Rp), _F64]
         lib.dp_rp_tick.argtypes = [P(Rp), _F64]
         lib.dp_rp_hold.argtypes = [P(Rp), _F64]
@@ -187,19 +194,31 @@ def rp_init(rp: Rp, *, line_bps: float, g: float, alpha_timer_s: float, rate_tim
                       fast_recovery_steps, rai_bps, rhai_bps, min_bps, initial_alpha, now)
 
 
+def rp_ns3(rp: Rp, cnp_interval_s: float) -> None:
+    """Switch an initialised ``dp_rp`` to HPCC ns-3's DCQCN rules (``dp_rp_ns3``; the rules
+    of :class:`railab.traffic.load.Ns3MlxRP`): cuts on a check every ``cnp_interval_s`` (s)
+    from one interval after the first CNP, no byte counter, a constant hyper step."""
+    load().dp_rp_ns3(ctypes.byref(rp), cnp_interval_s)
+
+
 class FastRP:
     """The C reaction point with :class:`railab.traffic.load.DcqcnRP`'s interface
     (``on_cnp(now)``, ``on_sent(nbytes)``, ``tick(now)``, ``hold(seconds)``, ``rate``, ``rc``,
     ``rt``, ``alpha``, ``cuts``, ``fast``, ``additive``, ``hyper``, ``lowest_bps``): for tests
     that hold the compiled DCQCN against the Python one, and for a finished run's per-QP
-    readout (``FastRP.of(qp.rp)`` wraps a run's state). Raises ValueError for non-positive
-    rates or times, as DcqcnRP does."""
+    readout (``FastRP.of(qp.rp)`` wraps a run's state). With ``cnp_interval_s`` (s) it runs
+    HPCC ns-3's rules instead, as :class:`railab.traffic.load.Ns3MlxRP` (:func:`rp_ns3`).
+    Raises ValueError for non-positive rates or times, as DcqcnRP does."""
 
-    def __init__(self, line_bps: float, **kw) -> None:
+    def __init__(self, line_bps: float, *, cnp_interval_s: float | None = None, **kw) -> None:
         if line_bps <= 0 or kw["alpha_timer_s"] <= 0 or kw["rate_timer_s"] <= 0 or kw["byte_counter"] <= 0:
             raise ValueError("FastRP: line rate, timers and byte counter must be positive")
+        if cnp_interval_s is not None and cnp_interval_s <= 0:
+            raise ValueError("FastRP: the CNP interval must be positive")
         self._rp = Rp()
         rp_init(self._rp, line_bps=line_bps, **kw)
+        if cnp_interval_s is not None:  # ns-3's rules (Ns3MlxRP)
+            rp_ns3(self._rp, cnp_interval_s)
 
     @classmethod
     def of(cls, rp: Rp) -> FastRP:

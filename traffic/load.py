@@ -67,9 +67,9 @@ from railab.traffic.stream import (
 
 MASK24 = 0xFFFFFF
 _random = random.random
-CcMode = Literal["dcqcn", "none"]
+CcMode = Literal["dcqcn", "dcqcn-ns3", "none"]
 SportMode = Literal["per-qp", "fixed", "spray"]
-CC_MODES = ("dcqcn", "none")
+CC_MODES = ("dcqcn", "dcqcn-ns3", "none")
 #: The NICs' RC transport (IBTA 9.7): ``none`` (every packet sent once, a loss is a counter:
 #: railab before 2026-12-06), ``gbn`` (go-back-N: a gap is NAKed, PSN sequence error, and the
 #: requester resends everything from the NAK's PSN) and ``ooo`` (out-of-order placement with
@@ -249,6 +249,123 @@ class DcqcnRP:
             self.t_steps += 1
             self._increase()
             self.next_rate += self.rate_timer_s
+
+
+class Ns3MlxRP:
+    """A reaction point with the rules of HPCC's ns-3 DCQCN (``CC_MODE 1``, "Mellanox's
+    version", ``simulation/src/point-to-point/model/rdma-hw.cc`` of
+    alibaba-edu/High-Precision-Congestion-Control, commit ``9f4be2a``), written from reading
+    its behaviour (no line of it): the engine runs it with ``cc="dcqcn-ns3"`` so an emulated
+    incast can be set beside ns-3's stored runs (:mod:`railab.traffic.ns3ref`) under the same
+    rules, and :func:`railab.traffic.packetsim.simulate` with ``rp="ns3"``. It is **not** the
+    paper's DCQCN (Zhu et al., SIGCOMM 2015, section 3) nor :class:`DcqcnRP`; where it differs
+    (docs/congestion.md, "ns-3 (HPCC) side by side", names each rule's source):
+
+    * alpha starts at 1 at the first CNP and is updated once per ``alpha_timer_s``: up
+      (``(1-g) alpha + g``) if any CNP came in the period, down otherwise (``UpdateAlphaMlx``);
+    * rate cuts happen on a periodic check every ``cnp_interval_s`` (ns-3's
+      ``RATE_DECREASE_INTERVAL``) that starts one interval after the first CNP: a cut
+      (``RT = RC``, ``RC = max(min, RC (1 - alpha/2))``) if any CNP came since the last check
+      (``CheckRateDecreaseMlx``): the first cut of an incast comes one interval late;
+    * increase events come from the rate timer alone (no byte counter: ``byte_counter`` is
+      taken and ignored): fast recovery for the first F, additive at the F-th, then hyper with
+      a constant step ``R_HAI`` (``RateIncEventMlx``, ``HyperIncreaseMlx``), ``RC = (RT +
+      RC)/2`` at each; the timer starts at the first cut.
+
+    ns-3's notification point sends a CNP for every marked packet (``RdmaHw::ReceiveUdp`` flags
+    the ACK of each): the engine's NP does so with ``cc="dcqcn-ns3"`` (no per-QP pacing).
+    Same interface as :class:`DcqcnRP` (``on_cnp``, ``on_sent``, ``tick``, ``hold``, ``rate``,
+    counters ``cnps``, ``cuts``, ``fast``, ``additive``, ``hyper``, ``lowest_bps``); rates
+    bits/s, times s. Raises ValueError for non-positive rates or times."""
+
+    __slots__ = ("line_bps", "g", "alpha_timer_s", "rate_timer_s", "dec_interval_s", "F", "rai",
+                 "rhai", "min_bps", "rc", "rt", "alpha", "first", "a_cnp", "d_cnp", "stage",
+                 "next_alpha", "next_dec", "next_rate", "cnps", "cuts", "fast", "additive",
+                 "hyper", "lowest_bps")
+
+    def __init__(self, line_bps: float, *, g: float, alpha_timer_s: float, rate_timer_s: float,
+                 cnp_interval_s: float, fast_recovery_steps: int, rai_bps: float,
+                 rhai_bps: float, min_bps: float, byte_counter: int | None = None,
+                 initial_alpha: float = 1.0, now: float = 0.0) -> None:
+        if line_bps <= 0 or alpha_timer_s <= 0 or rate_timer_s <= 0 or cnp_interval_s <= 0:
+            raise ValueError("Ns3MlxRP: line rate, timers and the CNP interval must be positive")
+        self.line_bps = float(line_bps)
+        self.g = g
+        self.alpha_timer_s, self.rate_timer_s = alpha_timer_s, rate_timer_s
+        self.dec_interval_s = cnp_interval_s
+        self.F = fast_recovery_steps
+        self.rai, self.rhai = rai_bps, rhai_bps
+        self.min_bps = min(min_bps, self.line_bps)
+        self.rc = self.rt = self.lowest_bps = self.line_bps
+        self.alpha = 1.0
+        self.first, self.a_cnp, self.d_cnp = True, False, False
+        self.stage = 0
+        self.next_alpha = self.next_dec = self.next_rate = float("inf")
+        self.cnps = self.cuts = self.fast = self.additive = self.hyper = 0
+
+    @classmethod
+    def from_qos(cls, qos: QosProfile, now: float = 0.0, line_bps: float | None = None) -> Ns3MlxRP:
+        """The RP of a lab's QoS profile under ns-3's rules (:func:`rp_params` plus
+        ``cnp_interval_s``, the scaled ``qos.dcqcn.cnp_interval_us``)."""
+        return cls(**rp_params(qos, line_bps), now=now,
+                   cnp_interval_s=qos.capacity.lab_seconds(qos.dcqcn.cnp_interval_us))
+
+    @property
+    def rate(self) -> float:
+        """The current sending rate RC, bits/s."""
+        return self.rc
+
+    def on_sent(self, nbytes: int) -> None:
+        """No byte counter in ns-3's DCQCN: nothing to do."""
+
+    def on_cnp(self, now: float) -> None:
+        """A CNP at ``now`` (s): flag it for the next alpha update and rate check; the first
+        starts the alpha timer and the periodic rate check one interval (+1 ns) later."""
+        self.cnps += 1
+        self.a_cnp = self.d_cnp = True
+        if self.first:
+            self.first, self.alpha, self.a_cnp = False, 1.0, False
+            self.next_alpha = now + self.alpha_timer_s
+            self.next_dec = now + self.dec_interval_s + 1e-9
+
+    def hold(self, seconds: float) -> None:
+        """Time the host took from the QP is not DCQCN time: every timer is pushed back by it
+        (as :meth:`DcqcnRP.hold`)."""
+        self.next_alpha += seconds
+        self.next_dec += seconds
+        self.next_rate += seconds
+
+    def tick(self, now: float) -> None:
+        """Run the alpha timer, the rate check and the rate timer up to ``now`` (s), in order."""
+        while True:
+            nxt = min(self.next_alpha, self.next_dec, self.next_rate)
+            if nxt > now:
+                return
+            if nxt == self.next_alpha:
+                self.alpha = (1 - self.g) * self.alpha + (self.g if self.a_cnp else 0.0)
+                self.a_cnp = False
+                self.next_alpha += self.alpha_timer_s
+            elif nxt == self.next_dec:
+                self.next_dec += self.dec_interval_s
+                if self.d_cnp:
+                    self.rt = self.rc
+                    self.rc = max(self.min_bps, self.rc * (1 - self.alpha / 2))
+                    self.lowest_bps = min(self.lowest_bps, self.rc)
+                    self.cuts += 1
+                    self.stage, self.d_cnp = 0, False
+                    self.next_rate = nxt + self.rate_timer_s
+            else:
+                self.next_rate += self.rate_timer_s
+                if self.stage < self.F:
+                    self.fast += 1
+                elif self.stage == self.F:
+                    self.additive += 1
+                    self.rt = min(self.line_bps, self.rt + self.rai)
+                else:
+                    self.hyper += 1
+                    self.rt = min(self.line_bps, self.rt + self.rhai)
+                self.rc = (self.rc + self.rt) / 2
+                self.stage += 1
 
 
 def rp_params(qos: QosProfile, line_bps: float | None = None) -> dict:
@@ -504,7 +621,10 @@ class LoadEngine(Engine):
         self.sample_s = sample_s
         cap = self.qos.capacity
         self.line_bps = (line_mbps if line_mbps is not None else cap.port_rate_mbps) * 1e6
-        self.pacer = CnpPacer(cap.lab_seconds(self.qos.dcqcn.cnp_interval_us))
+        #: the NP: one CNP per QP per interval (the paper's), or with ``dcqcn-ns3`` one for
+        #: every marked packet (ns-3's ``ReceiveUdp``: interval 0)
+        self.pacer = CnpPacer(0.0 if cc == "dcqcn-ns3" else
+                              cap.lab_seconds(self.qos.dcqcn.cnp_interval_us))
         self._qps: list[_QP] = []
         self._ran_with = "python"
         self._cpu_s: float | None = None
@@ -766,8 +886,9 @@ class LoadEngine(Engine):
                 continue
             q.next_t = q.t_start + i * q.frame_bits / q.line_bps / k  # staggered
             q.active = True
-            if self.cc == "dcqcn":
-                q.rp = DcqcnRP.from_qos(self.qos, now=q.t_start, line_bps=q.line_bps)
+            if self.cc != "none":
+                q.rp = (DcqcnRP if self.cc == "dcqcn" else Ns3MlxRP).from_qos(
+                    self.qos, now=q.t_start, line_bps=q.line_bps)
         if on_started is not None:
             on_started(t0)
         end = t0 + seconds if seconds is not None else None
@@ -947,7 +1068,7 @@ class LoadEngine(Engine):
             c.frame_bits = q.frame_bits
             c.active = 1
             q.active = True
-            c.cc = int(self.cc == "dcqcn")
+            c.cc = int(self.cc != "none")
             c.rtx_one = -1
             if q.ack_tpls is not None:
                 c.nic = NIC_MODES.index(self.nic)
@@ -970,6 +1091,8 @@ class LoadEngine(Engine):
             c.next_t = q.t_start + i * q.frame_bits / q.line_bps / n  # staggered
             if c.cc:
                 fp.rp_init(c.rp, **rp_params(self.qos, q.line_bps), now=q.t_start)
+                if self.cc == "dcqcn-ns3":
+                    fp.rp_ns3(c.rp, self.qos.capacity.lab_seconds(self.qos.dcqcn.cnp_interval_us))
         rx = [fd for fd in self._rx]
         ctx = fp.Ctx()
         ctx.qps, ctx.nqp = cq, n
@@ -997,7 +1120,7 @@ class LoadEngine(Engine):
             s["t"].append(round(now - t0, 4))
             s["tx_mbps"].append(round((int(sent_b[i]) - q.s_tx) * 8 / dt / 1e6, 3))
             s["rx_mbps"].append(round((int(rx_b[i]) - q.s_rx) * 8 / dt / 1e6, 3))
-            rate = float(rc[i]) if self.cc == "dcqcn" and not q.failed else (
+            rate = float(rc[i]) if self.cc != "none" and not q.failed else (
                 q.line_bps if active[i] else 0.0)
             s["cc_mbps"].append(round(rate / 1e6, 3))
             s["ce"].append(int(ce[i]) - q.s_ce)
@@ -1026,7 +1149,7 @@ class LoadEngine(Engine):
         res = LoadResult(cc=self.cc, sport_mode=self.sport_mode, seconds=round(dur, 3),
                          sample_s=self.sample_s, port_rate_mbps=self.line_bps / 1e6,
                          time_scale=cap.time_scale,
-                         dcqcn=self.qos.dcqcn.model_dump() if self.cc == "dcqcn" else None)
+                         dcqcn=self.qos.dcqcn.model_dump() if self.cc != "none" else None)
         meant = done = 0
         for q in self._qps:
             f = q.flow
@@ -1484,6 +1607,7 @@ def steady_state_check(utilization: float, ratios: list[float], dropped_pct: flo
 
 
 __all__ = ["CC_MODES", "FAIR_TOLERANCE", "FIXED_SPORT", "SPORT_MODES", "CnpPacer", "DcqcnRP",
-           "LoadEngine", "LoadFlow", "LoadFlowResult", "LoadResult", "PortReader", "PortSampler",
+           "LoadEngine", "LoadFlow", "LoadFlowResult", "LoadResult", "Ns3MlxRP", "PortReader",
+           "PortSampler",
            "fair_share", "fairness", "flow_results", "qp_sport", "run_load", "spray_ports",
            "steady_state_check"]

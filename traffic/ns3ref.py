@@ -73,6 +73,29 @@ def brief(rec: dict) -> dict:
             **{k: s[k] for k in keys}}
 
 
+def beside(stored: dict, qos, pfc: bool, fabric_us: float, *, utilization: float,
+           ratios: list[float], queue_peak_bytes: float) -> dict:
+    """A stored record (:func:`load`) set beside railab's figures of the same scenario:
+    :func:`brief` plus ``same_qos`` (ns-3 ran with ``qos``'s ECN thresholds and, PFC on, its
+    pause depth or, off, its drop depth: the stored runs map ``mini-lossless``'s), ``same_fabric_time``
+    (the stored run is ``fabric_us`` long, within 1 us), ``vs`` (:func:`compare` of the given
+    figures: utilization a fraction of the port, ``ratios`` each sender's rate over its fair
+    share, ``queue_peak_bytes``) and ``bands`` (:data:`BANDS`). Raises ValueError when the
+    numbers of senders differ."""
+    out = brief(stored)
+    mapped = stored["params"]["topology"]["target_bytes"]
+    ecn = stored["params"]["railab"]["qos"]["ecn"]
+    here = qos.pfc_pause_bytes if pfc else qos.capacity.drop_limit_bytes
+    out["same_qos"] = bool(mapped == here and ecn["kmin_bytes"] == qos.ecn.kmin_bytes
+                           and ecn["kmax_bytes"] == qos.ecn.kmax_bytes
+                           and ecn["pmax_percent"] == qos.ecn.pmax_percent)
+    out["same_fabric_time"] = abs(stored["fabric_us"] - fabric_us) < 1
+    out["vs"] = compare(stored["summary"], utilization=utilization, ratios=ratios,
+                        queue_peak_bytes=queue_peak_bytes)
+    out["bands"] = BANDS
+    return out
+
+
 def compare(ns3: dict, *, utilization: float, ratios: list[float], queue_peak_bytes: float,
             bands: dict | None = None) -> dict:
     """railab's figures against ns-3's ``summary`` (:func:`brief` or the record's): the

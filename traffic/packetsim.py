@@ -45,7 +45,7 @@ from scipy.stats import binomtest
 
 from railab.topologies.qos import DcqcnProfile, QosProfile
 from railab.traffic.fluid import ROCE_FRAME_OVERHEAD, FluidParams
-from railab.traffic.load import CnpPacer, DcqcnRP
+from railab.traffic.load import CnpPacer, DcqcnRP, Ns3MlxRP
 
 #: Seeds :func:`spread` uses by default (fixed, so a reference is reproducible). Forty: "every
 #: sender within 15 % in k of n runs" is the reference's estimate of how often DCQCN itself meets
@@ -88,90 +88,13 @@ class PacketRun:
     window_bytes: int | None = None
 
 
-class Ns3MlxRP:
-    """A reaction point that behaves as the DCQCN of HPCC's ns-3 (``CC_MODE 1``, "Mellanox's
-    version", ``rdma-hw.cc`` of alibaba-edu/High-Precision-Congestion-Control), written from
-    reading its behaviour, for comparisons only (``simulate(..., rp="ns3")``): it is **not**
-    the paper's DCQCN (Zhu et al., SIGCOMM 2015) nor railab's :class:`DcqcnRP`. Where it differs:
-
-    * alpha starts at 1 at the first CNP and is updated once per ``alpha_timer`` period: up
-      (``(1-g) alpha + g``) if any CNP came in the period, down otherwise (``UpdateAlphaMlx``);
-    * rate cuts happen on a periodic check every ``cnp_interval`` (ns-3's
-      ``RATE_DECREASE_INTERVAL``) that starts one interval after the first CNP: a cut
-      (``RT = RC``, ``RC = max(min, RC (1 - alpha/2))``) if any CNP came since the last check
-      (``CheckRateDecreaseMlx``), so the first cut of an incast comes one interval late;
-    * increase events come from the rate timer alone (no byte counter): fast recovery for the
-      first F, additive at the F-th, then hyper with a constant step ``R_HAI``
-      (``RateIncEventMlx``, ``HyperIncreaseMlx``), ``RC = (RT + RC)/2`` at each.
-
-    With ``rp="ns3"`` the receiver also sends a CNP for every marked packet (ns-3 sets the CNP
-    flag on the ACK of each marked packet, ``ReceiveUdp``; no per-QP CNP interval). Rates in
-    bits/s, times in s."""
-
-    __slots__ = ("line", "g", "ta", "tdec", "T", "F", "ai", "hai", "min", "rc", "rt", "alpha",
-                 "first", "a_cnp", "d_cnp", "stage", "next_a", "next_d", "next_r", "hyper",
-                 "cuts")
-
-    def __init__(self, p: FluidParams) -> None:
-        self.line = p.line_gbps * 1e9
-        self.g = p.g
-        self.ta, self.tdec = p.alpha_timer_us * 1e-6, p.cnp_interval_us * 1e-6
-        self.T, self.F = p.rate_timer_us * 1e-6, p.fast_recovery_steps
-        self.ai, self.hai = p.ai_rate_mbps * 1e6, p.hai_rate_mbps * 1e6
-        self.min = p.min_rate_mbps * 1e6
-        self.rc = self.rt = self.line
-        self.alpha = 1.0
-        self.first, self.a_cnp, self.d_cnp = True, False, False
-        self.stage = 0
-        self.next_a = self.next_d = self.next_r = float("inf")
-        self.hyper = self.cuts = 0
-
-    def on_sent(self, nbytes: int) -> None:
-        """No byte counter in ns-3's DCQCN: nothing to do."""
-
-    def on_cnp(self, now: float) -> None:
-        """A CNP at ``now`` (s): flag it for the next alpha update and rate check; the first
-        starts the alpha timer and the periodic rate check one interval later."""
-        self.a_cnp = self.d_cnp = True
-        if self.first:
-            self.first, self.alpha, self.a_cnp = False, 1.0, False
-            self.next_a = now + self.ta
-            self.next_d = now + self.tdec + 1e-9
-
-    def tick(self, now: float) -> None:
-        """Run the alpha timer, the rate check and the rate timer up to ``now`` (s), in order."""
-        while True:
-            nxt = min(self.next_a, self.next_d, self.next_r)
-            if nxt > now:
-                return
-            if nxt == self.next_a:
-                self.alpha = (1 - self.g) * self.alpha + (self.g if self.a_cnp else 0.0)
-                self.a_cnp = False
-                self.next_a += self.ta
-            elif nxt == self.next_d:
-                self.next_d += self.tdec
-                if self.d_cnp:
-                    self.rt = self.rc
-                    self.rc = max(self.min, self.rc * (1 - self.alpha / 2))
-                    self.cuts += 1
-                    self.stage, self.d_cnp = 0, False
-                    self.next_r = nxt + self.T
-            else:
-                self.next_r += self.T
-                if self.stage == self.F:
-                    self.rt = min(self.line, self.rt + self.ai)
-                elif self.stage > self.F:
-                    self.rt = min(self.line, self.rt + self.hai)
-                    self.hyper += 1
-                self.rc = (self.rc + self.rt) / 2
-                self.stage += 1
-
-
-class _EveryMark:
-    """ns-3's notification point: a CNP for every marked packet."""
-
-    def due(self, qp: int, now: float) -> bool:
-        return True
+def _ns3_rp(p: FluidParams) -> Ns3MlxRP:
+    """HPCC ns-3's reaction point (:class:`railab.traffic.load.Ns3MlxRP`) with ``p``'s numbers
+    (fabric time: bits/s, s)."""
+    return Ns3MlxRP(p.line_gbps * 1e9, g=p.g, alpha_timer_s=p.alpha_timer_us * 1e-6,
+                    rate_timer_s=p.rate_timer_us * 1e-6, cnp_interval_s=p.cnp_interval_us * 1e-6,
+                    fast_recovery_steps=p.fast_recovery_steps, rai_bps=p.ai_rate_mbps * 1e6,
+                    rhai_bps=p.hai_rate_mbps * 1e6, min_bps=p.min_rate_mbps * 1e6)
 
 
 def _rp(p: FluidParams) -> DcqcnRP:
@@ -256,8 +179,9 @@ def simulate(params: FluidParams, fabric_us: float = 15_000.0, *, seed: int = 1,
     enqueue = p.mark_at_enqueue
     pause_at = p.pause_bytes
     resume_at = resume_bytes if resume_bytes is not None else max(0, pause_at - 2 * size)
-    rps = [_rp(p) if rp == "railab" else Ns3MlxRP(p) for _ in range(n)]
-    pacer = CnpPacer(p.cnp_interval_us * 1e-6) if rp == "railab" else _EveryMark()
+    rps = [_rp(p) if rp == "railab" else _ns3_rp(p) for _ in range(n)]
+    # the paper's NP paces CNPs per QP; ns-3's sends one for every marked packet (interval 0)
+    pacer = CnpPacer(p.cnp_interval_us * 1e-6 if rp == "railab" else 0.0)
     rx = [0] * n
     sent = dropped = pauses = 0
     windowed = window_bytes is not None

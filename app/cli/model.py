@@ -70,19 +70,11 @@ def ns3_reference(qos, senders: int, pfc: bool, profile: str, rec: dict) -> dict
     stored = ns3ref.load(senders, pfc, profile)
     if stored is None:
         return None
-    out = ns3ref.brief(stored)
-    mapped = stored["params"]["topology"]["target_bytes"]
-    ecn = stored["params"]["railab"]["qos"]["ecn"]
-    here = qos.pfc_pause_bytes if pfc else qos.capacity.drop_limit_bytes
-    out["same_qos"] = bool(mapped == here and ecn["kmin_bytes"] == qos.ecn.kmin_bytes
-                           and ecn["kmax_bytes"] == qos.ecn.kmax_bytes
-                           and ecn["pmax_percent"] == qos.ecn.pmax_percent)
-    out["same_fabric_time"] = abs(stored["fabric_us"] - rec["summary"]["fabric_us"]) < 1
     s, share = rec["summary"], qos.capacity.fabric_rate_gbps / senders
-    out["fluid_vs_ns3"] = ns3ref.compare(
-        stored["summary"], utilization=s["utilization"],
-        ratios=[g / share for g in s["per_flow_gbps"]], queue_peak_bytes=rec["queue_peak_bytes"])
-    out["bands"] = ns3ref.BANDS
+    out = ns3ref.beside(stored, qos, pfc, s["fabric_us"], utilization=s["utilization"],
+                        ratios=[g / share for g in s["per_flow_gbps"]],
+                        queue_peak_bytes=rec["queue_peak_bytes"])
+    out["fluid_vs_ns3"] = out.pop("vs")
     return out
 
 

@@ -427,6 +427,29 @@ def load_error_causes(lab: str, spec, flows, error: str) -> tuple[list[dict], li
     return [c for c in causes if c["attributed"]], unattributed(causes)
 
 
+def ns3_run_text(ns3: dict, util: float, ratios: list[float], queue_peak: int) -> str:
+    """One line for an incast load run beside ns-3's stored run of the same scenario
+    (``congestion.reference.ns3``, :func:`railab.traffic.ns3ref.beside`): ns-3's figures
+    (computed), this run's (measured) and whether they are within issue 44's bands."""
+    c, b = ns3["vs"], ns3["bands"]
+    out = (f"ns-3 (HPCC's RDMA model, {ns3['repository']}@{(ns3['commit'] or '?')[:10]}, "
+           f"computed, {ns3['scenario']}"
+           + ("" if ns3["same_qos"] else ", [yellow]not this run's ECN/PFC/buffer[/yellow]")
+           + ("" if ns3["same_fabric_time"] else
+              f", [yellow]{ns3['fabric_us'] / 1000:g} ms of fabric time[/yellow]")
+           + f"): port used {ns3['utilization']:.1%}, senders at {min(ns3['ratios']):.2f}-"
+           f"{max(ns3['ratios']):.2f} of their share, queue peak {ns3['queue_peak_bytes']:,} B; "
+           f"this run (measured): {util:.1%}, {min(ratios):.2f}-{max(ratios):.2f}, "
+           f"{queue_peak:,} B: " + ("[green]within[/green]" if c["agrees"] else "[red]not within[/red]")
+           + f" its bands (port {c['utilization_points']:g} of {b['utilization_points']:g} points, "
+           f"shares {c['share_max_diff']:.2f} of {b['share']:g}, queue peak "
+           f"{c['queue_peak_rel']:.0%} of {b['queue_peak']:.0%})")
+    if ns3["rules"] == "paper":
+        out += ("; ns-3's DCQCN rules are not the paper's: --cc dcqcn-ns3 runs ns-3's "
+                "(docs/congestion.md \"ns-3 (HPCC) side by side\")")
+    return out
+
+
 def _capacity_sampler(ref, spec):
     """A :data:`railab.traffic.load.PortSampler` over the capacity dataplane's counters
     (:class:`railab.testbed.capacity.CapacitySampler`, CE marks read too), and its closer;
@@ -614,10 +637,17 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
             spec.qos, len(res.flows), res.seconds, pfc=pfc_on,
             dcqcn=DCQCN_PROFILES[dcqcn] if dcqcn else None, mtu=mtu or 4096,
             measured_ratios=fshare["ratios"] if fshare else None)
-        from railab.traffic import ns3ref  # ns-3's stored figures for the same incast, if any
+    ns3_side = None  # ns-3's stored figures for the same incast, if any, beside this run's
+    if pattern == "incast" and capacity and cc != "none" and res.flows and not nbytes:
+        from railab.traffic import ns3ref
 
         if (ns3 := ns3ref.load(len(res.flows), pfc_on, dcqcn or spec.qos.dcqcn.name)) is not None:
-            reference["ns3"] = ns3ref.brief(ns3)
+            ns3_side = ns3ref.beside(ns3, spec.qos, pfc_on, fabric_ms * 1000, utilization=util,
+                                     ratios=fshare["ratios"],
+                                     queue_peak_bytes=res.queue_peak_bytes or 0)
+            ns3_side["rules"] = "ns3" if cc == "dcqcn-ns3" else "paper"
+        if reference is not None and ns3_side is not None:
+            reference["ns3"] = ns3_side
     check = None
     if reference is not None:
         check = steady_state_check(util, fshare["ratios"], reference["measured_dropped_pct"],
@@ -645,7 +675,9 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
         cong["utilization"] = util
         cong["fabric_ms"] = fabric_ms
         cong["steady"] = steady
-        cong["reference"] = reference
+        # --cc dcqcn-ns3: the fluid model and the per-packet reference are of the paper's DCQCN,
+        # not of this run's rules: ns-3's stored run is its reference
+        cong["reference"] = reference if reference is not None or ns3_side is None else {"ns3": ns3_side}
         cong["steady_state_check"] = check
         cong["fct"] = fct
         print(json.dumps({
@@ -726,6 +758,9 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
                           + (" (within the reference's range)" if pk["spread_like_reference"] else
                              " ([yellow]outside the reference's range, widened by 0.05[/yellow])"),
                           highlight=False, soft_wrap=True)
+        if ns3_side is not None:
+            con.print(ns3_run_text(ns3_side, util, fshare["ratios"], res.queue_peak_bytes or 0),
+                      highlight=False, soft_wrap=True)
         con.print(f"ce_marked {res.ce_marked}, cnp_sent {res.cnp_sent}, cnp_received "
                   f"{res.cnp_received}, dropped {res.dropped}, lost {res.lost}, pause_events "
                   f"{res.pause_events}; offered {res.offered_mbps:g} Mb/s, engine shortfall "
@@ -742,7 +777,7 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
                       f"{tr['naks']} NAKs, {tr['timeouts']} timeouts"
                       + (f"; FCT p50 {tr['fct_p50_s']:g} s, p99 {tr['fct_p99_s']:g} s (lab)"
                          if tr["fct_p50_s"] is not None else ""), highlight=False, soft_wrap=True)
-        if cc == "dcqcn" and res.flows and capacity:
+        if cc != "none" and res.flows and capacity:
             con.print(f"fair share {fshare['share_mbps']:g} Mb/s (port / {len(fl)}): every "
                       f"sender {fshare['min']:.2f}-{fshare['max']:.2f} of it over the last half: "
                       f"{'within' if fshare['within'] else 'NOT within'} "
@@ -764,7 +799,7 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
         for link, names in shared.items():
             con.print(f"ECMP: {len(names)} flows share {link}: {', '.join(names)}",
                       highlight=False, soft_wrap=True)
-        if shared and pfc_on and cc == "dcqcn" and res.flows and not fshare["within"]:
+        if shared and pfc_on and cc != "none" and res.flows and not fshare["within"]:
             con.print("[yellow]note:[/yellow] PFC pauses a port, not a flow: flows that share "
                       "a link get less than their share while PFC holds the excess, until DCQCN "
                       "alone holds the rates (a longer --seconds, or another --seed; "
@@ -901,8 +936,10 @@ def register(app: typer.Typer) -> None:
             None, "--senders", help="incast: number of sender NICs (default 8); the receiver "
             "is one NIC"),
         cc: str | None = typer.Option(
-            None, "--cc", help="load run: dcqcn | none (senders at line rate whatever CNPs "
-            "say); default dcqcn"),
+            None, "--cc", help="load run: dcqcn (the paper's rules) | dcqcn-ns3 (HPCC ns-3's "
+            "DCQCN rules: a CNP per marked packet, the first cut one interval late, no byte "
+            "counter; for runs beside ns-3's stored results) | none (senders at line rate "
+            "whatever CNPs say); default dcqcn"),
         pfc: str | None = typer.Option(
             None, "--pfc", help="load run: PFC emulation on | off (default: the intent's "
             "lab.capacity.pfc)"),

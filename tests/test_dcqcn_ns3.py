@@ -1,0 +1,187 @@
+"""HPCC ns-3's DCQCN rules in the load engine (``cc="dcqcn-ns3"``, issue 44), without a lab: the
+compiled reaction point (``dp_rp_ns3``) event for event against :class:`Ns3MlxRP`, each rule
+that separates it from the paper's (the late first cut, alpha per period, no byte counter, a
+constant hyper step), the notification point's CNP for every marked packet, and the per-packet
+reference built on the same class."""
+
+from __future__ import annotations
+
+import ctypes
+import socket
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from railab.errors import RailabError
+from railab.topologies.intent import load_intent
+from railab.topologies.qos import DCQCN_400G, CapacityProfile, QosProfile
+from railab.traffic import fastpath as fp
+from railab.traffic import packetsim, roce
+from railab.traffic.fluid import FluidParams
+from railab.traffic.load import CC_MODES, DcqcnRP, Ns3MlxRP, rp_params
+
+QOS = QosProfile(capacity=CapacityProfile(port_rate_mbps=200), dcqcn=DCQCN_400G)
+RP_KW = rp_params(QOS)
+INTERVAL = QOS.capacity.lab_seconds(QOS.dcqcn.cnp_interval_us)
+NS3_KW = {**RP_KW, "cnp_interval_s": INTERVAL}
+
+
+def _same(py: Ns3MlxRP, c: fp.FastRP) -> None:
+    for name in ("rc", "rt", "alpha", "cnps", "cuts", "fast", "additive", "hyper", "lowest_bps",
+                 "next_alpha", "next_rate"):
+        assert getattr(c, name) == getattr(py, name), name
+
+
+events = st.lists(st.tuples(st.sampled_from(["cnp", "sent", "tick", "hold"]),
+                            st.floats(min_value=0.0, max_value=0.5),
+                            st.integers(min_value=1, max_value=4_000_000)), max_size=60)
+
+
+@pytest.mark.skipif(not fp.available(), reason="no C compiler for the fast path")
+@settings(max_examples=300, deadline=None)
+@given(events)
+def test_compiled_ns3_reaction_point_is_ns3mlxrp_event_for_event(seq):
+    py, c = Ns3MlxRP(**NS3_KW, now=0.0), fp.FastRP(**NS3_KW, now=0.0)
+    now = 0.0
+    for kind, dt, nbytes in seq:
+        now += dt
+        if kind == "cnp":
+            py.on_cnp(now), c.on_cnp(now)
+        elif kind == "sent":
+            py.on_sent(nbytes), c.on_sent(nbytes)
+        elif kind == "tick":
+            py.tick(now), c.tick(now)
+        else:
+            py.hold(dt), c.hold(dt)
+        _same(py, c)
+
+
+def test_the_first_cut_comes_one_interval_after_the_first_cnp():
+    """ns-3's ``cnp_received_mlx`` schedules the first rate check RATE_DECREASE_INTERVAL after
+    the first CNP; the paper's RP (DcqcnRP) cuts as the CNP arrives."""
+    ns3, paper = Ns3MlxRP(**NS3_KW), DcqcnRP(**RP_KW)
+    line = RP_KW["line_bps"]
+    ns3.on_cnp(1.0), paper.on_cnp(1.0)
+    assert paper.rc == pytest.approx(line / 2) and paper.cuts == 1
+    ns3.tick(1.0 + INTERVAL * 0.99)
+    assert ns3.rc == line and ns3.cuts == 0  # still at line rate just before the check
+    ns3.tick(1.0 + INTERVAL * 1.01)
+    assert ns3.cuts == 1 and ns3.rc < line
+
+
+def test_one_cut_per_interval_however_many_cnps():
+    """Many CNPs (ns-3's NP: one per marked packet) between two checks make one cut."""
+    rp = Ns3MlxRP(**NS3_KW)
+    rp.on_cnp(0.0)
+    for k in range(50):
+        rp.on_cnp(k * INTERVAL / 60)
+    rp.tick(INTERVAL * 1.5)
+    assert rp.cnps == 51 and rp.cuts == 1
+
+
+def test_alpha_rises_per_period_with_a_cnp_and_decays_without():
+    rp = Ns3MlxRP(**NS3_KW)
+    g, ta = RP_KW["g"], RP_KW["alpha_timer_s"]
+    rp.on_cnp(0.0)
+    assert rp.alpha == 1.0  # 1 at the first CNP
+    rp.tick(ta * 1.5)  # a period with no CNP after the first: down
+    assert rp.alpha == pytest.approx(1 - g)
+    rp.on_cnp(ta * 1.6)
+    rp.on_cnp(ta * 1.7)  # two CNPs in one period: one step up
+    rp.tick(ta * 2.5)
+    assert rp.alpha == pytest.approx((1 - g) * (1 - g) + g)
+
+
+def test_no_byte_counter_and_a_constant_hyper_step():
+    """Sent bytes never raise the rate (no byte counter); after F fast-recovery steps and one
+    additive step (R_AI) every timer step adds R_HAI, not i x R_HAI as the paper's."""
+    rp = Ns3MlxRP(**NS3_KW)
+    T, F = RP_KW["rate_timer_s"], RP_KW["fast_recovery_steps"]
+    rai, rhai = RP_KW["rai_bps"], RP_KW["rhai_bps"]
+    rp.on_cnp(0.0)
+    rp.tick(INTERVAL * 1.01)  # the first cut: RT = line, RC = line/2
+    rp.on_cnp(INTERVAL * 1.5)
+    rp.tick(INTERVAL * 2.01)  # the second: RT = RC, far below the line rate
+    assert rp.cuts == 2 and rp.rt < 0.7 * RP_KW["line_bps"]
+    cut_at = 2 * INTERVAL + 1e-9
+    rc = rp.rc
+    rp.on_sent(10 * RP_KW["byte_counter"])
+    assert rp.rc == rc and rp.fast == 0
+    rts = [rp.rt]
+    for k in range(1, F + 5):
+        rp.tick(cut_at + k * T + T / 100)
+        rts.append(rp.rt)
+    steps = [b - a for a, b in zip(rts, rts[1:], strict=False)]
+    assert rp.fast == F and rp.additive == 1 and rp.hyper == 3
+    assert steps[:F] == [0.0] * F  # fast recovery: RT unchanged
+    assert steps[F] == pytest.approx(rai)
+    assert steps[F + 1:] == pytest.approx([rhai] * 3)  # constant: the paper's would be 1, 2, 3 x
+
+
+def test_bad_arguments_are_refused():
+    with pytest.raises(ValueError, match="CNP interval"):
+        Ns3MlxRP(**{**NS3_KW, "cnp_interval_s": 0.0})
+    if fp.available():
+        with pytest.raises(ValueError, match="CNP interval"):
+            fp.FastRP(**{**NS3_KW, "cnp_interval_s": -1.0})
+
+
+def test_dcqcn_ns3_is_a_congestion_control_mode_with_an_unpaced_np():
+    from railab.topologies.generator import _build_spec, resolve_lab
+    from railab.traffic.load import LoadEngine
+
+    assert "dcqcn-ns3" in CC_MODES
+    intent = load_intent("mini-lossless")
+    spec = _build_spec(intent, resolve_lab(intent), intent.name)
+    paper = LoadEngine(spec, cc="dcqcn")
+    ns3 = LoadEngine(spec, cc="dcqcn-ns3")
+    assert paper.pacer.interval_s == spec.qos.capacity.lab_seconds(spec.qos.dcqcn.cnp_interval_us) > 0
+    assert ns3.pacer.interval_s == 0.0
+    assert ns3.pacer.due(1, 0.0) and ns3.pacer.due(1, 0.0)  # a CNP for every marked packet
+    with pytest.raises(RailabError, match="dcqcn-ns3"):
+        LoadEngine(spec, cc="ns3")
+
+
+@pytest.mark.skipif(not fp.available(), reason="no C compiler for the fast path")
+def test_compiled_np_with_interval_zero_sends_a_cnp_per_marked_packet():
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    b.setblocking(False)
+    qps = (fp.Qp * 1)()
+    q = qps[0]
+    q.dqpn, q.sqpn, q.start_psn, q.max_idx = 0x100, 0x101, 1000, -1
+    q.last_cnp = -1e18
+    cnp = bytes(roce.roce_packet(src_mac="02:00:00:00:00:02", dst_mac="02:00:00:00:00:01",
+                                 src_ip="10.0.1.1", dst_ip="10.0.0.1", dst_qpn=0x101, psn=0,
+                                 opcode=roce.CNP, ecn=roce.ECN_NOT_ECT))
+    buf = ctypes.create_string_buffer(cnp, len(cnp))
+    q.cnp_frame, q.cnp_len, q.cnp_fd, q.cc = ctypes.addressof(buf), len(cnp), a.fileno(), 1
+    fp.rp_init(q.rp, **RP_KW, now=0.0)
+    fp.rp_ns3(q.rp, INTERVAL)
+    ctx = fp.Ctx()
+    ctx.qps, ctx.nqp, ctx.cnp_interval = qps, 1, 0.0
+    try:
+        for i in range(5):
+            fp.rx(ctx, bytes(roce.roce_packet(
+                src_mac="02:00:00:00:00:01", dst_mac="02:00:00:00:00:02", src_ip="10.0.0.1",
+                dst_ip="10.0.1.1", dst_qpn=0x100, psn=1000 + i, opcode=roce.RC_RDMA_WRITE_MIDDLE,
+                payload=b"x" * 64, ecn=roce.ECN_CE)), 0.001 * i)
+        assert q.ce == 5 and q.cnp_sent == 5  # every marked packet, 1 ms apart (interval 0)
+        fp.rx(ctx, cnp, 0.01)  # a CNP back at the sender: flagged, not a cut yet
+        assert q.cnp_rx == 1 and q.rp.cnps == 1 and q.rp.cuts == 0
+        assert q.rp.rc == RP_KW["line_bps"]
+    finally:
+        fp.release(ctx)
+        a.close(), b.close()
+
+
+def test_packetsim_ns3_runs_on_the_engines_reaction_point():
+    """``simulate(rp="ns3")`` uses load.Ns3MlxRP (one class for the engine and the model): an
+    8:1 incast at 400g cuts later than railab's RP, so its queue peaks higher."""
+    qos = load_intent("mini-lossless").lab.capacity.qos(400)
+    p = FluidParams.from_qos(qos, 8, pfc=True)
+    assert packetsim.Ns3MlxRP is Ns3MlxRP
+    ns3 = packetsim.simulate(p, 2_000.0, seed=1, rp="ns3")
+    ours = packetsim.simulate(p, 2_000.0, seed=1, rp="railab")
+    assert ns3.queue_max_bytes > ours.queue_max_bytes
+    assert sum(ns3.cuts) < sum(ours.cuts)  # one cut per interval at most, not one per CNP
