@@ -268,3 +268,22 @@ def test_root_audit_takes_the_link_speed_cause_on_either_end(lspec):
     for node, port in (leaf, spine):
         assert rootaudit.names({"kind": "link-speed", "node": node, "port": port, "link": lid}, f, lspec)
     assert not rootaudit.names({"kind": "mtu-mismatch", "node": leaf[0], "port": leaf[1], "link": lid}, f, lspec)
+
+
+def test_check_that_runs_no_row_says_so_not_all_passed(monkeypatch, capsys):
+    """``railab check LAB --only speed`` on a lab without lab.capacity ran no row and printed
+    "all 0 checks passed"; it now says nothing was checked and why."""
+    import threading
+
+    from railab.checks import lab as L
+    from railab.checks import runner
+    from railab.cli.check import _check
+
+    monkeypatch.setattr(L.LiveLab, "attach", classmethod(
+        lambda cls, ref: SimpleNamespace(name="plain", spec=None, executor=None, netns_of=None)))
+    monkeypatch.setattr(runner, "run_checks", lambda *a, **k: [])
+    monkeypatch.setattr("railab.checks.exercise.check_detail", lambda lab: None)
+    n = _check("plain", "speed", False, None, False, None, None, threading.Event())
+    out = capsys.readouterr().out
+    assert n == 0 and "all 0 checks passed" not in out
+    assert "no checks ran" in out and "--only speed" in out and "lab.capacity" in out

@@ -264,6 +264,11 @@ def _check(lab: str, only: str | None, as_json: bool, junit: Path | None, show_a
         if not n_fail and n_skip:
             con.print(f"[green]{len(results) - n_skip} passed, {n_skip} skipped[/]",
                       highlight=False)
+        elif not results:  # e.g. --only speed on a lab without lab.capacity: nothing to check
+            con.print(f"[yellow]no checks ran[/]: {'--only ' + only if only else 'the families'} "
+                      f"found nothing to check on lab {lab_name} (speed and pfc check the capacity "
+                      "dataplane of a lab with lab.capacity, e.g. mini-lossless)",
+                      highlight=False, soft_wrap=True)
         elif not n_fail:
             con.print(f"[green]all {len(results)} checks passed[/]")
         elif follow and not show_all:
