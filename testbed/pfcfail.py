@@ -383,7 +383,7 @@ def storm_victims(lab: str, spec: LabSpec, netns_of: Callable[[str], str], watch
     out: dict = {"stormed": f"{leaf}:{storm.leaf_port}", "storming": f"{storm.server}:{storm.interface}",
                  "victim": f"{b.server}:{b.interface} -> {d.server}:{d.interface}"}
     try:
-        with cap.pfc_session(spec, netns_of, enabled=True) as sess, \
+        with cap.pfc_session(spec, netns_of, enabled=True, watchdog=False) as sess, \
                 Arrivals(netns_of(d.server), d.interface) as vic, \
                 Arrivals(netns_of(storm.server), storm.interface) as cul:
             start_at = time.time() + 1.0
@@ -463,7 +463,7 @@ def deadlock_run(spec: LabSpec, netns_of: Callable[[str], str], watchdog, *,
                 ((f"{n}:{p}", c) for (n, p), c in smp.sample().items()) if k in keys}
 
     try:
-        with cap.pfc_session(spec, netns_of, enabled=True) as sess, \
+        with cap.pfc_session(spec, netns_of, enabled=True, watchdog=False) as sess, \
                 cap.CapacitySampler(spec, netns_of, nodes=sorted({n for n, _ in loop.hops})) as smp:
             peak = dict.fromkeys(keys, 0)
             xoff, xon = spec.qos.pfc_pause_bytes, spec.qos.pfc_resume_bytes

@@ -287,3 +287,4 @@ def test_check_that_runs_no_row_says_so_not_all_passed(monkeypatch, capsys):
     out = capsys.readouterr().out
     assert n == 0 and "all 0 checks passed" not in out
     assert "no checks ran" in out and "--only speed" in out and "lab.capacity" in out
+
