@@ -38,6 +38,25 @@ CLONE_NEWUTS = 0x04000000
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
+def _home_net() -> int | None:
+    try:
+        return os.open("/proc/self/ns/net", os.O_RDONLY)  # not inherited across exec
+    except OSError:
+        return None
+
+
+#: An fd on the network namespace this process started in, held for its whole life (never
+#: used to enter it: :func:`entered` returns each thread to its own). It is how a lab's ``down``
+#: (railab.testbed.runtime.netns.procs ``_visiting``) tells a railab command whose main thread is
+#: inside one of the lab's namespaces for a moment (``up`` bringing each new one's loopback up,
+#: a check, a drill) from a process of the lab: ``/proc/PID/ns/net`` alone shows both as inside,
+#: and that ``down`` SIGKILLed an ``up`` still running (CI: exit -9). An fd that :func:`entered`
+#: held only for the visit left a race: the command between two visits (fd closed) when read,
+#: inside the next one when its namespace was read. A process started inside a lab namespace
+#: (an agent run with ``nsenter``) holds one on that namespace and stays a process of the lab.
+HOME_NET = _home_net()
+
+
 def netns_path(ns: str) -> Path:
     """``/run/netns/<ns>``: the bind mount that names network namespace ``ns``."""
     return NETNS_RUN_DIR / ns

@@ -181,6 +181,51 @@ def test_down_removes_everything_and_is_idempotent(tmp_path):
     rt.down(name)  # idempotent
 
 
+#: a railab command whose main thread stays in namespace argv[1] (as ``up`` does for a moment
+#: per new namespace): says so on stdout, then waits there
+_VISITOR = """
+import sys, time
+from railab.testbed.namespaces import entered
+with entered(sys.argv[1]):
+    print("inside", flush=True)
+    time.sleep(60)
+"""
+
+
+def test_down_kills_the_labs_processes_not_a_command_visiting_its_namespace():
+    """``down`` kills what runs in the lab's namespaces (here a ``sleep`` started inside, with
+    ``nsenter``), not a railab command whose main thread is in one of them for the moment: an
+    ``up`` bringing a new namespace's loopback up looked like a process of the lab in
+    /proc/PID/ns/net and was SIGKILLed by a concurrent ``down`` (CI: exit -9 instead of "taken
+    down by another command")."""
+    lab = f"dv{PID}"
+    ns = f"clab-{lab}-n1"
+    subprocess.run(["ip", "netns", "add", ns], check=True)
+    procs = []
+    try:
+        st.save(st.LabState(lab=lab, namespaces={"n1": ns}))
+        st.ledger_add([ns], lab)
+        inside = subprocess.Popen(exec_argv(ns, ["sleep", "60"]))
+        visitor = subprocess.Popen([sys.executable, "-c", _VISITOR, ns], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+        procs = [inside, visitor]
+        assert visitor.stdout.readline() == "inside\n"
+        home = os.readlink("/proc/self/ns/net")
+        end = time.monotonic() + 10
+        while os.readlink(f"/proc/{inside.pid}/ns/net") == home:  # nsenter has entered
+            assert time.monotonic() < end
+            time.sleep(0.01)
+        assert os.readlink(f"/proc/{visitor.pid}/ns/net") == os.readlink(f"/proc/{inside.pid}/ns/net")
+        NetnsRuntime().down(lab)
+        assert inside.wait(timeout=10) == -signal.SIGKILL
+        assert visitor.poll() is None  # not killed: it goes on, and finds the lab gone
+        _assert_gone(lab)
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+        NetnsRuntime().down(lab)
+
+
 def _up_subprocess(labdir: Path) -> subprocess.Popen:
     return subprocess.Popen([*CLI, "up", str(labdir), "--no-progress"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)

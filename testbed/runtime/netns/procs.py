@@ -33,6 +33,29 @@ def _pids_in_namespaces(inodes: set[tuple[int, int]]) -> list[int]:
     return out
 
 
+def _visiting(pid: int, inodes: set[tuple[int, int]]) -> bool:
+    """Whether process ``pid`` holds an fd on a network namespace that is not one of ``inodes``
+    (a lab's namespaces): a railab command (``up``, ``check``, ``drill`` ...), which holds one on
+    the namespace it started in for its whole life (railab.testbed.namespaces ``HOME_NET``), so
+    that while its main thread visits one of the lab's namespaces (``/proc/PID/ns/net`` is the
+    main thread's) it is not taken for a process of the lab. False for a process gone meanwhile."""
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    for fd in fds:
+        where = f"/proc/{pid}/fd/{fd}"
+        try:  # HOME_NET, opened on /proc/self/ns/net, reads "net:[INODE]" (one on /run/netns/NAME, its path)
+            if not os.readlink(where).startswith("net:["):
+                continue
+            s = os.stat(where)
+        except OSError:
+            continue
+        if (s.st_dev, s.st_ino) not in inodes:
+            return True
+    return False
+
+
 def _alive(pid: int) -> bool:
     """True when ``pid`` exists and is not a zombie."""
     try:

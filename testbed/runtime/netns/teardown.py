@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from railab.errors import RailabError
 from railab.testbed import state as st
 from railab.testbed.namespaces import ip_batch, netns_path
-from railab.testbed.runtime.netns.procs import _alive, _ns_inode, _pids_in_namespaces, _pids_naming
+from railab.testbed.runtime.netns.procs import _alive, _ns_inode, _pids_in_namespaces, _pids_naming, _visiting
 from railab.testbed.signals import signals_deferred
 
 
@@ -47,10 +47,15 @@ class TeardownMixin:
         run_dir = str(st.lab_dir(lab)) + "/"
         # Sweep until a pass finds nothing: processes in the lab's namespaces, and any process
         # naming the lab's run directory (a daemon that double-forked late, or whose namespace
-        # was already deleted). Recorded PIDs are covered by both.
+        # was already deleted). Recorded PIDs are covered by both. Not a command visiting a
+        # namespace of the lab (procs._visiting): an ``up`` still running, whose main thread was
+        # inside one for a moment, was SIGKILLed here (CI: exit -9 instead of "taken down by
+        # another command"); it finds the lab gone and removes what it made after this down.
         end = time.monotonic() + 10
         while time.monotonic() < end:
-            victims = set(_pids_in_namespaces(inodes)) | set(_pids_naming(run_dir))
+            naming = set(_pids_naming(run_dir))
+            victims = naming | {p for p in _pids_in_namespaces(inodes)
+                                if p not in naming and not _visiting(p, inodes)}
             if not victims:
                 break
             for pid in victims:
