@@ -26,7 +26,10 @@ What is simulated (each piece is the lab's, not a new rule):
 * optionally (``simulate(..., window_bytes=W)``) a per-QP in-flight window as HPCC's ns-3
   "windowed DCQCN" (``HAS_WIN 1``): the receiver acknowledges every data packet, the ACK
   reaching the sender on the CNP's path and timing, and a sender whose unacknowledged bytes
-  reach ``W`` waits for an ACK; :func:`bdp_bytes` gives ns-3's window of one BDP.
+  reach ``W`` waits for an ACK; :func:`bdp_bytes` gives ns-3's window of one BDP;
+* optionally (``simulate(..., series_bin_us=50)``) the run's time series: each flow's bytes
+  leaving the queue and the queue depth per bin, as ``scripts/ns3_reference.py`` reads ns-3's
+  trace (``PacketRun.series``; ``scripts/ns3_plots.py`` draws them beside ns-3's).
 
 Figures are **computed** (model), in fabric units; :func:`spread` runs it ``runs`` times.
 """
@@ -66,8 +69,9 @@ class PacketRun:
     fabric Gb/s), ``ratios`` (each over the fair share ``C/N``), ``utilization`` (delivered /
     C over the window), ``dropped_pct`` (% of the packets sent, the whole run), ``hyper``,
     ``cuts`` (per flow), ``queue_max_bytes``, ``pause_fraction`` (share of the window with the
-    senders paused), ``fabric_us``, ``window_us``, ``pauses`` (xOFF events, the whole run) and
-    ``window_bytes`` (the in-flight window, None without one)."""
+    senders paused), ``fabric_us``, ``window_us``, ``pauses`` (xOFF events, the whole run),
+    ``window_bytes`` (the in-flight window, None without one) and ``series`` (None unless
+    ``simulate(series_bin_us=...)`` asked for it)."""
 
     per_flow_gbps: list[float]
     ratios: list[float]
@@ -86,6 +90,12 @@ class PacketRun:
     pauses: int = 0
     #: The in-flight window the run used (payload bytes per QP), None: rate-based only.
     window_bytes: int | None = None
+    #: The run's time series in bins of ``bin_us`` over the whole run (``simulate(series_bin_us=
+    #: ...)``; None otherwise): ``t_us`` (each bin's end, fabric us), ``delivered_bytes`` (per
+    #: flow, per bin: frame bytes leaving the queue, as ns-3's trace is read), ``queue_bytes_max``
+    #: and ``queue_bytes_mean`` (the depth after each enqueue and dequeue in the bin: its largest
+    #: and its mean over those events, 0 in a bin without one).
+    series: dict | None = None
 
 
 def _ns3_rp(p: FluidParams) -> Ns3MlxRP:
@@ -137,7 +147,8 @@ def bdp_bytes(params: FluidParams, *, hops: int = 2) -> int:
 
 def simulate(params: FluidParams, fabric_us: float = 15_000.0, *, seed: int = 1,
              resume_bytes: int | None = None, jitter: float = 0.5,
-             rp: str = "railab", window_bytes: int | None = None) -> PacketRun:
+             rp: str = "railab", window_bytes: int | None = None,
+             series_bin_us: float | None = None) -> PacketRun:
     """Simulate ``params.senders`` DCQCN senders into one port for ``fabric_us`` (fabric us),
     packet by packet, and read the last half. ``resume_bytes`` is the PFC resume depth
     (default: ``pause_bytes`` less two frames); ``jitter`` the senders' gap jitter (0.5: gaps
@@ -157,8 +168,14 @@ def simulate(params: FluidParams, fabric_us: float = 15_000.0, *, seed: int = 1,
     afterwards). packetsim does not retransmit: a packet dropped (PFC off) leaves the window
     as its ACK would, ``base_delay_us`` after the drop (ns-3 would NACK it and go back N).
     The CNPs are unchanged (the lab's paced NP, or with ``rp="ns3"`` one per marked packet,
-    which ns-3 carries on the ACK: the same time). Raises ValueError for a non-positive
-    duration, an unknown ``rp`` or a window below one packet's payload."""
+    which ns-3 carries on the ACK: the same time).
+
+    ``series_bin_us`` (fabric us; None: not recorded) records ``PacketRun.series``: per bin,
+    each flow's frame bytes leaving the queue and the queue depth (max and mean over the
+    enqueue and dequeue events), the figures ``scripts/ns3_reference.py`` reads from ns-3's
+    trace every 50 us. Recording draws no random number and schedules no event: every other
+    figure is the same with it as without. Raises ValueError for a non-positive duration or
+    bin, an unknown ``rp`` or a window below one packet's payload."""
     if fabric_us <= 0:
         raise ValueError("packetsim: the run must last a positive fabric time")
     if rp not in ("railab", "ns3"):
@@ -167,6 +184,8 @@ def simulate(params: FluidParams, fabric_us: float = 15_000.0, *, seed: int = 1,
                                      or window_bytes < payload_bytes(params)):
         raise ValueError(f"packetsim: window_bytes must be at least one packet's payload "
                          f"({payload_bytes(params)} B), got {window_bytes}")
+    if series_bin_us is not None and not series_bin_us > 0:
+        raise ValueError(f"packetsim: series_bin_us must be positive, got {series_bin_us}")
     p = params
     rng = np.random.default_rng(seed)
     n, size = p.senders, p.frame_bytes
@@ -196,6 +215,14 @@ def simulate(params: FluidParams, fabric_us: float = 15_000.0, *, seed: int = 1,
     ev: list[tuple[float, int, int, int]] = []  # (time, seq, kind, flow)
     seq = 0
     SEND, ARRIVE, DEPART, CNP, ACK = 0, 1, 2, 3, 4
+    rec = series_bin_us is not None
+    if rec:  # the time series: per bin, bytes leaving per flow and the depth at each event
+        nbins = max(1, int(np.ceil(fabric_us / series_bin_us - 1e-9)))
+        per_bin = 1e6 / series_bin_us      # bins per second
+        s_out = [[0] * nbins for _ in range(n)]   # plain lists: cheaper per event than numpy
+        s_qmax = [0] * nbins
+        s_qsum = [0] * nbins
+        s_qcnt = [0] * nbins
     for i in range(n):
         seq += 1
         heapq.heappush(ev, (rng.uniform(0, tx_time), seq, SEND, i))
@@ -237,6 +264,12 @@ def simulate(params: FluidParams, fabric_us: float = 15_000.0, *, seed: int = 1,
             queue.append(2 * i + marked)
             qbytes += size
             qmax = max(qmax, qbytes)
+            if rec:
+                b = min(int(t * per_bin), nbins - 1)
+                if qbytes > s_qmax[b]:
+                    s_qmax[b] = qbytes
+                s_qsum[b] += qbytes
+                s_qcnt[b] += 1
             if p.pfc and not paused and qbytes >= pause_at:
                 paused, paused_since = True, t
                 pauses += 1
@@ -249,6 +282,13 @@ def simulate(params: FluidParams, fabric_us: float = 15_000.0, *, seed: int = 1,
             qbytes -= size
             if t >= frm:
                 rx[f] += size
+            if rec:
+                b = min(int(t * per_bin), nbins - 1)
+                s_out[f][b] += size
+                if qbytes > s_qmax[b]:  # a bin with departures only (senders held) has a depth
+                    s_qmax[b] = qbytes
+                s_qsum[b] += qbytes
+                s_qcnt[b] += 1
             if not enqueue and qbytes > kmin:  # WRED on dequeue, at the depth behind it
                 prob = 1.0 if qbytes >= kmax else pmax * (qbytes - kmin) / (kmax - kmin)
                 marked = int(rng.random() < prob)
@@ -284,6 +324,13 @@ def simulate(params: FluidParams, fabric_us: float = 15_000.0, *, seed: int = 1,
     window = end - frm
     per_flow = [b * 8 / window / 1e9 for b in rx]
     share = p.line_gbps / n
+    series = None
+    if rec:
+        series = {"bin_us": series_bin_us,
+                  "t_us": [round((k + 1) * series_bin_us, 6) for k in range(nbins)],
+                  "delivered_bytes": s_out, "queue_bytes_max": s_qmax,
+                  "queue_bytes_mean": [round(a / c) if c else 0
+                                       for a, c in zip(s_qsum, s_qcnt, strict=True)]}
     return PacketRun(per_flow_gbps=[round(x, 3) for x in per_flow],
                      ratios=[round(x / share, 3) for x in per_flow],
                      utilization=round(sum(per_flow) / p.line_gbps, 4),
@@ -291,7 +338,7 @@ def simulate(params: FluidParams, fabric_us: float = 15_000.0, *, seed: int = 1,
                      hyper=[r.hyper for r in rps], cuts=[r.cuts for r in rps],
                      queue_max_bytes=qmax, pause_fraction=round(paused_total / window, 4),
                      fabric_us=fabric_us, window_us=(frm * 1e6, end * 1e6), seed=seed,
-                     pauses=pauses, window_bytes=window_bytes)
+                     pauses=pauses, window_bytes=window_bytes, series=series)
 
 
 def fair_rate(fair: int, runs: int, confidence: float = CONFIDENCE) -> dict:
