@@ -185,3 +185,39 @@ def _mapping_rss_kib(start: int) -> int:
             if found and line.startswith("Rss:"):
                 return int(line.split()[1])
     raise AssertionError(f"no mapping at {start:#x}")
+
+
+def test_memset_gives_large_zeroed_ranges_back(monkeypatch, tmp_path):
+    """The preloaded ``memset`` (bgpd's ``peer_free`` clears a 724 KiB ``struct peer`` before freeing
+    it): a zero fill of 256 KiB or more reads back as zeros with its whole pages dropped, not
+    written (private anonymous memory, as malloc's), and zeroed all the same where the kernel does
+    not drop pages to zeros (a shared mapping); smaller or non-zero fills are glibc's."""
+    monkeypatch.setenv("RAILAB_CACHE", str(tmp_path))
+    lib = frrmem.wipe_library()
+    if lib is None:
+        pytest.skip("no C compiler or an FRR whose ring buffer layout was not checked")
+    ours = ctypes.CDLL(str(lib))
+    ours.memset.restype = ctypes.c_void_p
+    ours.memset.argtypes = (ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t)
+    page = mmap.PAGESIZE
+    n = 200 * page
+    for flags, private in ((mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, True),
+                           (mmap.MAP_SHARED | mmap.MAP_ANONYMOUS, False)):
+        m = mmap.mmap(-1, n, flags=flags)
+        cbuf = ctypes.c_char.from_buffer(m)
+        base = ctypes.addressof(cbuf)
+        m[:] = b"\xab" * n
+        before = _mapping_rss_kib(base)  # (the kernel may have merged it with a neighbour)
+        # from the middle of page 0 to the middle of page 199: pages 1-198 dropped
+        assert ours.memset(base + 100, 0, n - 200) == base + 100
+        dropped = before - _mapping_rss_kib(base)
+        assert m[:100] == b"\xab" * 100 and m[n - 100:] == b"\xab" * 100
+        assert m[100:n - 100] == b"\0" * (n - 200)
+        if private:  # pages 1-198 no longer resident
+            assert dropped == 198 * page // 1024
+        ours.memset(base, 7, n)  # not a zero fill: written
+        assert m[:] == b"\x07" * n
+        ours.memset(base + 1, 0, 3 * page)  # below 256 KiB: written
+        assert m[:2] == b"\x07\0" and m[1:3 * page + 1] == b"\0" * (3 * page) and m[3 * page + 1] == 7
+        del cbuf
+        m.close()

@@ -27,7 +27,16 @@ Two settings, both in the environment of every daemon (:func:`daemon_env`), none
   zeros into them; and a ``ringbuf_get`` (FRR's own, then) that moves an emptied buffer's start
   and end back to 0, where no ringbuf function can tell the difference: FRR never does, so each
   session's reads walk through the whole 640 KiB, a keepalive (19 bytes every 3 s) at a time,
-  and would make it all resident again within about a day. It is built once with the system's
+  and would make it all resident again within about a day; and a ``memset`` that clears a range of
+  256 KiB or more to zero the same way (any other ``memset`` is glibc's): bgpd's ``peer_free``
+  clears the whole ``struct peer`` just before freeing it, which faulted in and zeroed ~180 pages
+  never used (``ibuf_scratch``) for every temporary peer a spine accepts a session on. Neither
+  reads the dropped pages back (an earlier ``ringbuf_wipe`` read every page to check it was
+  zero, faulting each one in): ``madvise(MADV_FREE)``, which the kernel accepts on private
+  anonymous memory only, tells that ``MADV_DONTNEED`` left zeros, and where either is refused
+  (a shared mapping) the range is written with zeros instead. At 4096 GPUs that took bgpd's
+  page faults from ~5.0 to ~0.45 million and its CPU by a fifth (docs/runtime.md "Issue 47, the
+  4,096 in a minute"). It is built once with the system's
   C compiler into :func:`railab.testbed.cbuild.cache_dir` ``/frr-lean/`` (beside the load
   engine's fast path) and used only with an FRR whose ``struct ringbuf`` layout was checked
   (:data:`SUPPORTED_FRR`, the version lab configs name).
@@ -58,9 +67,12 @@ MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "131072"}
 #: 24, uint8_t *data 32 (read from Debian 8.4.4's libfrr: ``ringbuf_wipe`` memsets ``0x20(%rdi)``
 #: for ``(%rdi)`` bytes, ``ringbuf_reset`` stores 16 zero bytes at 8 and 1 at 24).
 SUPPORTED_FRR = ("8.4",)
-#: FRR's ``ringbuf_wipe`` (lib/ringbuf.c) with the same result, its whole pages given back.
+#: FRR's ``ringbuf_wipe`` (lib/ringbuf.c) with the same result, its whole pages given back; FRR's
+#: ``ringbuf_get`` that starts an emptied buffer over at its first byte; ``memset`` that clears
+#: a zeroed range of 256 KiB or more the same way (bgpd's ``peer_free``).
 WIPE_SOURCE = r"""// railab (testbed/runtime/netns/frrmem.py): FRR's ringbuf_wipe without touching the pages,
-// and ringbuf_get that starts an emptied ring buffer over at its first byte
+// a ringbuf_get that starts an emptied ring buffer over at its first byte, and a memset that
+// clears a large zeroed range by giving its whole pages back
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdbool.h>
@@ -72,6 +84,10 @@ WIPE_SOURCE = r"""// railab (testbed/runtime/netns/frrmem.py): FRR's ringbuf_wip
 #include <sys/types.h>
 #include <unistd.h>
 
+#ifndef MADV_FREE
+#define MADV_FREE 8
+#endif
+
 struct ringbuf {
 	size_t size;
 	ssize_t start;
@@ -80,30 +96,54 @@ struct ringbuf {
 	uint8_t *data;
 };
 
-void ringbuf_wipe(struct ringbuf *buf)
+// glibc's memset, reached through __memset_chk (exported; it jumps to memset inside libc, not
+// through our memset) and a volatile pointer, which the compiler cannot fold back into a memset call
+extern void *__memset_chk(void *s, int c, size_t n, size_t destlen);
+static void *(*volatile libc_memset_chk)(void *, int, size_t, size_t) = __memset_chk;
+
+static void libc_memset(void *s, int c, size_t n)
 {
-	uintptr_t a = (uintptr_t)buf->data, e = a + buf->size;
+	if (n)
+		libc_memset_chk(s, c, n, (size_t)-1);
+}
+
+// zero [a, e): the whole pages in it are dropped (MADV_DONTNEED: a private anonymous page, as
+// malloc's, then reads back as zeros without being resident), the partial pages at both ends
+// written. MADV_FREE, which the kernel accepts on private anonymous memory only, tells that
+// the dropped pages were such memory; where it (or MADV_DONTNEED) refuses, the range is written.
+// Nothing is read, so no page is faulted in.
+static void zero_range(uintptr_t a, uintptr_t e)
+{
 	uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
 	uintptr_t pa = (a + pg - 1) & ~(pg - 1), pe = e & ~(pg - 1);
 
-	// whole pages: dropped, a private anonymous page then reads back as zeros (the shared zero
-	// page, in no RSS); any page that does not (another kind of mapping) is zeroed after all;
-	// the partial pages at both ends: zeroed
-	if (pe > pa && madvise((void *)pa, pe - pa, MADV_DONTNEED) == 0) {
-		static const uint8_t zero[256];
-		for (uintptr_t p = pa; p < pe; p += pg)
-			for (uintptr_t q = p; q < p + pg; q += sizeof(zero))
-				if (memcmp((void *)q, zero, sizeof(zero))) {
-					memset((void *)p, 0, pg);
-					break;
-				}
-		memset(buf->data, 0, pa - a);
-		memset((void *)pe, 0, e - pe);
+	if (pe > pa && madvise((void *)pa, pe - pa, MADV_DONTNEED) == 0
+	    && madvise((void *)pa, pe - pa, MADV_FREE) == 0) {
+		libc_memset((void *)a, 0, pa - a);
+		libc_memset((void *)pe, 0, e - pe);
 	} else {
-		memset(buf->data, 0, buf->size);
+		libc_memset((void *)a, 0, e - a);
 	}
+}
+
+void ringbuf_wipe(struct ringbuf *buf)
+{
+	zero_range((uintptr_t)buf->data, (uintptr_t)buf->data + buf->size);
 	buf->start = buf->end = 0;
 	buf->empty = true;
+}
+
+// bgpd's peer_free clears the whole struct peer (741,464 bytes in FRR 8.4, most of it buffers
+// never touched) just before freeing it: writing it faults in and zeroes ~180 pages per peer
+#define RAILAB_ZERO_PAGES_FROM (256 * 1024)
+
+void *memset(void *s, int c, size_t n)
+{
+	if (c == 0 && n >= RAILAB_ZERO_PAGES_FROM)
+		zero_range((uintptr_t)s, (uintptr_t)s + n);
+	else
+		libc_memset(s, c, n);
+	return s;
 }
 
 static size_t (*frr_ringbuf_get)(struct ringbuf *, void *, size_t);
