@@ -86,6 +86,28 @@ def vty_command(path: str | Path, command: str, *, timeout: float = 30.0) -> tup
         s.close()
 
 
+def vty_configure(path: str | Path, commands: list[str], *, timeout: float = 30.0) -> tuple[int, str]:
+    """Run ``commands`` in order in one session on the daemon behind the vty socket ``path``
+    (after ``enable``, as vtysh does), e.g. ``["configure terminal", "no zebra work-queue"]``;
+    stops at the first that fails. Returns ``(status, output)`` of the last one run; raises as
+    :func:`vty_command`."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.settimeout(timeout)
+        try:
+            s.connect(str(path))
+        except (FileNotFoundError, ConnectionRefusedError) as exc:
+            raise VtyUnavailable(f"{path}: {exc.strerror}") from exc
+        status, out = _exchange(s, path, "enable", timeout)
+        for command in commands:
+            if status != 0:
+                break
+            status, out = _exchange(s, path, command, timeout)
+        return status, out
+    finally:
+        s.close()
+
+
 def wait_answering(paths: list[Path], *, timeout: float = 10.0, workers: int = 32) -> list[Path]:
     """Wait, up to ``timeout`` seconds in all, until the daemon behind each vty socket of
     ``paths`` answers a command (checked from ``workers`` threads at once). A daemon started

@@ -13,12 +13,14 @@ class) instead (docs/architecture.md, "Imports").
 from __future__ import annotations
 
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 from railab.errors import LabGoneError, RailabError
 from railab.testbed import state as st
 from railab.testbed.runtime.base import Deployer
-from railab.testbed.runtime.netns import NetnsRuntime, build, preflight
+from railab.testbed.runtime.netns import NetnsRuntime, build, preflight, ribhold
 from railab.testbed.runtime.phases import timed
 from railab.testbed.signals import interruption, signals_ignored, signals_raise
 
@@ -98,3 +100,20 @@ class NetnsDeployer(NetnsRuntime, Deployer):
             raise
         except OSError as exc:
             raise RailabError(f"lab {lab}: up failed ({exc}); everything it made was removed") from exc
+
+    def mark_converged(self, lab: str, converge_s: float) -> st.LabState:
+        """Record the convergence (:meth:`Runtime.mark_converged`), then put FRR's default RIB
+        hold back on the zebras ``up`` started with the bring-up hold (railab.testbed.runtime.netns
+        .ribhold), timed as ``timings["rib_release_s"]``; a zebra that did not take it is named in
+        ``notes`` (it still routes, with route changes processed up to the hold later)."""
+        record = super().mark_converged(lab, converge_s)
+        if not any(ribhold.held(lab, n) for n in record.routers):
+            return record
+        t0 = time.monotonic()
+        failed = ribhold.release(lab, list(record.routers))
+        record.timings["rib_release_s"] = round(time.monotonic() - t0, 3)
+        if failed:
+            print(f"note: lab {lab}: zebra's bring-up RIB hold not released on {len(failed)} router(s) "
+                  "(route changes there are processed up to "
+                  f"{ribhold.hold_ms()} ms late): " + "; ".join(failed[:5]), file=sys.stderr)
+        return st.update(record)

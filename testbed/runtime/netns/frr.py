@@ -26,6 +26,7 @@ from railab.testbed.runtime.netns.ipv6 import (
     solicit_router_advertisements,
     tier_order,
 )
+from railab.testbed.runtime.netns.ribhold import hold_ms, start_line
 from railab.testbed.runtime.phases import since, timed
 from railab.testbed.signals import signals_deferred
 from railab.topologies.frrsplit import split_frr_conf
@@ -156,6 +157,8 @@ class FrrMixin:
         # on 2 cores). Nodes whose file holds a statement the split does not place are pushed
         # whole with `vtysh -f` after the daemons start, as FRR's init script does.
         parts: dict[str, dict[str, Path]] = {}
+        # zebra holds its RIB queue while the fabric comes up (ribhold; released once converged)
+        hold = hold_ms()
         for n in routers:
             d = st.node_dir(lab, n.name)
             d.mkdir(parents=True, exist_ok=True)
@@ -164,6 +167,8 @@ class FrrMixin:
             if split is not None:
                 parts[n.name] = {}
                 for daemon, text in split.items():
+                    if daemon == "zebra":
+                        text += start_line(hold, split.get("bgpd", ""))
                     f = d / f"{daemon}.conf"
                     f.write_text(text)
                     parts[n.name][daemon] = f

@@ -22,6 +22,7 @@ from railab.testbed.runtime.netns import NetnsRuntime
 from railab.testbed.runtime.netns.constants import FRR_BIN
 from railab.testbed.runtime.netns.host import check_memory, check_prerequisites, raise_nofile
 from railab.testbed.runtime.netns.ipv6 import ra_gate_wanted
+from railab.testbed.runtime.netns.ribhold import hold_ms
 from railab.topologies.labspec import LabSpec
 from railab.topologies.naming import is_lab_name, lab_name_rule, netns_name
 
@@ -64,6 +65,7 @@ def load(labdir: Path, stitch: bool) -> tuple[ClabFile, stitch_mod.StitchPlan | 
         raise RailabError(f"lab {lab} has lab.capacity (ECN marking, PFC counters in nftables "
                           f"tables) but nft is not installed: apt-get install nftables")
     ra_gate_wanted()  # a misspelt RAILAB_RA_GATE is refused before anything is made
+    hold_ms()  # and so is a misspelt RAILAB_RIB_HOLD_MS
     if st.lab_dir(lab).exists():
         raise UsageError(f"lab {lab} is already up: railab down {lab}")
     extra_ns = plan.namespaces if plan is not None else []
