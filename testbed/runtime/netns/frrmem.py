@@ -118,7 +118,7 @@ static void zero_range(uintptr_t a, uintptr_t e)
 	uintptr_t pa = (a + pg - 1) & ~(pg - 1), pe = e & ~(pg - 1);
 
 	if (pe > pa && madvise((void *)pa, pe - pa, MADV_DONTNEED) == 0
-	    && madvise((void *)pa, pe - pa, MADV_FREE) == 0) {
+		&& madvise((void *)pa, pe - pa, MADV_FREE) == 0) {
 		libc_memset((void *)a, 0, pa - a);
 		libc_memset((void *)pe, 0, e - pe);
 	} else {
