@@ -43,6 +43,7 @@ Each legend entry carries the figure railab's tables read, the port used over th
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import re
 import sys
@@ -124,16 +125,18 @@ def railab_series(rec: dict, seed: int = SEED) -> dict:
 def emulation_runs(folder: Path, rec: dict) -> list[dict]:
     """The saved emulation runs in ``folder`` of the record's scenario (measured): each
     {"name", "cc", "t_us", "rates" (fabric Gb/s per sender), "queue" (bytes or None),
-    "queue_t_us", "utilization"}. Only plain scenarios (the lab runs no ns-3 variant)."""
+    "queue_t_us", "utilization"}; ``.json`` or gzipped ``.json.gz``. Only plain scenarios (the
+    lab runs no ns-3 variant)."""
     if rec.get("variant"):
         return []
     runs = []
-    for path in sorted(folder.glob("*.json")):
-        m = EMU_NAME.match(path.name)
+    for path in sorted([*folder.glob("*.json"), *folder.glob("*.json.gz")]):
+        m = EMU_NAME.match(path.name.removesuffix(".gz"))
         if not m or int(m["n"]) != rec["senders"] or (m["pfc"] == "on") != rec["pfc"]:
             continue
         try:
-            d = json.loads(path.read_text())
+            d = json.loads(gzip.decompress(path.read_bytes()) if path.suffix == ".gz"
+                           else path.read_text())
         except (OSError, ValueError):
             continue
         c = d.get("congestion") or {}
