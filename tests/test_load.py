@@ -980,6 +980,34 @@ def test_live_incast_carries_the_fluid_model_reference(lossless_lab):
 
 @pytest.mark.integration
 @pytest.mark.usefixtures("no_leaks")
+def test_live_incast_under_ns3s_rules_is_set_beside_ns3(lossless_lab):
+    """Issue 44: ``--cc dcqcn-ns3`` runs HPCC ns-3's DCQCN rules in the engine (its NP sends a
+    CNP for every marked packet, not one per QP per interval) and carries ns-3's stored run of
+    the same scenario as its only reference (the fluid model and the per-packet reference are
+    the paper's DCQCN), with the run's measured figures against it in issue 44's bands."""
+    from railab.traffic import ns3ref
+
+    seconds = 2.0
+    rc, dc = _cli_incast(lossless_lab, "dcqcn-ns3", "on", seconds=seconds, senders=2)
+    assert rc in (0, 1), dc
+    c = dc["congestion"]
+    assert dc["cc"] == c["cc"] == "dcqcn-ns3" and dc["dcqcn"] == "400g"
+    assert c["steady_state_check"] is None and set(c["reference"]) == {"ns3"}
+    ns3 = c["reference"]["ns3"]
+    assert ns3["rules"] == "ns3" and ns3["scenario"] == "incast-2-pfc-on-400g"
+    assert ns3["same_qos"] is True and ns3["same_fabric_time"] is False  # 1 ms of fabric, not 15
+    assert ns3["vs"] == ns3ref.compare(ns3, utilization=c["utilization"], ratios=c["fair_share"]["ratios"],
+                                       queue_peak_bytes=c["queue_peak_bytes"])
+    # a 2:1 onset marks; the paper's NP would send at most one CNP per QP per 50 us of fabric
+    # time (0.1 lab s here): 2 QPs x 2 s / 0.1 s = 40; ns-3's NP one for (nearly) every mark
+    interval = lossless_lab.spec.qos.capacity.lab_seconds(lossless_lab.spec.qos.dcqcn.cnp_interval_us)
+    paced_max = 2 * (c["seconds"] / interval + 1)
+    assert c["ce_marked"] > 2 * paced_max, c["ce_marked"]
+    assert c["cnp_sent"] > 2 * paced_max and c["cnp_sent"] >= 0.9 * c["ce_marked"], (c["cnp_sent"], c["ce_marked"])
+
+
+@pytest.mark.integration
+@pytest.mark.usefixtures("no_leaks")
 @pytest.mark.parametrize("nic", ["gbn", "ooo"])
 def test_live_byte_sized_incast_reports_fct_and_what_recovery_cost(lossless_lab, nic):
     """Issue 45: an 8:1 incast of 16 MiB a QP, PFC off, no congestion control (128 MiB into a
