@@ -55,7 +55,7 @@ import time
 from scipy.stats import fisher_exact
 
 from railab.traffic import ns3ref
-from railab.traffic.load import steady_state_check
+from railab.traffic.load import CC_MODES, steady_state_check
 
 
 def run_one(lab: str, n: int, pfc: str, seconds: float | None, dcqcn: str | None = None,
@@ -73,7 +73,7 @@ def run_one(lab: str, n: int, pfc: str, seconds: float | None, dcqcn: str | None
     p = subprocess.run(argv, capture_output=True, text=True, check=False, env=env)
     wall = time.monotonic() - t0
     if p.returncode not in (0, 1) or not p.stdout.strip():
-        return {"error": (p.stderr or p.stdout).strip()[-300:], "wall_s": wall}
+        return {"error": (p.stderr or p.stdout).strip().removeprefix("error: ")[-300:], "wall_s": wall}
     if save:
         with open(save, "w") as fh:
             fh.write(p.stdout)
@@ -130,6 +130,9 @@ def main() -> int:
     ap.add_argument("--ns3", action="store_true", help="each run beside ns-3's stored run of the same "
                     "scenario, with issue 44's bands")
     a = ap.parse_args()
+    bad = [c for c in a.cc.split(",") if c not in CC_MODES]
+    if bad:
+        ap.error(f"--cc {','.join(bad)}: use one or more of {', '.join(CC_MODES)}")
     if a.save:
         os.makedirs(a.save, exist_ok=True)
     print(f"load average before: {open('/proc/loadavg').read().split()[:3]}", flush=True)

@@ -185,3 +185,21 @@ def test_packetsim_ns3_runs_on_the_engines_reaction_point():
     ours = packetsim.simulate(p, 2_000.0, seed=1, rp="railab")
     assert ns3.queue_max_bytes > ours.queue_max_bytes
     assert sum(ns3.cuts) < sum(ours.cuts)  # one cut per interval at most, not one per CNP
+
+
+def test_ns3_beside_a_run_gives_no_verdict_when_it_is_not_ns3s_scenario():
+    """A run that is not ns-3's scenario (another fabric time or ECN/PFC/buffer) gets the
+    differences but no verdict; a scenario ns-3 has no run of says which ones it has."""
+    from railab.traffic import ns3ref
+
+    qos = load_intent("mini-lossless").lab.capacity.qos(400)
+    rec = ns3ref.load(2, True, "400g")
+    s = rec["summary"]
+    fig = dict(utilization=s["utilization"], ratios=s["ratios"], queue_peak_bytes=s["queue_peak_bytes"])
+    same = ns3ref.beside(rec, qos, True, 15_000.0, **fig)
+    assert same["comparable"] and same["vs"]["agrees"] is True
+    short = ns3ref.beside(rec, qos, True, 1_000.0, **fig)
+    assert not short["comparable"] and short["vs"]["agrees"] is None
+    assert short["vs"]["utilization_ok"] is True  # the differences stand
+    note = ns3ref.missing_note(3, True, "400g")
+    assert "no stored ns-3 run of incast-3-pfc-on-400g" in note and "400g PFC on: 2:1, 4:1, 8:1, 16:1" in note

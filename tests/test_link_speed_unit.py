@@ -287,4 +287,8 @@ def test_check_that_runs_no_row_says_so_not_all_passed(monkeypatch, capsys):
     out = capsys.readouterr().out
     assert n == 0 and "all 0 checks passed" not in out
     assert "no checks ran" in out and "--only speed" in out and "lab.capacity" in out
+    assert "pass" not in out  # no empty table above it
+    _check("plain", "speed", True, None, False, None, None, threading.Event())
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["ok"] is True and doc["results"] == [] and doc["note"].startswith("no checks ran: --only speed")
 

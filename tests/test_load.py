@@ -996,8 +996,10 @@ def test_live_incast_under_ns3s_rules_is_set_beside_ns3(lossless_lab):
     ns3 = c["reference"]["ns3"]
     assert ns3["rules"] == "ns3" and ns3["scenario"] == "incast-2-pfc-on-400g"
     assert ns3["same_qos"] is True and ns3["same_fabric_time"] is False  # 1 ms of fabric, not 15
-    assert ns3["vs"] == ns3ref.compare(ns3, utilization=c["utilization"], ratios=c["fair_share"]["ratios"],
-                                       queue_peak_bytes=c["queue_peak_bytes"])
+    # the differences are given, no verdict: this run is not ns-3's 15 ms scenario
+    assert ns3["comparable"] is False and ns3["vs"] == {
+        **ns3ref.compare(ns3, utilization=c["utilization"], ratios=c["fair_share"]["ratios"],
+                         queue_peak_bytes=c["queue_peak_bytes"]), "agrees": None}
     # a 2:1 onset marks; the paper's NP would send at most one CNP per QP per 50 us of fabric
     # time (0.1 lab s here): 2 QPs x 2 s / 0.1 s = 40; ns-3's NP one for (nearly) every mark
     interval = lossless_lab.spec.qos.capacity.lab_seconds(lossless_lab.spec.qos.dcqcn.cnp_interval_us)

@@ -229,6 +229,7 @@ def test_model_incast_reference_ns3_says_when_the_qos_differs():
     generic = DEFAULT_QOS.model_copy(update={"capacity": CapacityProfile(enabled=True)})
     other = ns3_reference(generic, 2, False, "400g", dict(rec, summary=dict(rec["summary"],
                                                                            fabric_us=5000.0)))
-    assert not other["same_qos"] and not other["same_fabric_time"]
-    assert "not this run's ECN/PFC/buffer" in ns3_text(other)
+    assert not other["same_qos"] and not other["same_fabric_time"] and not other["comparable"]
+    assert other["fluid_vs_ns3"]["agrees"] is None  # the differences, no verdict
+    assert "not this run's ECN/PFC/buffer" in ns3_text(other) and "is not judged" in ns3_text(other)
     assert ns3_reference(_qos(), 3, True, "400g", rec) is None  # nothing stored for 3:1

@@ -78,10 +78,11 @@ def beside(stored: dict, qos, pfc: bool, fabric_us: float, *, utilization: float
     """A stored record (:func:`load`) set beside railab's figures of the same scenario:
     :func:`brief` plus ``same_qos`` (ns-3 ran with ``qos``'s ECN thresholds and, PFC on, its
     pause depth or, off, its drop depth: the stored runs map ``mini-lossless``'s), ``same_fabric_time``
-    (the stored run is ``fabric_us`` long, within 1 us), ``vs`` (:func:`compare` of the given
-    figures: utilization a fraction of the port, ``ratios`` each sender's rate over its fair
-    share, ``queue_peak_bytes``) and ``bands`` (:data:`BANDS`). Raises ValueError when the
-    numbers of senders differ."""
+    (the stored run is ``fabric_us`` long, within 1 us), ``comparable`` (both), ``vs``
+    (:func:`compare` of the given figures: utilization a fraction of the port, ``ratios`` each
+    sender's rate over its fair share, ``queue_peak_bytes``; its ``agrees`` None when not
+    ``comparable``: the differences are given, no verdict) and ``bands`` (:data:`BANDS`).
+    Raises ValueError when the numbers of senders differ."""
     out = brief(stored)
     mapped = stored["params"]["topology"]["target_bytes"]
     ecn = stored["params"]["railab"]["qos"]["ecn"]
@@ -92,8 +93,25 @@ def beside(stored: dict, qos, pfc: bool, fabric_us: float, *, utilization: float
     out["same_fabric_time"] = abs(stored["fabric_us"] - fabric_us) < 1
     out["vs"] = compare(stored["summary"], utilization=utilization, ratios=ratios,
                         queue_peak_bytes=queue_peak_bytes)
+    out["comparable"] = out["same_qos"] and out["same_fabric_time"]
+    if not out["comparable"]:  # the differences stand, a verdict on them would not
+        out["vs"]["agrees"] = None
     out["bands"] = BANDS
     return out
+
+
+def missing_note(senders: int, pfc: bool, profile: str, data_dir: Path | None = None) -> str:
+    """Why an incast has no ns-3 figures beside it: the scenario that is not stored and the
+    ones that are (``2:1 ...``), for the text output and ``reference.ns3_note``."""
+    have = sorted({(r["dcqcn"], r["pfc"], r["senders"]) for r in stored(data_dir) if not r.get("variant")},
+                  key=lambda k: (k[0], not k[1], k[2]))
+    by: dict[tuple[str, bool], list[int]] = {}
+    for prof, on, n in have:
+        by.setdefault((prof, on), []).append(n)
+    listing = "; ".join(f"{prof} PFC {'on' if on else 'off'}: " + ", ".join(f"{n}:1" for n in ns)
+                        for (prof, on), ns in by.items())
+    return (f"no stored ns-3 run of {scenario_name(senders, pfc, profile)} (stored: {listing}; "
+            "scripts/ns3_reference.py runs more)")
 
 
 def compare(ns3: dict, *, utilization: float, ratios: list[float], queue_peak_bytes: float,

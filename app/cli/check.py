@@ -210,6 +210,9 @@ def _check(lab: str, only: str | None, as_json: bool, junit: Path | None, show_a
             "lab": lab_name, "ok": n_fail == 0, "summary": summary(results),
             "results": [r.model_dump() for r in results],
             "root_causes": root_causes(results),
+            **({"note": f"no checks ran: {'--only ' + only if only else 'the families'} found "
+                        f"nothing to check on lab {lab_name} (speed and pfc check the capacity "
+                        "dataplane of a lab with lab.capacity)"} if not results else {}),
             **({"exercise_detail": detail} if detail else {}),
             **(extra or {}),
         }, indent=2))
@@ -221,7 +224,8 @@ def _check(lab: str, only: str | None, as_json: bool, junit: Path | None, show_a
         for fam, c in summary(results).items():
             tab.add_row(fam, str(c["pass"]), f"[bold red]{c['fail']}[/]" if c["fail"] else "0",
                         str(c["skip"]))
-        con.print(tab)
+        if results:
+            con.print(tab)
         groups = group_failures(results)
         joint = joint_roots(groups)  # rows two or more roots explain together: listed under each
         follow = len({id(c) for _, cons in groups for c in cons})

@@ -169,7 +169,9 @@ def register(app: typer.Typer) -> None:
         if op not in OPS:
             _usage(f"collective must be one of {', '.join(OPS)} (got {op!r})")
         if cc not in ("dcqcn", "none"):
-            _usage(f"--cc must be dcqcn or none (got {cc!r})")
+            _usage(f"--cc must be dcqcn or none (got {cc!r})"
+                   + ("; dcqcn-ns3 (ns-3's DCQCN rules) is for railab traffic's incast, beside "
+                      "ns-3's stored runs" if cc == "dcqcn-ns3" else ""))
         if nic not in ("none", "gbn", "ooo"):
             _usage(f"--nic must be none, gbn or ooo (got {nic!r})")
         if sport not in SPORT_MODES:

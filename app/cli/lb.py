@@ -136,7 +136,9 @@ def _compare(lab: str, workload: str, modes: str | None, flow_bytes: str | None,
     if workload not in C.WORKLOADS:
         raise UsageError(f"unknown workload {workload!r}: use one of {', '.join(C.WORKLOADS)}")
     if cc not in ("dcqcn", "none"):
-        raise UsageError(f"--cc must be dcqcn or none (got {cc!r})")
+        raise UsageError(f"--cc must be dcqcn or none (got {cc!r})"
+                         + ("; dcqcn-ns3 (ns-3's DCQCN rules) is for railab traffic's incast, "
+                            "beside ns-3's stored runs" if cc == "dcqcn-ns3" else ""))
     if nic not in ("none", "gbn", "ooo"):
         raise UsageError(f"--nic must be none, gbn or ooo (got {nic!r})")
     try:

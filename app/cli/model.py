@@ -92,7 +92,8 @@ def ns3_text(ns3: dict) -> str:
             f"(mean {ns3['queue_bytes']['mean']:,} B over the last half), PAUSEs "
             f"{ns3['pauses_received']}, drops {ns3['dropped_pct']:.2f} %, within 10 % of the "
             "share after " + (f"{ttf:g} us" if ttf is not None else "- (not by the end)")
-            + "; the fluid model " + ("[green]agrees[/green]" if c["agrees"] else
+            + "; the fluid model " + ("is not judged against it" if c["agrees"] is None else
+                                      "[green]agrees[/green]" if c["agrees"] else
                                       "[red]differs[/red]")
             + f" (port {c['utilization_points']:g} points, shares {c['share_max_diff']:.2f}, "
             f"queue peak {c['queue_peak_rel']:.0%}; bands 3 points, 0.15, 30 %; ns-3's DCQCN "

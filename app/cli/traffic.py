@@ -430,7 +430,8 @@ def load_error_causes(lab: str, spec, flows, error: str) -> tuple[list[dict], li
 def ns3_run_text(ns3: dict, util: float, ratios: list[float], queue_peak: int) -> str:
     """One line for an incast load run beside ns-3's stored run of the same scenario
     (``congestion.reference.ns3``, :func:`railab.traffic.ns3ref.beside`): ns-3's figures
-    (computed), this run's (measured) and whether they are within issue 44's bands."""
+    (computed), this run's (measured) and whether they are within issue 44's bands; no verdict
+    when the run is not ns-3's scenario (another fabric time, ECN/PFC/buffer or packet size)."""
     c, b = ns3["vs"], ns3["bands"]
     out = (f"ns-3 (HPCC's RDMA model, {ns3['repository']}@{(ns3['commit'] or '?')[:10]}, "
            f"computed, {ns3['scenario']}"
@@ -440,10 +441,19 @@ def ns3_run_text(ns3: dict, util: float, ratios: list[float], queue_peak: int) -
            + f"): port used {ns3['utilization']:.1%}, senders at {min(ns3['ratios']):.2f}-"
            f"{max(ns3['ratios']):.2f} of their share, queue peak {ns3['queue_peak_bytes']:,} B; "
            f"this run (measured): {util:.1%}, {min(ratios):.2f}-{max(ratios):.2f}, "
-           f"{queue_peak:,} B: " + ("[green]within[/green]" if c["agrees"] else "[red]not within[/red]")
+           f"{queue_peak:,} B: "
+           + ("[green]within[/green]" if c["agrees"] else "[red]not within[/red]"
+              if c["agrees"] is not None else "no verdict against")
            + f" its bands (port {c['utilization_points']:g} of {b['utilization_points']:g} points, "
            f"shares {c['share_max_diff']:.2f} of {b['share']:g}, queue peak "
            f"{c['queue_peak_rel']:.0%} of {b['queue_peak']:.0%})")
+    if c["agrees"] is None:
+        why = [w for w, bad in (("the fabric time", not ns3["same_fabric_time"]),
+                                ("the ECN/PFC/buffer", not ns3["same_qos"]),
+                                ("the packet size (ns-3: 4096-byte payloads)", ns3.get("mtu_differs")))
+               if bad]
+        out += (f" [yellow](this run is not ns-3's scenario: {' and '.join(why)} "
+                f"differ{'s' if len(why) == 1 else ''})[/yellow]")
     if ns3["rules"] == "paper":
         out += ("; ns-3's DCQCN rules are not the paper's: --cc dcqcn-ns3 runs ns-3's "
                 "(docs/congestion.md \"ns-3 (HPCC) side by side\")")
@@ -638,16 +648,28 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
             dcqcn=DCQCN_PROFILES[dcqcn] if dcqcn else None, mtu=mtu or 4096,
             measured_ratios=fshare["ratios"] if fshare else None)
     ns3_side = None  # ns-3's stored figures for the same incast, if any, beside this run's
-    if pattern == "incast" and capacity and cc != "none" and res.flows and not nbytes:
+    ns3_note = None  # why there are none
+    if pattern == "incast" and capacity and cc != "none" and res.flows:
         from railab.traffic import ns3ref
 
-        if (ns3 := ns3ref.load(len(res.flows), pfc_on, dcqcn or spec.qos.dcqcn.name)) is not None:
+        profile = dcqcn or spec.qos.dcqcn.name
+        if nbytes:
+            ns3_note = ("ns-3's stored runs are long flows (15 ms of fabric time): a --bytes run is "
+                        "not set beside them")
+        elif (ns3 := ns3ref.load(len(res.flows), pfc_on, profile)) is None:
+            ns3_note = ns3ref.missing_note(len(res.flows), pfc_on, profile)
+        else:
             ns3_side = ns3ref.beside(ns3, spec.qos, pfc_on, fabric_ms * 1000, utilization=util,
                                      ratios=fshare["ratios"],
                                      queue_peak_bytes=res.queue_peak_bytes or 0)
             ns3_side["rules"] = "ns3" if cc == "dcqcn-ns3" else "paper"
-        if reference is not None and ns3_side is not None:
+            if (mtu or 4096) != 4096:  # ns-3 ran 4096-byte payloads
+                ns3_side["comparable"], ns3_side["vs"]["agrees"] = False, None
+                ns3_side["mtu_differs"] = True
+        if reference is not None:
             reference["ns3"] = ns3_side
+            if ns3_note:
+                reference["ns3_note"] = ns3_note
     check = None
     if reference is not None:
         check = steady_state_check(util, fshare["ratios"], reference["measured_dropped_pct"],
@@ -677,7 +699,9 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
         cong["steady"] = steady
         # --cc dcqcn-ns3: the fluid model and the per-packet reference are of the paper's DCQCN,
         # not of this run's rules: ns-3's stored run is its reference
-        cong["reference"] = reference if reference is not None or ns3_side is None else {"ns3": ns3_side}
+        cong["reference"] = (reference if reference is not None
+                             else {"ns3": ns3_side, **({"ns3_note": ns3_note} if ns3_note else {})}
+                             if ns3_side is not None or ns3_note else None)
         cong["steady_state_check"] = check
         cong["fct"] = fct
         print(json.dumps({
@@ -761,6 +785,8 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
         if ns3_side is not None:
             con.print(ns3_run_text(ns3_side, util, fshare["ratios"], res.queue_peak_bytes or 0),
                       highlight=False, soft_wrap=True)
+        elif ns3_note:
+            con.print(ns3_note, highlight=False, soft_wrap=True)
         con.print(f"ce_marked {res.ce_marked}, cnp_sent {res.cnp_sent}, cnp_received "
                   f"{res.cnp_received}, dropped {res.dropped}, lost {res.lost}, pause_events "
                   f"{res.pause_events}; offered {res.offered_mbps:g} Mb/s, engine shortfall "
