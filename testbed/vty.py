@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import socket
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 #: Leading words of a show command -> the daemon that owns it (vtysh sends these to that daemon
@@ -62,6 +64,28 @@ def _exchange(s: socket.socket, path, command: str, timeout: float) -> tuple[int
             return buf[-1], bytes(buf[:-4]).decode(errors="replace")
 
 
+@contextmanager
+def _enabled(path: str | Path, timeout: float) -> Iterator[socket.socket]:
+    """A connection to the daemon behind the vty socket ``path`` in ENABLE node, closed after
+    the block. vtysh enters ENABLE node on every daemon first (``vtysh_execute("enable")`` at
+    start): some daemons install their show commands there only (bfdd's ``show bfd peers``).
+    Raises VtyUnavailable when the socket is missing, refuses the connection or refuses
+    ``enable``."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.settimeout(timeout)
+        try:
+            s.connect(str(path))
+        except (FileNotFoundError, ConnectionRefusedError) as exc:
+            raise VtyUnavailable(f"{path}: {exc.strerror}") from exc
+        status, _ = _exchange(s, path, "enable", timeout)
+        if status != 0:
+            raise VtyUnavailable(f"{path}: `enable` refused (status {status})")
+        yield s
+    finally:
+        s.close()
+
+
 def vty_command(path: str | Path, command: str, *, timeout: float = 30.0) -> tuple[int, str]:
     """Run ``command`` on the daemon listening on the vty socket ``path``; returns ``(status,
     output)``: status is FRR's ``CMD_*`` code (0 success, 1 warning, 2 no such command, ...).
@@ -69,21 +93,8 @@ def vty_command(path: str | Path, command: str, *, timeout: float = 30.0) -> tup
     Raises VtyUnavailable when the socket is missing or refuses the connection, TimeoutError
     when the daemon does not finish its answer within ``timeout`` seconds, OSError on a broken
     connection."""
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        s.settimeout(timeout)
-        try:
-            s.connect(str(path))
-        except (FileNotFoundError, ConnectionRefusedError) as exc:
-            raise VtyUnavailable(f"{path}: {exc.strerror}") from exc
-        # vtysh enters ENABLE node on every daemon first (``vtysh_execute("enable")`` at start):
-        # some daemons install their show commands there only (bfdd's ``show bfd peers``)
-        status, _ = _exchange(s, path, "enable", timeout)
-        if status != 0:
-            raise VtyUnavailable(f"{path}: `enable` refused (status {status})")
+    with _enabled(path, timeout) as s:
         return _exchange(s, path, command, timeout)
-    finally:
-        s.close()
 
 
 def vty_configure(path: str | Path, commands: list[str], *, timeout: float = 30.0) -> tuple[int, str]:
@@ -91,21 +102,13 @@ def vty_configure(path: str | Path, commands: list[str], *, timeout: float = 30.
     (after ``enable``, as vtysh does), e.g. ``["configure terminal", "no zebra work-queue"]``;
     stops at the first that fails. Returns ``(status, output)`` of the last one run; raises as
     :func:`vty_command`."""
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        s.settimeout(timeout)
-        try:
-            s.connect(str(path))
-        except (FileNotFoundError, ConnectionRefusedError) as exc:
-            raise VtyUnavailable(f"{path}: {exc.strerror}") from exc
-        status, out = _exchange(s, path, "enable", timeout)
+    status, out = 0, ""
+    with _enabled(path, timeout) as s:
         for command in commands:
+            status, out = _exchange(s, path, command, timeout)
             if status != 0:
                 break
-            status, out = _exchange(s, path, command, timeout)
-        return status, out
-    finally:
-        s.close()
+    return status, out
 
 
 def wait_answering(paths: list[Path], *, timeout: float = 10.0, workers: int = 32) -> list[Path]:

@@ -203,3 +203,21 @@ def test_ns3_beside_a_run_gives_no_verdict_when_it_is_not_ns3s_scenario():
     assert short["vs"]["utilization_ok"] is True  # the differences stand
     note = ns3ref.missing_note(3, True, "400g")
     assert "no stored ns-3 run of incast-3-pfc-on-400g" in note and "400g PFC on: 2:1, 4:1, 8:1, 16:1" in note
+
+
+def test_the_load_runs_ns3_line_gives_both_sides_and_the_verdict_or_why_none():
+    from railab.cli.traffic import ns3_run_text
+    from railab.traffic import ns3ref
+
+    qos = load_intent("mini-lossless").lab.capacity.qos(400)
+    rec = ns3ref.load(2, True, "400g")
+    s = rec["summary"]
+    fig = dict(utilization=s["utilization"], ratios=s["ratios"], queue_peak_bytes=s["queue_peak_bytes"])
+    same = dict(ns3ref.beside(rec, qos, True, 15_000.0, **fig), rules="ns3")
+    text = ns3_run_text(same, s["utilization"], s["ratios"], s["queue_peak_bytes"])
+    assert "computed, incast-2-pfc-on-400g): port used 93.8%" in text and "this run (measured): 93.8%" in text
+    assert "[green]within[/green] its bands" in text and "not ns-3's scenario" not in text
+    short = dict(ns3ref.beside(rec, qos, True, 1_000.0, **fig), rules="paper")
+    text = ns3_run_text(short, s["utilization"], s["ratios"], s["queue_peak_bytes"])
+    assert "no verdict against its bands" in text and "the fabric time differs" in text
+    assert "15 ms of fabric time" in text and "--cc dcqcn-ns3 runs ns-3's" in text

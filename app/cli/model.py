@@ -78,18 +78,24 @@ def ns3_reference(qos, senders: int, pfc: bool, profile: str, rec: dict) -> dict
     return out
 
 
-def ns3_text(ns3: dict) -> str:
-    """One line for ``reference.ns3`` in the text output."""
-    c = ns3["fluid_vs_ns3"]
-    ttf = ns3["time_to_fair_us"]
-    return (f"ns-3 (HPCC's RDMA model, {ns3['repository']}@{(ns3['commit'] or '?')[:10]}, "
-            f"computed by ns-3, {ns3['lab_qos']}'s QoS"
+def ns3_head(ns3: dict, what: str) -> str:
+    """The start of a line that sets ns-3's stored run (``reference.ns3``) beside railab's
+    figures: its provenance, ``what`` (e.g. the scenario), whether it ran this QoS and fabric
+    time, and its port use, shares and queue peak (computed by ns-3)."""
+    return (f"ns-3 (HPCC's RDMA model, {ns3['repository']}@{(ns3['commit'] or '?')[:10]}, {what}"
             + ("" if ns3["same_qos"] else ", [yellow]not this run's ECN/PFC/buffer[/yellow]")
             + ("" if ns3["same_fabric_time"] else
                f", [yellow]{ns3['fabric_us'] / 1000:g} ms of fabric time[/yellow]")
             + f"): port used {ns3['utilization']:.1%}, senders at {min(ns3['ratios']):.2f}-"
-            f"{max(ns3['ratios']):.2f} of their share, queue peak {ns3['queue_peak_bytes']:,} B "
-            f"(mean {ns3['queue_bytes']['mean']:,} B over the last half), PAUSEs "
+            f"{max(ns3['ratios']):.2f} of their share, queue peak {ns3['queue_peak_bytes']:,} B")
+
+
+def ns3_text(ns3: dict) -> str:
+    """One line for ``reference.ns3`` in the text output."""
+    c = ns3["fluid_vs_ns3"]
+    ttf = ns3["time_to_fair_us"]
+    return (ns3_head(ns3, f"computed by ns-3, {ns3['lab_qos']}'s QoS")
+            + " (mean {ns3['queue_bytes']['mean']:,} B over the last half), PAUSEs "
             f"{ns3['pauses_received']}, drops {ns3['dropped_pct']:.2f} %, within 10 % of the "
             "share after " + (f"{ttf:g} us" if ttf is not None else "- (not by the end)")
             + "; the fluid model " + ("is not judged against it" if c["agrees"] is None else

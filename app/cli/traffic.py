@@ -432,14 +432,10 @@ def ns3_run_text(ns3: dict, util: float, ratios: list[float], queue_peak: int) -
     (``congestion.reference.ns3``, :func:`railab.traffic.ns3ref.beside`): ns-3's figures
     (computed), this run's (measured) and whether they are within issue 44's bands; no verdict
     when the run is not ns-3's scenario (another fabric time, ECN/PFC/buffer or packet size)."""
+    from railab.cli.model import ns3_head
+
     c, b = ns3["vs"], ns3["bands"]
-    out = (f"ns-3 (HPCC's RDMA model, {ns3['repository']}@{(ns3['commit'] or '?')[:10]}, "
-           f"computed, {ns3['scenario']}"
-           + ("" if ns3["same_qos"] else ", [yellow]not this run's ECN/PFC/buffer[/yellow]")
-           + ("" if ns3["same_fabric_time"] else
-              f", [yellow]{ns3['fabric_us'] / 1000:g} ms of fabric time[/yellow]")
-           + f"): port used {ns3['utilization']:.1%}, senders at {min(ns3['ratios']):.2f}-"
-           f"{max(ns3['ratios']):.2f} of their share, queue peak {ns3['queue_peak_bytes']:,} B; "
+    out = (ns3_head(ns3, f"computed, {ns3['scenario']}") + "; "
            f"this run (measured): {util:.1%}, {min(ratios):.2f}-{max(ratios):.2f}, "
            f"{queue_peak:,} B: "
            + ("[green]within[/green]" if c["agrees"] else "[red]not within[/red]"
