@@ -7,6 +7,7 @@ import io
 import os
 import signal
 import threading
+import time
 
 import pytest
 from rich.console import Console
@@ -67,14 +68,28 @@ def test_demo_interrupted_during_up(tmp_path, capsys):
     from conftest import PID, our_namespaces
 
     from railab.cli import app
+    from railab.testbed.state import lab_dir
 
     name = f"dmi{PID}"
-    timer = threading.Timer(1.5, os.kill, (os.getpid(), signal.SIGINT))
-    timer.start()
+    done = threading.Event()
+
+    def interrupt_once_up_has_begun() -> None:
+        # up's first state record (the lab's run directory) is the moment, not a clock: a
+        # timer at 1.5 s landed after a 1.4 s up, between two steps (CI 2026-12-06)
+        end = time.monotonic() + 120
+        while not done.is_set() and time.monotonic() < end:
+            if lab_dir(name).exists():
+                os.kill(os.getpid(), signal.SIGINT)
+                return
+            time.sleep(0.005)
+
+    watcher = threading.Thread(target=interrupt_once_up_has_begun, daemon=True)
+    watcher.start()
     try:
         rc = app(["demo", "mini", "--name", name, "-o", str(tmp_path / "d")], standalone_mode=False)
     finally:
-        timer.cancel()
+        done.set()
+        watcher.join(5)
     cap = capsys.readouterr()
     assert rc == 130, (rc, cap.out[-2000:], cap.err)
     assert "error: interrupted" in cap.err
