@@ -16,14 +16,14 @@ from hypothesis import strategies as st
 from railab.topologies.qos import DCQCN_400G, DEFAULT_QOS, CapacityProfile, QosProfile
 from railab.traffic import fastpath as fp
 from railab.traffic import roce
-from railab.traffic.load import DcqcnRP, rp_params
+from railab.traffic.load import DcqcnRP, Ns3MlxRP, rp_params
 
 QOS = QosProfile(capacity=CapacityProfile(port_rate_mbps=200), dcqcn=DCQCN_400G)
 RP_KW = rp_params(QOS)
 
 
-def _same(py: DcqcnRP, c: fp.FastRP) -> None:
-    for name in ("rc", "rt", "alpha", "cuts", "fast", "additive", "hyper", "lowest_bps",
+def _same(py: DcqcnRP | Ns3MlxRP, c: fp.FastRP) -> None:
+    for name in ("rc", "rt", "alpha", "cnps", "cuts", "fast", "additive", "hyper", "lowest_bps",
                  "next_alpha", "next_rate"):
         assert getattr(c, name) == getattr(py, name), name
 
@@ -33,10 +33,17 @@ events = st.lists(st.tuples(st.sampled_from(["cnp", "sent", "tick", "hold"]),
                             st.integers(min_value=1, max_value=4_000_000)), max_size=60)
 
 
+@pytest.mark.parametrize("rules", ["paper", "ns3"])
 @settings(max_examples=300, deadline=None)
-@given(events)
-def test_compiled_reaction_point_is_dcqcnrp_event_for_event(seq):
-    py, c = DcqcnRP(**RP_KW, now=0.0), fp.FastRP(**RP_KW, now=0.0)
+@given(seq=events)
+def test_compiled_reaction_point_is_dcqcnrp_event_for_event(rules, seq):
+    """The C reaction point against the Python one, event for event: the paper's rules
+    (``DcqcnRP``) and, with a CNP interval, HPCC ns-3's (``Ns3MlxRP``, ``dp_rp_ns3``)."""
+    if rules == "paper":
+        py, c = DcqcnRP(**RP_KW, now=0.0), fp.FastRP(**RP_KW, now=0.0)
+    else:
+        kw = {**RP_KW, "cnp_interval_s": QOS.capacity.lab_seconds(QOS.dcqcn.cnp_interval_us)}
+        py, c = Ns3MlxRP(**kw, now=0.0), fp.FastRP(**kw, now=0.0)
     now = 0.0
     for kind, dt, nbytes in seq:
         now += dt
