@@ -98,22 +98,22 @@ class PacketRun:
     series: dict | None = None
 
 
+def _rp_args(p: FluidParams) -> dict:
+    """The arguments both reaction points take, from ``p`` (fabric time: bits/s, s)."""
+    return dict(g=p.g, alpha_timer_s=p.alpha_timer_us * 1e-6, rate_timer_s=p.rate_timer_us * 1e-6,
+                fast_recovery_steps=p.fast_recovery_steps, rai_bps=p.ai_rate_mbps * 1e6,
+                rhai_bps=p.hai_rate_mbps * 1e6, min_bps=p.min_rate_mbps * 1e6)
+
+
 def _ns3_rp(p: FluidParams) -> Ns3MlxRP:
-    """HPCC ns-3's reaction point (:class:`railab.traffic.load.Ns3MlxRP`) with ``p``'s numbers
-    (fabric time: bits/s, s)."""
-    return Ns3MlxRP(p.line_gbps * 1e9, g=p.g, alpha_timer_s=p.alpha_timer_us * 1e-6,
-                    rate_timer_s=p.rate_timer_us * 1e-6, cnp_interval_s=p.cnp_interval_us * 1e-6,
-                    fast_recovery_steps=p.fast_recovery_steps, rai_bps=p.ai_rate_mbps * 1e6,
-                    rhai_bps=p.hai_rate_mbps * 1e6, min_bps=p.min_rate_mbps * 1e6)
+    """HPCC ns-3's reaction point (:class:`railab.traffic.load.Ns3MlxRP`) with ``p``'s numbers."""
+    return Ns3MlxRP(p.line_gbps * 1e9, cnp_interval_s=p.cnp_interval_us * 1e-6, **_rp_args(p))
 
 
 def _rp(p: FluidParams) -> DcqcnRP:
-    line = p.line_gbps * 1e9
-    return DcqcnRP(line, g=p.g, alpha_timer_s=p.alpha_timer_us * 1e-6,
-                   rate_timer_s=p.rate_timer_us * 1e-6, byte_counter=p.byte_counter_bytes,
-                   fast_recovery_steps=p.fast_recovery_steps, rai_bps=p.ai_rate_mbps * 1e6,
-                   rhai_bps=p.hai_rate_mbps * 1e6, min_bps=p.min_rate_mbps * 1e6,
-                   initial_alpha=p.initial_alpha)
+    """railab's (the paper's) reaction point (:class:`DcqcnRP`) with ``p``'s numbers."""
+    return DcqcnRP(p.line_gbps * 1e9, byte_counter=p.byte_counter_bytes,
+                   initial_alpha=p.initial_alpha, **_rp_args(p))
 
 
 def payload_bytes(params: FluidParams) -> int:
