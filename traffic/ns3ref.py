@@ -74,11 +74,12 @@ def brief(rec: dict) -> dict:
 
 
 def beside(stored: dict, qos, pfc: bool, fabric_us: float, *, utilization: float,
-           ratios: list[float], queue_peak_bytes: float) -> dict:
+           ratios: list[float], queue_peak_bytes: float, payload_bytes: int = 4096) -> dict:
     """A stored record (:func:`load`) set beside railab's figures of the same scenario:
     :func:`brief` plus ``same_qos`` (ns-3 ran with ``qos``'s ECN thresholds and, PFC on, its
     pause depth or, off, its drop depth: the stored runs map ``mini-lossless``'s), ``same_fabric_time``
-    (the stored run is ``fabric_us`` long, within 1 us), ``comparable`` (both), ``vs``
+    (the stored run is ``fabric_us`` long, within 1 us), ``same_payload`` (its packets carried
+    ``payload_bytes``, the MTU's payload: 4096 in every stored run), ``comparable`` (all three), ``vs``
     (:func:`compare` of the given figures: utilization a fraction of the port, ``ratios`` each
     sender's rate over its fair share, ``queue_peak_bytes``; its ``agrees`` None when not
     ``comparable``: the differences are given, no verdict) and ``bands`` (:data:`BANDS`).
@@ -91,9 +92,10 @@ def beside(stored: dict, qos, pfc: bool, fabric_us: float, *, utilization: float
                            and ecn["kmax_bytes"] == qos.ecn.kmax_bytes
                            and ecn["pmax_percent"] == qos.ecn.pmax_percent)
     out["same_fabric_time"] = abs(stored["fabric_us"] - fabric_us) < 1
+    out["same_payload"] = int(stored["params"]["ns3"]["PACKET_PAYLOAD_SIZE"]) == payload_bytes
     out["vs"] = compare(stored["summary"], utilization=utilization, ratios=ratios,
                         queue_peak_bytes=queue_peak_bytes)
-    out["comparable"] = out["same_qos"] and out["same_fabric_time"]
+    out["comparable"] = out["same_qos"] and out["same_fabric_time"] and out["same_payload"]
     if not out["comparable"]:  # the differences stand, a verdict on them would not
         out["vs"]["agrees"] = None
     out["bands"] = BANDS

@@ -446,7 +446,7 @@ def ns3_run_text(ns3: dict, util: float, ratios: list[float], queue_peak: int) -
     if c["agrees"] is None:
         why = [w for w, bad in (("the fabric time", not ns3["same_fabric_time"]),
                                 ("the ECN/PFC/buffer", not ns3["same_qos"]),
-                                ("the packet size (ns-3: 4096-byte payloads)", ns3.get("mtu_differs")))
+                                ("the packet size (ns-3: 4096-byte payloads)", not ns3["same_payload"]))
                if bad]
         out += (f" [yellow](this run is not ns-3's scenario: {' and '.join(why)} "
                 f"differ{'s' if len(why) == 1 else ''})[/yellow]")
@@ -657,15 +657,15 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
         else:
             ns3_side = ns3ref.beside(ns3, spec.qos, pfc_on, fabric_ms * 1000, utilization=util,
                                      ratios=fshare["ratios"],
-                                     queue_peak_bytes=res.queue_peak_bytes or 0)
+                                     queue_peak_bytes=res.queue_peak_bytes or 0,
+                                     payload_bytes=mtu or 4096)
             ns3_side["rules"] = "ns3" if cc == "dcqcn-ns3" else "paper"
-            if (mtu or 4096) != 4096:  # ns-3 ran 4096-byte payloads
-                ns3_side["comparable"], ns3_side["vs"]["agrees"] = False, None
-                ns3_side["mtu_differs"] = True
-        if reference is not None:
-            reference["ns3"] = ns3_side
-            if ns3_note:
-                reference["ns3_note"] = ns3_note
+    # ns-3's side of the reference; under --cc dcqcn-ns3 (no fluid or per-packet reference: they
+    # model the paper's rules) the whole of it
+    ns3_part = ({"ns3": ns3_side, **({"ns3_note": ns3_note} if ns3_note else {})}
+                if ns3_side is not None or ns3_note else None)
+    if reference is not None and ns3_part:
+        reference.update(ns3_part)
     check = None
     if reference is not None:
         check = steady_state_check(util, fshare["ratios"], reference["measured_dropped_pct"],
@@ -693,11 +693,7 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
         cong["utilization"] = util
         cong["fabric_ms"] = fabric_ms
         cong["steady"] = steady
-        # --cc dcqcn-ns3: the fluid model and the per-packet reference are of the paper's DCQCN,
-        # not of this run's rules: ns-3's stored run is its reference
-        cong["reference"] = (reference if reference is not None
-                             else {"ns3": ns3_side, **({"ns3_note": ns3_note} if ns3_note else {})}
-                             if ns3_side is not None or ns3_note else None)
+        cong["reference"] = reference if reference is not None else ns3_part
         cong["steady_state_check"] = check
         cong["fct"] = fct
         print(json.dumps({
