@@ -59,7 +59,8 @@ from railab.traffic.load import CC_MODES, steady_state_check
 
 
 def run_one(lab: str, n: int, pfc: str, seconds: float | None, dcqcn: str | None = None,
-            railab: str = "railab", save: str | None = None, cc: str = "dcqcn") -> dict:
+            railab: str = "railab", save: str | None = None, cc: str = "dcqcn",
+            seed: str | None = None) -> dict:
     # "RAILAB_LOAD_ENGINE=python railab": environment assignments before the executable
     words = railab.split()
     env = dict(os.environ, **dict(w.split("=", 1) for w in words[:-1]))
@@ -69,6 +70,8 @@ def run_one(lab: str, n: int, pfc: str, seconds: float | None, dcqcn: str | None
         argv += ["--dcqcn", dcqcn]
     if seconds is not None:
         argv += ["--seconds", str(seconds)]
+    if seed is not None:
+        argv += ["--seed", seed]
     t0 = time.monotonic()
     p = subprocess.run(argv, capture_output=True, text=True, check=False, env=env)
     wall = time.monotonic() - t0
@@ -93,6 +96,8 @@ def run_one(lab: str, n: int, pfc: str, seconds: float | None, dcqcn: str | None
         figures = {"utilization": c["utilization"], "ratios": ratios,
                    "queue_peak_bytes": c["queue_peak_bytes"]}
         vs_ns3["literal"] = ns3ref.compare(ns3, **figures)
+        if not ns3.get("comparable", True):  # not ns-3's scenario: the differences, no verdict
+            vs_ns3["literal"]["agrees"] = None
         aligned = (ns3ref.load(n, pfc == "on", ns3["scenario"].rsplit("-", 1)[-1] + "-aligned")
                    if cc == "dcqcn" else None)  # railab's 400g in ns-3's terms: not ns-3's rules
         if aligned is not None:
@@ -100,7 +105,8 @@ def run_one(lab: str, n: int, pfc: str, seconds: float | None, dcqcn: str | None
         vs_ns3["ns3"] = {k: ns3[k] for k in ("utilization", "ratios", "queue_peak_bytes", "pauses_received")}
         if aligned is not None:
             vs_ns3["ns3_aligned"] = {k: aligned["summary"][k] for k in ("utilization", "ratios", "queue_peak_bytes")}
-    return {"vs_ns3": vs_ns3, "queue_peak_bytes": c.get("queue_peak_bytes"), "pauses": c.get("pause_events"),
+    return {"vs_ns3": vs_ns3, "hash_seed": c.get("hash_seed"), "shared_links": c.get("shared_links") or {},
+            "queue_peak_bytes": c.get("queue_peak_bytes"), "pauses": c.get("pause_events"),
             "util": c["utilization"], "ratio_min": min(ratios), "ratio_max": max(ratios),
             "drop_pct": 100 * c["dropped"] / sent if sent else 0.0, "fabric_ms": c["fabric_ms"],
             "model_util": ref.get("utilization"), "model_drop_pct": ref.get("dropped_pct"),
@@ -129,10 +135,14 @@ def main() -> int:
                     "interleaved: dcqcn (the paper's rules) and/or dcqcn-ns3 (HPCC ns-3's rules)")
     ap.add_argument("--ns3", action="store_true", help="each run beside ns-3's stored run of the same "
                     "scenario, with issue 44's bands")
+    ap.add_argument("--seed", default=None, help="railab traffic --seed for every run: a number, or "
+                    "disjoint (the flows share no link short of the receiver's port: ns-3's one-switch "
+                    "scenario); default: disjoint with --ns3, else the lab's own ECMP hash")
     a = ap.parse_args()
     bad = [c for c in a.cc.split(",") if c not in CC_MODES]
     if bad:
         ap.error(f"--cc {','.join(bad)}: use one or more of {', '.join(CC_MODES)}")
+    seed = a.seed if a.seed is not None else ("disjoint" if a.ns3 else None)
     if a.save:
         os.makedirs(a.save, exist_ok=True)
     print(f"load average before: {open('/proc/loadavg').read().split()[:3]}", flush=True)
@@ -142,6 +152,7 @@ def main() -> int:
     print(" | ".join(hdr), flush=True)
     verdicts = {}
     ns3_verdicts: dict = {}
+    ns3_skipped: dict = {}  # runs that were not ns-3's scenario (e.g. an ECMP collision)
     ref_fair = {}  # (lab, N, PFC) -> the per-packet reference's fair_rate (PFC on; same seeds)
     profiles = a.dcqcn.split(",") if a.dcqcn else [None]
     exes = a.railab.split(",")
@@ -156,7 +167,7 @@ def main() -> int:
                              + (f"-{exes.index(exe)}" if len(exes) > 1 else "")
                              + (f"-{prof}" if prof else "") + ("" if cc == "dcqcn" else f"-{cc}")
                              + ".json") if a.save else None)
-        r = run_one(lab, n, pfc, a.seconds, prof, exe, save=save, cc=cc)
+        r = run_one(lab, n, pfc, a.seconds, prof, exe, save=save, cc=cc, seed=seed)
         if "error" in r:
             print(f"{key[0]} | {n} | {pfc} | {k + 1} | error: {r['error']}", flush=True)
             verdicts.setdefault(key, []).append(False)
@@ -176,6 +187,10 @@ def main() -> int:
               f"{r['start_max']:.0f}", flush=True)
         if a.ns3:
             vs = r["vs_ns3"]
+            shared = "; ".join(f"{len(v)} flows share {k}" for k, v in r["shared_links"].items())
+            print(f"  ECMP hash seed {r['hash_seed'] if r['hash_seed'] is not None else 'the lab’s'}: "
+                  + (shared + " (not ns-3's one-switch scenario: no verdict)" if shared else
+                     "no link shared short of the receiver's port"), flush=True)
             if not vs:
                 print(f"  ns-3: no stored run of {n}:1 PFC {pfc} at this profile", flush=True)
             else:
@@ -190,11 +205,18 @@ def main() -> int:
                           f"{ref3['queue_peak_bytes'] / 1e6:.2f} MB; emulation queue peak {q:.2f} MB; "
                           f"port {d['utilization_points']} points ({'ok' if d['utilization_ok'] else 'OUT'}), "
                           f"share {d['share_max_diff']} ({'ok' if d['share_ok'] else 'OUT'}), queue "
-                          f"{d['queue_peak_rel']:.0%} ({'ok' if d['queue_peak_ok'] else 'OUT'})", flush=True)
-                    ns3_verdicts.setdefault((key, var), []).append(d["agrees"])
+                          f"{d['queue_peak_rel']:.0%} ({'ok' if d['queue_peak_ok'] else 'OUT'})"
+                          + (" [no verdict: not ns-3's scenario]" if d["agrees"] is None else ""), flush=True)
+                    if d["agrees"] is not None:
+                        ns3_verdicts.setdefault((key, var), []).append(d["agrees"])
+                    else:
+                        ns3_skipped[(key, var)] = ns3_skipped.get((key, var), 0) + 1
     print(f"load average after: {open('/proc/loadavg').read().split()[:3]}")
-    for (key, var), v in ns3_verdicts.items():
-        print(f"ns-3 {var} {key[0]} {key[1]}:1 PFC {key[2]}: {sum(v)} of {len(v)} runs within issue 44's bands")
+    for key, var in dict.fromkeys([*ns3_verdicts, *ns3_skipped]):
+        v = ns3_verdicts.get((key, var), [])
+        skip = ns3_skipped.get((key, var), 0)
+        print(f"ns-3 {var} {key[0]} {key[1]}:1 PFC {key[2]}: {sum(v)} of {len(v)} runs within issue 44's bands"
+              + (f" ({skip} more not ns-3's scenario, no verdict)" if skip else ""))
     for key, v in verdicts.items():
         lab, n, pfc = key
         line = f"verdict {lab} {n}:1 PFC {pfc}: {sum(v)} of {len(v)} runs meet issue 28's criterion"

@@ -174,6 +174,35 @@ def test_ns3_beside_a_run_gives_no_verdict_when_it_is_not_ns3s_scenario():
     assert "no stored ns-3 run of incast-3-pfc-on-400g" in note and "400g PFC on: 2:1, 4:1, 8:1, 16:1" in note
 
 
+def test_ns3_beside_a_run_with_an_ecmp_collision_gives_no_verdict():
+    """ns-3's stored runs are one switch: its flows meet only at the receiver's port. A run
+    whose flows also share a link on the way (two hashed onto one spine downlink: a second
+    congestion point, and with PFC on PAUSEs that reach senders ns-3 would not pause) is not
+    that scenario: the differences, no verdict, and which flows share which link. Untraced
+    paths (``--sport spray``) do not count against it."""
+    from railab.cli.traffic import ns3_run_text
+    from railab.traffic import ns3ref
+
+    qos = load_intent("mini-lossless").lab.capacity.qos(400)
+    rec = ns3ref.load(8, True, "400g")
+    s = rec["summary"]
+    fig = dict(utilization=s["utilization"], ratios=s["ratios"], queue_peak_bytes=s["queue_peak_bytes"])
+    apart = ns3ref.beside(rec, qos, True, 15_000.0, **fig, shared_links={})
+    assert apart["one_bottleneck"] is True and apart["comparable"] and apart["vs"]["agrees"] is True
+    assert "shared" not in apart
+    untraced = ns3ref.beside(rec, qos, True, 15_000.0, **fig, shared_links=None)
+    assert untraced["one_bottleneck"] is None and untraced["comparable"] and untraced["vs"]["agrees"]
+    link = "g1-leaf1:eth9--spine1:eth1"
+    hit = ns3ref.beside(rec, qos, True, 15_000.0, **fig,
+                        shared_links={link: ["srv10:gpu0->srv1:gpu0", "srv11:gpu0->srv1:gpu0"]})
+    assert hit["one_bottleneck"] is False and not hit["comparable"] and hit["vs"]["agrees"] is None
+    assert hit["vs"]["utilization_ok"] is True and hit["same_fabric_time"] is True  # the rest stands
+    text = ns3_run_text(dict(hit, rules="ns3"), s["utilization"], s["ratios"], s["queue_peak_bytes"])
+    assert "no verdict against its bands" in text and "the fabric time differs" not in text
+    assert f"srv10:gpu0, srv11:gpu0 share {link} before the receiver's port" in text
+    assert "--seed disjoint" in text
+
+
 def test_the_load_runs_ns3_line_gives_both_sides_and_the_verdict_or_why_none():
     from railab.cli.traffic import ns3_run_text
     from railab.traffic import ns3ref

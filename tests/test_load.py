@@ -575,7 +575,7 @@ def _ok(rc: int, d: dict) -> bool:
 
 
 def _cli_incast(lab, cc: str, pfc: str, seconds: float = 6.0,
-                dcqcn: str | None = None, seed: int | None = None, senders: int = 8) -> tuple[int, dict]:
+                dcqcn: str | None = None, seed: int | str | None = None, senders: int = 8) -> tuple[int, dict]:
     from typer.testing import CliRunner
 
     from railab.cli import app
@@ -1006,6 +1006,59 @@ def test_live_incast_under_ns3s_rules_is_set_beside_ns3(lossless_lab):
     paced_max = 2 * (c["seconds"] / interval + 1)
     assert c["ce_marked"] > 2 * paced_max, c["ce_marked"]
     assert c["cnp_sent"] > 2 * paced_max and c["cnp_sent"] >= 0.9 * c["ce_marked"], (c["cnp_sent"], c["ce_marked"])
+
+
+@pytest.mark.integration
+@pytest.mark.usefixtures("no_leaks")
+def test_live_seed_disjoint_keeps_an_incasts_flows_apart_as_ns3s_one_switch(lossless_lab):
+    """Issue 44: ns-3's stored runs are one switch; on mini-lossless an 8:1 incast's four
+    cross-group flows cross the spines, and under most hash seeds two of them share a spine's
+    downlink (a second congestion point). ``--seed disjoint`` picks the first seed under which
+    no link but the receiver's carries two of them: the run says which seed, its traced paths
+    share nothing, ns-3's line is comparable (one bottleneck), and the switches' own seed is
+    back afterwards. A seed under which two flows collide gets no verdict against ns-3."""
+    from railab.cli.traffic import SEED_DISJOINT, _trace_paths, disjoint_seed
+    from railab.traffic.ecmp import read_hashing
+    from railab.traffic.fib import shared_links
+    from railab.traffic.patterns import Flow, incast_pairs, route
+
+    spec = lossless_lab.spec
+    before = read_hashing(spec, lossless_lab.netns_of)
+    rc, d = _cli_incast(lossless_lab, "dcqcn-ns3", "on", seconds=0.5, seed=SEED_DISJOINT)
+    assert rc in (0, 1), d
+    c = d["congestion"]
+    flows = [route(spec, Flow(a, b)) for a, b in incast_pairs(spec, 8, None, False)]
+    assert c["hash_seed_picked"] == SEED_DISJOINT
+    assert c["hash_seed"] == disjoint_seed(spec, lossless_lab.netns_of, flows, "per-qp")
+    assert c["shared_links"] == {} and {f["hops"] for f in c["flows"]} == {1, 3}
+    assert c["reference"]["ns3"]["one_bottleneck"] is True
+    assert read_hashing(spec, lossless_lab.netns_of) == before  # the lab's own seed is back
+    # a seed under which two cross-group flows share a link: not ns-3's scenario
+    from railab.traffic.ecmp import hashing
+    for seed in range(1, 64):
+        with hashing(spec, lossless_lab.netns_of, policy=None, seed=seed):
+            shared = shared_links({f.name: tr for f, tr in zip(
+                flows, _trace_paths(spec, lossless_lab.netns_of, flows, "per-qp"), strict=True)})
+        if shared:
+            break
+    assert shared, "no colliding seed in 1-63"
+    rc, d = _cli_incast(lossless_lab, "dcqcn-ns3", "on", seconds=0.5, seed=seed)
+    ns3 = d["congestion"]["reference"]["ns3"]
+    assert d["congestion"]["shared_links"] == shared and d["congestion"]["hash_seed_picked"] is None
+    assert ns3["one_bottleneck"] is False and ns3["shared"] == shared and ns3["vs"]["agrees"] is None
+
+
+@pytest.mark.integration
+@pytest.mark.usefixtures("no_leaks")
+def test_seed_must_be_a_number_or_disjoint_and_disjoint_needs_one_path_per_flow(lossless_lab):
+    from typer.testing import CliRunner
+
+    from railab.cli import app
+
+    for args, words in ((["--seed", "often"], "--seed must be a number"),
+                        (["--seed", "disjoint", "--sport", "spray"], "--sport spray")):
+        res = CliRunner().invoke(app, ["traffic", lossless_lab.name, "--pattern", "incast", *args])
+        assert res.exit_code == 2 and words in res.output, res.output
 
 
 @pytest.mark.integration

@@ -74,12 +74,20 @@ def brief(rec: dict) -> dict:
 
 
 def beside(stored: dict, qos, pfc: bool, fabric_us: float, *, utilization: float,
-           ratios: list[float], queue_peak_bytes: float, payload_bytes: int = 4096) -> dict:
+           ratios: list[float], queue_peak_bytes: float, payload_bytes: int = 4096,
+           shared_links: dict[str, list[str]] | None = None) -> dict:
     """A stored record (:func:`load`) set beside railab's figures of the same scenario:
     :func:`brief` plus ``same_qos`` (ns-3 ran with ``qos``'s ECN thresholds and, PFC on, its
     pause depth or, off, its drop depth: the stored runs map ``mini-lossless``'s), ``same_fabric_time``
     (the stored run is ``fabric_us`` long, within 1 us), ``same_payload`` (its packets carried
-    ``payload_bytes``, the MTU's payload: 4096 in every stored run), ``comparable`` (all three), ``vs``
+    ``payload_bytes``, the MTU's payload: 4096 in every stored run), ``one_bottleneck`` (ns-3's
+    scenario is one switch, so its flows meet only at the receiver's port: True when
+    ``shared_links``, :func:`railab.traffic.fib.shared_links` of the run's traced paths, is empty,
+    False when two or more flows also share a link on the way, e.g. an ECMP collision on a
+    spine's downlink, which is a second congestion point ns-3's scenario lacks and, with PFC on,
+    PAUSEs that spread to senders ns-3 would not pause; None when the paths were not traced;
+    ``shared_links`` is then copied as ``shared``), ``comparable`` (all four; an untraced
+    path does not count against it), ``vs``
     (:func:`compare` of the given figures: utilization a fraction of the port, ``ratios`` each
     sender's rate over its fair share, ``queue_peak_bytes``; its ``agrees`` None when not
     ``comparable``: the differences are given, no verdict) and ``bands`` (:data:`BANDS`).
@@ -95,7 +103,11 @@ def beside(stored: dict, qos, pfc: bool, fabric_us: float, *, utilization: float
     out["same_payload"] = int(stored["params"]["ns3"]["PACKET_PAYLOAD_SIZE"]) == payload_bytes
     out["vs"] = compare(stored["summary"], utilization=utilization, ratios=ratios,
                         queue_peak_bytes=queue_peak_bytes)
-    out["comparable"] = out["same_qos"] and out["same_fabric_time"] and out["same_payload"]
+    out["one_bottleneck"] = None if shared_links is None else not shared_links
+    if shared_links:
+        out["shared"] = shared_links
+    out["comparable"] = (out["same_qos"] and out["same_fabric_time"] and out["same_payload"]
+                         and out["one_bottleneck"] is not False)
     if not out["comparable"]:  # the differences stand, a verdict on them would not
         out["vs"]["agrees"] = None
     out["bands"] = BANDS

@@ -448,8 +448,15 @@ def ns3_run_text(ns3: dict, util: float, ratios: list[float], queue_peak: int) -
                                 ("the ECN/PFC/buffer", not ns3["same_qos"]),
                                 ("the packet size (ns-3: 4096-byte payloads)", not ns3["same_payload"]))
                if bad]
-        out += (f" [yellow](this run is not ns-3's scenario: {' and '.join(why)} "
-                f"differ{'s' if len(why) == 1 else ''})[/yellow]")
+        if why:
+            out += (f" [yellow](this run is not ns-3's scenario: {' and '.join(why)} "
+                    f"differ{'s' if len(why) == 1 else ''})[/yellow]")
+        if ns3.get("one_bottleneck") is False:
+            links = "; ".join(f"{', '.join(n.split('->')[0] for n in names)} share {link}"
+                              for link, names in ns3["shared"].items())
+            out += (f" [yellow](this run is not ns-3's one-switch scenario: {links} before the "
+                    "receiver's port, a second congestion point; --seed disjoint picks a hash seed "
+                    "that keeps them apart)[/yellow]")
     if ns3["rules"] == "paper":
         out += ("; ns-3's DCQCN rules are not the paper's: --cc dcqcn-ns3 runs ns-3's "
                 "(docs/congestion.md \"ns-3 (HPCC) side by side\")")
@@ -554,8 +561,17 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
         _usage("give --pattern (e.g. incast), or both --src and --dst")
     if mtu is not None and not 256 <= mtu <= 4096:
         _usage(f"--mtu must be 256-4096 (got {mtu})")
-    if seed is not None and not 0 <= seed < 2 ** 32:
-        _usage(f"--seed must be 0..{2 ** 32 - 1} (got {seed})")
+    if seed is not None and seed != SEED_DISJOINT:
+        try:
+            seed = int(seed)
+        except ValueError:
+            _usage(f"--seed must be a number 0..{2 ** 32 - 1} or {SEED_DISJOINT} (got {seed!r})")
+        if not 0 <= seed < 2 ** 32:
+            _usage(f"--seed must be 0..{2 ** 32 - 1} (got {seed})")
+    seed_picked = False  # --seed disjoint: railab chose the seed
+    if seed == SEED_DISJOINT and sport == "spray":
+        _usage(f"--seed {SEED_DISJOINT} picks the seed from each flow's one path: --sport spray "
+               "sends each flow over many; use --sport per-qp or fixed")
     spec = fl = None
     try:
         ref = resolve(lab)
@@ -584,17 +600,19 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
             _usage(str(exc))
         sampler, close = _capacity_sampler(ref, spec)
         try:
-            with sigint_event() as stop, load_lock(spec.name), \
-                    _hash_seed(spec, ref.netns_of, seed), _pfc(spec, ref.netns_of, pfc_on, capacity):
-                paths = _trace_paths(spec, ref.netns_of, fl, sport)
-                res = run_load(spec, ref.netns_of, [LoadFlow(f, bytes=nbytes) for f in fl], cc=cc,
-                               seconds=None if nbytes else secs, sport_mode=sport,
-                               port_sampler=sampler,
-                               stop=stop.is_set, **({"mtu": mtu} if mtu else {}),
-                               dcqcn=DCQCN_PROFILES[dcqcn] if dcqcn else None,
-                               per_flow_faults=True, nic=nic)
-                if stop.is_set():
-                    raise KeyboardInterrupt
+            with sigint_event() as stop, load_lock(spec.name):
+                if seed == SEED_DISJOINT:
+                    seed, seed_picked = disjoint_seed(spec, ref.netns_of, fl, sport), True
+                with _hash_seed(spec, ref.netns_of, seed), _pfc(spec, ref.netns_of, pfc_on, capacity):
+                    paths = _trace_paths(spec, ref.netns_of, fl, sport)
+                    res = run_load(spec, ref.netns_of, [LoadFlow(f, bytes=nbytes) for f in fl], cc=cc,
+                                   seconds=None if nbytes else secs, sport_mode=sport,
+                                   port_sampler=sampler,
+                                   stop=stop.is_set, **({"mtu": mtu} if mtu else {}),
+                                   dcqcn=DCQCN_PROFILES[dcqcn] if dcqcn else None,
+                                   per_flow_faults=True, nic=nic)
+                    if stop.is_set():
+                        raise KeyboardInterrupt
         finally:
             if close is not None:
                 close()
@@ -643,6 +661,12 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
             spec.qos, len(res.flows), res.seconds, pfc=pfc_on,
             dcqcn=DCQCN_PROFILES[dcqcn] if dcqcn else None, mtu=mtu or 4096,
             measured_ratios=fshare["ratios"] if fshare else None)
+    shared: dict[str, list[str]] = {}  # links some flows share (ECMP collisions), not all
+    if paths is not None:
+        from railab.traffic.fib import shared_links
+
+        shared = shared_links({f["name"]: tr for f, tr in zip(res.flows, paths, strict=True)
+                               if tr is not None})
     ns3_side = None  # ns-3's stored figures for the same incast, if any, beside this run's
     ns3_note = None  # why there are none
     if pattern == "incast" and capacity and cc != "none" and res.flows:
@@ -658,7 +682,8 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
             ns3_side = ns3ref.beside(ns3, spec.qos, pfc_on, fabric_ms * 1000, utilization=util,
                                      ratios=fshare["ratios"],
                                      queue_peak_bytes=res.queue_peak_bytes or 0,
-                                     payload_bytes=mtu or 4096)
+                                     payload_bytes=mtu or 4096,
+                                     shared_links=shared if paths is not None else None)
             ns3_side["rules"] = "ns3" if cc == "dcqcn-ns3" else "paper"
     # ns-3's side of the reference; under --cc dcqcn-ns3 (no fluid or per-packet reference: they
     # model the paper's rules) the whole of it
@@ -674,12 +699,6 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
             check["reference_fair_rate"] = reference["packet"]["fair_rate"]
     steady = bool(reference["steady"]) if reference else (
         fabric_ms is not None and fabric_ms >= 10.0)
-    shared = {}
-    if paths is not None:
-        from railab.traffic.fib import shared_links
-
-        shared = shared_links({f["name"]: tr for f, tr in zip(res.flows, paths, strict=True)
-                               if tr is not None})
     rx_port = None  # the leaf port lab.json cables the incast's receiver NIC to
     if pattern == "incast" and fl:
         n = spec.nic(fl[0].dst[0], fl[0].dst_nic)
@@ -690,6 +709,7 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
         cong["fair_share"] = fshare if capacity else None
         cong["shared_links"] = shared
         cong["hash_seed"] = seed
+        cong["hash_seed_picked"] = SEED_DISJOINT if seed_picked else None
         cong["utilization"] = util
         cong["fabric_ms"] = fabric_ms
         cong["steady"] = steady
@@ -733,6 +753,10 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
                          "[yellow]transient only[/yellow] (DCQCN has not settled: "
                          + ("more --bytes" if nbytes else "a longer --seconds")
                          + ", or a faster lab port rate)"), highlight=False)
+        if seed is not None:
+            con.print(f"ECMP hash seed {seed} on every switch"
+                      + (f" (--seed {SEED_DISJOINT}: the first that puts no two flows on one link "
+                         "short of the receiver's port)" if seed_picked else ""), highlight=False)
         if util is not None:
             con.print(f"receiver port used (measured, last half): {util:.0%}", highlight=False)
         if fct is not None:
@@ -873,6 +897,45 @@ def _hash_seed(spec, netns_of, seed: int | None):
         yield before
 
 
+#: ``--seed disjoint``: the first ``fib_multipath_hash_seed`` of 1..:data:`DISJOINT_TRIES`
+#: under which the run's flows share no link but the ones every flow crosses
+SEED_DISJOINT = "disjoint"
+DISJOINT_TRIES = 256
+
+
+def disjoint_seed(spec, netns_of, flows, sport_mode: str, tries: int = DISJOINT_TRIES) -> int:
+    """The first ``fib_multipath_hash_seed`` in 1..``tries`` under which no two of ``flows``
+    (:class:`railab.traffic.patterns.Flow`, routed) share a link that not every one of them
+    crosses (:func:`railab.traffic.fib.shared_links` of the paths the switches' FIBs give each
+    flow with its QP's UDP source port): an incast whose flows meet only at the receiver's port,
+    the one-switch scenario of ns-3's stored runs. Each seed is set on every switch, the flows
+    traced, and the switches' own seeds put back (:func:`railab.traffic.ecmp.hashing`). Raises
+    UsageError when the paths cannot be traced (``--sport spray``, a switch namespace gone) or
+    when no seed in the range separates them (e.g. more flows cross the spines than the
+    receiver's leaf has spine links), naming the fewest shared links found."""
+    from railab.errors import UsageError
+    from railab.traffic.ecmp import hashing
+    from railab.traffic.fib import shared_links
+
+    best: tuple[int, dict] | None = None
+    for seed in range(1, tries + 1):
+        with hashing(spec, netns_of, policy=None, seed=seed):
+            paths = _trace_paths(spec, netns_of, flows, sport_mode)
+        if paths is None or any(tr is None for tr in paths):
+            raise UsageError(f"--seed {SEED_DISJOINT}: the flows' paths could not be traced "
+                             "through the switches' FIBs (is the lab up?)")
+        shared = shared_links({f.name: tr for f, tr in zip(flows, paths, strict=True)})
+        if not shared:
+            return seed
+        if best is None or len(shared) < len(best[1]):
+            best = (seed, shared)
+    assert best is not None
+    raise UsageError(f"--seed {SEED_DISJOINT}: none of seeds 1-{tries} puts these "
+                     f"{len(flows)} flows on separate links (fewest shared: seed {best[0]}, "
+                     f"{'; '.join(f'{k}: {len(v)} flows' for k, v in best[1].items())}); "
+                     "use fewer senders or a number")
+
+
 def _trace_paths(spec, netns_of, flows, sport_mode: str) -> list | None:
     """The :class:`railab.traffic.fib.Trace` of each load flow (in ``flows`` order; None for a
     flow that cannot be traced) through the switches' FIBs with the UDP source port its QP
@@ -974,9 +1037,11 @@ def register(app: typer.Typer) -> None:
             "400 Gb/s) | "
             "paper (Zhu et al. 2015, set for 40 Gb/s) | connectx (NVIDIA ConnectX firmware "
             "defaults); default the lab's qos.dcqcn"),
-        seed: int | None = typer.Option(
+        seed: str | None = typer.Option(
             None, "--seed", help="load run: fib_multipath_hash_seed on every switch for the "
-            "run (which uplink each flow hashes to); default: the lab's, random per boot"),
+            "run (which uplink each flow hashes to), or disjoint: the first seed of 1-256 "
+            "under which the flows share no link but the receiver's (an incast with one "
+            "bottleneck, as ns-3's stored runs); default: the lab's, random per boot"),
         nic: str | None = typer.Option(
             None, "--nic", help="load run: the NICs' RC transport: none (every packet sent "
             "once; default) | gbn (go-back-N on a NAK or timeout) | ooo (out-of-order placement, "
