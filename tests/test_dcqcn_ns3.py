@@ -170,6 +170,9 @@ def test_ns3_beside_a_run_gives_no_verdict_when_it_is_not_ns3s_scenario():
     short = ns3ref.beside(rec, qos, True, 1_000.0, **fig)
     assert not short["comparable"] and short["vs"]["agrees"] is None
     assert short["vs"]["utilization_ok"] is True  # the differences stand
+    # a timed 30 lab s run that ended a sample late (15.001 ms) is still ns-3's 15 ms; 15.02 is not
+    assert ns3ref.beside(rec, qos, True, 15_001.0, **fig)["same_fabric_time"] is True
+    assert ns3ref.beside(rec, qos, True, 15_020.0, **fig)["same_fabric_time"] is False
     note = ns3ref.missing_note(3, True, "400g")
     assert "no stored ns-3 run of incast-3-pfc-on-400g" in note and "400g PFC on: 2:1, 4:1, 8:1, 16:1" in note
 
