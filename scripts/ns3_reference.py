@@ -29,6 +29,11 @@ Usage (nice 19: the build takes ~20 min of one core; a 15 ms scenario 0.5-2 min)
     python scripts/ns3_reference.py --src /tmp/hpcc            # a work tree of the repository
     python scripts/ns3_reference.py --src /tmp/hpcc --only 2-on-400g,8-off-400g --fabric-ms 15
     python scripts/ns3_reference.py --src /tmp/hpcc --only 8-on-400g-windowed,16-on-400g-windowed
+    python scripts/ns3_reference.py --src /tmp/hpcc --only 2-on-400g,2-off-400g --rng-runs 10
+
+``--rng-runs K`` also runs each scenario with ns-3's global ``RngRun`` 2..K
+(``NS_GLOBAL_VALUE=RngRun=k``: the random WRED marks differ) and stores the range of their
+figures as the record's ``spread`` (:func:`spread_of`), beside the canonical run 1.
 
 Needs Python 2.7 for ns-3.17's waf (``--python2``; pyenv's 2.7.18 here) and g++; GCC >= 6 needs
 ``-fpermissive -std=gnu++11 -w`` (HPCC's README: "if gcc version > 5, compilation will fail").
@@ -444,25 +449,112 @@ def name_of(senders: int, pfc: bool, profile: str, variant: str = "") -> str:
         f"-{variant}" if variant else "")
 
 
-def run_one(sim: Path, prog: Path, work_root: Path, senders: int, pfc: bool, profile: str,
-            fabric_ms: float, qos: QosProfile, lab: str, commit: str | None, out: Path,
-            keep: bool, variant: str = "") -> dict:
-    """Generate, run (nice 19) and analyse one scenario; write its JSON; return it."""
-    mp = mapping(qos, senders, pfc, profile, fabric_ms, variant)
-    work = work_root / name_of(senders, pfc, profile, variant)
+def execute(sim: Path, prog: Path, work: Path, senders: int, pfc: bool, mp: dict,
+            fabric_ms: float, rng_run: int | None = None) -> tuple[dict, float, dict]:
+    """Write the inputs into ``work`` (emptied first), run ns-3 (nice 19) and analyse the run:
+    ``(analyse()'s figures, wall time s, the environment's ns-3 variables)``. ``rng_run`` sets
+    ns-3's global ``RngRun`` (``NS_GLOBAL_VALUE``; ns-3.17's ``RngSeedManager::GetRun``): the
+    substream every random variable draws from, among them the WRED mark of each packet between
+    Kmin and Kmax (switch-mmu.cc ``ShouldSendCN``: a new ``UniformVariable(0, 1)`` per packet,
+    its ``RngStream`` built from the seed, the next stream index and the run). None leaves it
+    unset: ns-3's default, run 1 (the stored canonical runs)."""
     if work.exists():
         shutil.rmtree(work)
     flow_bytes = int(LINE_BPS / 8 * fabric_ms / 1000 * 1.2)
     cfg = write_inputs(work, senders, mp, flow_bytes)
-    env = dict(os.environ, LD_LIBRARY_PATH=str(sim / "build"),
-               NS_ATTRIBUTE_DEFAULT=f"ns3::QbbNetDevice::QbbEnabled={'true' if pfc else 'false'}")
+    ns3_env = {"NS_ATTRIBUTE_DEFAULT": f"ns3::QbbNetDevice::QbbEnabled={'true' if pfc else 'false'}"}
+    if rng_run is not None:
+        ns3_env = {"NS_GLOBAL_VALUE": f"RngRun={rng_run}", **ns3_env}
+    env = dict(os.environ, LD_LIBRARY_PATH=str(sim / "build"), **ns3_env)
+    if rng_run is None:
+        env.pop("NS_GLOBAL_VALUE", None)
     cmd = ["nice", "-n", "19", str(prog), str(cfg)]
     t0 = time.monotonic()
     with open(work / "stdout.txt", "w") as so:
         subprocess.run(cmd, cwd=sim, env=env, stdout=so, stderr=subprocess.STDOUT, check=True)
     wall = time.monotonic() - t0
     sw = senders + 1 + mp["topology"]["idle_ports"]
-    res = analyse(work, senders, sw, fabric_ms)
+    return analyse(work, senders, sw, fabric_ms), wall, ns3_env
+
+
+#: The figures of each RngRun kept in a record's ``spread`` (summary keys; small).
+SPREAD_KEYS = ("utilization", "ratios", "queue_peak_bytes", "queue_bytes", "pauses_received",
+               "dropped_pct", "marked_pct", "time_to_fair_us")
+
+
+def spread_of(summaries: dict[int, dict], prog: Path, ns3_env: dict, wall_s: float,
+              commit: str | None) -> dict:
+    """The ``spread`` object of a record: ns-3's own run-to-run range over ``summaries``
+    (RngRun -> :func:`analyse`'s summary; run 1 is the canonical, stored ``summary``) with
+    ns-3's ``commit``. ``runs``:
+    each run's :data:`SPREAD_KEYS`; ``min``/``max``: over the runs, of ``utilization``
+    (fraction of the port's service rate), ``queue_peak_bytes`` (bytes, whole run),
+    ``ratio_min``/``ratio_max`` (the lowest and highest sender's delivered rate over its fair
+    share), ``pauses_received``, ``dropped_pct``, ``marked_pct`` (%); ``ratios_sorted_min``/
+    ``_max``: per rank of the sorted shares, the lowest and highest over the runs."""
+    runs = [{"rng_run": k, **{key: s[key] for key in SPREAD_KEYS}}
+            for k, s in sorted(summaries.items())]
+    col = {"utilization": [r["utilization"] for r in runs],
+           "queue_peak_bytes": [r["queue_peak_bytes"] for r in runs],
+           "ratio_min": [min(r["ratios"]) for r in runs],
+           "ratio_max": [max(r["ratios"]) for r in runs],
+           "pauses_received": [r["pauses_received"] for r in runs],
+           "dropped_pct": [r["dropped_pct"] for r in runs],
+           "marked_pct": [r["marked_pct"] for r in runs]}
+    ranked = list(zip(*(sorted(r["ratios"]) for r in runs), strict=True))
+    env = " ".join(f"{k}={v}" for k, v in ns3_env.items() if k != "NS_GLOBAL_VALUE")
+    return {
+        "k": len(runs), "rng_runs": [r["rng_run"] for r in runs], "canonical_rng_run": 1,
+        "ns3_commit": commit,
+        "what": "ns-3's run-to-run spread: the same scenario with ns-3's global RngRun 1..K "
+                "(the random WRED marks of switch-mmu.cc ShouldSendCN differ); run 1 is the "
+                "stored summary (RngRun unset = 1)",
+        "command": f"NS_GLOBAL_VALUE=RngRun=<k> {env} nice -n 19 build/scratch/{prog.name} "
+                   "config.txt",
+        "generated_by": "scripts/ns3_reference.py --rng-runs",
+        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "wall_s": round(wall_s, 1), "load_avg": os.getloadavg()[0],
+        "min": {k: min(v) for k, v in col.items()}, "max": {k: max(v) for k, v in col.items()},
+        "ratios_sorted_min": [min(c) for c in ranked], "ratios_sorted_max": [max(c) for c in ranked],
+        "runs": runs,
+    }
+
+
+def run_one(sim: Path, prog: Path, work_root: Path, senders: int, pfc: bool, profile: str,
+            fabric_ms: float, qos: QosProfile, lab: str, commit: str | None, out: Path,
+            keep: bool, variant: str = "", rng_runs: int = 1) -> dict:
+    """Generate, run (nice 19) and analyse one scenario; write its JSON; return it. With
+    ``rng_runs`` K > 1 also run it with ns-3's RngRun 2..K and store their range as the
+    record's ``spread`` (:func:`spread_of`); the canonical run (RngRun unset, 1) stays the
+    record's ``summary``, and when the stored file's summary is the same the stored record is
+    kept as it is (its date, wall time, series) with only ``spread`` added or replaced."""
+    mp = mapping(qos, senders, pfc, profile, fabric_ms, variant)
+    work = work_root / name_of(senders, pfc, profile, variant)
+    res, wall, ns3_env = execute(sim, prog, work, senders, pfc, mp, fabric_ms)
+    env = ns3_env
+    spread = None
+    if rng_runs > 1:
+        summaries, swall = {1: res["summary"]}, wall
+        for k in range(2, rng_runs + 1):
+            r, w, _ = execute(sim, prog, work.with_name(f"{work.name}-rng{k}"), senders, pfc, mp,
+                              fabric_ms, rng_run=k)
+            summaries[k], swall = r["summary"], swall + w
+            if not keep:
+                (work.with_name(f"{work.name}-rng{k}") / "mix.tr").unlink(missing_ok=True)
+        spread = spread_of(summaries, prog, ns3_env, swall, commit)
+    path = out / f"{name_of(senders, pfc, profile, variant)}.json.gz"
+    if spread is not None and path.exists():
+        with gzip.open(path, "rt") as f:
+            old = json.load(f)
+        if old["summary"] == json.loads(json.dumps(res["summary"])):
+            old["spread"] = spread
+            with gzip.open(path, "wt") as f:
+                json.dump(old, f, separators=(",", ":"), sort_keys=True)
+            if not keep:
+                (work / "mix.tr").unlink(missing_ok=True)
+            return old
+        print(f"{path.name}: the canonical run differs from the stored one: rewriting it",
+              file=sys.stderr)
     rec = {
         "scenario": name_of(senders, pfc, profile, variant), "senders": senders, "pfc": pfc,
         "dcqcn": profile, "variant": variant or None, "lab_qos": lab, "fabric_us": fabric_ms * 1000,
@@ -485,6 +577,7 @@ def run_one(sim: Path, prog: Path, work_root: Path, senders: int, pfc: bool, pro
         "inputs": {"topology.txt": (work / "topology.txt").read_text(),
                    "flow.txt": (work / "flow.txt").read_text()},
         **res,
+        **({"spread": spread} if spread is not None else {}),
     }
     out.mkdir(parents=True, exist_ok=True)
     with gzip.open(out / f"{rec['scenario']}.json.gz", "wt") as f:
@@ -519,6 +612,10 @@ def main() -> int:
     ap.add_argument("--verify", action="store_true", help="rerun into a scratch directory and "
                     "compare each run's summary with the stored file (ns-3 is deterministic: "
                     "its random marks come from fixed seeds); exit 1 on a difference")
+    ap.add_argument("--rng-runs", type=int, default=1, metavar="K",
+                    help="also run each scenario with ns-3's RngRun 2..K (NS_GLOBAL_VALUE) and "
+                    "store the range of their figures as the record's 'spread' (run 1, the "
+                    "stored summary, unchanged)")
     a = ap.parse_args()
     sim = sim_dir(a.src.resolve())
     bwall = build(sim, a.python2, a.jobs)
@@ -542,7 +639,7 @@ def main() -> int:
         if want and tag not in want:
             continue
         rec = run_one(sim, prog, a.work, n, pfc, prof, a.fabric_ms, qos, a.lab, commit, out,
-                      a.keep_trace, var)
+                      a.keep_trace, var, a.rng_runs)
         if a.verify:
             path = a.out / f"{rec['scenario']}.json.gz"
             old = json.load(gzip.open(path, "rt"))["summary"] if path.exists() else None
@@ -554,6 +651,12 @@ def main() -> int:
               f"shares {min(s['ratios']):.2f}-{max(s['ratios']):.2f}, queue peak "
               f"{s['queue_peak_bytes']:,} B, pauses {s['pauses_received']}, drops "
               f"{s['dropped_pct']:.2f} %", flush=True)
+        if a.rng_runs > 1 and (sp := rec.get("spread")):
+            lo, hi = sp["min"], sp["max"]
+            print(f"  RngRun 1-{sp['k']}: {sp['wall_s']:.0f} s wall, port "
+                  f"{lo['utilization']:.1%}-{hi['utilization']:.1%}, shares "
+                  f"{lo['ratio_min']:.2f}-{hi['ratio_max']:.2f}, queue peak "
+                  f"{lo['queue_peak_bytes']:,}-{hi['queue_peak_bytes']:,} B", flush=True)
     print(f"all scenarios: {time.monotonic() - total:.0f} s wall")
     return 1 if differ else 0
 

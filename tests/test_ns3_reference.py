@@ -143,6 +143,32 @@ def test_the_twelve_scenarios_are_stored_with_provenance():
         assert r["fabric_us"] >= 10_000  # a steady state to read over the last half
 
 
+#: The scenarios with ns-3's own run-to-run spread stored (``--rng-runs 10``).
+SPREAD = tuple(ns3ref.scenario_name(n, pfc, "400g") for n in (2, 4, 8) for pfc in (True, False))
+
+
+@pytest.mark.parametrize("scenario", SPREAD)
+def test_ns3s_own_spread_is_stored_with_provenance(scenario):
+    """ns-3's marks are random (switch-mmu.cc ShouldSendCN): the same scenario with RngRun
+    1..10 gives a range of figures, stored beside the canonical run 1 (its ``summary``)."""
+    r = RECORDS[scenario]
+    sp = r["spread"]
+    assert sp["k"] == 10 and sp["rng_runs"] == list(range(1, 11)) and sp["canonical_rng_run"] == 1
+    assert "NS_GLOBAL_VALUE=RngRun=<k>" in sp["command"] and sp["date"] and sp["wall_s"] > 0
+    assert sp["ns3_commit"] == r["ns3"]["commit"]
+    assert sp["generated_by"] == "scripts/ns3_reference.py --rng-runs"
+    run1 = sp["runs"][0]
+    assert run1["rng_run"] == 1  # the canonical run is run 1 of the spread, unchanged
+    assert all(run1[k] == r["summary"][k] for k in run1 if k != "rng_run")
+    u = [x["utilization"] for x in sp["runs"]]
+    assert (sp["min"]["utilization"], sp["max"]["utilization"]) == (min(u), max(u))
+    assert len({(x["utilization"], x["queue_peak_bytes"]) for x in sp["runs"]}) > 1  # they differ
+    assert sp["min"]["queue_peak_bytes"] <= r["summary"]["queue_peak_bytes"] <= sp["max"]["queue_peak_bytes"]
+    assert len(sp["ratios_sorted_min"]) == len(sp["ratios_sorted_max"]) == r["senders"]
+    b = ns3ref.brief(r)["ns3_spread"]
+    assert b["k"] == 10 and b["utilization"] == [min(u), max(u)]
+
+
 def test_stored_parameters_are_railabs_current_ones():
     """A changed ECN/PFC/DCQCN number in railab makes the stored ns-3 runs stale: rerun
     scripts/ns3_reference.py."""
