@@ -103,6 +103,12 @@ def run_one(lab: str, n: int, pfc: str, seconds: float | None, dcqcn: str | None
         if aligned is not None:
             vs_ns3["aligned"] = ns3ref.compare(aligned["summary"], **figures)
         vs_ns3["ns3"] = {k: ns3[k] for k in ("utilization", "ratios", "queue_peak_bytes", "pauses_received")}
+        # ns-3's own run-to-run range (RngRun 1..K), beside the verdict on its one stored run
+        sp = ns3ref.spread(ns3ref.load(n, pfc == "on", ns3["scenario"].rsplit("-", 1)[-1]) or {})
+        if sp is not None:
+            vs_ns3["spread"] = dict(sp, vs=ns3ref.within_spread(sp, **figures))
+            if not ns3.get("comparable", True):
+                vs_ns3["spread"]["vs"]["within"] = None
         if aligned is not None:
             vs_ns3["ns3_aligned"] = {k: aligned["summary"][k] for k in ("utilization", "ratios", "queue_peak_bytes")}
     return {"vs_ns3": vs_ns3, "hash_seed": c.get("hash_seed"), "shared_links": c.get("shared_links") or {},
@@ -211,11 +217,24 @@ def main() -> int:
                         ns3_verdicts.setdefault((key, var), []).append(d["agrees"])
                     else:
                         ns3_skipped[(key, var)] = ns3_skipped.get((key, var), 0) + 1
+                if sp := vs.get("spread"):
+                    w = sp["vs"]
+                    print(f"  vs ns-3's own spread (RngRun {sp['rng_runs'][0]}-{sp['rng_runs'][-1]}): "
+                          f"port {sp['utilization'][0]:.1%}-{sp['utilization'][1]:.1%}, shares "
+                          f"{sp['ratios'][0]:.2f}-{sp['ratios'][1]:.2f}, queue peak "
+                          f"{sp['queue_peak_bytes'][0] / 1e6:.2f}-{sp['queue_peak_bytes'][1] / 1e6:.2f} MB; "
+                          f"widened by the bands: port {'ok' if w['utilization_ok'] else 'OUT'}, shares "
+                          f"{'ok' if w['share_ok'] else 'OUT'}, queue {'ok' if w['queue_peak_ok'] else 'OUT'}"
+                          + (" [no verdict: not ns-3's scenario]" if w["within"] is None else ""), flush=True)
+                    if w["within"] is not None:
+                        ns3_verdicts.setdefault((key, "spread"), []).append(w["within"])
     print(f"load average after: {open('/proc/loadavg').read().split()[:3]}")
     for key, var in dict.fromkeys([*ns3_verdicts, *ns3_skipped]):
         v = ns3_verdicts.get((key, var), [])
         skip = ns3_skipped.get((key, var), 0)
-        print(f"ns-3 {var} {key[0]} {key[1]}:1 PFC {key[2]}: {sum(v)} of {len(v)} runs within issue 44's bands"
+        what = ("ns-3's own spread (its seeds, widened by issue 44's bands)" if var == "spread"
+                else "issue 44's bands")
+        print(f"ns-3 {var} {key[0]} {key[1]}:1 PFC {key[2]}: {sum(v)} of {len(v)} runs within {what}"
               + (f" ({skip} more not ns-3's scenario, no verdict)" if skip else ""))
     for key, v in verdicts.items():
         lab, n, pfc = key

@@ -222,3 +222,49 @@ def test_the_load_runs_ns3_line_gives_both_sides_and_the_verdict_or_why_none():
     text = ns3_run_text(short, s["utilization"], s["ratios"], s["queue_peak_bytes"])
     assert "no verdict against its bands" in text and "the fabric time differs" in text
     assert "15 ms of fabric time" in text and "--cc dcqcn-ns3 runs ns-3's" in text
+
+
+def test_a_run_beside_ns3s_own_spread_can_be_within_it_or_outside():
+    """ns-3's one stored run is one draw of its random marks; ``within_spread`` sets a run
+    beside ns-3's own range over its seeds (RngRun 1..K) widened by issue 44's bands, as an
+    extra field: ``vs`` (the verdict against the canonical run) is unchanged."""
+    from railab.cli.traffic import ns3_run_text
+    from railab.traffic import ns3ref
+
+    sp = {"k": 10, "rng_runs": list(range(1, 11)), "utilization": [0.873, 0.944],
+          "queue_peak_bytes": [3_800_000, 4_400_000], "ratios": [0.85, 0.97],
+          "ratios_sorted": [[0.85, 0.90], [0.93, 0.97]]}
+    fig = dict(utilization=0.88, ratios=[0.92, 0.88], queue_peak_bytes=4_000_000)
+    assert ns3ref.within_spread(sp, **fig)["within"]
+    assert ns3ref.within_spread(sp, **dict(fig, utilization=0.843))["within"]  # min - 3 points
+    low = ns3ref.within_spread(sp, **dict(fig, utilization=0.84))
+    assert not low["within"] and not low["utilization_ok"] and low["share_ok"] and low["queue_peak_ok"]
+    deep = ns3ref.within_spread(sp, **dict(fig, queue_peak_bytes=5_800_000))  # > 4.4 MB x 1.3
+    assert not deep["within"] and not deep["queue_peak_ok"]
+    assert not ns3ref.within_spread(sp, **dict(fig, queue_peak_bytes=2_600_000))["queue_peak_ok"]
+    skew = ns3ref.within_spread(sp, **dict(fig, ratios=[0.68, 1.1]))  # 0.68 < 0.85 - 0.15
+    assert not skew["within"] and not skew["share_ok"]
+    with pytest.raises(ValueError):
+        ns3ref.within_spread(sp, **dict(fig, ratios=[1.0]))
+
+    qos = load_intent("mini-lossless").lab.capacity.qos(400)
+    rec = ns3ref.load(2, False, "400g")
+    lo = rec["spread"]["min"]["utilization"]
+    s = rec["summary"]
+    # a run 1 point under ns-3's lowest seed: outside issue 44's band of the canonical run
+    # when that run is > 4 points above it, inside ns-3's own spread widened by the band
+    u = lo - 0.01
+    out = dict(ns3ref.beside(rec, qos, False, 15_000.0, utilization=u, ratios=s["ratios"],
+                             queue_peak_bytes=s["queue_peak_bytes"]), rules="ns3")
+    assert out["within_spread"] is True and out["ns3_spread"]["vs"]["within"]
+    assert out["vs"]["agrees"] is (100 * (s["utilization"] - u) <= 3.0)  # vs is the canonical's
+    text = ns3_run_text(out, u, s["ratios"], s["queue_peak_bytes"])
+    assert "ns-3 over 10 seeds: port" in text and "this run [green]within[/green] ns-3's own spread" in text
+    far = dict(ns3ref.beside(rec, qos, False, 15_000.0, utilization=lo - 0.05, ratios=s["ratios"],
+                             queue_peak_bytes=s["queue_peak_bytes"]), rules="ns3")
+    assert far["within_spread"] is False and far["vs"]["agrees"] is False
+    assert "[red]outside[/red] ns-3's own spread (widened by the bands: port)" in ns3_run_text(
+        far, lo - 0.05, s["ratios"], s["queue_peak_bytes"])
+    short = ns3ref.beside(rec, qos, False, 1_000.0, utilization=u, ratios=s["ratios"],
+                          queue_peak_bytes=s["queue_peak_bytes"])
+    assert short["within_spread"] is None  # not ns-3's scenario: no verdict either way

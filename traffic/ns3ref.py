@@ -18,6 +18,11 @@ the last half of the run as railab's: ``utilization`` (delivered / port rate), `
 (each sender's delivered rate over its fair share), ``queue_peak_bytes`` (the whole run),
 ``queue_bytes`` {mean, max} (last half), ``pauses_received`` (PFC PAUSE frames the senders
 got), ``dropped_pct``, ``time_to_fair_us`` (100 us bins, railab's 10 % band).
+
+Each stored ``summary`` is one ns-3 run (RngRun 1): its WRED marks are random, so another seed
+gives other figures. The six ``400g`` scenarios of 2:1-8:1 also carry ns-3's own run-to-run
+range (``spread``: RngRun 1..10, ``scripts/ns3_reference.py --rng-runs 10``); :func:`spread`
+and :func:`within_spread` set a run beside it, next to issue 44's verdict against the one run.
 """
 
 from __future__ import annotations
@@ -73,10 +78,56 @@ def brief(rec: dict) -> dict:
     s = rec["summary"]
     keys = ("utilization", "ratios", "per_flow_gbps", "queue_peak_bytes", "queue_bytes",
             "pauses_received", "dropped_pct", "time_to_fair_us", "window_us")
-    return {"source": rec["source"], "repository": rec["ns3"]["repository"],
-            "commit": rec["ns3"]["commit"], "scenario": rec["scenario"],
-            "lab_qos": rec["lab_qos"], "date": rec["date"], "fabric_us": rec["fabric_us"],
-            **{k: s[k] for k in keys}}
+    out = {"source": rec["source"], "repository": rec["ns3"]["repository"],
+           "commit": rec["ns3"]["commit"], "scenario": rec["scenario"],
+           "lab_qos": rec["lab_qos"], "date": rec["date"], "fabric_us": rec["fabric_us"],
+           **{k: s[k] for k in keys}}
+    if (sp := spread(rec)) is not None:
+        out["ns3_spread"] = sp
+    return out
+
+
+def spread(rec: dict) -> dict | None:
+    """ns-3's own run-to-run range of the scenario, or None when the record has none: the same
+    scenario run with ns-3's global ``RngRun`` 1..K (``scripts/ns3_reference.py --rng-runs K``;
+    run 1 is the stored ``summary``; the random WRED marks differ): ``k``, ``rng_runs``,
+    ``utilization`` [min, max] (fractions of the port), ``queue_peak_bytes`` [min, max] (bytes),
+    ``ratios`` [min, max] (each sender's share over its fair share, over all senders and runs),
+    ``ratios_sorted`` [[min per rank], [max per rank]] (the sorted shares, rank by rank),
+    ``date``, ``command``, ``commit``."""
+    sp = rec.get("spread")
+    if not sp:
+        return None
+    lo, hi = sp["min"], sp["max"]
+    return {"k": sp["k"], "rng_runs": sp["rng_runs"],
+            "utilization": [lo["utilization"], hi["utilization"]],
+            "queue_peak_bytes": [lo["queue_peak_bytes"], hi["queue_peak_bytes"]],
+            "ratios": [lo["ratio_min"], hi["ratio_max"]],
+            "ratios_sorted": [sp["ratios_sorted_min"], sp["ratios_sorted_max"]],
+            "date": sp["date"], "command": sp["command"], "commit": sp.get("ns3_commit")}
+
+
+def within_spread(sp: dict, *, utilization: float, ratios: list[float], queue_peak_bytes: float,
+                  bands: dict | None = None) -> dict:
+    """railab's figures against ns-3's own range (:func:`spread`) widened by :data:`BANDS`:
+    utilization within [min - 3 points, max + 3 points], the queue peak within
+    [min x (1 - 0.30), max x (1 + 0.30)], every sender's share (sorted, rank by rank as
+    :func:`compare`) within [that rank's min - 0.15, max + 0.15]. ``*_ok`` for each and
+    ``within`` for all three. A figure ns-3 itself reaches with another seed passes; this is
+    beside issue 44's verdict against the canonical run (:func:`compare`), not instead of it.
+    Raises ValueError when the numbers of senders differ."""
+    b = bands or BANDS
+    lo_r, hi_r = sp["ratios_sorted"]
+    if len(ratios) != len(lo_r):
+        raise ValueError("within_spread: railab and ns-3 have different numbers of senders")
+    pts = b["utilization_points"] / 100
+    u_ok = sp["utilization"][0] - pts <= utilization <= sp["utilization"][1] + pts
+    q_ok = (sp["queue_peak_bytes"][0] * (1 - b["queue_peak"]) <= queue_peak_bytes
+            <= sp["queue_peak_bytes"][1] * (1 + b["queue_peak"]))
+    s_ok = all(lo - b["share"] <= r <= hi + b["share"]
+               for r, lo, hi in zip(sorted(ratios), lo_r, hi_r, strict=True))
+    return {"utilization_ok": bool(u_ok), "share_ok": bool(s_ok), "queue_peak_ok": bool(q_ok),
+            "within": bool(u_ok and s_ok and q_ok)}
 
 
 def beside(stored: dict, qos, pfc: bool, fabric_us: float, *, utilization: float,
@@ -96,7 +147,10 @@ def beside(stored: dict, qos, pfc: bool, fabric_us: float, *, utilization: float
     path does not count against it), ``vs``
     (:func:`compare` of the given figures: utilization a fraction of the port, ``ratios`` each
     sender's rate over its fair share, ``queue_peak_bytes``; its ``agrees`` None when not
-    ``comparable``: the differences are given, no verdict) and ``bands`` (:data:`BANDS`).
+    ``comparable``: the differences are given, no verdict), when the record has ns-3's own
+    run-to-run range (:func:`spread`) ``ns3_spread`` with its ``vs`` (:func:`within_spread`)
+    and ``within_spread`` (its ``within``; None when not ``comparable``), and ``bands``
+    (:data:`BANDS`).
     Raises ValueError when the numbers of senders differ."""
     out = brief(stored)
     mapped = stored["params"]["topology"]["target_bytes"]
@@ -116,6 +170,11 @@ def beside(stored: dict, qos, pfc: bool, fabric_us: float, *, utilization: float
                          and out["one_bottleneck"] is not False)
     if not out["comparable"]:  # the differences stand, a verdict on them would not
         out["vs"]["agrees"] = None
+    if "ns3_spread" in out:  # beside "vs", never instead of it
+        w = within_spread(out["ns3_spread"], utilization=utilization, ratios=ratios,
+                          queue_peak_bytes=queue_peak_bytes)
+        out["ns3_spread"]["vs"] = w
+        out["within_spread"] = w["within"] if out["comparable"] else None
     out["bands"] = BANDS
     return out
 

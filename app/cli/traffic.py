@@ -457,10 +457,29 @@ def ns3_run_text(ns3: dict, util: float, ratios: list[float], queue_peak: int) -
             out += (f" [yellow](this run is not ns-3's one-switch scenario: {links} before the "
                     "receiver's port, a second congestion point; --seed disjoint picks a hash seed "
                     "that keeps them apart)[/yellow]")
+    if (sp := ns3.get("ns3_spread")) is not None:
+        out += "; " + ns3_spread_text(sp, ns3.get("within_spread"))
     if ns3["rules"] == "paper":
         out += ("; ns-3's DCQCN rules are not the paper's: --cc dcqcn-ns3 runs ns-3's "
                 "(docs/congestion.md \"ns-3 (HPCC) side by side\")")
     return out
+
+
+def ns3_spread_text(sp: dict, within: bool | None) -> str:
+    """A few words on ns-3's own run-to-run range (``reference.ns3.ns3_spread``,
+    :func:`railab.traffic.ns3ref.spread`: RngRun 1..K) and whether this run lies within it
+    widened by issue 44's bands (``within_spread``; None: no verdict)."""
+    (ulo, uhi), (qlo, qhi) = sp["utilization"], sp["queue_peak_bytes"]
+    out = (f"ns-3 over {sp['k']} seeds: port {ulo:.1%}-{uhi:.1%}, queue peak "
+           f"{qlo / 1e6:.2f}-{qhi / 1e6:.2f} MB")
+    if within is None:
+        return out
+    v = sp["vs"]
+    miss = [w for w, ok in (("port", v["utilization_ok"]), ("shares", v["share_ok"]),
+                            ("queue peak", v["queue_peak_ok"])) if not ok]
+    return out + (": this run [green]within[/green] ns-3's own spread (widened by the bands)"
+                  if within else f": this run [red]outside[/red] ns-3's own spread "
+                  f"(widened by the bands: {', '.join(miss)})")
 
 
 def _capacity_sampler(ref, spec):
@@ -809,6 +828,12 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
                   f"{res.engine_shortfall:.1%}"
                   + (f" (engine at {res.engine_priority})" if res.engine_priority else ""),
                   highlight=False)
+        if res.cnp_transit is not None:
+            ct = res.cnp_transit
+            con.print(f"CNP transit (measured, the NP's send to the RP's read, {ct['cnps']} CNPs): "
+                      f"mean {ct['mean_s'] * 1e3:.3g} ms, max {ct['max_s'] * 1e3:.3g} ms (lab)"
+                      + (f" = {ct['fabric_mean_us']:g} / {ct['fabric_max_us']:g} us of fabric time"
+                         if capacity else ""), highlight=False)
         if res.transport is not None:
             tr = res.transport
             con.print(f"RC transport ({tr['nic']}: "
