@@ -158,6 +158,40 @@ def test_a_cnp_cuts_the_senders_rate_at_once():
         a.close(), b.close()
 
 
+def _cnp_to_sender() -> bytes:
+    return bytes(roce.roce_packet(src_mac="02:00:00:00:00:02", dst_mac="02:00:00:00:00:01",
+                                  src_ip="10.0.1.1", dst_ip="10.0.0.1", dst_qpn=0x101, psn=0,
+                                  opcode=roce.CNP, ecn=roce.ECN_NOT_ECT))
+
+
+def test_cnp_transit_pairs_each_cnp_with_the_nps_send_in_order():
+    """Issue 44: the engine measures each CNP's transit, from the NP's send to the RP's read
+    (both ends are in the one engine process, on one clock): CNPs sent at 1.0 and 1.1 s (a
+    CNP per marked packet, interval 0) and read at 1.004 and 1.112 s transit 4 and 12 ms; a
+    CNP with no send left to pair (not this engine's) is not counted; the Python engine keeps
+    the same figures (load._transit)."""
+    from railab.traffic.load import _transit
+
+    ctx, qps, (a, b, _buf) = _rx_ctx(interval_s=0.0)
+    try:
+        q = qps[0]
+        fp.rx(ctx, _data(1000, roce.ECN_CE), 1.0)
+        fp.rx(ctx, _data(1001, roce.ECN_CE), 1.1)
+        assert q.cnp_sent == 2 and q.cnp_w == 2
+        fp.rx(ctx, _cnp_to_sender(), 1.004)
+        fp.rx(ctx, _cnp_to_sender(), 1.112)
+        fp.rx(ctx, _cnp_to_sender(), 1.2)   # nothing left to pair with
+        assert q.cnp_rx == 3 and q.cnp_lat_n == 2
+        assert q.cnp_lat_sum == pytest.approx(0.016) and q.cnp_lat_max == pytest.approx(0.012)
+        t = _transit([q.cnp_lat_n, q.cnp_lat_sum, q.cnp_lat_max], 2000.0)
+        assert t == {"cnps": 2, "mean_s": 0.008, "max_s": 0.012, "fabric_mean_us": 4.0,
+                     "fabric_max_us": 6.0}
+        assert _transit([0, 0.0, 0.0], 2000.0) is None
+    finally:
+        fp.release(ctx)
+        a.close(), b.close()
+
+
 def test_library_is_rebuilt_for_another_source(tmp_path, monkeypatch):
     monkeypatch.setenv("RAILAB_CACHE", str(tmp_path))
     path = fp.build()

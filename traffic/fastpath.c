@@ -42,7 +42,7 @@
 #include <unistd.h>
 #include <linux/if_packet.h>
 
-#define DP_ABI 10
+#define DP_ABI 11
 #define OOO_WINDOW 4096
 #define BUSY_MAX_S 0.005      /* a worker that has not waited for this long ... */
 #define BUSY_REST_S 0.0005    /* ... sleeps this long: at most ~91 % of a core, so FRR (BFD), the
@@ -114,7 +114,15 @@ typedef struct {
     uint64_t ooo_map[64];     /* ooo: indices epsn+1 .. epsn+4096 already placed */
     int64_t rec_hi;           /* ooo sender: after a timeout, recovery runs until una reaches
                                * this (hi at the timeout); 0: not recovering */
+    /* CNP transit: the NP's send time of each CNP (a ring of CNP_RING), paired in order with
+     * the CNPs the RP reads: from the NP's send() to the RP's read, through the fabric's
+     * control class and both sockets (s) */
+    double cnp_ts[64];
+    int64_t cnp_w, cnp_r, cnp_lat_n;
+    double cnp_lat_sum, cnp_lat_max;
 } dp_qp;
+
+#define CNP_RING 64
 
 typedef struct {
     dp_qp *qps;
@@ -407,6 +415,21 @@ static inline void go_inactive(dp_ctx *c, dp_qp *q)
     }
 }
 
+/* a CNP arrived for QP q: its transit from the NP's send (the oldest unpaired send time; a
+ * ring overrun, more than CNP_RING CNPs in flight, skips to the newest) */
+static inline void cnp_transit(dp_qp *q, double now)
+{
+    int64_t w = __atomic_load_n(&q->cnp_w, __ATOMIC_ACQUIRE);
+    if (q->cnp_r >= w) return;                 /* none sent that is not paired: not ours */
+    if (w - q->cnp_r > CNP_RING) q->cnp_r = w - 1;
+    double lat = now - q->cnp_ts[q->cnp_r % CNP_RING];
+    q->cnp_r++;
+    if (lat < 0) lat = 0;
+    q->cnp_lat_n++;
+    q->cnp_lat_sum += lat;
+    if (lat > q->cnp_lat_max) q->cnp_lat_max = lat;
+}
+
 /* a CNP for QP q: counted where it arrives; the owner's reaction point takes it (at once when
  * the receiving thread is the owner, else on the owner's next loop turn, microseconds later) */
 static inline void take_cnps(dp_qp *q, double now)
@@ -506,6 +529,7 @@ static void rx_frame(dp_ctx *c, const maps *m, int self, const uint8_t *b, uint3
         int32_t i = qmap_get(&m->bysq, dqpn);
         if (i < 0) return;
         dp_qp *q = &c->qps[i];
+        cnp_transit(q, now);
         __atomic_fetch_add(&q->cnp_rx, 1, __ATOMIC_RELEASE);
         if (q->owner == self) take_cnps(q, now);
         return;
@@ -548,7 +572,15 @@ static void rx_frame(dp_ctx *c, const maps *m, int self, const uint8_t *b, uint3
         q->ce++;
         if (now - q->last_cnp >= c->cnp_interval) {
             q->last_cnp = now;
-            if (send(q->cnp_fd, q->cnp_frame, q->cnp_len, MSG_DONTWAIT) >= 0) q->cnp_sent++;
+            /* its send time is in the ring before the CNP exists: another thread may read
+             * it at the sender before send() returns here */
+            int64_t w = __atomic_load_n(&q->cnp_w, __ATOMIC_RELAXED);
+            q->cnp_ts[w % CNP_RING] = now;
+            __atomic_store_n(&q->cnp_w, w + 1, __ATOMIC_RELEASE);
+            if (send(q->cnp_fd, q->cnp_frame, q->cnp_len, MSG_DONTWAIT) >= 0)
+                q->cnp_sent++;
+            else    /* none sent: no CNP will come to pair with it */
+                __atomic_store_n(&q->cnp_w, w, __ATOMIC_RELEASE);
         }
     }
     if (q->nic) responder(c, q, idx, b[o + 8] & 0x80, now);

@@ -39,7 +39,7 @@ from railab.testbed import cbuild
 
 SOURCE = Path(__file__).with_name("fastpath.c")
 #: The C file's interface version (``DP_ABI``): a library of another version is not used.
-ABI = 10
+ABI = 11
 
 
 class FastPathUnavailable(RailabError):
@@ -92,7 +92,9 @@ class Qp(ctypes.Structure):
                             "timeouts", "ack_hi", "nak_seq", "nak_idx", "nak_applied", "rtx_one")] + [
         ("last_ack_t", _F64)] + [
         (n, _I64) for n in ("epsn", "acks_tx", "naks_tx", "dup_rx", "beyond", "ack_pending")] + [
-        ("t_done", _F64), ("ooo_map", ctypes.c_uint64 * 64), ("rec_hi", _I64)]
+        ("t_done", _F64), ("ooo_map", ctypes.c_uint64 * 64), ("rec_hi", _I64),
+        ("cnp_ts", _F64 * 64), ("cnp_w", _I64), ("cnp_r", _I64), ("cnp_lat_n", _I64),
+        ("cnp_lat_sum", _F64), ("cnp_lat_max", _F64)]
 
 
 class Ctx(ctypes.Structure):

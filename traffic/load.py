@@ -46,6 +46,7 @@ import random
 import socket
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Literal
@@ -462,6 +463,9 @@ class LoadResult:
     ``fct_p50_s``, ``fct_p99_s``, ``rto_lab_s``) and each flow dict a ``transport`` object
     (delivered, retransmitted, NAKs and ACKs each way, timeouts, duplicates, goodput) with
     ``fct_s`` the time until every packet had arrived at the responder.
+    ``cnp_transit``: the CNPs' transit from the NP's send to the RP's read, measured on the
+    engine's clock (:func:`_transit`: count, mean and max, lab s and fabric us; each flow
+    dict has its own); None when no CNP was sent.
     """
 
     cc: str
@@ -493,6 +497,7 @@ class LoadResult:
     rx_socket_drops: int = 0
     nic: str = "none"
     transport: dict | None = None
+    cnp_transit: dict | None = None
 
     @property
     def keeps_rate(self) -> bool:
@@ -556,7 +561,7 @@ class _QP:
                  "deficit_bytes", "t_start", "t_last_rx", "sport", "ppm", "s_tx", "s_rx",
                  "s_ce", "s_cnp", "series", "active", "icrc_errors", "nic_down", "ttl",
                  "max_psn_dist", "failed", "port_missing", "mtu_exceeded", "mtu_note",
-                 "down_nic", "late_s", "line_bps", "ack_tpls", "rc")
+                 "down_nic", "late_s", "line_bps", "ack_tpls", "rc", "cnp_ts", "cnp_lat")
 
 
 class LoadEngine(Engine):
@@ -729,6 +734,11 @@ class LoadEngine(Engine):
         if buf[o] == roce.CNP:
             q = self._by_sqpn.get(dqpn)
             if q is not None:
+                if q.cnp_ts:  # paired in order with the NP's sends (fastpath.c cnp_transit)
+                    lat = max(0.0, now - q.cnp_ts.popleft())
+                    q.cnp_lat[0] += 1
+                    q.cnp_lat[1] += lat
+                    q.cnp_lat[2] = max(q.cnp_lat[2], lat)
                 q.cnp_rx += 1
                 if q.rp is not None:
                     q.rp.on_cnp(now)
@@ -754,6 +764,7 @@ class LoadEngine(Engine):
                 try:
                     q.cnp_tx.send(q.cnp_frame, socket.MSG_DONTWAIT)
                     q.cnp_sent += 1
+                    q.cnp_ts.append(now)
                 except OSError:
                     pass  # the receiver NIC's own queue is full: the CNP is lost, as on a NIC
 
@@ -1150,7 +1161,8 @@ class LoadEngine(Engine):
                          sample_s=self.sample_s, port_rate_mbps=self.line_bps / 1e6,
                          time_scale=cap.time_scale,
                          dcqcn=self.qos.dcqcn.model_dump() if self.cc != "none" else None)
-        meant = done = 0
+        meant = done = lat_n = 0
+        lat_sum = lat_max = 0.0
         for q in self._qps:
             f = q.flow
             half = _last_half_mbps(q.series)
@@ -1172,6 +1184,7 @@ class LoadEngine(Engine):
                  "fct_s": (round(q.t_last_rx - q.t_start, 4)
                            if q.goal is not None and q.rx >= q.goal else None),
                  "late_s": round(q.late_s, 6), "rate_cap_mbps": round(q.line_bps / 1e6, 3),
+                 "cnp_transit": _transit(q.cnp_lat, cap.time_scale),
                  "rate_mbps_last_half": half, "rx_mbps_last_half": rx_half,
                  "series": q.series}
             if q.rc is not None:  # the RC transport: what arrived in order, what it cost
@@ -1194,8 +1207,12 @@ class LoadEngine(Engine):
             res.cnp_received += q.cnp_rx
             res.lost += max(0, q.sent - q.rx)
             res.backpressure += q.bp
+            lat_n += q.cnp_lat[0]
+            lat_sum += q.cnp_lat[1]
+            lat_max = max(lat_max, q.cnp_lat[2])
             meant += q.sent_bytes + q.deficit_bytes
             done += q.sent_bytes
+        res.cnp_transit = _transit([lat_n, lat_sum, lat_max], cap.time_scale)
         res.engine_shortfall = round(1 - done / meant, 4) if meant else 0.0
         res.offered_mbps = round(done * 8 / dur / 1e6, 3)
         res.nic = self.nic
@@ -1219,6 +1236,24 @@ class LoadEngine(Engine):
         return res
 
 
+#: CNPs a QP may have in flight for :func:`_transit`'s pairing (``CNP_RING`` in fastpath.c)
+CNP_RING = 64
+
+
+def _transit(lat: list, time_scale: float) -> dict | None:
+    """A CNP-transit summary from ``[count, sum, max]`` (lab s): ``{"cnps", "mean_s",
+    "max_s", "fabric_mean_us", "fabric_max_us"}`` (fabric us = lab s / ``time_scale``); None
+    when no CNP was paired. Measured on the engine's clock: each CNP from the NP's ``send()``
+    to the RP's read of it (the fabric's control class both ways through the kernel, and both
+    sockets' wait), paired in order with the NP's sends."""
+    n, total, top = lat
+    if not n:
+        return None
+    return {"cnps": int(n), "mean_s": round(total / n, 6), "max_s": round(top, 6),
+            "fabric_mean_us": round(total / n / time_scale * 1e6, 3),
+            "fabric_max_us": round(top / time_scale * 1e6, 3)}
+
+
 def _reset(q: _QP) -> None:
     """A new QP's counters, series and fault marks, all at zero."""
     q.next_t = 0.0
@@ -1226,6 +1261,8 @@ def _reset(q: _QP) -> None:
     q.max_psn_dist = 0  # receiver's reorder depth (issue 30)
     q.bp = q.deficit_bytes = q.icrc_errors = 0
     q.late_s = 0.0
+    q.cnp_ts = deque(maxlen=CNP_RING)  # the NP's send time of each CNP not yet read by the RP
+    q.cnp_lat = [0, 0.0, 0.0]          # CNP transits read: count, sum, max (lab s)
     q.rc = None
     q.max_idx = -1
     q.t_start = q.t_last_rx = 0.0
@@ -1268,6 +1305,7 @@ def _from_c(q: _QP, c) -> None:
     q.bp, q.deficit_bytes, q.max_idx = c.bp, c.deficit_bytes, c.max_idx
     q.t_last_rx = c.t_last_rx
     q.late_s = c.late_s
+    q.cnp_lat = [c.cnp_lat_n, c.cnp_lat_sum, c.cnp_lat_max]
     q.ttl = c.ttl if c.rx else None
     q.active = bool(c.active)
     q.rp = fastpath.FastRP.of(c.rp) if c.cc else None
