@@ -1010,6 +1010,25 @@ def test_live_incast_under_ns3s_rules_is_set_beside_ns3(lossless_lab):
 
 @pytest.mark.integration
 @pytest.mark.usefixtures("no_leaks")
+def test_live_load_run_takes_mtu_1024_when_asked(lossless_lab):
+    """``--mtu 1024`` on a load run sends 1024-byte payloads (it used to be read as "not given",
+    the path engine's default, and the run sent 4096); without ``--mtu`` a load run sends 4096."""
+    from typer.testing import CliRunner
+
+    from railab.cli import app
+
+    def frame_bytes(*extra: str) -> float:
+        res = CliRunner().invoke(app, ["traffic", lossless_lab.name, "--pattern", "incast",
+                                       "--senders", "2", "--seconds", "0.3", "--json", *extra])
+        f = json.loads(res.output)["congestion"]["flows"][0]
+        return f["tx_bytes"] / f["tx_packets"]
+
+    assert 1024 < frame_bytes("--mtu", "1024") < 1200
+    assert 4096 < frame_bytes() < 4300
+
+
+@pytest.mark.integration
+@pytest.mark.usefixtures("no_leaks")
 def test_live_seed_disjoint_keeps_an_incasts_flows_apart_as_ns3s_one_switch(lossless_lab):
     """Issue 44: ns-3's stored runs are one switch; on mini-lossless an 8:1 incast's four
     cross-group flows cross the spines, and under most hash seeds two of them share a spine's

@@ -35,6 +35,10 @@ def _usage(msg: str) -> None:
     raise typer.Exit(EXIT_USAGE)
 
 
+#: the path engine's RoCE path MTU when ``--mtu`` is not given (a load run's is 4096)
+PATH_MTU = 1024
+
+
 def check_options(*, flows: int | None, size: int, messages: int, mtu: int) -> None:
     """Validate ``railab traffic`` numbers one by one; raise typer.Exit(EXIT_USAGE) after printing
     ``error: --OPTION ...`` for the first bad one. ``--mtu`` is the RoCE path MTU (IBTA: 256,
@@ -1033,7 +1037,9 @@ def register(app: typer.Typer) -> None:
                  "servers and rails, above it the pairs repeated with new QPs"),
         size: int = typer.Option(4096, help="bytes per message (>= 1)"),
         messages: int = typer.Option(4, help="messages per flow (>= 1)"),
-        mtu: int = typer.Option(1024, help="RoCE path MTU, payload bytes per packet (256-4096)"),
+        mtu: int | None = typer.Option(
+            None, help="RoCE path MTU, payload bytes per packet (256-4096; default 1024 for the "
+            "path engine's probes, 4096 for a load run)"),
         op: str = typer.Option("write", help="write | send | mixed"),
         measure: bool = typer.Option(True, "--measure/--no-measure",
                                      help="one flow at a time with switch counters (paths)"),
@@ -1103,7 +1109,7 @@ def register(app: typer.Typer) -> None:
                     _usage(f"--bytes {load_bytes}: a QP sends at least 1 byte")
             load_command(lab, pattern=pattern, src=src, dst=dst, pxn=pxn, flows=flows,
                          senders=senders, cc=cc, pfc=pfc, seconds=seconds, sport=sport,
-                         mtu=mtu if mtu != 1024 else None, as_json=as_json, dcqcn=dcqcn,
+                         mtu=mtu, as_json=as_json, dcqcn=dcqcn,
                          seed=seed, nic=nic, nbytes=nbytes)
             return
         from railab.testbed.labref import resolve
@@ -1123,6 +1129,7 @@ def register(app: typer.Typer) -> None:
             _usage(f"give --pattern (one of {', '.join(PATTERNS)}), or both --src and --dst")
         if op not in ("write", "send", "mixed"):
             _usage(f"--op must be write, send or mixed (got {op!r})")
+        mtu = PATH_MTU if mtu is None else mtu
         check_options(flows=flows, size=size, messages=messages, mtu=mtu)
         try:
             ref = resolve(lab)
