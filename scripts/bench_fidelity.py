@@ -38,7 +38,10 @@ and a verdict per scenario (issue 44: "2 emulation runs each on an idle machine"
 ``--cc dcqcn,dcqcn-ns3`` runs each scenario under the paper's DCQCN rules and under HPCC ns-3's
 (``railab traffic --cc dcqcn-ns3``: a CNP per marked packet, the first cut one interval late, no
 byte counter), interleaved: the second checks the emulation's machinery against ns-3 under
-ns-3's own rules (issue 28's criterion is printed for ``dcqcn`` runs only).
+ns-3's own rules (issue 28's criterion is printed for ``dcqcn`` runs only). ns-3's scenario is
+one switch, so with ``--ns3`` every run takes ``railab traffic --seed disjoint`` (the first ECMP
+hash seed under which the flows share no link short of the receiver's port) unless ``--seed``
+says otherwise; a run whose flows share one gets the differences but no verdict.
 
 The machine's load average is printed before and after: quote it with any figure.
 """
