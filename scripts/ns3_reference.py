@@ -31,6 +31,13 @@ Usage (nice 19: the build takes ~20 min of one core; a 15 ms scenario 0.5-2 min)
     python scripts/ns3_reference.py --src /tmp/hpcc --only 8-on-400g-windowed,16-on-400g-windowed
     python scripts/ns3_reference.py --src /tmp/hpcc --only 2-on-400g,2-off-400g --rng-runs 10
 
+``--bytes 16M[,4M]`` runs the plain scenarios as **finite flows** instead (issue 44's flow
+completion times): each sender sends one flow of :func:`flow_size` bytes from t = 2 s and
+ns-3's FCT file is read into the record (``fct``, ``fct_summary``: :func:`fct_figures`), stored
+as ``incast-<N>-pfc-<on|off>-<profile>-fct-<size>`` (:func:`name_of`)::
+
+    python scripts/ns3_reference.py --src /tmp/hpcc --only 2-on-400g,8-off-400g --bytes 16M
+
 ``--rng-runs K`` also runs each scenario with ns-3's global ``RngRun`` 2..K
 (``NS_GLOBAL_VALUE=RngRun=k``: the random WRED marks differ) and stores the range of their
 figures as the record's ``spread`` (:func:`spread_of`), beside the canonical run 1.
@@ -77,6 +84,43 @@ FAIR_BIN_US = 100             # bins for the time to within 10 % of the fair sha
 MMU_RESERVE = 4 * 1024        # switch-mmu.cc SwitchMmu(): reserve per ingress queue, bytes
 MMU_PFC_SHIFT = 3             # third.cc: pfc_a_shift 3 (threshold = free shared buffer / 8)
 TX_NS = PAYLOAD * 1_000_000_000 * 8 // LINE_BPS  # third.cc CalculateRoute: payload per hop, whole ns
+
+
+def parse_size(text: str) -> int:
+    """``16M``, ``512K``, ``4096`` -> bytes, with railab's ``--bytes`` suffixes (powers of
+    1024, ``railab.cli.collective.parse_bytes``)."""
+    t = text.strip().upper().removesuffix("B").removesuffix("I")
+    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(t[-1:], 1)
+    return int(t[:-1] if mult > 1 else t) * mult
+
+
+def size_tag(nbytes: int) -> str:
+    """A byte count in a scenario name: ``16m`` (16 MiB), ``512k``, or the number."""
+    for unit, tag in ((1 << 30, "g"), (1 << 20, "m"), (1 << 10, "k")):
+        if nbytes % unit == 0:
+            return f"{nbytes // unit}{tag}"
+    return str(nbytes)
+
+
+def flow_size(nbytes: int) -> dict:
+    """ns-3's flow size for railab's ``--bytes nbytes`` per QP, and the mapping written down.
+
+    railab's load engine sends ``goal = ceil(nbytes / payload)`` packets per QP, each a full
+    ``payload`` (4096 B, the MTU's payload; ``traffic/load.py``: ``q.goal``) in a RoCEv2 frame
+    of ``ROCE_FRAME_OVERHEAD`` (58) more bytes, so a QP puts ``goal x 4096`` payload bytes on
+    the wire. ns-3's flow of ``size`` bytes (``flow.txt``'s 5th field; ``RdmaQueuePair::m_size``)
+    is sent in packets of ``PACKET_PAYLOAD_SIZE`` (4096) payload, the last one ``size`` mod 4096
+    if shorter (rdma-hw.cc ``GetNxtPacket``), each with ns-3's headers (PPP + IPv4 + UDP +
+    SeqTs, 48 B: a 4144-byte frame in its trace). So ``size = goal x 4096``: the same packet
+    count and the same payload bytes (16 MiB: 4,096 packets, 16,777,216 B, exactly ``nbytes``);
+    the frames differ by railab's 58 against ns-3's 48 header bytes (0.24 % of a frame)."""
+    goal = max(1, -(-nbytes // PAYLOAD))
+    return {"bytes_per_qp": nbytes, "packets": goal, "payload_bytes": PAYLOAD,
+            "flow_size_bytes": goal * PAYLOAD,
+            "rule": f"ns-3 flow size = ceil({nbytes:,} / {PAYLOAD}) x {PAYLOAD} = {goal:,} x "
+                    f"{PAYLOAD} = {goal * PAYLOAD:,} B (railab's goal packets, each a full "
+                    f"{PAYLOAD}-byte payload; frames: railab +{ROCE_FRAME_OVERHEAD} B RoCEv2 "
+                    f"headers, ns-3 +48 B PPP/IPv4/UDP/SeqTs)"}
 
 #: ns-3's TraceFormat record (trace-format.h, x86-64 layout: the union is 8-byte aligned).
 TRACE_DTYPE = np.dtype([("time", "<u8"), ("node", "<u2"), ("intf", "u1"), ("qidx", "u1"),
@@ -157,7 +201,7 @@ def window_bytes(hops: int = 2) -> dict:
 
 
 def mapping(qos: QosProfile, senders: int, pfc: bool, profile: str, fabric_ms: float,
-            variant: str = "") -> dict:
+            variant: str = "", nbytes: int | None = None) -> dict:
     """railab's scenario in HPCC's ``third.cc`` config keys, with each mapping written down:
     ``config`` (key -> value), ``topology`` (buffer, idle ports, implied depths) and ``table``
     (rows: railab name, railab value, ns-3 name, ns-3 value, note; sources in rdma-hw.cc,
@@ -257,6 +301,16 @@ def mapping(qos: QosProfile, senders: int, pfc: bool, profile: str, fabric_ms: f
         t.append(("packetsim: an ACK per packet with window_bytes", "-", "L2_ACK_INTERVAL", 1,
                   "advances snd_una (opens the window) and carries the CNP flag; ACKs travel "
                   "the reverse path, off the congested port"))
+    if nbytes is not None:
+        fs = flow_size(nbytes)
+        t.append(("--bytes (payload bytes per QP)", nbytes, "flow.txt size (B)",
+                  fs["flow_size_bytes"], fs["rule"]))
+        t.append(("fct_s: first packet sent to last delivered (--nic none)", "-",
+                  "fct.txt (third.cc qp_finish)", "start to last ACK at the sender",
+                  "ns-3 completes a QP when the ACK of its last byte reaches the sender "
+                  "(rdma-hw.cc ReceiveAck -> QpComplete): its FCT is one ACK trip (2 hops, "
+                  "0.5 us here) longer than railab's; the record keeps both: 'fct_us' (ns-3's) and "
+                  "'delivered_us' (railab's definition, read from the switch trace)"))
     table = [dict(zip(("railab", "railab_value", "ns3", "ns3_value", "note"), row, strict=True))
              for row in t]
     out = {"config": cfg, "topology": {"buffer_mib": mib, "idle_ports": idle,
@@ -410,12 +464,29 @@ def analyse(work: Path, senders: int, sw: int, fabric_ms: float) -> dict:
             paused_ns[node] += max(0, tns - max(s, end_ns // 2))
     for node, s in since.items():
         paused_ns[node] += max(0, end_ns - max(s, end_ns // 2))
+    # each completed flow (third.cc qp_finish: sip, dip, sport, dport, size B, start ns, fct ns,
+    # standalone fct ns) and, from the switch trace, when its last data packet reached the
+    # receiver: its last departure from the egress port + its serialization (whole ns, as
+    # ns-3's TransmitStart) + one link delay (railab's fct_s: to the last packet delivered)
+    last_deq: dict[int, tuple[int, int]] = {}
+    if m.any():
+        fl, tm, sz = flow[m], data["time"][m].astype(np.int64), data["size"][m].astype(np.int64)
+        for node in np.unique(fl):
+            i = int(np.nonzero(fl == node)[0][-1])
+            last_deq[int(node)] = (int(tm[i]), int(sz[i]))
     fct = []
     ff = work / "fct.txt"
     for line in (ff.read_text().splitlines() if ff.exists() else []):
         f = line.split()
-        fct.append({"sport": int(f[2]), "size_bytes": int(f[4]), "fct_ns": int(f[6]),
-                    "standalone_fct_ns": int(f[7])})
+        node = (int(f[0], 16) >> 8) & 0xFFFF
+        start = int(f[5])
+        rec = {"sender": node, "sport": int(f[2]), "size_bytes": int(f[4]),
+               "start_ns": start - t0, "fct_ns": int(f[6]), "standalone_fct_ns": int(f[7])}
+        if node in last_deq:
+            tq, size = last_deq[node]
+            rec["delivered_ns"] = tq + size * 8 * 1_000_000_000 // LINE_BPS + LINK_DELAY_NS - start
+        fct.append(rec)
+    fct.sort(key=lambda r: r["sender"])
     ps = qmax.argmax()
     return {
         "summary": {
@@ -443,24 +514,61 @@ def analyse(work: Path, senders: int, sw: int, fabric_ms: float) -> dict:
     }
 
 
-def name_of(senders: int, pfc: bool, profile: str, variant: str = "") -> str:
-    """The stored file's stem: ``incast-<N>-pfc-<on|off>-<profile>[-<variant>]``."""
+def name_of(senders: int, pfc: bool, profile: str, variant: str = "",
+            nbytes: int | None = None) -> str:
+    """The stored file's stem: ``incast-<N>-pfc-<on|off>-<profile>[-<variant>]``, a finite-flow
+    run ``...-<profile>-fct-<size>`` (:func:`size_tag`: ``-fct-16m``)."""
     return f"incast-{senders}-pfc-{'on' if pfc else 'off'}-{profile}" + (
-        f"-{variant}" if variant else "")
+        f"-{variant}" if variant else "") + (f"-fct-{size_tag(nbytes)}" if nbytes else "")
+
+
+def _pct(values: list, q: float):
+    """Nearest-rank quantile of sorted ``values`` (railab's ``traffic.load._pct``), None if empty."""
+    if not values:
+        return None
+    return values[min(len(values) - 1, max(0, int(round(q * len(values) + 0.5)) - 1))]
+
+
+def fct_figures(fct: list[dict], senders: int, flow_bytes: int) -> dict:
+    """The ``fct_summary`` of a finite-flow run, fabric us (computed by ns-3): ``flows``,
+    ``completed`` (flows in ns-3's FCT file: the ACK of their last byte came back before the
+    stop time), ``all_completed``; ``delivered_p50_us``/``_p99_us``/``_max_us`` (each flow's
+    start to its last data packet's arrival at the receiver, railab's ``fct_s`` definition;
+    nearest rank as ``congestion.fct``), ``fct_p50_us``/``_p99_us``/``_max_us`` (ns-3's own FCT,
+    to the last ACK at the sender), ``standalone_us`` (ns-3's FCT of the flow alone: base RTT
+    + its bytes with headers at the line rate), ``per_flow_delivered_us`` and
+    ``per_flow_fct_us`` by sender, ``flow_size_bytes``."""
+    dl = sorted(r["delivered_ns"] / 1000 for r in fct if "delivered_ns" in r)
+    fc = sorted(r["fct_ns"] / 1000 for r in fct)
+    out = {"flows": senders, "completed": len(fct), "all_completed": len(fct) == senders,
+           "flow_size_bytes": flow_bytes,
+           "standalone_us": round(fct[0]["standalone_fct_ns"] / 1000, 3) if fct else None,
+           "per_flow_delivered_us": [round(r["delivered_ns"] / 1000, 3) if "delivered_ns" in r
+                                     else None for r in fct],
+           "per_flow_fct_us": [round(r["fct_ns"] / 1000, 3) for r in fct]}
+    for k, q in (("p50", 0.5), ("p99", 0.99), ("max", 1.0)):
+        v, w = _pct(dl, q), _pct(fc, q)
+        out[f"delivered_{k}_us"] = None if v is None else round(v, 3)
+        out[f"fct_{k}_us"] = None if w is None else round(w, 3)
+    return out
 
 
 def execute(sim: Path, prog: Path, work: Path, senders: int, pfc: bool, mp: dict,
-            fabric_ms: float, rng_run: int | None = None) -> tuple[dict, float, dict]:
+            fabric_ms: float, rng_run: int | None = None,
+            flow_bytes: int | None = None) -> tuple[dict, float, dict]:
     """Write the inputs into ``work`` (emptied first), run ns-3 (nice 19) and analyse the run:
     ``(analyse()'s figures, wall time s, the environment's ns-3 variables)``. ``rng_run`` sets
     ns-3's global ``RngRun`` (``NS_GLOBAL_VALUE``; ns-3.17's ``RngSeedManager::GetRun``): the
     substream every random variable draws from, among them the WRED mark of each packet between
     Kmin and Kmax (switch-mmu.cc ``ShouldSendCN``: a new ``UniformVariable(0, 1)`` per packet,
     its ``RngStream`` built from the seed, the next stream index and the run). None leaves it
-    unset: ns-3's default, run 1 (the stored canonical runs)."""
+    unset: ns-3's default, run 1 (the stored canonical runs). ``flow_bytes`` (ns-3's flow size,
+    :func:`flow_size`) makes the flows finite; None: long flows (1.2 x what the line rate sends
+    in ``fabric_ms``: none completes)."""
     if work.exists():
         shutil.rmtree(work)
-    flow_bytes = int(LINE_BPS / 8 * fabric_ms / 1000 * 1.2)
+    if flow_bytes is None:
+        flow_bytes = int(LINE_BPS / 8 * fabric_ms / 1000 * 1.2)
     cfg = write_inputs(work, senders, mp, flow_bytes)
     ns3_env = {"NS_ATTRIBUTE_DEFAULT": f"ns3::QbbNetDevice::QbbEnabled={'true' if pfc else 'false'}"}
     if rng_run is not None:
@@ -522,15 +630,20 @@ def spread_of(summaries: dict[int, dict], prog: Path, ns3_env: dict, wall_s: flo
 
 def run_one(sim: Path, prog: Path, work_root: Path, senders: int, pfc: bool, profile: str,
             fabric_ms: float, qos: QosProfile, lab: str, commit: str | None, out: Path,
-            keep: bool, variant: str = "", rng_runs: int = 1) -> dict:
+            keep: bool, variant: str = "", rng_runs: int = 1, nbytes: int | None = None) -> dict:
     """Generate, run (nice 19) and analyse one scenario; write its JSON; return it. With
     ``rng_runs`` K > 1 also run it with ns-3's RngRun 2..K and store their range as the
     record's ``spread`` (:func:`spread_of`); the canonical run (RngRun unset, 1) stays the
     record's ``summary``, and when the stored file's summary is the same the stored record is
-    kept as it is (its date, wall time, series) with only ``spread`` added or replaced."""
-    mp = mapping(qos, senders, pfc, profile, fabric_ms, variant)
-    work = work_root / name_of(senders, pfc, profile, variant)
-    res, wall, ns3_env = execute(sim, prog, work, senders, pfc, mp, fabric_ms)
+    kept as it is (its date, wall time, series) with only ``spread`` added or replaced.
+    ``nbytes`` (railab's ``--bytes`` per QP) runs finite flows of :func:`flow_size` bytes: the
+    record (``...-fct-<size>``) adds ``bytes_per_qp``, ``flow``  (the mapping) and
+    ``fct_summary`` (:func:`fct_figures`) to the long-flow record's fields."""
+    mp = mapping(qos, senders, pfc, profile, fabric_ms, variant, nbytes)
+    fs = flow_size(nbytes) if nbytes else None
+    work = work_root / name_of(senders, pfc, profile, variant, nbytes)
+    res, wall, ns3_env = execute(sim, prog, work, senders, pfc, mp, fabric_ms,
+                                 flow_bytes=fs["flow_size_bytes"] if fs else None)
     env = ns3_env
     spread = None
     if rng_runs > 1:
@@ -542,7 +655,7 @@ def run_one(sim: Path, prog: Path, work_root: Path, senders: int, pfc: bool, pro
             if not keep:
                 (work.with_name(f"{work.name}-rng{k}") / "mix.tr").unlink(missing_ok=True)
         spread = spread_of(summaries, prog, ns3_env, swall, commit)
-    path = out / f"{name_of(senders, pfc, profile, variant)}.json.gz"
+    path = out / f"{name_of(senders, pfc, profile, variant, nbytes)}.json.gz"
     if spread is not None and path.exists():
         with gzip.open(path, "rt") as f:
             old = json.load(f)
@@ -556,7 +669,7 @@ def run_one(sim: Path, prog: Path, work_root: Path, senders: int, pfc: bool, pro
         print(f"{path.name}: the canonical run differs from the stored one: rewriting it",
               file=sys.stderr)
     rec = {
-        "scenario": name_of(senders, pfc, profile, variant), "senders": senders, "pfc": pfc,
+        "scenario": name_of(senders, pfc, profile, variant, nbytes), "senders": senders, "pfc": pfc,
         "dcqcn": profile, "variant": variant or None, "lab_qos": lab, "fabric_us": fabric_ms * 1000,
         "source": "ns-3 simulation (computed by HPCC's ns-3 RDMA model, not by railab)",
         "ns3": {"repository": UPSTREAM, "commit": commit, "version": "ns-3.17 (HPCC)",
@@ -579,6 +692,10 @@ def run_one(sim: Path, prog: Path, work_root: Path, senders: int, pfc: bool, pro
         **res,
         **({"spread": spread} if spread is not None else {}),
     }
+    if fs is not None:
+        rec["bytes_per_qp"] = nbytes
+        rec["flow"] = fs
+        rec["fct_summary"] = fct_figures(res["fct"], senders, fs["flow_size_bytes"])
     out.mkdir(parents=True, exist_ok=True)
     with gzip.open(out / f"{rec['scenario']}.json.gz", "wt") as f:
         json.dump(rec, f, separators=(",", ":"), sort_keys=True)
@@ -616,7 +733,13 @@ def main() -> int:
                     help="also run each scenario with ns-3's RngRun 2..K (NS_GLOBAL_VALUE) and "
                     "store the range of their figures as the record's 'spread' (run 1, the "
                     "stored summary, unchanged)")
+    ap.add_argument("--bytes", default="", help="comma list of bytes per QP, e.g. 4M,16M (railab's "
+                    "--bytes): run the selected plain scenarios as finite flows and store their "
+                    "flow completion times (incast-<N>-pfc-<on|off>-<profile>-fct-<size>)")
     a = ap.parse_args()
+    sizes = [parse_size(x) for x in a.bytes.split(",") if x.strip()]
+    if sizes and a.rng_runs > 1:
+        ap.error("--rng-runs is for the long-flow runs: drop it with --bytes")
     sim = sim_dir(a.src.resolve())
     bwall = build(sim, a.python2, a.jobs)
     prog = find_program(sim)
@@ -634,16 +757,22 @@ def main() -> int:
     runs = [(n, pfc, prof, "") for n, pfc, prof in SCENARIOS]
     runs += [(n, pfc, prof, var) for var in ("aligned", "windowed")
              for n, pfc, prof in SCENARIOS if prof == "400g"]
-    for n, pfc, prof, var in runs:
+    if sizes:  # finite flows: the plain scenarios only, once per size
+        runs = [(n, pfc, prof, "", b) for n, pfc, prof, var in runs if not var for b in sizes]
+    else:
+        runs = [(*r, None) for r in runs]
+    for n, pfc, prof, var, nb in runs:
         tag = f"{n}-{'on' if pfc else 'off'}-{prof}" + (f"-{var}" if var else "")
         if want and tag not in want:
             continue
         rec = run_one(sim, prog, a.work, n, pfc, prof, a.fabric_ms, qos, a.lab, commit, out,
-                      a.keep_trace, var, a.rng_runs)
+                      a.keep_trace, var, a.rng_runs, nb)
         if a.verify:
             path = a.out / f"{rec['scenario']}.json.gz"
-            old = json.load(gzip.open(path, "rt"))["summary"] if path.exists() else None
-            same = old == json.loads(json.dumps(rec["summary"]))
+            keys = ("summary", "fct_summary") if nb else ("summary",)
+            old = ({k: json.load(gzip.open(path, "rt"))[k] for k in keys} if path.exists()
+                   else None)
+            same = old == json.loads(json.dumps({k: rec[k] for k in keys}))
             differ += not same
             print(f"{rec['scenario']}: {'same as stored' if same else 'DIFFERS from stored'}")
         s = rec["summary"]
@@ -651,6 +780,12 @@ def main() -> int:
               f"shares {min(s['ratios']):.2f}-{max(s['ratios']):.2f}, queue peak "
               f"{s['queue_peak_bytes']:,} B, pauses {s['pauses_received']}, drops "
               f"{s['dropped_pct']:.2f} %", flush=True)
+        if (fs := rec.get("fct_summary")) is not None:
+            print(f"  {fs['completed']} of {fs['flows']} flows of {fs['flow_size_bytes']:,} B "
+                  f"completed: delivered p50/p99/max {fs['delivered_p50_us']}/"
+                  f"{fs['delivered_p99_us']}/{fs['delivered_max_us']} us, ns-3's FCT "
+                  f"{fs['fct_p50_us']}/{fs['fct_p99_us']}/{fs['fct_max_us']} us (standalone "
+                  f"{fs['standalone_us']} us)", flush=True)
         if a.rng_runs > 1 and (sp := rec.get("spread")):
             lo, hi = sp["min"], sp["max"]
             print(f"  RngRun 1-{sp['k']}: {sp['wall_s']:.0f} s wall, port "
