@@ -23,6 +23,16 @@ Each stored ``summary`` is one ns-3 run (RngRun 1): its WRED marks are random, s
 gives other figures. The six ``400g`` scenarios of 2:1-8:1 also carry ns-3's own run-to-run
 range (``spread``: RngRun 1..10, ``scripts/ns3_reference.py --rng-runs 10``); :func:`spread`
 and :func:`within_spread` set a run beside it, next to issue 44's verdict against the one run.
+
+**Flow completion times** (issue 44): ``...-<profile>-fct-<size>.json.gz`` are the same
+scenarios with finite flows, each sender one flow of railab's ``--bytes`` (``--bytes 4M,16M``
+of ``scripts/ns3_reference.py``; ns-3's flow size is ``ceil(bytes / 4096) x 4096``, railab's
+packet count and payload exactly: the record's ``flow``), with ns-3's FCT file read in
+(``fct``: per flow; ``fct_summary``: p50/p99/max in fabric us, both ``delivered_*`` (start to
+the last data packet at the receiver: railab's ``congestion.fct`` definition) and ``fct_*``
+(ns-3's own, to the last ACK at the sender, 0.5 us later)). :func:`stored` leaves them out,
+:func:`stored_fct` and :func:`load_fct` return them, :func:`beside_fct` sets a ``--bytes`` load
+run's measured FCTs beside them (:data:`FCT_BAND`).
 """
 
 from __future__ import annotations
@@ -62,14 +72,58 @@ def load(senders: int, pfc: bool, profile: str, data_dir: Path | None = None) ->
         return json.load(f)
 
 
-def stored(data_dir: Path | None = None) -> list[dict]:
-    """Every stored ns-3 record, sorted by profile, PFC and N."""
+def _records(data_dir: Path | None) -> list[dict]:
     d = data_dir or DATA_DIR
     recs = []
     for p in sorted(d.glob("incast-*.json.gz")) if d.is_dir() else []:
         with gzip.open(p, "rt") as f:
             recs.append(json.load(f))
+    return recs
+
+
+def stored(data_dir: Path | None = None) -> list[dict]:
+    """Every stored long-flow ns-3 record (not the finite-flow ones: :func:`stored_fct`),
+    sorted by profile, PFC and N."""
+    recs = [r for r in _records(data_dir) if not r.get("bytes_per_qp")]
     return sorted(recs, key=lambda r: (r["dcqcn"], not r["pfc"], r["senders"]))
+
+
+def stored_fct(data_dir: Path | None = None) -> list[dict]:
+    """Every stored finite-flow ns-3 record (flow completion times), sorted by profile, PFC,
+    bytes per QP and N."""
+    recs = [r for r in _records(data_dir) if r.get("bytes_per_qp")]
+    return sorted(recs, key=lambda r: (r["dcqcn"], not r["pfc"], r["bytes_per_qp"], r["senders"]))
+
+
+def size_tag(nbytes: int) -> str:
+    """A byte count in a scenario name: ``16m`` (16 MiB), ``512k``, or the number."""
+    for unit, tag in ((1 << 30, "g"), (1 << 20, "m"), (1 << 10, "k")):
+        if nbytes % unit == 0:
+            return f"{nbytes // unit}{tag}"
+    return str(nbytes)
+
+
+def _size_text(nbytes: int) -> str:
+    """``16 MiB``, ``512 KiB`` or ``1,000,000 B``."""
+    t = size_tag(nbytes)
+    return f"{t[:-1]} {t[-1].upper()}iB" if t[-1].isalpha() else f"{nbytes:,} B"
+
+
+def fct_scenario_name(senders: int, pfc: bool, profile: str, nbytes: int) -> str:
+    """The stored file's stem of an N:1 incast of finite flows, ``nbytes`` per sender:
+    ``incast-<N>-pfc-<on|off>-<profile>-fct-<size>`` (``-fct-16m``)."""
+    return f"{scenario_name(senders, pfc, profile)}-fct-{size_tag(nbytes)}"
+
+
+def load_fct(senders: int, pfc: bool, profile: str, nbytes: int,
+             data_dir: Path | None = None) -> dict | None:
+    """The stored finite-flow ns-3 record of the scenario with ``nbytes`` (railab's
+    ``--bytes``) per sender, or None if there is none."""
+    path = (data_dir or DATA_DIR) / f"{fct_scenario_name(senders, pfc, profile, nbytes)}.json.gz"
+    if not path.exists():
+        return None
+    with gzip.open(path, "rt") as f:
+        return json.load(f)
 
 
 def brief(rec: dict) -> dict:
@@ -177,6 +231,85 @@ def beside(stored: dict, qos, pfc: bool, fabric_us: float, *, utilization: float
         out["within_spread"] = w["within"] if out["comparable"] else None
     out["bands"] = BANDS
     return out
+
+
+#: railab's band (not issue 44's: the issue sets none for FCTs) for a ``--bytes`` run's flow
+#: completion times against ns-3's: p50 and p99 each within 30 % of ns-3's (relative to ns-3's,
+#: fabric us; the same width as issue 44's queue-peak band). The max is given, not judged.
+FCT_BAND = {"p50": 0.30, "p99": 0.30}
+
+
+def compare_fct(ns3: dict, *, p50_us: float | None, p99_us: float | None,
+                max_us: float | None = None, band: dict | None = None) -> dict:
+    """A run's measured flow completion times (fabric us: ``congestion.fct``'s
+    ``fabric_p50_us``, ``fabric_p99_us``, ``fabric_max_us``) against ns-3's ``fct_summary``'s
+    ``delivered_*`` (the same definition: a flow's start to its last data packet at the
+    receiver): ``p50_rel``/``p99_rel``/``max_rel`` (railab / ns-3 - 1, signed), ``p50_ok``/
+    ``p99_ok`` (``|rel| <=`` :data:`FCT_BAND`), ``agrees`` (both). A missing figure (no QP
+    completed) is not within the band."""
+    b = band or FCT_BAND
+    out: dict = {}
+    for k, v in (("p50", p50_us), ("p99", p99_us), ("max", max_us)):
+        ref = ns3[f"delivered_{k}_us"]
+        out[f"{k}_rel"] = None if v is None or not ref else round(v / ref - 1, 3)
+    for k in ("p50", "p99"):
+        out[f"{k}_ok"] = out[f"{k}_rel"] is not None and abs(out[f"{k}_rel"]) <= b[k]
+    out["agrees"] = out["p50_ok"] and out["p99_ok"]
+    return out
+
+
+def beside_fct(stored: dict, qos, pfc: bool, nbytes: int, *, p50_us: float | None,
+               p99_us: float | None, max_us: float | None = None, completed: int | None = None,
+               payload_bytes: int = 4096, shared_links: dict[str, list[str]] | None = None) -> dict:
+    """A stored finite-flow record (:func:`load_fct`) beside a ``--bytes`` load run's measured
+    flow completion times (fabric us): ``source``, ``repository``, ``commit``, ``scenario``,
+    ``lab_qos``, ``date``, ``bytes_per_qp``, ``flow_size_bytes``, ns-3's ``fct`` (its
+    ``fct_summary``: ``delivered_p50_us`` ... computed by ns-3), the conditions of
+    :func:`beside` that apply (``same_qos``, ``same_payload``, ``one_bottleneck``; the fabric
+    time does not: both runs end when the flows complete) plus ``same_bytes`` (ns-3's flow is
+    ``ceil(nbytes / payload) x payload``: the run's packets and payload bytes) and
+    ``all_completed`` (every QP of the run delivered its bytes, ``completed`` of the senders,
+    and every ns-3 flow completed), ``comparable`` (all), ``vs`` (:func:`compare_fct`; its
+    ``agrees`` None when not ``comparable``) and ``band`` (:data:`FCT_BAND`, railab's choice)."""
+    s = stored["fct_summary"]
+    out = {k: stored[k] for k in ("source", "scenario", "lab_qos", "date", "bytes_per_qp")}
+    out.update(repository=stored["ns3"]["repository"], commit=stored["ns3"]["commit"],
+               flow_size_bytes=s["flow_size_bytes"], fct=s)
+    mapped = stored["params"]["topology"]["target_bytes"]
+    ecn = stored["params"]["railab"]["qos"]["ecn"]
+    here = qos.pfc_pause_bytes if pfc else qos.capacity.drop_limit_bytes
+    out["same_qos"] = bool(mapped == here and ecn["kmin_bytes"] == qos.ecn.kmin_bytes
+                           and ecn["kmax_bytes"] == qos.ecn.kmax_bytes
+                           and ecn["pmax_percent"] == qos.ecn.pmax_percent)
+    pay = int(stored["params"]["ns3"]["PACKET_PAYLOAD_SIZE"])
+    out["same_payload"] = pay == payload_bytes
+    out["same_bytes"] = s["flow_size_bytes"] == -(-nbytes // payload_bytes) * payload_bytes
+    out["one_bottleneck"] = None if shared_links is None else not shared_links
+    if shared_links:
+        out["shared"] = shared_links
+    out["all_completed"] = bool(s["all_completed"] and (completed is None
+                                                        or completed == stored["senders"]))
+    out["vs"] = compare_fct(s, p50_us=p50_us, p99_us=p99_us, max_us=max_us)
+    out["comparable"] = (out["same_qos"] and out["same_payload"] and out["same_bytes"]
+                         and out["all_completed"] and out["one_bottleneck"] is not False)
+    if not out["comparable"]:
+        out["vs"]["agrees"] = None
+    out["band"] = FCT_BAND
+    return out
+
+
+def missing_fct_note(senders: int, pfc: bool, profile: str, nbytes: int,
+                     data_dir: Path | None = None) -> str:
+    """Why a ``--bytes`` incast has no ns-3 flow completion times beside it: the scenario that
+    is not stored and the ones that are, for the text output and ``reference.ns3_note``."""
+    by: dict[tuple[str, bool, int], list[int]] = {}
+    for r in stored_fct(data_dir):
+        by.setdefault((r["dcqcn"], r["pfc"], r["bytes_per_qp"]), []).append(r["senders"])
+    listing = "; ".join(f"{prof} PFC {'on' if on else 'off'} {_size_text(b)}: "
+                        + ", ".join(f"{n}:1" for n in ns) for (prof, on, b), ns in by.items())
+    return (f"no stored ns-3 run of {fct_scenario_name(senders, pfc, profile, nbytes)} "
+            f"(finite flows stored: {listing or 'none'}; scripts/ns3_reference.py --bytes runs "
+            "more)")
 
 
 def missing_note(senders: int, pfc: bool, profile: str, data_dir: Path | None = None) -> str:

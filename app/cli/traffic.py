@@ -469,6 +469,49 @@ def ns3_run_text(ns3: dict, util: float, ratios: list[float], queue_peak: int) -
     return out
 
 
+def ns3_fct_text(ns3: dict, fct: dict) -> str:
+    """One line for a ``--bytes`` incast beside ns-3's stored finite-flow run of the same
+    scenario (``congestion.reference.ns3``, :func:`railab.traffic.ns3ref.beside_fct`): ns-3's
+    flow completion p50/p99/max (computed; fabric us, a flow's start to its last packet
+    delivered), this run's (measured, ``congestion.fct``'s ``fabric_*_us``), the differences and
+    whether p50 and p99 are within railab's band (:data:`railab.traffic.ns3ref.FCT_BAND`); no
+    verdict when the run is not ns-3's scenario."""
+    n, c, b = ns3["fct"], ns3["vs"], ns3["band"]
+
+    def us(v):
+        return "-" if v is None else f"{v:,.1f}"
+
+    def rel(v):
+        return "-" if v is None else f"{v:+.0%}"
+    out = (f"ns-3 (HPCC's RDMA model, {ns3['repository']}@{(ns3['commit'] or '?')[:10]}, computed, "
+           f"{ns3['scenario']}, {ns3['flow_size_bytes']:,} B a flow"
+           + ("" if ns3["same_qos"] else ", [yellow]not this run's ECN/PFC/buffer[/yellow]")
+           + f"): flow completion p50 {us(n['delivered_p50_us'])}, p99 {us(n['delivered_p99_us'])}, "
+           f"max {us(n['delivered_max_us'])} us (fabric; start to last packet delivered); this run "
+           f"(measured): {us(fct['fabric_p50_us'])}, {us(fct['fabric_p99_us'])}, "
+           f"{us(fct['fabric_max_us'])} us ({rel(c['p50_rel'])}, {rel(c['p99_rel'])}, "
+           f"{rel(c['max_rel'])}): "
+           + ("[green]within[/green]" if c["agrees"] else "[red]not within[/red]"
+              if c["agrees"] is not None else "no verdict against")
+           + f" railab's band (p50 and p99 within {b['p50']:.0%} of ns-3's; railab's choice, "
+           "not issue 44's)")
+    if c["agrees"] is None:
+        why = [w for w, bad in (("the ECN/PFC/buffer", not ns3["same_qos"]),
+                                ("the packet size (ns-3: 4096-byte payloads)", not ns3["same_payload"]),
+                                ("the bytes per QP", not ns3["same_bytes"]),
+                                ("not every QP completed", not ns3["all_completed"]))
+               if bad]
+        if why:
+            out += f" [yellow](this run is not ns-3's scenario: {'; '.join(why)})[/yellow]"
+        if ns3.get("one_bottleneck") is False:
+            out += (" [yellow](this run is not ns-3's one-switch scenario: flows share a link "
+                    "before the receiver's port; --seed disjoint keeps them apart)[/yellow]")
+    if ns3["rules"] == "paper":
+        out += ("; ns-3's DCQCN rules are not the paper's: --cc dcqcn-ns3 runs ns-3's "
+                "(docs/congestion.md \"ns-3 (HPCC) side by side\")")
+    return out
+
+
 def ns3_spread_text(sp: dict, within: bool | None) -> str:
     """A few words on ns-3's own run-to-run range (``reference.ns3.ns3_spread``,
     :func:`railab.traffic.ns3ref.spread`: RngRun 1..K) and whether this run lies within it
@@ -696,9 +739,16 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
         from railab.traffic import ns3ref
 
         profile = dcqcn or spec.qos.dcqcn.name
-        if nbytes:
-            ns3_note = ("ns-3's stored runs are long flows (15 ms of fabric time): a --bytes run is "
-                        "not set beside them")
+        if nbytes:  # finite flows: ns-3's flow completion times of the same incast, if stored
+            if (ns3 := ns3ref.load_fct(len(res.flows), pfc_on, profile, nbytes)) is None:
+                ns3_note = ns3ref.missing_fct_note(len(res.flows), pfc_on, profile, nbytes)
+            else:
+                ns3_side = ns3ref.beside_fct(
+                    ns3, spec.qos, pfc_on, nbytes, p50_us=fct["fabric_p50_us"],
+                    p99_us=fct["fabric_p99_us"], max_us=fct["fabric_max_us"],
+                    completed=fct["completed"], payload_bytes=mtu or 4096,
+                    shared_links=shared if paths is not None else None)
+                ns3_side["rules"] = "ns3" if cc == "dcqcn-ns3" else "paper"
         elif (ns3 := ns3ref.load(len(res.flows), pfc_on, profile)) is None:
             ns3_note = ns3ref.missing_note(len(res.flows), pfc_on, profile)
         else:
@@ -822,7 +872,8 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
                              " ([yellow]outside the reference's range, widened by 0.05[/yellow])"),
                           highlight=False, soft_wrap=True)
         if ns3_side is not None:
-            con.print(ns3_run_text(ns3_side, util, fshare["ratios"], res.queue_peak_bytes or 0),
+            con.print(ns3_fct_text(ns3_side, fct) if nbytes else
+                      ns3_run_text(ns3_side, util, fshare["ratios"], res.queue_peak_bytes or 0),
                       highlight=False, soft_wrap=True)
         elif ns3_note:
             con.print(ns3_note, highlight=False, soft_wrap=True)
