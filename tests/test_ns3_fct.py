@@ -142,3 +142,28 @@ def test_fct_text_and_note():
     note = ns3ref.missing_fct_note(8, True, "paper", MIB16, DATA)
     assert "incast-8-pfc-on-paper-fct-16m" in note and "400g PFC on 16 MiB: " in note
     assert "8:1" in note
+
+
+EMU = Path(__file__).resolve().parent.parent / "docs" / "data" / "ns3-fct-emulation-2026-12-06"
+
+
+@pytest.mark.parametrize("path", sorted(EMU.glob("*.json.gz")), ids=lambda p: p.name)
+def test_stored_emulation_runs_beside_ns3(path):
+    """The 8:1 16 MiB runs of docs/congestion.md (measured on mini-lossless, --cc dcqcn-ns3):
+    each is ns-3's scenario; PFC off within the band (within 2 % measured), PFC on later than
+    ns-3 (18-24 % at p50, measured)."""
+    import gzip
+    import json
+
+    d = json.load(gzip.open(path, "rt"))
+    c, f = d["congestion"], d["congestion"]["fct"]
+    pfc = d["pfc"] == "on"
+    side = ns3ref.beside_fct(ns3ref.load_fct(8, pfc, "400g", d["bytes_per_qp"], DATA), _qos(), pfc,
+                             d["bytes_per_qp"], p50_us=f["fabric_p50_us"], p99_us=f["fabric_p99_us"],
+                             max_us=f["fabric_max_us"], completed=f["completed"],
+                             shared_links=c["shared_links"])
+    assert side["comparable"] and side["vs"]["agrees"] is not None
+    if pfc:
+        assert side["vs"]["p50_rel"] > 0.1
+    else:
+        assert side["vs"]["agrees"] and abs(side["vs"]["p50_rel"]) < 0.05
