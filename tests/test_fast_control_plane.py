@@ -27,6 +27,7 @@ from railab.testbed.namespaces import create_netns, entered, ip_batch
 from railab.testbed.rtnl import Rtnl
 from railab.testbed.runtime.netns import NetnsExecutor
 from railab.topologies.frr import split_frr_conf
+from railab.topologies.frrsplit import END_CONFIG, START_CONFIG, zebra_read_order
 
 PID = os.getpid()
 DAEMONS = ("zebra", "staticd", "bgpd", "bfdd")
@@ -49,13 +50,14 @@ def test_split_gives_each_daemon_its_own_blocks(mini_dir):
     parts = split_frr_conf(_conf(mini_dir), DAEMONS)
     assert parts is not None and set(parts) == set(DAEMONS)
     for text in parts.values():  # the shared header first, in every part
-        assert text.splitlines()[:3] == ["frr version 8.4.4", "frr defaults datacenter", "hostname g1-leaf1"]
+        assert text.splitlines()[:4] == ["frr version 8.4.4", "frr defaults datacenter", "hostname g1-leaf1",
+                                         "no service cputime-stats"]
         assert "service integrated-vtysh-config" not in text and "!" not in text
     z, s, b = parts["zebra"], parts["staticd"], parts["bgpd"]
     assert "no zebra nexthop kernel enable" in z and "ipv6 nd ra-interval" in z and "router bgp" not in z
-    assert [ln for ln in s.splitlines()[3:]] == [ln for ln in _conf(mini_dir).splitlines()
+    assert [ln for ln in s.splitlines()[4:]] == [ln for ln in _conf(mini_dir).splitlines()
                                                  if ln.startswith("ip route")]
-    assert b.splitlines()[3].startswith("router bgp ") and b.rstrip().endswith("exit")
+    assert b.splitlines()[4].startswith("router bgp ") and b.rstrip().endswith("exit")
     assert " exit-address-family" in b and "\ninterface " not in b
     # every config line of the file lands in exactly one part (or all parts, for the header)
     body = [ln for ln in _conf(mini_dir).splitlines() if ln.strip() and not ln.strip().startswith("!")
@@ -63,6 +65,43 @@ def test_split_gives_each_daemon_its_own_blocks(mini_dir):
     for ln in body:
         owners = [d for d, t in parts.items() if ln in t.splitlines()]
         assert owners, ln
+
+
+def test_every_daemon_runs_without_cputime_stats(mini_dir):
+    """Issue 47: frr.conf turns FRR's per-task CPU-time statistics off (a thread CPU clock
+    read, a system call, around every task), and the split gives the line to every daemon."""
+    assert "\nno service cputime-stats\n" in _conf(mini_dir)
+    parts = split_frr_conf(_conf(mini_dir), DAEMONS)
+    assert all("no service cputime-stats" in text.splitlines() for text in parts.values())
+
+
+def test_zebra_read_order_keeps_the_statements_with_fewer_commits(mini_dir):
+    """Issue 47: zebra's part is read between XFRR_start/end_configuration, each interface
+    block with its description (a northbound line) last and no exit between two interface
+    blocks; the header stays first, every other line stays, the last block is closed."""
+    zebra = split_frr_conf(_conf(mini_dir), DAEMONS)["zebra"]
+    out = zebra_read_order(zebra)
+    lines, old = out.splitlines(), zebra.splitlines()
+    assert lines[:3] == old[:3] and lines[-1] == END_CONFIG
+    first = next(i for i, ln in enumerate(lines) if ln.startswith("interface "))
+    assert lines[first - 1] == START_CONFIG and lines.count(START_CONFIG) == 1
+    assert sorted(ln for ln in lines if ln not in (START_CONFIG, END_CONFIG, "exit")) == \
+        sorted(ln for ln in old if ln != "exit")
+    assert lines.count("exit") == 1 and lines[-2] == "exit"
+    blocks = [[lines[i]] for i in range(len(lines)) if lines[i].startswith("interface ")]
+    for b in blocks:  # in each block: classic lines, then description
+        i = lines.index(b[0]) + 1
+        body = []
+        while i < len(lines) and lines[i].startswith(" "):
+            body.append(lines[i].strip())
+            i += 1
+        desc = [n for n, ln in enumerate(body) if ln.startswith("description")]
+        assert desc == list(range(len(body) - len(desc), len(body))), body
+    assert any(" ipv6 nd ra-interval" in ln for ln in lines) and any(" description" in ln for ln in lines)
+    # a block followed by something else than an interface keeps its exit; no interface: unchanged
+    assert zebra_read_order("interface a\n description x\nexit\nzebra work-queue 9\n").splitlines() == [
+        START_CONFIG, "interface a", " description x", "exit", "zebra work-queue 9", END_CONFIG]
+    assert zebra_read_order("hostname x\nip forwarding\n") == "hostname x\nip forwarding\n"
 
 
 @pytest.mark.parametrize("extra", [

@@ -29,7 +29,7 @@ from railab.testbed.runtime.netns.ipv6 import (
 from railab.testbed.runtime.netns.ribhold import hold_ms, start_line
 from railab.testbed.runtime.phases import since, timed
 from railab.testbed.signals import signals_deferred
-from railab.topologies.frrsplit import split_frr_conf
+from railab.topologies.frrsplit import split_frr_conf, zebra_read_order
 
 
 class FrrMixin:
@@ -167,8 +167,8 @@ class FrrMixin:
             if split is not None:
                 parts[n.name] = {}
                 for daemon, text in split.items():
-                    if daemon == "zebra":
-                        text += start_line(hold, split.get("bgpd", ""))
+                    if daemon == "zebra":  # read with few northbound commits (frrsplit)
+                        text = zebra_read_order(text) + start_line(hold, split.get("bgpd", ""))
                     f = d / f"{daemon}.conf"
                     f.write_text(text)
                     parts[n.name][daemon] = f
