@@ -94,6 +94,39 @@ def test_bring_up_waits_then_marks_running(run_dir, labdir, monkeypatch):
     assert st.load("dep").phase == "running"
 
 
+def test_bring_up_runs_without_the_cyclic_gc_and_restores_it(run_dir, labdir, monkeypatch):
+    """Issue 47: the collector is off while the lab comes up and converges (its full runs took
+    ~20 % of railab's CPU at 4096 GPUs) and back on afterwards, also after a failure; a caller
+    that had it off keeps it off."""
+    import gc
+
+    seen = []
+
+    class Watching(FakeRuntime):
+        def up(self, labdir):
+            seen.append(("up", gc.isenabled()))
+            return super().up(labdir)
+
+    def fake_wait(spec, executor, **kw):
+        seen.append(("wait", gc.isenabled()))
+        return {}
+
+    monkeypatch.setattr(deploy, "wait_converged", fake_wait)
+    assert gc.isenabled()
+    deploy.bring_up(Watching(), labdir, timeout=5)
+    assert seen == [("up", False), ("wait", False)] and gc.isenabled()
+    with pytest.raises(RailabError):
+        deploy.bring_up(FakeRuntime(fail_up=True), labdir, timeout=5)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with deploy.gc_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
 def test_bring_up_default_timeout_scales_with_the_lab(run_dir, labdir, monkeypatch):
     from railab.checks.converge import default_timeout
 
