@@ -38,6 +38,15 @@ as ``incast-<N>-pfc-<on|off>-<profile>-fct-<size>`` (:func:`name_of`)::
 
     python scripts/ns3_reference.py --src /tmp/hpcc --only 2-on-400g,8-off-400g --bytes 16M
 
+``--layout leafspine`` runs the ``400g`` 2:1-8:1 incasts in the lab's layout instead of one
+switch (:func:`leafspine_plan`): the senders where ``railab traffic mini-lossless --pattern
+incast --senders N`` puts them (half on the receiver's leaf, half on another leaf), two leaves
+and four spines, each remote flow on its own spine (:func:`ecmp_dports`, checked from the
+trace of every switch: the record's ``fabric``), each switch's free buffer set for railab's
+depth at the load it sees; stored as ``incast-<N>-pfc-<on|off>-400g-leafspine``::
+
+    python scripts/ns3_reference.py --src /tmp/hpcc --layout leafspine --only 8-on-400g --rng-runs 10
+
 ``--rng-runs K`` also runs each scenario with ns-3's global ``RngRun`` 2..K
 (``NS_GLOBAL_VALUE=RngRun=k``: the random WRED marks differ) and stores the range of their
 figures as the record's ``spread`` (:func:`spread_of`), beside the canonical run 1.
@@ -201,7 +210,8 @@ def window_bytes(hops: int = 2) -> dict:
 
 
 def mapping(qos: QosProfile, senders: int, pfc: bool, profile: str, fabric_ms: float,
-            variant: str = "", nbytes: int | None = None) -> dict:
+            variant: str = "", nbytes: int | None = None, layout: str = "",
+            lab: str = "mini-lossless") -> dict:
     """railab's scenario in HPCC's ``third.cc`` config keys, with each mapping written down:
     ``config`` (key -> value), ``topology`` (buffer, idle ports, implied depths) and ``table``
     (rows: railab name, railab value, ns-3 name, ns-3 value, note; sources in rdma-hw.cc,
@@ -318,7 +328,300 @@ def mapping(qos: QosProfile, senders: int, pfc: bool, profile: str, fabric_ms: f
            "table": table}
     if variant == "windowed":
         out["window"] = win
+    if layout == "leafspine":
+        pl = leafspine_plan(senders, target, pfc, lab)
+        cfg["BUFFER_SIZE"] = pl["buffer_mib"]
+        a = pl["switches"][0]
+        out["topology"] = {"layout": "leafspine", "buffer_mib": pl["buffer_mib"],
+                           "idle_ports": 1, "implied_depth_bytes": a["implied_depth_bytes"],
+                           "target_bytes": target, "switches": pl["switches"]}
+        out["leafspine"] = pl
+        row = {"railab": f"{pl['placement']['lab']}: {pl['local']} senders on the receiver's "
+                         f"leaf, {pl['remote']} behind the spines",
+               "railab_value": f"{senders}:1", "ns3": "TOPOLOGY_FILE",
+               "ns3_value": f"2 leaves, {SPINES} spines, 1 link per leaf-spine pair, "
+                            f"{senders} hosts + receiver + 1 idle host per switch",
+               "note": pl["lab_difference"]}
+        dep = {"railab": "qos.pfc_pause_bytes" if pfc else "capacity.drop_limit_bytes",
+               "railab_value": target, "ns3": "BUFFER_SIZE (MiB) + each switch's idle link delay",
+               "ns3_value": f"{pl['buffer_mib']} MiB; " + ", ".join(
+                   f"{w['name']} {w['idle_link_delay_ns']} ns" for w in pl["switches"]),
+               "note": pl["rule"] + "; implied depths " + ", ".join(
+                   f"{w['name']} {w['implied_depth_bytes']:,} B" for w in pl["switches"])}
+        ecmp = {"railab": "railab traffic --seed disjoint (each remote flow its own spine link)",
+                "railab_value": "-", "ns3": "flow.txt dport of the remote flows",
+                "ns3_value": ", ".join(str(e["dport"]) for e in pl["ecmp"]),
+                "note": "switch-node.cc GetOutDev: MurmurHash3 of (sip, dip, sport | dport << "
+                        "16) seeded with the leaf's node id, mod the next hops; the dports give "
+                        "the remote flows distinct next-hop indices at leaf B, and the trace "
+                        "says which spine carried each (fabric.remote_spine)"}
+        out["table"] = [row, *[r for r in table if r["ns3"] not in (
+            "TOPOLOGY_FILE", "BUFFER_SIZE (MiB) + idle ports")], dep, ecmp]
     return out
+
+
+#: ``--layout leafspine``: the incast as ``railab traffic mini-lossless --pattern incast
+#: --senders N`` places it: two leaves, four spines, one 400 Gb/s link per leaf-spine pair.
+LAYOUTS = ("", "leafspine")
+SPINES = 4
+HDRM = LINE_BPS * LINK_DELAY_NS // 8 // 1_000_000_000 * 3   # third.cc: rate x delay x 3, bytes
+HDRM_PER_NS = LINE_BPS // 8 // 1_000_000_000 * 3            # the same per ns of link delay: 150
+
+
+def lab_placement(senders: int, lab: str = "mini-lossless") -> dict:
+    """Which of ``railab traffic LAB --pattern incast --senders N``'s senders are on the
+    receiver's leaf (``local``) and which behind the spines (``remote``): railab's own
+    :func:`railab.traffic.patterns.incast_pairs` on the lab generated from its intent (into a
+    scratch directory). mini-lossless: receiver srv1 (g1-leaf1); 8:1 srv2-srv5 local,
+    srv9-srv12 on g2-leaf1; 4:1 srv2, srv3 and srv9, srv10."""
+    import tempfile
+
+    from railab.topologies.generator import generate
+    from railab.topologies.labspec import LabSpec
+    from railab.traffic.patterns import incast_pairs
+    intent = REPO / "topologies" / "intents" / f"{lab}.yml"
+    with tempfile.TemporaryDirectory() as tmp:
+        spec = LabSpec.load(generate(intent, Path(tmp) / "ls", name="ls"))
+    group = {n.name: n.group for n in spec.nodes}
+    pairs = incast_pairs(spec, senders)
+    rcv = pairs[0][1][0]
+    local = [a[0] for a, _ in pairs if group[a[0]] == group[rcv]]
+    remote = [a[0] for a, _ in pairs if group[a[0]] != group[rcv]]
+    return {"lab": lab, "receiver": rcv, "local": local, "remote": remote,
+            "links_per_leaf_spine_pair_in_lab": getattr(spec, "links_per_leaf_spine_pair", None),
+            "how": "railab.traffic.patterns.incast_pairs(spec, N) on the lab generated from "
+                   f"topologies/intents/{lab}.yml: senders in the receiver's group are on its "
+                   "leaf, the others behind the spines"}
+
+
+def murmur3_32(words: list[int], seed: int) -> int:
+    """MurmurHash3 (x86, 32 bit; Austin Appleby, public domain) of ``words`` (little-endian
+    u32s): the hash HPCC's switch (switch-node.cc ``EcmpHash``) applies to ``sip, dip,
+    sport | dport << 16`` with the switch's node id as seed to pick a next hop
+    (``GetOutDev``: ``hash % nexthops``)."""
+    m = 0xFFFFFFFF
+    h = seed & m
+    for k in words:
+        k = (k * 0xCC9E2D51) & m
+        k = ((k << 15) | (k >> 17)) & m
+        k = (k * 0x1B873593) & m
+        h ^= k
+        h = ((h << 13) | (h >> 19)) & m
+        h = (h * 5 + 0xE6546B64) & m
+    h ^= 4 * len(words)
+    h ^= h >> 16
+    h = (h * 0x85EBCA6B) & m
+    h ^= h >> 13
+    h = (h * 0xC2B2AE35) & m
+    h ^= h >> 16
+    return h
+
+
+def node_ip(node: int) -> int:
+    """third.cc ``node_id_to_ip``: 11.0.x.1 from the node id."""
+    return 0x0B000001 + (node // 256) * 0x10000 + (node % 256) * 0x100
+
+
+#: third.cc ScheduleFlowInputs: each host pair's first flow gets source port 10000
+FIRST_SPORT = 10000
+
+
+def ecmp_dports(remote: list[int], receiver: int, leaf: int, spines: int = SPINES) -> list[dict]:
+    """Destination ports (``flow.txt``'s 4th field) that put each remote flow on its own spine:
+    for each flow the smallest dport from 100 whose hash at the remote leaf (seed: its node id,
+    switch-node.cc ``m_ecmpSeed = m_id``) picks a next-hop index no earlier flow took. The
+    next-hop list is the spines, one entry each (third.cc ``CalculateRoute``/
+    ``SetRoutingEntries``; its order follows third.cc's map of neighbours, so the index names
+    a list slot, not a spine: the run's trace says which spine carried which flow)."""
+    used: set[int] = set()
+    out = []
+    for node in remote:
+        for dport in range(100, 65536):
+            h = murmur3_32([node_ip(node), node_ip(receiver), FIRST_SPORT | dport << 16], leaf)
+            if h % spines not in used:
+                used.add(h % spines)
+                out.append({"sender": node, "sport": FIRST_SPORT, "dport": dport,
+                            "hash": h, "nexthop_index": h % spines})
+                break
+    return out
+
+
+def free_for(depth: int, congested_in: int, per_egress: int, pfc: bool) -> float:
+    """The free shared buffer (``BUFFER_SIZE`` - headrooms - reserves, bytes) at which HPCC's
+    switch pauses (PFC on) or drops (off) when an egress queue holds ``depth`` bytes, with
+    ``congested_in`` ingress ports filling equally and ``per_egress`` of them feeding that
+    queue: each pauses once its shared use reaches (free - shared used) >> 3 (switch-mmu.cc
+    ``GetPfcThreshold``), that is free / (8 + congested_in), after its 4 KiB reserve, and drops
+    once its headroom is full too. The inverse of :func:`mmu_depths`."""
+    per = depth / per_egress - MMU_RESERVE - (0 if pfc else HDRM)
+    return per * ((1 << MMU_PFC_SHIFT) + congested_in)
+
+
+def leafspine_plan(senders: int, target: int, pfc: bool, lab: str = "mini-lossless") -> dict:
+    """The leaf-spine topology for ``third.cc`` and how each switch gets railab's depth.
+
+    Nodes: senders 0..N-1 (the local ones first), the receiver N, one idle host per switch
+    (N+1: leaf A, N+2: leaf B, N+3..: the spines), then leaf A (the receiver's leaf,
+    mini-lossless's g1-leaf1), leaf B (g2-leaf1) and the spines. Links: every host to its
+    leaf, one 400 Gb/s 250 ns link per leaf-spine pair; the idle hosts' links carry nothing.
+
+    railab's PFC emulation pauses a switch's upstream neighbours when one of its lossless
+    queues holds ``qos.pfc_pause_bytes`` (testbed/pfc.py): one egress depth on every switch.
+    HPCC's switch pauses an ingress port at 1/8 of its free shared buffer, which depends on how
+    many ingress ports fill. So each switch's free buffer is set for the load it sees in this
+    incast: leaf A, N ingress ports (L hosts, R spines) into the receiver's port (the
+    one-switch mapping); each spine, one ingress into one egress (its downlink to leaf A);
+    leaf B, R ingress ports (its senders) each into its own uplink, filling together (the
+    spines are paused by leaf A together). ``BUFFER_SIZE`` is one value for every switch
+    (third.cc), so each switch's idle host link has the delay that makes its headroom reserve
+    (rate x delay x 3, third.cc) leave that free buffer. PFC off the same with the drop depth
+    (``capacity.drop_limit_bytes``; only leaf A's queue builds then)."""
+    place = lab_placement(senders, lab)
+    L, R = len(place["local"]), len(place["remote"])
+    if L + R != senders or R > SPINES:
+        raise ValueError(f"leafspine: {senders}:1 places {R} senders behind the spines "
+                         f"(at most {SPINES}, one per spine)")
+    rcv = senders
+    leaf_a, leaf_b = senders + 3 + SPINES, senders + 4 + SPINES
+    spines = [leaf_b + 1 + i for i in range(SPINES)]
+    # (name, node, lab name, real ports, congested ingress, of them per egress queue)
+    sw = [("leafA", leaf_a, "g1-leaf1", L + 1 + SPINES, senders, senders),
+          ("leafB", leaf_b, "g2-leaf1", R + SPINES, R, 1)]
+    sw += [(f"spine{i + 1}", n, f"spine{i + 1}", 2, 1, 1) for i, n in enumerate(spines)]
+    need = {name: free_for(target, k, m, pfc) for name, _n, _l, _p, k, m in sw}
+    fixed = {name: (p + 1) * MMU_RESERVE + p * HDRM for name, _n, _l, p, _k, _m in sw}
+    mib = -(-int(max(need[x] + fixed[x] + HDRM for x in need)) // 1048576)
+    B = mib * 1048576
+    switches = []
+    for i, (name, node, labname, p, k, m) in enumerate(sw):
+        delay = int(round((B - fixed[name] - need[name]) / HDRM_PER_NS))
+        free = B - fixed[name] - delay * HDRM_PER_NS
+        depth = m * (MMU_RESERVE + free / ((1 << MMU_PFC_SHIFT) + k)) + (0 if pfc else m * HDRM)
+        switches.append({"name": name, "node": node, "lab_node": labname, "ports": p + 1,
+                         "idle_host": senders + 1 + i, "idle_link_delay_ns": delay,
+                         "congested_ingress": k, "ingress_per_queue": m,
+                         "free_shared_bytes": int(free), "implied_depth_bytes": int(depth),
+                         "target_bytes": target})
+    dports = ecmp_dports(list(range(L, senders)), rcv, leaf_b)
+    return {"layout": "leafspine", "spines": SPINES, "leaves": 2, "local": L, "remote": R,
+            "receiver": rcv, "leaf_a": leaf_a, "leaf_b": leaf_b, "spine_nodes": spines,
+            "placement": place, "buffer_mib": mib, "switches": switches, "ecmp": dports,
+            "rule": "each switch's free shared buffer gives railab's one egress depth "
+                    f"({target:,} B, {'qos.pfc_pause_bytes' if pfc else 'capacity.drop_limit_bytes'}) "
+                    "at the load it sees: leaf A N ingress into the receiver's port, each spine "
+                    "1 into 1, leaf B R ingress each into its own uplink, filling together; "
+                    "BUFFER_SIZE is one for all switches (third.cc), so each switch's idle host "
+                    "link delay sets its headroom reserve (rate x delay x 3) to leave that free "
+                    "buffer; the idle hosts carry nothing",
+            "lab_difference": "mini-lossless has 2 links per leaf-spine pair (8 uplinks a leaf); "
+                              "here 1: with --seed disjoint each remote flow has its own spine "
+                              "links in the lab, as here, and an idle link carries nothing"}
+
+
+def write_inputs_leafspine(work: Path, senders: int, mp: dict, flow_bytes: int) -> Path:
+    """:func:`write_inputs` for ``mp["leafspine"]`` (:func:`leafspine_plan`): every switch is
+    traced (its ``TraceFormat`` records name the node and port); the remote flows carry the
+    destination ports of :func:`ecmp_dports`."""
+    work.mkdir(parents=True, exist_ok=True)
+    pl = mp["leafspine"]
+    L, n = pl["local"], senders
+    la, lb, spines = pl["leaf_a"], pl["leaf_b"], pl["spine_nodes"]
+    links = [f"{h} {la} 400Gbps {LINK_DELAY_NS}ns 0" for h in range(L)]
+    links.append(f"{n} {la} 400Gbps {LINK_DELAY_NS}ns 0")
+    links += [f"{h} {lb} 400Gbps {LINK_DELAY_NS}ns 0" for h in range(L, n)]
+    for s in pl["switches"]:
+        links.append(f"{s['idle_host']} {s['node']} 400Gbps {s['idle_link_delay_ns']}ns 0")
+    links += [f"{leaf} {sp} 400Gbps {LINK_DELAY_NS}ns 0" for leaf in (la, lb) for sp in spines]
+    sws = [la, lb, *spines]
+    nodes = max(sws) + 1
+    (work / "topology.txt").write_text(f"{nodes} {len(sws)} {len(links)}\n"
+                                       + " ".join(map(str, sws)) + "\n" + "\n".join(links) + "\n")
+    dport = {e["sender"]: e["dport"] for e in pl["ecmp"]}
+    flows = [f"{i} {n} 3 {dport.get(i, 100)} {flow_bytes} {START_S}" for i in range(n)]
+    (work / "flow.txt").write_text(f"{n}\n" + "\n".join(flows) + "\n")
+    (work / "trace.txt").write_text(f"{len(sws)}\n" + " ".join(map(str, sws)) + "\n")
+    cfg = dict(mp["config"], TOPOLOGY_FILE=work / "topology.txt", FLOW_FILE=work / "flow.txt",
+               TRACE_FILE=work / "trace.txt", TRACE_OUTPUT_FILE=work / "mix.tr",
+               FCT_OUTPUT_FILE=work / "fct.txt", PFC_OUTPUT_FILE=work / "pfc.txt",
+               QLEN_MON_FILE=work / "qlen.txt")
+    path = work / "config.txt"
+    path.write_text("".join(f"{k} {v}\n" for k, v in cfg.items()))
+    return path
+
+
+def interfaces(topology: str) -> dict[int, dict[int, int]]:
+    """node -> {ifindex: neighbour node} from a ``topology.txt``: third.cc installs one device
+    per link in the file's order, each node's numbered from 1 (0 is the loopback)."""
+    lines = topology.splitlines()
+    out: dict[int, dict[int, int]] = {}
+    for line in lines[2:]:
+        if not line.strip():
+            continue
+        a, b = (int(x) for x in line.split()[:2])
+        for x, y in ((a, b), (b, a)):
+            d = out.setdefault(x, {})
+            d[len(d) + 1] = y
+    return out
+
+
+def fabric_figures(work: Path, senders: int, pl: dict) -> dict:
+    """The leaf-spine run beyond the receiver's port (computed by ns-3, from its trace of every
+    switch and its PFC log): ``paths`` (each sender's data packets leaving each switch port,
+    ``switch:port->neighbour``; for a remote sender its ``spine``: the spine that carried its
+    packets), ``remote_spines`` (the distinct spines the remote flows took), ``queues`` (each
+    switch port's deepest data queue, bytes, with the time, us), ``pauses_received`` (PAUSE
+    frames received per node: the senders from their leaf, leaf B's uplinks from the spines,
+    the spines from leaf A) and ``drops`` (data packets a switch received and did not enqueue)."""
+    tr = read_trace(work / "mix.tr")
+    ifs = interfaces((work / "topology.txt").read_text())
+    names = {s["node"]: s["name"] for s in pl["switches"]}
+    names.update({h: f"sender{h}" for h in range(senders)})
+    names[pl["receiver"]] = "receiver"
+    for s in pl["switches"]:
+        names[s["idle_host"]] = f"idle-{s['name']}"
+    data = tr[tr["l3"] == UDP]
+    flow = ((data["sip"] >> 8) & 0xFFFF).astype(np.int64)
+    t0 = int(START_S * 1e9)
+    paths: dict[str, dict[str, int]] = {}
+    queues: dict[str, dict] = {}
+    drops: dict[str, int] = {}
+    for node in sorted(names):
+        if node not in {s["node"] for s in pl["switches"]}:
+            continue
+        at = data["node"] == node
+        deq = at & (data["event"] == DEQU)
+        for intf in np.unique(data["intf"][at]):
+            port = f"{names[node]}:{int(intf)}->{names[ifs[node][int(intf)]]}"
+            on = deq & (data["intf"] == intf)
+            cnt = np.bincount(flow[on], minlength=senders)
+            for h in np.nonzero(cnt)[0]:
+                paths.setdefault(f"sender{int(h)}", {})[port] = int(cnt[h])
+            qm = at & (data["intf"] == intf) & ((data["event"] == ENQU) | (data["event"] == DEQU))
+            if qm.any():
+                i = int(data["qlen"][qm].argmax())
+                queues[port] = {"peak_bytes": int(data["qlen"][qm][i]),
+                                "at_us": round((int(data["time"][qm][i]) - t0) / 1000, 1)}
+        rcv = int((at & (data["event"] == RECV)).sum())
+        enq = int((at & (data["event"] == ENQU)).sum())
+        drops[names[node]] = max(0, rcv - enq)
+    spine_names = {names[n] for n in pl["spine_nodes"]}
+    remote_spine = {}
+    for h in range(pl["local"], senders):
+        via = {p.split(":")[0]: c for p, c in paths.get(f"sender{h}", {}).items()
+               if p.split(":")[0] in spine_names}
+        remote_spine[f"sender{h}"] = max(via, key=via.get) if via else None
+    pauses: dict[str, int] = {}
+    pf = work / "pfc.txt"
+    for line in (pf.read_text().splitlines() if pf.exists() else []):
+        _t, node, _ntype, intf, typ = (int(x) for x in line.split())
+        if typ == 1:
+            key = f"{names.get(node, node)}:{intf}"
+            if node in {s["node"] for s in pl["switches"]}:
+                key += f"<-{names[ifs[node][intf]]}"
+            pauses[key] = pauses.get(key, 0) + 1
+    return {"paths": paths, "remote_spine": remote_spine,
+            "remote_spines": sorted({v for v in remote_spine.values() if v}),
+            "queues": queues, "pauses_received": dict(sorted(pauses.items())), "drops": drops}
 
 
 def write_inputs(work: Path, senders: int, mp: dict, flow_bytes: int) -> Path:
@@ -515,11 +818,13 @@ def analyse(work: Path, senders: int, sw: int, fabric_ms: float) -> dict:
 
 
 def name_of(senders: int, pfc: bool, profile: str, variant: str = "",
-            nbytes: int | None = None) -> str:
+            nbytes: int | None = None, layout: str = "") -> str:
     """The stored file's stem: ``incast-<N>-pfc-<on|off>-<profile>[-<variant>]``, a finite-flow
-    run ``...-<profile>-fct-<size>`` (:func:`size_tag`: ``-fct-16m``)."""
+    run ``...-<profile>-fct-<size>`` (:func:`size_tag`: ``-fct-16m``), the leaf-spine layout
+    ``...-<profile>-leafspine``."""
     return f"incast-{senders}-pfc-{'on' if pfc else 'off'}-{profile}" + (
-        f"-{variant}" if variant else "") + (f"-fct-{size_tag(nbytes)}" if nbytes else "")
+        f"-{variant}" if variant else "") + (f"-fct-{size_tag(nbytes)}" if nbytes else "") + (
+        f"-{layout}" if layout else "")
 
 
 def _pct(values: list, q: float):
@@ -569,7 +874,8 @@ def execute(sim: Path, prog: Path, work: Path, senders: int, pfc: bool, mp: dict
         shutil.rmtree(work)
     if flow_bytes is None:
         flow_bytes = int(LINE_BPS / 8 * fabric_ms / 1000 * 1.2)
-    cfg = write_inputs(work, senders, mp, flow_bytes)
+    pl = mp.get("leafspine")
+    cfg = (write_inputs_leafspine if pl else write_inputs)(work, senders, mp, flow_bytes)
     ns3_env = {"NS_ATTRIBUTE_DEFAULT": f"ns3::QbbNetDevice::QbbEnabled={'true' if pfc else 'false'}"}
     if rng_run is not None:
         ns3_env = {"NS_GLOBAL_VALUE": f"RngRun={rng_run}", **ns3_env}
@@ -581,6 +887,10 @@ def execute(sim: Path, prog: Path, work: Path, senders: int, pfc: bool, mp: dict
     with open(work / "stdout.txt", "w") as so:
         subprocess.run(cmd, cwd=sim, env=env, stdout=so, stderr=subprocess.STDOUT, check=True)
     wall = time.monotonic() - t0
+    if pl:
+        res = analyse(work, senders, pl["leaf_a"], fabric_ms)
+        res["fabric"] = fabric_figures(work, senders, pl)
+        return res, wall, ns3_env
     sw = senders + 1 + mp["topology"]["idle_ports"]
     return analyse(work, senders, sw, fabric_ms), wall, ns3_env
 
@@ -630,7 +940,8 @@ def spread_of(summaries: dict[int, dict], prog: Path, ns3_env: dict, wall_s: flo
 
 def run_one(sim: Path, prog: Path, work_root: Path, senders: int, pfc: bool, profile: str,
             fabric_ms: float, qos: QosProfile, lab: str, commit: str | None, out: Path,
-            keep: bool, variant: str = "", rng_runs: int = 1, nbytes: int | None = None) -> dict:
+            keep: bool, variant: str = "", rng_runs: int = 1, nbytes: int | None = None,
+            layout: str = "") -> dict:
     """Generate, run (nice 19) and analyse one scenario; write its JSON; return it. With
     ``rng_runs`` K > 1 also run it with ns-3's RngRun 2..K and store their range as the
     record's ``spread`` (:func:`spread_of`); the canonical run (RngRun unset, 1) stays the
@@ -639,9 +950,9 @@ def run_one(sim: Path, prog: Path, work_root: Path, senders: int, pfc: bool, pro
     ``nbytes`` (railab's ``--bytes`` per QP) runs finite flows of :func:`flow_size` bytes: the
     record (``...-fct-<size>``) adds ``bytes_per_qp``, ``flow``  (the mapping) and
     ``fct_summary`` (:func:`fct_figures`) to the long-flow record's fields."""
-    mp = mapping(qos, senders, pfc, profile, fabric_ms, variant, nbytes)
+    mp = mapping(qos, senders, pfc, profile, fabric_ms, variant, nbytes, layout, lab)
     fs = flow_size(nbytes) if nbytes else None
-    work = work_root / name_of(senders, pfc, profile, variant, nbytes)
+    work = work_root / name_of(senders, pfc, profile, variant, nbytes, layout)
     res, wall, ns3_env = execute(sim, prog, work, senders, pfc, mp, fabric_ms,
                                  flow_bytes=fs["flow_size_bytes"] if fs else None)
     env = ns3_env
@@ -655,12 +966,17 @@ def run_one(sim: Path, prog: Path, work_root: Path, senders: int, pfc: bool, pro
             if not keep:
                 (work.with_name(f"{work.name}-rng{k}") / "mix.tr").unlink(missing_ok=True)
         spread = spread_of(summaries, prog, ns3_env, swall, commit)
-    path = out / f"{name_of(senders, pfc, profile, variant, nbytes)}.json.gz"
+    path = out / f"{name_of(senders, pfc, profile, variant, nbytes, layout)}.json.gz"
+    tag = f"{senders}-{'on' if pfc else 'off'}-{profile}" + (f"-{variant}" if variant else "")
+    script = (f"python scripts/ns3_reference.py --src DIR --commit {commit} --layout {layout} "
+              f"--only {tag}" + (f" --rng-runs {rng_runs}" if rng_runs > 1 else "")) if layout else None
     if spread is not None and path.exists():
         with gzip.open(path, "rt") as f:
             old = json.load(f)
         if old["summary"] == json.loads(json.dumps(res["summary"])):
             old["spread"] = spread
+            if script:
+                old["script_command"] = script
             with gzip.open(path, "wt") as f:
                 json.dump(old, f, separators=(",", ":"), sort_keys=True)
             if not keep:
@@ -669,7 +985,8 @@ def run_one(sim: Path, prog: Path, work_root: Path, senders: int, pfc: bool, pro
         print(f"{path.name}: the canonical run differs from the stored one: rewriting it",
               file=sys.stderr)
     rec = {
-        "scenario": name_of(senders, pfc, profile, variant, nbytes), "senders": senders, "pfc": pfc,
+        "scenario": name_of(senders, pfc, profile, variant, nbytes, layout), "senders": senders, "pfc": pfc,
+        **({"layout": layout, "script_command": script} if layout else {}),
         "dcqcn": profile, "variant": variant or None, "lab_qos": lab, "fabric_us": fabric_ms * 1000,
         "source": "ns-3 simulation (computed by HPCC's ns-3 RDMA model, not by railab)",
         "ns3": {"repository": UPSTREAM, "commit": commit, "version": "ns-3.17 (HPCC)",
@@ -686,6 +1003,7 @@ def run_one(sim: Path, prog: Path, work_root: Path, senders: int, pfc: bool, pro
                               "dcqcn": json.loads(DCQCN_PROFILES[profile].model_dump_json())},
                    "ns3": {k: str(v) for k, v in mp["config"].items()},
                    "topology": mp["topology"], "mapping": mp["table"],
+                   **({"leafspine": mp["leafspine"]} if layout else {}),
                    **({"window": mp["window"]} if "window" in mp else {})},
         "inputs": {"topology.txt": (work / "topology.txt").read_text(),
                    "flow.txt": (work / "flow.txt").read_text()},
@@ -736,7 +1054,15 @@ def main() -> int:
     ap.add_argument("--bytes", default="", help="comma list of bytes per QP, e.g. 4M,16M (railab's "
                     "--bytes): run the selected plain scenarios as finite flows and store their "
                     "flow completion times (incast-<N>-pfc-<on|off>-<profile>-fct-<size>)")
+    ap.add_argument("--layout", default="one-switch", choices=("one-switch", "leafspine"),
+                    help="one-switch (N senders, a switch, the receiver) or leafspine (the lab "
+                    "mini-lossless's incast: the senders on the receiver's leaf and on another "
+                    "leaf behind 4 spines, each remote flow on its own spine; plain variant "
+                    "only; stored as ...-<profile>-leafspine)")
     a = ap.parse_args()
+    layout = "" if a.layout == "one-switch" else a.layout
+    if layout and a.bytes:
+        ap.error("--layout leafspine runs long flows: drop --bytes")
     sizes = [parse_size(x) for x in a.bytes.split(",") if x.strip()]
     if sizes and a.rng_runs > 1:
         ap.error("--rng-runs is for the long-flow runs: drop it with --bytes")
@@ -761,12 +1087,14 @@ def main() -> int:
         runs = [(n, pfc, prof, "", b) for n, pfc, prof, var in runs if not var for b in sizes]
     else:
         runs = [(*r, None) for r in runs]
+    if layout:
+        runs = [r for r in runs if not r[3] and r[2] == "400g" and r[0] <= 2 * SPINES]
     for n, pfc, prof, var, nb in runs:
         tag = f"{n}-{'on' if pfc else 'off'}-{prof}" + (f"-{var}" if var else "")
         if want and tag not in want:
             continue
         rec = run_one(sim, prog, a.work, n, pfc, prof, a.fabric_ms, qos, a.lab, commit, out,
-                      a.keep_trace, var, a.rng_runs, nb)
+                      a.keep_trace, var, a.rng_runs, nb, layout)
         if a.verify:
             path = a.out / f"{rec['scenario']}.json.gz"
             keys = ("summary", "fct_summary") if nb else ("summary",)
@@ -786,6 +1114,11 @@ def main() -> int:
                   f"{fs['delivered_p99_us']}/{fs['delivered_max_us']} us, ns-3's FCT "
                   f"{fs['fct_p50_us']}/{fs['fct_p99_us']}/{fs['fct_max_us']} us (standalone "
                   f"{fs['standalone_us']} us)", flush=True)
+        if (fb := rec.get("fabric")) is not None:
+            print(f"  remote flows via {fb['remote_spine']}; PAUSEs received "
+                  f"{fb['pauses_received']}; queue peaks (bytes) "
+                  + ", ".join(f"{k} {v['peak_bytes']:,}" for k, v in fb["queues"].items()
+                              if v["peak_bytes"] > 0), flush=True)
         if a.rng_runs > 1 and (sp := rec.get("spread")):
             lo, hi = sp["min"], sp["max"]
             print(f"  RngRun 1-{sp['k']}: {sp['wall_s']:.0f} s wall, port "

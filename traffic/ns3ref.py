@@ -33,6 +33,10 @@ the last data packet at the receiver: railab's ``congestion.fct`` definition) an
 (ns-3's own, to the last ACK at the sender, 0.5 us later)). :func:`stored` leaves them out,
 :func:`stored_fct` and :func:`load_fct` return them, :func:`beside_fct` sets a ``--bytes`` load
 run's measured FCTs beside them (:data:`FCT_BAND`).
+
+**Leaf-spine** (``...-<profile>-leafspine.json.gz``): the same incast in the lab
+``mini-lossless``'s layout (two leaves, four spines), to see what the second tier does in ns-3;
+:func:`stored_leafspine` returns them, :func:`stored` and :func:`load` do not.
 """
 
 from __future__ import annotations
@@ -82,9 +86,21 @@ def _records(data_dir: Path | None) -> list[dict]:
 
 
 def stored(data_dir: Path | None = None) -> list[dict]:
-    """Every stored long-flow ns-3 record (not the finite-flow ones: :func:`stored_fct`),
-    sorted by profile, PFC and N."""
-    recs = [r for r in _records(data_dir) if not r.get("bytes_per_qp")]
+    """Every stored long-flow ns-3 record of the one-switch scenario (not the finite-flow ones:
+    :func:`stored_fct`; nor the leaf-spine ones: :func:`stored_leafspine`), sorted by profile,
+    PFC and N."""
+    recs = [r for r in _records(data_dir) if not r.get("bytes_per_qp") and not r.get("layout")]
+    return sorted(recs, key=lambda r: (r["dcqcn"], not r["pfc"], r["senders"]))
+
+
+def stored_leafspine(data_dir: Path | None = None) -> list[dict]:
+    """Every stored ns-3 record of the **leaf-spine** layout (``...-<profile>-leafspine``,
+    ``scripts/ns3_reference.py --layout leafspine``: the lab ``mini-lossless``'s incast, the
+    senders on the receiver's leaf and on another leaf behind 4 spines, each remote flow on
+    its own spine; ``layout``, ``params.leafspine`` and ``fabric`` say how), sorted by PFC and
+    N. Never returned by :func:`stored` or :func:`load`: the incast load run and ``model
+    incast`` compare with the one-switch records."""
+    recs = [r for r in _records(data_dir) if r.get("layout") == "leafspine"]
     return sorted(recs, key=lambda r: (r["dcqcn"], not r["pfc"], r["senders"]))
 
 
