@@ -69,7 +69,8 @@ def test_generates_and_validates(labs, intent):
         if n.role != "server":
             assert (d / "configs" / n.name / "frr.conf").is_file()
             assert (d / "configs" / n.name / "daemons").is_file()
-            assert node["sysctls"]["net.ipv4.fib_multipath_hash_policy"] == "1"
+            assert node["sysctls"]["net.ipv4.fib_multipath_hash_policy"] == "3"
+            assert int(node["sysctls"]["net.ipv4.fib_multipath_hash_fields"]) == 0x37
             assert node["sysctls"]["net.ipv6.conf.all.accept_dad"] == "0"
         else:
             assert node["sysctls"]["net.ipv4.ip_forward"] == "0"

@@ -64,15 +64,20 @@ FRR_DAEMON_OPTIONS = MappingProxyType({
 FRR_DAEMONS = ("zebra", "staticd", "bgpd", "bfdd")
 
 #: Switch sysctls (docs/architecture.md): routing on, L4 ECMP hash so the RoCEv2 UDP source port
-#: spreads flows (fib_multipath_hash_policy=1), no ICMP rate limit (traceroute-style hop probes),
+#: spreads flows (fib_multipath_hash_policy=3 over fib_multipath_hash_fields 0x37 = 55: source
+#: and destination IP, protocol, source and destination port; not policy 1, which reuses a
+#: forwarded packet's own per-boot hash and ignores the seed, railab.traffic.ecmp.HASH_POLICIES),
+#: no ICMP rate limit (traceroute-style hop probes),
 #: no DAD (link-local addresses usable at once for BGP unnumbered), IPv6 enabled.
 SWITCH_SYSCTLS = MappingProxyType({
     "net.ipv4.ip_forward": "1",
     "net.ipv4.conf.all.forwarding": "1",
     "net.ipv6.conf.all.forwarding": "1",
     "net.ipv6.conf.default.forwarding": "1",
-    "net.ipv4.fib_multipath_hash_policy": "1",
-    "net.ipv6.fib_multipath_hash_policy": "1",
+    "net.ipv4.fib_multipath_hash_fields": "55",
+    "net.ipv4.fib_multipath_hash_policy": "3",
+    "net.ipv6.fib_multipath_hash_fields": "55",
+    "net.ipv6.fib_multipath_hash_policy": "3",
     "net.ipv4.icmp_ratelimit": "0",
     "net.ipv6.icmp.ratelimit": "0",
     "net.ipv6.conf.all.accept_dad": "0",

@@ -3,7 +3,9 @@ load each leaf uplink carries, net of the lab's own BGP/BFD/ND background.
 
 What decides which uplink a RoCEv2 packet takes is the switch's multipath hash over the packet's
 fields (``net.ipv4.fib_multipath_hash_policy``: 0 = L3, source and destination address only;
-1 = L4, the 5-tuple, so the UDP source port counts) seeded by ``net.ipv4.fib_multipath_hash_seed``
+the lab's L4, the 5-tuple, so the UDP source port counts: policy 3 over
+``fib_multipath_hash_fields`` :data:`L4_HASH_FIELDS`, see :data:`HASH_POLICIES` for why not
+policy 1) seeded by ``net.ipv4.fib_multipath_hash_seed``
 (Linux 6.11+; 0 = a random seed chosen at boot, per namespace). The only entropy a RoCE flow
 carries in the 5-tuple is its UDP source port (the destination port is 4791): Linux derives it
 per QP (``rdma_get_udp_sport``: :func:`railab.traffic.roce.udp_sport` of the QP pair), and an
@@ -43,8 +45,19 @@ from railab.traffic.engine import Engine, FlowResult, flow_qpns, in_netns
 from railab.traffic.patterns import Flow
 
 #: ``fib_multipath_hash_policy`` values by name (Documentation/networking/ip-sysctl.rst):
-#: ``l3`` = source/destination address; ``l4`` = the 5-tuple (the lab's default, sysctl 1).
-HASH_POLICIES: dict[str, int] = {"l3": 0, "l4": 1}
+#: ``l3`` = source/destination address (0); ``l4`` = the 5-tuple, as policy 3 (custom) over
+#: :data:`L4_HASH_FIELDS` (the lab's default). Not policy 1: for a *forwarded* packet that
+#: already carries an L4 hash (``skb->l4_hash``, set on the way through the veths) Linux's
+#: policy 1 returns that hash (``fib_multipath_hash``, net/ipv4/route.c: "short-circuit if we
+#: already have L4 hash present"), keyed per boot and blind to ``fib_multipath_hash_seed``,
+#: while a route lookup (``ip route get``, railab's path trace) hashes the 5-tuple with the
+#: seed: the two disagreed (measured on mini-lossless, 2026-12-06: seeds 5, 9 and 200 moved the
+#: traced paths, not the packets). Policy 3 hashes the packet's own fields with the seed on
+#: both sides.
+HASH_POLICIES: dict[str, int] = {"l3": 0, "l4": 3}
+#: ``fib_multipath_hash_fields`` of the ``l4`` policy: source IP 0x01, destination IP 0x02,
+#: IP protocol 0x04, source port 0x10, destination port 0x20 (the 5-tuple; ip-sysctl.rst)
+L4_HASH_FIELDS = 0x37
 #: The seed :func:`hashing` writes unless told otherwise (any fixed non-zero value makes the
 #: hash the same in every run; 0 asks the kernel for a random one).
 DEFAULT_HASH_SEED = 0x7261696C  # "rail"
@@ -71,15 +84,15 @@ def switch_names(spec: LabSpec, roles: tuple[str, ...] = ("leaf", "spine", "supe
     return [n.name for n in spec.nodes if n.role in roles]
 
 
-def read_hashing(spec: LabSpec, netns_of: Callable[[str], str]) -> dict[str, tuple[int, int]]:
-    """``switch -> (hash policy, hash seed)`` as each switch namespace has them now. Raises
-    RailabError when a namespace is missing (lab not up) or the kernel has no hash seed sysctl
-    (before Linux 6.11)."""
+def read_hashing(spec: LabSpec, netns_of: Callable[[str], str]) -> dict[str, tuple[int, int, int]]:
+    """``switch -> (hash policy, hash seed, hash fields)`` as each switch namespace has them
+    now. Raises RailabError when a namespace is missing (lab not up) or the kernel has no hash
+    seed sysctl (before Linux 6.11)."""
     out = {}
     for node in switch_names(spec):
         with in_netns(netns_of(node)):
             try:
-                out[node] = (_read_sysctl("policy"), _read_sysctl("seed"))
+                out[node] = (_read_sysctl("policy"), _read_sysctl("seed"), _read_sysctl("fields"))
             except FileNotFoundError:
                 raise RailabError("this kernel has no net.ipv4.fib_multipath_hash_seed (Linux "
                                   "6.11+): ECMP collision runs cannot be made deterministic") from None
@@ -88,15 +101,18 @@ def read_hashing(spec: LabSpec, netns_of: Callable[[str], str]) -> dict[str, tup
 
 def set_hashing(spec: LabSpec, netns_of: Callable[[str], str], *, policy: str | int | None = None,
                 seed: int | None = None) -> None:
-    """Write ``fib_multipath_hash_policy`` (``"l3"``/``"l4"`` or 0-3) and/or
-    ``fib_multipath_hash_seed`` (0 to 2^32-1) in every switch namespace of the lab; None leaves a
-    setting as it is. UsageError for an unknown policy or a seed out of range."""
+    """Write ``fib_multipath_hash_policy`` (``"l3"``/``"l4"`` or 0-3; ``"l4"`` is policy 3 with
+    :data:`L4_HASH_FIELDS`, also written) and/or ``fib_multipath_hash_seed`` (0 to 2^32-1) in
+    every switch namespace of the lab; None leaves a setting as it is. UsageError for an unknown
+    policy or a seed out of range."""
     pol = _policy_value(policy) if policy is not None else None
     if seed is not None and not 0 <= seed < 2 ** 32:
         raise UsageError(f"hash seed must be 0..{2 ** 32 - 1} (got {seed})")
     for node in switch_names(spec):
         with in_netns(netns_of(node)):
             if pol is not None:
+                if pol == 3 and policy == "l4":
+                    _write_sysctl("fields", L4_HASH_FIELDS)
                 _write_sysctl("policy", pol)
             if seed is not None:
                 _write_sysctl("seed", seed)
@@ -121,8 +137,9 @@ def hashing(spec: LabSpec, netns_of: Callable[[str], str], *, policy: str | int 
         set_hashing(spec, netns_of, policy=policy, seed=seed)
         yield before
     finally:
-        for node, (pol, sd) in before.items():
+        for node, (pol, sd, fields) in before.items():
             with suppress(RailabError, OSError), in_netns(netns_of(node)):
+                _write_sysctl("fields", fields)
                 _write_sysctl("policy", pol)
                 _write_sysctl("seed", sd)
 

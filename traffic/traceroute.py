@@ -1,7 +1,7 @@
 """RoCE traceroute: TTL-limited copies of a flow's own packets name the path it takes.
 
 Each probe is the flow's first RoCEv2 packet with the same IP addresses and UDP ports (so an
-L4 ECMP hash, ``fib_multipath_hash_policy=1``, sends it where the flow goes) and TTL 1, 2, ...;
+L4 ECMP hash, ``fib_multipath_hash_policy=3`` over the 5-tuple, sends it where the flow goes) and TTL 1, 2, ...;
 the switch where the TTL runs out answers ICMP time-exceeded (RFC 792), whose source address
 names the hop. Linux picks that address by routing back to the sender
 (``icmp_errors_use_inbound_ifaddr=0``): a leaf answers from its /31 towards the source NIC when
