@@ -114,6 +114,8 @@ def run_one(lab: str, n: int, pfc: str, seconds: float | None, dcqcn: str | None
                 vs_ns3["spread"]["vs"]["within"] = None
         if aligned is not None:
             vs_ns3["ns3_aligned"] = {k: aligned["summary"][k] for k in ("utilization", "ratios", "queue_peak_bytes")}
+        if ns3.get("leafspine"):  # senders behind the spines: ns-3's run of that same layout
+            vs_ns3["leafspine"] = ns3["leafspine"]
     return {"vs_ns3": vs_ns3, "hash_seed": c.get("hash_seed"), "shared_links": c.get("shared_links") or {},
             "queue_peak_bytes": c.get("queue_peak_bytes"), "pauses": c.get("pause_events"),
             "util": c["utilization"], "ratio_min": min(ratios), "ratio_max": max(ratios),
@@ -231,6 +233,16 @@ def main() -> int:
                           + (" [no verdict: not ns-3's scenario]" if w["within"] is None else ""), flush=True)
                     if w["within"] is not None:
                         ns3_verdicts.setdefault((key, "spread"), []).append(w["within"])
+                if ls := vs.get("leafspine"):
+                    d = ls["vs"]
+                    print(f"  vs ns-3 in the run's leaf-spine layout ({ls['scenario']}): ns-3 port "
+                          f"{ls['utilization']:.1%}, queue peak {ls['queue_peak_bytes'] / 1e6:.2f} MB; "
+                          f"port {d['utilization_points']} points ({'ok' if d['utilization_ok'] else 'OUT'}), "
+                          f"share {d['share_max_diff']} ({'ok' if d['share_ok'] else 'OUT'}), queue "
+                          f"{d['queue_peak_rel']:.0%} ({'ok' if d['queue_peak_ok'] else 'OUT'})"
+                          + (" [no verdict: not ns-3's scenario]" if d["agrees"] is None else ""), flush=True)
+                    if d["agrees"] is not None:
+                        ns3_verdicts.setdefault((key, "leafspine"), []).append(d["agrees"])
     print(f"load average after: {open('/proc/loadavg').read().split()[:3]}")
     for key, var in dict.fromkeys([*ns3_verdicts, *ns3_skipped]):
         v = ns3_verdicts.get((key, var), [])

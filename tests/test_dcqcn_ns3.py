@@ -206,6 +206,39 @@ def test_ns3_beside_a_run_with_an_ecmp_collision_gives_no_verdict():
     assert "--seed disjoint" in text
 
 
+def test_a_run_with_senders_behind_the_spines_is_set_beside_ns3s_leafspine_run():
+    """mini-lossless's 8:1 incast puts srv9-srv12 behind the spines: beside ns-3's one-switch
+    run it also gets ns-3's run of that leaf-spine placement (stored by
+    ``ns3_reference.py --layout leafspine``), its verdict and spread; another placement, or all
+    senders on the receiver's leaf, gets none."""
+    from railab.cli.traffic import ns3_run_text
+    from railab.traffic import ns3ref
+
+    qos = load_intent("mini-lossless").lab.capacity.qos(400)
+    rec = ns3ref.load(8, True, "400g")
+    ls = next(r for r in ns3ref.stored_leafspine() if r["senders"] == 8 and r["pfc"])
+    s = ls["summary"]  # the leaf-spine run's own figures: within its bands, not the one-switch's
+    fig = dict(utilization=s["utilization"], ratios=s["ratios"], queue_peak_bytes=s["queue_peak_bytes"])
+    remote = ["srv9", "srv10", "srv11", "srv12"]
+    out = ns3ref.beside(rec, qos, True, 15_000.0, **fig, shared_links={}, remote=remote)
+    assert out["leafspine"]["scenario"] == "incast-8-pfc-on-400g-leafspine"
+    assert out["leafspine"]["vs"]["agrees"] is True and out["leafspine"]["within_spread"] is True
+    one_switch = 100 * abs(s["utilization"] - rec["summary"]["utilization"])
+    assert out["vs"]["utilization_points"] == pytest.approx(one_switch, abs=0.01)
+    text = ns3_run_text(dict(out, rules="ns3"), s["utilization"], s["ratios"], s["queue_peak_bytes"])
+    assert "ns-3 in this run's leaf-spine layout (incast-8-pfc-on-400g-leafspine, computed)" in text
+    low = ns3ref.beside(rec, qos, True, 15_000.0, utilization=s["utilization"] - 0.05,
+                        ratios=s["ratios"], queue_peak_bytes=s["queue_peak_bytes"], shared_links={},
+                        remote=remote)
+    assert low["leafspine"]["vs"]["agrees"] is False  # 5 points under: outside the band
+    assert ns3ref.beside(rec, qos, True, 15_000.0, **fig, remote=["srv9"])["leafspine"] is None
+    assert "leafspine" not in ns3ref.beside(rec, qos, True, 15_000.0, **fig, remote=[])
+    # a collision on the way: no verdict against either layout
+    hit = ns3ref.beside(rec, qos, True, 15_000.0, **fig, remote=remote,
+                        shared_links={"g1-leaf1:eth9--spine1:eth1": ["a", "b"]})
+    assert hit["leafspine"]["vs"]["agrees"] is None and hit["leafspine"]["within_spread"] is None
+
+
 def test_the_load_runs_ns3_line_gives_both_sides_and_the_verdict_or_why_none():
     from railab.cli.traffic import ns3_run_text
     from railab.traffic import ns3ref

@@ -200,9 +200,23 @@ def within_spread(sp: dict, *, utilization: float, ratios: list[float], queue_pe
             "within": bool(u_ok and s_ok and q_ok)}
 
 
+def leafspine_for(stored: dict, remote: list[str], data_dir: Path | None = None) -> dict | None:
+    """The stored **leaf-spine** record (:func:`stored_leafspine`) of ``stored``'s scenario
+    (same N, PFC and profile) whose remote senders are ``remote`` (the run's sender servers
+    behind the spines, e.g. ``["srv9", "srv10", ...]``; its ``params.leafspine.placement``), or
+    None when there is none or the run placed its senders otherwise."""
+    for rec in stored_leafspine(data_dir):
+        if (rec["senders"], rec["pfc"], rec["dcqcn"]) != (stored["senders"], stored["pfc"], stored["dcqcn"]):
+            continue
+        if sorted(rec["params"]["leafspine"]["placement"]["remote"]) == sorted(remote):
+            return rec
+    return None
+
+
 def beside(stored: dict, qos, pfc: bool, fabric_us: float, *, utilization: float,
            ratios: list[float], queue_peak_bytes: float, payload_bytes: int = 4096,
-           shared_links: dict[str, list[str]] | None = None) -> dict:
+           shared_links: dict[str, list[str]] | None = None,
+           remote: list[str] | None = None) -> dict:
     """A stored record (:func:`load`) set beside railab's figures of the same scenario:
     :func:`brief` plus ``same_qos`` (ns-3 ran with ``qos``'s ECN thresholds and, PFC on, its
     pause depth or, off, its drop depth: the stored runs map ``mini-lossless``'s), ``same_fabric_time``
@@ -214,7 +228,10 @@ def beside(stored: dict, qos, pfc: bool, fabric_us: float, *, utilization: float
     spine's downlink, which is a second congestion point ns-3's scenario lacks and, with PFC on,
     PAUSEs that spread to senders ns-3 would not pause; None when the paths were not traced;
     ``shared_links`` is then copied as ``shared``), ``comparable`` (all four; an untraced
-    path does not count against it), ``vs``
+    path does not count against it), ``leafspine`` (only when ``remote`` names the run's
+    sender servers behind the spines: ns-3's run of that same leaf-spine placement,
+    :func:`leafspine_for`, its figures, ``vs`` and, with a spread, ``ns3_spread`` and
+    ``within_spread``; None when none is stored), ``vs``
     (:func:`compare` of the given figures: utilization a fraction of the port, ``ratios`` each
     sender's rate over its fair share, ``queue_peak_bytes``; its ``agrees`` None when not
     ``comparable``: the differences are given, no verdict), when the record has ns-3's own
@@ -245,6 +262,24 @@ def beside(stored: dict, qos, pfc: bool, fabric_us: float, *, utilization: float
                           queue_peak_bytes=queue_peak_bytes)
         out["ns3_spread"]["vs"] = w
         out["within_spread"] = w["within"] if out["comparable"] else None
+    # senders behind the spines: ns-3's one-switch run is not their layout; its leaf-spine run
+    # of the same placement is (scripts/ns3_reference.py --layout leafspine), when stored
+    if remote:
+        ls = leafspine_for(stored, remote)
+        out["leafspine"] = None if ls is None else {
+            "scenario": ls["scenario"], "utilization": ls["summary"]["utilization"],
+            "ratios": ls["summary"]["ratios"], "queue_peak_bytes": ls["summary"]["queue_peak_bytes"],
+            "vs": compare(ls["summary"], utilization=utilization, ratios=ratios,
+                          queue_peak_bytes=queue_peak_bytes)}
+        if ls is not None:
+            if not out["comparable"]:
+                out["leafspine"]["vs"]["agrees"] = None
+            if (sp := spread(ls)) is not None:
+                w = within_spread(sp, utilization=utilization, ratios=ratios,
+                                  queue_peak_bytes=queue_peak_bytes)
+                sp["vs"] = w
+                out["leafspine"]["ns3_spread"] = sp
+                out["leafspine"]["within_spread"] = w["within"] if out["comparable"] else None
     out["bands"] = BANDS
     return out
 

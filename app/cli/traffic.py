@@ -463,6 +463,16 @@ def ns3_run_text(ns3: dict, util: float, ratios: list[float], queue_peak: int) -
                     "that keeps them apart)[/yellow]")
     if (sp := ns3.get("ns3_spread")) is not None:
         out += "; " + ns3_spread_text(sp, ns3.get("within_spread"))
+    if (ls := ns3.get("leafspine")) is not None:  # the run's own layout: senders behind spines
+        v = ls["vs"]
+        out += (f"; ns-3 in this run's leaf-spine layout ({ls['scenario']}, computed): port used "
+                f"{ls['utilization']:.1%}, queue peak {ls['queue_peak_bytes']:,} B: "
+                + ("[green]within[/green]" if v["agrees"] else "[red]not within[/red]"
+                   if v["agrees"] is not None else "no verdict against")
+                + f" the bands (port {v['utilization_points']:g} points, shares "
+                f"{v['share_max_diff']:.2f}, queue peak {v['queue_peak_rel']:.0%})")
+        if (lsp := ls.get("ns3_spread")) is not None:
+            out += "; " + ns3_spread_text(lsp, ls.get("within_spread"))
     if ns3["rules"] == "paper":
         out += ("; ns-3's DCQCN rules are not the paper's: --cc dcqcn-ns3 runs ns-3's "
                 "(docs/congestion.md \"ns-3 (HPCC) side by side\")")
@@ -752,11 +762,15 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
         elif (ns3 := ns3ref.load(len(res.flows), pfc_on, profile)) is None:
             ns3_note = ns3ref.missing_note(len(res.flows), pfc_on, profile)
         else:
+            # the senders behind the spines (not on the receiver's leaf): ns-3's leaf-spine run
+            rcv_leaf = spec.nic(fl[0].dst[0], fl[0].dst_nic).leaf
+            remote = [f.src[0] for f in fl if spec.nic(f.src[0], f.src_nic).leaf != rcv_leaf]
             ns3_side = ns3ref.beside(ns3, spec.qos, pfc_on, fabric_ms * 1000, utilization=util,
                                      ratios=fshare["ratios"],
                                      queue_peak_bytes=res.queue_peak_bytes or 0,
                                      payload_bytes=mtu or 4096,
-                                     shared_links=shared if paths is not None else None)
+                                     shared_links=shared if paths is not None else None,
+                                     remote=remote)
             ns3_side["rules"] = "ns3" if cc == "dcqcn-ns3" else "paper"
     # ns-3's side of the reference; under --cc dcqcn-ns3 (no fluid or per-packet reference: they
     # model the paper's rules) the whole of it
