@@ -131,10 +131,11 @@ def run_one(lab: str, n: int, pfc: str, seconds: float | None, dcqcn: str | None
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--labs", default="mini-lossless")
-    ap.add_argument("--senders", default="2,4,8")
-    ap.add_argument("--pfc", default="on,off")
-    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--labs", default="mini-lossless", help="running labs with lab.capacity, "
+                    "comma-separated (default: mini-lossless; railab up mini-lossless first)")
+    ap.add_argument("--senders", default="2,4,8", help="incast fan-ins N, comma-separated (default 2,4,8)")
+    ap.add_argument("--pfc", default="on,off", help="PFC settings, comma-separated (default on,off)")
+    ap.add_argument("--runs", type=int, default=3, help="runs per scenario (default 3)")
     ap.add_argument("--seconds", type=float, default=None, help="lab seconds (default: railab's)")
     ap.add_argument("--dcqcn", default=None, help="DCQCN profile(s), comma-separated, run side by "
                     "side (default: the lab's)")

@@ -167,3 +167,21 @@ def test_pfc_off_drops_at_the_incast_onset_and_pfc_on_holds_them():
     off = simulate(FluidParams.from_qos(_lab_qos(), 8, pfc=False), 2000).summary()
     on = simulate(FluidParams.from_qos(_lab_qos(), 8, pfc=True), 2000).summary()
     assert off["dropped_pct"] > 1.0 and on["dropped_pct"] == 0.0
+
+
+def test_model_cli_sets_ns3_beside_or_says_why_not():
+    """``model incast`` prints ns-3's stored run with its figures filled in (a reviewer found
+    ``{ns3['queue_bytes']['mean']:,}`` printed literally), and for a scenario ns-3 has no run
+    of (3:1) says which ones are stored, as a load run does (``reference.ns3_note``)."""
+    app = make_app(["model"])
+    r = CliRunner().invoke(app, ["model", "incast", "--senders", "2", "--fabric-ms", "2"])
+    assert r.exit_code == 0, r.output
+    text = " ".join(r.output.split())
+    assert "ns-3 (HPCC's RDMA model" in text and "{ns3" not in text
+    assert " B over the last half), PAUSEs" in text
+    d = json.loads(CliRunner().invoke(app, ["model", "incast", "--senders", "3", "--fabric-ms", "2",
+                                            "--json"]).output)
+    assert d["reference"]["ns3"] is None
+    assert "no stored ns-3 run of incast-3-pfc-" in d["reference"]["ns3_note"]
+    r = CliRunner().invoke(app, ["model", "incast", "--senders", "3", "--fabric-ms", "2"])
+    assert "no stored ns-3 run of incast-3-pfc-" in " ".join(r.output.split())

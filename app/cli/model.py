@@ -95,7 +95,7 @@ def ns3_text(ns3: dict) -> str:
     c = ns3["fluid_vs_ns3"]
     ttf = ns3["time_to_fair_us"]
     return (ns3_head(ns3, f"computed by ns-3, {ns3['lab_qos']}'s QoS")
-            + " (mean {ns3['queue_bytes']['mean']:,} B over the last half), PAUSEs "
+            + f" (mean {ns3['queue_bytes']['mean']:,} B over the last half), PAUSEs "
             f"{ns3['pauses_received']}, drops {ns3['dropped_pct']:.2f} %, within 10 % of the "
             "share after " + (f"{ttf:g} us" if ttf is not None else "- (not by the end)")
             + "; the fluid model " + ("is not judged against it" if c["agrees"] is None else
@@ -166,8 +166,14 @@ def register(app: typer.Typer) -> None:
                                      dcqcn=DCQCN_PROFILES[dcqcn] if dcqcn else None),
                 fabric_ms * 1000, seeds=tuple(range(1, packet_runs + 1)))
         ns3 = ns3_reference(qos, senders, pfc_on, dcqcn or qos.dcqcn.name, rec)
+        ns3_note = None  # why ns-3 has nothing beside this scenario
         if ns3 is not None:
             rec["reference"] = {"ns3": ns3}
+        else:
+            from railab.traffic import ns3ref
+
+            ns3_note = ns3ref.missing_note(senders, pfc_on, dcqcn or qos.dcqcn.name)
+            rec["reference"] = {"ns3": None, "ns3_note": ns3_note}
         if as_json:
             typer.echo(json.dumps(rec, indent=2, sort_keys=True))
             return
@@ -219,6 +225,8 @@ def register(app: typer.Typer) -> None:
                       f"{pk['dropped_pct']['max']:.2f} %", highlight=False, soft_wrap=True)
         if ns3 is not None:
             con.print(ns3_text(ns3), highlight=False, soft_wrap=True)
+        elif ns3_note:
+            con.print(ns3_note, highlight=False, soft_wrap=True)
         lab_rec = rec["lab"]
         con.print(f"in the lab (time scale x{lab_rec['time_scale']:g}): {lab_rec['seconds']:g} lab s, "
                   f"each sender {lab_rec['per_flow_mbps'][0]:.2f} Mb/s of "

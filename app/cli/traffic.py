@@ -804,7 +804,7 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
         cong["steady_state_check"] = check
         cong["fct"] = fct
         print(json.dumps({
-            "lab": spec.name, "pattern": pattern, "pxn": pxn, "cc": cc,
+            "lab": spec.name, "pattern": pattern, "pxn": pxn, "cc": cc, "mtu": mtu or 4096,
             "pfc": "on" if pfc_on else "off", "capacity": capacity,
             "seconds": None if nbytes else secs, "bytes_per_qp": nbytes,
             "senders": len(fl) if pattern == "incast" else None,
