@@ -13,7 +13,8 @@ rehearses, on a running lab:
    kernels: at each switch a ``RTM_GETROUTE`` with the flow's full L4 keys (source, destination,
    ``iif``, UDP, source port, dport 4791, the same request as ``ip route get ... iif IF ipproto
    udp sport S dport 4791``) returns the egress port the kernel's own multipath hash
-   (``fib_multipath_hash_policy=3`` over the 5-tuple, railab.traffic.ecmp.HASH_POLICIES) picks for that flow. The flows whose path crosses the
+   (``fib_multipath_hash_policy=3`` over the 5-tuple, railab.traffic.ecmp.HASH_POLICIES) picks
+   for that flow. The flows whose path crosses the
    faulty element are the *crossing* set (both directions over a link, spread over sources);
    flows whose path shares no link and no faulty node are the *control* set, preferring ones
    through the element's own nodes. No guessing: a flow is crossing only if the FIB says so.
