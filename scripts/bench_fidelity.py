@@ -60,6 +60,20 @@ from scipy.stats import fisher_exact
 from railab.traffic import ns3ref
 from railab.traffic.load import CC_MODES, steady_state_check
 
+NO_VERDICT = " [no verdict: not ns-3's scenario]"
+
+
+def _ok(flag: bool) -> str:
+    return "ok" if flag else "OUT"
+
+
+def _bands_text(d: dict) -> str:
+    """One :func:`railab.traffic.ns3ref.compare` result as text: each difference, in or out
+    of its band, and no verdict when the run was not ns-3's scenario."""
+    return (f"port {d['utilization_points']} points ({_ok(d['utilization_ok'])}), share "
+            f"{d['share_max_diff']} ({_ok(d['share_ok'])}), queue {d['queue_peak_rel']:.0%} "
+            f"({_ok(d['queue_peak_ok'])})" + (NO_VERDICT if d["agrees"] is None else ""))
+
 
 def run_one(lab: str, n: int, pfc: str, seconds: float | None, dcqcn: str | None = None,
             railab: str = "railab", save: str | None = None, cc: str = "dcqcn",
@@ -165,6 +179,13 @@ def main() -> int:
     verdicts = {}
     ns3_verdicts: dict = {}
     ns3_skipped: dict = {}  # runs that were not ns-3's scenario (e.g. an ECMP collision)
+
+    def tally(k: tuple, verdict: bool | None) -> None:
+        """Count a run's verdict against ns-3 (None: not ns-3's scenario, counted apart)."""
+        if verdict is None:
+            ns3_skipped[k] = ns3_skipped.get(k, 0) + 1
+        else:
+            ns3_verdicts.setdefault(k, []).append(verdict)
     ref_fair = {}  # (lab, N, PFC) -> the per-packet reference's fair_rate (PFC on; same seeds)
     profiles = a.dcqcn.split(",") if a.dcqcn else [None]
     exes = a.railab.split(",")
@@ -215,35 +236,24 @@ def main() -> int:
                     print(f"  vs ns-3 {var}: ns-3 port {ref3['utilization']:.1%}, shares "
                           f"{min(ref3['ratios']):.2f}-{max(ref3['ratios']):.2f}, queue peak "
                           f"{ref3['queue_peak_bytes'] / 1e6:.2f} MB; emulation queue peak {q:.2f} MB; "
-                          f"port {d['utilization_points']} points ({'ok' if d['utilization_ok'] else 'OUT'}), "
-                          f"share {d['share_max_diff']} ({'ok' if d['share_ok'] else 'OUT'}), queue "
-                          f"{d['queue_peak_rel']:.0%} ({'ok' if d['queue_peak_ok'] else 'OUT'})"
-                          + (" [no verdict: not ns-3's scenario]" if d["agrees"] is None else ""), flush=True)
-                    if d["agrees"] is not None:
-                        ns3_verdicts.setdefault((key, var), []).append(d["agrees"])
-                    else:
-                        ns3_skipped[(key, var)] = ns3_skipped.get((key, var), 0) + 1
+                          + _bands_text(d), flush=True)
+                    tally((key, var), d["agrees"])
                 if sp := vs.get("spread"):
                     w = sp["vs"]
                     print(f"  vs ns-3's own spread (RngRun {sp['rng_runs'][0]}-{sp['rng_runs'][-1]}): "
                           f"port {sp['utilization'][0]:.1%}-{sp['utilization'][1]:.1%}, shares "
                           f"{sp['ratios'][0]:.2f}-{sp['ratios'][1]:.2f}, queue peak "
                           f"{sp['queue_peak_bytes'][0] / 1e6:.2f}-{sp['queue_peak_bytes'][1] / 1e6:.2f} MB; "
-                          f"widened by the bands: port {'ok' if w['utilization_ok'] else 'OUT'}, shares "
-                          f"{'ok' if w['share_ok'] else 'OUT'}, queue {'ok' if w['queue_peak_ok'] else 'OUT'}"
-                          + (" [no verdict: not ns-3's scenario]" if w["within"] is None else ""), flush=True)
-                    if w["within"] is not None:
-                        ns3_verdicts.setdefault((key, "spread"), []).append(w["within"])
+                          f"widened by the bands: port {_ok(w['utilization_ok'])}, shares "
+                          f"{_ok(w['share_ok'])}, queue {_ok(w['queue_peak_ok'])}"
+                          + (NO_VERDICT if w["within"] is None else ""), flush=True)
+                    tally((key, "spread"), w["within"])
                 if ls := vs.get("leafspine"):
                     d = ls["vs"]
                     print(f"  vs ns-3 in the run's leaf-spine layout ({ls['scenario']}): ns-3 port "
                           f"{ls['utilization']:.1%}, queue peak {ls['queue_peak_bytes'] / 1e6:.2f} MB; "
-                          f"port {d['utilization_points']} points ({'ok' if d['utilization_ok'] else 'OUT'}), "
-                          f"share {d['share_max_diff']} ({'ok' if d['share_ok'] else 'OUT'}), queue "
-                          f"{d['queue_peak_rel']:.0%} ({'ok' if d['queue_peak_ok'] else 'OUT'})"
-                          + (" [no verdict: not ns-3's scenario]" if d["agrees"] is None else ""), flush=True)
-                    if d["agrees"] is not None:
-                        ns3_verdicts.setdefault((key, "leafspine"), []).append(d["agrees"])
+                          + _bands_text(d), flush=True)
+                    tally((key, "leafspine"), d["agrees"])
     print(f"load average after: {open('/proc/loadavg').read().split()[:3]}")
     for key, var in dict.fromkeys([*ns3_verdicts, *ns3_skipped]):
         v = ns3_verdicts.get((key, var), [])

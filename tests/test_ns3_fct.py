@@ -9,30 +9,17 @@ scenario.
 
 from __future__ import annotations
 
-import importlib.util
 import math
 from pathlib import Path
 
 import pytest
+from ns3_helpers import lossless_qos, script
 
-from railab.topologies.intent import load_intent
 from railab.traffic import ns3ref
 
 DATA = Path(__file__).parent / "data" / "ns3"
 FCT = {r["scenario"]: r for r in ns3ref.stored_fct(DATA)}
 MIB16 = 16 << 20
-
-
-def _qos():
-    return load_intent("mini-lossless").lab.capacity.qos(400)
-
-
-def _script():
-    path = Path(__file__).resolve().parent.parent / "scripts" / "ns3_reference.py"
-    spec = importlib.util.spec_from_file_location("ns3_reference", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def test_fct_scenarios_are_stored_with_provenance():
@@ -68,7 +55,7 @@ def test_stored_keeps_the_long_flow_records_apart():
 def test_ns3s_flow_is_railabs_packets_and_payload(nbytes):
     """railab's --bytes B sends ceil(B / 4096) full 4096-byte payloads (traffic/load.py q.goal);
     ns-3's flow size is that many payload bytes, so the packet count is the same."""
-    fs = _script().flow_size(nbytes)
+    fs = script("ns3_reference").flow_size(nbytes)
     goal = max(1, -(-nbytes // 4096))
     assert fs["packets"] == goal and fs["flow_size_bytes"] == goal * 4096
     assert math.ceil(fs["flow_size_bytes"] / 4096) == goal
@@ -87,7 +74,7 @@ def _rec():
 
 
 def test_beside_fct_agrees_and_can_fail():
-    rec, qos = _rec(), _qos()
+    rec, qos = _rec(), lossless_qos()
     s = rec["fct_summary"]
     near = ns3ref.beside_fct(rec, qos, True, MIB16, p50_us=s["delivered_p50_us"] * 1.1,
                              p99_us=s["delivered_p99_us"] * 0.8, max_us=s["delivered_max_us"],
@@ -104,7 +91,7 @@ def test_beside_fct_agrees_and_can_fail():
 
 
 def test_beside_fct_gives_no_verdict_off_ns3s_scenario():
-    rec, qos = _rec(), _qos()
+    rec, qos = _rec(), lossless_qos()
     s = rec["fct_summary"]
     kw = dict(p50_us=s["delivered_p50_us"], p99_us=s["delivered_p99_us"], completed=8)
     other_bytes = ns3ref.beside_fct(rec, qos, True, MIB16 + 4096, **kw)
@@ -125,7 +112,7 @@ def test_beside_fct_gives_no_verdict_off_ns3s_scenario():
 def test_fct_text_and_note():
     from railab.cli.traffic import ns3_fct_text
 
-    rec, qos = _rec(), _qos()
+    rec, qos = _rec(), lossless_qos()
     s = rec["fct_summary"]
     mine = {"fabric_p50_us": s["delivered_p50_us"] * 1.5, "fabric_p99_us": s["delivered_p99_us"] * 1.5,
             "fabric_max_us": s["delivered_max_us"] * 1.5}
@@ -158,7 +145,7 @@ def test_stored_emulation_runs_beside_ns3(path):
     d = json.load(gzip.open(path, "rt"))
     c, f = d["congestion"], d["congestion"]["fct"]
     pfc = d["pfc"] == "on"
-    side = ns3ref.beside_fct(ns3ref.load_fct(8, pfc, "400g", d["bytes_per_qp"], DATA), _qos(), pfc,
+    side = ns3ref.beside_fct(ns3ref.load_fct(8, pfc, "400g", d["bytes_per_qp"], DATA), lossless_qos(), pfc,
                              d["bytes_per_qp"], p50_us=f["fabric_p50_us"], p99_us=f["fabric_p99_us"],
                              max_us=f["fabric_max_us"], completed=f["completed"],
                              shared_links=c["shared_links"])

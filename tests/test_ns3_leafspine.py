@@ -12,29 +12,16 @@ apart from the one-switch records.
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
+from ns3_helpers import lossless_qos, script
 
-from railab.topologies.intent import load_intent
 from railab.traffic import ns3ref
 
 DATA = Path(__file__).parent / "data" / "ns3"
 LS = {r["scenario"]: r for r in ns3ref.stored_leafspine(DATA)}
 WANT = [f"incast-{n}-pfc-{o}-400g-leafspine" for n in (8, 4) for o in ("on", "off")]
-
-
-def _qos():
-    return load_intent("mini-lossless").lab.capacity.qos(400)
-
-
-def _script():
-    path = Path(__file__).resolve().parent.parent / "scripts" / "ns3_reference.py"
-    spec = importlib.util.spec_from_file_location("ns3_reference", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def test_the_leafspine_records_are_stored_with_provenance():
@@ -90,7 +77,7 @@ def test_the_layout_is_two_leaves_four_spines_and_each_remote_flow_its_own_spine
 @pytest.mark.parametrize("name", WANT)
 def test_each_switch_gets_railabs_depth(name):
     r = LS[name]
-    q = _qos()
+    q = lossless_qos()
     target = q.pfc_pause_bytes if r["pfc"] else q.capacity.drop_limit_bytes
     sws = r["params"]["leafspine"]["switches"]
     assert [w["name"] for w in sws] == ["leafA", "leafB", "spine1", "spine2", "spine3", "spine4"]
@@ -99,13 +86,13 @@ def test_each_switch_gets_railabs_depth(name):
         assert abs(w["implied_depth_bytes"] - target) / target < 0.001, w
     assert int(r["params"]["ns3"]["BUFFER_SIZE"]) == r["params"]["leafspine"]["buffer_mib"]
     # the script's mapping today gives the same (stale records fail here: rerun the script)
-    mod = _script()
+    mod = script("ns3_reference")
     pl = mod.leafspine_plan(r["senders"], target, r["pfc"])
     assert pl["switches"] == sws and pl["ecmp"] == r["params"]["leafspine"]["ecmp"]
 
 
 def test_ecmp_hash_is_murmur3():
-    mod = _script()
+    mod = script("ns3_reference")
     # MurmurHash3_x86_32's published test vectors (SMHasher): the ECMP hash of switch-node.cc
     assert mod.murmur3_32([], 1) == 0x514E28B7
     assert mod.murmur3_32([], 0xFFFFFFFF) == 0x81F16F39

@@ -3,12 +3,12 @@ beside ns-3 over time (issue 44 item 3), and packetsim's optional time series it
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from dataclasses import asdict
 from pathlib import Path
 
 import pytest
+from ns3_helpers import script
 
 from railab.topologies.intent import load_intent
 from railab.topologies.qos import DCQCN_PROFILES
@@ -21,13 +21,6 @@ DATA = ROOT / "tests" / "data" / "ns3"
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
-def _script():
-    spec = importlib.util.spec_from_file_location("ns3_plots", ROOT / "scripts" / "ns3_plots.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def _record(name: str) -> dict:
     return next(r for r in ns3ref.stored(DATA) if r["scenario"] == name)
 
@@ -35,7 +28,7 @@ def _record(name: str) -> dict:
 def test_main_draws_one_scenario(tmp_path):
     """One scenario (the windowed 2:1: two short per-packet runs, no fluid model) -> one small
     PNG named after it, nothing else."""
-    mod = _script()
+    mod = script("ns3_plots")
     assert mod.main(["--only", "2-on-400g-windowed", "--out", str(tmp_path)]) == 0
     files = list(tmp_path.iterdir())
     assert [f.name for f in files] == ["incast-2-pfc-on-400g-windowed.png"]
@@ -48,7 +41,7 @@ def test_emulation_runs_are_read_in_fabric_units(tmp_path):
     """A saved ``railab traffic --json`` of the same scenario: lab s -> fabric us, lab Mb/s ->
     fabric Gb/s (x time_scale / 1000), the receiver port's backlog; another scenario's or
     another profile's file is left out; the plot takes it."""
-    mod = _script()
+    mod = script("ns3_plots")
     rec = _record("incast-2-pfc-on-400g")
     flows = [{"series": {"t": [0.1, 0.2], "rx_mbps": [100.0, 99.0]}} for _ in range(2)]
     run = {"pattern": "incast", "senders": 2, "pfc": "on", "dcqcn": "400g", "cc": "dcqcn",

@@ -32,8 +32,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from ns3_helpers import lossless_qos
 
-from railab.topologies.intent import load_intent
 from railab.topologies.qos import DCQCN_PROFILES
 from railab.traffic import ns3ref
 from railab.traffic.fluid import FluidParams
@@ -87,13 +87,9 @@ KNOWN_NS3: dict[str, str] = {
 FLUID = ("incast-2-pfc-on-400g", "incast-8-pfc-on-400g")
 
 
-def _qos():
-    return load_intent("mini-lossless").lab.capacity.qos(400)
-
-
 def _railab(args: tuple[str, int, bool, str, float, str | None]) -> dict:
     model, n, pfc, prof, fabric_us, variant = args
-    p = FluidParams.from_qos(_qos(), n, pfc=pfc, dcqcn=DCQCN_PROFILES[prof])
+    p = FluidParams.from_qos(lossless_qos(), n, pfc=pfc, dcqcn=DCQCN_PROFILES[prof])
     if variant == "aligned":  # ns-3's hyper step set to R_AI (scripts/ns3_reference.py)
         p = replace(p, hai_rate_mbps=p.ai_rate_mbps)
     share = p.line_gbps / n
@@ -172,7 +168,7 @@ def test_ns3s_own_spread_is_stored_with_provenance(scenario):
 def test_stored_parameters_are_railabs_current_ones():
     """A changed ECN/PFC/DCQCN number in railab makes the stored ns-3 runs stale: rerun
     scripts/ns3_reference.py."""
-    q = _qos()
+    q = lossless_qos()
     for r in RECORDS.values():
         cfg, d = r["params"]["ns3"], DCQCN_PROFILES[r["dcqcn"]]
         assert cfg["KMIN_MAP"].split()[-1] == str(round(q.ecn.kmin_bytes / 1000))
@@ -250,7 +246,7 @@ def test_model_incast_reference_ns3_says_when_the_qos_differs():
     rec = {"summary": {"utilization": stored["utilization"], "fabric_us": 15_000.0,
                        "per_flow_gbps": stored["per_flow_gbps"]},
            "queue_peak_bytes": stored["queue_peak_bytes"]}
-    mine = ns3_reference(_qos(), 2, False, "400g", rec)
+    mine = ns3_reference(lossless_qos(), 2, False, "400g", rec)
     assert mine["same_qos"] and mine["same_fabric_time"] and mine["fluid_vs_ns3"]["agrees"]
     generic = DEFAULT_QOS.model_copy(update={"capacity": CapacityProfile(enabled=True)})
     other = ns3_reference(generic, 2, False, "400g", dict(rec, summary=dict(rec["summary"],
@@ -258,4 +254,4 @@ def test_model_incast_reference_ns3_says_when_the_qos_differs():
     assert not other["same_qos"] and not other["same_fabric_time"] and not other["comparable"]
     assert other["fluid_vs_ns3"]["agrees"] is None  # the differences, no verdict
     assert "not this run's ECN/PFC/buffer" in ns3_text(other) and "is not judged" in ns3_text(other)
-    assert ns3_reference(_qos(), 3, True, "400g", rec) is None  # nothing stored for 3:1
+    assert ns3_reference(lossless_qos(), 3, True, "400g", rec) is None  # nothing stored for 3:1
