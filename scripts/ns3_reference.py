@@ -70,9 +70,11 @@ from pathlib import Path
 
 import numpy as np
 
+from railab.cli.collective import parse_bytes
 from railab.topologies.intent import load_intent
 from railab.topologies.qos import DCQCN_PROFILES, QosProfile
 from railab.traffic.fluid import ROCE_FRAME_OVERHEAD, FluidParams
+from railab.traffic.ns3ref import scenario_name, size_tag
 from railab.traffic.packetsim import bdp_bytes
 
 REPO = Path(__file__).resolve().parent.parent
@@ -93,22 +95,6 @@ FAIR_BIN_US = 100             # bins for the time to within 10 % of the fair sha
 MMU_RESERVE = 4 * 1024        # switch-mmu.cc SwitchMmu(): reserve per ingress queue, bytes
 MMU_PFC_SHIFT = 3             # third.cc: pfc_a_shift 3 (threshold = free shared buffer / 8)
 TX_NS = PAYLOAD * 1_000_000_000 * 8 // LINE_BPS  # third.cc CalculateRoute: payload per hop, whole ns
-
-
-def parse_size(text: str) -> int:
-    """``16M``, ``512K``, ``4096`` -> bytes, with railab's ``--bytes`` suffixes (powers of
-    1024, ``railab.cli.collective.parse_bytes``)."""
-    t = text.strip().upper().removesuffix("B").removesuffix("I")
-    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(t[-1:], 1)
-    return int(t[:-1] if mult > 1 else t) * mult
-
-
-def size_tag(nbytes: int) -> str:
-    """A byte count in a scenario name: ``16m`` (16 MiB), ``512k``, or the number."""
-    for unit, tag in ((1 << 30, "g"), (1 << 20, "m"), (1 << 10, "k")):
-        if nbytes % unit == 0:
-            return f"{nbytes // unit}{tag}"
-    return str(nbytes)
 
 
 def flow_size(nbytes: int) -> dict:
@@ -518,6 +504,18 @@ def leafspine_plan(senders: int, target: int, pfc: bool, lab: str = "mini-lossle
                               "links in the lab, as here, and an idle link carries nothing"}
 
 
+def write_config(work: Path, mp: dict) -> Path:
+    """third.cc's ``config.txt`` in ``work``: the mapping's config keys (``mp["config"]``) and
+    the paths of the scenario's input and output files there; returns its path."""
+    cfg = dict(mp["config"], TOPOLOGY_FILE=work / "topology.txt", FLOW_FILE=work / "flow.txt",
+               TRACE_FILE=work / "trace.txt", TRACE_OUTPUT_FILE=work / "mix.tr",
+               FCT_OUTPUT_FILE=work / "fct.txt", PFC_OUTPUT_FILE=work / "pfc.txt",
+               QLEN_MON_FILE=work / "qlen.txt")
+    path = work / "config.txt"
+    path.write_text("".join(f"{k} {v}\n" for k, v in cfg.items()))
+    return path
+
+
 def write_inputs_leafspine(work: Path, senders: int, mp: dict, flow_bytes: int) -> Path:
     """:func:`write_inputs` for ``mp["leafspine"]`` (:func:`leafspine_plan`): every switch is
     traced (its ``TraceFormat`` records name the node and port); the remote flows carry the
@@ -540,13 +538,7 @@ def write_inputs_leafspine(work: Path, senders: int, mp: dict, flow_bytes: int) 
     flows = [f"{i} {n} 3 {dport.get(i, 100)} {flow_bytes} {START_S}" for i in range(n)]
     (work / "flow.txt").write_text(f"{n}\n" + "\n".join(flows) + "\n")
     (work / "trace.txt").write_text(f"{len(sws)}\n" + " ".join(map(str, sws)) + "\n")
-    cfg = dict(mp["config"], TOPOLOGY_FILE=work / "topology.txt", FLOW_FILE=work / "flow.txt",
-               TRACE_FILE=work / "trace.txt", TRACE_OUTPUT_FILE=work / "mix.tr",
-               FCT_OUTPUT_FILE=work / "fct.txt", PFC_OUTPUT_FILE=work / "pfc.txt",
-               QLEN_MON_FILE=work / "qlen.txt")
-    path = work / "config.txt"
-    path.write_text("".join(f"{k} {v}\n" for k, v in cfg.items()))
-    return path
+    return write_config(work, mp)
 
 
 def interfaces(topology: str) -> dict[int, dict[int, int]]:
@@ -637,13 +629,7 @@ def write_inputs(work: Path, senders: int, mp: dict, flow_bytes: int) -> Path:
     flows = [f"{i} {n} 3 100 {flow_bytes} {START_S}" for i in range(n)]
     (work / "flow.txt").write_text(f"{n}\n" + "\n".join(flows) + "\n")
     (work / "trace.txt").write_text(f"1\n{sw}\n")
-    cfg = dict(mp["config"], TOPOLOGY_FILE=work / "topology.txt", FLOW_FILE=work / "flow.txt",
-               TRACE_FILE=work / "trace.txt", TRACE_OUTPUT_FILE=work / "mix.tr",
-               FCT_OUTPUT_FILE=work / "fct.txt", PFC_OUTPUT_FILE=work / "pfc.txt",
-               QLEN_MON_FILE=work / "qlen.txt")
-    path = work / "config.txt"
-    path.write_text("".join(f"{k} {v}\n" for k, v in cfg.items()))
-    return path
+    return write_config(work, mp)
 
 
 def sim_dir(src: Path) -> Path:
@@ -822,7 +808,7 @@ def name_of(senders: int, pfc: bool, profile: str, variant: str = "",
     """The stored file's stem: ``incast-<N>-pfc-<on|off>-<profile>[-<variant>]``, a finite-flow
     run ``...-<profile>-fct-<size>`` (:func:`size_tag`: ``-fct-16m``), the leaf-spine layout
     ``...-<profile>-leafspine``."""
-    return f"incast-{senders}-pfc-{'on' if pfc else 'off'}-{profile}" + (
+    return scenario_name(senders, pfc, profile) + (
         f"-{variant}" if variant else "") + (f"-fct-{size_tag(nbytes)}" if nbytes else "") + (
         f"-{layout}" if layout else "")
 
@@ -1063,7 +1049,7 @@ def main() -> int:
     layout = "" if a.layout == "one-switch" else a.layout
     if layout and a.bytes:
         ap.error("--layout leafspine runs long flows: drop --bytes")
-    sizes = [parse_size(x) for x in a.bytes.split(",") if x.strip()]
+    sizes = [parse_bytes(x.strip()) for x in a.bytes.split(",") if x.strip()]
     if sizes and a.rng_runs > 1:
         ap.error("--rng-runs is for the long-flow runs: drop it with --bytes")
     sim = sim_dir(a.src.resolve())

@@ -200,6 +200,24 @@ def within_spread(sp: dict, *, utilization: float, ratios: list[float], queue_pe
             "within": bool(u_ok and s_ok and q_ok)}
 
 
+def same_qos(stored: dict, qos, pfc: bool) -> bool:
+    """Whether the stored run mapped ``qos``: its ECN thresholds and, PFC on, its pause depth
+    or, off, its drop depth (the stored runs map ``mini-lossless``'s)."""
+    mapped = stored["params"]["topology"]["target_bytes"]
+    ecn = stored["params"]["railab"]["qos"]["ecn"]
+    here = qos.pfc_pause_bytes if pfc else qos.capacity.drop_limit_bytes
+    return bool(mapped == here and ecn["kmin_bytes"] == qos.ecn.kmin_bytes
+                and ecn["kmax_bytes"] == qos.ecn.kmax_bytes
+                and ecn["pmax_percent"] == qos.ecn.pmax_percent)
+
+
+def _set_spread_vs(sp: dict, comparable: bool, figures: dict) -> bool | None:
+    """:func:`within_spread` of ``figures`` put into ``sp["vs"]``; returns its ``within``, or
+    None when the run is not ns-3's scenario (``comparable`` false)."""
+    sp["vs"] = within_spread(sp, **figures)
+    return sp["vs"]["within"] if comparable else None
+
+
 def leafspine_for(stored: dict, remote: list[str], data_dir: Path | None = None) -> dict | None:
     """The stored **leaf-spine** record (:func:`stored_leafspine`) of ``stored``'s scenario
     (same N, PFC and profile) whose remote senders are ``remote`` (the run's sender servers
@@ -240,12 +258,7 @@ def beside(stored: dict, qos, pfc: bool, fabric_us: float, *, utilization: float
     (:data:`BANDS`).
     Raises ValueError when the numbers of senders differ."""
     out = brief(stored)
-    mapped = stored["params"]["topology"]["target_bytes"]
-    ecn = stored["params"]["railab"]["qos"]["ecn"]
-    here = qos.pfc_pause_bytes if pfc else qos.capacity.drop_limit_bytes
-    out["same_qos"] = bool(mapped == here and ecn["kmin_bytes"] == qos.ecn.kmin_bytes
-                           and ecn["kmax_bytes"] == qos.ecn.kmax_bytes
-                           and ecn["pmax_percent"] == qos.ecn.pmax_percent)
+    out["same_qos"] = same_qos(stored, qos, pfc)
     out["same_fabric_time"] = abs(stored["fabric_us"] - fabric_us) <= FABRIC_TIME_TOLERANCE * stored["fabric_us"]
     out["same_payload"] = int(stored["params"]["ns3"]["PACKET_PAYLOAD_SIZE"]) == payload_bytes
     out["vs"] = compare(stored["summary"], utilization=utilization, ratios=ratios,
@@ -257,11 +270,9 @@ def beside(stored: dict, qos, pfc: bool, fabric_us: float, *, utilization: float
                          and out["one_bottleneck"] is not False)
     if not out["comparable"]:  # the differences stand, a verdict on them would not
         out["vs"]["agrees"] = None
+    figures = dict(utilization=utilization, ratios=ratios, queue_peak_bytes=queue_peak_bytes)
     if "ns3_spread" in out:  # beside "vs", never instead of it
-        w = within_spread(out["ns3_spread"], utilization=utilization, ratios=ratios,
-                          queue_peak_bytes=queue_peak_bytes)
-        out["ns3_spread"]["vs"] = w
-        out["within_spread"] = w["within"] if out["comparable"] else None
+        out["within_spread"] = _set_spread_vs(out["ns3_spread"], out["comparable"], figures)
     # senders behind the spines: ns-3's one-switch run is not their layout; its leaf-spine run
     # of the same placement is (scripts/ns3_reference.py --layout leafspine), when stored
     if remote:
@@ -269,17 +280,13 @@ def beside(stored: dict, qos, pfc: bool, fabric_us: float, *, utilization: float
         out["leafspine"] = None if ls is None else {
             "scenario": ls["scenario"], "utilization": ls["summary"]["utilization"],
             "ratios": ls["summary"]["ratios"], "queue_peak_bytes": ls["summary"]["queue_peak_bytes"],
-            "vs": compare(ls["summary"], utilization=utilization, ratios=ratios,
-                          queue_peak_bytes=queue_peak_bytes)}
+            "vs": compare(ls["summary"], **figures)}
         if ls is not None:
             if not out["comparable"]:
                 out["leafspine"]["vs"]["agrees"] = None
             if (sp := spread(ls)) is not None:
-                w = within_spread(sp, utilization=utilization, ratios=ratios,
-                                  queue_peak_bytes=queue_peak_bytes)
-                sp["vs"] = w
                 out["leafspine"]["ns3_spread"] = sp
-                out["leafspine"]["within_spread"] = w["within"] if out["comparable"] else None
+                out["leafspine"]["within_spread"] = _set_spread_vs(sp, out["comparable"], figures)
     out["bands"] = BANDS
     return out
 
@@ -326,12 +333,7 @@ def beside_fct(stored: dict, qos, pfc: bool, nbytes: int, *, p50_us: float | Non
     out = {k: stored[k] for k in ("source", "scenario", "lab_qos", "date", "bytes_per_qp")}
     out.update(repository=stored["ns3"]["repository"], commit=stored["ns3"]["commit"],
                flow_size_bytes=s["flow_size_bytes"], fct=s)
-    mapped = stored["params"]["topology"]["target_bytes"]
-    ecn = stored["params"]["railab"]["qos"]["ecn"]
-    here = qos.pfc_pause_bytes if pfc else qos.capacity.drop_limit_bytes
-    out["same_qos"] = bool(mapped == here and ecn["kmin_bytes"] == qos.ecn.kmin_bytes
-                           and ecn["kmax_bytes"] == qos.ecn.kmax_bytes
-                           and ecn["pmax_percent"] == qos.ecn.pmax_percent)
+    out["same_qos"] = same_qos(stored, qos, pfc)
     pay = int(stored["params"]["ns3"]["PACKET_PAYLOAD_SIZE"])
     out["same_payload"] = pay == payload_bytes
     out["same_bytes"] = s["flow_size_bytes"] == -(-nbytes // payload_bytes) * payload_bytes
