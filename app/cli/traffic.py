@@ -448,19 +448,7 @@ def ns3_run_text(ns3: dict, util: float, ratios: list[float], queue_peak: int) -
            f"shares {c['share_max_diff']:.2f} of {b['share']:g}, queue peak "
            f"{c['queue_peak_rel']:.0%} of {b['queue_peak']:.0%})")
     if c["agrees"] is None:
-        why = [w for w, bad in (("the fabric time", not ns3["same_fabric_time"]),
-                                ("the ECN/PFC/buffer", not ns3["same_qos"]),
-                                ("the packet size (ns-3: 4096-byte payloads)", not ns3["same_payload"]))
-               if bad]
-        if why:
-            out += (f" [yellow](this run is not ns-3's scenario: {' and '.join(why)} "
-                    f"differ{'s' if len(why) == 1 else ''})[/yellow]")
-        if ns3.get("one_bottleneck") is False:
-            links = "; ".join(f"{', '.join(n.split('->')[0] for n in names)} share {link}"
-                              for link, names in ns3["shared"].items())
-            out += (f" [yellow](this run is not ns-3's one-switch scenario: {links} before the "
-                    "receiver's port, a second congestion point; --seed disjoint picks a hash seed "
-                    "that keeps them apart)[/yellow]")
+        out += _not_scenario_text(ns3, (("the fabric time", "same_fabric_time"),))
     if (sp := ns3.get("ns3_spread")) is not None:
         out += "; " + ns3_spread_text(sp, ns3.get("within_spread"))
     if (ls := ns3.get("leafspine")) is not None:  # the run's own layout: senders behind spines
@@ -506,19 +494,31 @@ def ns3_fct_text(ns3: dict, fct: dict) -> str:
            + f" railab's band (p50 and p99 within {b['p50']:.0%} of ns-3's; railab's choice, "
            "not issue 44's)")
     if c["agrees"] is None:
-        why = [w for w, bad in (("the ECN/PFC/buffer", not ns3["same_qos"]),
-                                ("the packet size (ns-3: 4096-byte payloads)", not ns3["same_payload"]),
-                                ("the bytes per QP", not ns3["same_bytes"]),
-                                ("not every QP completed", not ns3["all_completed"]))
-               if bad]
-        if why:
-            out += f" [yellow](this run is not ns-3's scenario: {'; '.join(why)})[/yellow]"
-        if ns3.get("one_bottleneck") is False:
-            out += (" [yellow](this run is not ns-3's one-switch scenario: flows share a link "
-                    "before the receiver's port; --seed disjoint keeps them apart)[/yellow]")
+        out += _not_scenario_text(ns3, (("the bytes per QP", "same_bytes"),
+                                        ("whether every QP completed", "all_completed")))
     if ns3["rules"] == "paper":
         out += ("; ns-3's DCQCN rules are not the paper's: --cc dcqcn-ns3 runs ns-3's "
                 "(docs/congestion.md \"ns-3 (HPCC) side by side\")")
+    return out
+
+
+def _not_scenario_text(ns3: dict, more: tuple[tuple[str, str], ...] = ()) -> str:
+    """Why a run beside ns-3 gets no verdict: which of its conditions differ (``ns3``'s
+    ``same_qos``, ``same_payload`` and the ``more`` (words, key) pairs) and, when its flows share
+    a link short of the receiver's port (``one_bottleneck`` false), which flows and link."""
+    conds = (("the ECN/PFC/buffer", "same_qos"),
+             ("the packet size (ns-3: 4096-byte payloads)", "same_payload"), *more)
+    why = [w for w, key in conds if not ns3[key]]
+    out = ""
+    if why:
+        out += (f" [yellow](this run is not ns-3's scenario: {' and '.join(why)} "
+                f"differ{'s' if len(why) == 1 else ''})[/yellow]")
+    if ns3.get("one_bottleneck") is False:
+        links = "; ".join(f"{', '.join(n.split('->')[0] for n in names)} share {link}"
+                          for link, names in ns3["shared"].items())
+        out += (f" [yellow](this run is not ns-3's one-switch scenario: {links} before the "
+                "receiver's port, a second congestion point; --seed disjoint picks a hash seed "
+                "that keeps them apart)[/yellow]")
     return out
 
 
