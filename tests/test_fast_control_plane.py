@@ -17,6 +17,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -160,6 +161,12 @@ def test_raw_rtnetlink_reads_match_pyroute2():
             got = {(r.dst, r.dst_len): (r.type, r.protocol, r.oifs) for r in raw.routes(254)}
             assert got == want
             assert len(got[("10.77.0.0", 16)][2]) == 3 and got[("10.66.0.0", 24)][:1] == (6,)
+            # veth carrier comes up asynchronously after `link set up` (LOWERLAYERDOWN, then UP):
+            # wait for it, so both dumps read the same settled state, not two moments of a change
+            deadline = time.monotonic() + 5
+            while any(m.get("operstate") == "LOWERLAYERDOWN" for m in ipr.get_links()):
+                assert time.monotonic() < deadline, "veth carrier never came up"
+                time.sleep(0.02)
             links = {m.get("ifname"): m for m in ipr.get_links()}
             rows = {r.ifname: r for r in raw.link_details()}
             assert set(rows) == set(links)
