@@ -1,4 +1,4 @@
-"""ns-3 in the lab's leaf-spine layout (the 8:1 and 4:1 incasts of ``mini-lossless``), without ns-3.
+"""ns-3 in the lab's leaf-spine layout (the 8:1, 4:1 and 2:1 incasts of ``mini-lossless``), without ns-3.
 
 ``tests/data/ns3/incast-<N>-pfc-<on|off>-400g-leafspine.json.gz`` were computed by ns-3 (HPCC's
 RDMA model, ``scripts/ns3_reference.py --layout leafspine``): the senders as ``railab traffic
@@ -21,7 +21,7 @@ from railab.traffic import ns3ref
 
 DATA = Path(__file__).parent / "data" / "ns3"
 LS = {r["scenario"]: r for r in ns3ref.stored_leafspine(DATA)}
-WANT = [f"incast-{n}-pfc-{o}-400g-leafspine" for n in (8, 4) for o in ("on", "off")]
+WANT = [f"incast-{n}-pfc-{o}-400g-leafspine" for n in (8, 4, 2) for o in ("on", "off")]
 
 
 def test_the_leafspine_records_are_stored_with_provenance():
