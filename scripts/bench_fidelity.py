@@ -179,6 +179,7 @@ def main() -> int:
     verdicts = {}
     ns3_verdicts: dict = {}
     ns3_skipped: dict = {}  # runs that were not ns-3's scenario (e.g. an ECMP collision)
+    ns3_self: dict = {}  # (key, var) -> ns3ref.self_agreement of the record the runs were set beside
 
     def tally(k: tuple, verdict: bool | None) -> None:
         """Count a run's verdict against ns-3 (None: not ns-3's scenario, counted apart)."""
@@ -238,6 +239,8 @@ def main() -> int:
                           f"{ref3['queue_peak_bytes'] / 1e6:.2f} MB; emulation queue peak {q:.2f} MB; "
                           + _bands_text(d), flush=True)
                     tally((key, var), d["agrees"])
+                    if var == "literal" and (sa := (vs.get("spread") or {}).get("self_agreement")):
+                        ns3_self[(key, var)] = sa
                 if sp := vs.get("spread"):
                     w = sp["vs"]
                     print(f"  vs ns-3's own spread (RngRun {sp['rng_runs'][0]}-{sp['rng_runs'][-1]}): "
@@ -254,14 +257,25 @@ def main() -> int:
                           f"{ls['utilization']:.1%}, queue peak {ls['queue_peak_bytes'] / 1e6:.2f} MB; "
                           + _bands_text(d), flush=True)
                     tally((key, "leafspine"), d["agrees"])
+                    if sa := (ls.get("ns3_spread") or {}).get("self_agreement"):
+                        ns3_self[(key, "leafspine")] = sa
     print(f"load average after: {open('/proc/loadavg').read().split()[:3]}")
     for key, var in dict.fromkeys([*ns3_verdicts, *ns3_skipped]):
         v = ns3_verdicts.get((key, var), [])
         skip = ns3_skipped.get((key, var), 0)
         what = ("ns-3's own spread (its seeds, widened by issue 44's bands)" if var == "spread"
                 else "issue 44's bands")
-        print(f"ns-3 {var} {key[0]} {key[1]}:1 PFC {key[2]}: {sum(v)} of {len(v)} runs within {what}"
-              + (f" ({skip} more not ns-3's scenario, no verdict)" if skip else ""))
+        line = (f"ns-3 {var} {key[0]} {key[1]}:1 PFC {key[2]}: {sum(v)} of {len(v)} runs within {what}"
+                + (f" ({skip} more not ns-3's scenario, no verdict)" if skip else ""))
+        if (sa := ns3_self.get((key, var))) is not None and v:
+            # beside how often ns-3 meets the same bands against its own run 1 (its other seeds)
+            p = fisher_exact([[sum(v), len(v) - sum(v)], [sa["agree"], sa["of"] - sa["agree"]]],
+                             alternative="less").pvalue
+            line += (f"; ns-3 itself (its other seeds against its run 1) in {sa['agree']} of "
+                     f"{sa['of']}; Fisher's exact test (one-sided, scipy.stats.fisher_exact) that "
+                     f"the emulation meets them less often: p = {p:.2f}"
+                     + (" (shown worse at 5 %)" if p < 0.05 else " (not shown worse)"))
+        print(line)
     for key, v in verdicts.items():
         lab, n, pfc = key
         line = f"verdict {lab} {n}:1 PFC {pfc}: {sum(v)} of {len(v)} runs meet issue 28's criterion"

@@ -164,7 +164,8 @@ def spread(rec: dict) -> dict | None:
     ``utilization`` [min, max] (fractions of the port), ``queue_peak_bytes`` [min, max] (bytes),
     ``ratios`` [min, max] (each sender's share over its fair share, over all senders and runs),
     ``ratios_sorted`` [[min per rank], [max per rank]] (the sorted shares, rank by rank),
-    ``date``, ``command``, ``commit``."""
+    ``date``, ``command``, ``commit``, and ``self_agreement`` (:func:`self_agreement`: how
+    often ns-3's other seeds meet issue 44's bands of its run 1; None without per-run figures)."""
     sp = rec.get("spread")
     if not sp:
         return None
@@ -174,7 +175,29 @@ def spread(rec: dict) -> dict | None:
             "queue_peak_bytes": [lo["queue_peak_bytes"], hi["queue_peak_bytes"]],
             "ratios": [lo["ratio_min"], hi["ratio_max"]],
             "ratios_sorted": [sp["ratios_sorted_min"], sp["ratios_sorted_max"]],
-            "date": sp["date"], "command": sp["command"], "commit": sp.get("ns3_commit")}
+            "date": sp["date"], "command": sp["command"], "commit": sp.get("ns3_commit"),
+            "self_agreement": self_agreement(rec)}
+
+
+def self_agreement(rec: dict, bands: dict | None = None) -> dict | None:
+    """How often **ns-3 meets issue 44's bands against its own stored run**: each of the
+    record's other seeds (``spread.runs``, ``RngRun`` 2..K of ``scripts/ns3_reference.py
+    --rng-runs K``; only the random WRED draws differ) set beside run 1 (the ``summary`` every
+    verdict uses) by :func:`compare` with ``bands`` (:data:`BANDS`). What an emulation run's
+    verdict can be expected to reach: where ns-3 itself misses its run 1's bands in some
+    seeds (2:1 PFC off), a run of the same rules misses them as often without being wrong.
+    Returns ``agree`` (how many meet all three), ``of`` (how many were compared),
+    ``agreeing`` and ``missing`` (their RngRun numbers); None when the record keeps no
+    per-run figures."""
+    runs = [r for r in ((rec.get("spread") or {}).get("runs") or [])
+            if r["rng_run"] != rec["spread"].get("canonical_rng_run", 1)]
+    if not runs:
+        return None
+    ok = {r["rng_run"]: compare(rec["summary"], utilization=r["utilization"], ratios=r["ratios"],
+                                queue_peak_bytes=r["queue_peak_bytes"], bands=bands)["agrees"]
+          for r in runs}
+    return {"agree": sum(ok.values()), "of": len(ok),
+            "agreeing": [k for k, v in ok.items() if v], "missing": [k for k, v in ok.items() if not v]}
 
 
 def within_spread(sp: dict, *, utilization: float, ratios: list[float], queue_peak_bytes: float,

@@ -524,11 +524,15 @@ def _not_scenario_text(ns3: dict, more: tuple[tuple[str, str], ...] = ()) -> str
 
 def ns3_spread_text(sp: dict, within: bool | None) -> str:
     """A few words on ns-3's own run-to-run range (``reference.ns3.ns3_spread``,
-    :func:`railab.traffic.ns3ref.spread`: RngRun 1..K) and whether this run lies within it
+    :func:`railab.traffic.ns3ref.spread`: RngRun 1..K), how often ns-3's other seeds meet
+    the bands of its run 1 (``self_agreement``) and whether this run lies within the range
     widened by issue 44's bands (``within_spread``; None: no verdict)."""
     (ulo, uhi), (qlo, qhi) = sp["utilization"], sp["queue_peak_bytes"]
     out = (f"ns-3 over {sp['k']} seeds: port {ulo:.1%}-{uhi:.1%}, queue peak "
            f"{qlo / 1e6:.2f}-{qhi / 1e6:.2f} MB")
+    if (sa := sp.get("self_agreement")) is not None:
+        out += (f", its other seeds within the bands of its run 1 in {sa['agree']} of "
+                f"{sa['of']}")
     if within is None:
         return out
     v = sp["vs"]
