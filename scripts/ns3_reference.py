@@ -955,7 +955,8 @@ def run_one(sim: Path, prog: Path, work_root: Path, senders: int, pfc: bool, pro
     path = out / f"{name_of(senders, pfc, profile, variant, nbytes, layout)}.json.gz"
     tag = f"{senders}-{'on' if pfc else 'off'}-{profile}" + (f"-{variant}" if variant else "")
     script = (f"python scripts/ns3_reference.py --src DIR --commit {commit} --layout {layout} "
-              f"--only {tag}" + (f" --rng-runs {rng_runs}" if rng_runs > 1 else "")) if layout else None
+              f"--only {tag}" + (f" --rng-runs {rng_runs}" if rng_runs > 1 else "")
+              + (f" --bytes {size_tag(nbytes).upper()}" if nbytes else "")) if layout else None
     if spread is not None and path.exists():
         with gzip.open(path, "rt") as f:
             old = json.load(f)
@@ -1047,8 +1048,6 @@ def main() -> int:
                     "only; stored as ...-<profile>-leafspine)")
     a = ap.parse_args()
     layout = "" if a.layout == "one-switch" else a.layout
-    if layout and a.bytes:
-        ap.error("--layout leafspine runs long flows: drop --bytes")
     sizes = [parse_bytes(x.strip()) for x in a.bytes.split(",") if x.strip()]
     if sizes and a.rng_runs > 1:
         ap.error("--rng-runs is for the long-flow runs: drop it with --bytes")

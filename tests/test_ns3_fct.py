@@ -1,6 +1,6 @@
 """ns-3's flow completion times of railab's N:1 incasts (issue 44), without ns-3.
 
-The records ``tests/data/ns3/incast-<N>-pfc-<on|off>-400g-fct-<size>.json.gz`` were computed by
+The records ``tests/data/ns3/incast-<N>-pfc-<on|off>-400g-fct-<size>[-leafspine].json.gz`` were computed by
 ns-3 (HPCC's RDMA model, ``scripts/ns3_reference.py --bytes 4M,16M``); these tests check their
 provenance, the byte mapping (railab's packets and payload exactly), and that the comparison of
 a ``--bytes`` load run with them can fail and withholds its verdict when the run is not ns-3's
@@ -154,3 +154,79 @@ def test_stored_emulation_runs_beside_ns3(path):
         assert side["vs"]["p50_rel"] > 0.1
     else:
         assert side["vs"]["agrees"] and abs(side["vs"]["p50_rel"]) < 0.05
+
+
+LS_FCT = {r["scenario"]: r for r in ns3ref.stored_leafspine_fct(DATA)}
+
+
+def test_leafspine_fct_records_are_stored_apart_with_their_layout():
+    """ns-3's finite flows in the lab's leaf-spine layout (``--layout leafspine --bytes``): the
+    same provenance and flows as the one-switch records, the layout of the long-flow leaf-spine
+    records, and kept out of :func:`stored_fct`, :func:`load_fct` and :func:`stored_leafspine`."""
+    want = {f"{ns3ref.fct_scenario_name(n, pfc, '400g', b)}-leafspine"
+            for n in (2, 4, 8) for pfc in (True, False) for b in (4 << 20, MIB16)}
+    assert want <= set(LS_FCT)
+    for name, r in LS_FCT.items():
+        assert name.endswith("-leafspine") and "-fct-" in name
+        assert r["layout"] == "leafspine" and r["bytes_per_qp"] and len(r["ns3"]["commit"]) == 40
+        assert "--layout leafspine" in r["script_command"] and "--bytes" in r["script_command"]
+        s = r["fct_summary"]
+        assert s["all_completed"] and s["completed"] == s["flows"] == r["senders"]
+        assert s["delivered_p50_us"] >= s["standalone_us"] - 1
+        fb = r["fabric"]  # read from ns-3's trace: each remote flow on its own spine
+        remote = [fb["remote_spine"][f"sender{h}"] for h in range(r["senders"] // 2, r["senders"])]
+        assert None not in remote and len(set(remote)) == len(remote)
+    assert not any(r.get("layout") for r in ns3ref.stored_fct(DATA))
+    assert not any(r.get("bytes_per_qp") for r in ns3ref.stored_leafspine(DATA))
+    assert "leafspine" not in ns3ref.load_fct(8, True, "400g", MIB16, DATA)["scenario"]
+
+
+def test_beside_fct_gives_the_leafspine_run_of_the_runs_placement():
+    from railab.cli.traffic import ns3_fct_text
+
+    rec, qos = _rec(), lossless_qos()
+    ls = LS_FCT["incast-8-pfc-on-400g-fct-16m-leafspine"]["fct_summary"]
+    mine = {"fabric_p50_us": ls["delivered_p50_us"] * 1.05, "fabric_p99_us": ls["delivered_p99_us"],
+            "fabric_max_us": ls["delivered_max_us"]}
+    kw = dict(p50_us=mine["fabric_p50_us"], p99_us=mine["fabric_p99_us"], max_us=mine["fabric_max_us"],
+              completed=8, shared_links={})
+    side = ns3ref.beside_fct(rec, qos, True, MIB16, remote=["srv9", "srv10", "srv11", "srv12"], **kw)
+    assert side["leafspine"]["scenario"] == "incast-8-pfc-on-400g-fct-16m-leafspine"
+    assert side["leafspine"]["vs"]["agrees"] is True
+    assert side["leafspine"]["vs"]["p50_rel"] == pytest.approx(0.05, abs=1e-3)
+    text = ns3_fct_text(dict(side, rules="ns3"), mine)
+    assert "ns-3 in this run's leaf-spine layout (incast-8-pfc-on-400g-fct-16m-leafspine" in text
+    # another placement has no stored run; no remote sender, no leaf-spine part
+    assert ns3ref.beside_fct(rec, qos, True, MIB16, remote=["srv13"], **kw)["leafspine"] is None
+    assert "leafspine" not in ns3ref.beside_fct(rec, qos, True, MIB16, **kw)
+    # not ns-3's scenario: no verdict against the leaf-spine run either
+    off = ns3ref.beside_fct(rec, qos, True, MIB16 * 2, remote=["srv9", "srv10", "srv11", "srv12"],
+                            **dict(kw, completed=8))
+    assert off["leafspine"]["vs"]["agrees"] is None
+
+
+@pytest.mark.parametrize("path", sorted(EMU.glob("*.json.gz")), ids=lambda p: p.name)
+def test_stored_emulation_runs_beside_ns3s_leafspine_run(path):
+    """The same 8:1 16 MiB runs beside ns-3's finite flows in the lab's own layout (four of the
+    senders behind the spines, as these runs had them): within the band, PFC on too (its p50
+    +2-8 % where the one-switch run gives +18-24 %)."""
+    import gzip
+    import json
+
+    from railab.topologies.generator import build_lab
+    from railab.topologies.intent import load_intent
+
+    spec = build_lab(load_intent("mini-lossless")).spec
+    d = json.load(gzip.open(path, "rt"))
+    c, f = d["congestion"], d["congestion"]["fct"]
+    pfc = d["pfc"] == "on"
+    rcv = d["receiver"].split(":")[0]
+    srcs = [fl["src"].split(":")[0] for fl in c["flows"]]
+    remote = [s for s in srcs if spec.nic(s, 1).leaf != spec.nic(rcv, 1).leaf]  # gpu0: NIC 1
+    assert len(remote) == 4
+    side = ns3ref.beside_fct(ns3ref.load_fct(8, pfc, "400g", d["bytes_per_qp"], DATA), lossless_qos(), pfc,
+                             d["bytes_per_qp"], p50_us=f["fabric_p50_us"], p99_us=f["fabric_p99_us"],
+                             max_us=f["fabric_max_us"], completed=f["completed"],
+                             shared_links=c["shared_links"], remote=remote)
+    ls = side["leafspine"]
+    assert ls["vs"]["agrees"] and abs(ls["vs"]["p50_rel"]) < 0.10

@@ -100,14 +100,23 @@ def stored_leafspine(data_dir: Path | None = None) -> list[dict]:
     its own spine; ``layout``, ``params.leafspine`` and ``fabric`` say how), sorted by PFC and
     N. Never returned by :func:`stored` or :func:`load`: the incast load run and ``model
     incast`` compare with the one-switch records."""
-    recs = [r for r in _records(data_dir) if r.get("layout") == "leafspine"]
+    recs = [r for r in _records(data_dir) if r.get("layout") == "leafspine" and not r.get("bytes_per_qp")]
     return sorted(recs, key=lambda r: (r["dcqcn"], not r["pfc"], r["senders"]))
+
+
+def stored_leafspine_fct(data_dir: Path | None = None) -> list[dict]:
+    """Every stored **finite-flow** ns-3 record of the leaf-spine layout
+    (``...-<profile>-fct-<size>-leafspine``, ``scripts/ns3_reference.py --layout leafspine
+    --bytes B``; :func:`stored_leafspine`'s layout, :func:`stored_fct`'s flows), sorted by
+    PFC, bytes per QP and N. Never returned by :func:`stored_fct` or :func:`load_fct`."""
+    recs = [r for r in _records(data_dir) if r.get("layout") == "leafspine" and r.get("bytes_per_qp")]
+    return sorted(recs, key=lambda r: (r["dcqcn"], not r["pfc"], r["bytes_per_qp"], r["senders"]))
 
 
 def stored_fct(data_dir: Path | None = None) -> list[dict]:
     """Every stored finite-flow ns-3 record (flow completion times), sorted by profile, PFC,
     bytes per QP and N."""
-    recs = [r for r in _records(data_dir) if r.get("bytes_per_qp")]
+    recs = [r for r in _records(data_dir) if r.get("bytes_per_qp") and not r.get("layout")]
     return sorted(recs, key=lambda r: (r["dcqcn"], not r["pfc"], r["bytes_per_qp"], r["senders"]))
 
 
@@ -242,12 +251,16 @@ def _set_spread_vs(sp: dict, comparable: bool, figures: dict) -> bool | None:
 
 
 def leafspine_for(stored: dict, remote: list[str], data_dir: Path | None = None) -> dict | None:
-    """The stored **leaf-spine** record (:func:`stored_leafspine`) of ``stored``'s scenario
-    (same N, PFC and profile) whose remote senders are ``remote`` (the run's sender servers
-    behind the spines, e.g. ``["srv9", "srv10", ...]``; its ``params.leafspine.placement``), or
-    None when there is none or the run placed its senders otherwise."""
-    for rec in stored_leafspine(data_dir):
-        if (rec["senders"], rec["pfc"], rec["dcqcn"]) != (stored["senders"], stored["pfc"], stored["dcqcn"]):
+    """The stored **leaf-spine** record of ``stored``'s scenario (same N, PFC and profile; a
+    finite-flow record's the same bytes per QP too: :func:`stored_leafspine` for long flows,
+    :func:`stored_leafspine_fct` for finite ones) whose remote senders are ``remote`` (the run's
+    sender servers behind the spines, e.g. ``["srv9", "srv10", ...]``; its
+    ``params.leafspine.placement``), or None when there is none or the run placed its senders
+    otherwise."""
+    nb = stored.get("bytes_per_qp")
+    for rec in stored_leafspine_fct(data_dir) if nb else stored_leafspine(data_dir):
+        if (rec["senders"], rec["pfc"], rec["dcqcn"], rec.get("bytes_per_qp")) != (
+                stored["senders"], stored["pfc"], stored["dcqcn"], nb):
             continue
         if sorted(rec["params"]["leafspine"]["placement"]["remote"]) == sorted(remote):
             return rec
@@ -341,7 +354,8 @@ def compare_fct(ns3: dict, *, p50_us: float | None, p99_us: float | None,
 
 def beside_fct(stored: dict, qos, pfc: bool, nbytes: int, *, p50_us: float | None,
                p99_us: float | None, max_us: float | None = None, completed: int | None = None,
-               payload_bytes: int = 4096, shared_links: dict[str, list[str]] | None = None) -> dict:
+               payload_bytes: int = 4096, shared_links: dict[str, list[str]] | None = None,
+               remote: list[str] | None = None) -> dict:
     """A stored finite-flow record (:func:`load_fct`) beside a ``--bytes`` load run's measured
     flow completion times (fabric us): ``source``, ``repository``, ``commit``, ``scenario``,
     ``lab_qos``, ``date``, ``bytes_per_qp``, ``flow_size_bytes``, ns-3's ``fct`` (its
@@ -351,7 +365,10 @@ def beside_fct(stored: dict, qos, pfc: bool, nbytes: int, *, p50_us: float | Non
     ``ceil(nbytes / payload) x payload``: the run's packets and payload bytes) and
     ``all_completed`` (every QP of the run delivered its bytes, ``completed`` of the senders,
     and every ns-3 flow completed), ``comparable`` (all), ``vs`` (:func:`compare_fct`; its
-    ``agrees`` None when not ``comparable``) and ``band`` (:data:`FCT_BAND`, railab's choice)."""
+    ``agrees`` None when not ``comparable``) and ``band`` (:data:`FCT_BAND`, railab's choice);
+    ``leafspine`` as :func:`beside`'s when ``remote`` names the run's senders behind the spines:
+    ns-3's finite-flow run of that same placement (:func:`leafspine_for`), its ``fct`` and
+    ``vs``, None when none is stored."""
     s = stored["fct_summary"]
     out = {k: stored[k] for k in ("source", "scenario", "lab_qos", "date", "bytes_per_qp")}
     out.update(repository=stored["ns3"]["repository"], commit=stored["ns3"]["commit"],
@@ -370,6 +387,13 @@ def beside_fct(stored: dict, qos, pfc: bool, nbytes: int, *, p50_us: float | Non
                          and out["all_completed"] and out["one_bottleneck"] is not False)
     if not out["comparable"]:
         out["vs"]["agrees"] = None
+    if remote:  # senders behind the spines: ns-3's finite-flow run of that layout, if stored
+        ls = leafspine_for(stored, remote)
+        out["leafspine"] = None if ls is None else {
+            "scenario": ls["scenario"], "fct": ls["fct_summary"],
+            "vs": compare_fct(ls["fct_summary"], p50_us=p50_us, p99_us=p99_us, max_us=max_us)}
+        if ls is not None and not out["comparable"]:
+            out["leafspine"]["vs"]["agrees"] = None
     out["band"] = FCT_BAND
     return out
 

@@ -473,7 +473,8 @@ def ns3_fct_text(ns3: dict, fct: dict) -> str:
     flow completion p50/p99/max (computed; fabric us, a flow's start to its last packet
     delivered), this run's (measured, ``congestion.fct``'s ``fabric_*_us``), the differences and
     whether p50 and p99 are within railab's band (:data:`railab.traffic.ns3ref.FCT_BAND`); no
-    verdict when the run is not ns-3's scenario."""
+    verdict when the run is not ns-3's scenario. With senders behind the spines, also ns-3's
+    finite-flow run of that leaf-spine layout (``leafspine``) and the run against it."""
     n, c, b = ns3["fct"], ns3["vs"], ns3["band"]
 
     def us(v):
@@ -496,6 +497,15 @@ def ns3_fct_text(ns3: dict, fct: dict) -> str:
     if c["agrees"] is None:
         out += _not_scenario_text(ns3, (("the bytes per QP", "same_bytes"),
                                         ("whether every QP completed", "all_completed")))
+    if (ls := ns3.get("leafspine")) is not None:  # the run's own layout: senders behind spines
+        n, v = ls["fct"], ls["vs"]
+        out += (f"; ns-3 in this run's leaf-spine layout ({ls['scenario']}, computed): p50 "
+                f"{us(n['delivered_p50_us'])}, p99 {us(n['delivered_p99_us'])}, max "
+                f"{us(n['delivered_max_us'])} us; this run {rel(v['p50_rel'])}, {rel(v['p99_rel'])}, "
+                f"{rel(v['max_rel'])}: "
+                + ("[green]within[/green]" if v["agrees"] else "[red]not within[/red]"
+                   if v["agrees"] is not None else "no verdict against")
+                + " the band")
     if ns3["rules"] == "paper":
         out += ("; ns-3's DCQCN rules are not the paper's: --cc dcqcn-ns3 runs ns-3's "
                 "(docs/congestion.md \"ns-3 (HPCC) side by side\")")
@@ -753,6 +763,9 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
         from railab.traffic import ns3ref
 
         profile = dcqcn or spec.qos.dcqcn.name
+        # the senders behind the spines (not on the receiver's leaf): ns-3's leaf-spine run
+        rcv_leaf = spec.nic(fl[0].dst[0], fl[0].dst_nic).leaf
+        remote = [f.src[0] for f in fl if spec.nic(f.src[0], f.src_nic).leaf != rcv_leaf]
         if nbytes:  # finite flows: ns-3's flow completion times of the same incast, if stored
             if (ns3 := ns3ref.load_fct(len(res.flows), pfc_on, profile, nbytes)) is None:
                 ns3_note = ns3ref.missing_fct_note(len(res.flows), pfc_on, profile, nbytes)
@@ -761,14 +774,11 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
                     ns3, spec.qos, pfc_on, nbytes, p50_us=fct["fabric_p50_us"],
                     p99_us=fct["fabric_p99_us"], max_us=fct["fabric_max_us"],
                     completed=fct["completed"], payload_bytes=mtu or 4096,
-                    shared_links=shared if paths is not None else None)
+                    shared_links=shared if paths is not None else None, remote=remote)
                 ns3_side["rules"] = "ns3" if cc == "dcqcn-ns3" else "paper"
         elif (ns3 := ns3ref.load(len(res.flows), pfc_on, profile)) is None:
             ns3_note = ns3ref.missing_note(len(res.flows), pfc_on, profile)
         else:
-            # the senders behind the spines (not on the receiver's leaf): ns-3's leaf-spine run
-            rcv_leaf = spec.nic(fl[0].dst[0], fl[0].dst_nic).leaf
-            remote = [f.src[0] for f in fl if spec.nic(f.src[0], f.src_nic).leaf != rcv_leaf]
             ns3_side = ns3ref.beside(ns3, spec.qos, pfc_on, fabric_ms * 1000, utilization=util,
                                      ratios=fshare["ratios"],
                                      queue_peak_bytes=res.queue_peak_bytes or 0,
