@@ -47,6 +47,10 @@ depth at the load it sees; stored as ``incast-<N>-pfc-<on|off>-400g-leafspine``:
 
     python scripts/ns3_reference.py --src /tmp/hpcc --layout leafspine --only 8-on-400g --rng-runs 10
 
+With ``--bytes`` it runs them as finite flows (``incast-<N>-pfc-<on|off>-400g-fct-<size>-leafspine``)::
+
+    python scripts/ns3_reference.py --src /tmp/hpcc --layout leafspine --only 8-on-400g --bytes 4M,16M
+
 ``--rng-runs K`` also runs each scenario with ns-3's global ``RngRun`` 2..K
 (``NS_GLOBAL_VALUE=RngRun=k``: the random WRED marks differ) and stores the range of their
 figures as the record's ``spread`` (:func:`spread_of`), beside the canonical run 1.
