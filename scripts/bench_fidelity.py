@@ -41,7 +41,18 @@ byte counter), interleaved: the second checks the emulation's machinery against 
 ns-3's own rules (issue 28's criterion is printed for ``dcqcn`` runs only). ns-3's scenario is
 one switch, so with ``--ns3`` every run takes ``railab traffic --seed disjoint`` (the first ECMP
 hash seed under which the flows share no link short of the receiver's port) unless ``--seed``
-says otherwise; a run whose flows share one gets the differences but no verdict.
+says otherwise; a run whose flows share one gets the differences but no verdict. A run with
+senders behind the spines is also set beside ns-3's run of that leaf-spine layout when stored
+(``leafspine``). Each count per scenario comes with how often ns-3 itself meets the same bands
+against its run 1 (its RngRun 2-10, :func:`railab.traffic.ns3ref.self_agreement`), Fisher's exact
+test (one-sided) that the emulation meets them less often, and, from 2 runs on, the runs' port
+use as a sample beside ns-3's 10 seeds (Mann-Whitney U, two-sided, ``scipy.stats.mannwhitneyu``).
+
+``--read DIR[,DIR]`` runs nothing: it reads the runs ``--save`` kept (``*.json``, ``*.json.gz``)
+and prints the same lines and counts, each run set beside the ns-3 records stored now
+(:func:`renew_ns3`)::
+
+    python scripts/bench_fidelity.py --ns3 --read docs/data/ns3-emulation-2026-12-06/set4
 
 The machine's load average is printed before and after: quote it with any figure.
 """
@@ -55,7 +66,7 @@ import subprocess
 import sys
 import time
 
-from scipy.stats import fisher_exact
+from scipy.stats import fisher_exact, mannwhitneyu
 
 from railab.traffic import ns3ref
 from railab.traffic.load import CC_MODES, steady_state_check
@@ -73,6 +84,56 @@ def _bands_text(d: dict) -> str:
     return (f"port {d['utilization_points']} points ({_ok(d['utilization_ok'])}), share "
             f"{d['share_max_diff']} ({_ok(d['share_ok'])}), queue {d['queue_peak_rel']:.0%} "
             f"({_ok(d['queue_peak_ok'])})" + (NO_VERDICT if d["agrees"] is None else ""))
+
+
+def read_saved(dirs: list[str]) -> list[tuple[str, dict]]:
+    """The runs kept by ``--save`` (or any ``railab traffic --pattern incast --json`` output) in
+    ``dirs``: ``*.json`` and ``*.json.gz``, sorted by path, as (path, parsed JSON). Raises
+    SystemExit naming a directory that holds none."""
+    import glob
+    import gzip
+
+    out = []
+    for d in dirs:
+        paths = sorted(glob.glob(os.path.join(d, "*.json")) + glob.glob(os.path.join(d, "*.json.gz")))
+        if not paths:
+            raise SystemExit(f"bench_fidelity: --read {d}: no *.json or *.json.gz there")
+        for p in paths:
+            with (gzip.open(p, "rt") if p.endswith(".gz") else open(p)) as fh:
+                out.append((p, json.load(fh)))
+    return out
+
+
+def renew_ns3(d: dict) -> dict:
+    """A kept run's ``railab traffic --json`` output with ``congestion.reference.ns3`` set
+    beside the ns-3 records stored now (:func:`railab.traffic.ns3ref.beside`, as a run today
+    would get it: the leaf-spine run of its placement, ns-3's spread and self-agreement);
+    unchanged when it is not an incast of long flows with a stored scenario."""
+    from railab.topologies.generator import build_lab
+    from railab.topologies.intent import load_intent
+
+    c = d["congestion"]
+    ref = c.get("reference") or {}
+    old = ref.get("ns3")
+    if old is None or d.get("bytes_per_qp") or c.get("queue_peak_bytes") is None:
+        return d
+    pfc = d["pfc"] == "on"
+    stored = ns3ref.load(d["senders"], pfc, old["scenario"].rsplit("-", 1)[-1])
+    if stored is None:
+        return d
+    spec = build_lab(load_intent(d["lab"])).spec
+
+    def leaf(end: str):
+        srv, gpu = end.split(":")
+        return spec.nic(srv, int(gpu.removeprefix("gpu")) + 1).leaf  # gpuN: NIC N+1
+    rcv_leaf = leaf(d["receiver"])
+    remote = [f["src"].split(":")[0] for f in c["flows"] if leaf(f["src"]) != rcv_leaf]
+    new = ns3ref.beside(stored, spec.qos, pfc, c["fabric_ms"] * 1000, utilization=c["utilization"],
+                        ratios=c["fair_share"]["ratios"], queue_peak_bytes=c["queue_peak_bytes"],
+                        payload_bytes=c.get("mtu") or d.get("mtu") or 4096,
+                        shared_links=c.get("shared_links"), remote=remote)
+    new["rules"] = old.get("rules")
+    return {**d, "congestion": {**c, "reference": {**ref, "ns3": new}}}
 
 
 def run_one(lab: str, n: int, pfc: str, seconds: float | None, dcqcn: str | None = None,
@@ -97,7 +158,12 @@ def run_one(lab: str, n: int, pfc: str, seconds: float | None, dcqcn: str | None
     if save:
         with open(save, "w") as fh:
             fh.write(p.stdout)
-    d = json.loads(p.stdout)
+    return figures_of(json.loads(p.stdout), n, pfc, cc, wall)
+
+
+def figures_of(d: dict, n: int, pfc: str, cc: str, wall: float) -> dict:
+    """A run's figures from its ``railab traffic --json`` output ``d`` (``n`` senders, ``pfc``
+    "on"/"off", ``cc``, ``wall`` s): what :func:`run_one` returns."""
     c = d["congestion"]
     ref = c.get("reference") or {}
     sent = sum(f["tx_packets"] for f in c["flows"])
@@ -164,6 +230,9 @@ def main() -> int:
     ap.add_argument("--seed", default=None, help="railab traffic --seed for every run: a number, or "
                     "disjoint (the flows share no link short of the receiver's port: ns-3's one-switch "
                     "scenario); default: disjoint with --ns3, else the lab's own ECMP hash")
+    ap.add_argument("--read", default=None, metavar="DIR[,DIR]",
+                    help="run nothing: read the runs --save kept in DIR(s) (*.json, *.json.gz; "
+                    "their own lab, N, PFC and --cc) and print the same lines and counts")
     a = ap.parse_args()
     bad = [c for c in a.cc.split(",") if c not in CC_MODES]
     if bad:
@@ -171,7 +240,8 @@ def main() -> int:
     seed = a.seed if a.seed is not None else ("disjoint" if a.ns3 else None)
     if a.save:
         os.makedirs(a.save, exist_ok=True)
-    print(f"load average before: {open('/proc/loadavg').read().split()[:3]}", flush=True)
+    if not a.read:
+        print(f"load average before: {open('/proc/loadavg').read().split()[:3]}", flush=True)
     hdr = ("lab", "DCQCN", "N", "PFC", "run", "port used", "rx/fair", "drops %", "model used", "model drops %",
            "agrees", "fabric ms", "wall s", "fabric ms/wall s", "pkt/s", "shortfall",
            "start Mb/s")
@@ -191,9 +261,14 @@ def main() -> int:
     profiles = a.dcqcn.split(",") if a.dcqcn else [None]
     exes = a.railab.split(",")
     ccs = a.cc.split(",")
-    cases = [(lab, n, pfc, k, prof, exe, cc) for lab in a.labs.split(",")
-             for n in (int(x) for x in a.senders.split(",")) for pfc in a.pfc.split(",")
-             for k in range(a.runs) for prof in profiles for exe in exes for cc in ccs]
+    emu_util: dict = {}  # (key, var) -> the emulation's port use of each run (fractions)
+    ns3_util: dict = {}  # (key, var) -> ns-3's port use of each of its seeds (fractions)
+    saved = read_saved(a.read.split(",")) if a.read else None
+    cases = ([(d["lab"], d["senders"], d["pfc"], k, None, "railab", d["congestion"]["cc"])
+              for k, (_path, d) in enumerate(saved)] if saved is not None else
+             [(lab, n, pfc, k, prof, exe, cc) for lab in a.labs.split(",")
+              for n in (int(x) for x in a.senders.split(",")) for pfc in a.pfc.split(",")
+              for k in range(a.runs) for prof in profiles for exe in exes for cc in ccs])
     for lab, n, pfc, k, prof, exe, cc in cases:
         label = (lab if len(exes) == 1 else f"{lab} ({exe})") + ("" if cc == "dcqcn" else f" --cc {cc}")
         key = (f"{label} | {prof or 'lab'}", n, pfc)
@@ -201,7 +276,11 @@ def main() -> int:
                              + (f"-{exes.index(exe)}" if len(exes) > 1 else "")
                              + (f"-{prof}" if prof else "") + ("" if cc == "dcqcn" else f"-{cc}")
                              + ".json") if a.save else None)
-        r = run_one(lab, n, pfc, a.seconds, prof, exe, save=save, cc=cc, seed=seed)
+        if saved is not None:  # a kept run: its figures as run_one gives them (no wall time)
+            r = figures_of(renew_ns3(saved[k][1]), n, pfc, cc, 0.0)
+            k = sum(1 for x in cases[:k] if x[1:3] == (n, pfc) and x[6] == cc)
+        else:
+            r = run_one(lab, n, pfc, a.seconds, prof, exe, save=save, cc=cc, seed=seed)
         if "error" in r:
             print(f"{key[0]} | {n} | {pfc} | {k + 1} | error: {r['error']}", flush=True)
             verdicts.setdefault(key, []).append(False)
@@ -214,9 +293,11 @@ def main() -> int:
             ref_fair[key] = r["ref_fair"]
         mu = "-" if r["model_util"] is None else f"{r['model_util']:.1%}"
         md = "-" if r["model_drop_pct"] is None else f"{r['model_drop_pct']:.2f}"
+        rate = f"{r['fabric_ms'] / r['wall_s']:.3f}" if r["wall_s"] else "-"
+        wall = f"{r['wall_s']:.1f}" if r["wall_s"] else "-"
         print(f"{key[0]} | {n} | {pfc} | {k + 1} | {r['util']:.1%} | {r['ratio_min']:.2f}-"
               f"{r['ratio_max']:.2f} | {r['drop_pct']:.2f} | {mu} | {md} | {r['agrees']} | "
-              f"{r['fabric_ms']:g} | {r['wall_s']:.1f} | {r['fabric_ms'] / r['wall_s']:.3f} | "
+              f"{r['fabric_ms']:g} | {wall} | {rate} | "
               f"{r['pkts_per_s']:.0f} | {r['shortfall']:.1%} | {r['start_min']:.0f}-"
               f"{r['start_max']:.0f}", flush=True)
         if a.ns3:
@@ -241,6 +322,10 @@ def main() -> int:
                     tally((key, var), d["agrees"])
                     if var == "literal" and (sa := (vs.get("spread") or {}).get("self_agreement")):
                         ns3_self[(key, var)] = sa
+                    if var == "literal" and d["agrees"] is not None and (
+                            us := (vs.get("spread") or {}).get("utilization_runs")):
+                        emu_util.setdefault((key, var), []).append(r["util"])
+                        ns3_util[(key, var)] = us
                 if sp := vs.get("spread"):
                     w = sp["vs"]
                     print(f"  vs ns-3's own spread (RngRun {sp['rng_runs'][0]}-{sp['rng_runs'][-1]}): "
@@ -259,7 +344,11 @@ def main() -> int:
                     tally((key, "leafspine"), d["agrees"])
                     if sa := (ls.get("ns3_spread") or {}).get("self_agreement"):
                         ns3_self[(key, "leafspine")] = sa
-    print(f"load average after: {open('/proc/loadavg').read().split()[:3]}")
+                    if d["agrees"] is not None and (us := (ls.get("ns3_spread") or {}).get("utilization_runs")):
+                        emu_util.setdefault((key, "leafspine"), []).append(r["util"])
+                        ns3_util[(key, "leafspine")] = us
+    if not a.read:
+        print(f"load average after: {open('/proc/loadavg').read().split()[:3]}")
     for key, var in dict.fromkeys([*ns3_verdicts, *ns3_skipped]):
         v = ns3_verdicts.get((key, var), [])
         skip = ns3_skipped.get((key, var), 0)
@@ -275,6 +364,13 @@ def main() -> int:
                      f"{sa['of']}; Fisher's exact test (one-sided, scipy.stats.fisher_exact) that "
                      f"the emulation meets them less often: p = {p:.2f}"
                      + (" (shown worse at 5 %)" if p < 0.05 else " (not shown worse)"))
+        if len(eu := emu_util.get((key, var), [])) >= 2 and (nu := ns3_util.get((key, var))):
+            # the runs' port use as a sample beside ns-3's seeds as a sample (not one draw)
+            p = mannwhitneyu(eu, nu, alternative="two-sided").pvalue
+            line += (f"; port use: emulation mean {100 * sum(eu) / len(eu):.1f} % over {len(eu)} "
+                     f"runs, ns-3 {100 * sum(nu) / len(nu):.1f} % over its {len(nu)} seeds; "
+                     f"Mann-Whitney U (two-sided, scipy.stats.mannwhitneyu) p = {p:.2f}"
+                     + (" (the two differ at 5 %)" if p < 0.05 else " (no difference shown)"))
         print(line)
     for key, v in verdicts.items():
         lab, n, pfc = key
@@ -288,6 +384,13 @@ def main() -> int:
                      f"{rf['low']:.0%}-{rf['high']:.0%}); Fisher's exact test (one-sided, "
                      f"scipy.stats.fisher_exact) that the emulation meets it less often: p = {p:.2f}"
                      + (" (shown worse at 5 %)" if p < 0.05 else " (not shown worse)"))
+        if len(eu := emu_util.get((key, var), [])) >= 2 and (nu := ns3_util.get((key, var))):
+            # the runs' port use as a sample beside ns-3's seeds as a sample (not one draw)
+            p = mannwhitneyu(eu, nu, alternative="two-sided").pvalue
+            line += (f"; port use: emulation mean {100 * sum(eu) / len(eu):.1f} % over {len(eu)} "
+                     f"runs, ns-3 {100 * sum(nu) / len(nu):.1f} % over its {len(nu)} seeds; "
+                     f"Mann-Whitney U (two-sided, scipy.stats.mannwhitneyu) p = {p:.2f}"
+                     + (" (the two differ at 5 %)" if p < 0.05 else " (no difference shown)"))
         print(line)
     return 0
 

@@ -173,7 +173,8 @@ def spread(rec: dict) -> dict | None:
     ``utilization`` [min, max] (fractions of the port), ``queue_peak_bytes`` [min, max] (bytes),
     ``ratios`` [min, max] (each sender's share over its fair share, over all senders and runs),
     ``ratios_sorted`` [[min per rank], [max per rank]] (the sorted shares, rank by rank),
-    ``date``, ``command``, ``commit``, and ``self_agreement`` (:func:`self_agreement`: how
+    ``date``, ``command``, ``commit``, ``utilization_runs`` (each seed's, RngRun order; None
+    without per-run figures) and ``self_agreement`` (:func:`self_agreement`: how
     often ns-3's other seeds meet issue 44's bands of its run 1; None without per-run figures)."""
     sp = rec.get("spread")
     if not sp:
@@ -185,6 +186,7 @@ def spread(rec: dict) -> dict | None:
             "ratios": [lo["ratio_min"], hi["ratio_max"]],
             "ratios_sorted": [sp["ratios_sorted_min"], sp["ratios_sorted_max"]],
             "date": sp["date"], "command": sp["command"], "commit": sp.get("ns3_commit"),
+            "utilization_runs": [r["utilization"] for r in sp.get("runs") or []] or None,
             "self_agreement": self_agreement(rec)}
 
 
