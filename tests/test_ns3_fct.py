@@ -134,7 +134,7 @@ def test_fct_text_and_note():
 EMU = Path(__file__).resolve().parent.parent / "docs" / "data" / "ns3-fct-emulation-2026-12-06"
 
 
-@pytest.mark.parametrize("path", sorted(EMU.glob("*.json.gz")), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", sorted(EMU.rglob("*.json.gz")), ids=lambda p: str(p.relative_to(EMU)))
 def test_stored_emulation_runs_beside_ns3(path):
     """The 8:1 16 MiB runs of docs/congestion.md (measured on mini-lossless, --cc dcqcn-ns3):
     each is ns-3's scenario; PFC off within the band (within 2 % measured), PFC on later than
@@ -205,7 +205,7 @@ def test_beside_fct_gives_the_leafspine_run_of_the_runs_placement():
     assert off["leafspine"]["vs"]["agrees"] is None
 
 
-@pytest.mark.parametrize("path", sorted(EMU.glob("*.json.gz")), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", sorted(EMU.rglob("*.json.gz")), ids=lambda p: str(p.relative_to(EMU)))
 def test_stored_emulation_runs_beside_ns3s_leafspine_run(path):
     """The same 8:1 16 MiB runs beside ns-3's finite flows in the lab's own layout (four of the
     senders behind the spines, as these runs had them): within the band, PFC on too (its p50
