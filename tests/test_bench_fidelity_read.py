@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from ns3_helpers import script
 
 ROOT = Path(__file__).resolve().parent.parent
 SET4 = ROOT / "docs" / "data" / "ns3-emulation-2026-12-06" / "set4"
@@ -65,11 +66,7 @@ def test_a_kept_run_is_set_beside_the_records_stored_now(name):
     import gzip
     import json
 
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        import bench_fidelity
-    finally:
-        sys.path.pop(0)
+    bench_fidelity = script("bench_fidelity")
     d = json.load(gzip.open(ROOT / "docs" / "data" / "ns3-emulation-2026-12-06" / "policy3" / name, "rt"))
     assert d["congestion"]["reference"]["ns3"].get("leafspine") is None  # kept at 17:50
     new = bench_fidelity.renew_ns3(d)["congestion"]["reference"]["ns3"]
