@@ -758,16 +758,16 @@ def _agent_session(spec: LabSpec, netns_of: Callable[[str], str],
 
 
 def _record_agent(lab: str, pid: int | None) -> None:
-    rec = st.load(lab)
-    if rec is None:
-        return
-    agents = dict(rec.agents)
-    if pid is None:
-        agents.pop("pfc", None)
-    else:
-        agents["pfc"] = pid
-    rec.agents = agents
+    """Record the PFC agent's pid in the lab's ``agents`` (None: take it out), changing that
+    field only (:func:`railab.testbed.state.modify`); nothing when the lab went down."""
+    def change(rec: st.LabState) -> None:
+        agents = dict(rec.agents)
+        if pid is None:
+            agents.pop("pfc", None)
+        else:
+            agents["pfc"] = pid
+        rec.agents = agents
     try:
-        st.update(rec)
+        st.modify(lab, change)
     except RailabError:
         pass  # the lab went down meanwhile: nothing to record (its down killed the agent)

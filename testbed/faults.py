@@ -118,7 +118,16 @@ class _Lab:
         return self.record.namespaces.get(node) or netns_name(self.name, node)
 
     def save(self) -> None:
-        st.update(self.record)  # never brings back a lab another command took down
+        """Write this command's ``faults`` and ``fault_seq`` into the lab's record as it is now
+        (:func:`railab.testbed.state.modify`): the fields a fault command owns (fault commands
+        run one at a time, ``_locked``), never the rest of a record read earlier, which another
+        command (a load run's PFC agent record, ``lb``) may have changed meanwhile. Never brings
+        back a lab another command took down (RailabError)."""
+        faults, seq = list(self.record.faults), self.record.fault_seq
+
+        def mine(rec: st.LabState) -> None:
+            rec.faults, rec.fault_seq = faults, seq
+        self.record = st.modify(self.name, mine)
 
     def reload(self) -> None:
         rec = st.load(self.name)

@@ -25,6 +25,7 @@ import json
 import os
 import shutil
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -279,18 +280,55 @@ def update(state: LabState) -> LabState:
     return state
 
 
+STATE_LOCK_FILE = "state.lock"
+_STATE_RLOCK = threading.RLock()  # the threads of one process (the flock is per process)
+_STATE_HELD: dict[str, int] = {}  # lab -> depth of state_lock this process holds
+
+
+@contextmanager
+def state_lock(lab: str) -> Iterator[None]:
+    """An exclusive lock on ``lab``'s record for one read-modify-write: an flock on
+    ``/run/railab/<lab>/state.lock`` (other processes) under a lock of this process's threads,
+    re-entrant within the process. Waits for the holder (a write takes milliseconds); the lock
+    goes with its process. RailabError (``lab ... went down meanwhile``) when the lab's run
+    directory is gone: the lock file is never made outside it, so it never brings back a lab
+    another command's ``down`` removed. Used by :func:`modify`."""
+    gone_msg = f"lab {lab} went down meanwhile (railab down from another command)"
+    with _STATE_RLOCK:
+        if _STATE_HELD.get(lab):
+            _STATE_HELD[lab] += 1
+            try:
+                yield
+            finally:
+                _STATE_HELD[lab] -= 1
+            return
+        try:
+            f = open(lab_dir(lab) / STATE_LOCK_FILE, "a")  # noqa: SIM115 (held across the yield)
+        except FileNotFoundError:
+            raise RailabError(gone_msg) from None
+        with f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            _STATE_HELD[lab] = 1
+            try:
+                yield
+            finally:
+                _STATE_HELD.pop(lab, None)
+
+
 def modify(lab: str, change: Callable[[LabState], None]) -> LabState:
-    """Re-read ``lab``'s record, apply ``change`` to it and write it back (:func:`update`'s
-    rules: RailabError when the lab went down meanwhile). For a command that sets its own fields
-    after a long run (``railab lb compare`` putting the lab's mode back): a record read at the
-    command's start and saved at its end wrote back every fault list of that moment, so a fault
-    injected or healed by another command during the run was lost or brought back (a
-    reviewer, 2026-12-06: a healed ``link-speed`` fault reapplied by the next dilated run)."""
-    rec = load(lab)
-    if rec is None:
-        raise RailabError(f"lab {lab} went down meanwhile (railab down from another command)")
-    change(rec)
-    return update(rec)
+    """Re-read ``lab``'s record, apply ``change`` to it and write it back, under
+    :func:`state_lock` (:func:`update`'s rules: RailabError when the lab went down meanwhile).
+    Every write to a running lab's record goes through it, so two commands changing different
+    fields at the same moment (a fault injected while a load run records its PFC agent, ``railab
+    lb compare`` putting the lab's mode back) both keep their change: a record read at a
+    command's start and saved at its end wrote back every field of that moment (a reviewer,
+    2026-12-06: a healed ``link-speed`` fault reapplied by the next dilated run)."""
+    with state_lock(lab):
+        rec = load(lab)
+        if rec is None:
+            raise RailabError(f"lab {lab} went down meanwhile (railab down from another command)")
+        change(rec)
+        return update(rec)
 
 
 def labs() -> list[str]:
