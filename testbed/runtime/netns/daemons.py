@@ -159,7 +159,8 @@ class DaemonsMixin:
                     self._wait_files([st.node_dir(lab, node) / "zserv.api"], "zebra's zserv socket")
                 r.pids[daemon] = int(pidfile.read_text().split()[0])
                 record.routers[node] = r
-                st.update(record)
+                # this node's router entry only: the record may have changed meanwhile
+                st.modify(lab, lambda rec, node=node, r=r: rec.routers.__setitem__(node, r))
         finally:
             if uts is not None:
                 os.close(uts)

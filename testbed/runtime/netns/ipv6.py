@@ -183,7 +183,7 @@ class Ipv6Mixin:
             repaired += [f"{node_of[ns]}:{port}: {what}" for port, what in faults.items()]
         if repaired:
             record.ipv6_repairs += repaired
-            st.update(record)
+            st.modify(record.lab, lambda rec: setattr(rec, "ipv6_repairs", [*rec.ipv6_repairs, *repaired]))
         return repaired
 
 
