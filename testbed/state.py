@@ -280,6 +280,25 @@ def update(state: LabState) -> LabState:
     return state
 
 
+#: ``LabState.phase`` values of a lab that is still being brought up (not yet ``running``)
+COMING_UP = ("creating", "deploying", "started", "converging")
+
+
+def already_up(lab: str) -> str:
+    """The refusal for a second ``up`` of lab ``lab`` whose run directory exists: "is already
+    up" for a lab that converged, "is coming up (phase ...)" while another ``up`` is still
+    making it, both ending with what to do."""
+    rec = None
+    try:
+        rec = load(lab)
+    except (OSError, ValueError, RailabError):
+        pass
+    if rec is not None and rec.phase in COMING_UP:
+        return (f"lab {lab} is coming up (phase {rec.phase}, another railab up): wait for it, or "
+                f"railab down {lab} to stop it (or --name NEW for a second lab)")
+    return f"lab {lab} is already up: railab down {lab} (or --name NEW for a second lab)"
+
+
 STATE_LOCK_FILE = "state.lock"
 _STATE_RLOCK = threading.RLock()  # the threads of one process (the flock is per process)
 _STATE_HELD: dict[str, int] = {}  # lab -> depth of state_lock this process holds

@@ -70,3 +70,12 @@ def test_a_fault_save_keeps_what_another_command_wrote_meanwhile(tmp_path, monke
     rec = st.load("lk3")
     assert rec.agents == {"pfc": 4242} and [f.id for f in rec.faults] == ["f1"] and rec.fault_seq == 1
     assert lab.record.agents == {"pfc": 4242}  # the command's own copy is the record as written
+
+
+def test_a_second_up_is_told_whether_the_lab_is_up_or_still_coming_up(tmp_path, monkeypatch):
+    monkeypatch.setenv("RAILAB_RUN_DIR", str(tmp_path))
+    st.save(st.LabState(lab="lk4", phase="converging"))
+    msg = st.already_up("lk4")
+    assert msg.startswith("lab lk4 is coming up (phase converging, another railab up)") and "railab down lk4" in msg
+    st.modify("lk4", lambda r: setattr(r, "phase", "running"))
+    assert st.already_up("lk4").startswith("lab lk4 is already up: railab down lk4")

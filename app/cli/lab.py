@@ -155,7 +155,7 @@ def _intent_target(lab_name: str, out: Path | None) -> Path:
     (exit 2), as ``railab generate`` does.
     """
     if state.load(lab_name) is not None:
-        raise UsageError(f"lab {lab_name} is already up: railab down {lab_name} (or --name NEW for a second lab)")
+        raise UsageError(state.already_up(lab_name))
     target = out if out is not None else Path("labs") / lab_name
     holder = state.running_lab_in(target)
     if holder:

@@ -67,7 +67,7 @@ def load(labdir: Path, stitch: bool) -> tuple[ClabFile, stitch_mod.StitchPlan | 
     ra_gate_wanted()  # a misspelt RAILAB_RA_GATE is refused before anything is made
     hold_ms()  # and so is a misspelt RAILAB_RIB_HOLD_MS
     if st.lab_dir(lab).exists():
-        raise UsageError(f"lab {lab} is already up: railab down {lab}")
+        raise UsageError(st.already_up(lab))
     extra_ns = plan.namespaces if plan is not None else []
     clash = [ns for ns in [netns_name(lab, n) for n in clab.nodes] + extra_ns if netns_path(ns).exists()]
     if clash:
