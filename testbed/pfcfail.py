@@ -432,7 +432,9 @@ def deadlock_run(spec: LabSpec, netns_of: Callable[[str], str], watchdog, *,
     watchdog off; :func:`deadlock_loop` installed; each entry NIC sends 97.5 % of its port rate
     of lossless traffic into the loop (a packet goes round until its TTL of 64 runs out, ~16
     times) until the cycle is full: every one of its four queues has reached xOFF
-    (``qos.pfc_pause_bytes``: it has paused its feeder) and none has drained to xON since
+    (``qos.pfc_pause_bytes``: it has paused its feeder; seen in a 50 ms reading of the queue, or
+    as the agent's PAUSE of the cycle port that feeds it, which catches a crossing between two
+    readings) and none has drained to xON since
     (``qos.pfc_resume_bytes``: none resumed it), in one 50 ms reading (~1 s on an idle host), or
     ``seconds`` passed (``filled_s``: when, None for never). Not "all at xOFF at once": a queue
     that paused its feeder keeps draining until the next hop pauses it in turn, so a full cycle
@@ -477,8 +479,13 @@ def deadlock_run(spec: LabSpec, netns_of: Callable[[str], str], watchdog, *,
                     now = backlog(smp)
                     for k, v in now.items():
                         peak[k] = max(peak[k], v)
-                    if (len(now) == len(keys) and all(peak[k] >= xoff for k in keys)
-                            and all(v >= xon for v in now.values())):
+                    # reached xOFF: seen by a reading, or by the agent, which pauses a queue's
+                    # feeder (the cycle port before it, keys[i - 1]) when its switch reaches
+                    # xOFF: a crossing between two 50 ms readings counts too
+                    ports = sess.state().get("ports", {})
+                    reached = all(peak[k] >= xoff or ports.get(keys[i - 1], {}).get("paused")
+                                  for i, k in enumerate(keys))
+                    if len(now) == len(keys) and reached and all(v >= xon for v in now.values()):
                         filled = round(time.monotonic() - t_start, 3)
                         for proc in procs:
                             proc.terminate()
