@@ -89,18 +89,42 @@ def _bands_text(d: dict) -> str:
 def read_saved(dirs: list[str]) -> list[tuple[str, dict]]:
     """The runs kept by ``--save`` (or any ``railab traffic --pattern incast --json`` output) in
     ``dirs``: ``*.json`` and ``*.json.gz``, sorted by path, as (path, parsed JSON). Raises
-    SystemExit naming a directory that holds none."""
+    SystemExit with one line naming what to change: a directory that is missing, is a file,
+    holds no runs or is named twice (its runs would count twice), or a file that is not JSON or
+    not an incast load run's output."""
     import glob
     import gzip
 
     out = []
-    for d in dirs:
+    seen: set[str] = set()
+    for d in (x.strip() for x in dirs):
+        if not d:
+            continue
+        where = os.path.realpath(d)
+        if not os.path.exists(d):
+            raise SystemExit(f"bench_fidelity: --read {d}: no such directory")
+        if not os.path.isdir(d):
+            raise SystemExit(f"bench_fidelity: --read {d}: a file, not a directory of kept runs")
+        if where in seen:
+            raise SystemExit(f"bench_fidelity: --read names {d} twice: its runs would count twice")
+        seen.add(where)
         paths = sorted(glob.glob(os.path.join(d, "*.json")) + glob.glob(os.path.join(d, "*.json.gz")))
         if not paths:
             raise SystemExit(f"bench_fidelity: --read {d}: no *.json or *.json.gz there")
         for p in paths:
-            with (gzip.open(p, "rt") if p.endswith(".gz") else open(p)) as fh:
-                out.append((p, json.load(fh)))
+            try:
+                with (gzip.open(p, "rt") if p.endswith(".gz") else open(p)) as fh:
+                    d_ = json.load(fh)
+            except (OSError, ValueError) as exc:
+                raise SystemExit(f"bench_fidelity: --read {p}: not JSON ({exc})") from None
+            if not (isinstance(d_, dict) and d_.get("pattern") == "incast"
+                    and all(k in d_ for k in ("lab", "senders", "pfc"))
+                    and isinstance(d_.get("congestion"), dict) and "cc" in d_["congestion"]):
+                raise SystemExit(f"bench_fidelity: --read {p}: not the output of railab traffic "
+                                 "LAB --pattern incast --json on a lab with lab.capacity")
+            out.append((p, d_))
+    if not seen:
+        raise SystemExit("bench_fidelity: --read: name one or more directories of kept runs (DIR[,DIR])")
     return out
 
 
@@ -185,6 +209,8 @@ def figures_of(d: dict, n: int, pfc: str, cc: str, wall: float) -> dict:
                    if cc == "dcqcn" else None)  # railab's 400g in ns-3's terms: not ns-3's rules
         if aligned is not None:
             vs_ns3["aligned"] = ns3ref.compare(aligned["summary"], **figures)
+            if not ns3.get("comparable", True):  # the same conditions as the literal verdict
+                vs_ns3["aligned"]["agrees"] = None
         vs_ns3["ns3"] = {k: ns3[k] for k in ("utilization", "ratios", "queue_peak_bytes", "pauses_received")}
         # ns-3's own run-to-run range (RngRun 1..K), beside the verdict on its one stored run
         sp = ns3ref.spread(ns3ref.load(n, pfc == "on", ns3["scenario"].rsplit("-", 1)[-1]) or {})
@@ -240,7 +266,10 @@ def main() -> int:
     seed = a.seed if a.seed is not None else ("disjoint" if a.ns3 else None)
     if a.save:
         os.makedirs(a.save, exist_ok=True)
-    if not a.read:
+    if a.read is not None and not a.read.strip(",").strip():
+        ap.error("--read: name one or more directories of kept runs (DIR[,DIR])")
+    saved = read_saved(a.read.split(",")) if a.read is not None else None
+    if saved is None:
         print(f"load average before: {open('/proc/loadavg').read().split()[:3]}", flush=True)
     hdr = ("lab", "DCQCN", "N", "PFC", "run", "port used", "rx/fair", "drops %", "model used", "model drops %",
            "agrees", "fabric ms", "wall s", "fabric ms/wall s", "pkt/s", "shortfall",
@@ -263,7 +292,6 @@ def main() -> int:
     ccs = a.cc.split(",")
     emu_util: dict = {}  # (key, var) -> the emulation's port use of each run (fractions)
     ns3_util: dict = {}  # (key, var) -> ns-3's port use of each of its seeds (fractions)
-    saved = read_saved(a.read.split(",")) if a.read else None
     cases = ([(d["lab"], d["senders"], d["pfc"], k, None, "railab", d["congestion"]["cc"])
               for k, (_path, d) in enumerate(saved)] if saved is not None else
              [(lab, n, pfc, k, prof, exe, cc) for lab in a.labs.split(",")
@@ -347,7 +375,7 @@ def main() -> int:
                     if d["agrees"] is not None and (us := (ls.get("ns3_spread") or {}).get("utilization_runs")):
                         emu_util.setdefault((key, "leafspine"), []).append(r["util"])
                         ns3_util[(key, "leafspine")] = us
-    if not a.read:
+    if saved is None:
         print(f"load average after: {open('/proc/loadavg').read().split()[:3]}")
     for key, var in dict.fromkeys([*ns3_verdicts, *ns3_skipped]):
         v = ns3_verdicts.get((key, var), [])

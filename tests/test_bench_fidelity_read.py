@@ -73,3 +73,47 @@ def test_a_kept_run_is_set_beside_the_records_stored_now(name):
     assert new["leafspine"]["scenario"] == "incast-2-pfc-on-400g-leafspine"
     assert new["ns3_spread"]["self_agreement"]["of"] == 9 and new["rules"] == "ns3"
     assert new["vs"]["agrees"] is True  # 92.0 % against ns-3's 93.8 %
+
+
+def test_bad_read_input_is_one_clear_error_and_runs_nothing(tmp_path):
+    """A fresh-user review (2026-12-06): a JSON that is not a load run's, a file that is not JSON
+    or a directory named twice ended in a traceback or counted twice; an empty ``--read`` started
+    a live benchmark. Each is one line naming what to change, before anything runs."""
+    import shutil
+
+    def run(arg: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_fidelity.py"), "--ns3",
+                               "--read", arg], capture_output=True, text=True, timeout=60)
+
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "a.json").write_text("{}")
+    (tmp_path / "text").mkdir()
+    (tmp_path / "text" / "a.json").write_text("not json")
+    (tmp_path / "ok").mkdir()
+    shutil.copy(SET4 / "mini-lossless-2-on-1-dcqcn-ns3.json.gz", tmp_path / "ok")
+    cases = {str(tmp_path / "other"): "not the output of railab traffic LAB --pattern incast --json",
+             str(tmp_path / "text"): "a.json: not JSON",
+             str(tmp_path / "nope"): "no such directory",
+             str(tmp_path / "ok" / "mini-lossless-2-on-1-dcqcn-ns3.json.gz"): "a file, not a directory",
+             f"{tmp_path / 'ok'},{tmp_path / 'ok'}/": "twice: its runs would count twice",
+             "": "name one or more directories", ",": "name one or more directories"}
+    for arg, words in cases.items():
+        p = run(arg)
+        assert p.returncode != 0 and words in p.stderr, (arg, p.stderr)
+        assert "Traceback" not in p.stderr and "load average" not in p.stdout, (arg, p.stdout)
+    p = run(str(tmp_path / "ok"))
+    assert p.returncode == 0 and "2:1 PFC on: 1 of 1 runs within issue 44's bands" in p.stdout
+
+
+def test_the_aligned_variant_gives_no_verdict_off_ns3s_scenario():
+    """A run not of ns-3's scenario (here 1 ms of fabric time, not 15) gets the differences but
+    no verdict against the ``aligned`` variant either, as against the literal mapping."""
+    import gzip
+    import json
+
+    bench_fidelity = script("bench_fidelity")
+    d = json.load(gzip.open(SET4 / "mini-lossless-2-on-1-dcqcn-ns3.json.gz", "rt"))
+    d["congestion"]["fabric_ms"] = 1.0
+    r = bench_fidelity.figures_of(bench_fidelity.renew_ns3(d), 2, "on", "dcqcn", 0.0)
+    assert r["vs_ns3"]["literal"]["agrees"] is None and r["vs_ns3"]["aligned"]["agrees"] is None
+    assert r["vs_ns3"]["aligned"]["utilization_points"] is not None  # the differences stay
