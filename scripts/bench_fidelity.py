@@ -86,6 +86,15 @@ def _bands_text(d: dict) -> str:
             f"({_ok(d['queue_peak_ok'])})" + (NO_VERDICT if d["agrees"] is None else ""))
 
 
+def _less_often(v: list[bool], agree: int, of: int, what: str) -> str:
+    """Fisher's exact test (one-sided, ``scipy.stats.fisher_exact``) that the runs ``v`` (a
+    verdict each) meet a criterion less often than a reference that met it ``agree`` of ``of``
+    times, as a clause of a count line."""
+    p = fisher_exact([[sum(v), len(v) - sum(v)], [agree, of - agree]], alternative="less").pvalue
+    return (f"Fisher's exact test (one-sided, scipy.stats.fisher_exact) that the emulation meets "
+            f"{what} less often: p = {p:.2f}" + (" (shown worse at 5 %)" if p < 0.05 else " (not shown worse)"))
+
+
 def read_saved(dirs: list[str]) -> list[tuple[str, dict]]:
     """The runs kept by ``--save`` (or any ``railab traffic --pattern incast --json`` output) in
     ``dirs``: ``*.json`` and ``*.json.gz``, sorted by path, as (path, parsed JSON). Raises
@@ -386,12 +395,8 @@ def main() -> int:
                 + (f" ({skip} more not ns-3's scenario, no verdict)" if skip else ""))
         if (sa := ns3_self.get((key, var))) is not None and v:
             # beside how often ns-3 meets the same bands against its own run 1 (its other seeds)
-            p = fisher_exact([[sum(v), len(v) - sum(v)], [sa["agree"], sa["of"] - sa["agree"]]],
-                             alternative="less").pvalue
             line += (f"; ns-3 itself (its other seeds against its run 1) in {sa['agree']} of "
-                     f"{sa['of']}; Fisher's exact test (one-sided, scipy.stats.fisher_exact) that "
-                     f"the emulation meets them less often: p = {p:.2f}"
-                     + (" (shown worse at 5 %)" if p < 0.05 else " (not shown worse)"))
+                     f"{sa['of']}; " + _less_often(v, sa["agree"], sa["of"], "them"))
         if len(eu := emu_util.get((key, var), [])) >= 2 and (nu := ns3_util.get((key, var))):
             # the runs' port use as a sample beside ns-3's seeds as a sample (not one draw)
             p = mannwhitneyu(eu, nu, alternative="two-sided").pvalue
@@ -405,20 +410,9 @@ def main() -> int:
         line = f"verdict {lab} {n}:1 PFC {pfc}: {sum(v)} of {len(v)} runs meet issue 28's criterion"
         rf = ref_fair.get(key)
         if rf is not None:  # beside DCQCN's own rate (the per-packet reference, computed)
-            p = fisher_exact([[sum(v), len(v) - sum(v)], [rf["fair"], rf["runs"] - rf["fair"]]],
-                             alternative="less").pvalue
             line += (f"; DCQCN itself (per-packet reference) keeps every sender within 15 % in "
                      f"{rf['fair']} of {rf['runs']} runs ({rf['confidence']:.0%} interval "
-                     f"{rf['low']:.0%}-{rf['high']:.0%}); Fisher's exact test (one-sided, "
-                     f"scipy.stats.fisher_exact) that the emulation meets it less often: p = {p:.2f}"
-                     + (" (shown worse at 5 %)" if p < 0.05 else " (not shown worse)"))
-        if len(eu := emu_util.get((key, var), [])) >= 2 and (nu := ns3_util.get((key, var))):
-            # the runs' port use as a sample beside ns-3's seeds as a sample (not one draw)
-            p = mannwhitneyu(eu, nu, alternative="two-sided").pvalue
-            line += (f"; port use: emulation mean {100 * sum(eu) / len(eu):.1f} % over {len(eu)} "
-                     f"runs, ns-3 {100 * sum(nu) / len(nu):.1f} % over its {len(nu)} seeds; "
-                     f"Mann-Whitney U (two-sided, scipy.stats.mannwhitneyu) p = {p:.2f}"
-                     + (" (the two differ at 5 %)" if p < 0.05 else " (no difference shown)"))
+                     f"{rf['low']:.0%}-{rf['high']:.0%}); " + _less_often(v, rf["fair"], rf["runs"], "it"))
         print(line)
     return 0
 
