@@ -124,6 +124,7 @@ def zebra_read_order(part: str) -> str:
     if not any(ln.startswith("interface ") for ln in lines):
         return part
     out: list[str] = []
+    started = False
     i = 0
     while i < len(lines):
         line = lines[i]
@@ -131,8 +132,9 @@ def zebra_read_order(part: str) -> str:
             out.append(line)
             i += 1
             continue
-        if START_CONFIG not in out:
+        if not started:
             out.append(START_CONFIG)
+            started = True
         j = i + 1
         while j < len(lines) and lines[j][:1].isspace():
             j += 1
