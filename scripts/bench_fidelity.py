@@ -60,6 +60,7 @@ The machine's load average is printed before and after: quote it with any figure
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import subprocess
@@ -137,14 +138,20 @@ def read_saved(dirs: list[str]) -> list[tuple[str, dict]]:
     return out
 
 
+@functools.cache
+def _lab_spec(lab: str):
+    """The lab spec of a shipped intent, built once per lab for every kept run read."""
+    from railab.topologies.generator import build_lab
+    from railab.topologies.intent import load_intent
+
+    return build_lab(load_intent(lab)).spec
+
+
 def renew_ns3(d: dict) -> dict:
     """A kept run's ``railab traffic --json`` output with ``congestion.reference.ns3`` set
     beside the ns-3 records stored now (:func:`railab.traffic.ns3ref.beside`, as a run today
     would get it: the leaf-spine run of its placement, ns-3's spread and self-agreement);
     unchanged when it is not an incast of long flows with a stored scenario."""
-    from railab.topologies.generator import build_lab
-    from railab.topologies.intent import load_intent
-
     c = d["congestion"]
     ref = c.get("reference") or {}
     old = ref.get("ns3")
@@ -154,7 +161,7 @@ def renew_ns3(d: dict) -> dict:
     stored = ns3ref.load(d["senders"], pfc, old["scenario"].rsplit("-", 1)[-1])
     if stored is None:
         return d
-    spec = build_lab(load_intent(d["lab"])).spec
+    spec = _lab_spec(d["lab"])
 
     def leaf(end: str):
         srv, gpu = end.split(":")
