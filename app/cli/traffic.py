@@ -442,8 +442,7 @@ def ns3_run_text(ns3: dict, util: float, ratios: list[float], queue_peak: int) -
     out = (ns3_head(ns3, f"computed, {ns3['scenario']}") + "; "
            f"this run (measured): {util:.1%}, {min(ratios):.2f}-{max(ratios):.2f}, "
            f"{queue_peak:,} B: "
-           + ("[green]within[/green]" if c["agrees"] else "[red]not within[/red]"
-              if c["agrees"] is not None else "no verdict against")
+           + _verdict_word(c["agrees"])
            + f" its bands (port {c['utilization_points']:g} of {b['utilization_points']:g} points, "
            f"shares {c['share_max_diff']:.2f} of {b['share']:g}, queue peak "
            f"{c['queue_peak_rel']:.0%} of {b['queue_peak']:.0%})")
@@ -455,8 +454,7 @@ def ns3_run_text(ns3: dict, util: float, ratios: list[float], queue_peak: int) -
         v = ls["vs"]
         out += (f"; ns-3 in this run's leaf-spine layout ({ls['scenario']}, computed): port used "
                 f"{ls['utilization']:.1%}, queue peak {ls['queue_peak_bytes']:,} B: "
-                + ("[green]within[/green]" if v["agrees"] else "[red]not within[/red]"
-                   if v["agrees"] is not None else "no verdict against")
+                + _verdict_word(v["agrees"])
                 + f" the bands (port {v['utilization_points']:g} points, shares "
                 f"{v['share_max_diff']:.2f}, queue peak {v['queue_peak_rel']:.0%})")
         if (lsp := ls.get("ns3_spread")) is not None:
@@ -490,8 +488,7 @@ def ns3_fct_text(ns3: dict, fct: dict) -> str:
            f"(measured): {us(fct['fabric_p50_us'])}, {us(fct['fabric_p99_us'])}, "
            f"{us(fct['fabric_max_us'])} us ({rel(c['p50_rel'])}, {rel(c['p99_rel'])}, "
            f"{rel(c['max_rel'])}): "
-           + ("[green]within[/green]" if c["agrees"] else "[red]not within[/red]"
-              if c["agrees"] is not None else "no verdict against")
+           + _verdict_word(c["agrees"])
            + f" railab's band (p50 and p99 within {b['p50']:.0%} of ns-3's; railab's choice, "
            "not issue 44's)")
     if c["agrees"] is None:
@@ -503,13 +500,19 @@ def ns3_fct_text(ns3: dict, fct: dict) -> str:
                 f"{us(n['delivered_p50_us'])}, p99 {us(n['delivered_p99_us'])}, max "
                 f"{us(n['delivered_max_us'])} us; this run {rel(v['p50_rel'])}, {rel(v['p99_rel'])}, "
                 f"{rel(v['max_rel'])}: "
-                + ("[green]within[/green]" if v["agrees"] else "[red]not within[/red]"
-                   if v["agrees"] is not None else "no verdict against")
+                + _verdict_word(v["agrees"])
                 + " the band")
     if ns3["rules"] == "paper":
         out += ("; ns-3's DCQCN rules are not the paper's: --cc dcqcn-ns3 runs ns-3's "
                 "(docs/congestion.md \"ns-3 (HPCC) side by side\")")
     return out
+
+
+def _verdict_word(agrees: bool | None) -> str:
+    """A verdict against ns-3 in the text: within, not within, or no verdict (None)."""
+    if agrees is None:
+        return "no verdict against"
+    return "[green]within[/green]" if agrees else "[red]not within[/red]"
 
 
 def _not_scenario_text(ns3: dict, more: tuple[tuple[str, str], ...] = ()) -> str:
