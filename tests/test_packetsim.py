@@ -133,3 +133,83 @@ def test_spread_in_worker_processes_is_the_same_as_here():
     assert here["fair_rate"] == packetsim.fair_rate(here["fair_runs"], 3)
     assert packetsim.spread(p, 2_000, seeds=(1, 2, 3), workers=2)["per_run"] != \
         packetsim.spread(p, 2_000, seeds=(4, 5, 6), workers=2)["per_run"]
+
+
+def _ns3_2to1(pfc: bool) -> FluidParams:
+    """2:1 onto one port under ns-3's stored scenario's parameters (``scripts/ns3_plots.py
+    params_of``): mini-lossless's QoS at 400 Gb/s, the 400g DCQCN profile."""
+    from railab.topologies.intent import load_intent
+    from railab.topologies.qos import DCQCN_PROFILES
+
+    qos = load_intent("mini-lossless").lab.capacity.qos(400)
+    return FluidParams.from_qos(qos, 2, pfc=pfc, dcqcn=DCQCN_PROFILES["400g"])
+
+
+def test_2to1_use_follows_the_number_of_senders_cut_five_times_at_the_start():
+    """Issue 44's 2:1 under ns-3's rules (``rp="ns3"``): each sender's cuts at the incast's
+    start are 4 or 5 (a fifth when its CNPs span more than four rate-decrease intervals), and
+    the last half's use follows how many senders took a fifth: every run with none is above
+    every run with two (docs/congestion.md, "2:1: a knife edge at the start")."""
+    p = _ns3_2to1(False)
+    by_fifths: dict[int, list[float]] = {}
+    for seed in range(1, 13):
+        start = packetsim.simulate(p, 1000.0, seed=seed, rp="ns3")
+        assert set(start.cuts) <= {4, 5}, start.cuts
+        whole = packetsim.simulate(p, 15_000.0, seed=seed, rp="ns3")
+        by_fifths.setdefault(start.cuts.count(5), []).append(whole.utilization)
+    assert 0 in by_fifths and 2 in by_fifths, by_fifths  # seeds 1-12 draw both outcomes
+    assert min(by_fifths[0]) > max(by_fifths[2]) + 0.03, by_fifths
+    if 1 in by_fifths:
+        assert min(by_fifths[0]) > max(by_fifths[1]) and min(by_fifths[1]) > max(by_fifths[2])
+
+
+def test_the_labs_marking_cadence_makes_a_fifth_cut_likelier_at_2to1():
+    """WRED from a depth read once per switch-agent cycle (1.06 us of fabric time on
+    mini-lossless) and in effect ~1 us after the read (``mark_period_us``, ``mark_delay_us``)
+    keeps the marks of the 2:1 start on longer than WRED on the instantaneous depth: over 40
+    seeds the share of senders cut a fifth time rises from 0.30 to 0.50 (PFC off)."""
+    p = _ns3_2to1(False)
+
+    def fifths(**kw) -> int:
+        return sum(packetsim.simulate(p, 1000.0, seed=s, rp="ns3", **kw).cuts.count(5)
+                   for s in range(1, 41))
+
+    instant, cadence = fifths(), fifths(mark_period_us=1.06, mark_delay_us=1.0)
+    assert instant == 24 and cadence == 40, (instant, cadence)  # of 80 senders
+    # a cadence far faster than the queue moves is WRED on the instantaneous depth again
+    assert abs(fifths(mark_period_us=0.01) - instant) <= 4
+
+
+def test_marking_cadence_bad_input_is_one_error():
+    p = _ns3_2to1(False)
+    for kw, what in (({"mark_period_us": 0}, "mark_period_us must be positive"),
+                     ({"mark_period_us": 1.0, "mark_delay_us": -1}, "mark_delay_us must be 0"),
+                     ({"mark_delay_us": -0.5}, "mark_delay_us must be 0")):
+        with pytest.raises(ValueError, match=what):
+            packetsim.simulate(p, 100.0, **kw)
+    from dataclasses import replace
+
+    with pytest.raises(ValueError, match="dequeue marking"):
+        packetsim.simulate(replace(p, mark_at_enqueue=True), 100.0, mark_period_us=1.0)
+
+
+def test_the_stored_2to1_start_runs_hold_the_counts_the_docs_quote():
+    """docs/congestion.md "2:1: a knife edge at the start" quotes the emulation's senders cut a
+    fifth time at a 2:1 start from the stored runs (measured, 2026-12-06): PFC off 7 of 32 then
+    17 of 32, PFC on 15 of 32 then 12 of 32; every sender cut 4 or 5 times."""
+    from pathlib import Path
+
+    from scipy.stats import fisher_exact
+
+    data = Path(__file__).resolve().parents[1] / "docs/data/ns3-emulation-2026-12-06/startup-2to1.json"
+    runs = json.loads(data.read_text())["runs"]
+    fifths = {}
+    for r in runs:
+        assert set(r["cuts"]) <= {4, 5} and len(r["cuts"]) == 2, r
+        key = (r["pfc"], r["batch"])
+        got, of = fifths.get(key, (0, 0))
+        fifths[key] = (got + r["cuts"].count(5), of + 2)
+    assert fifths == {("off", 1): (7, 32), ("off", 2): (17, 32), ("on", 1): (15, 32), ("on", 2): (12, 32)}
+    # the two PFC-off batches differ (the docs' p = 0.02), and the whole is above ns-3's 14 of 80
+    assert fisher_exact([[7, 25], [17, 15]]).pvalue < 0.05
+    assert fisher_exact([[24, 40], [14, 66]]).pvalue < 0.01

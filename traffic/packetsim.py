@@ -27,6 +27,13 @@ What is simulated (each piece is the lab's, not a new rule):
   "windowed DCQCN" (``HAS_WIN 1``): the receiver acknowledges every data packet, the ACK
   reaching the sender on the CNP's path and timing, and a sender whose unacknowledged bytes
   reach ``W`` waits for an ACK; :func:`bdp_bytes` gives ns-3's window of one BDP;
+* optionally (``simulate(..., mark_period_us=P, mark_delay_us=D)``) **the lab's marking
+  cadence** instead of WRED on the instantaneous depth: the lab's switch agent
+  (:mod:`railab.testbed.pfc`) reads each port's depth once per cycle and writes the WRED
+  probability of that depth into the nft set the marks draw from, where it takes effect a
+  write later; here the depth is read every ``P`` (first read at a random phase) and its
+  probability marks the packets leaving from ``D`` after the read until the next one takes
+  effect (issue 44: why the emulation's 2:1 incast sits under ns-3's, docs/congestion.md);
 * optionally (``simulate(..., series_bin_us=50)``) the run's time series: each flow's bytes
   leaving the queue and the queue depth per bin, as ``scripts/ns3_reference.py`` reads ns-3's
   trace (``PacketRun.series``; ``scripts/ns3_plots.py`` draws them beside ns-3's).
@@ -148,7 +155,8 @@ def bdp_bytes(params: FluidParams, *, hops: int = 2) -> int:
 def simulate(params: FluidParams, fabric_us: float = 15_000.0, *, seed: int = 1,
              resume_bytes: int | None = None, jitter: float = 0.5,
              rp: str = "railab", window_bytes: int | None = None,
-             series_bin_us: float | None = None) -> PacketRun:
+             series_bin_us: float | None = None, mark_period_us: float | None = None,
+             mark_delay_us: float = 0.0) -> PacketRun:
     """Simulate ``params.senders`` DCQCN senders into one port for ``fabric_us`` (fabric us),
     packet by packet, and read the last half. ``resume_bytes`` is the PFC resume depth
     (default: ``pause_bytes`` less two frames); ``jitter`` the senders' gap jitter (0.5: gaps
@@ -174,8 +182,20 @@ def simulate(params: FluidParams, fabric_us: float = 15_000.0, *, seed: int = 1,
     each flow's frame bytes leaving the queue and the queue depth (max and mean over the
     enqueue and dequeue events), the figures ``scripts/ns3_reference.py`` reads from ns-3's
     trace every 50 us. Recording draws no random number and schedules no event: every other
-    figure is the same with it as without. Raises ValueError for a non-positive duration or
-    bin, an unknown ``rp`` or a window below one packet's payload."""
+    figure is the same with it as without.
+
+    ``mark_period_us`` (fabric us; None: WRED on the depth each packet leaves behind, as a
+    switch ASIC and ns-3 mark) and ``mark_delay_us`` (fabric us, >= 0) give the lab's marking
+    cadence (module docstring): the depth read every ``mark_period_us``, its WRED probability
+    in effect ``mark_delay_us`` after the read. The lab's figures: the agent's cycle while
+    busy is ``pfc.json``'s ``mean_busy_cycle_s`` (2.1 lab ms on ``mini-lossless``: 1.06 us at
+    its time scale of 2,000) and a set write through ``nft -i`` ~0.9 lab ms after a read of the
+    8 switches' backlogs that takes ~1.1 (docs/congestion.md, "ECN/WRED: marks from the real
+    queue depth"). Dequeue marking only.
+
+    Raises ValueError for a non-positive duration or bin, an unknown ``rp``, a window below one
+    packet's payload, a non-positive ``mark_period_us``, a negative ``mark_delay_us`` or a
+    marking cadence with ``params.mark_at_enqueue``."""
     if fabric_us <= 0:
         raise ValueError("packetsim: the run must last a positive fabric time")
     if rp not in ("railab", "ns3"):
@@ -186,6 +206,13 @@ def simulate(params: FluidParams, fabric_us: float = 15_000.0, *, seed: int = 1,
                          f"({payload_bytes(params)} B), got {window_bytes}")
     if series_bin_us is not None and not series_bin_us > 0:
         raise ValueError(f"packetsim: series_bin_us must be positive, got {series_bin_us}")
+    if mark_period_us is not None and not mark_period_us > 0:
+        raise ValueError(f"packetsim: mark_period_us must be positive, got {mark_period_us}")
+    if not mark_delay_us >= 0:
+        raise ValueError(f"packetsim: mark_delay_us must be 0 or more, got {mark_delay_us}")
+    if mark_period_us is not None and params.mark_at_enqueue:
+        raise ValueError("packetsim: the lab's marking cadence (mark_period_us) is a dequeue "
+                         "marking; drop mark_at_enqueue or mark_period_us")
     p = params
     rng = np.random.default_rng(seed)
     n, size = p.senders, p.frame_bytes
@@ -214,7 +241,12 @@ def simulate(params: FluidParams, fabric_us: float = 15_000.0, *, seed: int = 1,
     waiting: list[int] = []
     ev: list[tuple[float, int, int, int]] = []  # (time, seq, kind, flow)
     seq = 0
-    SEND, ARRIVE, DEPART, CNP, ACK = 0, 1, 2, 3, 4
+    SEND, ARRIVE, DEPART, CNP, ACK, READ, APPLY = 0, 1, 2, 3, 4, 5, 6
+    cadence = mark_period_us is not None
+    if cadence:  # the agent's reads of the depth, and the probabilities they wrote, in order
+        read_s, write_s = mark_period_us * 1e-6, mark_delay_us * 1e-6
+        in_effect = 0.0
+        written: deque[float] = deque()
     rec = series_bin_us is not None
     if rec:  # the time series: per bin, bytes leaving per flow and the depth at each event
         nbins = max(1, int(np.ceil(fabric_us / series_bin_us - 1e-9)))
@@ -226,6 +258,9 @@ def simulate(params: FluidParams, fabric_us: float = 15_000.0, *, seed: int = 1,
     for i in range(n):
         seq += 1
         heapq.heappush(ev, (rng.uniform(0, tx_time), seq, SEND, i))
+    if cadence:
+        seq += 1
+        heapq.heappush(ev, (rng.uniform(0, read_s), seq, READ, -1))
     while ev:
         t, _, kind, i = heapq.heappop(ev)
         if t > end:
@@ -289,7 +324,9 @@ def simulate(params: FluidParams, fabric_us: float = 15_000.0, *, seed: int = 1,
                     s_qmax[b] = qbytes
                 s_qsum[b] += qbytes
                 s_qcnt[b] += 1
-            if not enqueue and qbytes > kmin:  # WRED on dequeue, at the depth behind it
+            if cadence:  # the probability of the depth the agent read last (in effect)
+                marked = int(in_effect > 0 and rng.random() < in_effect)
+            elif not enqueue and qbytes > kmin:  # WRED on dequeue, at the depth behind it
                 prob = 1.0 if qbytes >= kmax else pmax * (qbytes - kmin) / (kmax - kmin)
                 marked = int(rng.random() < prob)
             if windowed:  # the receiver acknowledges every packet, half there, half back
@@ -310,6 +347,16 @@ def simulate(params: FluidParams, fabric_us: float = 15_000.0, *, seed: int = 1,
                 heapq.heappush(ev, (t + tx_time, seq, DEPART, -1))
             else:
                 busy = False
+        elif kind == READ:
+            prob = (0.0 if qbytes <= kmin else 1.0 if qbytes >= kmax
+                    else pmax * (qbytes - kmin) / (kmax - kmin))
+            written.append(prob)
+            seq += 1
+            heapq.heappush(ev, (t + write_s, seq, APPLY, -1))
+            seq += 1
+            heapq.heappush(ev, (t + read_s, seq, READ, -1))
+        elif kind == APPLY:
+            in_effect = written.popleft()
         elif kind == ACK:
             in_flight[i] -= payload
             if blocked[i] and in_flight[i] < window_bytes:
