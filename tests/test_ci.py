@@ -9,6 +9,8 @@ import subprocess
 import tomllib
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 README_TEST = "scripts/bootstrap.sh --test && python3 -m pytest -q -n 2 --dist loadgroup"
 
@@ -84,7 +86,9 @@ def test_the_suites_live_modules_run_on_one_xdist_worker(tmp_path):
     live = {w for n, w in ran.items() if n.startswith("test_live")}
     integration_runs = os.geteuid() == 0 and Path("/usr/lib/frr/zebra").exists()
     assert sum(n.startswith("test_live") for n in ran) == (12 if integration_runs else 6)
-    assert len(live) == 1, ran
+    # every live test on one worker: xdist's loadgroup read the conftest's groups (under pytest
+    # 9.2 it could not: node ids stayed without their "@group", pyproject.toml's test extra)
+    assert len(live) == 1, (pytest.__version__, ran)
     assert {w for n, w in ran.items() if n.startswith("test_unit")} - live, ran  # the other worker ran the rest
 
 
