@@ -62,11 +62,14 @@ import random
 import re
 import shlex
 import shutil
+import signal
 import string
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -306,11 +309,40 @@ class Runner:
         return p.returncode, [line.rstrip() for line in out.split("\n")] if out else []
 
     def close(self) -> None:
-        """Bring every mapped lab down and remove the scratch directory."""
-        for real in self.names.values():
-            subprocess.run(["railab", "down", real], env=self.env, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL, timeout=COMMAND_TIMEOUT)
-        shutil.rmtree(self.dir, ignore_errors=True)
+        """Bring every mapped lab down and remove the scratch directory: each ``down`` on its
+        own (one that fails or times out does not keep the others up), the directory last
+        whatever happened."""
+        try:
+            for real in self.names.values():
+                try:
+                    subprocess.run(["railab", "down", real], env=self.env, stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL, timeout=COMMAND_TIMEOUT)
+                except (OSError, subprocess.TimeoutExpired) as exc:
+                    print(f"gen_docs: railab down {real}: {exc}", file=sys.stderr)
+        finally:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@contextmanager
+def _termination_raises():
+    """While a file's labs run: SIGTERM and SIGHUP raise SystemExit (128 + the signal), so the
+    ``finally`` of :func:`process` brings the labs down. Python's default for them ends the
+    process without running it: a test run stopped by ``timeout`` (SIGTERM) in the middle of the
+    tutorial left its lab up with a fault injected (2026-12-06). Main thread only (where Python
+    runs handlers); the handlers before are put back after."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum, _frame):
+        raise SystemExit(128 + signum)
+
+    before = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for s, h in before.items():
+            signal.signal(s, h)
 
 
 def run_block(runner: Runner, block: Block, log=None) -> list[list[str]]:
@@ -361,20 +393,21 @@ def process(path: Path, check: bool, live_only: bool, log=print) -> list[str]:
     """Regenerate (``check`` False) or check one file; the diffs found when checking."""
     text = path.read_text()
     lines, labs, blocks = parse(text)
-    runner = Runner(labs)
     outputs: dict[int, list[list[str]]] = {}
     diffs: list[str] = []
-    try:
-        for bi, b in enumerate(blocks):
-            if live_only and not b.live:
-                continue
-            log(f"{path.name}:{b.start + 1}: {b.commands[0].text.splitlines()[0][:90]}")
-            outs = run_block(runner, b, log)
-            outputs[bi] = outs
-            if check:
-                diffs += diff_block(path, b, outs)
-    finally:
-        runner.close()
+    with _termination_raises():
+        runner = Runner(labs)
+        try:
+            for bi, b in enumerate(blocks):
+                if live_only and not b.live:
+                    continue
+                log(f"{path.name}:{b.start + 1}: {b.commands[0].text.splitlines()[0][:90]}")
+                outs = run_block(runner, b, log)
+                outputs[bi] = outs
+                if check:
+                    diffs += diff_block(path, b, outs)
+        finally:
+            runner.close()
     if not check:
         # others may have edited the file while the labs ran: write the outputs into the file as
         # it is now, provided its marked blocks still hold the same commands

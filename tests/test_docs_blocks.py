@@ -195,3 +195,33 @@ def test_tutorial_live_blocks_match_a_real_run():
     assert any("railab check tut1024" in s for s in seen) and any("railab up" in s for s in seen)
     assert not diffs, ("the tutorial drifted from a real run; rerun scripts/gen_docs.py and commit "
                        "the docs with the change:\n" + "\n".join(diffs))
+
+
+def test_a_sigterm_while_a_files_commands_run_still_brings_its_labs_down(tmp_path):
+    """``process`` under SIGTERM (a test run stopped by ``timeout``): the labs' ``down`` and the
+    scratch directory's removal still run (its ``finally``), and the process ends with 143. Until
+    2026-12-06 Python's default SIGTERM skipped the ``finally`` and left the tutorial's lab up.
+    Run in a child process: the block's command sends SIGTERM to its parent, the child."""
+    import subprocess
+
+    doc = tmp_path / "doc.md"
+    doc.write_text("<!-- railab-docs labs=lab1 -->\n<!-- railab-output -->\n```console\n"
+                   "# kill -TERM $PPID; sleep 5\n```\n<!-- /railab-output -->\n")
+    code = (f"import importlib.util, os, sys\n"
+            f"spec = importlib.util.spec_from_file_location('gd', {str(ROOT / 'scripts/gen_docs.py')!r})\n"
+            f"gd = importlib.util.module_from_spec(spec); sys.modules['gd'] = gd; spec.loader.exec_module(gd)\n"
+            f"from pathlib import Path\n"
+            f"close = gd.Runner.close\n"
+            f"def traced(self):\n"
+            f"    print('closing', self.names['lab1'], self.dir, flush=True)\n"
+            f"    close(self)\n"
+            f"    print('closed', os.path.exists(self.dir), flush=True)\n"
+            f"gd.Runner.close = traced\n"
+            f"gd.process(Path({str(doc)!r}), check=True, live_only=False, log=lambda m: None)\n"
+            f"print('not interrupted', flush=True)\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 143, (p.returncode, p.stdout, p.stderr)
+    closing = [ln.split() for ln in p.stdout.splitlines() if ln.startswith("closing ")]
+    assert len(closing) == 1 and closing[0][1].startswith("z"), p.stdout
+    assert "closed False" in p.stdout and "not interrupted" not in p.stdout, p.stdout
+    assert not os.path.exists(closing[0][2])
