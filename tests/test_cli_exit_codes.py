@@ -207,3 +207,24 @@ def test_down_left_reads_the_host(monkeypatch, tmp_path):
                                         "railab down --all removes them")
     state.remove_lab_dir("dl1")
     assert down_left(["dl1"]) == "down finished first, lab dl1 is removed"
+
+
+def test_an_interrupt_wrapped_in_a_runtime_error_is_the_interrupt(monkeypatch, capsys):
+    """CI (2026-12-06): SIGINT 0.15 s into ``railab up`` landed while a pydantic model class was
+    being created; Python 3.11 re-raised it as ``RuntimeError: Error calling __set_name__`` (the
+    KeyboardInterrupt its cause), and railab printed a traceback and exited 1. It is the interrupt:
+    exit 130, one line. A RuntimeError of its own stays a failure."""
+    class Model:
+        def __set_name__(self, owner, name):
+            raise KeyboardInterrupt
+
+    def late_import():
+        type("LoadBalancing", (), {"_sonic_note": Model()})  # what a model's class body does
+
+    assert _kinds_exit(monkeypatch, capsys, late_import) == (130, "error: interrupted by SIGINT\n")
+
+    def own():
+        raise RuntimeError("a bug of its own")
+
+    with pytest.raises(RuntimeError, match="a bug of its own"):
+        _kinds_exit(monkeypatch, capsys, own)

@@ -253,6 +253,16 @@ def _lab_gone(labs: list[str]) -> bool:
     return False
 
 
+def _wrapped_interrupt(exc: BaseException) -> KeyboardInterrupt | None:
+    """The KeyboardInterrupt ``exc`` wraps (its ``__cause__``/``__context__`` chain, at most 10
+    deep), or None."""
+    for _ in range(10):
+        exc = exc.__cause__ or exc.__context__
+        if exc is None or isinstance(exc, KeyboardInterrupt):
+            return exc
+    return None
+
+
 def main() -> None:
     """Run the command line and exit with the code of :mod:`railab.errors`; never returns.
 
@@ -260,7 +270,8 @@ def main() -> None:
     exits with its ``exit_code`` (1, or 2 for a ``UsageError`` such as a bad intent or plan);
     a model ``ValueError`` (pydantic validation) or a missing file is bad input: exit 2. Typer
     usage errors exit 2, Ctrl-C (or an aborted question) 130, SIGTERM 143, SIGHUP 129; no
-    traceback for any of them. A failure after one of those signals came (a helper process
+    traceback for any of them, nor for a RuntimeError that wraps one (Python 3.11's
+    ``__set_name__`` wrapper). A failure after one of those signals came (a helper process
     killed by the same Ctrl-C, a pipe it closed: railab.testbed.signals.received) is the
     interrupt, not a failure. A command that fails on a lab another command took down meanwhile
     (``railab down`` from another shell; the lab was up when it started) says that, exit 1
@@ -321,6 +332,14 @@ def main() -> None:
         sys.exit(EXIT_USAGE)
     except KeyboardInterrupt as exc:
         sys.exit(_interrupted(exc))
+    except RuntimeError as exc:
+        # Python 3.11 re-raises a signal that lands while a class is being created (a model a
+        # command imports late) as "RuntimeError: Error calling __set_name__", the interrupt in
+        # its __cause__ (CI 2026-12-06: SIGINT 0.15 s into `railab up`, a traceback and exit 1)
+        ki = _wrapped_interrupt(exc)
+        if ki is None and received() is None:
+            raise
+        sys.exit(_interrupted(ki))
     except _TYPER_CLICK_EXCEPTION as exc:
         exc.show()
         sys.exit(exc.exit_code)
