@@ -34,7 +34,7 @@ try:
         raise KeyboardInterrupt
     import signal
 
-    from railab.testbed.signals import install_handlers, signum_of
+    from railab.testbed.signals import install_handlers, signum_of, wrapped_interrupt
 except KeyboardInterrupt:
     _name = {2: "SIGINT", 15: "SIGTERM", 1: "SIGHUP"}[_early[0] if _early else 2]
     print(f"error: interrupted by {_name} while starting: nothing was done", file=sys.stderr)
@@ -50,19 +50,6 @@ def _interrupted_while_starting(exc: KeyboardInterrupt) -> None:
     sys.exit(128 + sig)
 
 
-def _interrupt_in(exc: BaseException) -> KeyboardInterrupt | None:
-    """The KeyboardInterrupt ``exc`` is or wraps (``__cause__``/``__context__``): a signal
-    raised inside a class body being created is re-raised by Python 3.11 as ``RuntimeError:
-    Error calling __set_name__`` (CI: SIGTERM 0.15 s into ``railab up``, while pydantic built
-    a model: a traceback and exit 1 instead of 143)."""
-    seen = 0
-    while exc is not None and seen < 10:
-        if isinstance(exc, KeyboardInterrupt):
-            return exc
-        exc, seen = exc.__cause__ or exc.__context__, seen + 1
-    return None
-
-
 def main() -> None:
     """Run the ``railab`` command line (``railab.cli.main``); exit 128 + the signal on SIGINT
     (130), SIGTERM (143) or SIGHUP (129) during start-up.
@@ -74,7 +61,7 @@ def main() -> None:
     try:
         from railab.cli import main as cli_main  # lazy: the heavy imports happen in here
     except (KeyboardInterrupt, RuntimeError) as exc:  # RuntimeError: one wrapping the interrupt
-        ki = _interrupt_in(exc)
+        ki = wrapped_interrupt(exc)
         if ki is None:
             raise
         _interrupted_while_starting(ki)

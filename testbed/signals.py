@@ -65,12 +65,25 @@ def clear_received() -> None:
     _received.clear()
 
 
+def wrapped_interrupt(exc: BaseException | None) -> KeyboardInterrupt | None:
+    """The KeyboardInterrupt ``exc`` is or wraps (its ``__cause__``/``__context__`` chain, at
+    most 10 deep), else None. Python 3.11 re-raises a signal that lands while a class is being
+    created (a pydantic model imported at start-up or by a command) as ``RuntimeError: Error
+    calling __set_name__``, the interrupt its cause (CI: SIGTERM 0.15 s into ``railab up``)."""
+    for _ in range(10):
+        if exc is None or isinstance(exc, KeyboardInterrupt):
+            return exc
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
 def interruption(exc: BaseException | None = None) -> KeyboardInterrupt | None:
-    """The interrupt behind a failure: ``exc`` itself when it is a KeyboardInterrupt, else
-    :class:`Interrupted` for the signal :func:`received` reports (a helper killed by the same
-    Ctrl-C, a pipe it closed), else None: a failure of its own."""
-    if isinstance(exc, KeyboardInterrupt):
-        return exc
+    """The interrupt behind a failure: the KeyboardInterrupt ``exc`` is or wraps
+    (:func:`wrapped_interrupt`), else :class:`Interrupted` for the signal :func:`received`
+    reports (a helper killed by the same Ctrl-C, a pipe it closed), else None: a failure of its
+    own."""
+    if (ki := wrapped_interrupt(exc)) is not None:
+        return ki
     signum = received()
     return Interrupted(signum) if signum is not None else None
 

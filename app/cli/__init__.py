@@ -253,16 +253,6 @@ def _lab_gone(labs: list[str]) -> bool:
     return False
 
 
-def _wrapped_interrupt(exc: BaseException) -> KeyboardInterrupt | None:
-    """The KeyboardInterrupt ``exc`` wraps (its ``__cause__``/``__context__`` chain, at most 10
-    deep), or None."""
-    for _ in range(10):
-        exc = exc.__cause__ or exc.__context__
-        if exc is None or isinstance(exc, KeyboardInterrupt):
-            return exc
-    return None
-
-
 def main() -> None:
     """Run the command line and exit with the code of :mod:`railab.errors`; never returns.
 
@@ -277,7 +267,7 @@ def main() -> None:
     (``railab down`` from another shell; the lab was up when it started) says that, exit 1
     (railab.errors.LabGoneError).
     """
-    from railab.testbed.signals import clear_received, received, settle
+    from railab.testbed.signals import clear_received, interruption, received, settle
 
     watched: list[str] = []
     try:
@@ -332,12 +322,8 @@ def main() -> None:
         sys.exit(EXIT_USAGE)
     except KeyboardInterrupt as exc:
         sys.exit(_interrupted(exc))
-    except RuntimeError as exc:
-        # Python 3.11 re-raises a signal that lands while a class is being created (a model a
-        # command imports late) as "RuntimeError: Error calling __set_name__", the interrupt in
-        # its __cause__ (CI 2026-12-06: SIGINT 0.15 s into `railab up`, a traceback and exit 1)
-        ki = _wrapped_interrupt(exc)
-        if ki is None and received() is None:
+    except RuntimeError as exc:  # one wrapping an interrupt (signals.wrapped_interrupt), or after one
+        if (ki := interruption(exc)) is None:
             raise
         sys.exit(_interrupted(ki))
     except _TYPER_CLICK_EXCEPTION as exc:
