@@ -67,11 +67,11 @@ import string
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from railab.testbed.signals import Interrupted, signals_raise
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "docs" / "tutorial.md", ROOT / "docs" / "training.md"]
@@ -323,28 +323,6 @@ class Runner:
             shutil.rmtree(self.dir, ignore_errors=True)
 
 
-@contextmanager
-def _termination_raises():
-    """While a file's labs run: SIGTERM and SIGHUP raise SystemExit (128 + the signal), so the
-    ``finally`` of :func:`process` brings the labs down. Python's default for them ends the
-    process without running it: a test run stopped by ``timeout`` (SIGTERM) in the middle of the
-    tutorial left its lab up with a fault injected (2026-12-06). Main thread only (where Python
-    runs handlers); the handlers before are put back after."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def stop(signum, _frame):
-        raise SystemExit(128 + signum)
-
-    before = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGHUP)}
-    try:
-        yield
-    finally:
-        for s, h in before.items():
-            signal.signal(s, h)
-
-
 def run_block(runner: Runner, block: Block, log=None) -> list[list[str]]:
     """Run a block (its ``before``, its commands, its ``after``); each command's shown output."""
     outs = []
@@ -395,19 +373,28 @@ def process(path: Path, check: bool, live_only: bool, log=print) -> list[str]:
     lines, labs, blocks = parse(text)
     outputs: dict[int, list[list[str]]] = {}
     diffs: list[str] = []
-    with _termination_raises():
-        runner = Runner(labs)
-        try:
-            for bi, b in enumerate(blocks):
-                if live_only and not b.live:
-                    continue
-                log(f"{path.name}:{b.start + 1}: {b.commands[0].text.splitlines()[0][:90]}")
-                outs = run_block(runner, b, log)
-                outputs[bi] = outs
-                if check:
-                    diffs += diff_block(path, b, outs)
-        finally:
-            runner.close()
+    # SIGTERM and SIGHUP raise while the labs run (railab's signals_raise), so the finally below
+    # brings them down: Python's default for them ends the process without it (a test run
+    # stopped by `timeout` left the tutorial's lab up with a fault injected, 2026-12-06); they
+    # end the script with 128 + the signal once the labs are down
+    try:
+        with signals_raise():
+            runner = Runner(labs)
+            try:
+                for bi, b in enumerate(blocks):
+                    if live_only and not b.live:
+                        continue
+                    log(f"{path.name}:{b.start + 1}: {b.commands[0].text.splitlines()[0][:90]}")
+                    outs = run_block(runner, b, log)
+                    outputs[bi] = outs
+                    if check:
+                        diffs += diff_block(path, b, outs)
+            finally:
+                runner.close()
+    except Interrupted as exc:
+        if exc.signum == signal.SIGINT:
+            raise  # Ctrl-C stays Python's KeyboardInterrupt
+        raise SystemExit(128 + exc.signum) from None
     if not check:
         # others may have edited the file while the labs ran: write the outputs into the file as
         # it is now, provided its marked blocks still hold the same commands
