@@ -222,6 +222,10 @@ def simulate(params: FluidParams, fabric_us: float = 15_000.0, *, seed: int = 1,
     frm = end / 2
     half = p.base_delay_us * 1e-6 / 2
     kmin, kmax, pmax = p.kmin_bytes, p.kmax_bytes, p.pmax
+
+    def wred(depth: int) -> float:  # WRED's marking probability at ``depth`` (above Kmin)
+        return 1.0 if depth >= kmax else pmax * (depth - kmin) / (kmax - kmin)
+
     enqueue = p.mark_at_enqueue
     pause_at = p.pause_bytes
     resume_at = resume_bytes if resume_bytes is not None else max(0, pause_at - 2 * size)
@@ -294,8 +298,7 @@ def simulate(params: FluidParams, fabric_us: float = 15_000.0, *, seed: int = 1,
                 continue
             marked = 0
             if enqueue and qbytes > kmin:  # WRED on enqueue, at the depth in front of it
-                prob = 1.0 if qbytes >= kmax else pmax * (qbytes - kmin) / (kmax - kmin)
-                marked = int(rng.random() < prob)
+                marked = int(rng.random() < wred(qbytes))
             queue.append(2 * i + marked)
             qbytes += size
             qmax = max(qmax, qbytes)
@@ -327,8 +330,7 @@ def simulate(params: FluidParams, fabric_us: float = 15_000.0, *, seed: int = 1,
             if cadence:  # the probability of the depth the agent read last (in effect)
                 marked = int(in_effect > 0 and rng.random() < in_effect)
             elif not enqueue and qbytes > kmin:  # WRED on dequeue, at the depth behind it
-                prob = 1.0 if qbytes >= kmax else pmax * (qbytes - kmin) / (kmax - kmin)
-                marked = int(rng.random() < prob)
+                marked = int(rng.random() < wred(qbytes))
             if windowed:  # the receiver acknowledges every packet, half there, half back
                 seq += 1
                 heapq.heappush(ev, (t + 2 * half, seq, ACK, f))
@@ -348,9 +350,7 @@ def simulate(params: FluidParams, fabric_us: float = 15_000.0, *, seed: int = 1,
             else:
                 busy = False
         elif kind == READ:
-            prob = (0.0 if qbytes <= kmin else 1.0 if qbytes >= kmax
-                    else pmax * (qbytes - kmin) / (kmax - kmin))
-            written.append(prob)
+            written.append(wred(qbytes) if qbytes > kmin else 0.0)
             seq += 1
             heapq.heappush(ev, (t + write_s, seq, APPLY, -1))
             seq += 1
