@@ -481,10 +481,11 @@ def deadlock_run(spec: LabSpec, netns_of: Callable[[str], str], watchdog, *,
                         peak[k] = max(peak[k], v)
                     # reached xOFF: seen by a reading, or by the agent, which pauses a queue's
                     # feeder (the cycle port before it, keys[i - 1]) when its switch reaches
-                    # xOFF: a crossing between two 50 ms readings counts too
-                    ports = sess.state().get("ports", {})
-                    reached = all(peak[k] >= xoff or ports.get(keys[i - 1], {}).get("paused")
-                                  for i, k in enumerate(keys))
+                    # xOFF: a crossing between two 50 ms readings counts too (the agent's record
+                    # is read only for a queue no reading saw there)
+                    unseen = [i for i, k in enumerate(keys) if peak[k] < xoff]
+                    ports = sess.state().get("ports", {}) if unseen else {}
+                    reached = all(ports.get(keys[i - 1], {}).get("paused") for i in unseen)
                     if len(now) == len(keys) and reached and all(v >= xon for v in now.values()):
                         filled = round(time.monotonic() - t_start, 3)
                         for proc in procs:
