@@ -87,6 +87,7 @@ from railab.testbed.pfc import (  # noqa: F401 - re-exported: the agent's plain-
     START_TIMEOUT_S,
     STOP_TIMEOUT_S,
     AgentPlan,
+    NicPauseBoard,
     Port,
     QdiscReader,
     QdiscStat,
@@ -640,6 +641,7 @@ def reset(spec: LabSpec, netns_of: Callable[[str], str]) -> None:
     for p in ports(spec, trained_speeds(spec.name)):
         by_node.setdefault(p.node, []).append(p)
     storms = read_storms(st.lab_dir(spec.name))
+    NicPauseBoard.remove(st.lab_dir(spec.name))  # a killed agent's: no NIC stays held
     jobs = {}
     for node, ps in by_node.items():
         script = "".join(tbf_line(p, lossless_class(spec.qos), paused=p.key in storms, extra=0)

@@ -21,9 +21,11 @@ lossless-queue backlog of every switch port (one raw rtnetlink qdisc dump per sw
   the ``tbf`` under its **lossless class only** (``1:13``) changed to 8 kbit/s, which holds its
   backlog without dropping (``tc qdisc change`` of a tbf keeps the queue and refills the bucket:
   at most one two-frame burst gets out after PAUSE, like the frame on the wire when a PAUSE
-  arrives); a paused server NIC's queue grows (its limit is large; the load engine reads it to
-  stop sending). The control class (BGP, BFD, ND, CNP) is never touched, so a pause never flaps
-  a session. Once every lossless queue of ``S`` is at or under ``QosProfile.pfc_resume_bytes``
+  arrives); a paused server NIC's QPs stop at once (the agent sets the NIC's byte of the
+  sender NICs' PAUSE board, :class:`NicPauseBoard`, which the load engine reads before each
+  send: no backlog builds in the host to leave at the port rate on RESUME), and its queue holds
+  what it has (its limit is large). The control class (BGP, BFD, ND, CNP) is never touched,
+  so a pause never flaps a session. Once every lossless queue of ``S`` is at or under ``QosProfile.pfc_resume_bytes``
   (xOFF - xON lower), ``S`` RESUMEs them (full rate again) and sends a kick frame out of each so
   the kernel runs the queue at once.
 
@@ -63,6 +65,7 @@ from __future__ import annotations
 import argparse
 import fcntl
 import json
+import mmap
 import os
 import select
 import signal
@@ -121,6 +124,125 @@ WATCHDOG_FILE = "pfcwd.json"
 #: tbf limit of a queue the PFC watchdog drops (``action drop``), bytes: tc refuses 0, and no
 #: frame fits in one byte, so every new arrival is dropped.
 DROP_LIMIT_BYTES = 1
+
+#: The sender NICs' PAUSE board of a running agent, under the lab's run directory: a record of
+#: :data:`NIC_PAUSE_RECORD` bytes per server NIC port (:class:`NicPauseBoard`), and its index,
+#: the ports in record order.
+NIC_PAUSE_FILE = "nic-pause"
+NIC_PAUSE_INDEX = "nic-pause.json"
+#: One port's record on the board: the monotonic time (s, CLOCK_MONOTONIC, as Python's
+#: ``time.monotonic``) of its last RESUME as a little-endian double at offset 0, and at offset 8
+#: one byte, 1 while paused; the rest padding (``dp_pause`` in traffic/fastpath.c).
+NIC_PAUSE_RECORD = 16
+
+
+class NicPauseBoard:
+    """The sender NICs' PAUSE board: a shared record per server NIC port (``(node,
+    interface)``, :data:`NIC_PAUSE_RECORD`), paused while the switch agent's PFC holds that NIC
+    (its xOFF; not a PFC storm, whose NIC queue fills and refuses as before), with the time of
+    its last RESUME. The load engine reads it before each send and holds the QPs of a paused
+    NIC without banking their time: a NIC's scheduler does not serve a paused priority and
+    resumes each QP at its rate, no catch-up (IEEE 802.1Qbb; HPCC's ns-3: ``qbb-net-device.cc``
+    ``RdmaEgressQueue::GetNextQindex`` skips a QP whose priority is paused, and ``rdma-hw.cc``
+    ``UpdateNextAvail`` schedules its next packet from the current time). A QP goes on from the
+    RESUME's time, not from when its engine thread saw it (one thread that also receives saw
+    it later than the other: two senders sharing a link got 0.70 and 0.80 of their share, one
+    thread 0.68 each). Without the board the engine kept pacing into the paused NIC's queue (up
+    to its send buffer, ~100 frames), which left at the port rate on RESUME (docs/congestion.md).
+
+    :meth:`create` (the agent) writes a zeroed board and its index (:data:`NIC_PAUSE_FILE`,
+    :data:`NIC_PAUSE_INDEX` under ``run_dir``); :meth:`attach` (the engine) maps an existing one,
+    None when there is none or it is unreadable. ``offset(key)`` is a port's record number
+    (None: not on the board); :meth:`address` its address for the compiled fast path (valid
+    until :meth:`close`). OSError from :meth:`create` when the run directory is not writable."""
+
+    def __init__(self, run_dir: Path, keys: list[tuple[str, str]], mm: mmap.mmap,
+                 owner: bool) -> None:
+        self.run_dir, self.keys, self.mm, self.owner = run_dir, keys, mm, owner
+        self._index = {k: i for i, k in enumerate(keys)}
+        self._base: Any = None  # ctypes view of the map (address()), released at close()
+
+    @classmethod
+    def create(cls, run_dir: str | Path, keys: list[tuple[str, str]]) -> NicPauseBoard:
+        run_dir = Path(run_dir)
+        keys = sorted(set(keys))
+        size = NIC_PAUSE_RECORD * max(1, len(keys))
+        with open(run_dir / NIC_PAUSE_FILE, "w+b") as f:
+            f.write(bytes(size))
+            f.flush()
+            mm = mmap.mmap(f.fileno(), size)
+        write_atomic(run_dir / NIC_PAUSE_INDEX,
+                     json.dumps({"ports": [f"{n}:{p}" for n, p in keys], "pid": os.getpid()}))
+        return cls(run_dir, keys, mm, owner=True)
+
+    @classmethod
+    def attach(cls, run_dir: str | Path) -> NicPauseBoard | None:
+        run_dir = Path(run_dir)
+        try:
+            doc = json.loads((run_dir / NIC_PAUSE_INDEX).read_text())
+            keys = [tuple(k.split(":", 1)) for k in doc["ports"]]
+            with open(run_dir / NIC_PAUSE_FILE, "r+b") as f:
+                mm = mmap.mmap(f.fileno(), 0)
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        if len(mm) < NIC_PAUSE_RECORD * len(keys):
+            mm.close()
+            return None
+        return cls(run_dir, keys, mm, owner=False)
+
+    @staticmethod
+    def remove(run_dir: str | Path) -> None:
+        """Remove a board a killed agent left behind (nothing when there is none)."""
+        for name in (NIC_PAUSE_INDEX, NIC_PAUSE_FILE):
+            try:
+                (Path(run_dir) / name).unlink()
+            except FileNotFoundError:
+                pass
+
+    def offset(self, key: tuple[str, str]) -> int | None:
+        return self._index.get(key)
+
+    def paused(self, key: tuple[str, str]) -> bool:
+        i = self._index.get(key)
+        return i is not None and self.paused_at(i)
+
+    def paused_at(self, offset: int) -> bool:
+        """Whether record ``offset`` is paused now."""
+        return self.mm[NIC_PAUSE_RECORD * offset + 8] != 0
+
+    def resumed_at(self, offset: int) -> float:
+        """The monotonic time (s) of record ``offset``'s last RESUME (0.0: none yet)."""
+        return struct.unpack_from("<d", self.mm, NIC_PAUSE_RECORD * offset)[0]
+
+    def set(self, key: tuple[str, str], paused: bool, now: float | None = None) -> None:
+        """PAUSE or RESUME ``key`` (a port not on the board: nothing); a RESUME's time is
+        ``now`` (monotonic s; default: the clock now), written before the flag clears."""
+        i = self._index.get(key)
+        if i is None:
+            return
+        at = NIC_PAUSE_RECORD * i
+        if not paused:
+            struct.pack_into("<d", self.mm, at, time.monotonic() if now is None else now)
+        self.mm[at + 8] = 1 if paused else 0
+
+    def address(self, offset: int) -> int:
+        """The address of record ``offset`` in this process (for ``dp_qp.pause``)."""
+        import ctypes  # the engine's side only
+
+        if self._base is None:
+            self._base = ctypes.c_char.from_buffer(self.mm)
+        return ctypes.addressof(self._base) + NIC_PAUSE_RECORD * offset
+
+    def close(self) -> None:
+        """Unmap; the agent's board is zeroed first (nothing stays paused) and its files
+        removed."""
+        if self.mm.closed:
+            return
+        if self.owner:
+            self.mm[:] = bytes(len(self.mm))
+            self.remove(self.run_dir)
+        self._base = None
+        self.mm.close()
 
 
 @dataclass(frozen=True)
@@ -635,6 +757,8 @@ class PfcLoop:
         self._prio_stamp: tuple[int, int] | None = None
         #: when the loop next looks for storms whose link was reset (:func:`settle_storms`)
         self._settle_at = 0.0
+        #: the sender NICs' PAUSE board (PFC on and a run directory; :class:`NicPauseBoard`)
+        self.board: NicPauseBoard | None = None
 
     # -- tc writers -----------------------------------------------------------------------------
     # The writers run in their own session: a terminal's Ctrl-C reaches the traffic command's
@@ -833,6 +957,8 @@ class PfcLoop:
             ps.paused_s += now - (ps.paused_since or now)
             ps.paused_since = None
             self._kick[key] = 0
+        if self.board is not None:  # a sender NIC's QPs stop (or go on) now; its tbf follows
+            self.board.set(key, paused, now)
         self._tc_write(key[0], self._line(key))
 
     def _send_kicks(self, *, now: bool = False) -> None:
@@ -867,6 +993,11 @@ class PfcLoop:
         Raises RailabError naming the nodes whose writer did not start."""
         self._refresh_storms()
         self._refresh_watchdog()
+        if self.plan.run_dir:
+            NicPauseBoard.remove(self.plan.run_dir)  # an earlier agent's, if it was killed
+            if self.pfc:
+                self.board = NicPauseBoard.create(
+                    self.plan.run_dir, [k for k, p in self.by_key.items() if not p.switch])
         for sw in self.switches:
             ns = self.netns_of(sw.name)
             self._readers[sw.name] = QdiscReader(ns)
@@ -1017,6 +1148,9 @@ class PfcLoop:
                     self._set(key, False, now)
                 except OSError:
                     pass
+        if self.board is not None:
+            self.board.close()
+            self.board = None
         self.extra = {}
         self.limit = {}
         for ps in self.ports.values():

@@ -54,6 +54,54 @@ def test_the_fourth_set_counts_as_the_docs_say():
                      r"its 10 seeds; Mann-Whitney U", out)
 
 
+BOARD = ROOT / "docs" / "data" / "ns3-emulation-2026-12-07"
+
+
+def test_the_pause_board_runs_count_as_the_docs_say():
+    """docs/congestion.md "PFC on: the sender NIC's backlog": 15 ms runs with the load engine
+    reading the switch agent's sender-NIC PAUSE board and without it (the engine before
+    2026-12-07), interleaved (2026-12-07 00:53-01:07): 2:1 PFC on within issue 44's bands of
+    ns-3's run in 7 of 8 runs with the board, 5 of 8 without; 8:1 PFC on 2 of 2 and 0 of 2."""
+    board, before = _read(BOARD / "pause-board" / "board"), _read(BOARD / "pause-board" / "no-board")
+    assert _count(board, "literal", 2, "on") == (7, 8) and _count(before, "literal", 2, "on") == (5, 8)
+    assert _count(board, "literal", 8, "on") == (2, 2) and _count(before, "literal", 8, "on") == (0, 2)
+    assert _count(board, "literal", 4, "on") == (2, 2) == _count(before, "literal", 4, "on")
+    assert "2:1 PFC on: 7 of 8 runs within issue 44's bands; ns-3 itself (its other seeds against " \
+           "its run 1) in 8 of 9" in board
+    assert re.search(r"2:1 PFC on: .* port use: emulation mean 93\.2 % over 8 runs", board)
+    assert re.search(r"2:1 PFC on: .* port use: emulation mean 91\.8 % over 8 runs", before)
+
+
+def test_the_pause_board_startup_runs_hold_the_counts_the_docs_quote():
+    """The 2:1 PFC-on start (the first ms of fabric time), 24 runs each way interleaved, two
+    batches: senders cut a fifth time 8 and 5 of 48 with the board, 28 and 13 of 48 without
+    (both batches: 13 of 96 against 41 of 96, Fisher's exact test p < 0.001); with the board
+    the local sender's QP was held by PAUSEs (pfc_holds) in every run that paused, and a held
+    sender's NIC never refused a frame."""
+    import json
+
+    from scipy.stats import fisher_exact
+
+    runs = json.loads((BOARD / "startup-2to1-pfc-on-board.json").read_text())["runs"]
+    by: dict[tuple[int, bool], list] = {}
+    for r in runs:
+        by.setdefault((r["batch"], r["engine"].startswith("pause board")), []).append(r)
+    assert sorted(len(v) for v in by.values()) == [24] * 4
+
+    def fifth(rs: list) -> int:
+        return sum(c >= 5 for r in rs for c in r["cuts"])
+
+    assert [fifth(by[(b, board)]) for b in (1, 2) for board in (True, False)] == [8, 28, 5, 13]
+    assert fisher_exact([[13, 83], [41, 55]])[1] < 0.001
+    assert all(set(r["cuts"]) <= {4, 5} for r in runs)
+    held = [r for (_b, board), rs in by.items() if board for r in rs]
+    assert all(sum(r["pfc_holds"]) > 0 for r in held if r["pause_events"] > 0)
+    assert all(sum(r["pfc_holds"]) == 0 for (_b, board), rs in by.items() if not board for r in rs)
+    # a sender the board held never found its NIC's queue full
+    assert all(bp == 0 for r in held for bp, h in zip(r["backpressure"], r["pfc_holds"],
+                                                      strict=True) if h)
+
+
 def test_a_directory_without_runs_is_one_clear_error(tmp_path):
     p = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_fidelity.py"), "--ns3", "--read",
                         str(tmp_path)], capture_output=True, text=True)

@@ -758,7 +758,18 @@ def test_live_lossless_incast_ecmp_collision_pfc_shares_per_port(lossless_lab):
     seed, shared = _incast_seed(lossless_lab, collide=True, senders=4)
 
     def check(dc: dict) -> None:
-        assert dc["congestion"]["pause_events"] > 0
+        d = dc["congestion"]
+        assert d["pause_events"] > 0
+        # the senders on the receiver's leaf are PAUSEd at their NIC (NicPauseBoard): their QPs
+        # are held, for no more than the run, and nothing the board holds is counted as a NIC
+        # that refused frames
+        f0 = d["flows"][0]
+        leaf = lossless_lab.spec.nic(f0["dst"].split(":")[0], f0["dst_nic"]).leaf
+        local = [f for f in d["flows"] if lossless_lab.spec.nic(
+            f["src"].split(":")[0], f["src_nic"]).leaf == leaf]
+        assert local and all(f["pfc_holds"] > 0 for f in local), [
+            (f["name"], f["pfc_holds"]) for f in d["flows"]]
+        assert all(0 < f["pfc_held_s"] < d["seconds"] for f in local)
 
     d = _pfc_incast(lossless_lab, seed, check, lambda d: False, seconds=4.0, senders=4,
                     cc="none")["congestion"]

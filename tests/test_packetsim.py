@@ -180,6 +180,30 @@ def test_the_labs_marking_cadence_makes_a_fifth_cut_likelier_at_2to1():
     assert abs(fifths(mark_period_us=0.01) - instant) <= 4
 
 
+def test_a_paused_nics_backlog_makes_a_fifth_cut_likelier_at_2to1_pfc_on():
+    """The ablation of the lab's load engine before its PAUSE board (2026-12-07): a PAUSEd
+    sender that keeps pacing into its NIC's queue (up to ~100 frames, the engine's NIC send
+    buffer), released at the line rate on RESUME, keeps the 2:1 start's queue up longer: over 40
+    seeds the senders cut a fifth time rise from 9 to 27 of 80 (PFC on). With no backlog the
+    run is the default's, event for event."""
+    p = _ns3_2to1(True)
+
+    def fifths(**kw) -> int:
+        return sum(packetsim.simulate(p, 1000.0, seed=s, rp="ns3", **kw).cuts.count(5)
+                   for s in range(1, 41))
+
+    held, backlog = fifths(), fifths(nic_backlog_bytes=100 * p.frame_bytes)
+    assert held == 9 and backlog == 27, (held, backlog)  # of 80 senders
+    a = packetsim.simulate(p, 1000.0, seed=3, rp="ns3")
+    b = packetsim.simulate(p, 1000.0, seed=3, rp="ns3", nic_backlog_bytes=0)
+    assert (a.cuts, a.queue_max_bytes, a.per_flow_gbps) == (b.cuts, b.queue_max_bytes,
+                                                           b.per_flow_gbps)
+    for kw in ({"nic_backlog_bytes": -1},
+               {"nic_backlog_bytes": 4 * p.frame_bytes, "window_bytes": 10 ** 6}):
+        with pytest.raises(ValueError, match="nic_backlog_bytes must be 0 or more"):
+            packetsim.simulate(p, 100.0, **kw)
+
+
 def test_marking_cadence_bad_input_is_one_error():
     p = _ns3_2to1(False)
     for kw, what in (({"mark_period_us": 0}, "mark_period_us must be positive"),

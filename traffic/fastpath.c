@@ -42,7 +42,7 @@
 #include <unistd.h>
 #include <linux/if_packet.h>
 
-#define DP_ABI 11
+#define DP_ABI 12
 #define OOO_WINDOW 4096
 #define BUSY_MAX_S 0.005      /* a worker that has not waited for this long ... */
 #define BUSY_REST_S 0.0005    /* ... sleeps this long: at most ~91 % of a core, so FRR (BFD), the
@@ -77,6 +77,13 @@ typedef struct {              /* DCQCN reaction point (see DcqcnRP) */
     double dec_interval, next_dec;
     int64_t stage;
 } dp_rp;
+
+typedef struct {              /* one sender NIC's record of the PFC agent's PAUSE board
+                               * (railab.testbed.pfc.NicPauseBoard, NIC_PAUSE_RECORD bytes) */
+    double t_resume;          /* monotonic time of its last RESUME (s) */
+    uint8_t paused;           /* 1 while PAUSEd */
+    uint8_t pad[7];
+} dp_pause;
 
 typedef struct {
     /* configuration, written by Python before dp_run */
@@ -120,6 +127,14 @@ typedef struct {
     double cnp_ts[64];
     int64_t cnp_w, cnp_r, cnp_lat_n;
     double cnp_lat_sum, cnp_lat_max;
+    /* PFC at the sender NIC: its NIC's record of the switch agent's PAUSE board (NULL: none).
+     * While paused the QP sends nothing and banks no credit; it goes on at its rate from the
+     * RESUME's time: a NIC's scheduler skips a paused priority and resumes each QP at its rate
+     * (HPCC ns-3 qbb-net-device.cc RdmaEgressQueue::GetNextQindex, rdma-hw.cc UpdateNextAvail) */
+    const volatile dp_pause *pause;
+    double held_since;        /* since when the board has held it (0: not held) */
+    double pfc_held_s;        /* time the board held it, closed holds (s) */
+    int64_t pfc_holds;        /* PAUSEs that held it */
 } dp_qp;
 
 #define CNP_RING 64
@@ -687,6 +702,25 @@ static int send_due(worker *w, dp_qp *q, int qi, double now)
     dp_ctx *c = w->c;
     int burst = 0;
     int ppm = q->ppm;
+    if (q->pause) {
+        if (q->pause->paused) {   /* PAUSEd: look again one frame time at the line rate on */
+            if (q->held_since == 0.0) {
+                q->held_since = now;
+                q->pfc_holds++;
+            }
+            q->next_t = now + (double)q->frame_bits / q->line_bps;
+            return 1;
+        }
+        if (q->held_since != 0.0) {   /* RESUMEd: on at its rate from the RESUME (written
+                                       * before the flag cleared), however late this thread
+                                       * saw it; nothing of the paused time is banked */
+            double tr = q->pause->t_resume;
+            double from = tr >= q->held_since && tr <= now ? tr : now;
+            q->pfc_held_s += from - q->held_since;
+            q->held_since = 0.0;
+            q->next_t = from;
+        }
+    }
     while (q->next_t <= now && burst < c->catch_up) {
         int64_t i;
         if (q->nic) {

@@ -39,7 +39,7 @@ from railab.testbed import cbuild
 
 SOURCE = Path(__file__).with_name("fastpath.c")
 #: The C file's interface version (``DP_ABI``): a library of another version is not used.
-ABI = 11
+ABI = 12
 
 
 class FastPathUnavailable(RailabError):
@@ -94,7 +94,9 @@ class Qp(ctypes.Structure):
         (n, _I64) for n in ("epsn", "acks_tx", "naks_tx", "dup_rx", "beyond", "ack_pending")] + [
         ("t_done", _F64), ("ooo_map", ctypes.c_uint64 * 64), ("rec_hi", _I64),
         ("cnp_ts", _F64 * 64), ("cnp_w", _I64), ("cnp_r", _I64), ("cnp_lat_n", _I64),
-        ("cnp_lat_sum", _F64), ("cnp_lat_max", _F64)]
+        ("cnp_lat_sum", _F64), ("cnp_lat_max", _F64),
+        ("pause", ctypes.c_void_p), ("held_since", _F64), ("pfc_held_s", _F64),
+        ("pfc_holds", _I64)]
 
 
 class Ctx(ctypes.Structure):

@@ -52,7 +52,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Literal
 
 from railab.errors import RailabError
+from railab.testbed import state as labstate
 from railab.testbed.dilation import restore_leftover
+from railab.testbed.pfc import NicPauseBoard
 from railab.topologies.labspec import LabSpec
 from railab.topologies.qos import DcqcnProfile, QosProfile
 from railab.traffic import fastpath, roce
@@ -554,6 +556,11 @@ def flow_results(flows: list[Flow], result: LoadResult, failures: list[str | Non
     return out
 
 
+#: PAUSE boards an interrupted run's fast-path thread may still read: mapped until the process
+#: exits (LoadEngine._release_board)
+_BOARDS_IN_USE: list[NicPauseBoard] = []
+
+
 class _QP:
     __slots__ = ("lf", "flow", "tx", "cnp_tx", "tpls", "ntpl", "cnp_frame", "dqpn", "sqpn",
                  "start_psn", "rp", "next_t", "frame_bits", "sent", "sent_bytes", "goal",
@@ -561,7 +568,8 @@ class _QP:
                  "deficit_bytes", "t_start", "t_last_rx", "sport", "ppm", "s_tx", "s_rx",
                  "s_ce", "s_cnp", "series", "active", "icrc_errors", "nic_down", "ttl",
                  "max_psn_dist", "failed", "port_missing", "mtu_exceeded", "mtu_note",
-                 "down_nic", "late_s", "line_bps", "ack_tpls", "rc", "cnp_ts", "cnp_lat")
+                 "down_nic", "late_s", "line_bps", "ack_tpls", "rc", "cnp_ts", "cnp_lat",
+                 "pause_at", "held_since", "pfc_held_s", "pfc_holds")
 
 
 class LoadEngine(Engine):
@@ -637,6 +645,9 @@ class LoadEngine(Engine):
         self._socket_drops = 0
         self._by_dqpn: dict[int, _QP] = {}
         self._by_sqpn: dict[int, _QP] = {}
+        #: the switch agent's sender-NIC PAUSE board while a run has one (PFC on)
+        self._board: NicPauseBoard | None = None
+        self._fast_thread: threading.Thread | None = None
 
     def open(self) -> None:
         """Open the engine's sockets; the NIC send buffers are cut to :data:`SNDBUF_BYTES`
@@ -775,6 +786,19 @@ class LoadEngine(Engine):
     def _send_due(self, q: _QP, now: float) -> None:
         burst = 0
         ppm = q.ppm
+        if q.pause_at is not None:  # PFC at the sender NIC (NicPauseBoard): as dp_qp's pause
+            if self._board.paused_at(q.pause_at):
+                if not q.held_since:
+                    q.held_since = now
+                    q.pfc_holds += 1
+                q.next_t = now + q.frame_bits / q.line_bps
+                return
+            if q.held_since:  # on from the RESUME's time, however late this loop saw it
+                tr = self._board.resumed_at(q.pause_at)
+                start = tr if q.held_since <= tr <= now else now
+                q.pfc_held_s += start - q.held_since
+                q.held_since = 0.0
+                q.next_t = start
         while q.next_t <= now and burst < CATCH_UP:
             if q.goal is not None and q.sent >= q.goal:
                 q.active = False
@@ -879,10 +903,25 @@ class LoadEngine(Engine):
         if engine == "auto" and os.environ.get("RAILAB_LOAD_ENGINE") in ("c", "python"):
             engine = os.environ["RAILAB_LOAD_ENGINE"]  # a benchmark's side-by-side choice
         if engine == "c" or (engine == "auto" and fastpath.available()):
-            return self._run_fast(seconds, stop=stop, deadline=deadline, on_started=on_started)
+            self._attach_board()
+            try:
+                return self._run_fast(seconds, stop=stop, deadline=deadline,
+                                      on_started=on_started)
+            finally:
+                self._release_board()
         if self.nic != "none":
             raise RailabError(f"the NIC transport ({self.nic}) runs on the load engine's compiled "
                               "fast path only: install gcc (scripts/bootstrap.sh), or run without --nic")
+        self._attach_board()
+        try:
+            return self._run_python(seconds, stop=stop, deadline=deadline, on_started=on_started)
+        finally:
+            self._release_board()
+
+    def _run_python(self, seconds: float | None, *, stop: Callable[[], bool],
+                    deadline: float | None, on_started: Callable[[float], None] | None
+                    ) -> LoadResult:
+        """:meth:`run`'s own per-packet loop (the fast path's rules, in Python)."""
         self.poll(0)
         self._drain_sinks()
         self._rx_drops()  # reading PACKET_STATISTICS zeroes it: the run's count starts here
@@ -953,6 +992,26 @@ class LoadEngine(Engine):
                 self._diagnose(q)
         return self._result(t0, t_end)
 
+    def _attach_board(self) -> None:
+        """Map the switch agent's sender-NIC PAUSE board when one runs (PFC on:
+        :class:`railab.testbed.pfc.NicPauseBoard`) and give each QP its NIC's byte: a QP
+        whose NIC the agent PAUSEs sends nothing until RESUME and banks no time."""
+        self._board = NicPauseBoard.attach(labstate.lab_dir(self.spec.name))
+        for q in self._qps:
+            q.pause_at = None
+            if self._board is not None and not q.failed and q.tx is not None:
+                q.pause_at = self._board.offset((q.flow.src[0], q.tx.getsockname()[0]))
+
+    def _release_board(self) -> None:
+        if self._board is None:
+            return
+        th = getattr(self, "_fast_thread", None)
+        if th is not None and th.is_alive():  # an interrupted run's fast path still reads it
+            _BOARDS_IN_USE.append(self._board)
+        else:
+            self._board.close()
+        self._board = None
+
     # ---- the compiled fast path ---------------------------------------------------------------
     def _run_fast(self, seconds: float | None, *, stop: Callable[[], bool],
                   deadline: float | None, on_started: Callable[[float], None] | None) -> LoadResult:
@@ -968,6 +1027,7 @@ class LoadEngine(Engine):
         out: list[int] = []
         th = threading.Thread(target=lambda: out.append(fp.run(ctx)), name="railab-fastpath",
                               daemon=True)
+        self._fast_thread = th
         if on_started is not None:
             on_started(t0)
         th.start()
@@ -1077,6 +1137,8 @@ class LoadEngine(Engine):
             c.gap_s = q.lf.gap_s
             c.line_bps = q.line_bps
             c.frame_bits = q.frame_bits
+            if q.pause_at is not None:
+                c.pause = self._board.address(q.pause_at)
             c.active = 1
             q.active = True
             c.cc = int(self.cc != "none")
@@ -1184,6 +1246,9 @@ class LoadEngine(Engine):
                  "fct_s": (round(q.t_last_rx - q.t_start, 4)
                            if q.goal is not None and q.rx >= q.goal else None),
                  "late_s": round(q.late_s, 6), "rate_cap_mbps": round(q.line_bps / 1e6, 3),
+                 "pfc_holds": q.pfc_holds,
+                 "pfc_held_s": round(q.pfc_held_s + (max(0.0, t_end - q.held_since)
+                                                     if q.held_since else 0.0), 6),
                  "cnp_transit": _transit(q.cnp_lat, cap.time_scale),
                  "rate_mbps_last_half": half, "rx_mbps_last_half": rx_half,
                  "series": q.series}
@@ -1263,6 +1328,9 @@ def _reset(q: _QP) -> None:
     q.late_s = 0.0
     q.cnp_ts = deque(maxlen=CNP_RING)  # the NP's send time of each CNP not yet read by the RP
     q.cnp_lat = [0, 0.0, 0.0]          # CNP transits read: count, sum, max (lab s)
+    q.pause_at = None                  # its NIC's byte of the PAUSE board (None: none)
+    q.held_since = q.pfc_held_s = 0.0  # PFC at its NIC: held since, held in all (lab s)
+    q.pfc_holds = 0
     q.rc = None
     q.max_idx = -1
     q.t_start = q.t_last_rx = 0.0
@@ -1306,6 +1374,7 @@ def _from_c(q: _QP, c) -> None:
     q.t_last_rx = c.t_last_rx
     q.late_s = c.late_s
     q.cnp_lat = [c.cnp_lat_n, c.cnp_lat_sum, c.cnp_lat_max]
+    q.held_since, q.pfc_held_s, q.pfc_holds = c.held_since, c.pfc_held_s, c.pfc_holds
     q.ttl = c.ttl if c.rx else None
     q.active = bool(c.active)
     q.rp = fastpath.FastRP.of(c.rp) if c.cc else None

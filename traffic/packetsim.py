@@ -156,7 +156,7 @@ def simulate(params: FluidParams, fabric_us: float = 15_000.0, *, seed: int = 1,
              resume_bytes: int | None = None, jitter: float = 0.5,
              rp: str = "railab", window_bytes: int | None = None,
              series_bin_us: float | None = None, mark_period_us: float | None = None,
-             mark_delay_us: float = 0.0) -> PacketRun:
+             mark_delay_us: float = 0.0, nic_backlog_bytes: int = 0) -> PacketRun:
     """Simulate ``params.senders`` DCQCN senders into one port for ``fabric_us`` (fabric us),
     packet by packet, and read the last half. ``resume_bytes`` is the PFC resume depth
     (default: ``pause_bytes`` less two frames); ``jitter`` the senders' gap jitter (0.5: gaps
@@ -193,9 +193,17 @@ def simulate(params: FluidParams, fabric_us: float = 15_000.0, *, seed: int = 1,
     8 switches' backlogs that takes ~1.1 (docs/congestion.md, "ECN/WRED: marks from the real
     queue depth"). Dequeue marking only.
 
+    ``nic_backlog_bytes`` (bytes, >= 0; 0: none) is an ablation of the sender NIC under PFC:
+    a PAUSEd sender keeps pacing into its NIC's queue, up to this many bytes, and that backlog
+    reaches the port at the line rate on RESUME, each NIC sending at most the line rate
+    afterwards. That was the lab's load engine until 2026-12-07 (its NIC send buffer, ~100
+    frames); with 0 a paused sender holds until RESUME, as a NIC's scheduler, ns-3 and the lab
+    since (:class:`railab.testbed.pfc.NicPauseBoard`) do.
+
     Raises ValueError for a non-positive duration or bin, an unknown ``rp``, a window below one
-    packet's payload, a non-positive ``mark_period_us``, a negative ``mark_delay_us`` or a
-    marking cadence with ``params.mark_at_enqueue``."""
+    packet's payload, a non-positive ``mark_period_us``, a negative ``mark_delay_us``, a
+    marking cadence with ``params.mark_at_enqueue``, or a negative ``nic_backlog_bytes`` or one
+    with a window."""
     if fabric_us <= 0:
         raise ValueError("packetsim: the run must last a positive fabric time")
     if rp not in ("railab", "ns3"):
@@ -210,6 +218,9 @@ def simulate(params: FluidParams, fabric_us: float = 15_000.0, *, seed: int = 1,
         raise ValueError(f"packetsim: mark_period_us must be positive, got {mark_period_us}")
     if not mark_delay_us >= 0:
         raise ValueError(f"packetsim: mark_delay_us must be 0 or more, got {mark_delay_us}")
+    if nic_backlog_bytes < 0 or (nic_backlog_bytes and window_bytes is not None):
+        raise ValueError(f"packetsim: nic_backlog_bytes must be 0 or more, without a window "
+                         f"(got {nic_backlog_bytes}, window {window_bytes})")
     if mark_period_us is not None and params.mark_at_enqueue:
         raise ValueError("packetsim: the lab's marking cadence (mark_period_us) is a dequeue "
                          "marking; drop mark_at_enqueue or mark_period_us")
@@ -243,6 +254,8 @@ def simulate(params: FluidParams, fabric_us: float = 15_000.0, *, seed: int = 1,
     busy = paused = False
     paused_since = paused_total = 0.0
     waiting: list[int] = []
+    nicq = [0] * n           # packets queued in a paused sender's NIC (nic_backlog_bytes)
+    nic_free = [0.0] * n     # when each sender NIC's link is free again (nic_backlog_bytes)
     ev: list[tuple[float, int, int, int]] = []  # (time, seq, kind, flow)
     seq = 0
     SEND, ARRIVE, DEPART, CNP, ACK, READ, APPLY = 0, 1, 2, 3, 4, 5, 6
@@ -271,7 +284,19 @@ def simulate(params: FluidParams, fabric_us: float = 15_000.0, *, seed: int = 1,
             break
         if kind == SEND:
             if paused:
-                waiting.append(i)
+                if (nicq[i] + 1) * size > nic_backlog_bytes:
+                    waiting.append(i)
+                    continue
+                nicq[i] += 1  # into the paused NIC's queue (the ablation); it leaves on RESUME
+                rp = rps[i]
+                rp.tick(t)
+                rp.on_sent(size)
+                sent += 1
+                gap = size * 8 / rp.rc
+                if jitter:
+                    gap *= rng.uniform(1 - jitter, 1 + jitter)
+                seq += 1
+                heapq.heappush(ev, (t + gap, seq, SEND, i))
                 continue
             if windowed:
                 if in_flight[i] >= window_bytes:
@@ -283,7 +308,12 @@ def simulate(params: FluidParams, fabric_us: float = 15_000.0, *, seed: int = 1,
             rp.on_sent(size)
             sent += 1
             seq += 1
-            heapq.heappush(ev, (t + half, seq, ARRIVE, i))
+            if nic_backlog_bytes:  # the NIC's link: one frame at a time, behind its backlog
+                leave = max(t, nic_free[i])
+                nic_free[i] = leave + tx_time
+                heapq.heappush(ev, (leave + half, seq, ARRIVE, i))
+            else:
+                heapq.heappush(ev, (t + half, seq, ARRIVE, i))
             gap = size * 8 / rp.rc
             if jitter:
                 gap *= rng.uniform(1 - jitter, 1 + jitter)
@@ -340,9 +370,16 @@ def simulate(params: FluidParams, fabric_us: float = 15_000.0, *, seed: int = 1,
             if paused and qbytes <= resume_at:
                 paused = False
                 paused_total += t - max(paused_since, frm) if t > frm else 0.0
+                for w in range(n):  # the paused NICs' backlogs leave at the line rate
+                    for k in range(nicq[w]):
+                        seq += 1
+                        heapq.heappush(ev, (t + k * tx_time + half, seq, ARRIVE, w))
+                    if nicq[w]:
+                        nic_free[w] = t + nicq[w] * tx_time
+                        nicq[w] = 0
                 for w in waiting:
                     seq += 1
-                    heapq.heappush(ev, (t, seq, SEND, w))
+                    heapq.heappush(ev, (max(t, nic_free[w]), seq, SEND, w))
                 waiting.clear()
             if queue:
                 seq += 1
