@@ -72,6 +72,19 @@ def test_the_pause_board_runs_count_as_the_docs_say():
     assert re.search(r"2:1 PFC on: .* port use: emulation mean 91\.8 % over 8 runs", before)
 
 
+def test_the_committed_boards_runs_count_as_the_docs_say():
+    """The benchmark with the board as committed (2026-12-07 01:21-01:32): every scenario
+    against ns-3's one-switch and leaf-spine runs, and ns-3's own spread."""
+    out = _read(BOARD / "committed")
+    literal = {(2, "on"): (4, 5), (2, "off"): (2, 2), (4, "on"): (2, 2), (4, "off"): (2, 2),
+               (8, "on"): (4, 5), (8, "off"): (2, 2)}
+    leafspine = {**literal, (8, "on"): (5, 5), (8, "off"): (1, 2)}
+    for (n, pfc), want in literal.items():
+        assert _count(out, "literal", n, pfc) == want, (n, pfc)
+        assert _count(out, "leafspine", n, pfc) == leafspine[(n, pfc)], (n, pfc)
+        assert _count(out, "spread", n, pfc) == (want[1], want[1]), (n, pfc)
+
+
 def test_the_pause_board_startup_runs_hold_the_counts_the_docs_quote():
     """The 2:1 PFC-on start (the first ms of fabric time), 24 runs each way interleaved, two
     batches: senders cut a fifth time 8 and 5 of 48 with the board, 28 and 13 of 48 without
