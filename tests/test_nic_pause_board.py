@@ -180,3 +180,19 @@ def test_the_fast_path_sends_nothing_while_its_nic_is_paused_and_no_burst_after(
     assert after <= due + 5, f"{after} frames after RESUME, {due:.0f} due: the paused time came back"
     assert after >= 0.5 * due, f"{after} frames after RESUME, {due:.0f} due"
     assert len(got) == q.sent  # each counted frame left on the socket
+
+
+def test_the_text_output_names_the_sender_nics_pfc_held():
+    from railab.cli.traffic import nic_pause_line
+
+    flows = [{"src": "srv9:gpu0", "pfc_holds": 0, "pfc_held_s": 0.0},
+             {"src": "srv2:gpu0", "pfc_holds": 5, "pfc_held_s": 0.0359},
+             {"src": "srv3:gpu0", "pfc_holds": 9, "pfc_held_s": 0.2}]
+    line = nic_pause_line(flows, 2000.0)
+    assert line == ("sender NICs held by PFC PAUSE (measured; their QPs sent nothing until RESUME): "
+                    "srv3:gpu0 9 x, 200.0 lab ms (100.00 us fabric); "
+                    "srv2:gpu0 5 x, 35.9 lab ms (17.95 us fabric)")
+    assert nic_pause_line(flows[:1], 2000.0) is None
+    assert nic_pause_line([{"src": "a"}], 2000.0) is None  # a run without the board's counts
+    many = [{"src": f"srv{i}:gpu0", "pfc_holds": 1, "pfc_held_s": i / 1000} for i in range(1, 9)]
+    assert nic_pause_line(many, 2000.0, most=6).endswith("and 2 more")

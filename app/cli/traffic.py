@@ -352,6 +352,21 @@ def load_flow_failures(res, *, pfc_on: bool, capacity: bool) -> list[str | None]
     return [_flow_failure(f, lossless=pfc_on and capacity) for f in res.flows]
 
 
+def nic_pause_line(flows: list[dict], time_scale: float, most: int = 6) -> str | None:
+    """The text output's line on the sender NICs PFC held (each load flow dict's
+    ``pfc_holds`` and ``pfc_held_s``: the PAUSEs that held its QP at its NIC and for how long,
+    measured; railab.testbed.pfc.NicPauseBoard), the longest-held first, at most ``most`` named;
+    None when PFC held none. ``time_scale``: lab s per fabric s."""
+    held = sorted((f for f in flows if f.get("pfc_holds")), key=lambda f: -f["pfc_held_s"])
+    if not held:
+        return None
+    parts = [f"{f['src']} {f['pfc_holds']} x, {f['pfc_held_s'] * 1e3:.1f} lab ms "
+             f"({f['pfc_held_s'] / time_scale * 1e6:.2f} us fabric)" for f in held[:most]]
+    more = f" and {len(held) - most} more" if len(held) > most else ""
+    return ("sender NICs held by PFC PAUSE (measured; their QPs sent nothing until RESUME): "
+            + "; ".join(parts) + more)
+
+
 def _flow_failure(f: dict, *, lossless: bool) -> str | None:
     """One load flow dict's failure in words (None: none), see :func:`load_flow_failures`."""
     if f["expected_hops"] is None:
@@ -878,6 +893,8 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
                          f", not the receiver's port {rx_port}"
                          + (" (PFC pauses held the excess upstream of it)"
                             if pfc_on and res.pause_events else "")), highlight=False)
+        if (held := nic_pause_line(res.flows, res.time_scale)) is not None:
+            con.print(held, highlight=False, soft_wrap=True)
         if reference is not None:
             r = reference
             ttf = (f"within 10 % of the fair share after {r['time_to_fair_ms']:g} ms"
