@@ -127,12 +127,44 @@ def test_spread_in_worker_processes_is_the_same_as_here():
     """The seeds of a spread run in worker processes by default (after a load run the cores are
     free); each run is seeded on its own, so the summary is the same as one after another."""
     p = FluidParams.from_qos(_qos(), 4)
-    here = packetsim.spread(p, 2_000, seeds=(1, 2, 3), workers=1)
-    pooled = packetsim.spread(p, 2_000, seeds=(1, 2, 3), workers=2)
+    here = packetsim.spread(p, 2_000, seeds=(1, 2, 3), workers=1, cache=False)
+    pooled = packetsim.spread(p, 2_000, seeds=(1, 2, 3), workers=2, cache=False)
     assert pooled == here and here["runs"] == 3
     assert here["fair_rate"] == packetsim.fair_rate(here["fair_runs"], 3)
-    assert packetsim.spread(p, 2_000, seeds=(1, 2, 3), workers=2)["per_run"] != \
-        packetsim.spread(p, 2_000, seeds=(4, 5, 6), workers=2)["per_run"]
+    assert packetsim.spread(p, 2_000, seeds=(1, 2, 3), workers=2, cache=False)["per_run"] != \
+        packetsim.spread(p, 2_000, seeds=(4, 5, 6), workers=2, cache=False)["per_run"]
+
+
+def test_a_spread_is_read_back_from_the_cache_until_something_it_depends_on_changes(
+        tmp_path, monkeypatch):
+    """A repeated load run's per-packet reference is read back (the default 40 runs take ~10 s
+    after every 15 ms incast); another argument is another entry, a file that does not read
+    back is computed again, and ``RAILAB_NO_CACHE=1`` computes every time."""
+    monkeypatch.setenv("RAILAB_RUN_DIR", str(tmp_path))
+    monkeypatch.delenv("RAILAB_NO_CACHE", raising=False)
+    p = FluidParams.from_qos(_qos(), 2)
+    first = packetsim.spread(p, 500, seeds=(1, 2), workers=1)
+    kept = list((tmp_path / ".cache" / packetsim.SPREAD_CACHE).iterdir())
+    assert len(kept) == 1 and json.loads(kept[0].read_text()) == first
+    ran = []
+    real = packetsim._spread
+
+    def counted(*a, **kw):
+        ran.append(a)
+        return real(*a, **kw)
+
+    monkeypatch.setattr(packetsim, "_spread", counted)
+    assert packetsim.spread(p, 500, seeds=(1, 2), workers=1) == first and not ran
+    assert packetsim.spread(p, 500, seeds=(1, 3), workers=1) != first and len(ran) == 1
+    assert packetsim.spread(p, 600, seeds=(1, 2), workers=1)["fabric_ms"] == 0.6 and len(ran) == 2
+    kept[0].write_text("{not json")
+    assert packetsim.spread(p, 500, seeds=(1, 2), workers=1) == first and len(ran) == 3
+    monkeypatch.setenv("RAILAB_NO_CACHE", "1")
+    assert packetsim.spread(p, 500, seeds=(1, 2), workers=1) == first and len(ran) == 4
+    # the model's source is part of the key: an edit to it is another entry
+    key = packetsim._spread_key(p, 500, (1, 2), 0.15)
+    monkeypatch.setattr(packetsim.np, "__version__", "0.0")
+    assert packetsim._spread_key(p, 500, (1, 2), 0.15) != key
 
 
 def _ns3_2to1(pfc: bool) -> FluidParams:

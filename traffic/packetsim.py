@@ -43,17 +43,25 @@ Figures are **computed** (model), in fabric units; :func:`spread` runs it ``runs
 
 from __future__ import annotations
 
+import hashlib
 import heapq
+import json
 import multiprocessing
 import os
 import signal
+import sys
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import numpy as np
+import scipy
 from scipy.stats import binomtest
 
+from railab.testbed.state import cache_dir
+from railab.topologies.atomicfile import write_atomic
 from railab.topologies.qos import DcqcnProfile, QosProfile
+from railab.traffic import fluid, load
 from railab.traffic.fluid import ROCE_FRAME_OVERHEAD, FluidParams
 from railab.traffic.load import CnpPacer, DcqcnRP, Ns3MlxRP
 
@@ -449,9 +457,29 @@ def _simulate_seed(args: tuple[FluidParams, float, int]) -> PacketRun:
     return simulate(params, fabric_us, seed=seed)
 
 
+#: Where :func:`spread` keeps its results (under :func:`railab.testbed.state.cache_dir`).
+SPREAD_CACHE = "packetsim-spread"
+
+
+def _spread_key(params: FluidParams, fabric_us: float, seeds: tuple[int, ...],
+                band: float) -> str:
+    """SHA-256 of everything a :func:`spread` result depends on: its arguments, the source of
+    the model (this module, the RP/NP classes' :mod:`railab.traffic.load`, and
+    :mod:`railab.traffic.fluid`'s parameters), numpy's version (its random streams) and
+    scipy's (the fair-rate interval)."""
+    h = hashlib.sha256()
+    for mod in (sys.modules[__name__], load, fluid):
+        h.update(Path(mod.__file__).read_bytes())
+    h.update(np.__version__.encode())
+    h.update(scipy.__version__.encode())
+    h.update(json.dumps({"params": asdict(params), "fabric_us": fabric_us, "seeds": list(seeds),
+                         "band": band}, sort_keys=True, default=str).encode())
+    return h.hexdigest()
+
+
 def spread(params: FluidParams, fabric_us: float = 15_000.0, *,
            seeds: tuple[int, ...] = DEFAULT_SEEDS, band: float = 0.15,
-           workers: int | None = None) -> dict:
+           workers: int | None = None, cache: bool = True) -> dict:
     """Run :func:`simulate` once per seed and summarize: ``runs``, ``utilization`` {min,
     max}, ``ratio`` {min, max} over every flow of every run, ``dropped_pct`` {min, max},
     ``fair_runs`` (runs with every flow within ``band`` of its share), ``fair_rate`` (that
@@ -461,7 +489,35 @@ def spread(params: FluidParams, fabric_us: float = 15_000.0, *,
     The seeds run in ``workers`` processes (default: one per CPU, at most one per seed; 1 runs
     them here): each run is independent and seeded, so the result is the same either way,
     and after a load run the machine's cores are free (an 8:1 run of 15 ms takes ~0.5 s;
-    the 40 default runs ~10 s on 2 cores)."""
+    the 40 default runs ~10 s on 2 cores).
+
+    With ``cache`` (default) the result is kept under :func:`railab.testbed.state.cache_dir`
+    (:data:`SPREAD_CACHE`, one JSON file per :func:`_spread_key`) and the same scenario is read
+    back instead of run again: a repeated load run's reference then takes milliseconds, not
+    ~10 s. An edit to the model's source, another numpy or any other argument is another key;
+    a file that does not read back is computed again; ``RAILAB_NO_CACHE=1`` (or ``cache=False``)
+    skips the cache."""
+    cache = cache and os.environ.get("RAILAB_NO_CACHE") != "1"
+    path = None
+    if cache:
+        path = cache_dir() / SPREAD_CACHE / f"{_spread_key(params, fabric_us, seeds, band)}.json"
+        try:
+            return json.loads(path.read_text())
+        except (OSError, ValueError):
+            pass
+    out = _spread(params, fabric_us, seeds=seeds, band=band, workers=workers)
+    if path is not None:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(path, json.dumps(out))
+        except OSError:
+            pass  # a cache that cannot be written costs the next run its time, nothing else
+    return out
+
+
+def _spread(params: FluidParams, fabric_us: float, *, seeds: tuple[int, ...], band: float,
+            workers: int | None) -> dict:
+    """:func:`spread` without the cache."""
     n = workers if workers is not None else min(os.cpu_count() or 1, len(seeds))
     if n <= 1 or len(seeds) <= 1:
         runs = [simulate(params, fabric_us, seed=s) for s in seeds]
