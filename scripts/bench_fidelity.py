@@ -218,22 +218,18 @@ def figures_of(d: dict, n: int, pfc: str, cc: str, wall: float) -> dict:
     if ns3 is not None and c.get("queue_peak_bytes") is not None:
         figures = {"utilization": c["utilization"], "ratios": ratios,
                    "queue_peak_bytes": c["queue_peak_bytes"]}
-        vs_ns3["literal"] = ns3ref.compare(ns3, **figures)
-        if not ns3.get("comparable", True):  # not ns-3's scenario: the differences, no verdict
-            vs_ns3["literal"]["agrees"] = None
+        # not ns-3's scenario: the differences, no verdict (ns3ref.beside's "comparable")
+        comparable = ns3.get("comparable", True)
+        vs_ns3["literal"] = ns3ref.compare(ns3, **figures, comparable=comparable)
         aligned = (ns3ref.load(n, pfc == "on", ns3["scenario"].rsplit("-", 1)[-1] + "-aligned")
                    if cc == "dcqcn" else None)  # railab's 400g in ns-3's terms: not ns-3's rules
         if aligned is not None:
-            vs_ns3["aligned"] = ns3ref.compare(aligned["summary"], **figures)
-            if not ns3.get("comparable", True):  # the same conditions as the literal verdict
-                vs_ns3["aligned"]["agrees"] = None
+            vs_ns3["aligned"] = ns3ref.compare(aligned["summary"], **figures, comparable=comparable)
         vs_ns3["ns3"] = {k: ns3[k] for k in ("utilization", "ratios", "queue_peak_bytes", "pauses_received")}
         # ns-3's own run-to-run range (RngRun 1..K), beside the verdict on its one stored run
         sp = ns3ref.spread(ns3ref.load(n, pfc == "on", ns3["scenario"].rsplit("-", 1)[-1]) or {})
         if sp is not None:
-            vs_ns3["spread"] = dict(sp, vs=ns3ref.within_spread(sp, **figures))
-            if not ns3.get("comparable", True):
-                vs_ns3["spread"]["vs"]["within"] = None
+            vs_ns3["spread"] = dict(sp, vs=ns3ref.within_spread(sp, **figures, comparable=comparable))
         if aligned is not None:
             vs_ns3["ns3_aligned"] = {k: aligned["summary"][k] for k in ("utilization", "ratios", "queue_peak_bytes")}
         if ns3.get("leafspine"):  # senders behind the spines: ns-3's run of that same layout

@@ -170,6 +170,12 @@ def test_ns3_beside_a_run_gives_no_verdict_when_it_is_not_ns3s_scenario():
     short = ns3ref.beside(rec, qos, True, 1_000.0, **fig)
     assert not short["comparable"] and short["vs"]["agrees"] is None
     assert short["vs"]["utilization_ok"] is True  # the differences stand
+    # ns-3's own spread gets no verdict either, its figures stand (the stored 10 seeds)
+    assert short["within_spread"] is None and short["ns3_spread"]["vs"]["within"] is None
+    assert short["ns3_spread"]["vs"]["utilization_ok"] is True
+    assert same["within_spread"] is True and same["ns3_spread"]["vs"]["within"] is True
+    assert ns3ref.compare(s, **fig, comparable=False)["agrees"] is None
+    assert ns3ref.compare(s, **fig)["agrees"] is True
     # a timed 30 lab s run that ended a sample late (15.001 ms) is still ns-3's 15 ms; 15.02 is not
     assert ns3ref.beside(rec, qos, True, 15_001.0, **fig)["same_fabric_time"] is True
     assert ns3ref.beside(rec, qos, True, 15_020.0, **fig)["same_fabric_time"] is False

@@ -212,14 +212,15 @@ def self_agreement(rec: dict, bands: dict | None = None) -> dict | None:
 
 
 def within_spread(sp: dict, *, utilization: float, ratios: list[float], queue_peak_bytes: float,
-                  bands: dict | None = None) -> dict:
+                  bands: dict | None = None, comparable: bool = True) -> dict:
     """railab's figures against ns-3's own range (:func:`spread`) widened by :data:`BANDS`:
     utilization within [min - 3 points, max + 3 points], the queue peak within
     [min x (1 - 0.30), max x (1 + 0.30)], every sender's share (sorted, rank by rank as
     :func:`compare`) within [that rank's min - 0.15, max + 0.15]. ``*_ok`` for each and
     ``within`` for all three. A figure ns-3 itself reaches with another seed passes; this is
     beside issue 44's verdict against the canonical run (:func:`compare`), not instead of it.
-    Raises ValueError when the numbers of senders differ."""
+    ``comparable`` false (the run is not ns-3's scenario): the ``*_ok`` stand, ``within`` is
+    None. Raises ValueError when the numbers of senders differ."""
     b = bands or BANDS
     lo_r, hi_r = sp["ratios_sorted"]
     if len(ratios) != len(lo_r):
@@ -231,7 +232,7 @@ def within_spread(sp: dict, *, utilization: float, ratios: list[float], queue_pe
     s_ok = all(lo - b["share"] <= r <= hi + b["share"]
                for r, lo, hi in zip(sorted(ratios), lo_r, hi_r, strict=True))
     return {"utilization_ok": bool(u_ok), "share_ok": bool(s_ok), "queue_peak_ok": bool(q_ok),
-            "within": bool(u_ok and s_ok and q_ok)}
+            "within": bool(u_ok and s_ok and q_ok) if comparable else None}
 
 
 def same_qos(stored: dict, qos, pfc: bool) -> bool:
@@ -246,10 +247,10 @@ def same_qos(stored: dict, qos, pfc: bool) -> bool:
 
 
 def _set_spread_vs(sp: dict, comparable: bool, figures: dict) -> bool | None:
-    """:func:`within_spread` of ``figures`` put into ``sp["vs"]``; returns its ``within``, or
-    None when the run is not ns-3's scenario (``comparable`` false)."""
-    sp["vs"] = within_spread(sp, **figures)
-    return sp["vs"]["within"] if comparable else None
+    """:func:`within_spread` of ``figures`` put into ``sp["vs"]``; returns its ``within`` (None
+    when the run is not ns-3's scenario, ``comparable`` false)."""
+    sp["vs"] = within_spread(sp, **figures, comparable=comparable)
+    return sp["vs"]["within"]
 
 
 def leafspine_for(stored: dict, remote: list[str], data_dir: Path | None = None) -> dict | None:
@@ -299,16 +300,14 @@ def beside(stored: dict, qos, pfc: bool, fabric_us: float, *, utilization: float
     out["same_qos"] = same_qos(stored, qos, pfc)
     out["same_fabric_time"] = abs(stored["fabric_us"] - fabric_us) <= FABRIC_TIME_TOLERANCE * stored["fabric_us"]
     out["same_payload"] = int(stored["params"]["ns3"]["PACKET_PAYLOAD_SIZE"]) == payload_bytes
-    out["vs"] = compare(stored["summary"], utilization=utilization, ratios=ratios,
-                        queue_peak_bytes=queue_peak_bytes)
     out["one_bottleneck"] = None if shared_links is None else not shared_links
     if shared_links:
         out["shared"] = shared_links
     out["comparable"] = (out["same_qos"] and out["same_fabric_time"] and out["same_payload"]
                          and out["one_bottleneck"] is not False)
-    if not out["comparable"]:  # the differences stand, a verdict on them would not
-        out["vs"]["agrees"] = None
     figures = dict(utilization=utilization, ratios=ratios, queue_peak_bytes=queue_peak_bytes)
+    # not comparable: the differences stand, a verdict on them would not
+    out["vs"] = compare(stored["summary"], **figures, comparable=out["comparable"])
     if "ns3_spread" in out:  # beside "vs", never instead of it
         out["within_spread"] = _set_spread_vs(out["ns3_spread"], out["comparable"], figures)
     # senders behind the spines: ns-3's one-switch run is not their layout; its leaf-spine run
@@ -318,10 +317,8 @@ def beside(stored: dict, qos, pfc: bool, fabric_us: float, *, utilization: float
         out["leafspine"] = None if ls is None else {
             "scenario": ls["scenario"], "utilization": ls["summary"]["utilization"],
             "ratios": ls["summary"]["ratios"], "queue_peak_bytes": ls["summary"]["queue_peak_bytes"],
-            "vs": compare(ls["summary"], **figures)}
+            "vs": compare(ls["summary"], **figures, comparable=out["comparable"])}
         if ls is not None:
-            if not out["comparable"]:
-                out["leafspine"]["vs"]["agrees"] = None
             if (sp := spread(ls)) is not None:
                 out["leafspine"]["ns3_spread"] = sp
                 out["leafspine"]["within_spread"] = _set_spread_vs(sp, out["comparable"], figures)
@@ -336,13 +333,14 @@ FCT_BAND = {"p50": 0.30, "p99": 0.30}
 
 
 def compare_fct(ns3: dict, *, p50_us: float | None, p99_us: float | None,
-                max_us: float | None = None, band: dict | None = None) -> dict:
+                max_us: float | None = None, band: dict | None = None,
+                comparable: bool = True) -> dict:
     """A run's measured flow completion times (fabric us: ``congestion.fct``'s
     ``fabric_p50_us``, ``fabric_p99_us``, ``fabric_max_us``) against ns-3's ``fct_summary``'s
     ``delivered_*`` (the same definition: a flow's start to its last data packet at the
     receiver): ``p50_rel``/``p99_rel``/``max_rel`` (railab / ns-3 - 1, signed), ``p50_ok``/
-    ``p99_ok`` (``|rel| <=`` :data:`FCT_BAND`), ``agrees`` (both). A missing figure (no QP
-    completed) is not within the band."""
+    ``p99_ok`` (``|rel| <=`` :data:`FCT_BAND`), ``agrees`` (both; None when not ``comparable``,
+    :func:`beside_fct`). A missing figure (no QP completed) is not within the band."""
     b = band or FCT_BAND
     out: dict = {}
     for k, v in (("p50", p50_us), ("p99", p99_us), ("max", max_us)):
@@ -350,7 +348,7 @@ def compare_fct(ns3: dict, *, p50_us: float | None, p99_us: float | None,
         out[f"{k}_rel"] = None if v is None or not ref else round(v / ref - 1, 3)
     for k in ("p50", "p99"):
         out[f"{k}_ok"] = out[f"{k}_rel"] is not None and abs(out[f"{k}_rel"]) <= b[k]
-    out["agrees"] = out["p50_ok"] and out["p99_ok"]
+    out["agrees"] = (out["p50_ok"] and out["p99_ok"]) if comparable else None
     return out
 
 
@@ -384,18 +382,15 @@ def beside_fct(stored: dict, qos, pfc: bool, nbytes: int, *, p50_us: float | Non
         out["shared"] = shared_links
     out["all_completed"] = bool(s["all_completed"] and (completed is None
                                                         or completed == stored["senders"]))
-    out["vs"] = compare_fct(s, p50_us=p50_us, p99_us=p99_us, max_us=max_us)
     out["comparable"] = (out["same_qos"] and out["same_payload"] and out["same_bytes"]
                          and out["all_completed"] and out["one_bottleneck"] is not False)
-    if not out["comparable"]:
-        out["vs"]["agrees"] = None
+    fcts = dict(p50_us=p50_us, p99_us=p99_us, max_us=max_us, comparable=out["comparable"])
+    out["vs"] = compare_fct(s, **fcts)
     if remote:  # senders behind the spines: ns-3's finite-flow run of that layout, if stored
         ls = leafspine_for(stored, remote)
         out["leafspine"] = None if ls is None else {
             "scenario": ls["scenario"], "fct": ls["fct_summary"],
-            "vs": compare_fct(ls["fct_summary"], p50_us=p50_us, p99_us=p99_us, max_us=max_us)}
-        if ls is not None and not out["comparable"]:
-            out["leafspine"]["vs"]["agrees"] = None
+            "vs": compare_fct(ls["fct_summary"], **fcts)}
     out["band"] = FCT_BAND
     return out
 
@@ -429,12 +424,14 @@ def missing_note(senders: int, pfc: bool, profile: str, data_dir: Path | None = 
 
 
 def compare(ns3: dict, *, utilization: float, ratios: list[float], queue_peak_bytes: float,
-            bands: dict | None = None) -> dict:
+            bands: dict | None = None, comparable: bool = True) -> dict:
     """railab's figures against ns-3's ``summary`` (:func:`brief` or the record's): the
     differences and whether each is within :data:`BANDS`. Shares are compared sender by sender
     after sorting both sides (the senders are alike, so which one is slowest is chance):
     ``share_max_diff`` is the largest ``|railab - ns-3|`` of the sorted ratios (fractions of the
-    fair share). A railab side with fewer senders than ns-3 (or more) raises ValueError."""
+    fair share). ``comparable`` false (the run is not ns-3's scenario: another QoS, fabric time,
+    payload, or a second bottleneck; :func:`beside`): the differences and ``*_ok`` stand,
+    ``agrees`` is None. A railab side with fewer senders than ns-3 (or more) raises ValueError."""
     b = bands or BANDS
     if len(ratios) != len(ns3["ratios"]):
         raise ValueError("compare: railab and ns-3 have different numbers of senders")
@@ -445,5 +442,6 @@ def compare(ns3: dict, *, utilization: float, ratios: list[float], queue_peak_by
            "queue_peak_rel": round(dq, 3),
            "utilization_ok": du <= b["utilization_points"], "share_ok": ds <= b["share"],
            "queue_peak_ok": dq <= b["queue_peak"]}
-    out["agrees"] = out["utilization_ok"] and out["share_ok"] and out["queue_peak_ok"]
+    out["agrees"] = ((out["utilization_ok"] and out["share_ok"] and out["queue_peak_ok"])
+                     if comparable else None)
     return out
