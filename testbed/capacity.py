@@ -661,6 +661,10 @@ class PfcSession:
     lab: str
     enabled: bool
     pid: int | None = None
+    #: the agent's exit status when it exited during the block by itself (killed, crashed):
+    #: its marks and PAUSEs stopped there, and the session undid its queue changes
+    #: (:func:`reset`) when the block ended; None when it ran to the end
+    lost: int | None = None
 
     @property
     def state_path(self) -> Path:
@@ -696,7 +700,9 @@ def pfc_session(spec: LabSpec, netns_of: Callable[[str], str],
     agent is a process of its own, recorded in
     ``LabState.agents["pfc"]``; the block starts once it watches every switch, and its end stops
     it (RESUME everything, limits back, marking off) and removes the record. Any state a killed
-    agent left behind is undone first (:func:`reset`). The counts of the session (``pfc.json``)
+    agent left behind is undone first (:func:`reset`), and when the agent exits during the
+    block without closing (killed, crashed) the block's end undoes what it held and sets the
+    session's ``lost`` (its exit status). The counts of the session (``pfc.json``)
     start at zero and stay readable after it (:func:`port_counters`
     with ``run_dir``).
 
@@ -743,12 +749,22 @@ def _agent_session(spec: LabSpec, netns_of: Callable[[str], str],
             if proc.poll() is not None or time.monotonic() > end:
                 proc.kill()
                 proc.wait()
+                if proc.returncode in (-signal.SIGINT, 128 + signal.SIGINT) \
+                        or "KeyboardInterrupt" in log.read_text()[-200:]:
+                    # the terminal's Ctrl-C reached the starting agent too: an interrupt (the
+                    # CLI's one line), not a failure with the agent's traceback
+                    raise KeyboardInterrupt
                 raise RailabError(f"lab {spec.name}: the PFC emulation did not start: "
                                   f"{log.read_text().strip()[-400:] or 'no output'}")
             time.sleep(0.02)
         yield sess
     finally:
-        if proc.poll() is None:
+        if proc.poll() is not None and not sess.state().get("final"):
+            # it exited during the block by itself (a SIGKILL, a crash): whatever it held stays
+            # held (paused ports, marking sets, the sender NICs' PAUSE board) until undone here
+            sess.lost = proc.returncode
+            reset(spec, netns_of)
+        elif proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
             try:
                 proc.wait(timeout=STOP_TIMEOUT_S)

@@ -157,8 +157,10 @@ class NicPauseBoard:
     until :meth:`close`). OSError from :meth:`create` when the run directory is not writable."""
 
     def __init__(self, run_dir: Path, keys: list[tuple[str, str]], mm: mmap.mmap,
-                 owner: bool) -> None:
+                 owner: bool, pid: int | None = None) -> None:
         self.run_dir, self.keys, self.mm, self.owner = run_dir, keys, mm, owner
+        #: the agent that writes the board (None: unknown)
+        self.pid = pid
         self._index = {k: i for i, k in enumerate(keys)}
         self._base: Any = None  # ctypes view of the map (address()), released at close()
 
@@ -173,7 +175,7 @@ class NicPauseBoard:
             mm = mmap.mmap(f.fileno(), size)
         write_atomic(run_dir / NIC_PAUSE_INDEX,
                      json.dumps({"ports": [f"{n}:{p}" for n, p in keys], "pid": os.getpid()}))
-        return cls(run_dir, keys, mm, owner=True)
+        return cls(run_dir, keys, mm, owner=True, pid=os.getpid())
 
     @classmethod
     def attach(cls, run_dir: str | Path) -> NicPauseBoard | None:
@@ -188,7 +190,26 @@ class NicPauseBoard:
         if len(mm) < NIC_PAUSE_RECORD * len(keys):
             mm.close()
             return None
-        return cls(run_dir, keys, mm, owner=False)
+        pid = doc.get("pid")
+        return cls(run_dir, keys, mm, owner=False, pid=pid if isinstance(pid, int) else None)
+
+    def writer_alive(self) -> bool:
+        """Whether the agent that writes the board still runs (a zombie does not; an unknown
+        writer counts as running)."""
+        if self.pid is None:
+            return True
+        try:
+            stat = Path(f"/proc/{self.pid}/stat").read_text()
+        except OSError:
+            return False
+        return stat.rsplit(")", 1)[-1].split()[0] not in ("Z", "X")
+
+    def release_all(self, now: float | None = None) -> None:
+        """RESUME every port (what is left of a killed agent's board: nothing can RESUME it)."""
+        t = time.monotonic() if now is None else now
+        for k in self.keys:
+            if self.paused(k):
+                self.set(k, False, t)
 
     @staticmethod
     def remove(run_dir: str | Path) -> None:
@@ -805,6 +826,8 @@ class PfcLoop:
             self._tc_write(key[0], self._line(key))
             if key not in new:
                 self._kick[key] = 0
+            if self.board is not None:  # a storm is not on the board; the agent's own PAUSE is
+                self.board.set(key, key not in new and self.ports[key].paused_since is not None)
 
     def _refresh_priorities(self) -> None:
         """Re-read the ports whose PFC is on another priority when their file changed."""
@@ -956,7 +979,10 @@ class PfcLoop:
             ps.resume_events += 1
             ps.paused_s += now - (ps.paused_since or now)
             ps.paused_since = None
-            self._kick[key] = 0
+            if key not in self.storms:
+                self._kick[key] = 0
+        if key in self.storms:  # a storm holds the port either way: nothing to change (a tbf
+            return              # rewritten refills its bucket: two frames got out each time)
         if self.board is not None:  # a sender NIC's QPs stop (or go on) now; its tbf follows
             self.board.set(key, paused, now)
         self._tc_write(key[0], self._line(key))

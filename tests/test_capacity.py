@@ -19,6 +19,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -754,3 +755,62 @@ def test_capacity_lab_without_nft_is_refused_before_anything_is_built(tmp_path, 
         NetnsDeployer().up(labdir)
     assert not [n for n in _netns() if name in n]
     assert not st.lab_dir(name).exists()
+
+
+def test_agent_sets_the_sender_nics_pause_board_and_leaves_a_stormed_port_alone(tmp_path):
+    """A PAUSE of a server NIC sets its record on the board and writes its tbf; a RESUME clears
+    it with the RESUME's time. A port a PFC storm holds is neither on the board nor rewritten by
+    the agent's own PAUSE/RESUME (each rewrite refilled the tbf's bucket: two frames got out of
+    a stormed NIC per PAUSE cycle); when the storm ends, the board has the agent's own state."""
+    loop, written = _agent(build_lab(load_intent("mini-lossless")).spec)
+    loop.board = pfc.NicPauseBoard.create(tmp_path, [k for k, p in loop.by_key.items() if not p.switch])
+    try:
+        nic = ("srv2", "eth1")
+        i = loop.board.offset(nic)
+        loop._set(nic, True, 5.0)
+        assert loop.board.paused(nic) and len(written) == 1 and "dev eth1" in written[0]
+        loop._set(nic, False, 5.5)
+        assert not loop.board.paused(nic) and loop.board.resumed_at(i) == 5.5 and len(written) == 2
+        loop.storms = {nic: "f1"}
+        loop._set(nic, True, 6.0)
+        loop._set(nic, False, 6.5)
+        assert len(written) == 2 and not loop.board.paused(nic)  # the storm rules the port
+        assert nic not in loop._kick
+        assert loop.ports[nic].pause_events == 2  # still counted
+        loop._set(nic, True, 7.0)
+        (tmp_path / pfc.STORM_FILE).write_text("{}")  # the storm ends while the agent pauses it
+        loop.plan = replace(loop.plan, run_dir=str(tmp_path))
+        loop._refresh_storms()
+        assert loop.storms == {} and loop.board.paused(nic)
+    finally:
+        loop.board.close()
+
+
+def test_a_board_whose_agent_is_gone_is_released_by_the_engine(tmp_path):
+    """The engine looks every BOARD_CHECK_S whether the board's writer runs; a SIGKILLed agent
+    can never RESUME what it paused, so the engine releases every record and says so
+    (``switch_agent_lost``)."""
+    from railab.traffic.load import LoadEngine
+
+    board = pfc.NicPauseBoard.create(tmp_path, [("srv2", "eth1"), ("srv3", "eth1")])
+    try:
+        board.set(("srv2", "eth1"), True)
+        seen = pfc.NicPauseBoard.attach(tmp_path)
+        assert seen.pid == os.getpid() and seen.writer_alive()
+        dead = subprocess.Popen([sys.executable, "-c", "pass"])
+        dead.wait()
+        doc = json.loads((tmp_path / pfc.NIC_PAUSE_INDEX).read_text())
+        (tmp_path / pfc.NIC_PAUSE_INDEX).write_text(json.dumps(dict(doc, pid=dead.pid)))
+        gone = pfc.NicPauseBoard.attach(tmp_path)
+        assert gone is not None and not gone.writer_alive()
+        eng = object.__new__(LoadEngine)
+        eng._board, eng._board_lost, eng._board_check_t = seen, False, 0.0
+        eng._watch_board(10.0)
+        assert not eng._board_lost and board.paused(("srv2", "eth1"))  # its writer runs
+        eng._board, eng._board_check_t = gone, 0.0
+        eng._watch_board(11.0)
+        assert eng._board_lost and not board.paused(("srv2", "eth1"))
+        assert gone.resumed_at(0) == 11.0 or gone.resumed_at(1) == 11.0
+        seen.close(), gone.close()
+    finally:
+        board.close()

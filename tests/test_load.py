@@ -790,6 +790,59 @@ def test_live_lossless_incast_ecmp_collision_pfc_shares_per_port(lossless_lab):
 
 @pytest.mark.integration
 @pytest.mark.usefixtures("no_leaks")
+def test_live_a_switch_agent_killed_mid_run_fails_the_run_and_is_undone(lossless_lab):
+    """A fresh-user review (2026-12-07) SIGKILLed the switch agent in the middle of a PFC-on
+    load run: the run did not say so, the sender NICs' PAUSE board stayed frozen (its QPs held
+    to the end, counted as PFC holds) and the agent's paused ports stayed paused until the
+    next session. Now the engine releases a board whose writer is gone, the session undoes
+    what the agent held when the run ends, and the run fails naming the agent."""
+    import signal
+    import sys
+    import time
+
+    from railab.testbed import state as st
+
+    _needs_pfc()
+    run_dir = st.lab_dir(lossless_lab.name)
+    p = subprocess.Popen([sys.executable, "-m", "railab", "traffic", lossless_lab.name, "--pattern",
+                          "incast", "--senders", "4", "--cc", "none", "--pfc", "on", "--seconds",
+                          "4", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        pid, end = None, time.monotonic() + 60
+        while pid is None and time.monotonic() < end and p.poll() is None:
+            rec = st.load(lossless_lab.name)
+            if rec is not None and rec.agents.get("pfc") and (run_dir / pfc_index()).exists():
+                pid = rec.agents["pfc"]
+            time.sleep(0.05)
+        assert pid is not None, "the run's switch agent never started"
+        time.sleep(1.5)  # into the run: the receiver's leaf PAUSEs its senders' NICs
+        os.kill(pid, signal.SIGKILL)
+        out, err = p.communicate(timeout=180)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    d = json.loads(out)
+    assert p.returncode == 1, err
+    assert any("the switch agent (ECN marking, PFC) exited during the run" in w
+               for w in d["failures"]), d["failures"]
+    assert d["congestion"]["switch_agent_lost"] is True
+    assert not list(run_dir.glob("nic-pause*"))  # no stale board for the next run or run_load
+    for n in ("g1-leaf1", "srv2", "srv3", "spine1", "spine2"):  # nothing left paused
+        for dev in lossless_lab.exec(n, ["ls", "/sys/class/net"]).stdout.split():
+            if dev.startswith("eth"):
+                shown = lossless_lab.exec(n, ["tc", "qdisc", "show", "dev", dev]).stdout
+                assert not re.search(r"tbf \S+ parent \S+ rate 8Kbit", shown), (n, dev, shown)
+
+
+def pfc_index() -> str:
+    from railab.testbed.pfc import NIC_PAUSE_INDEX
+
+    return NIC_PAUSE_INDEX
+
+
+@pytest.mark.integration
+@pytest.mark.usefixtures("no_leaks")
 def test_live_ctrl_c_stops_the_load_run(mini_lab):
     import signal
     import sys

@@ -468,6 +468,9 @@ class LoadResult:
     ``cnp_transit``: the CNPs' transit from the NP's send to the RP's read, measured on the
     engine's clock (:func:`_transit`: count, mean and max, lab s and fabric us; each flow
     dict has its own); None when no CNP was sent.
+    ``switch_agent_lost``: the switch agent (ECN marks, PFC) exited during the run: the engine
+    found the writer of the sender NICs' PAUSE board gone and released what it held; a caller
+    that ran the agent says so too (``railab traffic``: a failure).
     """
 
     cc: str
@@ -498,6 +501,7 @@ class LoadResult:
     engine_threads: int = 1
     rx_socket_drops: int = 0
     nic: str = "none"
+    switch_agent_lost: bool = False
     transport: dict | None = None
     cnp_transit: dict | None = None
 
@@ -556,6 +560,8 @@ def flow_results(flows: list[Flow], result: LoadResult, failures: list[str | Non
     return out
 
 
+#: How often (s) a load run looks whether the switch agent that writes its PAUSE board runs.
+BOARD_CHECK_S = 0.1
 #: PAUSE boards an interrupted run's fast-path thread may still read: mapped until the process
 #: exits (LoadEngine._release_board)
 _BOARDS_IN_USE: list[NicPauseBoard] = []
@@ -648,6 +654,8 @@ class LoadEngine(Engine):
         #: the switch agent's sender-NIC PAUSE board while a run has one (PFC on)
         self._board: NicPauseBoard | None = None
         self._fast_thread: threading.Thread | None = None
+        self._board_lost = False
+        self._board_check_t = 0.0
 
     def open(self) -> None:
         """Open the engine's sockets; the NIC send buffers are cut to :data:`SNDBUF_BYTES`
@@ -963,6 +971,7 @@ class LoadEngine(Engine):
                 break  # every byte flow done, or every QP failed: nothing more can be sent
             self._receive(max(0.0, wait))
             now = time.monotonic()
+            self._watch_board(now)
             if now >= next_sample:
                 self._sample(now, t0, now - next_sample + self.sample_s)
                 next_sample += self.sample_s
@@ -997,10 +1006,21 @@ class LoadEngine(Engine):
         :class:`railab.testbed.pfc.NicPauseBoard`) and give each QP its NIC's byte: a QP
         whose NIC the agent PAUSEs sends nothing until RESUME and banks no time."""
         self._board = NicPauseBoard.attach(labstate.lab_dir(self.spec.name))
+        self._board_lost, self._board_check_t = False, 0.0
         for q in self._qps:
             q.pause_at = None
             if self._board is not None and not q.failed and q.tx is not None:
                 q.pause_at = self._board.offset((q.flow.src[0], q.tx.getsockname()[0]))
+
+    def _watch_board(self, now: float) -> None:
+        """Every :data:`BOARD_CHECK_S`: when the board's writer (the switch agent) is gone, no
+        RESUME can come: release every NIC it held (``switch_agent_lost``)."""
+        if self._board is None or self._board_lost or now < self._board_check_t:
+            return
+        self._board_check_t = now + BOARD_CHECK_S
+        if not self._board.writer_alive():
+            self._board.release_all(now)
+            self._board_lost = True
 
     def _release_board(self) -> None:
         if self._board is None:
@@ -1041,6 +1061,7 @@ class LoadEngine(Engine):
                 next_sample += ctx.t0 - t0
                 t0 = ctx.t0
             now = time.monotonic()
+            self._watch_board(now)
             if now >= next_sample and ctx.t_end == 0.0:
                 self._sample_fast(view, now, t0, now - next_sample + self.sample_s)
                 next_sample += self.sample_s
@@ -1278,6 +1299,7 @@ class LoadEngine(Engine):
             meant += q.sent_bytes + q.deficit_bytes
             done += q.sent_bytes
         res.cnp_transit = _transit([lat_n, lat_sum, lat_max], cap.time_scale)
+        res.switch_agent_lost = self._board_lost
         res.engine_shortfall = round(1 - done / meant, 4) if meant else 0.0
         res.offered_mbps = round(done * 8 / dur / 1e6, 3)
         res.nic = self.nic

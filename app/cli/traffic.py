@@ -341,6 +341,10 @@ def load_verdict(res, *, pfc_on: bool, capacity: bool) -> list[str]:
     if not res.keeps_rate:
         out.append(f"the engine fell {res.engine_shortfall:.0%} short of its configured rate "
                    "(host too busy): the figures understate the offered load")
+    if getattr(res, "switch_agent_lost", False):
+        out.append("the switch agent (ECN marking, PFC) exited during the run: from then on no "
+                   "port marked or paused, so the figures are not the fabric's; railab undid "
+                   "its queue changes after the run: run it again")
     return out + [f"{f['name']}: {w}" for f in res.flows for w in [_flow_failure(f, lossless=False)] if w]
 
 
@@ -711,7 +715,8 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
             with sigint_event() as stop, load_lock(spec.name):
                 if seed == SEED_DISJOINT:
                     seed, seed_picked = disjoint_seed(spec, ref.netns_of, fl, sport), True
-                with _hash_seed(spec, ref.netns_of, seed), _pfc(spec, ref.netns_of, pfc_on, capacity):
+                with _hash_seed(spec, ref.netns_of, seed), \
+                        _pfc(spec, ref.netns_of, pfc_on, capacity) as agent:
                     paths = _trace_paths(spec, ref.netns_of, fl, sport)
                     res = run_load(spec, ref.netns_of, [LoadFlow(f, bytes=nbytes) for f in fl], cc=cc,
                                    seconds=None if nbytes else secs, sport_mode=sport,
@@ -721,6 +726,8 @@ def load_command(lab: str, *, pattern, src, dst, pxn, flows, senders, cc, pfc, s
                                    per_flow_faults=True, nic=nic)
                     if stop.is_set():
                         raise KeyboardInterrupt
+                if agent is not None and agent.lost is not None:
+                    res.switch_agent_lost = True  # the session undid what it held
         finally:
             if close is not None:
                 close()
