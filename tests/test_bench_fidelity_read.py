@@ -85,6 +85,16 @@ def test_the_committed_boards_runs_count_as_the_docs_say():
         assert _count(out, "spread", n, pfc) == (want[1], want[1]), (n, pfc)
 
 
+def test_the_idle_set_meets_every_band_as_the_docs_say():
+    """The benchmark's whole set on an idle machine (2026-12-07 02:13-02:19): 12 of 12 runs
+    within issue 44's bands of ns-3's one-switch run and of its leaf-spine run."""
+    out = _read(BOARD / "idle-set")
+    for n in (2, 4, 8):
+        for pfc in ("on", "off"):
+            for var in ("literal", "leafspine", "spread"):
+                assert _count(out, var, n, pfc) == (2, 2), (var, n, pfc)
+
+
 def test_the_pause_board_startup_runs_hold_the_counts_the_docs_quote():
     """The 2:1 PFC-on start (the first ms of fabric time), 24 runs each way interleaved, two
     batches: senders cut a fifth time 8 and 5 of 48 with the board, 28 and 13 of 48 without
