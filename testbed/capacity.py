@@ -102,6 +102,7 @@ from railab.testbed.pfc import (  # noqa: F401 - re-exported: the agent's plain-
     tbf_line,
     wred_probability,
 )
+from railab.testbed.signals import Interrupted, received
 from railab.topologies.labspec import LabSpec
 from railab.topologies.qos import QosProfile
 
@@ -749,11 +750,11 @@ def _agent_session(spec: LabSpec, netns_of: Callable[[str], str],
             if proc.poll() is not None or time.monotonic() > end:
                 proc.kill()
                 proc.wait()
-                if proc.returncode in (-signal.SIGINT, 128 + signal.SIGINT) \
-                        or "KeyboardInterrupt" in log.read_text()[-200:]:
-                    # the terminal's Ctrl-C reached the starting agent too: an interrupt (the
-                    # CLI's one line), not a failure with the agent's traceback
-                    raise KeyboardInterrupt
+                sig = received()
+                if sig is not None or proc.returncode == -signal.SIGINT:
+                    # the terminal's Ctrl-C (or a SIGTERM) reached the starting agent too: an
+                    # interrupt (the CLI's one line), not a failure with the agent's traceback
+                    raise Interrupted(sig or signal.SIGINT)
                 raise RailabError(f"lab {spec.name}: the PFC emulation did not start: "
                                   f"{log.read_text().strip()[-400:] or 'no output'}")
             time.sleep(0.02)

@@ -196,13 +196,9 @@ class NicPauseBoard:
     def writer_alive(self) -> bool:
         """Whether the agent that writes the board still runs (a zombie does not; an unknown
         writer counts as running)."""
-        if self.pid is None:
-            return True
-        try:
-            stat = Path(f"/proc/{self.pid}/stat").read_text()
-        except OSError:
-            return False
-        return stat.rsplit(")", 1)[-1].split()[0] not in ("Z", "X")
+        from railab.testbed.runtime.netns.procs import _alive  # the engine's side only
+
+        return self.pid is None or _alive(self.pid)
 
     def release_all(self, now: float | None = None) -> None:
         """RESUME every port (what is left of a killed agent's board: nothing can RESUME it)."""

@@ -801,6 +801,7 @@ def test_live_a_switch_agent_killed_mid_run_fails_the_run_and_is_undone(lossless
     import time
 
     from railab.testbed import state as st
+    from railab.testbed.pfc import NIC_PAUSE_INDEX
 
     _needs_pfc()
     run_dir = st.lab_dir(lossless_lab.name)
@@ -811,7 +812,7 @@ def test_live_a_switch_agent_killed_mid_run_fails_the_run_and_is_undone(lossless
         pid, end = None, time.monotonic() + 60
         while pid is None and time.monotonic() < end and p.poll() is None:
             rec = st.load(lossless_lab.name)
-            if rec is not None and rec.agents.get("pfc") and (run_dir / pfc_index()).exists():
+            if rec is not None and rec.agents.get("pfc") and (run_dir / NIC_PAUSE_INDEX).exists():
                 pid = rec.agents["pfc"]
             time.sleep(0.05)
         assert pid is not None, "the run's switch agent never started"
@@ -833,12 +834,6 @@ def test_live_a_switch_agent_killed_mid_run_fails_the_run_and_is_undone(lossless
             if dev.startswith("eth"):
                 shown = lossless_lab.exec(n, ["tc", "qdisc", "show", "dev", dev]).stdout
                 assert not re.search(r"tbf \S+ parent \S+ rate 8Kbit", shown), (n, dev, shown)
-
-
-def pfc_index() -> str:
-    from railab.testbed.pfc import NIC_PAUSE_INDEX
-
-    return NIC_PAUSE_INDEX
 
 
 @pytest.mark.integration

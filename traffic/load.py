@@ -910,19 +910,14 @@ class LoadEngine(Engine):
         engine = self.engine
         if engine == "auto" and os.environ.get("RAILAB_LOAD_ENGINE") in ("c", "python"):
             engine = os.environ["RAILAB_LOAD_ENGINE"]  # a benchmark's side-by-side choice
-        if engine == "c" or (engine == "auto" and fastpath.available()):
-            self._attach_board()
-            try:
-                return self._run_fast(seconds, stop=stop, deadline=deadline,
-                                      on_started=on_started)
-            finally:
-                self._release_board()
-        if self.nic != "none":
+        fast = engine == "c" or (engine == "auto" and fastpath.available())
+        if not fast and self.nic != "none":
             raise RailabError(f"the NIC transport ({self.nic}) runs on the load engine's compiled "
                               "fast path only: install gcc (scripts/bootstrap.sh), or run without --nic")
         self._attach_board()
         try:
-            return self._run_python(seconds, stop=stop, deadline=deadline, on_started=on_started)
+            run = self._run_fast if fast else self._run_python
+            return run(seconds, stop=stop, deadline=deadline, on_started=on_started)
         finally:
             self._release_board()
 
@@ -1003,7 +998,7 @@ class LoadEngine(Engine):
 
     def _attach_board(self) -> None:
         """Map the switch agent's sender-NIC PAUSE board when one runs (PFC on:
-        :class:`railab.testbed.pfc.NicPauseBoard`) and give each QP its NIC's byte: a QP
+        :class:`railab.testbed.pfc.NicPauseBoard`) and give each QP its NIC's record: a QP
         whose NIC the agent PAUSEs sends nothing until RESUME and banks no time."""
         self._board = NicPauseBoard.attach(labstate.lab_dir(self.spec.name))
         self._board_lost, self._board_check_t = False, 0.0

@@ -341,7 +341,7 @@ def load_verdict(res, *, pfc_on: bool, capacity: bool) -> list[str]:
     if not res.keeps_rate:
         out.append(f"the engine fell {res.engine_shortfall:.0%} short of its configured rate "
                    "(host too busy): the figures understate the offered load")
-    if getattr(res, "switch_agent_lost", False):
+    if res.switch_agent_lost:
         out.append("the switch agent (ECN marking, PFC) exited during the run: from then on no "
                    "port marked or paused, so the figures are not the fabric's; railab undid "
                    "its queue changes after the run: run it again")
