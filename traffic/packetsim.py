@@ -291,20 +291,8 @@ def simulate(params: FluidParams, fabric_us: float = 15_000.0, *, seed: int = 1,
         if t > end:
             break
         if kind == SEND:
-            if paused:
-                if (nicq[i] + 1) * size > nic_backlog_bytes:
-                    waiting.append(i)
-                    continue
-                nicq[i] += 1  # into the paused NIC's queue (the ablation); it leaves on RESUME
-                rp = rps[i]
-                rp.tick(t)
-                rp.on_sent(size)
-                sent += 1
-                gap = size * 8 / rp.rc
-                if jitter:
-                    gap *= rng.uniform(1 - jitter, 1 + jitter)
-                seq += 1
-                heapq.heappush(ev, (t + gap, seq, SEND, i))
+            if paused and (nicq[i] + 1) * size > nic_backlog_bytes:
+                waiting.append(i)
                 continue
             if windowed:
                 if in_flight[i] >= window_bytes:
@@ -315,12 +303,15 @@ def simulate(params: FluidParams, fabric_us: float = 15_000.0, *, seed: int = 1,
             rp.tick(t)
             rp.on_sent(size)
             sent += 1
-            seq += 1
-            if nic_backlog_bytes:  # the NIC's link: one frame at a time, behind its backlog
+            if paused:  # into the paused NIC's queue (the ablation): it leaves on RESUME
+                nicq[i] += 1
+            elif nic_backlog_bytes:  # the NIC's link: one frame at a time, behind its backlog
+                seq += 1
                 leave = max(t, nic_free[i])
                 nic_free[i] = leave + tx_time
                 heapq.heappush(ev, (leave + half, seq, ARRIVE, i))
             else:
+                seq += 1
                 heapq.heappush(ev, (t + half, seq, ARRIVE, i))
             gap = size * 8 / rp.rc
             if jitter:
