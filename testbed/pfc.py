@@ -159,7 +159,7 @@ class NicPauseBoard:
     def __init__(self, run_dir: Path, keys: list[tuple[str, str]], mm: mmap.mmap,
                  owner: bool, pid: int | None = None) -> None:
         self.run_dir, self.keys, self.mm, self.owner = run_dir, keys, mm, owner
-        #: the agent that writes the board (None: unknown)
+        #: the agent that writes the board (None: unknown; the engine checks it is alive)
         self.pid = pid
         self._index = {k: i for i, k in enumerate(keys)}
         self._base: Any = None  # ctypes view of the map (address()), released at close()
@@ -192,13 +192,6 @@ class NicPauseBoard:
             return None
         pid = doc.get("pid")
         return cls(run_dir, keys, mm, owner=False, pid=pid if isinstance(pid, int) else None)
-
-    def writer_alive(self) -> bool:
-        """Whether the agent that writes the board still runs (a zombie does not; an unknown
-        writer counts as running)."""
-        from railab.testbed.runtime.netns.procs import _alive  # the engine's side only
-
-        return self.pid is None or _alive(self.pid)
 
     def release_all(self, now: float | None = None) -> None:
         """RESUME every port (what is left of a killed agent's board: nothing can RESUME it)."""

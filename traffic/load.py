@@ -55,6 +55,7 @@ from railab.errors import RailabError
 from railab.testbed import state as labstate
 from railab.testbed.dilation import restore_leftover
 from railab.testbed.pfc import NicPauseBoard
+from railab.testbed.runtime.netns.procs import _alive
 from railab.topologies.labspec import LabSpec
 from railab.topologies.qos import DcqcnProfile, QosProfile
 from railab.traffic import fastpath, roce
@@ -1013,7 +1014,7 @@ class LoadEngine(Engine):
         if self._board is None or self._board_lost or now < self._board_check_t:
             return
         self._board_check_t = now + BOARD_CHECK_S
-        if not self._board.writer_alive():
+        if self._board.pid is not None and not _alive(self._board.pid):  # gone, or a zombie
             self._board.release_all(now)
             self._board_lost = True
 
